@@ -1,0 +1,29 @@
+//! The elicitation model of the MCP gateway, as pure data and functions.
+//!
+//! An elicitation asks a person for one answer of a fixed shape: one of five
+//! [`ElicitationType`]s, each with one response schema ([`response_schema`]) and one
+//! validator ([`validate_response`]). Its life is a small state machine on [`Elicitation`]
+//! (`respond`, `cancel`, `expire`, `consume`) with five [`ElicitationStatus`]es, where every
+//! status but `pending` is terminal. MCP `accept`/`decline`/`cancel` answers map onto it
+//! through [`Answer::from_action`].
+//!
+//! This crate deliberately does no IO: no clock reads (time is a parameter), no randomness
+//! (ids take their random bits from the caller), no storage, no network. Stores and
+//! transports build on it.
+
+mod id;
+mod kind;
+mod record;
+mod schema;
+mod spec;
+mod validate;
+
+pub use id::ElicitationId;
+pub use kind::{CancelReason, ElicitationStatus, ElicitationType, UnknownLabel};
+pub use record::{
+    Answer, AnswerOutcome, ElicitAction, Elicitation, MAX_RETRIES, RespondOutcome, TransitionError,
+    truncate_to_micros,
+};
+pub use schema::response_schema;
+pub use spec::{ElicitationSpec, MAX_MESSAGE_CHARS, ResponseSpec, SpecError};
+pub use validate::{Expected, Problem, Violation, validate_response};

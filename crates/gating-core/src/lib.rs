@@ -1,0 +1,31 @@
+//! The destructive-tool gate of the MCP gateway, as pure data and functions.
+//!
+//! - [`ToolAnnotations`]: the MCP hints, with [`EffectiveHints`] after MCP defaults.
+//! - [`GatePolicy`]: the operator's per-tool [`GateMode`] and TTL; [`GatePolicy::decide`]
+//!   says whether a call is forwarded, gated, or denied.
+//! - [`evaluate`]: the truth table from a gated call and its confirmation state to a
+//!   [`ConfirmationOutcome`].
+//! - [`CallDigest`]: SHA-256 of the canonical JSON of a call's arguments, which a
+//!   confirmation is bound to.
+//! - The `CallToolResult` shapes the gate answers with: [`held_result`],
+//!   [`user_rejected_result`], [`cancelled_result`], [`expired_result`], [`denied_result`].
+//!
+//! This crate does no IO and keeps no state: it neither stores confirmations nor forwards
+//! calls. The store and the HTTP service do that, asking this crate what to do.
+
+mod annotations;
+mod digest;
+mod evaluate;
+mod policy;
+mod result;
+
+pub use annotations::{EffectiveHints, ToolAnnotations};
+pub use digest::{CallDigest, DigestParseError, canonical_json};
+pub use evaluate::{ConfirmationOutcome, evaluate};
+pub use policy::{
+    DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, ToolRule,
+};
+pub use result::{
+    ResultParts, cancelled_result, confirmation_prompt, denied_result, expired_result, held_result,
+    held_result_parts, user_rejected_result,
+};

@@ -1,0 +1,137 @@
+//! The `CallToolResult` shapes the gate answers with instead of forwarding a call.
+//!
+//! These are the only places the gateway builds such results itself: held (waiting for a
+//! person), rejected (the person declined), cancelled, expired, and denied by policy.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+use elicitation_core::{Elicitation, ElicitationId, response_schema};
+
+/// The prompt of the confirmation elicitation for a call of `tool_name`.
+pub fn confirmation_prompt(tool_name: &str) -> String {
+    format!(
+        "The agent wants to run the destructive tool `{tool_name}`. It may change or delete data. Allow this call?"
+    )
+}
+
+/// The two parts of a tool result: the text a model reads and the structured content a
+/// program reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResultParts {
+    /// Human-readable text for a `text` content block.
+    pub text: String,
+    /// The `structuredContent` object.
+    pub structured: Value,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallToolResult<'a> {
+    content: [TextContent<'a>; 1],
+    structured_content: &'a Value,
+    is_error: bool,
+}
+
+#[derive(Serialize)]
+struct TextContent<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+fn tool_result(parts: &ResultParts, is_error: bool) -> Value {
+    serde_json::to_value(CallToolResult {
+        content: [TextContent {
+            kind: "text",
+            text: &parts.text,
+        }],
+        structured_content: &parts.structured,
+        is_error,
+    })
+    .expect("a tool result serialises to JSON")
+}
+
+fn rfc3339(t: time::OffsetDateTime) -> String {
+    t.format(&Rfc3339)
+        .expect("timestamps of elicitations are within RFC 3339's range")
+}
+
+/// The parts of the held result for a call waiting on `confirmation`.
+///
+/// `structuredContent` is `{"elicitation_required": true, "elicitation": {id, type, message,
+/// response_schema, expires_at}}`.
+pub fn held_result_parts(confirmation: &Elicitation) -> ResultParts {
+    let id = confirmation.id;
+    let expires_at = rfc3339(confirmation.expires_at);
+    let text = format!(
+        "This call was not run: it needs a person's confirmation first. {message} \
+         Ask a person to answer elicitation {id} (for example {{\"confirmed\": true}}) before \
+         {expires_at}, then call the tool again with the same arguments and \
+         _meta.confirmation_id = \"{id}\".",
+        message = confirmation.spec.message(),
+    );
+    let structured = json!({
+        "elicitation_required": true,
+        "elicitation": {
+            "id": id,
+            "type": confirmation.kind(),
+            "message": confirmation.spec.message(),
+            "response_schema": response_schema(confirmation.spec.response()),
+            "expires_at": expires_at,
+        },
+    });
+    ResultParts { text, structured }
+}
+
+/// The held result: a non-error `CallToolResult` carrying the confirmation elicitation.
+pub fn held_result(confirmation: &Elicitation) -> Value {
+    tool_result(&held_result_parts(confirmation), false)
+}
+
+/// The result when the person declined: an in-band tool error, `user_rejected: true`.
+pub fn user_rejected_result() -> Value {
+    let parts = ResultParts {
+        text: "The user declined this call; it was not run.".to_owned(),
+        structured: json!({"user_rejected": true}),
+    };
+    tool_result(&parts, true)
+}
+
+/// The result when the confirmation was cancelled (dismissed by the person, or withdrawn):
+/// an in-band tool error, `confirmation_cancelled: true`.
+pub fn cancelled_result(id: ElicitationId) -> Value {
+    let parts = ResultParts {
+        text: format!("The confirmation {id} was cancelled; the call was not run."),
+        structured: json!({"confirmation_cancelled": true, "elicitation_id": id}),
+    };
+    tool_result(&parts, true)
+}
+
+/// The result when nobody answered the confirmation in time: an in-band tool error,
+/// `confirmation_expired: true`.
+pub fn expired_result(id: ElicitationId) -> Value {
+    let parts = ResultParts {
+        text: format!(
+            "The confirmation {id} expired before anyone answered; the call was not run. Call the tool again to ask anew."
+        ),
+        structured: json!({"confirmation_expired": true, "elicitation_id": id}),
+    };
+    tool_result(&parts, true)
+}
+
+/// The result for a tool the operator's policy denies: an in-band tool error,
+/// `policy_denied: true`.
+pub fn denied_result(tool_name: &str) -> Value {
+    let parts = ResultParts {
+        text: format!(
+            "The gateway's policy does not allow calls to `{tool_name}`; the call was not run."
+        ),
+        structured: json!({"policy_denied": true}),
+    };
+    tool_result(&parts, true)
+}
+
+#[cfg(test)]
+mod tests;

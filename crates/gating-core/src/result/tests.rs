@@ -1,0 +1,84 @@
+use elicitation_core::{ElicitationSpec, ElicitationStatus};
+use time::Duration;
+use time::macros::datetime;
+
+use super::*;
+
+fn confirmation() -> Elicitation {
+    let now = datetime!(2026-11-30 10:00:00 UTC);
+    let spec = ElicitationSpec::confirmation(confirmation_prompt("fs__delete_file")).unwrap();
+    Elicitation::new(
+        ElicitationId::v7(now, [9; 10]),
+        spec,
+        now,
+        Duration::minutes(10),
+    )
+}
+
+#[test]
+fn held_result_carries_the_elicitation_and_is_not_an_error() {
+    let e = confirmation();
+    let held = held_result(&e);
+    assert_eq!(held["isError"], false);
+    let structured = &held["structuredContent"];
+    assert_eq!(structured["elicitation_required"], true);
+    assert_eq!(
+        structured["elicitation"],
+        json!({
+            "id": e.id.to_string(),
+            "type": "confirmation",
+            "message": "The agent wants to run the destructive tool `fs__delete_file`. It may change or delete data. Allow this call?",
+            "response_schema": {
+                "type": "object",
+                "properties": {"confirmed": {"type": "boolean", "title": "Confirm"}},
+                "required": ["confirmed"]
+            },
+            "expires_at": "2026-11-30T10:10:00Z",
+        })
+    );
+    assert_eq!(held["content"][0]["type"], "text");
+    let text = held["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&e.id.to_string()) && text.contains("_meta.confirmation_id"),
+        "{text}"
+    );
+    assert_eq!(e.status, ElicitationStatus::Pending);
+}
+
+#[test]
+fn held_result_parts_are_the_held_result() {
+    let e = confirmation();
+    let parts = held_result_parts(&e);
+    let held = held_result(&e);
+    assert_eq!(held["structuredContent"], parts.structured);
+    assert_eq!(held["content"][0]["text"], parts.text.as_str());
+}
+
+#[test]
+fn user_rejected_result_is_an_in_band_error() {
+    let r = user_rejected_result();
+    assert_eq!(r["isError"], true);
+    assert_eq!(r["structuredContent"], json!({"user_rejected": true}));
+    assert_eq!(r["content"][0]["type"], "text");
+}
+
+#[test]
+fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
+    let id = confirmation().id;
+    let cancelled = cancelled_result(id);
+    let expired = expired_result(id);
+    let denied = denied_result("fs__format_disk");
+    for r in [&cancelled, &expired, &denied] {
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["structuredContent"].get("user_rejected"), None);
+    }
+    assert_eq!(
+        cancelled["structuredContent"],
+        json!({"confirmation_cancelled": true, "elicitation_id": id.to_string()})
+    );
+    assert_eq!(
+        expired["structuredContent"],
+        json!({"confirmation_expired": true, "elicitation_id": id.to_string()})
+    );
+    assert_eq!(denied["structuredContent"], json!({"policy_denied": true}));
+}

@@ -1,0 +1,81 @@
+//! The architecture invariant of the `-core` crates: their normal dependency graph holds no
+//! async runtime, HTTP stack or database driver.
+
+use anyhow::{Context, Result, bail};
+
+use crate::test::cargo;
+
+/// The pure crates.
+const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core"];
+
+/// Packages a pure crate must not depend on, by exact name or name prefix (`deadpool*`).
+const FORBIDDEN: &[&str] = &["tokio", "tokio-postgres", "hyper", "mio", "deadpool"];
+
+pub(crate) fn check() -> Result<()> {
+    let mut problems = Vec::new();
+    for krate in CORE_CRATES {
+        let output = cargo()
+            .args([
+                "tree",
+                "--package",
+                krate,
+                "--edges",
+                "normal",
+                "--prefix",
+                "none",
+                "--format",
+                "{p}",
+            ])
+            .output()
+            .context("could not run cargo tree")?;
+        if !output.status.success() {
+            bail!(
+                "cargo tree -p {krate} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        for hit in forbidden_packages(&tree) {
+            problems.push(format!("{krate} depends on {hit}"));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("pure crates pull in IO: {}", problems.join("; "))
+    }
+}
+
+/// The forbidden packages named in `cargo tree --prefix none --format {p}` output, whose
+/// lines look like `name v1.2.3` (sometimes followed by a path or `(*)`).
+fn forbidden_packages(tree: &str) -> Vec<String> {
+    let mut hits: Vec<String> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| {
+            FORBIDDEN
+                .iter()
+                .any(|f| *name == *f || (*f == "deadpool" && name.starts_with("deadpool")))
+        })
+        .map(str::to_owned)
+        .collect();
+    hits.sort();
+    hits.dedup();
+    hits
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_forbidden_packages_and_ignores_lookalikes() {
+        let tree = "gating-core v0.0.0 (/w/crates/gating-core)\nserde v1.0.228\ntokio v1.54.1\n\
+                    tokio-util v0.7.20\nhyper-util v0.1.21\ndeadpool-postgres v0.14.2\nmio v1.0.4 (*)\nhyper v1.12.0\n";
+        assert_eq!(
+            forbidden_packages(tree),
+            ["deadpool-postgres", "hyper", "mio", "tokio"]
+        );
+        assert!(forbidden_packages("serde v1\nring v0.17\n").is_empty());
+    }
+}

@@ -1,0 +1,81 @@
+//! `cargo xtask test`: the one test command, identical for developers and CI.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::layering;
+
+/// The workspace root (xtask lives one level below it).
+pub(crate) fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or(manifest_dir)
+}
+
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Runs one step, printing a one-line summary; fails on a non-zero exit.
+fn step(name: &str, run: impl FnOnce() -> Result<()>) -> Result<()> {
+    let started = Instant::now();
+    let result = run();
+    let secs = started.elapsed().as_secs_f64();
+    match &result {
+        Ok(()) => println!("xtask test: ok     {name} ({secs:.1}s)"),
+        Err(err) => println!("xtask test: FAILED {name} ({secs:.1}s): {err:#}"),
+    }
+    result.with_context(|| format!("step `{name}` failed"))
+}
+
+fn status(mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not start {shown}"))?;
+    if !status.success() {
+        bail!("{shown} exited with {status}");
+    }
+    Ok(())
+}
+
+pub(crate) fn run() -> Result<()> {
+    step("fmt", || {
+        let mut cmd = cargo();
+        cmd.args(["fmt", "--all", "--check"]);
+        status(cmd)
+    })?;
+    step("clippy", || {
+        let mut cmd = cargo();
+        cmd.args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]);
+        status(cmd)
+    })?;
+    step("layering", layering::check)?;
+    step("tests", || {
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace"]);
+        status(cmd)
+    })?;
+    step("doc", || {
+        let mut cmd = cargo();
+        cmd.args(["doc", "--workspace", "--no-deps"])
+            .env("RUSTDOCFLAGS", "-D warnings");
+        status(cmd)
+    })?;
+    println!("xtask test: all steps passed");
+    Ok(())
+}
