@@ -1,22 +1,30 @@
 //! Developer and CI tasks for the mcp-gateway workspace: `cargo xtask <task>`.
-//!
-//! - `test`: every check CI runs, in order, stopping at the first failure.
 
 use std::process::ExitCode;
 
+use anyhow::{Context, Result, bail};
+
 mod layering;
+mod postgres;
 mod test;
 
 const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
-  test    fmt, clippy, layering check, all tests, docs (what CI runs)";
+  test                           fmt, clippy, layering check, all tests against a
+                                 throwaway PostgreSQL, docs (exactly what CI runs)
+  migrate [--database-url URL]   apply the embedded migrations (default: $DATABASE_URL)
+  bench store [--quick]          confirmation cycles per second and database round trips
+                                 per cycle, memory and PostgreSQL (throwaway cluster)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let result = match args.first().map(String::as_str) {
-        Some("test") if args.len() == 1 => test::run(),
-        Some("help" | "--help" | "-h") => {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["test"] => test::run(),
+        ["migrate", rest @ ..] => migrate(rest),
+        ["bench", "store", rest @ ..] => bench_store(rest),
+        ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
         }
@@ -32,4 +40,59 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn migrate(args: &[&str]) -> Result<()> {
+    let url = match args {
+        [] => std::env::var("DATABASE_URL")
+            .context("no database given: pass --database-url URL or set DATABASE_URL")?,
+        ["--database-url", url] => (*url).to_owned(),
+        _ => bail!("usage: cargo xtask migrate [--database-url URL]"),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .context("connect to the database")?;
+        tokio::spawn(connection);
+        let applied = elicitation_store::migrate(&mut client)
+            .await
+            .context("run migrations")?;
+        if applied.is_empty() {
+            println!("xtask migrate: the database is up to date");
+        }
+        for name in applied {
+            println!("xtask migrate: applied {name}");
+        }
+        Ok(())
+    })
+}
+
+fn bench_store(args: &[&str]) -> Result<()> {
+    let quick = match args {
+        [] => false,
+        ["--quick"] => true,
+        _ => bail!("usage: cargo xtask bench store [--quick]"),
+    };
+    let cluster = postgres::Cluster::start()?;
+    let mut cmd = test::cargo();
+    cmd.args([
+        "bench",
+        "-p",
+        "elicitation-store",
+        "--features",
+        "test-support",
+        "--bench",
+        "store",
+        "--",
+    ])
+    .env("DATABASE_URL", cluster.url());
+    if quick {
+        cmd.arg("--quick");
+    }
+    let result = test::status(cmd);
+    drop(cluster);
+    result
 }

@@ -7,6 +7,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use crate::layering;
+use crate::postgres::Cluster;
 
 /// The workspace root (xtask lives one level below it).
 pub(crate) fn workspace_root() -> PathBuf {
@@ -17,6 +18,7 @@ pub(crate) fn workspace_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
+/// A `cargo` command run at the workspace root.
 pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     cmd.current_dir(workspace_root());
@@ -35,7 +37,8 @@ fn step(name: &str, run: impl FnOnce() -> Result<()>) -> Result<()> {
     result.with_context(|| format!("step `{name}` failed"))
 }
 
-fn status(mut cmd: Command) -> Result<()> {
+/// Runs `cmd`, failing on a non-zero exit.
+pub(crate) fn status(mut cmd: Command) -> Result<()> {
     let shown = format!("{cmd:?}");
     let status = cmd
         .status()
@@ -65,11 +68,24 @@ pub(crate) fn run() -> Result<()> {
         status(cmd)
     })?;
     step("layering", layering::check)?;
-    step("tests", || {
-        let mut cmd = cargo();
-        cmd.args(["test", "--workspace"]);
-        status(cmd)
+    let mut cluster = None;
+    step("postgres", || {
+        let started = Cluster::start()?;
+        println!("xtask test: throwaway PostgreSQL at {}", started.url());
+        cluster = Some(started);
+        Ok(())
     })?;
+    let url = cluster.as_ref().map(Cluster::url).unwrap_or_default();
+    let tests = step("tests", || {
+        let mut cmd = cargo();
+        cmd.args(["test", "--workspace"])
+            .env("DATABASE_URL", &url)
+            .env("TEST_INTEGRATION", "1");
+        status(cmd)
+    });
+    // Stop and delete the cluster whether or not the tests passed.
+    drop(cluster);
+    tests?;
     step("doc", || {
         let mut cmd = cargo();
         cmd.args(["doc", "--workspace", "--no-deps"])

@@ -1,0 +1,938 @@
+//! The one conformance suite every store passes. Each store's tests instantiate it with
+//! `conformance_tests!(make)`, where `make` builds a fresh, isolated store.
+
+use std::sync::Arc;
+
+use elicitation_core::{
+    CancelReason, ElicitAction, ElicitationSpec, ElicitationStatus, ElicitationType,
+    RespondOutcome, ResponseSpec, TransitionError,
+};
+use gating_core::CallDigest;
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+
+use crate::{
+    CallBinding, Caller, ConfirmationRequest, ElicitationStore, ListQuery, ManualClock, StoreError,
+};
+
+/// What a test asks of a fresh store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Setup {
+    pub(crate) max_pending_per_caller: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            max_pending_per_caller: 100,
+        }
+    }
+}
+
+/// A fresh store, a second handle on the same data (for Postgres: another pool, as a second
+/// gateway instance would have), and the clock both read.
+pub(crate) struct Harness {
+    pub(crate) store: Arc<dyn ElicitationStore>,
+    pub(crate) twin: Arc<dyn ElicitationStore>,
+    pub(crate) clock: Arc<ManualClock>,
+}
+
+pub(crate) fn start_time() -> OffsetDateTime {
+    // Real "now", so rows look like real ones; the clock then moves only when told.
+    OffsetDateTime::now_utc()
+}
+
+macro_rules! conformance_tests {
+    ($make:path) => {
+        conformance_tests!(@each $make;
+            confirmation_round_trip_accept_and_decline,
+            invalid_responses_retry_then_go_terminal,
+            confirmation_state_reflects_approval_decline_and_absence,
+            idempotent_resubmit_and_cancel,
+            concurrent_responds_record_exactly_once,
+            confirmation_is_consumed_once,
+            confirmation_for_other_arguments_is_not_confirmed,
+            expired_pending_cannot_be_answered,
+            wait_for_change_wakes_on_response,
+            wait_for_change_returns_at_the_deadline,
+            another_caller_sees_and_answers_nothing,
+            pending_lists_newest_first_and_bounded,
+            pending_limit_per_caller_is_enforced,
+            expire_due_moves_overdue_pending_to_expired,
+            choice_elicitations_record_and_cancel_with_reasons,
+            bad_input_is_refused_with_typed_errors,
+        );
+    };
+    (@each $make:path; $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                crate::conformance::$name($make).await;
+            }
+        )+
+    };
+}
+pub(crate) use conformance_tests;
+
+fn alice() -> Caller {
+    Caller::new("alice", Some("acme".into())).unwrap()
+}
+
+fn bob() -> Caller {
+    Caller::new("bob", Some("acme".into())).unwrap()
+}
+
+fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
+    ConfirmationRequest {
+        tool: tool.to_owned(),
+        message: gating_core::confirmation_prompt(tool),
+        arguments,
+        ttl: Duration::minutes(10),
+    }
+}
+
+fn binding(tool: &str, arguments: &Value) -> CallBinding {
+    CallBinding {
+        tool: tool.to_owned(),
+        digest: CallDigest::of(arguments),
+    }
+}
+
+pub(crate) async fn confirmation_round_trip_accept_and_decline(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/tmp/report.txt"});
+    let b = binding("fs__delete", &args);
+
+    let approved = h
+        .store
+        .create_confirmation(&alice(), request("fs__delete", args.clone()))
+        .await
+        .unwrap();
+    let id = approved.elicitation.id;
+    assert_eq!(approved.elicitation.kind(), ElicitationType::Confirmation);
+    assert_eq!(approved.elicitation.status, ElicitationStatus::Pending);
+    let call = approved.call.expect("a confirmation holds its call");
+    assert_eq!(
+        (call.tool.as_str(), &call.arguments, call.digest),
+        ("fs__delete", &args, b.digest)
+    );
+    assert_eq!(
+        h.store.confirmation_state(&alice(), id, &b).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        h.store
+            .respond(&alice(), id, json!({"confirmed": true}))
+            .await
+            .unwrap(),
+        RespondOutcome::Recorded
+    );
+    assert!(h.store.is_confirmed(&alice(), id, &b).await.unwrap());
+    let got = h.store.get(&alice(), id).await.unwrap();
+    assert_eq!(got.elicitation.status, ElicitationStatus::Responded);
+    assert_eq!(got.elicitation.response, Some(json!({"confirmed": true})));
+    assert_eq!(got.elicitation.responded_at, Some(h.clock_now()));
+    assert_eq!(got.call.map(|c| c.arguments), Some(args.clone()));
+
+    let declined = h
+        .store
+        .create_confirmation(&alice(), request("fs__delete", args.clone()))
+        .await
+        .unwrap();
+    let id = declined.elicitation.id;
+    let answer = elicitation_core::Answer::from_action(
+        ElicitationType::Confirmation,
+        ElicitAction::Decline,
+        None,
+    );
+    h.store.apply(&alice(), id, answer).await.unwrap();
+    assert_eq!(
+        h.store.confirmation_state(&alice(), id, &b).await.unwrap(),
+        Some(false)
+    );
+    assert!(!h.store.is_confirmed(&alice(), id, &b).await.unwrap());
+    assert!(matches!(
+        h.store.consume_confirmation(&alice(), id, &b).await,
+        Err(StoreError::Transition(TransitionError::NotApproved { .. }))
+    ));
+}
+
+impl Harness {
+    fn clock_now(&self) -> OffsetDateTime {
+        elicitation_core::truncate_to_micros(crate::Clock::now(&*self.clock))
+    }
+}
+
+pub(crate) async fn invalid_responses_retry_then_go_terminal(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let e = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({})))
+        .await
+        .unwrap();
+    let id = e.elicitation.id;
+    let mut seen = Vec::new();
+    for payload in [
+        json!({"confirmed": "yes"}),
+        json!({}),
+        json!({"confirmed": 1}),
+    ] {
+        seen.push(
+            match h.store.respond(&alice(), id, payload).await.unwrap() {
+                RespondOutcome::Invalid { retries_left, .. } => format!("invalid {retries_left}"),
+                RespondOutcome::ValidationFailed { errors } => format!("failed {}", errors.len()),
+                other => format!("{other:?}"),
+            },
+        );
+    }
+    assert_eq!(seen, ["invalid 2", "invalid 1", "failed 1"]);
+    let got = h.store.get(&alice(), id).await.unwrap().elicitation;
+    assert_eq!(
+        (got.status, got.retries),
+        (ElicitationStatus::ValidationFailed, 3)
+    );
+    assert!(matches!(
+        h.store
+            .respond(&alice(), id, json!({"confirmed": true}))
+            .await,
+        Err(StoreError::Transition(TransitionError::NotPending {
+            status: ElicitationStatus::ValidationFailed,
+            ..
+        }))
+    ));
+}
+
+pub(crate) async fn confirmation_state_reflects_approval_decline_and_absence(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"id": 7});
+    let b = binding("db__drop", &args);
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(
+            h.store
+                .create_confirmation(&alice(), request("db__drop", args.clone()))
+                .await
+                .unwrap()
+                .elicitation
+                .id,
+        );
+    }
+    h.store
+        .respond(&alice(), ids[0], json!({"confirmed": true}))
+        .await
+        .unwrap();
+    h.store
+        .respond(&alice(), ids[1], json!({"confirmed": false}))
+        .await
+        .unwrap();
+    h.store
+        .cancel(&alice(), ids[2], CancelReason::CancelledByPerson)
+        .await
+        .unwrap();
+    let mut states = Vec::new();
+    for id in &ids {
+        states.push(h.store.confirmation_state(&alice(), *id, &b).await.unwrap());
+    }
+    assert_eq!(states, [Some(true), Some(false), None, None]);
+    let unknown = elicitation_core::ElicitationId::v7(start_time(), [3; 10]);
+    assert_eq!(
+        h.store
+            .confirmation_state(&alice(), unknown, &b)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+pub(crate) async fn idempotent_resubmit_and_cancel(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"p": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let first = h.store.get(&alice(), id).await.unwrap();
+    h.clock.advance(Duration::seconds(5));
+    assert_eq!(
+        h.store
+            .respond(&alice(), id, json!({"confirmed": true}))
+            .await
+            .unwrap(),
+        RespondOutcome::AlreadyRecorded
+    );
+    assert_eq!(
+        h.store.get(&alice(), id).await.unwrap(),
+        first,
+        "a resubmit changes nothing"
+    );
+    assert!(matches!(
+        h.store
+            .respond(&alice(), id, json!({"confirmed": false}))
+            .await,
+        Err(StoreError::Transition(
+            TransitionError::ConflictingResponse { .. }
+        ))
+    ));
+    assert!(matches!(
+        h.store
+            .cancel(&alice(), id, CancelReason::CancelledByCaller)
+            .await,
+        Err(StoreError::Transition(TransitionError::NotPending {
+            status: ElicitationStatus::Responded,
+            ..
+        }))
+    ));
+
+    let other = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"p": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let cancelled = h
+        .store
+        .cancel(&alice(), other, CancelReason::CancelledByCaller)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status, ElicitationStatus::Cancelled);
+    assert_eq!(
+        cancelled.cancel_reason,
+        Some(CancelReason::CancelledByCaller)
+    );
+    assert_eq!(cancelled.cancelled_at, Some(h.clock_now()));
+    assert_eq!(
+        h.store.get(&alice(), other).await.unwrap().elicitation,
+        cancelled
+    );
+    assert!(h.store.pending(&alice(), 10).await.unwrap().is_empty());
+    assert!(matches!(
+        h.store
+            .cancel(&alice(), other, CancelReason::CancelledByPerson)
+            .await,
+        Err(StoreError::Transition(TransitionError::NotPending {
+            status: ElicitationStatus::Cancelled,
+            ..
+        }))
+    ));
+}
+
+pub(crate) async fn concurrent_responds_record_exactly_once(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let mut tasks = Vec::new();
+    for i in 0..48 {
+        // Half the answers come through the second handle, as from another gateway instance.
+        let store = if i % 2 == 0 {
+            h.store.clone()
+        } else {
+            h.twin.clone()
+        };
+        tasks.push(tokio::spawn(async move {
+            store
+                .respond(&alice(), id, json!({"confirmed": i % 3 != 0}))
+                .await
+        }));
+    }
+    let mut recorded = 0;
+    let mut already = 0;
+    let mut conflicts = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(RespondOutcome::Recorded) => recorded += 1,
+            Ok(RespondOutcome::AlreadyRecorded) => already += 1,
+            Err(StoreError::Transition(TransitionError::ConflictingResponse { .. })) => {
+                conflicts += 1
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+    assert_eq!(recorded, 1, "exactly one answer is recorded");
+    assert_eq!(recorded + already + conflicts, 48);
+    let final_answer = h
+        .store
+        .get(&alice(), id)
+        .await
+        .unwrap()
+        .elicitation
+        .response
+        .unwrap();
+    let winners_like_it = if final_answer["confirmed"] == true {
+        32
+    } else {
+        16
+    };
+    assert_eq!(
+        already + 1,
+        winners_like_it,
+        "every other answer equal to the recorded one is idempotent"
+    );
+}
+
+pub(crate) async fn confirmation_is_consumed_once(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/a"});
+    let b = binding("fs__rm", &args);
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", args))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    assert!(matches!(
+        h.store.consume_confirmation(&alice(), id, &b).await,
+        Err(StoreError::Transition(TransitionError::NotApproved { .. }))
+    ));
+    h.store
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = if i % 2 == 0 {
+            h.store.clone()
+        } else {
+            h.twin.clone()
+        };
+        let b = b.clone();
+        tasks.push(tokio::spawn(async move {
+            store.consume_confirmation(&alice(), id, &b).await
+        }));
+    }
+    let mut used = 0;
+    for task in tasks {
+        match task.await.unwrap() {
+            Ok(e) => {
+                used += 1;
+                assert_eq!(e.consumed_at, Some(h.clock_now()));
+            }
+            Err(StoreError::Transition(TransitionError::AlreadyConsumed { .. })) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(used, 1);
+    // Still reads as approved (for the record), but cannot authorise another call.
+    assert_eq!(
+        h.store.confirmation_state(&alice(), id, &b).await.unwrap(),
+        Some(true)
+    );
+
+    // An approved confirmation past its expiry authorises nothing.
+    let args = json!({"path": "/b"});
+    let late = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&alice(), late, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    h.clock.advance(Duration::minutes(10));
+    assert!(matches!(
+        h.store
+            .consume_confirmation(&alice(), late, &binding("fs__rm", &args))
+            .await,
+        Err(StoreError::Transition(TransitionError::Expired { .. }))
+    ));
+}
+
+pub(crate) async fn confirmation_for_other_arguments_is_not_confirmed(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/safe", "recursive": false});
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let same_reordered: Value =
+        serde_json::from_str(r#"{"recursive": false, "path": "/safe"}"#).unwrap();
+    assert!(
+        h.store
+            .is_confirmed(&alice(), id, &binding("fs__rm", &same_reordered))
+            .await
+            .unwrap()
+    );
+    let mismatches = [
+        binding("fs__rm", &json!({"path": "/", "recursive": true})),
+        binding("fs__rm", &json!({"path": "/safe"})),
+        binding("fs__rmdir", &args),
+    ];
+    for b in &mismatches {
+        assert_eq!(
+            h.store.confirmation(&alice(), id, b).await.unwrap(),
+            None,
+            "{b:?}"
+        );
+        assert!(!h.store.is_confirmed(&alice(), id, b).await.unwrap());
+        assert!(matches!(
+            h.store.consume_confirmation(&alice(), id, b).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+    // The right binding still works after all those attempts.
+    h.store
+        .consume_confirmation(&alice(), id, &binding("fs__rm", &args))
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn expired_pending_cannot_be_answered(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let mut req = request("fs__rm", json!({}));
+    req.ttl = Duration::seconds(30);
+    let id = h
+        .store
+        .create_confirmation(&alice(), req)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.clock.advance(Duration::seconds(30));
+    assert_eq!(
+        h.store.get(&alice(), id).await.unwrap().elicitation.status,
+        ElicitationStatus::Expired
+    );
+    assert!(h.store.pending(&alice(), 10).await.unwrap().is_empty());
+    assert_eq!(
+        h.store
+            .list(
+                &alice(),
+                ListQuery {
+                    status: Some(ElicitationStatus::Expired),
+                    limit: 10
+                }
+            )
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    for attempt in [
+        h.store
+            .respond(&alice(), id, json!({"confirmed": true}))
+            .await
+            .map(|_| ()),
+        h.store
+            .cancel(&alice(), id, CancelReason::CancelledByPerson)
+            .await
+            .map(|_| ()),
+    ] {
+        assert!(
+            matches!(
+                attempt,
+                Err(StoreError::Transition(TransitionError::NotPending {
+                    status: ElicitationStatus::Expired,
+                    ..
+                }))
+            ),
+            "{attempt:?}"
+        );
+    }
+}
+
+pub(crate) async fn wait_for_change_wakes_on_response(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let waiter = h.store.clone();
+    let far = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let waiting = tokio::spawn(async move { waiter.wait_for_change(&alice(), id, far).await });
+    // Answer through the twin, as another gateway instance would. The waiter may or may not
+    // have subscribed yet; either way it must see the answer.
+    tokio::task::yield_now().await;
+    h.twin
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let seen = tokio::time::timeout(std::time::Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiter woke up")
+        .unwrap()
+        .unwrap();
+    assert_eq!(seen.status, ElicitationStatus::Responded);
+    assert_eq!(seen.confirmation_state(), Some(true));
+}
+
+pub(crate) async fn wait_for_change_returns_at_the_deadline(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let soon = tokio::time::Instant::now() + std::time::Duration::from_millis(50);
+    let seen = h.store.wait_for_change(&alice(), id, soon).await.unwrap();
+    assert_eq!(seen.status, ElicitationStatus::Pending);
+    assert!(matches!(
+        h.store.wait_for_change(&bob(), id, soon).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
+pub(crate) async fn another_caller_sees_and_answers_nothing(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/x"});
+    let b = binding("fs__rm", &args);
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", args))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let other_tenant = Caller::new("alice", Some("globex".into())).unwrap();
+    let no_tenant = Caller::new("alice", None).unwrap();
+    for intruder in [bob(), other_tenant, no_tenant] {
+        let not_found = |r: &Result<_, StoreError>| matches!(r, Err(StoreError::NotFound { id: got }) if *got == id);
+        assert!(
+            not_found(&h.store.get(&intruder, id).await.map(|_| ())),
+            "{intruder:?}"
+        );
+        assert!(not_found(
+            &h.store
+                .respond(&intruder, id, json!({"confirmed": true}))
+                .await
+                .map(|_| ())
+        ));
+        assert!(not_found(
+            &h.store
+                .cancel(&intruder, id, CancelReason::CancelledByCaller)
+                .await
+                .map(|_| ())
+        ));
+        assert!(not_found(
+            &h.store
+                .consume_confirmation(&intruder, id, &b)
+                .await
+                .map(|_| ())
+        ));
+        assert_eq!(h.store.confirmation(&intruder, id, &b).await.unwrap(), None);
+        assert!(
+            h.store
+                .list(
+                    &intruder,
+                    ListQuery {
+                        status: None,
+                        limit: 10
+                    }
+                )
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    let mine = h.store.get(&alice(), id).await.unwrap().elicitation;
+    assert_eq!(
+        (mine.status, mine.retries),
+        (ElicitationStatus::Pending, 0),
+        "untouched by intruders"
+    );
+}
+
+pub(crate) async fn pending_lists_newest_first_and_bounded(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            h.store
+                .create_confirmation(&alice(), request("fs__rm", json!({"i": i})))
+                .await
+                .unwrap()
+                .elicitation
+                .id,
+        );
+        h.clock.advance(Duration::seconds(1));
+    }
+    h.store
+        .create_confirmation(&bob(), request("fs__rm", json!({})))
+        .await
+        .unwrap();
+    h.store
+        .respond(&alice(), ids[1], json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let pending: Vec<_> = h
+        .store
+        .pending(&alice(), 3)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.elicitation.id)
+        .collect();
+    assert_eq!(pending, [ids[4], ids[3], ids[2]]);
+    let all: Vec<_> = h
+        .store
+        .list(
+            &alice(),
+            ListQuery {
+                status: None,
+                limit: 100,
+            },
+        )
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.elicitation.id)
+        .collect();
+    assert_eq!(all, [ids[4], ids[3], ids[2], ids[1], ids[0]]);
+    let responded = h
+        .store
+        .list(
+            &alice(),
+            ListQuery {
+                status: Some(ElicitationStatus::Responded),
+                limit: 100,
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(responded.len(), 1);
+    assert_eq!(responded[0].elicitation.id, ids[1]);
+}
+
+pub(crate) async fn pending_limit_per_caller_is_enforced(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup {
+        max_pending_per_caller: 2,
+    })
+    .await;
+    let a = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 2})))
+        .await
+        .unwrap();
+    let refused = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 3})))
+        .await;
+    assert!(
+        matches!(refused, Err(StoreError::PendingLimit { limit: 2 })),
+        "{refused:?}"
+    );
+    // Other callers are not affected; answering one frees a slot.
+    h.store
+        .create_confirmation(&bob(), request("fs__rm", json!({})))
+        .await
+        .unwrap();
+    h.store
+        .respond(&alice(), a, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    h.store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 3})))
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn expire_due_moves_overdue_pending_to_expired(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let mut short = request("fs__rm", json!({"n": 1}));
+    short.ttl = Duration::seconds(10);
+    let due = h
+        .store
+        .create_confirmation(&alice(), short)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let mut answered = request("fs__rm", json!({"n": 2}));
+    answered.ttl = Duration::seconds(10);
+    let answered = h
+        .store
+        .create_confirmation(&bob(), answered)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&bob(), answered, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let later = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 3})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.clock.advance(Duration::seconds(11));
+    let now = crate::Clock::now(&*h.clock);
+    let expired = h.store.expire_due(now).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    assert_eq!(expired[0].elicitation.id, due);
+    assert_eq!(expired[0].caller, alice());
+    assert_eq!(expired[0].tool.as_deref(), Some("fs__rm"));
+    assert_eq!(expired[0].elicitation.status, ElicitationStatus::Expired);
+    assert!(
+        h.store.expire_due(now).await.unwrap().is_empty(),
+        "expiry happens once"
+    );
+    assert_eq!(
+        h.store
+            .get(&alice(), later)
+            .await
+            .unwrap()
+            .elicitation
+            .status,
+        ElicitationStatus::Pending
+    );
+    assert_eq!(
+        h.store
+            .get(&bob(), answered)
+            .await
+            .unwrap()
+            .elicitation
+            .status,
+        ElicitationStatus::Responded
+    );
+}
+
+pub(crate) async fn choice_elicitations_record_and_cancel_with_reasons(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let spec = ElicitationSpec::new(
+        "Which environment?",
+        ResponseSpec::SingleChoice {
+            options: vec!["staging".into(), "production".into()],
+        },
+    )
+    .unwrap();
+    let picked = h
+        .store
+        .create(&alice(), spec.clone(), Duration::minutes(5))
+        .await
+        .unwrap();
+    assert_eq!(picked.spec, spec);
+    assert!(matches!(
+        h.store
+            .respond(&alice(), picked.id, json!({"choice": "prod"}))
+            .await
+            .unwrap(),
+        RespondOutcome::Invalid {
+            retries_left: 2,
+            ..
+        }
+    ));
+    assert_eq!(
+        h.store
+            .respond(&alice(), picked.id, json!({"choice": "staging"}))
+            .await
+            .unwrap(),
+        RespondOutcome::Recorded
+    );
+    let got = h.store.get(&alice(), picked.id).await.unwrap();
+    assert_eq!(got.call, None);
+    assert_eq!(got.elicitation.retries, 1);
+    assert_eq!(got.elicitation.response, Some(json!({"choice": "staging"})));
+    assert_eq!(got.elicitation.spec, spec);
+
+    let mut reasons = Vec::new();
+    for action in [ElicitAction::Decline, ElicitAction::Cancel] {
+        let e = h
+            .store
+            .create(&alice(), spec.clone(), Duration::minutes(5))
+            .await
+            .unwrap();
+        let answer =
+            elicitation_core::Answer::from_action(ElicitationType::SingleChoice, action, None);
+        h.store.apply(&alice(), e.id, answer).await.unwrap();
+        reasons.push(
+            h.store
+                .get(&alice(), e.id)
+                .await
+                .unwrap()
+                .elicitation
+                .cancel_reason,
+        );
+    }
+    assert_eq!(
+        reasons,
+        [
+            Some(CancelReason::Declined),
+            Some(CancelReason::CancelledByPerson)
+        ]
+    );
+}
+
+pub(crate) async fn bad_input_is_refused_with_typed_errors(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let mut zero_ttl = request("fs__rm", json!({}));
+    zero_ttl.ttl = Duration::ZERO;
+    assert!(matches!(
+        h.store.create_confirmation(&alice(), zero_ttl).await,
+        Err(StoreError::InvalidTtl)
+    ));
+    let mut no_message = request("fs__rm", json!({}));
+    no_message.message = "  ".into();
+    assert!(matches!(
+        h.store.create_confirmation(&alice(), no_message).await,
+        Err(StoreError::Spec(_))
+    ));
+    let unknown = elicitation_core::ElicitationId::v7(start_time(), [0xee; 10]);
+    assert!(matches!(
+        h.store.get(&alice(), unknown).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        h.store
+            .respond(&alice(), unknown, json!({"confirmed": true}))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(
+        h.store
+            .list(
+                &alice(),
+                ListQuery {
+                    status: None,
+                    limit: 0
+                }
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -1,0 +1,95 @@
+//! The store's one error type. Backend errors are mapped onto its variants; the source is
+//! kept for logs only.
+
+use elicitation_core::{ElicitationId, SpecError, TransitionError};
+
+use crate::seal::SealError;
+
+type Source = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No elicitation with this id belongs to the caller (it may not exist, or belong to
+    /// someone else: the two are indistinguishable on purpose).
+    #[error("elicitation {id} not found")]
+    NotFound {
+        /// The id asked for.
+        id: ElicitationId,
+    },
+    /// The elicitation's state does not allow the operation.
+    #[error(transparent)]
+    Transition(#[from] TransitionError),
+    /// The caller already has as many pending elicitations as allowed.
+    #[error(
+        "the caller already has {limit} pending elicitations, the most allowed; answer or cancel some first"
+    )]
+    PendingLimit {
+        /// The per-caller limit.
+        limit: usize,
+    },
+    /// The memory store holds as many elicitations as configured and none can be evicted.
+    #[error("the store is full ({limit} elicitations, all pending)")]
+    Full {
+        /// The configured capacity.
+        limit: usize,
+    },
+    /// A caller id is empty, too long, or contains control characters.
+    #[error("caller ids must be 1 to 512 bytes without control characters")]
+    InvalidCaller,
+    /// A time to live that is zero or negative.
+    #[error("an elicitation's time to live must be positive")]
+    InvalidTtl,
+    /// The spec cannot be answered as written.
+    #[error("invalid elicitation spec: {0}")]
+    Spec(#[from] SpecError),
+    /// A sealed payload did not open, or the key configuration is unusable.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// A stored row could not be read back as an elicitation.
+    #[error("stored elicitation {id} is unreadable: {reason}")]
+    Corrupt {
+        /// The row's id.
+        id: ElicitationId,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The store's configuration is unusable (for example a bad database URL).
+    #[error("store configuration: {0}")]
+    Config(String),
+    /// The database has no (or an older) schema.
+    #[error(
+        "the database is not migrated: run `mcp-gateway migrate` (or `cargo xtask migrate`) first"
+    )]
+    NotMigrated,
+    /// The database refused for lack of privilege: the login role is not set up as
+    /// docs/postgres.md describes.
+    #[error(
+        "the database refused the operation: the login role lacks a privilege (see docs/postgres.md)"
+    )]
+    PermissionDenied(#[source] Source),
+    /// A concurrent transaction conflicted; the operation may be retried.
+    #[error("the operation conflicted with a concurrent one; retry it")]
+    Conflict(#[source] Source),
+    /// The database cannot be reached or did not answer in time.
+    #[error("the store is unavailable")]
+    Unavailable(#[source] Source),
+    /// Any other backend failure.
+    #[error("the store failed")]
+    Backend(#[source] Source),
+}
+
+impl StoreError {
+    /// Whether the caller made the mistake (as opposed to the store or its configuration).
+    pub fn is_caller_error(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NotFound { .. }
+                | StoreError::Transition(_)
+                | StoreError::PendingLimit { .. }
+                | StoreError::InvalidCaller
+                | StoreError::InvalidTtl
+                | StoreError::Spec(_)
+        )
+    }
+}

@@ -1,0 +1,40 @@
+//! Where elicitations live: the [`ElicitationStore`] trait, the bounded [`MemoryStore`]
+//! (the embedded default) and the [`PostgresStore`] (the store of record).
+//!
+//! Every operation is scoped to a [`Caller`]; another caller's row behaves exactly like a
+//! missing one. State changes follow `elicitation-core`'s state machine and happen once
+//! however many answers race. The Postgres store seals tool arguments and responses with
+//! AES-256-GCM ([`KeyRing`]) so no payload reaches the database in clear, enforces the
+//! caller with row-level security as well as in every statement, and wakes waiters on any
+//! instance through LISTEN/NOTIFY.
+//!
+//! This crate owns every SQL string of the project and the embedded migrations
+//! ([`migrate`]). It knows nothing of HTTP or MCP wire formats.
+
+mod audit;
+mod caller;
+mod clock;
+mod error;
+mod memory;
+mod migrate;
+mod postgres;
+mod seal;
+mod store;
+mod wait;
+
+#[cfg(test)]
+mod conformance;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
+
+pub use caller::{Caller, MAX_CALLER_ID_LEN};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::StoreError;
+pub use memory::{MemoryLimits, MemoryStore};
+pub use migrate::migrate;
+pub use postgres::{PostgresOptions, PostgresStore};
+pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
+pub use store::{
+    CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
+    MAX_LIST_LIMIT, StoredElicitation,
+};

@@ -1,0 +1,378 @@
+//! The embedded store: everything in process memory, bounded, lost on restart.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use async_trait::async_trait;
+use elicitation_core::{
+    CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
+};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::Value;
+use time::{Duration, OffsetDateTime};
+use tokio::sync::broadcast;
+
+use crate::store::{as_seen, check_ttl};
+use crate::{
+    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
+    HeldCall, ListQuery, StoreError, StoredElicitation, SystemClock,
+};
+
+/// Limits of the memory store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    /// Pending elicitations one caller may have at once.
+    pub max_pending_per_caller: usize,
+    /// Elicitations held in all. When full, the oldest terminal ones are dropped to make
+    /// room; if all are pending, creation fails with [`StoreError::Full`].
+    pub max_records: usize,
+}
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        MemoryLimits {
+            max_pending_per_caller: 100,
+            max_records: 100_000,
+        }
+    }
+}
+
+struct Entry {
+    caller: Caller,
+    elicitation: Elicitation,
+    call: Option<HeldCall>,
+}
+
+impl Entry {
+    fn stored(&self, now: OffsetDateTime) -> StoredElicitation {
+        StoredElicitation {
+            elicitation: as_seen(self.elicitation.clone(), now),
+            call: self.call.clone(),
+        }
+    }
+
+    fn bound_to(&self, binding: &CallBinding) -> bool {
+        self.call
+            .as_ref()
+            .is_some_and(|call| call.tool == binding.tool && call.digest == binding.digest)
+    }
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<ElicitationId, Entry>,
+    /// Each caller's ids, oldest first.
+    by_caller: HashMap<Caller, Vec<ElicitationId>>,
+    /// All ids, oldest first (for eviction).
+    order: VecDeque<ElicitationId>,
+}
+
+impl State {
+    fn of_caller<'a>(&'a self, caller: &Caller) -> impl Iterator<Item = &'a Entry> + 'a {
+        self.by_caller
+            .get(caller)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.entries.get(id))
+    }
+
+    fn remove(&mut self, id: ElicitationId) {
+        if let Some(entry) = self.entries.remove(&id) {
+            if let Some(ids) = self.by_caller.get_mut(&entry.caller) {
+                ids.retain(|other| *other != id);
+                if ids.is_empty() {
+                    self.by_caller.remove(&entry.caller);
+                }
+            }
+            self.order.retain(|other| *other != id);
+        }
+    }
+}
+
+/// The memory store. Share it as `Arc<MemoryStore>` or `Arc<dyn ElicitationStore>`.
+pub struct MemoryStore {
+    state: Mutex<State>,
+    changes: broadcast::Sender<ElicitationId>,
+    clock: Arc<dyn Clock>,
+    rng: SystemRandom,
+    limits: MemoryLimits,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore::new(Arc::new(SystemClock), MemoryLimits::default())
+    }
+}
+
+impl MemoryStore {
+    /// A store reading time from `clock`, bounded by `limits`.
+    pub fn new(clock: Arc<dyn Clock>, limits: MemoryLimits) -> Self {
+        MemoryStore {
+            state: Mutex::new(State::default()),
+            changes: broadcast::channel(1024).0,
+            clock,
+            rng: SystemRandom::new(),
+            limits,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notify(&self, id: ElicitationId) {
+        // No receivers is fine: nobody is waiting.
+        let _ = self.changes.send(id);
+    }
+
+    fn new_id(&self, now: OffsetDateTime) -> Result<ElicitationId, StoreError> {
+        let mut random = [0u8; 10];
+        self.rng
+            .fill(&mut random)
+            .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
+        Ok(ElicitationId::v7(now, random))
+    }
+
+    /// Inserts a new entry, enforcing the limits.
+    fn insert(&self, entry: Entry, now: OffsetDateTime) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        let pending_of_caller = state
+            .of_caller(&entry.caller)
+            .filter(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending)
+            .count();
+        if pending_of_caller >= self.limits.max_pending_per_caller {
+            return Err(StoreError::PendingLimit {
+                limit: self.limits.max_pending_per_caller,
+            });
+        }
+        if state.entries.len() >= self.limits.max_records {
+            let oldest_terminal = state.order.iter().copied().find(|id| {
+                state
+                    .entries
+                    .get(id)
+                    .is_some_and(|e| e.elicitation.status_at(now).is_terminal())
+            });
+            match oldest_terminal {
+                Some(id) => state.remove(id),
+                None => {
+                    return Err(StoreError::Full {
+                        limit: self.limits.max_records,
+                    });
+                }
+            }
+        }
+        let id = entry.elicitation.id;
+        state
+            .by_caller
+            .entry(entry.caller.clone())
+            .or_default()
+            .push(id);
+        state.order.push_back(id);
+        state.entries.insert(id, entry);
+        Ok(())
+    }
+
+    /// Runs `change` on the caller's entry `id` (missing and foreign are both `NotFound`),
+    /// and wakes waiters if the status changed.
+    fn with_entry<T>(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        change: impl FnOnce(&mut Entry) -> T,
+    ) -> Result<T, StoreError> {
+        let (result, changed) = {
+            let mut state = self.lock();
+            let entry = state
+                .entries
+                .get_mut(&id)
+                .filter(|e| e.caller == *caller)
+                .ok_or(StoreError::NotFound { id })?;
+            let before = entry.elicitation.status;
+            let result = change(entry);
+            (result, entry.elicitation.status != before)
+        };
+        if changed {
+            self.notify(id);
+        }
+        Ok(result)
+    }
+}
+
+#[async_trait]
+impl ElicitationStore for MemoryStore {
+    async fn create(
+        &self,
+        caller: &Caller,
+        spec: ElicitationSpec,
+        ttl: Duration,
+    ) -> Result<Elicitation, StoreError> {
+        check_ttl(ttl)?;
+        let now = self.clock.now();
+        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, ttl);
+        let entry = Entry {
+            caller: caller.clone(),
+            elicitation: elicitation.clone(),
+            call: None,
+        };
+        self.insert(entry, now)?;
+        Ok(elicitation)
+    }
+
+    async fn create_confirmation(
+        &self,
+        caller: &Caller,
+        request: ConfirmationRequest,
+    ) -> Result<StoredElicitation, StoreError> {
+        check_ttl(request.ttl)?;
+        let spec = ElicitationSpec::confirmation(request.message.clone())?;
+        let now = self.clock.now();
+        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, request.ttl);
+        let binding = request.binding();
+        let call = HeldCall {
+            tool: binding.tool,
+            digest: binding.digest,
+            arguments: request.arguments,
+        };
+        let stored = StoredElicitation {
+            elicitation: elicitation.clone(),
+            call: Some(call.clone()),
+        };
+        let entry = Entry {
+            caller: caller.clone(),
+            elicitation,
+            call: Some(call),
+        };
+        self.insert(entry, now)?;
+        Ok(stored)
+    }
+
+    async fn get(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<StoredElicitation, StoreError> {
+        let now = self.clock.now();
+        self.with_entry(caller, id, |entry| entry.stored(now))
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        query: ListQuery,
+    ) -> Result<Vec<StoredElicitation>, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        let mut found: Vec<StoredElicitation> = state
+            .of_caller(caller)
+            .filter(|e| {
+                query
+                    .status
+                    .is_none_or(|s| e.elicitation.status_at(now) == s)
+            })
+            .map(|e| e.stored(now))
+            .collect();
+        found.sort_by(|a, b| {
+            (b.elicitation.created_at, b.elicitation.id)
+                .cmp(&(a.elicitation.created_at, a.elicitation.id))
+        });
+        found.truncate(query.capped_limit());
+        Ok(found)
+    }
+
+    async fn respond(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+    ) -> Result<RespondOutcome, StoreError> {
+        let now = self.clock.now();
+        Ok(self.with_entry(caller, id, |entry| entry.elicitation.respond(payload, now))??)
+    }
+
+    async fn cancel(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        reason: CancelReason,
+    ) -> Result<Elicitation, StoreError> {
+        let now = self.clock.now();
+        self.with_entry(caller, id, |entry| {
+            entry.elicitation.cancel(reason, now)?;
+            Ok(entry.elicitation.clone())
+        })?
+    }
+
+    async fn confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<Elicitation>, StoreError> {
+        let now = self.clock.now();
+        match self.with_entry(caller, id, |entry| {
+            entry
+                .bound_to(binding)
+                .then(|| as_seen(entry.elicitation.clone(), now))
+        }) {
+            Err(StoreError::NotFound { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    async fn consume_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Elicitation, StoreError> {
+        let now = self.clock.now();
+        self.with_entry(caller, id, |entry| {
+            if !entry.bound_to(binding) {
+                return Err(StoreError::NotFound { id });
+            }
+            entry.elicitation.consume(now)?;
+            Ok(entry.elicitation.clone())
+        })?
+    }
+
+    async fn wait_for_change(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Elicitation, StoreError> {
+        crate::wait::wait_for_change(
+            &self.changes,
+            id,
+            deadline,
+            None,
+            || self.clock.now(),
+            || async { self.get(caller, id).await.map(|s| s.elicitation) },
+        )
+        .await
+    }
+
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        let expired: Vec<ExpiredElicitation> = {
+            let mut state = self.lock();
+            state
+                .entries
+                .values_mut()
+                .filter_map(|entry| {
+                    entry.elicitation.expire(now).then(|| ExpiredElicitation {
+                        caller: entry.caller.clone(),
+                        elicitation: entry.elicitation.clone(),
+                        tool: entry.call.as_ref().map(|c| c.tool.clone()),
+                    })
+                })
+                .collect()
+        };
+        for e in &expired {
+            self.notify(e.elicitation.id);
+        }
+        Ok(expired)
+    }
+}
+
+#[cfg(test)]
+mod tests;

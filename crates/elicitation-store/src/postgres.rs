@@ -1,0 +1,668 @@
+//! The store of record: PostgreSQL through a deadpool connection pool.
+//!
+//! Each caller-scoped operation is one transaction sent as one pipelined batch — `BEGIN`,
+//! [`sql::SET_CALLER`], the statement, `COMMIT` — so it costs one network round trip, and
+//! row-level security sees the caller as well as the statement's own `WHERE`. State changes
+//! are single statements guarded by the current status (`UPDATE … WHERE status = 'pending'
+//! … RETURNING`), so concurrent answers record exactly once. A status change fires
+//! `NOTIFY mcp_elicitation_changed` with the id; a dedicated LISTEN connection per store
+//! wakes this instance's waiters whichever instance made the change.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration as StdDuration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use elicitation_core::{
+    CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus, ElicitationType,
+    MAX_RETRIES, RespondOutcome, ResponseSpec, TransitionError, truncate_to_micros,
+    validate_response,
+};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::Value;
+use time::{Duration, OffsetDateTime};
+use tokio::sync::broadcast;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use crate::audit::{self, Event};
+use crate::seal::{KeyRing, SealContext};
+use crate::store::{as_seen, check_ttl};
+use crate::{
+    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
+    ListQuery, StoreError, StoredElicitation, SystemClock,
+};
+
+mod listen;
+mod row;
+mod sql;
+
+use row::{REQUEST, RESPONSE, decode};
+
+/// How a [`PostgresStore`] connects and behaves.
+pub struct PostgresOptions {
+    /// Where to connect, as the gateway's writer login (not the schema owner).
+    pub config: tokio_postgres::Config,
+    /// Pooled connections (the LISTEN connection is extra).
+    pub pool_size: usize,
+    /// The keys that seal payloads. Required: there is no Postgres store without one.
+    pub keys: KeyRing,
+    /// Where `now` comes from.
+    pub clock: Arc<dyn Clock>,
+    /// Pending elicitations one caller may have at once.
+    pub max_pending_per_caller: usize,
+    /// Waiters re-read at least this often, in case a notification was lost while the
+    /// LISTEN connection was down.
+    pub recheck_interval: StdDuration,
+    /// How long to wait for a pooled connection before reporting the store unavailable.
+    pub acquire_timeout: StdDuration,
+}
+
+impl PostgresOptions {
+    /// Options for `url` (a `postgres://` URL or key=value string) with default limits.
+    pub fn new(url: &str, keys: KeyRing) -> Result<Self, StoreError> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Config(format!("invalid database URL: {e}")))?;
+        Ok(PostgresOptions {
+            config,
+            pool_size: 16,
+            keys,
+            clock: Arc::new(SystemClock),
+            max_pending_per_caller: 100,
+            recheck_interval: StdDuration::from_secs(2),
+            acquire_timeout: StdDuration::from_secs(5),
+        })
+    }
+}
+
+/// Most rows one sweep expires.
+const EXPIRE_BATCH: i32 = 1000;
+/// Specs kept in the in-process cache (specs never change, so the cache is always right).
+const SPEC_CACHE_CAPACITY: usize = 10_000;
+
+/// The Postgres store.
+pub struct PostgresStore {
+    pool: Pool,
+    keys: KeyRing,
+    clock: Arc<dyn Clock>,
+    rng: SystemRandom,
+    max_pending_per_caller: usize,
+    changes: broadcast::Sender<ElicitationId>,
+    recheck_interval: StdDuration,
+    specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
+    round_trips: AtomicU64,
+    _listener: listen::Listener,
+}
+
+/// Maps a database error onto the store's variants by SQLSTATE.
+pub(crate) fn map_db_error(err: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
+    let Some(code) = err.code().cloned() else {
+        // No SQLSTATE: the connection failed or closed, or (a bug) a value did not convert.
+        let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
+        return if err.is_closed() || io {
+            StoreError::Unavailable(Box::new(err))
+        } else {
+            StoreError::Backend(Box::new(err))
+        };
+    };
+    if code == SqlState::T_R_SERIALIZATION_FAILURE
+        || code == SqlState::T_R_DEADLOCK_DETECTED
+        || code == SqlState::UNIQUE_VIOLATION
+        || code == SqlState::LOCK_NOT_AVAILABLE
+    {
+        StoreError::Conflict(Box::new(err))
+    } else if code == SqlState::INSUFFICIENT_PRIVILEGE {
+        StoreError::PermissionDenied(Box::new(err))
+    } else if code == SqlState::UNDEFINED_TABLE
+        || code == SqlState::UNDEFINED_FUNCTION
+        || code == SqlState::UNDEFINED_OBJECT
+    {
+        StoreError::NotMigrated
+    } else if code.code().starts_with("08")
+        || code.code().starts_with("57")
+        || code == SqlState::TOO_MANY_CONNECTIONS
+    {
+        StoreError::Unavailable(Box::new(err))
+    } else {
+        StoreError::Backend(Box::new(err))
+    }
+}
+
+fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
+    match err {
+        deadpool_postgres::PoolError::Backend(e) => map_db_error(e),
+        other => StoreError::Unavailable(Box::new(other)),
+    }
+}
+
+/// Both halves of the caller filter as statement parameters.
+fn tenant_param(caller: &Caller) -> Option<&str> {
+    caller.tenant_id()
+}
+
+impl PostgresStore {
+    /// Connects, checks the schema is migrated, and starts listening for changes.
+    pub async fn connect(options: PostgresOptions) -> Result<Self, StoreError> {
+        let manager = Manager::from_config(
+            options.config.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .wait_timeout(Some(options.acquire_timeout))
+            .create_timeout(Some(options.acquire_timeout))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|e| StoreError::Config(format!("connection pool: {e}")))?;
+        {
+            let client = pool.get().await.map_err(pool_error)?;
+            let migrated: bool = client
+                .query_one(sql::IS_MIGRATED, &[])
+                .await
+                .map_err(map_db_error)?
+                .get(0);
+            if !migrated {
+                return Err(StoreError::NotMigrated);
+            }
+        }
+        let changes = broadcast::channel(4096).0;
+        let listener = listen::Listener::start(options.config, changes.clone()).await?;
+        Ok(PostgresStore {
+            pool,
+            keys: options.keys,
+            clock: options.clock,
+            rng: SystemRandom::new(),
+            max_pending_per_caller: options.max_pending_per_caller,
+            changes,
+            recheck_interval: options.recheck_interval,
+            specs: Mutex::new(HashMap::new()),
+            round_trips: AtomicU64::new(0),
+            _listener: listener,
+        })
+    }
+
+    /// Network round trips to the database so far (each pipelined transaction counts once;
+    /// one-off statement preparation per connection is not counted).
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    fn now(&self) -> OffsetDateTime {
+        truncate_to_micros(self.clock.now())
+    }
+
+    /// Runs one statement in a transaction scoped to `caller`, pipelined into one round trip.
+    async fn scoped(
+        &self,
+        caller: &Caller,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let set_caller = client
+            .prepare_cached(sql::SET_CALLER)
+            .await
+            .map_err(map_db_error)?;
+        let statement = client
+            .prepare_cached(statement)
+            .await
+            .map_err(map_db_error)?;
+        let subject = caller.subject_id();
+        let tenant = caller.tenant_id().unwrap_or("");
+        let caller_params: [&(dyn ToSql + Sync); 2] = [&subject, &tenant];
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        // Each future sends its messages when first polled, in this order, before any
+        // answer arrives. If the statement fails, the server answers COMMIT with ROLLBACK.
+        let (begin, set, rows, commit) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&set_caller, &caller_params),
+            client.query(&statement, params),
+            client.batch_execute("COMMIT"),
+        );
+        begin.map_err(map_db_error)?;
+        set.map_err(map_db_error)?;
+        let rows = rows.map_err(map_db_error)?;
+        commit.map_err(map_db_error)?;
+        Ok(rows)
+    }
+
+    fn new_id(&self, now: OffsetDateTime) -> Result<ElicitationId, StoreError> {
+        let mut random = [0u8; 10];
+        self.rng
+            .fill(&mut random)
+            .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
+        Ok(ElicitationId::v7(now, random))
+    }
+
+    fn remember_spec(&self, id: ElicitationId, spec: &ResponseSpec) {
+        let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
+        if specs.len() >= SPEC_CACHE_CAPACITY {
+            specs.clear();
+        }
+        specs.insert(id, spec.clone());
+    }
+
+    /// The response spec of the caller's elicitation, from the cache or the database.
+    async fn spec_of(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<ResponseSpec, StoreError> {
+        let cached = self
+            .specs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        if let Some(spec) = cached {
+            return Ok(spec);
+        }
+        let rows = self
+            .scoped(
+                caller,
+                sql::SELECT_SPEC,
+                &[id.as_uuid(), &caller.subject_id(), &tenant_param(caller)],
+            )
+            .await?;
+        let row = rows.first().ok_or(StoreError::NotFound { id })?;
+        let json: Value = row
+            .try_get(0)
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let spec: ResponseSpec = serde_json::from_value(json).map_err(|e| StoreError::Corrupt {
+            id,
+            reason: format!("spec: {e}"),
+        })?;
+        self.remember_spec(id, &spec);
+        Ok(spec)
+    }
+
+    async fn insert(
+        &self,
+        caller: &Caller,
+        elicitation: &Elicitation,
+        request: Option<(&ConfirmationRequest, &CallBinding)>,
+    ) -> Result<(), StoreError> {
+        let id = elicitation.id;
+        let spec_json = serde_json::to_value(elicitation.spec.response())
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let sealed = match request {
+            Some((request, _)) => {
+                let plaintext = serde_json::to_vec(&request.arguments)
+                    .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                Some(self.keys.seal(
+                    &plaintext,
+                    SealContext {
+                        column: REQUEST,
+                        id,
+                        caller,
+                    },
+                )?)
+            }
+            None => None,
+        };
+        let tool = request.map(|(_, b)| b.tool.as_str());
+        let digest = request.map(|(_, b)| b.digest.as_bytes().as_slice());
+        let limit = i64::try_from(self.max_pending_per_caller).unwrap_or(i64::MAX);
+        let rows = self
+            .scoped(
+                caller,
+                sql::INSERT,
+                &[
+                    id.as_uuid(),
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &elicitation.kind().as_str(),
+                    &elicitation.spec.message(),
+                    &spec_json,
+                    &tool,
+                    &digest,
+                    &sealed.as_ref().map(|s| s.blob.as_slice()),
+                    &sealed.as_ref().map(|s| s.key_id.as_str()),
+                    &elicitation.created_at,
+                    &elicitation.expires_at,
+                    &limit,
+                ],
+            )
+            .await?;
+        let inserted: i64 = rows.first().map(|r| r.get(0)).unwrap_or(0);
+        if inserted == 0 {
+            return Err(StoreError::PendingLimit {
+                limit: self.max_pending_per_caller,
+            });
+        }
+        self.remember_spec(id, elicitation.spec.response());
+        audit::emit(Event::Requested(elicitation.kind()), caller, id, tool);
+        Ok(())
+    }
+
+    async fn select_one(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<row::RawRow, StoreError> {
+        let rows = self
+            .scoped(
+                caller,
+                sql::SELECT_ONE,
+                &[id.as_uuid(), &caller.subject_id(), &tenant_param(caller)],
+            )
+            .await?;
+        let row = rows.first().ok_or(StoreError::NotFound { id })?;
+        decode(row, &self.keys)
+    }
+
+    /// After a guarded update matched nothing: explain why from the row as it is now.
+    async fn refused_respond(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        now: OffsetDateTime,
+    ) -> Result<RespondOutcome, StoreError> {
+        let mut current = as_seen(self.select_one(caller, id).await?.elicitation, now);
+        match current.respond(payload, now)? {
+            RespondOutcome::AlreadyRecorded => Ok(RespondOutcome::AlreadyRecorded),
+            // The row is pending after all: it changed under us in a way the guard did not
+            // expect. Report a conflict rather than guess.
+            _ => Err(StoreError::Conflict(
+                "elicitation changed during respond".into(),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl ElicitationStore for PostgresStore {
+    async fn create(
+        &self,
+        caller: &Caller,
+        spec: ElicitationSpec,
+        ttl: Duration,
+    ) -> Result<Elicitation, StoreError> {
+        check_ttl(ttl)?;
+        let now = self.now();
+        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, ttl);
+        self.insert(caller, &elicitation, None).await?;
+        Ok(elicitation)
+    }
+
+    async fn create_confirmation(
+        &self,
+        caller: &Caller,
+        request: ConfirmationRequest,
+    ) -> Result<StoredElicitation, StoreError> {
+        check_ttl(request.ttl)?;
+        let spec = ElicitationSpec::confirmation(request.message.clone())?;
+        let now = self.now();
+        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, request.ttl);
+        let binding = request.binding();
+        self.insert(caller, &elicitation, Some((&request, &binding)))
+            .await?;
+        Ok(StoredElicitation {
+            elicitation,
+            call: Some(crate::HeldCall {
+                tool: binding.tool,
+                digest: binding.digest,
+                arguments: request.arguments,
+            }),
+        })
+    }
+
+    async fn get(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<StoredElicitation, StoreError> {
+        let now = self.now();
+        let mut stored = self.select_one(caller, id).await?.into_stored(&self.keys)?;
+        stored.elicitation = as_seen(stored.elicitation, now);
+        Ok(stored)
+    }
+
+    async fn list(
+        &self,
+        caller: &Caller,
+        query: ListQuery,
+    ) -> Result<Vec<StoredElicitation>, StoreError> {
+        let now = self.now();
+        let status = query.status.map(ElicitationStatus::as_str);
+        let limit = i64::try_from(query.capped_limit()).unwrap_or(0);
+        let rows = self
+            .scoped(
+                caller,
+                sql::LIST,
+                &[
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &status,
+                    &now,
+                    &limit,
+                ],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let mut stored = decode(row, &self.keys)?.into_stored(&self.keys)?;
+                stored.elicitation = as_seen(stored.elicitation, now);
+                Ok(stored)
+            })
+            .collect()
+    }
+
+    async fn respond(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+    ) -> Result<RespondOutcome, StoreError> {
+        let now = self.now();
+        let spec = self.spec_of(caller, id).await?;
+        let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
+        match validate_response(&spec, &payload) {
+            Ok(()) => {
+                let plaintext =
+                    serde_json::to_vec(&payload).map_err(|e| StoreError::Backend(Box::new(e)))?;
+                let sealed = self.keys.seal(
+                    &plaintext,
+                    SealContext {
+                        column: RESPONSE,
+                        id,
+                        caller,
+                    },
+                )?;
+                let confirmed = (spec.kind() == ElicitationType::Confirmation)
+                    .then(|| payload.get("confirmed").and_then(Value::as_bool))
+                    .flatten();
+                let rows = self
+                    .scoped(
+                        caller,
+                        sql::RESPOND_VALID,
+                        &[
+                            key.0,
+                            &key.1,
+                            &key.2,
+                            &sealed.blob,
+                            &sealed.key_id,
+                            &confirmed,
+                            &now,
+                        ],
+                    )
+                    .await?;
+                if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
+                    audit::emit(Event::Responded, caller, id, None);
+                    return Ok(RespondOutcome::Recorded);
+                }
+            }
+            Err(errors) => {
+                let max = i16::from(MAX_RETRIES);
+                let rows = self
+                    .scoped(
+                        caller,
+                        sql::RESPOND_INVALID,
+                        &[key.0, &key.1, &key.2, &max, &now],
+                    )
+                    .await?;
+                if let Some(row) = rows.first() {
+                    let retries: i16 = row.get(0);
+                    let status: &str = row.get(1);
+                    if status == ElicitationStatus::ValidationFailed.as_str() {
+                        audit::emit(Event::ValidationFailed, caller, id, None);
+                        return Ok(RespondOutcome::ValidationFailed { errors });
+                    }
+                    let used = u8::try_from(retries).unwrap_or(MAX_RETRIES);
+                    return Ok(RespondOutcome::Invalid {
+                        errors,
+                        retries_left: MAX_RETRIES.saturating_sub(used),
+                    });
+                }
+            }
+        }
+        self.refused_respond(caller, id, payload, now).await
+    }
+
+    async fn cancel(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        reason: CancelReason,
+    ) -> Result<Elicitation, StoreError> {
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::CANCEL,
+                &[
+                    id.as_uuid(),
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &reason.as_str(),
+                    &now,
+                ],
+            )
+            .await?;
+        if let Some(row) = rows.first() {
+            let raw = decode(row, &self.keys)?;
+            audit::emit(Event::Cancelled(reason), caller, id, raw.tool());
+            return Ok(raw.elicitation);
+        }
+        let mut current = as_seen(self.select_one(caller, id).await?.elicitation, now);
+        current.cancel(reason, now)?;
+        Err(StoreError::Conflict(
+            "elicitation changed during cancel".into(),
+        ))
+    }
+
+    async fn confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<Elicitation>, StoreError> {
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::SELECT_CONFIRMATION,
+                &[
+                    id.as_uuid(),
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &binding.tool,
+                    &binding.digest.as_bytes().as_slice(),
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|row| decode(row, &self.keys).map(|raw| as_seen(raw.elicitation, now)))
+            .transpose()
+    }
+
+    async fn consume_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Elicitation, StoreError> {
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::CONSUME,
+                &[
+                    id.as_uuid(),
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &binding.tool,
+                    &binding.digest.as_bytes().as_slice(),
+                    &now,
+                ],
+            )
+            .await?;
+        if let Some(row) = rows.first() {
+            return Ok(decode(row, &self.keys)?.elicitation);
+        }
+        let mut current = self
+            .confirmation(caller, id, binding)
+            .await?
+            .ok_or(StoreError::NotFound { id })?;
+        current.consume(now)?;
+        Err(StoreError::Transition(TransitionError::AlreadyConsumed {
+            id,
+        }))
+    }
+
+    async fn wait_for_change(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Elicitation, StoreError> {
+        crate::wait::wait_for_change(
+            &self.changes,
+            id,
+            deadline,
+            Some(self.recheck_interval),
+            || self.clock.now(),
+            || async {
+                let now = self.now();
+                Ok(as_seen(self.select_one(caller, id).await?.elicitation, now))
+            },
+        )
+        .await
+    }
+
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        let now = truncate_to_micros(now);
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let statement = client
+            .prepare_cached(sql::EXPIRE_DUE)
+            .await
+            .map_err(map_db_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let rows = client
+            .query(&statement, &[&now, &EXPIRE_BATCH])
+            .await
+            .map_err(map_db_error)?;
+        rows.iter()
+            .map(|row| {
+                let raw = decode(row, &self.keys)?;
+                audit::emit(Event::Timeout, &raw.caller, raw.elicitation.id, raw.tool());
+                Ok(ExpiredElicitation {
+                    tool: raw.tool().map(str::to_owned),
+                    caller: raw.caller,
+                    elicitation: raw.elicitation,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

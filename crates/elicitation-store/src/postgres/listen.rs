@@ -1,0 +1,102 @@
+//! The LISTEN connection: one per store, outside the pool, forwarding
+//! `mcp_elicitation_changed` notifications (whose payload is only an id) to the store's
+//! waiters, and reconnecting with backoff when the connection drops.
+
+use std::future::poll_fn;
+use std::time::Duration;
+
+use elicitation_core::ElicitationId;
+use tokio::sync::{broadcast, oneshot};
+use tokio::task::JoinHandle;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use super::{map_db_error, sql};
+use crate::StoreError;
+
+/// The running listener; stops when dropped.
+pub(super) struct Listener(JoinHandle<()>);
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Listener {
+    /// Starts listening and returns once the first LISTEN is in place, so no change made
+    /// after the store is built can be missed.
+    pub(super) async fn start(
+        config: tokio_postgres::Config,
+        changes: broadcast::Sender<ElicitationId>,
+    ) -> Result<Self, StoreError> {
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let task = tokio::spawn(run(config, changes, ready_tx));
+        match ready_rx.await {
+            Ok(Ok(())) => Ok(Listener(task)),
+            Ok(Err(err)) => {
+                task.abort();
+                Err(err)
+            }
+            Err(_) => Err(StoreError::Unavailable(
+                "the listener stopped before it started".into(),
+            )),
+        }
+    }
+}
+
+async fn run(
+    config: tokio_postgres::Config,
+    changes: broadcast::Sender<ElicitationId>,
+    ready: oneshot::Sender<Result<(), StoreError>>,
+) {
+    let mut ready = Some(ready);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match listen_once(&config, &changes, &mut ready).await {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(err) => {
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(Err(err));
+                    return;
+                }
+                tracing::warn!(error = %err, retry_in = ?backoff, "elicitation change listener lost its connection");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// One connection's life: LISTEN, then forward notifications until it ends.
+async fn listen_once(
+    config: &tokio_postgres::Config,
+    changes: &broadcast::Sender<ElicitationId>,
+    ready: &mut Option<oneshot::Sender<Result<(), StoreError>>>,
+) -> Result<(), StoreError> {
+    let (client, mut connection) = config.connect(NoTls).await.map_err(map_db_error)?;
+    let forward = changes.clone();
+    let driver = tokio::spawn(async move {
+        while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
+            match message {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if let Ok(id) = n.payload().parse::<ElicitationId>() {
+                        let _ = forward.send(id);
+                    }
+                }
+                Ok(_) => {}
+                Err(err) => return Err(map_db_error(err)),
+            }
+        }
+        Ok(())
+    });
+    client
+        .batch_execute(sql::LISTEN)
+        .await
+        .map_err(map_db_error)?;
+    if let Some(ready) = ready.take() {
+        let _ = ready.send(Ok(()));
+    }
+    let ended = driver.await.map_err(|e| StoreError::Backend(Box::new(e)))?;
+    drop(client);
+    ended
+}

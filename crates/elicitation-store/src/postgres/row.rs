@@ -1,0 +1,163 @@
+//! Reading rows back into core types: Postgres enums become Rust enums, sealed columns are
+//! opened, and anything unexpected is a typed `Corrupt` error rather than a panic.
+
+use elicitation_core::{
+    CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus, ResponseSpec,
+};
+use gating_core::CallDigest;
+use serde_json::Value;
+use time::OffsetDateTime;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use crate::seal::{KeyRing, SealContext, Sealed};
+use crate::{Caller, HeldCall, StoreError, StoredElicitation};
+
+pub(super) const REQUEST: &str = "request";
+pub(super) const RESPONSE: &str = "response";
+
+/// A row as read, before its sealed columns are opened.
+pub(super) struct RawRow {
+    pub(super) caller: Caller,
+    pub(super) elicitation: Elicitation,
+    tool: Option<String>,
+    digest: Option<Vec<u8>>,
+    request: Option<Sealed>,
+}
+
+fn corrupt(id: ElicitationId, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        id,
+        reason: reason.into(),
+    }
+}
+
+fn sealed(blob: Option<Vec<u8>>, key_id: Option<String>) -> Option<Sealed> {
+    Some(Sealed {
+        blob: blob?,
+        key_id: key_id?,
+    })
+}
+
+fn open_json(
+    keys: &KeyRing,
+    sealed: &Sealed,
+    context: SealContext<'_>,
+) -> Result<Value, StoreError> {
+    let bytes = keys.open(sealed, context)?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| corrupt(context.id, format!("{} is not JSON: {e}", context.column)))
+}
+
+/// Decodes a row selected with `columns!()`, opening its response.
+pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
+    let get_err = |e: tokio_postgres::Error| StoreError::Backend(Box::new(e));
+    let id = ElicitationId::from_uuid(row.try_get::<_, Uuid>("id").map_err(get_err)?);
+    let subject: String = row.try_get("caller_subject").map_err(get_err)?;
+    let tenant: Option<String> = row.try_get("caller_tenant").map_err(get_err)?;
+    let caller =
+        Caller::new(subject, tenant).map_err(|_| corrupt(id, "caller ids out of bounds"))?;
+    let status: ElicitationStatus = row
+        .try_get::<_, &str>("status")
+        .map_err(get_err)?
+        .parse()
+        .map_err(|e| corrupt(id, format!("{e}")))?;
+    let spec_json: Value = row.try_get("spec").map_err(get_err)?;
+    let response_spec: ResponseSpec =
+        serde_json::from_value(spec_json).map_err(|e| corrupt(id, format!("spec: {e}")))?;
+    let kind: &str = row.try_get("type").map_err(get_err)?;
+    if kind != response_spec.kind().as_str() {
+        return Err(corrupt(id, format!("type {kind} disagrees with its spec")));
+    }
+    let message: String = row.try_get("message").map_err(get_err)?;
+    let spec = ElicitationSpec::new(message, response_spec)
+        .map_err(|e| corrupt(id, format!("spec: {e}")))?;
+    let retries: i16 = row.try_get("retries").map_err(get_err)?;
+    let cancel_reason = row
+        .try_get::<_, Option<&str>>("cancel_reason")
+        .map_err(get_err)?
+        .map(str::parse::<CancelReason>)
+        .transpose()
+        .map_err(|e| corrupt(id, format!("{e}")))?;
+    let response = match sealed(
+        row.try_get("response_sealed").map_err(get_err)?,
+        row.try_get("response_key_id").map_err(get_err)?,
+    ) {
+        Some(s) => Some(open_json(
+            keys,
+            &s,
+            SealContext {
+                column: RESPONSE,
+                id,
+                caller: &caller,
+            },
+        )?),
+        None => None,
+    };
+    let time = |name: &str| row.try_get::<_, OffsetDateTime>(name).map_err(get_err);
+    let maybe_time = |name: &str| {
+        row.try_get::<_, Option<OffsetDateTime>>(name)
+            .map_err(get_err)
+    };
+    let elicitation = Elicitation {
+        id,
+        spec,
+        status,
+        retries: u8::try_from(retries).map_err(|_| corrupt(id, "retries out of range"))?,
+        response,
+        created_at: time("created_at")?,
+        expires_at: time("expires_at")?,
+        responded_at: maybe_time("responded_at")?,
+        cancelled_at: maybe_time("cancelled_at")?,
+        cancel_reason,
+        consumed_at: maybe_time("consumed_at")?,
+    };
+    Ok(RawRow {
+        caller,
+        elicitation,
+        tool: row.try_get("tool_name").map_err(get_err)?,
+        digest: row.try_get("call_digest").map_err(get_err)?,
+        request: sealed(
+            row.try_get("request_sealed").map_err(get_err)?,
+            row.try_get("request_key_id").map_err(get_err)?,
+        ),
+    })
+}
+
+impl RawRow {
+    pub(super) fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// The full stored elicitation, opening the held call's arguments.
+    pub(super) fn into_stored(self, keys: &KeyRing) -> Result<StoredElicitation, StoreError> {
+        let id = self.elicitation.id;
+        let call = match (self.tool, self.digest, self.request) {
+            (Some(tool), Some(digest), Some(request)) => {
+                let digest: [u8; 32] = digest
+                    .try_into()
+                    .map_err(|_| corrupt(id, "call digest is not 32 bytes"))?;
+                let arguments = open_json(
+                    keys,
+                    &request,
+                    SealContext {
+                        column: REQUEST,
+                        id,
+                        caller: &self.caller,
+                    },
+                )?;
+                Some(HeldCall {
+                    tool,
+                    digest: CallDigest::from_bytes(digest),
+                    arguments,
+                })
+            }
+            (None, None, None) => None,
+            _ => return Err(corrupt(id, "a held call is only partly stored")),
+        };
+        Ok(StoredElicitation {
+            elicitation: self.elicitation,
+            call,
+        })
+    }
+}

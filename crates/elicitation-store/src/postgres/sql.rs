@@ -1,0 +1,142 @@
+//! Every SQL statement of the Postgres store. Caller-scoped statements run after
+//! [`SET_CALLER`] in the same transaction, so row-level security sees the caller too.
+
+/// The columns of an elicitation row, in the order `row::decode` reads them.
+macro_rules! columns {
+    () => {
+        "id, caller_subject, caller_tenant, type::text AS type, status::text AS status, message, spec, \
+         tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
+         retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
+         cancel_reason::text AS cancel_reason"
+    };
+}
+
+/// `$1` subject, `$2` tenant (`''` for none).
+pub(super) const SET_CALLER: &str =
+    "SELECT set_config('mcp.caller_subject', $1, true), set_config('mcp.caller_tenant', $2, true)";
+
+/// The caller filter, `$2` subject and `$3` tenant (NULL for none), after `$1` id.
+macro_rules! caller_is {
+    () => {
+        "caller_subject = $2 AND caller_tenant IS NOT DISTINCT FROM $3::text"
+    };
+}
+
+/// Audit row for each row of CTE `changed` (which returns `id` and `tool_name`).
+macro_rules! audit_from_changed {
+    ($at:literal, $event:literal, $detail:literal) => {
+        concat!(
+            "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+            "SELECT ", $at, ", '", $event, "', $2, $3::text, id, tool_name, ", $detail, " FROM changed) "
+        )
+    };
+}
+
+/// Creates a row unless the caller already has `$13` pending elicitations. Returns the
+/// number inserted (0 or 1).
+pub(super) const INSERT: &str = concat!(
+    "WITH changed AS (",
+    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at) ",
+    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $6, $7, $8, $9, $10, $11, $12 ",
+    "WHERE (SELECT count(*) FROM mcp_elicitations WHERE ",
+    caller_is!(),
+    " AND status = 'pending' AND expires_at > $11) < $13 ",
+    "RETURNING id, tool_name), ",
+    audit_from_changed!(
+        "$11",
+        "elicitation_requested",
+        "jsonb_build_object('type', $4::text)"
+    ),
+    "SELECT count(*) FROM changed"
+);
+
+pub(super) const SELECT_ONE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE id = $1 AND ",
+    caller_is!()
+);
+
+pub(super) const SELECT_SPEC: &str = concat!(
+    "SELECT spec FROM mcp_elicitations WHERE id = $1 AND ",
+    caller_is!()
+);
+
+/// `$1` subject, `$2` tenant, `$3` status filter (NULL for all) on the status as seen at
+/// `$4`, `$5` limit.
+pub(super) const LIST: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text",
+    " AND ($3::text IS NULL OR (CASE WHEN status = 'pending' AND expires_at <= $4 THEN 'expired' ELSE status::text END) = $3::text)",
+    " ORDER BY created_at DESC, id DESC LIMIT $5"
+);
+
+/// Records a valid answer: `$4` sealed response, `$5` its key id, `$6` confirmed (NULL
+/// unless a confirmation), `$7` now.
+pub(super) const RESPOND_VALID: &str = concat!(
+    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7 ",
+    "WHERE id = $1 AND ",
+    caller_is!(),
+    " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name), ",
+    audit_from_changed!(
+        "$7",
+        "elicitation_responded",
+        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean))"
+    ),
+    "SELECT count(*) FROM changed"
+);
+
+/// Counts an invalid answer; the `$4`-th is terminal. `$5` now. Returns retries and status.
+pub(super) const RESPOND_INVALID: &str = concat!(
+    "WITH changed AS (UPDATE mcp_elicitations SET retries = retries + 1, ",
+    "status = CASE WHEN retries + 1 >= $4::smallint THEN 'validation_failed'::mcp_elicitation_status ELSE status END ",
+    "WHERE id = $1 AND ",
+    caller_is!(),
+    " AND status = 'pending' AND expires_at > $5 RETURNING id, tool_name, retries, status), ",
+    "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $5, 'elicitation_validation_failed', $2, $3::text, id, tool_name, '{}'::jsonb FROM changed WHERE status = 'validation_failed') ",
+    "SELECT retries, status::text FROM changed"
+);
+
+/// `$4` reason, `$5` now.
+pub(super) const CANCEL: &str = concat!(
+    "WITH changed AS (UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = $4::text::mcp_cancel_reason, cancelled_at = $5 ",
+    "WHERE id = $1 AND ",
+    caller_is!(),
+    " AND status = 'pending' AND expires_at > $5 RETURNING ",
+    columns!(),
+    "), ",
+    audit_from_changed!(
+        "$5",
+        "elicitation_cancelled",
+        "jsonb_build_object('reason', $4::text)"
+    ),
+    "SELECT * FROM changed"
+);
+
+/// `$4` tool, `$5` digest.
+pub(super) const SELECT_CONFIRMATION: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE id = $1 AND ",
+    caller_is!(),
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5"
+);
+
+/// `$4` tool, `$5` digest, `$6` now.
+pub(super) const CONSUME: &str = concat!(
+    "UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
+    caller_is!(),
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5",
+    " AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > $6",
+    " RETURNING ",
+    columns!()
+);
+
+/// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
+pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
+
+pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
+
+pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed";

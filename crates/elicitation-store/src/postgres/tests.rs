@@ -1,0 +1,610 @@
+use std::sync::Arc;
+
+use base64::Engine as _;
+use elicitation_core::{ElicitationSpec, ElicitationStatus, RespondOutcome, ResponseSpec};
+use serde_json::json;
+use tokio_postgres::error::SqlState;
+
+use super::*;
+use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+use crate::{ManualClock, SealError};
+
+use crate::test_support::TestDb;
+
+fn key_spec(ids: &[(&str, u8)]) -> String {
+    ids.iter()
+        .map(|(id, byte)| {
+            format!(
+                "{id}:{}",
+                base64::engine::general_purpose::STANDARD.encode([*byte; 32])
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+async fn store_on(
+    db: &TestDb,
+    keys: &str,
+    clock: Arc<ManualClock>,
+    setup: Setup,
+    pool_size: usize,
+) -> PostgresStore {
+    let mut options = PostgresOptions::new(
+        "postgres://unused@localhost/unused",
+        KeyRing::parse(keys).unwrap(),
+    )
+    .unwrap();
+    options.config = db.writer.clone();
+    options.clock = clock;
+    options.pool_size = pool_size;
+    options.max_pending_per_caller = setup.max_pending_per_caller;
+    PostgresStore::connect(options)
+        .await
+        .expect("the store connects as the writer login")
+}
+
+/// Two stores with separate pools (and LISTEN connections) on one fresh database, as two
+/// gateway instances would be.
+async fn make(setup: Setup) -> Harness {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let keys = key_spec(&[("k1", 1)]);
+    let store = store_on(&db, &keys, clock.clone(), setup, 8).await;
+    let twin = store_on(&db, &keys, clock.clone(), setup, 8).await;
+    Harness {
+        store: Arc::new(store),
+        twin: Arc::new(twin),
+        clock,
+    }
+}
+
+conformance_tests!(make);
+
+fn alice() -> Caller {
+    Caller::new("alice", Some("acme".into())).unwrap()
+}
+
+fn bob() -> Caller {
+    Caller::new("bob", Some("acme".into())).unwrap()
+}
+
+fn confirmation_request(arguments: Value) -> ConfirmationRequest {
+    ConfirmationRequest {
+        tool: "fs__delete".into(),
+        message: "Delete it?".into(),
+        arguments,
+        ttl: Duration::minutes(10),
+    }
+}
+
+/// Every column of every row, as text, as an operator with raw SQL access would see it.
+async fn raw_rows(db: &TestDb) -> String {
+    let admin = db.admin().await;
+    let rows = admin
+        .query("SELECT row_to_json(e)::text FROM mcp_elicitations e UNION ALL SELECT row_to_json(a)::text FROM mcp_audit_events a", &[])
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elicitation_persists_seals_and_is_caller_scoped() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let keys = key_spec(&[("k1", 1)]);
+    let store = store_on(&db, &keys, clock.clone(), Setup::default(), 2).await;
+
+    let arguments = json!({"path": "/home/alice/ARGUMENT-MARKER-7f3a.txt"});
+    let held = store
+        .create_confirmation(&alice(), confirmation_request(arguments.clone()))
+        .await
+        .unwrap();
+    let spec = ElicitationSpec::new(
+        "Your codename?",
+        ResponseSpec::StringInput {
+            min_length: None,
+            max_length: None,
+        },
+    )
+    .unwrap();
+    let question = store
+        .create(&alice(), spec, Duration::minutes(5))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .respond(
+                &alice(),
+                question.id,
+                json!({"value": "RESPONSE-MARKER-91c2"})
+            )
+            .await
+            .unwrap(),
+        RespondOutcome::Recorded
+    );
+    store
+        .respond(&alice(), held.elicitation.id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+
+    let raw = raw_rows(&db).await;
+    assert!(
+        raw.contains(&held.elicitation.id.to_string()),
+        "the rows are there"
+    );
+    for secret in [
+        "ARGUMENT-MARKER-7f3a",
+        "RESPONSE-MARKER-91c2",
+        "/home/alice",
+    ] {
+        assert!(
+            !raw.contains(secret),
+            "{secret} reached the database in clear:\n{raw}"
+        );
+    }
+
+    // Another caller sees and answers nothing.
+    assert!(matches!(
+        store.get(&bob(), held.elicitation.id).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .respond(&bob(), question.id, json!({"value": "x"}))
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(
+        store
+            .list(
+                &bob(),
+                ListQuery {
+                    status: None,
+                    limit: 10
+                }
+            )
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // The rows survive a new pool (and a new process's empty caches).
+    let before_held = store.get(&alice(), held.elicitation.id).await.unwrap();
+    let before_question = store.get(&alice(), question.id).await.unwrap();
+    drop(store);
+    let reopened = store_on(&db, &keys, clock, Setup::default(), 2).await;
+    let after_held = reopened.get(&alice(), held.elicitation.id).await.unwrap();
+    assert_eq!(after_held, before_held);
+    assert_eq!(after_held.call.unwrap().arguments, arguments);
+    assert_eq!(
+        reopened.get(&alice(), question.id).await.unwrap(),
+        before_question
+    );
+    assert_eq!(
+        reopened
+            .respond(
+                &alice(),
+                question.id,
+                json!({"value": "RESPONSE-MARKER-91c2"})
+            )
+            .await
+            .unwrap(),
+        RespondOutcome::AlreadyRecorded
+    );
+}
+
+/// Sets the caller for the rest of the transaction on a raw connection.
+async fn as_caller(client: &tokio_postgres::Client, subject: &str, tenant: &str) {
+    client
+        .query("SELECT set_config('mcp.caller_subject', $1, false), set_config('mcp.caller_tenant', $2, false)", &[&subject, &tenant])
+        .await
+        .unwrap();
+}
+
+fn sqlstate(result: Result<u64, tokio_postgres::Error>) -> Option<SqlState> {
+    result.err().and_then(|e| e.code().cloned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writer_role_cannot_delete_or_rewrite_the_caller() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let id = store
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let denied = [
+        "DELETE FROM mcp_elicitations",
+        "UPDATE mcp_elicitations SET caller_subject = 'mallory'",
+        "UPDATE mcp_elicitations SET caller_tenant = NULL",
+        "UPDATE mcp_elicitations SET type = 'string_input'",
+        "UPDATE mcp_elicitations SET tool_name = 'fs__read'",
+        "UPDATE mcp_elicitations SET call_digest = call_digest",
+        "UPDATE mcp_elicitations SET request_sealed = NULL, request_key_id = NULL",
+        "UPDATE mcp_elicitations SET message = 'Read it?'",
+        "UPDATE mcp_elicitations SET expires_at = expires_at + interval '1 year'",
+        "DELETE FROM mcp_audit_events",
+        "UPDATE mcp_audit_events SET event = 'tool_call_forwarded'",
+        "TRUNCATE mcp_elicitations",
+        "TRUNCATE mcp_audit_events",
+        "ALTER TABLE mcp_elicitations DISABLE ROW LEVEL SECURITY",
+    ];
+    for statement in denied {
+        let code = sqlstate(writer.execute(statement, &[]).await);
+        assert!(
+            code == Some(SqlState::INSUFFICIENT_PRIVILEGE)
+                || code == Some(SqlState::from_code("42501")),
+            "{statement}: {code:?}"
+        );
+    }
+    // What the writer may do: move the lifecycle columns.
+    let updated = writer
+        .execute("UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'cancelled_by_caller', cancelled_at = now() WHERE id = $1", &[id.as_uuid()])
+        .await
+        .unwrap();
+    assert_eq!(updated, 1);
+    let admin = db.admin().await;
+    let subject: String = admin
+        .query_one(
+            "SELECT caller_subject FROM mcp_elicitations WHERE id = $1",
+            &[id.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(subject, "alice");
+}
+
+/// Rows of both tables visible on this connection.
+async fn count(client: &tokio_postgres::Client) -> (i64, i64) {
+    let e: i64 = client
+        .query_one("SELECT count(*) FROM mcp_elicitations", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let a: i64 = client
+        .query_one("SELECT count(*) FROM mcp_audit_events", &[])
+        .await
+        .unwrap()
+        .get(0);
+    (e, a)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn row_level_security_hides_other_callers() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let id = store
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .create_confirmation(&bob(), confirmation_request(json!({"p": 2})))
+        .await
+        .unwrap();
+
+    // Raw SQL without any WHERE on the caller: RLS alone decides what is visible.
+    let writer = db.writer().await;
+    assert_eq!(
+        count(&writer).await,
+        (0, 0),
+        "no caller set: nothing visible"
+    );
+    as_caller(&writer, "alice", "acme").await;
+    assert_eq!(count(&writer).await, (1, 1));
+    as_caller(&writer, "alice", "globex").await;
+    assert_eq!(count(&writer).await, (0, 0), "same subject, other tenant");
+    as_caller(&writer, "bob", "acme").await;
+    assert_eq!(count(&writer).await, (1, 1));
+    let touched = writer
+        .execute("UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'declined', cancelled_at = now() WHERE id = $1", &[id.as_uuid()])
+        .await
+        .unwrap();
+    assert_eq!(touched, 0, "bob cannot update alice's row even by id");
+    let forged = writer
+        .execute(
+            "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message, spec, created_at, expires_at) \
+             VALUES (gen_random_uuid(), 'alice', 'acme', 'confirmation', 'x', '{\"type\":\"confirmation\"}', now(), now() + interval '1 minute')",
+            &[],
+        )
+        .await;
+    assert!(forged.is_err(), "bob cannot write a row owned by alice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ciphertext_moved_to_another_row_fails_to_open() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let a = store
+        .create_confirmation(&alice(), confirmation_request(json!({"path": "/a"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let b = store
+        .create_confirmation(&alice(), confirmation_request(json!({"path": "/b"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let c = store
+        .create_confirmation(&bob(), confirmation_request(json!({"path": "/c"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let admin = db.admin().await;
+    for (from, to) in [(a, b), (a, c)] {
+        admin
+            .execute(
+                "UPDATE mcp_elicitations t SET request_sealed = f.request_sealed, request_key_id = f.request_key_id \
+                 FROM mcp_elicitations f WHERE f.id = $1 AND t.id = $2",
+                &[from.as_uuid(), to.as_uuid()],
+            )
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        store.get(&alice(), b).await,
+        Err(StoreError::Seal(SealError::Open))
+    ));
+    assert!(matches!(
+        store.get(&bob(), c).await,
+        Err(StoreError::Seal(SealError::Open))
+    ));
+    assert_eq!(
+        store
+            .get(&alice(), a)
+            .await
+            .unwrap()
+            .call
+            .unwrap()
+            .arguments,
+        json!({"path": "/a"})
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_key_still_opens_old_rows() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let old = store_on(
+        &db,
+        &key_spec(&[("k1", 1)]),
+        clock.clone(),
+        Setup::default(),
+        1,
+    )
+    .await;
+    let before = old
+        .create_confirmation(&alice(), confirmation_request(json!({"n": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    drop(old);
+
+    let rotated = store_on(
+        &db,
+        &key_spec(&[("k2", 2), ("k1", 1)]),
+        clock.clone(),
+        Setup::default(),
+        1,
+    )
+    .await;
+    rotated
+        .respond(&alice(), before, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let after = rotated
+        .create_confirmation(&alice(), confirmation_request(json!({"n": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let got = rotated.get(&alice(), before).await.unwrap();
+    assert_eq!(got.call.unwrap().arguments, json!({"n": 1}));
+    assert_eq!(got.elicitation.response, Some(json!({"confirmed": true})));
+
+    let admin = db.admin().await;
+    let key_ids = |id: ElicitationId| {
+        let admin = &admin;
+        async move {
+            let row = admin
+                .query_one(
+                    "SELECT request_key_id, response_key_id FROM mcp_elicitations WHERE id = $1",
+                    &[id.as_uuid()],
+                )
+                .await
+                .unwrap();
+            (row.get::<_, String>(0), row.get::<_, Option<String>>(1))
+        }
+    };
+    assert_eq!(
+        key_ids(before).await,
+        ("k1".to_owned(), Some("k2".to_owned()))
+    );
+    assert_eq!(key_ids(after).await, ("k2".to_owned(), None));
+
+    let retired = store_on(&db, &key_spec(&[("k2", 2)]), clock, Setup::default(), 1).await;
+    assert!(matches!(
+        retired.get(&alice(), before).await,
+        Err(StoreError::Seal(SealError::UnknownKey { .. }))
+    ));
+    retired.get(&alice(), after).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_trail_records_the_lifecycle_without_payloads() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(
+        &db,
+        &key_spec(&[("k1", 1)]),
+        clock.clone(),
+        Setup::default(),
+        1,
+    )
+    .await;
+    let args = json!({"path": "/secret-audit-path"});
+    let answered = store
+        .create_confirmation(&alice(), confirmation_request(args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .respond(&alice(), answered, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let cancelled = store
+        .create_confirmation(&alice(), confirmation_request(args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .cancel(&alice(), cancelled, CancelReason::CancelledByPerson)
+        .await
+        .unwrap();
+    let failed = store
+        .create_confirmation(&alice(), confirmation_request(args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    for _ in 0..3 {
+        store
+            .respond(&alice(), failed, json!({"confirmed": "maybe"}))
+            .await
+            .unwrap();
+    }
+    let mut short = confirmation_request(args);
+    short.ttl = Duration::seconds(1);
+    let expired = store
+        .create_confirmation(&alice(), short)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    clock.advance(Duration::seconds(2));
+    assert_eq!(store.expire_due(clock.now()).await.unwrap().len(), 1);
+
+    let admin = db.admin().await;
+    let rows = admin
+        .query("SELECT elicitation_id, event, detail::text, tool_name FROM mcp_audit_events ORDER BY id", &[])
+        .await
+        .unwrap();
+    let events: Vec<(uuid::Uuid, String, String)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let expect = |id: ElicitationId, event: &str, detail: &str| {
+        (*id.as_uuid(), event.to_owned(), detail.to_owned())
+    };
+    assert_eq!(
+        events,
+        [
+            expect(
+                answered,
+                "elicitation_requested",
+                r#"{"type": "confirmation"}"#
+            ),
+            expect(answered, "elicitation_responded", r#"{"confirmed": true}"#),
+            expect(
+                cancelled,
+                "elicitation_requested",
+                r#"{"type": "confirmation"}"#
+            ),
+            expect(
+                cancelled,
+                "elicitation_cancelled",
+                r#"{"reason": "cancelled_by_person"}"#
+            ),
+            expect(
+                failed,
+                "elicitation_requested",
+                r#"{"type": "confirmation"}"#
+            ),
+            expect(failed, "elicitation_validation_failed", "{}"),
+            expect(
+                expired,
+                "elicitation_requested",
+                r#"{"type": "confirmation"}"#
+            ),
+            expect(expired, "elicitation_timeout", "{}"),
+        ]
+    );
+    assert!(
+        rows.iter()
+            .all(|r| r.get::<_, Option<String>>(3).as_deref() == Some("fs__delete"))
+    );
+    assert!(!raw_rows(&db).await.contains("secret-audit-path"));
+    let state: String = admin
+        .query_one(
+            "SELECT status::text FROM mcp_elicitations WHERE id = $1",
+            &[expired.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, ElicitationStatus::Expired.as_str());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmigrated_database_is_refused_with_a_clear_error() {
+    let db = TestDb::new().await;
+    let admin = db.admin().await;
+    let name = format!("{}_empty", db.name);
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .unwrap();
+    let mut config = db.admin.clone();
+    config.dbname(&name);
+    let mut options = PostgresOptions::new(
+        "postgres://x@localhost/x",
+        KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+    )
+    .unwrap();
+    options.config = config;
+    let err = PostgresStore::connect(options)
+        .await
+        .err()
+        .expect("refused");
+    assert!(matches!(err, StoreError::NotMigrated), "{err:?}");
+    assert!(err.to_string().contains("mcp-gateway migrate"));
+}
+
+#[tokio::test]
+async fn a_bad_database_url_is_a_config_error() {
+    let keys = KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap();
+    let err = PostgresOptions::new("postgres://host:notaport/db", keys)
+        .err()
+        .expect("refused");
+    assert!(matches!(err, StoreError::Config(_)), "{err:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrations_are_idempotent() {
+    let db = TestDb::new().await;
+    let mut owner = db.admin().await;
+    assert!(
+        crate::migrate(&mut owner).await.unwrap().is_empty(),
+        "nothing left to apply"
+    );
+}

@@ -1,0 +1,398 @@
+//! Sealing payloads at rest: AES-256-GCM under a key ring.
+//!
+//! Each configured key is 32 bytes of secret material; the AES key is derived from it with
+//! HKDF-SHA256 (info `mcp-gateway/elicitation-payload/v1`), so the same material can later
+//! key other purposes without reuse. The first key of the ring seals; every key opens.
+//! A sealed blob is `nonce (12 random bytes) || ciphertext || tag`, stored beside the id of
+//! its key. The associated data binds the column, the row id, the caller and the key id, so
+//! a ciphertext copied to another row, column or caller does not open.
+
+use std::fmt;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use elicitation_core::ElicitationId;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::hkdf::{HKDF_SHA256, Salt};
+use ring::rand::{SecureRandom, SystemRandom};
+
+use crate::Caller;
+
+/// The environment variable holding the key ring: `id:BASE64,id:BASE64,...`.
+pub const SEAL_KEYS_ENV: &str = "MCP_GATEWAY_SEAL_KEYS";
+
+const HKDF_INFO: &[u8] = b"mcp-gateway/elicitation-payload/v1";
+
+/// Why keys could not be loaded or a payload could not be sealed or opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// No key is configured.
+    #[error(
+        "no seal key configured: the postgres store seals payloads and refuses to start without one; set {SEAL_KEYS_ENV}=k1:<base64 of 32 random bytes> (e.g. from `openssl rand -base64 32`) or store.seal_keys"
+    )]
+    NoKeys,
+    /// A key entry is not `id:base64`.
+    #[error("seal key entry {index} is not `id:base64`")]
+    Malformed {
+        /// Its position in the list, from 0.
+        index: usize,
+    },
+    /// A key id has characters other than letters, digits, `_`, `-` and `.`, or is too long.
+    #[error("seal key id {id:?} must be 1 to 64 letters, digits, '_', '-' or '.'")]
+    BadKeyId {
+        /// The id.
+        id: String,
+    },
+    /// Two keys have the same id.
+    #[error("seal key id {id:?} appears twice")]
+    DuplicateKeyId {
+        /// The id.
+        id: String,
+    },
+    /// The key material is not base64 of exactly 32 bytes.
+    #[error("seal key {id:?} must be base64 of exactly 32 bytes")]
+    BadKeyMaterial {
+        /// The id.
+        id: String,
+    },
+    /// The payload was sealed with a key the ring does not have.
+    #[error("sealed with unknown key {id:?}")]
+    UnknownKey {
+        /// The id.
+        id: String,
+    },
+    /// The payload did not open: tampered, moved to another row or caller, or corrupt.
+    #[error("a sealed payload failed to open (tampered, moved, or sealed for another row)")]
+    Open,
+    /// The system's random source failed.
+    #[error("the system random source failed")]
+    Random,
+}
+
+/// What a sealed value is bound to.
+#[derive(Debug, Clone, Copy)]
+pub struct SealContext<'a> {
+    /// The column (for example `request` or `response`).
+    pub column: &'static str,
+    /// The row.
+    pub id: ElicitationId,
+    /// The row's caller.
+    pub caller: &'a Caller,
+}
+
+/// A sealed payload and the id of the key that sealed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// The key id.
+    pub key_id: String,
+    /// `nonce || ciphertext || tag`.
+    pub blob: Vec<u8>,
+}
+
+struct Key {
+    id: String,
+    aead: LessSafeKey,
+}
+
+/// The keys that seal and open payloads; the first is the active one.
+pub struct KeyRing {
+    keys: Vec<Key>,
+    rng: SystemRandom,
+}
+
+impl fmt::Debug for KeyRing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ids: Vec<&str> = self.keys.iter().map(|k| k.id.as_str()).collect();
+        f.debug_struct("KeyRing").field("key_ids", &ids).finish()
+    }
+}
+
+struct AesKeyLen;
+
+impl ring::hkdf::KeyType for AesKeyLen {
+    fn len(&self) -> usize {
+        AES_256_GCM.key_len()
+    }
+}
+
+fn derive(material: &[u8; 32]) -> LessSafeKey {
+    let prk = Salt::new(HKDF_SHA256, &[]).extract(material);
+    let okm = prk
+        .expand(&[HKDF_INFO], AesKeyLen)
+        .expect("32 bytes is a valid HKDF-SHA256 output length");
+    let mut key = [0u8; 32];
+    okm.fill(&mut key)
+        .expect("the output buffer has the requested length");
+    LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"))
+}
+
+fn valid_key_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+impl KeyRing {
+    /// A ring from `(id, material)` pairs; the first seals.
+    pub fn new(keys: Vec<(String, [u8; 32])>) -> Result<Self, SealError> {
+        if keys.is_empty() {
+            return Err(SealError::NoKeys);
+        }
+        let mut ring: Vec<Key> = Vec::with_capacity(keys.len());
+        for (id, material) in keys {
+            if !valid_key_id(&id) {
+                return Err(SealError::BadKeyId { id });
+            }
+            if ring.iter().any(|k| k.id == id) {
+                return Err(SealError::DuplicateKeyId { id });
+            }
+            ring.push(Key {
+                aead: derive(&material),
+                id,
+            });
+        }
+        Ok(KeyRing {
+            keys: ring,
+            rng: SystemRandom::new(),
+        })
+    }
+
+    /// Parses `id:BASE64` entries separated by commas or newlines (blank entries ignored),
+    /// as found in `MCP_GATEWAY_SEAL_KEYS` or a keys file.
+    pub fn parse(spec: &str) -> Result<Self, SealError> {
+        let entries = spec
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|e| !e.is_empty());
+        Self::parse_entries(entries)
+    }
+
+    /// Parses a list of `id:BASE64` entries.
+    pub fn parse_entries<'a>(
+        entries: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Self, SealError> {
+        let mut keys = Vec::new();
+        for (index, entry) in entries.into_iter().enumerate() {
+            let (id, b64) = entry
+                .trim()
+                .split_once(':')
+                .ok_or(SealError::Malformed { index })?;
+            let bytes = STANDARD
+                .decode(b64.trim())
+                .map_err(|_| SealError::BadKeyMaterial { id: id.to_owned() })?;
+            let material: [u8; 32] = bytes
+                .try_into()
+                .map_err(|_| SealError::BadKeyMaterial { id: id.to_owned() })?;
+            keys.push((id.to_owned(), material));
+        }
+        KeyRing::new(keys)
+    }
+
+    /// The id of the key that seals.
+    pub fn active_key_id(&self) -> &str {
+        &self.keys[0].id
+    }
+
+    /// Seals `plaintext` with the active key, bound to `context`.
+    pub fn seal(&self, plaintext: &[u8], context: SealContext<'_>) -> Result<Sealed, SealError> {
+        let key = &self.keys[0];
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng.fill(&mut nonce).map_err(|_| SealError::Random)?;
+        let mut blob = Vec::with_capacity(NONCE_LEN + plaintext.len() + AES_256_GCM.tag_len());
+        blob.extend_from_slice(&nonce);
+        blob.extend_from_slice(plaintext);
+        let mut in_out = blob.split_off(NONCE_LEN);
+        key.aead
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(associated_data(context, &key.id)),
+                &mut in_out,
+            )
+            .map_err(|_| SealError::Open)?;
+        blob.extend_from_slice(&in_out);
+        Ok(Sealed {
+            key_id: key.id.clone(),
+            blob,
+        })
+    }
+
+    /// Opens a sealed payload, which must have been sealed for exactly `context`.
+    pub fn open(&self, sealed: &Sealed, context: SealContext<'_>) -> Result<Vec<u8>, SealError> {
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.id == sealed.key_id)
+            .ok_or_else(|| SealError::UnknownKey {
+                id: sealed.key_id.clone(),
+            })?;
+        if sealed.blob.len() < NONCE_LEN + AES_256_GCM.tag_len() {
+            return Err(SealError::Open);
+        }
+        let (nonce, ciphertext) = sealed.blob.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::Open)?;
+        let mut in_out = ciphertext.to_vec();
+        let plaintext = key
+            .aead
+            .open_in_place(
+                nonce,
+                Aad::from(associated_data(context, &key.id)),
+                &mut in_out,
+            )
+            .map_err(|_| SealError::Open)?;
+        Ok(plaintext.to_vec())
+    }
+}
+
+/// Length-prefixed fields, so no two different contexts share an encoding.
+fn associated_data(context: SealContext<'_>, key_id: &str) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(128);
+    let mut field = |bytes: &[u8]| {
+        aad.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_be_bytes());
+        aad.extend_from_slice(bytes);
+    };
+    field(b"mcp-gateway/elicitation/v1");
+    field(context.column.as_bytes());
+    field(context.id.as_uuid().as_bytes());
+    field(context.caller.subject_id().as_bytes());
+    match context.caller.tenant_id() {
+        Some(tenant) => {
+            field(b"tenant");
+            field(tenant.as_bytes());
+        }
+        None => field(b"no-tenant"),
+    }
+    field(key_id.as_bytes());
+    aad
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    fn ring(spec: &str) -> KeyRing {
+        KeyRing::parse(spec).unwrap()
+    }
+
+    fn b64(byte: u8) -> String {
+        STANDARD.encode([byte; 32])
+    }
+
+    fn id(n: u8) -> ElicitationId {
+        ElicitationId::v7(datetime!(2026-11-30 10:00 UTC), [n; 10])
+    }
+
+    #[test]
+    fn sealed_payloads_open_only_in_their_own_context() {
+        let keys = ring(&format!("k1:{}", b64(1)));
+        let alice = Caller::new("alice", None).unwrap();
+        let alice_t = Caller::new("alice", Some("t1".into())).unwrap();
+        let bob = Caller::new("bob", None).unwrap();
+        let ctx = SealContext {
+            column: "request",
+            id: id(1),
+            caller: &alice,
+        };
+        let sealed = keys.seal(b"{\"path\":\"/etc\"}", ctx).unwrap();
+        assert_eq!(sealed.key_id, "k1");
+        assert!(
+            !sealed.blob.windows(4).any(|w| w == b"path"),
+            "no plaintext in the blob"
+        );
+        assert_eq!(keys.open(&sealed, ctx).unwrap(), b"{\"path\":\"/etc\"}");
+        let elsewhere = [
+            SealContext {
+                column: "response",
+                ..ctx
+            },
+            SealContext { id: id(2), ..ctx },
+            SealContext {
+                caller: &bob,
+                ..ctx
+            },
+            SealContext {
+                caller: &alice_t,
+                ..ctx
+            },
+        ];
+        for other in elsewhere {
+            assert_eq!(keys.open(&sealed, other), Err(SealError::Open), "{other:?}");
+        }
+        let mut tampered = sealed.clone();
+        let last = tampered.blob.len() - 1;
+        tampered.blob[last] ^= 1;
+        assert_eq!(keys.open(&tampered, ctx), Err(SealError::Open));
+        assert_eq!(
+            keys.open(
+                &Sealed {
+                    key_id: "k1".into(),
+                    blob: vec![1, 2]
+                },
+                ctx
+            ),
+            Err(SealError::Open)
+        );
+    }
+
+    #[test]
+    fn rotation_seals_with_the_new_key_and_opens_with_the_old() {
+        let caller = Caller::new("alice", None).unwrap();
+        let ctx = SealContext {
+            column: "response",
+            id: id(1),
+            caller: &caller,
+        };
+        let old = ring(&format!("k1:{}", b64(1)));
+        let sealed_old = old.seal(b"x", ctx).unwrap();
+        let rotated = ring(&format!("k2:{}, k1:{}", b64(2), b64(1)));
+        assert_eq!(rotated.active_key_id(), "k2");
+        assert_eq!(rotated.open(&sealed_old, ctx).unwrap(), b"x");
+        assert_eq!(rotated.seal(b"y", ctx).unwrap().key_id, "k2");
+        let retired = ring(&format!("k2:{}", b64(2)));
+        assert_eq!(
+            retired.open(&sealed_old, ctx),
+            Err(SealError::UnknownKey { id: "k1".into() })
+        );
+        // Same id, different material: does not open.
+        let wrong = ring(&format!("k1:{}", b64(9)));
+        assert_eq!(wrong.open(&sealed_old, ctx), Err(SealError::Open));
+    }
+
+    #[test]
+    fn bad_key_configuration_is_refused_with_a_reason() {
+        let cases = [
+            ("".to_owned(), SealError::NoKeys),
+            (" , \n".to_owned(), SealError::NoKeys),
+            ("k1".to_owned(), SealError::Malformed { index: 0 }),
+            (
+                "k1:not base64!".to_owned(),
+                SealError::BadKeyMaterial { id: "k1".into() },
+            ),
+            (
+                format!("k1:{}", STANDARD.encode([0u8; 16])),
+                SealError::BadKeyMaterial { id: "k1".into() },
+            ),
+            (
+                format!("k 1:{}", b64(1)),
+                SealError::BadKeyId { id: "k 1".into() },
+            ),
+            (
+                format!("k1:{},k1:{}", b64(1), b64(2)),
+                SealError::DuplicateKeyId { id: "k1".into() },
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(KeyRing::parse(&spec).map(|_| ()), Err(want), "{spec:?}");
+        }
+        assert!(SealError::NoKeys.to_string().contains(SEAL_KEYS_ENV));
+    }
+
+    #[test]
+    fn debug_output_shows_key_ids_not_material() {
+        let shown = format!("{:?}", ring(&format!("k1:{}", b64(7))));
+        assert_eq!(shown, "KeyRing { key_ids: [\"k1\"] }");
+    }
+}

@@ -1,0 +1,254 @@
+//! The `ElicitationStore` trait and the values it takes and returns.
+
+use async_trait::async_trait;
+use elicitation_core::{
+    Answer, AnswerOutcome, CancelReason, Elicitation, ElicitationId, ElicitationSpec,
+    ElicitationStatus, RespondOutcome,
+};
+use gating_core::CallDigest;
+use serde_json::Value;
+use time::{Duration, OffsetDateTime};
+
+use crate::{Caller, StoreError};
+
+/// Most rows one `list` returns, whatever the caller asks for.
+pub const MAX_LIST_LIMIT: usize = 500;
+
+/// The call a confirmation is bound to: the qualified tool name and the digest of its
+/// arguments. The caller is the third part of the binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallBinding {
+    /// The qualified tool name (`{prefix}__{tool}`).
+    pub tool: String,
+    /// The digest of the call's arguments.
+    pub digest: CallDigest,
+}
+
+/// A request to hold a tool call for a person's confirmation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmationRequest {
+    /// The qualified tool name.
+    pub tool: String,
+    /// The call's arguments. Stored sealed; their digest is the binding.
+    pub arguments: Value,
+    /// The prompt shown to the person.
+    pub message: String,
+    /// How long the person has to answer (and the confirmation stays usable).
+    pub ttl: Duration,
+}
+
+impl ConfirmationRequest {
+    /// The binding this request creates.
+    pub fn binding(&self) -> CallBinding {
+        CallBinding {
+            tool: self.tool.clone(),
+            digest: CallDigest::of(&self.arguments),
+        }
+    }
+}
+
+/// A stored elicitation with what it is about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredElicitation {
+    /// The record. Reads show a pending record past its expiry as `expired`.
+    pub elicitation: Elicitation,
+    /// For a confirmation of a tool call: the tool and the call's arguments (opened).
+    pub call: Option<HeldCall>,
+}
+
+/// The tool call a confirmation holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldCall {
+    /// The qualified tool name.
+    pub tool: String,
+    /// The digest of the arguments.
+    pub digest: CallDigest,
+    /// The arguments, opened.
+    pub arguments: Value,
+}
+
+/// Which of a caller's elicitations to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Only this (effective) status, or all.
+    pub status: Option<ElicitationStatus>,
+    /// At most this many (capped at [`MAX_LIST_LIMIT`]), newest first.
+    pub limit: usize,
+}
+
+impl ListQuery {
+    /// The caller's pending elicitations, newest first.
+    pub const fn pending(limit: usize) -> Self {
+        ListQuery {
+            status: Some(ElicitationStatus::Pending),
+            limit,
+        }
+    }
+
+    pub(crate) fn capped_limit(&self) -> usize {
+        self.limit.min(MAX_LIST_LIMIT)
+    }
+}
+
+/// An elicitation the sweeper moved to `expired`, with its owner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpiredElicitation {
+    /// Whose it was.
+    pub caller: Caller,
+    /// The record, now `expired`.
+    pub elicitation: Elicitation,
+    /// The tool of a confirmation.
+    pub tool: Option<String>,
+}
+
+/// Where elicitations live. Every operation is scoped to a [`Caller`]: another caller's
+/// elicitation behaves exactly like a missing one ([`StoreError::NotFound`]).
+///
+/// Implementations: [`crate::MemoryStore`] (embedded default) and
+/// [`crate::PostgresStore`] (the store of record). Both pass one conformance suite.
+#[async_trait]
+pub trait ElicitationStore: Send + Sync + 'static {
+    /// Creates a pending elicitation for `caller`, expiring after `ttl`.
+    async fn create(
+        &self,
+        caller: &Caller,
+        spec: ElicitationSpec,
+        ttl: Duration,
+    ) -> Result<Elicitation, StoreError>;
+
+    /// Creates a pending confirmation bound to (`caller`, tool, digest of the arguments).
+    async fn create_confirmation(
+        &self,
+        caller: &Caller,
+        request: ConfirmationRequest,
+    ) -> Result<StoredElicitation, StoreError>;
+
+    /// One of the caller's elicitations.
+    async fn get(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<StoredElicitation, StoreError>;
+
+    /// The caller's elicitations, newest first.
+    async fn list(
+        &self,
+        caller: &Caller,
+        query: ListQuery,
+    ) -> Result<Vec<StoredElicitation>, StoreError>;
+
+    /// Answers an elicitation (see [`Elicitation::respond`]). Concurrent answers are
+    /// recorded exactly once.
+    async fn respond(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+    ) -> Result<RespondOutcome, StoreError>;
+
+    /// Cancels a pending elicitation and returns it.
+    async fn cancel(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        reason: CancelReason,
+    ) -> Result<Elicitation, StoreError>;
+
+    /// The caller's confirmation `id` if it is bound to exactly `binding`; `None` when it is
+    /// missing, another caller's, not a confirmation, or bound to another call.
+    async fn confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<Elicitation>, StoreError>;
+
+    /// Uses an approved, unexpired, unused confirmation bound to exactly `binding` to
+    /// authorise one call. Atomic: of any number of concurrent attempts, one succeeds.
+    async fn consume_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Elicitation, StoreError>;
+
+    /// Waits until the elicitation is no longer pending, or until `deadline`, and returns
+    /// it as it then is.
+    async fn wait_for_change(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Elicitation, StoreError>;
+
+    /// Moves every pending elicitation due at `now` to `expired` and returns them (the
+    /// sweeper's primitive; across all callers).
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError>;
+
+    /// The caller's pending elicitations, newest first.
+    async fn pending(
+        &self,
+        caller: &Caller,
+        limit: usize,
+    ) -> Result<Vec<StoredElicitation>, StoreError> {
+        self.list(caller, ListQuery::pending(limit)).await
+    }
+
+    /// Applies an MCP answer (see [`Answer::from_action`]).
+    async fn apply(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        answer: Answer,
+    ) -> Result<AnswerOutcome, StoreError> {
+        match answer {
+            Answer::Respond(payload) => self
+                .respond(caller, id, payload)
+                .await
+                .map(AnswerOutcome::Responded),
+            Answer::Cancel(reason) => self
+                .cancel(caller, id, reason)
+                .await
+                .map(|_| AnswerOutcome::Cancelled(reason)),
+        }
+    }
+
+    /// `Some(true)` approved, `Some(false)` declined, `None` unanswered or not usable for
+    /// this binding.
+    async fn confirmation_state(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<bool>, StoreError> {
+        Ok(self
+            .confirmation(caller, id, binding)
+            .await?
+            .and_then(|e| e.confirmation_state()))
+    }
+
+    /// Whether the confirmation is approved for this binding (consumed or not).
+    async fn is_confirmed(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError> {
+        Ok(self.confirmation_state(caller, id, binding).await? == Some(true))
+    }
+}
+
+/// Checks a TTL is positive.
+pub(crate) fn check_ttl(ttl: Duration) -> Result<(), StoreError> {
+    if ttl.is_positive() {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidTtl)
+    }
+}
+
+/// The record as a reader sees it at `now`: pending past expiry reads as expired.
+pub(crate) fn as_seen(mut elicitation: Elicitation, now: OffsetDateTime) -> Elicitation {
+    elicitation.status = elicitation.status_at(now);
+    elicitation
+}

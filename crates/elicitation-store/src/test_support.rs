@@ -1,0 +1,109 @@
+//! Test and benchmark support (feature `test-support`): a fresh, migrated database on the
+//! cluster named by `DATABASE_URL` (a superuser connection; `cargo xtask test` starts a
+//! throwaway cluster and sets it), and the non-superuser writer login stores connect as, so
+//! grants and row-level security are exercised exactly as in production.
+
+use tokio_postgres::{Client, Config, NoTls};
+
+use crate::migrate;
+
+/// The login role the tests' stores use; a member of `mcp_gateway_writer` only.
+pub const WRITER_LOGIN: &str = "mcp_gateway_test_login";
+
+/// A database of its own on the test cluster.
+pub struct TestDb {
+    /// Superuser connection to this database.
+    pub admin: Config,
+    /// Writer-login connection to this database.
+    pub writer: Config,
+    /// The database's name.
+    pub name: String,
+}
+
+/// 16 random hex digits.
+fn unique_suffix() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 8];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random source works");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn admin_config() -> Config {
+    let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "DATABASE_URL is not set, and the Postgres store tests need a database (they are never skipped). \
+             Run `cargo xtask test`, which starts a throwaway PostgreSQL and sets it, or point DATABASE_URL \
+             at a superuser connection of a disposable cluster."
+        )
+    });
+    url.parse()
+        .expect("DATABASE_URL is a valid connection string")
+}
+
+/// Connects and drives the connection in the background.
+pub async fn connect(config: &Config) -> Client {
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .expect("connect to the test cluster");
+    tokio::spawn(connection);
+    client
+}
+
+/// Runs `sql`, retrying on the errors concurrent role changes raise in a shared cluster.
+async fn execute_retrying(client: &Client, sql: &str) {
+    for attempt in 0.. {
+        match client.batch_execute(sql).await {
+            Ok(()) => return,
+            Err(_) if attempt < 5 => tokio::task::yield_now().await,
+            Err(err) => panic!("{sql}: {err}"),
+        }
+    }
+}
+
+impl TestDb {
+    /// Creates and migrates a database with a unique name.
+    pub async fn new() -> TestDb {
+        let admin = admin_config();
+        let name = format!("mcp_test_{}", unique_suffix());
+        let root = connect(&admin).await;
+        root.batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create test database");
+        let mut admin_db = admin.clone();
+        admin_db.dbname(&name);
+        let mut owner = connect(&admin_db).await;
+        migrate(&mut owner)
+            .await
+            .expect("migrations apply to a fresh database");
+        execute_retrying(
+            &owner,
+            &format!(
+                "DO $$ BEGIN CREATE ROLE {WRITER_LOGIN} LOGIN; \
+                 EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
+                 GRANT mcp_gateway_writer TO {WRITER_LOGIN};"
+            ),
+        )
+        .await;
+        let mut writer = admin_db.clone();
+        writer.user(WRITER_LOGIN);
+        TestDb {
+            admin: admin_db,
+            writer,
+            name,
+        }
+    }
+
+    /// A superuser connection to this test's database (bypasses RLS): for inspecting raw
+    /// rows and tampering with them.
+    pub async fn admin(&self) -> Client {
+        connect(&self.admin).await
+    }
+
+    /// A writer-login connection to this test's database.
+    pub async fn writer(&self) -> Client {
+        connect(&self.writer).await
+    }
+}
