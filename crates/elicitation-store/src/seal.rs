@@ -64,6 +64,14 @@ pub enum SealError {
     /// The payload did not open: tampered, moved to another row or caller, or corrupt.
     #[error("a sealed payload failed to open (tampered, moved, or sealed for another row)")]
     Open,
+    /// The keys file could not be read.
+    #[error("cannot read the seal keys file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// The system's random source failed.
     #[error("the system random source failed")]
     Random,
@@ -188,6 +196,21 @@ impl KeyRing {
             keys.push((id.to_owned(), material));
         }
         KeyRing::new(keys)
+    }
+
+    /// The ring in the environment variable `MCP_GATEWAY_SEAL_KEYS`; [`SealError::NoKeys`]
+    /// when it is unset or empty.
+    pub fn from_env() -> Result<Self, SealError> {
+        KeyRing::parse(&std::env::var(SEAL_KEYS_ENV).unwrap_or_default())
+    }
+
+    /// The ring in a keys file: one `id:base64` per line (or comma-separated), first active.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, SealError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SealError::File {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        KeyRing::parse(&text)
     }
 
     /// The id of the key that seals.
@@ -388,6 +411,19 @@ mod tests {
             assert_eq!(KeyRing::parse(&spec).map(|_| ()), Err(want), "{spec:?}");
         }
         assert!(SealError::NoKeys.to_string().contains(SEAL_KEYS_ENV));
+    }
+
+    #[test]
+    fn a_keys_file_holds_one_key_per_line() {
+        let path = std::env::temp_dir().join(format!("mcp-seal-keys-{}", std::process::id()));
+        std::fs::write(&path, format!("k2:{}\nk1:{}\n", b64(2), b64(1))).unwrap();
+        let keys = KeyRing::from_file(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(keys.active_key_id(), "k2");
+        assert!(matches!(
+            KeyRing::from_file(&path),
+            Err(SealError::File { .. })
+        ));
     }
 
     #[test]
