@@ -63,6 +63,9 @@ struct State {
     entries: HashMap<ElicitationId, Entry>,
     /// Each caller's ids, oldest first.
     by_caller: HashMap<Caller, Vec<ElicitationId>>,
+    /// Each caller's ids that were pending when last looked at (pruned lazily), so the
+    /// per-caller limit costs O(limit), not O(history).
+    pending_by_caller: HashMap<Caller, Vec<ElicitationId>>,
     /// All ids, oldest first (for eviction).
     order: VecDeque<ElicitationId>,
 }
@@ -84,8 +87,29 @@ impl State {
                     self.by_caller.remove(&entry.caller);
                 }
             }
-            self.order.retain(|other| *other != id);
+            if let Some(ids) = self.pending_by_caller.get_mut(&entry.caller) {
+                ids.retain(|other| *other != id);
+            }
+            if self.order.front() == Some(&id) {
+                self.order.pop_front();
+            } else {
+                self.order.retain(|other| *other != id);
+            }
         }
+    }
+
+    /// The caller's pending elicitations at `now`, forgetting those no longer pending.
+    fn pending_count(&mut self, caller: &Caller, now: OffsetDateTime) -> usize {
+        let Some(ids) = self.pending_by_caller.get_mut(caller) else {
+            return 0;
+        };
+        let entries = &self.entries;
+        ids.retain(|id| {
+            entries
+                .get(id)
+                .is_some_and(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending)
+        });
+        ids.len()
     }
 }
 
@@ -136,10 +160,7 @@ impl MemoryStore {
     /// Inserts a new entry, enforcing the limits.
     fn insert(&self, entry: Entry, now: OffsetDateTime) -> Result<(), StoreError> {
         let mut state = self.lock();
-        let pending_of_caller = state
-            .of_caller(&entry.caller)
-            .filter(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending)
-            .count();
+        let pending_of_caller = state.pending_count(&entry.caller, now);
         if pending_of_caller >= self.limits.max_pending_per_caller {
             return Err(StoreError::PendingLimit {
                 limit: self.limits.max_pending_per_caller,
@@ -164,6 +185,11 @@ impl MemoryStore {
         let id = entry.elicitation.id;
         state
             .by_caller
+            .entry(entry.caller.clone())
+            .or_default()
+            .push(id);
+        state
+            .pending_by_caller
             .entry(entry.caller.clone())
             .or_default()
             .push(id);
