@@ -131,23 +131,28 @@ CREATE POLICY mcp_audit_events_of_caller ON mcp_audit_events
 
 -- The sweeper works across callers, so it runs as the owner (which RLS does not restrict),
 -- through this one function and nothing else: it can only move overdue pending rows to
--- expired, and it records the timeout in the audit trail.
+-- expired, and it records the timeout in the audit trail. The cutoff is capped at the
+-- database's clock plus one minute (tolerating skew between gateway instances), so a caller
+-- cannot expire rows early by passing a time in the future. search_path ends with pg_temp
+-- and every name is qualified, so a temporary object cannot hijack the owner's rights.
 CREATE FUNCTION mcp_expire_due(due_at timestamptz, max_rows integer)
-RETURNS SETOF mcp_elicitations
-LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    WITH due AS (
-        SELECT id FROM mcp_elicitations
-        WHERE status = 'pending' AND expires_at <= due_at
-        ORDER BY expires_at
+RETURNS SETOF public.mcp_elicitations
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    WITH cutoff AS (
+        SELECT LEAST(due_at, pg_catalog.now() + interval '1 minute') AS at
+    ), due AS (
+        SELECT e.id FROM public.mcp_elicitations e, cutoff
+        WHERE e.status = 'pending' AND e.expires_at <= cutoff.at
+        ORDER BY e.expires_at
         LIMIT max_rows
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF e SKIP LOCKED
     ), expired AS (
-        UPDATE mcp_elicitations e SET status = 'expired'
+        UPDATE public.mcp_elicitations e SET status = 'expired'
         FROM due WHERE e.id = due.id AND e.status = 'pending'
         RETURNING e.*
     ), audit AS (
-        INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail)
-        SELECT due_at, 'elicitation_timeout', caller_subject, caller_tenant, id, tool_name, '{}'::jsonb
+        INSERT INTO public.mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail)
+        SELECT (SELECT at FROM cutoff), 'elicitation_timeout', caller_subject, caller_tenant, id, tool_name, '{}'::jsonb
         FROM expired
     )
     SELECT * FROM expired

@@ -37,8 +37,8 @@ pub enum StoreError {
     /// A caller id is empty, too long, or contains control characters.
     #[error("caller ids must be 1 to 512 bytes without control characters")]
     InvalidCaller,
-    /// A time to live that is zero or negative.
-    #[error("an elicitation's time to live must be positive")]
+    /// A time to live under one second.
+    #[error("an elicitation's time to live must be at least one second")]
     InvalidTtl,
     /// The spec cannot be answered as written.
     #[error("invalid elicitation spec: {0}")]

@@ -36,5 +36,5 @@ pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
-    MAX_LIST_LIMIT, StoredElicitation,
+    MAX_LIST_LIMIT, MIN_TTL, StoredElicitation,
 };

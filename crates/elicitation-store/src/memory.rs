@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use async_trait::async_trait;
 use elicitation_core::{
     CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
+    TransitionError,
 };
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
+use crate::audit::{self, Event};
 use crate::store::{as_seen, check_ttl};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
@@ -44,6 +46,39 @@ struct Entry {
 }
 
 impl Entry {
+    /// Refuses a transition on a pending elicitation past its expiry without recording the
+    /// expiry: that is the sweeper's (`expire_due`) job, as in the Postgres store, so the
+    /// timeout is reported exactly once.
+    fn refuse_if_overdue(&self, now: OffsetDateTime) -> Result<(), TransitionError> {
+        let e = &self.elicitation;
+        if e.status == ElicitationStatus::Pending && e.status_at(now) == ElicitationStatus::Expired
+        {
+            return Err(TransitionError::NotPending {
+                id: e.id,
+                status: ElicitationStatus::Expired,
+            });
+        }
+        Ok(())
+    }
+
+    fn audit(&self, event: Event) {
+        audit::emit(
+            event,
+            &self.caller,
+            self.elicitation.id,
+            self.call.as_ref().map(|c| c.tool.as_str()),
+        );
+    }
+
+    /// Whether dropping this entry loses nothing anyone can still use: it is finished, and
+    /// not an approved confirmation still waiting to authorise its call.
+    fn evictable(&self, now: OffsetDateTime) -> bool {
+        let e = &self.elicitation;
+        let usable_confirmation =
+            e.confirmation_state() == Some(true) && e.consumed_at.is_none() && now < e.expires_at;
+        e.status_at(now).is_terminal() && !usable_confirmation
+    }
+
     fn stored(&self, now: OffsetDateTime) -> StoredElicitation {
         StoredElicitation {
             elicitation: as_seen(self.elicitation.clone(), now),
@@ -89,6 +124,9 @@ impl State {
             }
             if let Some(ids) = self.pending_by_caller.get_mut(&entry.caller) {
                 ids.retain(|other| *other != id);
+                if ids.is_empty() {
+                    self.pending_by_caller.remove(&entry.caller);
+                }
             }
             if self.order.front() == Some(&id) {
                 self.order.pop_front();
@@ -167,12 +205,11 @@ impl MemoryStore {
             });
         }
         if state.entries.len() >= self.limits.max_records {
-            let oldest_terminal = state.order.iter().copied().find(|id| {
-                state
-                    .entries
-                    .get(id)
-                    .is_some_and(|e| e.elicitation.status_at(now).is_terminal())
-            });
+            let oldest_terminal = state
+                .order
+                .iter()
+                .copied()
+                .find(|id| state.entries.get(id).is_some_and(|e| e.evictable(now)));
             match oldest_terminal {
                 Some(id) => state.remove(id),
                 None => {
@@ -241,6 +278,12 @@ impl ElicitationStore for MemoryStore {
             call: None,
         };
         self.insert(entry, now)?;
+        audit::emit(
+            Event::Requested(elicitation.kind()),
+            caller,
+            elicitation.id,
+            None,
+        );
         Ok(elicitation)
     }
 
@@ -269,6 +312,13 @@ impl ElicitationStore for MemoryStore {
             call: Some(call),
         };
         self.insert(entry, now)?;
+        let tool = stored.call.as_ref().map(|c| c.tool.as_str());
+        audit::emit(
+            Event::Requested(stored.elicitation.kind()),
+            caller,
+            stored.elicitation.id,
+            tool,
+        );
         Ok(stored)
     }
 
@@ -312,7 +362,19 @@ impl ElicitationStore for MemoryStore {
         payload: Value,
     ) -> Result<RespondOutcome, StoreError> {
         let now = self.clock.now();
-        Ok(self.with_entry(caller, id, |entry| entry.elicitation.respond(payload, now))??)
+        Ok(self.with_entry(caller, id, |entry| {
+            entry.refuse_if_overdue(now)?;
+            let outcome = entry.elicitation.respond(payload, now);
+            let event = match &outcome {
+                Ok(RespondOutcome::Recorded) => Some(Event::Responded),
+                Ok(RespondOutcome::ValidationFailed { .. }) => Some(Event::ValidationFailed),
+                _ => None,
+            };
+            if let Some(event) = event {
+                entry.audit(event);
+            }
+            outcome
+        })??)
     }
 
     async fn cancel(
@@ -323,7 +385,9 @@ impl ElicitationStore for MemoryStore {
     ) -> Result<Elicitation, StoreError> {
         let now = self.clock.now();
         self.with_entry(caller, id, |entry| {
+            entry.refuse_if_overdue(now)?;
             entry.elicitation.cancel(reason, now)?;
+            entry.audit(Event::Cancelled(reason));
             Ok(entry.elicitation.clone())
         })?
     }
@@ -385,7 +449,11 @@ impl ElicitationStore for MemoryStore {
                 .entries
                 .values_mut()
                 .filter_map(|entry| {
-                    entry.elicitation.expire(now).then(|| ExpiredElicitation {
+                    if !entry.elicitation.expire(now) {
+                        return None;
+                    }
+                    entry.audit(Event::Timeout);
+                    Some(ExpiredElicitation {
                         caller: entry.caller.clone(),
                         elicitation: entry.elicitation.clone(),
                         tool: entry.call.as_ref().map(|c| c.tool.clone()),

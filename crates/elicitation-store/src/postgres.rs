@@ -293,7 +293,7 @@ impl PostgresStore {
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
         let sealed = match request {
-            Some((request, _)) => {
+            Some((request, binding)) => {
                 let plaintext = serde_json::to_vec(&request.arguments)
                     .map_err(|e| StoreError::Backend(Box::new(e)))?;
                 Some(self.keys.seal(
@@ -302,6 +302,7 @@ impl PostgresStore {
                         column: REQUEST,
                         id,
                         caller,
+                        call: Some((binding.tool.as_str(), &binding.digest)),
                     },
                 )?)
             }
@@ -475,6 +476,7 @@ impl ElicitationStore for PostgresStore {
                         column: RESPONSE,
                         id,
                         caller,
+                        call: None,
                     },
                 )?;
                 let confirmed = (spec.kind() == ElicitationType::Confirmation)
@@ -606,7 +608,16 @@ impl ElicitationStore for PostgresStore {
             )
             .await?;
         if let Some(row) = rows.first() {
-            return Ok(decode(row, &self.keys)?.elicitation);
+            // The plain `confirmed` column chose the row; the sealed response must agree, so
+            // a tampered column never authorises a call.
+            let consumed = decode(row, &self.keys)?.elicitation;
+            if consumed.confirmation_state() != Some(true) {
+                return Err(StoreError::Corrupt {
+                    id,
+                    reason: "the sealed response does not approve this call".into(),
+                });
+            }
+            return Ok(consumed);
         }
         let mut current = self
             .confirmation(caller, id, binding)

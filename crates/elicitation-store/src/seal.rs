@@ -12,6 +12,7 @@ use std::fmt;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use elicitation_core::ElicitationId;
+use gating_core::CallDigest;
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::hkdf::{HKDF_SHA256, Salt};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -86,6 +87,9 @@ pub struct SealContext<'a> {
     pub id: ElicitationId,
     /// The row's caller.
     pub caller: &'a Caller,
+    /// For a held call's arguments: the tool and digest they are bound to, so the stored
+    /// binding cannot be swapped under them.
+    pub call: Option<(&'a str, &'a CallDigest)>,
 }
 
 /// A sealed payload and the id of the key that sealed it.
@@ -286,6 +290,14 @@ fn associated_data(context: SealContext<'_>, key_id: &str) -> Vec<u8> {
         }
         None => field(b"no-tenant"),
     }
+    match context.call {
+        Some((tool, digest)) => {
+            field(b"call");
+            field(tool.as_bytes());
+            field(digest.as_bytes());
+        }
+        None => field(b"no-call"),
+    }
     field(key_id.as_bytes());
     aad
 }
@@ -314,10 +326,12 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         let alice_t = Caller::new("alice", Some("t1".into())).unwrap();
         let bob = Caller::new("bob", None).unwrap();
+        let digest = CallDigest::of(&serde_json::json!({"path": "/etc"}));
         let ctx = SealContext {
             column: "request",
             id: id(1),
             caller: &alice,
+            call: None,
         };
         let sealed = keys.seal(b"{\"path\":\"/etc\"}", ctx).unwrap();
         assert_eq!(sealed.key_id, "k1");
@@ -338,6 +352,10 @@ mod tests {
             },
             SealContext {
                 caller: &alice_t,
+                ..ctx
+            },
+            SealContext {
+                call: Some(("fs__rm", &digest)),
                 ..ctx
             },
         ];
@@ -367,6 +385,7 @@ mod tests {
             column: "response",
             id: id(1),
             caller: &caller,
+            call: None,
         };
         let old = ring(&format!("k1:{}", b64(1)));
         let sealed_old = old.seal(b"x", ctx).unwrap();

@@ -238,9 +238,12 @@ pub trait ElicitationStore: Send + Sync + 'static {
     }
 }
 
-/// Checks a TTL is positive.
+/// Shortest time to live accepted: a person needs at least this long to answer.
+pub const MIN_TTL: Duration = Duration::SECOND;
+
+/// Checks a TTL is at least [`MIN_TTL`].
 pub(crate) fn check_ttl(ttl: Duration) -> Result<(), StoreError> {
-    if ttl.is_positive() {
+    if ttl >= MIN_TTL {
         Ok(())
     } else {
         Err(StoreError::InvalidTtl)

@@ -90,6 +90,7 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
                 column: RESPONSE,
                 id,
                 caller: &caller,
+                call: None,
             },
         )?),
         None => None,
@@ -137,18 +138,23 @@ impl RawRow {
                 let digest: [u8; 32] = digest
                     .try_into()
                     .map_err(|_| corrupt(id, "call digest is not 32 bytes"))?;
-                let arguments = open_json(
-                    keys,
-                    &request,
-                    SealContext {
-                        column: REQUEST,
+                let digest = CallDigest::from_bytes(digest);
+                let context = SealContext {
+                    column: REQUEST,
+                    id,
+                    caller: &self.caller,
+                    call: Some((tool.as_str(), &digest)),
+                };
+                let arguments = open_json(keys, &request, context)?;
+                if CallDigest::of(&arguments) != digest {
+                    return Err(corrupt(
                         id,
-                        caller: &self.caller,
-                    },
-                )?;
+                        "the held arguments do not match the stored call digest",
+                    ));
+                }
                 Some(HeldCall {
                     tool,
-                    digest: CallDigest::from_bytes(digest),
+                    digest,
                     arguments,
                 })
             }

@@ -608,3 +608,75 @@ async fn migrations_are_idempotent() {
         "nothing left to apply"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let args = json!({"path": "/x"});
+    let id = store
+        .create_confirmation(&alice(), confirmation_request(args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .respond(&alice(), id, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    // Someone with the writer login flips the plain column (a lifecycle column it may update).
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let flipped = writer
+        .execute(
+            "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1",
+            &[id.as_uuid()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(flipped, 1);
+    let binding = CallBinding {
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(&args),
+    };
+    let attempt = store.consume_confirmation(&alice(), id, &binding).await;
+    assert!(
+        matches!(attempt, Err(StoreError::Corrupt { .. })),
+        "{attempt:?}"
+    );
+    assert_eq!(
+        store
+            .confirmation_state(&alice(), id, &binding)
+            .await
+            .unwrap(),
+        Some(false),
+        "the sealed answer wins"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sweeper_cannot_expire_rows_ahead_of_the_database_clock() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let id = store
+        .create_confirmation(&alice(), confirmation_request(json!({})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let writer = db.writer().await;
+    let expired = writer
+        .query("SELECT id FROM mcp_expire_due('infinity', 1000)", &[])
+        .await
+        .unwrap();
+    assert!(
+        expired.is_empty(),
+        "a ten-minute confirmation is not due within a minute of now"
+    );
+    assert_eq!(
+        store.get(&alice(), id).await.unwrap().elicitation.status,
+        ElicitationStatus::Pending
+    );
+}
