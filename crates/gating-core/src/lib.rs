@@ -8,7 +8,8 @@
 //! - [`CallDigest`]: SHA-256 of the canonical JSON of a call's arguments, which a
 //!   confirmation is bound to.
 //! - The `CallToolResult` shapes the gate answers with: [`held_result`],
-//!   [`user_rejected_result`], [`cancelled_result`], [`expired_result`], [`denied_result`].
+//!   [`user_rejected_result`], [`cancelled_result`], [`expired_result`], [`denied_result`],
+//!   [`gate_unavailable_result`], [`upstream_error_result`].
 //!
 //! This crate does no IO and keeps no state: it neither stores confirmations nor forwards
 //! calls. The store and the HTTP service do that, asking this crate what to do.
@@ -26,6 +27,7 @@ pub use policy::{
     DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, ToolRule,
 };
 pub use result::{
-    ResultParts, cancelled_result, confirmation_prompt, denied_result, expired_result, held_result,
-    held_result_parts, user_rejected_result,
+    ResultParts, cancelled_result, confirmation_prompt, denied_result, expired_result,
+    gate_unavailable_result, held_result, held_result_parts, upstream_error_result,
+    user_rejected_result,
 };

@@ -133,5 +133,28 @@ pub fn denied_result(tool_name: &str) -> Value {
     tool_result(&parts, true)
 }
 
+/// The result when the gate cannot decide safely (no usable store, no authenticated caller,
+/// too many pending confirmations): an in-band tool error, `gate_unavailable: true`. The call
+/// was not run: the gate fails closed.
+pub fn gate_unavailable_result(reason: &str) -> Value {
+    let parts = ResultParts {
+        text: format!(
+            "This call needs a person's confirmation, but the gateway cannot ask for one now: {reason}. The call was not run."
+        ),
+        structured: json!({"gate_unavailable": true}),
+    };
+    tool_result(&parts, true)
+}
+
+/// The result when the module could not run a forwarded call: an in-band tool error,
+/// `upstream_error: true`, with the reason.
+pub fn upstream_error_result(reason: &str) -> Value {
+    let parts = ResultParts {
+        text: format!("The tool could not be run: {reason}"),
+        structured: json!({"upstream_error": true}),
+    };
+    tool_result(&parts, true)
+}
+
 #[cfg(test)]
 mod tests;

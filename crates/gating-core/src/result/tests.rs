@@ -68,7 +68,9 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
     let cancelled = cancelled_result(id);
     let expired = expired_result(id);
     let denied = denied_result("fs__format_disk");
-    for r in [&cancelled, &expired, &denied] {
+    let unavailable = gate_unavailable_result("the store is down");
+    let upstream = upstream_error_result("module fs is unavailable");
+    for r in [&cancelled, &expired, &denied, &unavailable, &upstream] {
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"].get("user_rejected"), None);
     }
@@ -81,4 +83,18 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
         json!({"confirmation_expired": true, "elicitation_id": id.to_string()})
     );
     assert_eq!(denied["structuredContent"], json!({"policy_denied": true}));
+    assert_eq!(
+        unavailable["structuredContent"],
+        json!({"gate_unavailable": true})
+    );
+    assert_eq!(
+        upstream["structuredContent"],
+        json!({"upstream_error": true})
+    );
+    assert!(
+        upstream["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("module fs is unavailable")
+    );
 }

@@ -1,0 +1,286 @@
+//! Who is calling: the one seam where a request becomes a [`Principal`]. Modes: `none` (one
+//! local caller with every scope, for loopback only) and `tokens` (bearer tokens whose
+//! SHA-256 is configured, each with a subject and scopes). OAuth/JWT will be another mode
+//! behind the same `authenticate`.
+
+use std::collections::{BTreeSet, HashMap};
+
+use elicitation_store::Caller;
+use http::HeaderMap;
+use ring::digest::{SHA256, digest};
+
+use crate::error::McpError;
+
+/// Lists and calls tools.
+pub const SCOPE_TOOLS_CALL: &str = "tools:call";
+/// Answers and cancels elicitations through the REST API.
+pub const SCOPE_RESPOND: &str = "elicitations:respond";
+
+/// An authenticated (or, in mode `none`, assumed) caller and what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The caller elicitations are scoped to.
+    pub caller: Caller,
+    /// Granted scopes.
+    pub scopes: BTreeSet<String>,
+    /// Whether credentials proved who this is (false in mode `none`).
+    pub authenticated: bool,
+}
+
+impl Principal {
+    /// Fails with 403 unless the principal has `scope`.
+    pub fn require(&self, scope: &'static str) -> Result<(), McpError> {
+        if self.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(McpError::Forbidden { scope })
+        }
+    }
+
+    /// Fails with 403 unless the principal has at least one of `scopes`.
+    pub fn require_any(&self, scopes: &[&'static str]) -> Result<(), McpError> {
+        match scopes.iter().find(|s| self.scopes.contains(**s)) {
+            Some(_) => Ok(()),
+            None => Err(McpError::Forbidden { scope: scopes[0] }),
+        }
+    }
+}
+
+/// A configured token.
+#[derive(Debug, Clone)]
+pub struct TokenGrant {
+    /// The subject the token authenticates.
+    pub subject: String,
+    /// The tenant, if any.
+    pub tenant: Option<String>,
+    /// SHA-256 of the token, 64 hex digits.
+    pub token_sha256: String,
+    /// Granted scopes.
+    pub scopes: Vec<String>,
+}
+
+/// A token configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthConfigError {
+    /// `token_sha256` is not 64 hex digits.
+    #[error("token for {subject:?}: token_sha256 must be 64 hex digits (sha256sum of the token)")]
+    BadDigest {
+        /// The subject.
+        subject: String,
+    },
+    /// The same token is configured twice.
+    #[error("token for {subject:?} is configured twice")]
+    Duplicate {
+        /// The subject.
+        subject: String,
+    },
+    /// Subject or tenant ids are empty or too long.
+    #[error("token for {subject:?}: subject and tenant must be 1 to 512 printable bytes")]
+    BadCaller {
+        /// The subject.
+        subject: String,
+    },
+    /// A scope the gateway does not know.
+    #[error(
+        "token for {subject:?}: unknown scope {scope:?} (known: tools:call, elicitations:respond)"
+    )]
+    UnknownScope {
+        /// The subject.
+        subject: String,
+        /// The scope.
+        scope: String,
+    },
+    /// Mode `tokens` with no tokens.
+    #[error("auth mode \"tokens\" needs at least one [[auth.tokens]] entry")]
+    NoTokens,
+}
+
+/// How requests are authenticated.
+#[derive(Debug, Clone)]
+pub enum Auth {
+    /// Everyone is the one local caller, with every scope. Only for loopback listeners.
+    None(Principal),
+    /// Bearer tokens, by SHA-256.
+    Tokens(HashMap<[u8; 32], Principal>),
+}
+
+fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+impl Auth {
+    /// Mode `none`: the caller `local`, with both scopes.
+    pub fn none() -> Self {
+        Auth::None(Principal {
+            caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
+            scopes: [SCOPE_TOOLS_CALL, SCOPE_RESPOND]
+                .into_iter()
+                .map(String::from)
+                .collect(),
+            authenticated: false,
+        })
+    }
+
+    /// Mode `tokens`.
+    pub fn tokens(grants: Vec<TokenGrant>) -> Result<Self, AuthConfigError> {
+        if grants.is_empty() {
+            return Err(AuthConfigError::NoTokens);
+        }
+        let mut map = HashMap::new();
+        for grant in grants {
+            let subject = grant.subject.clone();
+            let digest =
+                parse_hex32(&grant.token_sha256.to_ascii_lowercase()).ok_or_else(|| {
+                    AuthConfigError::BadDigest {
+                        subject: subject.clone(),
+                    }
+                })?;
+            for scope in &grant.scopes {
+                if scope != SCOPE_TOOLS_CALL && scope != SCOPE_RESPOND {
+                    return Err(AuthConfigError::UnknownScope {
+                        subject,
+                        scope: scope.clone(),
+                    });
+                }
+            }
+            let caller = Caller::new(grant.subject, grant.tenant).map_err(|_| {
+                AuthConfigError::BadCaller {
+                    subject: subject.clone(),
+                }
+            })?;
+            let principal = Principal {
+                caller,
+                scopes: grant.scopes.into_iter().collect(),
+                authenticated: true,
+            };
+            if map.insert(digest, principal).is_some() {
+                return Err(AuthConfigError::Duplicate { subject });
+            }
+        }
+        Ok(Auth::Tokens(map))
+    }
+
+    /// Whether this is mode `none`.
+    pub fn is_none(&self) -> bool {
+        matches!(self, Auth::None(_))
+    }
+
+    /// The principal of a request: 401 without valid credentials.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, McpError> {
+        match self {
+            Auth::None(principal) => Ok(principal.clone()),
+            Auth::Tokens(tokens) => {
+                let Some(value) = headers.get(http::header::AUTHORIZATION) else {
+                    return Err(McpError::Unauthorized {
+                        invalid_token: false,
+                    });
+                };
+                let token = value
+                    .to_str()
+                    .ok()
+                    .and_then(|v| v.split_once(' '))
+                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                    .map(|(_, token)| token.trim())
+                    .filter(|token| !token.is_empty())
+                    .ok_or(McpError::Unauthorized {
+                        invalid_token: true,
+                    })?;
+                let mut key = [0u8; 32];
+                key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
+                tokens.get(&key).cloned().ok_or(McpError::Unauthorized {
+                    invalid_token: true,
+                })
+            }
+        }
+    }
+}
+
+/// SHA-256 of a token as 64 hex digits (what `token_sha256` holds).
+pub fn token_sha256(token: &str) -> String {
+    digest(&SHA256, token.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(authorization: Option<&str>) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        if let Some(value) = authorization {
+            map.insert(http::header::AUTHORIZATION, value.parse().unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn tokens_map_to_their_subject_and_scopes() {
+        let auth = Auth::tokens(vec![TokenGrant {
+            subject: "agent-1".into(),
+            tenant: None,
+            token_sha256: token_sha256("s3cret"),
+            scopes: vec![SCOPE_TOOLS_CALL.into()],
+        }])
+        .unwrap();
+        let p = auth.authenticate(&headers(Some("Bearer s3cret"))).unwrap();
+        assert_eq!(p.caller.subject_id(), "agent-1");
+        assert!(p.authenticated);
+        assert!(p.require(SCOPE_TOOLS_CALL).is_ok());
+        assert!(matches!(
+            p.require(SCOPE_RESPOND),
+            Err(McpError::Forbidden { .. })
+        ));
+        assert!(auth.authenticate(&headers(Some("bearer s3cret"))).is_ok());
+        for bad in [
+            None,
+            Some("Bearer nope"),
+            Some("Basic s3cret"),
+            Some("Bearer "),
+        ] {
+            assert!(
+                matches!(
+                    auth.authenticate(&headers(bad)),
+                    Err(McpError::Unauthorized { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bad_token_configuration_is_refused() {
+        let grant = |digest: &str, scopes: &[&str]| TokenGrant {
+            subject: "a".into(),
+            tenant: None,
+            token_sha256: digest.into(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        let good = token_sha256("x");
+        assert!(matches!(
+            Auth::tokens(vec![]),
+            Err(AuthConfigError::NoTokens)
+        ));
+        assert!(matches!(
+            Auth::tokens(vec![grant("abc", &[])]),
+            Err(AuthConfigError::BadDigest { .. })
+        ));
+        assert!(matches!(
+            Auth::tokens(vec![grant(&good, &["admin"])]),
+            Err(AuthConfigError::UnknownScope { .. })
+        ));
+        assert!(matches!(
+            Auth::tokens(vec![grant(&good, &[]), grant(&good.to_uppercase(), &[])]),
+            Err(AuthConfigError::Duplicate { .. })
+        ));
+    }
+}

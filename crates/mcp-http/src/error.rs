@@ -1,0 +1,247 @@
+//! The one mapping from failures to the wire: HTTP status, JSON-RPC error object, or RFC 9457
+//! problem details. What is logged and what is hidden is decided here too.
+
+use elicitation_core::{TransitionError, Violation};
+use elicitation_store::StoreError;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+/// Which protocol era a request was served in (they map some errors to different statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize` handshake and sessions.
+    Legacy,
+    /// 2026-07-28: stateless, self-describing requests.
+    Modern,
+}
+
+/// Everything that can go wrong serving a request.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The body is not JSON.
+    #[error("parse error: {0}")]
+    Parse(String),
+    /// The body is JSON but not a valid request.
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// No such method.
+    #[error("method not found: {0}")]
+    MethodNotFound(String),
+    /// Bad params.
+    #[error("invalid params: {0}")]
+    InvalidParams(String),
+    /// `tools/call` named a tool the gateway does not list.
+    #[error("unknown tool: {0}")]
+    UnknownTool(String),
+    /// A modern request whose headers disagree with its body.
+    #[error("header mismatch: {0}")]
+    HeaderMismatch(String),
+    /// A protocol version the gateway does not speak.
+    #[error("unsupported protocol version {requested:?}")]
+    UnsupportedVersion {
+        /// What the client asked for.
+        requested: String,
+        /// What the gateway supports in that era.
+        supported: Vec<&'static str>,
+    },
+    /// A legacy request without `MCP-Session-Id`.
+    #[error("missing MCP-Session-Id: send initialize first")]
+    MissingSession,
+    /// A legacy session that does not exist (or no longer does).
+    #[error("session not found: it ended or expired; initialize a new one")]
+    SessionNotFound,
+    /// No credentials, or unknown ones.
+    #[error("authentication required")]
+    Unauthorized {
+        /// Credentials were sent but are not valid.
+        invalid_token: bool,
+    },
+    /// Authenticated, but without the scope this needs.
+    #[error("this needs the scope {scope}")]
+    Forbidden {
+        /// The scope required.
+        scope: &'static str,
+    },
+    /// The request came from an origin that may not call the gateway.
+    #[error("origin not allowed")]
+    BadOrigin,
+    /// The body is over the limit.
+    #[error("request body over {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The HTTP method is not served on this path.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// No route.
+    #[error("not found")]
+    NotFound,
+    /// A REST body that is not what the endpoint takes.
+    #[error("bad request body: {0}")]
+    BadBody(String),
+    /// A REST answer that failed validation.
+    #[error("the response is invalid")]
+    InvalidResponse {
+        /// Every violation.
+        errors: Vec<Violation>,
+        /// Answers still accepted (0 once the elicitation failed).
+        retries_left: u8,
+    },
+    /// A store failure.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A bug or an unexpected failure; details go to the log only.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl McpError {
+    /// The JSON-RPC error code.
+    pub fn code(&self) -> i64 {
+        match self {
+            McpError::Parse(_) => -32700,
+            McpError::InvalidRequest(_) | McpError::MissingSession | McpError::SessionNotFound => {
+                -32600
+            }
+            McpError::MethodNotFound(_) | McpError::MethodNotAllowed | McpError::NotFound => -32601,
+            McpError::InvalidParams(_) | McpError::UnknownTool(_) | McpError::BadBody(_) => -32602,
+            McpError::InvalidResponse { .. } => -32602,
+            McpError::HeaderMismatch(_) => -32020,
+            McpError::UnsupportedVersion { .. } => -32022,
+            McpError::Unauthorized { .. } | McpError::Forbidden { .. } | McpError::BadOrigin => {
+                -32001
+            }
+            McpError::PayloadTooLarge { .. } => -32600,
+            McpError::Store(e) if e.is_caller_error() => -32602,
+            McpError::Store(_) | McpError::Internal(_) => -32603,
+        }
+    }
+
+    /// The HTTP status. JSON-RPC errors about a well-formed request in a legacy session
+    /// travel in a 200 response, as MCP servers do; modern errors use the statuses the
+    /// 2026-07-28 transport names.
+    pub fn status(&self, era: Option<Era>) -> StatusCode {
+        match self {
+            McpError::Parse(_)
+            | McpError::InvalidRequest(_)
+            | McpError::MissingSession
+            | McpError::BadBody(_) => StatusCode::BAD_REQUEST,
+            McpError::HeaderMismatch(_) | McpError::UnsupportedVersion { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            McpError::SessionNotFound | McpError::NotFound => StatusCode::NOT_FOUND,
+            McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            McpError::Forbidden { .. } | McpError::BadOrigin => StatusCode::FORBIDDEN,
+            McpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            McpError::MethodNotFound(_) if era == Some(Era::Modern) => StatusCode::NOT_FOUND,
+            McpError::InvalidParams(_) if era == Some(Era::Modern) => StatusCode::BAD_REQUEST,
+            McpError::MethodNotFound(_) | McpError::InvalidParams(_) | McpError::UnknownTool(_) => {
+                if era.is_some() {
+                    StatusCode::OK
+                } else {
+                    StatusCode::BAD_REQUEST
+                }
+            }
+            McpError::Store(e) => store_status(e, era),
+            McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Extra data for the JSON-RPC error object.
+    fn data(&self) -> Option<Value> {
+        match self {
+            McpError::UnsupportedVersion {
+                requested,
+                supported,
+            } => Some(json!({"supported": supported, "requested": requested})),
+            McpError::InvalidResponse {
+                errors,
+                retries_left,
+            } => Some(json!({"errors": errors, "retries_left": retries_left})),
+            _ => None,
+        }
+    }
+
+    /// The message shown to the client: the error's own text, except for internal failures,
+    /// whose details stay in the log.
+    fn public_message(&self) -> String {
+        match self {
+            McpError::Internal(_) => "internal error".into(),
+            McpError::Store(e) if !e.is_caller_error() => e.to_string(),
+            other => other.to_string(),
+        }
+    }
+
+    /// The JSON-RPC error object.
+    pub fn to_json(&self) -> Value {
+        let mut object = json!({"code": self.code(), "message": self.public_message()});
+        if let (Some(data), Some(map)) = (self.data(), object.as_object_mut()) {
+            map.insert("data".into(), data);
+        }
+        object
+    }
+
+    /// RFC 9457 problem details for the REST API.
+    pub fn problem(&self) -> Value {
+        let status = self.status(None);
+        let mut problem = json!({
+            "type": "about:blank",
+            "title": status.canonical_reason().unwrap_or("Error"),
+            "status": status.as_u16(),
+            "detail": self.public_message(),
+        });
+        let map = problem.as_object_mut().expect("a JSON object literal");
+        match self {
+            McpError::InvalidResponse {
+                errors,
+                retries_left,
+            } => {
+                let errors: Vec<Value> = errors
+                    .iter()
+                    .map(|v| json!({"field": v.field, "problem": v.problem, "message": v.to_string()}))
+                    .collect();
+                map.insert("errors".into(), Value::Array(errors));
+                map.insert("retries_left".into(), json!(retries_left));
+            }
+            McpError::Store(StoreError::Transition(TransitionError::NotPending {
+                status, ..
+            })) => {
+                map.insert("elicitation_status".into(), json!(status));
+            }
+            _ => {}
+        }
+        problem
+    }
+
+    /// Logs what the client will not see: the details of failures that are ours.
+    pub fn log(&self) {
+        match self {
+            McpError::Internal(detail) => tracing::error!(%detail, "internal error"),
+            McpError::Store(e) if !e.is_caller_error() => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(e), "store failure");
+            }
+            _ => {}
+        }
+    }
+}
+
+fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
+    match e {
+        StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        StoreError::Transition(_) => StatusCode::CONFLICT,
+        StoreError::PendingLimit { .. } | StoreError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
+        StoreError::InvalidCaller | StoreError::InvalidTtl | StoreError::Spec(_) => {
+            if era == Some(Era::Legacy) {
+                StatusCode::OK
+            } else {
+                StatusCode::BAD_REQUEST
+            }
+        }
+        StoreError::Conflict(_) => StatusCode::CONFLICT,
+        StoreError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}

@@ -1,0 +1,305 @@
+//! The tools/call pipeline: resolve the tool, ask `gating-core` whether the call is gated,
+//! and either forward it or hold it for a person's confirmation in the store.
+//!
+//! Fail closed: a gated call is forwarded only after its confirmation was consumed (atomically,
+//! once) from the store. Store errors, missing identity, or anything unexpected answer with an
+//! in-band error, never a forward. A non-gated call never touches the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use elicitation_core::{ElicitationId, ElicitationStatus};
+use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
+use gating_core::{CallDigest, GateDecision, GatePolicy, HintSource};
+use serde_json::{Map, Value};
+
+use crate::auth::Principal;
+use crate::error::McpError;
+use crate::registry::{Registry, ToolEntry};
+use crate::wire::META_CONFIRMATION_ID;
+
+/// How long one store operation may take before the gate gives up (and fails closed).
+const STORE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The gateway's decision-making core, shared by both protocol eras.
+pub struct Gateway {
+    registry: Arc<Registry>,
+    store: Arc<dyn ElicitationStore>,
+    policy: GatePolicy,
+    require_authenticated_caller: bool,
+}
+
+/// What the gate did with a call (for the audit trail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Audit {
+    Held,
+    Forwarded { gated: bool },
+    Rejected(&'static str),
+}
+
+impl Gateway {
+    /// A gateway over these modules and store. With `require_authenticated_caller` (set for
+    /// durable stores), gated calls from an unauthenticated principal fail closed.
+    pub fn new(
+        registry: Arc<Registry>,
+        store: Arc<dyn ElicitationStore>,
+        policy: GatePolicy,
+        require_authenticated_caller: bool,
+    ) -> Self {
+        Gateway {
+            registry,
+            store,
+            policy,
+            require_authenticated_caller,
+        }
+    }
+
+    /// The store (the REST API answers through it).
+    pub fn store(&self) -> &Arc<dyn ElicitationStore> {
+        &self.store
+    }
+
+    /// The modules.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// The tools clients see: every module's tools but those policy denies.
+    pub async fn list_tools(&self) -> Vec<Value> {
+        self.registry
+            .tools()
+            .await
+            .into_iter()
+            .filter(|e| self.policy.decide(&e.qualified, hints(e)) != GateDecision::Deny)
+            .map(|e| e.tool.clone())
+            .collect()
+    }
+
+    /// Runs `tools/call` with these params for `principal`.
+    pub async fn call_tool(
+        &self,
+        principal: &Principal,
+        params: Map<String, Value>,
+    ) -> Result<Value, McpError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::InvalidParams("tools/call needs a string `name`".into()))?;
+        let entry = self
+            .registry
+            .lookup(name)
+            .ok_or_else(|| McpError::UnknownTool(name.to_owned()))?;
+        let empty = Value::Object(Map::new());
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(args @ Value::Object(_)) => args,
+            Some(_) => {
+                return Err(McpError::InvalidParams(
+                    "`arguments` must be an object".into(),
+                ));
+            }
+        };
+        let confirmation_id = params
+            .get("_meta")
+            .and_then(|m| m.get(META_CONFIRMATION_ID))
+            .and_then(Value::as_str)
+            .and_then(|id| id.parse::<ElicitationId>().ok());
+        match self.policy.decide(&entry.qualified, hints(&entry)) {
+            GateDecision::Forward => Ok(self
+                .forward(
+                    principal,
+                    &entry,
+                    &params,
+                    Audit::Forwarded { gated: false },
+                    None,
+                )
+                .await),
+            GateDecision::Deny => {
+                audit(principal, &entry, Audit::Rejected("policy_denied"), None);
+                Ok(gating_core::denied_result(&entry.qualified))
+            }
+            GateDecision::Confirm => Ok(self
+                .gated(principal, &entry, &params, arguments, confirmation_id)
+                .await),
+        }
+    }
+
+    async fn gated(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        params: &Map<String, Value>,
+        arguments: &Value,
+        confirmation_id: Option<ElicitationId>,
+    ) -> Value {
+        if self.require_authenticated_caller && !principal.authenticated {
+            audit(
+                principal,
+                entry,
+                Audit::Rejected("no_authenticated_caller"),
+                None,
+            );
+            return gating_core::gate_unavailable_result(
+                "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
+            );
+        }
+        let caller = &principal.caller;
+        let binding = CallBinding {
+            tool: entry.qualified.clone(),
+            digest: CallDigest::of(arguments),
+        };
+        if let Some(id) = confirmation_id {
+            let found = match timed(self.store.confirmation(caller, id, &binding)).await {
+                Ok(found) => found,
+                Err(e) => return self.fail_closed(principal, entry, &e),
+            };
+            if let Some(confirmation) = found {
+                match (confirmation.status, confirmation.confirmation_state()) {
+                    // Not answered yet: the same held result, no new elicitation.
+                    (ElicitationStatus::Pending, _) => {
+                        audit(principal, entry, Audit::Held, Some(id));
+                        return gating_core::held_result(&confirmation);
+                    }
+                    (ElicitationStatus::Responded, Some(false)) => {
+                        audit(principal, entry, Audit::Rejected("user_rejected"), Some(id));
+                        return gating_core::user_rejected_result();
+                    }
+                    (ElicitationStatus::Responded, Some(true)) => {
+                        match timed(self.store.consume_confirmation(caller, id, &binding)).await {
+                            Ok(_) => {
+                                return self
+                                    .forward(
+                                        principal,
+                                        entry,
+                                        params,
+                                        Audit::Forwarded { gated: true },
+                                        Some(id),
+                                    )
+                                    .await;
+                            }
+                            // Used already, or past its time: ask anew below.
+                            Err(StoreError::Transition(_) | StoreError::NotFound { .. }) => {}
+                            Err(e) => return self.fail_closed(principal, entry, &e),
+                        }
+                    }
+                    (ElicitationStatus::Cancelled, _) => {
+                        audit(
+                            principal,
+                            entry,
+                            Audit::Rejected("confirmation_cancelled"),
+                            Some(id),
+                        );
+                        return gating_core::cancelled_result(id);
+                    }
+                    (ElicitationStatus::Expired, _) => {
+                        audit(
+                            principal,
+                            entry,
+                            Audit::Rejected("confirmation_expired"),
+                            Some(id),
+                        );
+                        return gating_core::expired_result(id);
+                    }
+                    // Failed validation: ask anew.
+                    _ => {}
+                }
+            }
+        }
+        let request = ConfirmationRequest {
+            tool: entry.qualified.clone(),
+            arguments: arguments.clone(),
+            message: gating_core::confirmation_prompt(&entry.qualified),
+            ttl: self.policy.ttl_for(&entry.qualified),
+        };
+        match timed(self.store.create_confirmation(caller, request)).await {
+            Ok(stored) => {
+                audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
+                gating_core::held_result(&stored.elicitation)
+            }
+            Err(StoreError::PendingLimit { limit }) => {
+                audit(principal, entry, Audit::Rejected("pending_limit"), None);
+                gating_core::gate_unavailable_result(&format!(
+                    "this caller already has {limit} confirmations waiting; answer or cancel some first"
+                ))
+            }
+            Err(e) => self.fail_closed(principal, entry, &e),
+        }
+    }
+
+    fn fail_closed(&self, principal: &Principal, entry: &ToolEntry, error: &StoreError) -> Value {
+        tracing::error!(tool = %entry.qualified, error = %error, source = ?std::error::Error::source(error), "confirmation store failed; the call is not forwarded");
+        audit(principal, entry, Audit::Rejected("store_error"), None);
+        gating_core::gate_unavailable_result("the confirmation store is unavailable")
+    }
+
+    /// Forwards the call to its module: the params go through untouched but for the tool's
+    /// own name, the gateway's `confirmation_id`, and the downstream hop's protocol `_meta`.
+    async fn forward(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        params: &Map<String, Value>,
+        event: Audit,
+        confirmation: Option<ElicitationId>,
+    ) -> Value {
+        let mut upstream = params.clone();
+        upstream.insert("name".into(), Value::String(entry.original.clone()));
+        if let Some(Value::Object(meta)) = upstream.get_mut("_meta") {
+            meta.remove(META_CONFIRMATION_ID);
+            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+            if meta.is_empty() {
+                upstream.remove("_meta");
+            }
+        }
+        audit(principal, entry, event, confirmation);
+        match self.registry.call(entry, Value::Object(upstream)).await {
+            Ok(result) => result,
+            Err(err) => {
+                tracing::warn!(tool = %entry.qualified, error = %err, "forwarded call failed");
+                gating_core::upstream_error_result(&err.to_string())
+            }
+        }
+    }
+}
+
+fn hints(entry: &ToolEntry) -> HintSource<'_> {
+    match (&entry.annotations, entry.trusted) {
+        (Some(annotations), true) => HintSource::Trusted(annotations),
+        _ => HintSource::Untrusted,
+    }
+}
+
+async fn timed<T>(
+    op: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(STORE_TIMEOUT, op)
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the store did not answer in time".into(),
+            ))
+        })
+}
+
+/// One structured audit event (target `audit`). Never arguments or payloads.
+fn audit(
+    principal: &Principal,
+    entry: &ToolEntry,
+    event: Audit,
+    elicitation: Option<ElicitationId>,
+) {
+    let subject = principal.caller.subject_id();
+    let tenant = principal.caller.tenant_id();
+    let elicitation_id = elicitation.map(|id| id.to_string());
+    match event {
+        Audit::Held => {
+            tracing::info!(target: "audit", event = "tool_call_held", subject, tenant, tool = %entry.qualified, elicitation_id)
+        }
+        Audit::Forwarded { gated } => {
+            tracing::info!(target: "audit", event = "tool_call_forwarded", subject, tenant, tool = %entry.qualified, gated, elicitation_id)
+        }
+        Audit::Rejected(reason) => {
+            tracing::info!(target: "audit", event = "tool_call_rejected", subject, tenant, tool = %entry.qualified, reason, elicitation_id)
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Upstream MCP servers ("modules") behind one trait: child processes over stdio, remote
+//! Streamable HTTP servers, and in-process modules (the demo, test modules).
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::broadcast;
+
+pub mod demo;
+pub mod http;
+pub mod inproc;
+mod rpc;
+pub mod stdio;
+
+/// Why a module could not answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ModuleError {
+    /// The module is not running or cannot be reached.
+    #[error("module {module} is unavailable: {reason}")]
+    Unavailable {
+        /// The module.
+        module: String,
+        /// Why.
+        reason: String,
+    },
+    /// The module stopped or the connection broke while the call was in flight.
+    #[error("module {module} failed during the call: {reason}")]
+    Failed {
+        /// The module.
+        module: String,
+        /// Why.
+        reason: String,
+    },
+    /// The module answered with a JSON-RPC error.
+    #[error("module {module} returned error {code}: {message}")]
+    Rpc {
+        /// The module.
+        module: String,
+        /// The error code.
+        code: i64,
+        /// The error message.
+        message: String,
+    },
+    /// The module did not answer in time.
+    #[error("module {module} did not answer within {seconds} s")]
+    Timeout {
+        /// The module.
+        module: String,
+        /// The limit.
+        seconds: u64,
+    },
+    /// The module answered with something that is not MCP.
+    #[error("module {module} sent an invalid answer: {reason}")]
+    Protocol {
+        /// The module.
+        module: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// An upstream MCP server.
+#[async_trait]
+pub trait Module: Send + Sync + 'static {
+    /// The module's tools, as the raw MCP `Tool` objects it sent.
+    async fn list_tools(&self) -> Result<Vec<Value>, ModuleError>;
+
+    /// Calls a tool. `params` are the `tools/call` params to send, with the module's own
+    /// tool name; the result is the raw `CallToolResult`.
+    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError>;
+
+    /// Fires when the module's tool list may have changed (a `list_changed` notification,
+    /// or a restart).
+    fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
+        None
+    }
+
+    /// Stops the module (a child process is terminated).
+    async fn shutdown(&self) {}
+}

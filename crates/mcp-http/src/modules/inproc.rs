@@ -1,0 +1,84 @@
+//! In-process modules: tools implemented by Rust closures, behind the same [`Module`] trait.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+
+use super::{Module, ModuleError};
+
+type Handler = Arc<dyn Fn(&Value) -> Result<Value, String> + Send + Sync>;
+
+/// One tool of an in-process module.
+#[derive(Clone)]
+pub struct InProcessTool {
+    /// The MCP `Tool` object (name, description, inputSchema, annotations, …).
+    pub tool: Value,
+    handler: Handler,
+}
+
+impl InProcessTool {
+    /// A tool whose handler maps the call's arguments to text (or an error message, which
+    /// becomes an `isError` result).
+    pub fn new(
+        tool: Value,
+        handler: impl Fn(&Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        InProcessTool {
+            tool,
+            handler: Arc::new(handler),
+        }
+    }
+}
+
+/// A module whose tools run in the gateway's process.
+pub struct InProcessModule {
+    name: String,
+    tools: Vec<InProcessTool>,
+}
+
+impl InProcessModule {
+    /// A module named `name` with these tools.
+    pub fn new(name: impl Into<String>, tools: Vec<InProcessTool>) -> Self {
+        InProcessModule {
+            name: name.into(),
+            tools,
+        }
+    }
+}
+
+/// A `CallToolResult` carrying `text`.
+pub fn text_result(text: &str, is_error: bool) -> Value {
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+}
+
+#[async_trait]
+impl Module for InProcessModule {
+    async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(self.tools.iter().map(|t| t.tool.clone()).collect())
+    }
+
+    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(tool) = self
+            .tools
+            .iter()
+            .find(|t| t.tool.get("name").and_then(Value::as_str) == Some(name))
+        else {
+            return Err(ModuleError::Rpc {
+                module: self.name.clone(),
+                code: -32602,
+                message: format!("unknown tool {name}"),
+            });
+        };
+        let empty = json!({});
+        let arguments = params.get("arguments").unwrap_or(&empty);
+        Ok(match (tool.handler)(arguments) {
+            Ok(result) => result,
+            Err(message) => text_result(&message, true),
+        })
+    }
+}

@@ -1,0 +1,126 @@
+//! What the stdio and HTTP module clients share: request ids and waiting for answers, the
+//! handshake they send, and turning an answer into a result or a [`ModuleError`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+use super::ModuleError;
+use crate::jsonrpc::RequestId;
+
+/// The legacy version the gateway asks modules for.
+pub(crate) const UPSTREAM_LEGACY_VERSION: &str = "2025-11-25";
+
+/// The `initialize` params the gateway sends to a module (it declares no client
+/// capabilities of its own yet).
+pub(crate) fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": UPSTREAM_LEGACY_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+type Waiter = oneshot::Sender<Result<Value, ModuleError>>;
+
+/// Requests in flight on one connection.
+#[derive(Default)]
+pub(crate) struct Pending {
+    next_id: AtomicI64,
+    waiters: Mutex<HashMap<i64, Waiter>>,
+}
+
+impl Pending {
+    /// A fresh id and the receiver its answer will arrive on.
+    pub(crate) fn register(&self) -> (RequestId, oneshot::Receiver<Result<Value, ModuleError>>) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, tx);
+        (RequestId::Number(id), rx)
+    }
+
+    /// Delivers the answer to request `id` (answers to unknown ids are ignored).
+    pub(crate) fn resolve(&self, id: &RequestId, answer: Result<Value, ModuleError>) {
+        let RequestId::Number(id) = id else { return };
+        let waiter = self
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(waiter) = waiter {
+            let _ = waiter.send(answer);
+        }
+    }
+
+    /// Forgets request `id` (its caller gave up).
+    pub(crate) fn forget(&self, id: &RequestId) {
+        if let RequestId::Number(id) = id {
+            self.waiters
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(id);
+        }
+    }
+
+    /// Fails every request in flight with `error`.
+    pub(crate) fn fail_all(&self, error: &ModuleError) {
+        let waiters: Vec<Waiter> = self
+            .waiters
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+            .map(|(_, w)| w)
+            .collect();
+        for waiter in waiters {
+            let _ = waiter.send(Err(error.clone()));
+        }
+    }
+}
+
+/// A JSON-RPC response's outcome as a module result.
+pub(crate) fn answer(module: &str, outcome: Result<Value, Value>) -> Result<Value, ModuleError> {
+    match outcome {
+        Ok(result) => Ok(result),
+        Err(error) => Err(ModuleError::Rpc {
+            module: module.to_owned(),
+            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+            message: error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .to_owned(),
+        }),
+    }
+}
+
+/// The `tools` of a `tools/list` result (following `nextCursor` is the caller's job).
+pub(crate) fn tools_of(
+    module: &str,
+    result: &Value,
+) -> Result<(Vec<Value>, Option<String>), ModuleError> {
+    let tools = result
+        .get("tools")
+        .and_then(Value::as_array)
+        .ok_or_else(|| ModuleError::Protocol {
+            module: module.to_owned(),
+            reason: "tools/list result has no tools array".into(),
+        })?
+        .iter()
+        .filter(|t| t.get("name").and_then(Value::as_str).is_some())
+        .cloned()
+        .collect();
+    let cursor = result
+        .get("nextCursor")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Ok((tools, cursor))
+}
+
+/// Most pages of `tools/list` followed before giving up on a module that never ends.
+pub(crate) const MAX_LIST_PAGES: usize = 100;

@@ -1,0 +1,406 @@
+//! Modules as child processes speaking newline-delimited JSON-RPC on stdin/stdout.
+//!
+//! A supervisor task spawns the command, does the `initialize` handshake, and restarts the
+//! process with exponential backoff when it dies. Calls in flight when it dies fail with
+//! [`ModuleError::Failed`]; calls while it is down fail with [`ModuleError::Unavailable`].
+//! stderr goes to the log, line by line.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{broadcast, mpsc, watch};
+
+use super::rpc::{self, Pending};
+use super::{Module, ModuleError};
+use crate::jsonrpc::{self, Message};
+
+/// Longest line accepted from a module (a longer one means it is misbehaving).
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// How to run a stdio module.
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// The module's name (for logs and errors).
+    pub name: String,
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    /// Working directory.
+    pub cwd: Option<PathBuf>,
+    /// How long one call may take.
+    pub call_timeout: Duration,
+}
+
+struct Shared {
+    name: String,
+    pending: Pending,
+    /// The running process's stdin queue, when it is up and initialised.
+    stdin: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    /// Why it is down, when it is.
+    down_reason: Mutex<String>,
+    changed: broadcast::Sender<()>,
+}
+
+/// A stdio module.
+pub struct StdioModule {
+    shared: Arc<Shared>,
+    call_timeout: Duration,
+    stop: watch::Sender<bool>,
+    supervisor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl StdioModule {
+    /// Starts the supervisor; the first spawn happens in the background, and `ready` waits
+    /// for it.
+    pub fn start(config: StdioConfig) -> Self {
+        let shared = Arc::new(Shared {
+            name: config.name.clone(),
+            pending: Pending::default(),
+            stdin: Mutex::new(None),
+            down_reason: Mutex::new("starting".into()),
+            changed: broadcast::channel(16).0,
+        });
+        let (stop, stopped) = watch::channel(false);
+        let call_timeout = config.call_timeout;
+        let supervisor = tokio::spawn(supervise(config, shared.clone(), stopped));
+        StdioModule {
+            shared,
+            call_timeout,
+            stop,
+            supervisor: Mutex::new(Some(supervisor)),
+        }
+    }
+
+    /// Waits until the module is up (or `timeout` passes); true if it is.
+    pub async fn ready(&self, timeout: Duration) -> bool {
+        let mut changed = self.shared.changed.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if self
+                .shared
+                .stdin
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+            {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, changed.recv()).await {
+                Ok(_) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Result<Value, ModuleError> {
+        let name = &self.shared.name;
+        let stdin = self
+            .shared
+            .stdin
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let Some(stdin) = stdin else {
+            let reason = self
+                .shared
+                .down_reason
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            return Err(ModuleError::Unavailable {
+                module: name.clone(),
+                reason,
+            });
+        };
+        let (id, answer) = self.shared.pending.register();
+        let mut line = serde_json::to_vec(&jsonrpc::request(&id, method, params)).map_err(|e| {
+            ModuleError::Protocol {
+                module: name.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        line.push(b'\n');
+        if stdin.send(line).await.is_err() {
+            self.shared.pending.forget(&id);
+            return Err(ModuleError::Unavailable {
+                module: name.clone(),
+                reason: "the process is stopping".into(),
+            });
+        }
+        match tokio::time::timeout(self.call_timeout, answer).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => Err(ModuleError::Failed {
+                module: name.clone(),
+                reason: "the connection closed".into(),
+            }),
+            Err(_) => {
+                self.shared.pending.forget(&id);
+                Err(ModuleError::Timeout {
+                    module: name.clone(),
+                    seconds: self.call_timeout.as_secs(),
+                })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Module for StdioModule {
+    async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..rpc::MAX_LIST_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = self.request("tools/list", params).await?;
+            let (page, next) = rpc::tools_of(&self.shared.name, &result)?;
+            tools.extend(page);
+            match next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(tools),
+            }
+        }
+        Ok(tools)
+    }
+
+    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
+        self.request("tools/call", params).await
+    }
+
+    fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
+        Some(self.shared.changed.subscribe())
+    }
+
+    async fn shutdown(&self) {
+        let _ = self.stop.send(true);
+        let handle = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+}
+
+impl Drop for StdioModule {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn set_down(shared: &Shared, reason: String) {
+    *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = None;
+    *shared
+        .down_reason
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner) = reason;
+}
+
+async fn supervise(config: StdioConfig, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let started = Instant::now();
+        let reason = run_once(&config, &shared, &mut stop).await;
+        set_down(&shared, reason.clone());
+        shared.pending.fail_all(&ModuleError::Failed {
+            module: shared.name.clone(),
+            reason: reason.clone(),
+        });
+        if *stop.borrow() {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            backoff = Duration::from_millis(100);
+        }
+        tracing::warn!(module = %shared.name, %reason, retry_in = ?backoff, "stdio module is down; restarting");
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {}
+            _ = stop.changed() => return,
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One process life; returns why it ended.
+async fn run_once(
+    config: &StdioConfig,
+    shared: &Arc<Shared>,
+    stop: &mut watch::Receiver<bool>,
+) -> String {
+    let mut command = Command::new(&config.command);
+    command
+        .args(&config.args)
+        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(cwd) = &config.cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) => return format!("cannot start `{}`: {e}", config.command),
+    };
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return "the process has no stdio pipes".into();
+    };
+    tokio::spawn(log_stderr(shared.name.clone(), stderr));
+    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
+    let writer = tokio::spawn(async move {
+        while let Some(line) = rx.recv().await {
+            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let reader = tokio::spawn(read_messages(shared.clone(), tx.clone(), stdout));
+
+    // The handshake, sent directly (calls are not accepted until it is done).
+    let handshake = async {
+        let (id, answer) = shared.pending.register();
+        let mut line = serde_json::to_vec(&jsonrpc::request(
+            &id,
+            "initialize",
+            rpc::initialize_params(),
+        ))
+        .unwrap_or_default();
+        line.push(b'\n');
+        tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
+        let result = tokio::time::timeout(Duration::from_secs(30), answer)
+            .await
+            .map_err(|_| "no answer to initialize within 30 s".to_owned())?
+            .map_err(|_| "the process closed during initialize".to_owned())?
+            .map_err(|e| e.to_string())?;
+        let mut line =
+            serde_json::to_vec(&jsonrpc::notification("notifications/initialized", None))
+                .unwrap_or_default();
+        line.push(b'\n');
+        tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
+        Ok::<Value, String>(result)
+    };
+    let reason = tokio::select! {
+        handshake = handshake => match handshake {
+            Ok(result) => {
+                tracing::info!(module = %shared.name, server = %result.get("serverInfo").cloned().unwrap_or_default(), "stdio module is up");
+                *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx.clone());
+                let _ = shared.changed.send(());
+                None
+            }
+            Err(reason) => Some(format!("handshake failed: {reason}")),
+        },
+        status = child.wait() => Some(exited(status)),
+        _ = stop.changed() => Some("stopped".to_owned()),
+    };
+    let reason = match reason {
+        Some(reason) => reason,
+        None => tokio::select! {
+            status = child.wait() => exited(status),
+            _ = stop.changed() => "stopped".to_owned(),
+        },
+    };
+    drop(tx);
+    set_down(shared, reason.clone());
+    stop_child(&mut child).await;
+    reader.abort();
+    writer.abort();
+    reason
+}
+
+fn exited(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(status) => format!("the process exited ({status})"),
+        Err(e) => format!("waiting for the process failed: {e}"),
+    }
+}
+
+/// Closes stdin's queue, gives the process a moment to exit, then kills it.
+async fn stop_child(child: &mut Child) {
+    if tokio::time::timeout(Duration::from_secs(2), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+async fn log_stderr(module: String, stderr: impl AsyncRead + Unpin) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "module", %module, "{line}");
+    }
+}
+
+/// Reads stdout: answers go to their waiters, `list_changed` fires the change feed, and
+/// requests from the module get an error (the gateway offers modules no client features
+/// yet), except `ping`.
+async fn read_messages(
+    shared: Arc<Shared>,
+    stdin: mpsc::Sender<Vec<u8>>,
+    stdout: impl AsyncRead + Unpin,
+) {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => return,
+            Ok(n) if n > MAX_LINE => {
+                tracing::error!(module = %shared.name, "a line over {MAX_LINE} bytes; dropping the connection");
+                return;
+            }
+            Ok(_) => {}
+        }
+        let text = line.trim_ascii();
+        if text.is_empty() {
+            continue;
+        }
+        match jsonrpc::parse(text) {
+            Ok(Message::Response { id, outcome }) => shared
+                .pending
+                .resolve(&id, rpc::answer(&shared.name, outcome)),
+            Ok(Message::Notification { method, .. }) => {
+                if method == "notifications/tools/list_changed" {
+                    let _ = shared.changed.send(());
+                }
+            }
+            Ok(Message::Request(request)) => {
+                let reply = if request.method == "ping" {
+                    jsonrpc::result(&request.id, json!({}))
+                } else {
+                    let error = crate::error::McpError::MethodNotFound(request.method.clone());
+                    jsonrpc::error(Some(&request.id), &error)
+                };
+                let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+                out.push(b'\n');
+                let _ = stdin.send(out).await;
+            }
+            Err(_) => {
+                tracing::warn!(module = %shared.name, line = %String::from_utf8_lossy(text), "ignoring a line that is not JSON-RPC");
+            }
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The aggregated tool catalog: every module's tools under `{prefix}__{tool}`, kept
+//! losslessly (only `name` is rewritten), refreshed when a module says its list changed.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use gating_core::ToolAnnotations;
+use serde_json::Value;
+
+use crate::modules::{Module, ModuleError};
+
+/// How long listing one module may take before it is treated as down.
+const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a module whose listing failed is tried again when tools are listed.
+const RETRY_LIST_AFTER: Duration = Duration::from_secs(5);
+
+/// A configured module.
+pub struct ModuleSpec {
+    /// Its name (unique).
+    pub name: String,
+    /// Prefix of its tools' names; `""` lists them unchanged.
+    pub prefix: String,
+    /// Whether its tool annotations are believed.
+    pub trust_annotations: bool,
+    /// The module.
+    pub module: Arc<dyn Module>,
+}
+
+/// A tool as the gateway lists it.
+#[derive(Debug, Clone)]
+pub struct ToolEntry {
+    /// The name the gateway lists.
+    pub qualified: String,
+    /// The module's own name for it.
+    pub original: String,
+    /// The module's name.
+    pub module_name: String,
+    /// Index of the module.
+    module: usize,
+    /// The tool object as listed (the module's, with `name` rewritten).
+    pub tool: Value,
+    /// The module's annotations, when they parse.
+    pub annotations: Option<ToolAnnotations>,
+    /// Whether the module's annotations are trusted.
+    pub trusted: bool,
+}
+
+/// The configuration cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RegistryError {
+    /// Two modules with one name.
+    #[error("two modules are named {0:?}")]
+    DuplicateModule(String),
+    /// Two tools would be listed under one name.
+    #[error(
+        "tool name {name:?} would be listed by both module {first:?} and module {second:?}; give one of them another prefix"
+    )]
+    Collision {
+        /// The colliding name.
+        name: String,
+        /// The module that has it.
+        first: String,
+        /// The module that would shadow it.
+        second: String,
+    },
+}
+
+/// `{prefix}__{tool}`, or the tool's own name for an empty prefix.
+pub fn qualify(prefix: &str, tool: &str) -> String {
+    if prefix.is_empty() {
+        tool.to_owned()
+    } else {
+        format!("{prefix}__{tool}")
+    }
+}
+
+/// The catalog of all modules' tools.
+pub struct Registry {
+    modules: Vec<ModuleSpec>,
+    catalog: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
+    /// When each module's listing last failed.
+    failed_at: Mutex<Vec<Option<Instant>>>,
+}
+
+impl Registry {
+    /// Lists every module's tools and watches for changes. A module that cannot be listed
+    /// now is tried again later; a name collision is a configuration error.
+    pub async fn start(modules: Vec<ModuleSpec>) -> Result<Arc<Registry>, RegistryError> {
+        for (i, m) in modules.iter().enumerate() {
+            if modules[..i].iter().any(|other| other.name == m.name) {
+                return Err(RegistryError::DuplicateModule(m.name.clone()));
+            }
+        }
+        let count = modules.len();
+        let registry = Arc::new(Registry {
+            modules,
+            catalog: RwLock::new(BTreeMap::new()),
+            failed_at: Mutex::new(vec![None; count]),
+        });
+        let listed = futures_join_all(&registry).await;
+        {
+            let mut catalog = registry
+                .catalog
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (index, tools) in listed.into_iter().enumerate() {
+                let Some(tools) = tools else { continue };
+                for entry in registry.entries(index, tools) {
+                    if let Some(existing) = catalog.get(&entry.qualified) {
+                        return Err(RegistryError::Collision {
+                            name: entry.qualified.clone(),
+                            first: existing.module_name.clone(),
+                            second: entry.module_name.clone(),
+                        });
+                    }
+                    catalog.insert(entry.qualified.clone(), Arc::new(entry));
+                }
+            }
+        }
+        for (index, spec) in registry.modules.iter().enumerate() {
+            if let Some(mut changes) = spec.module.tools_changed() {
+                let weak: Weak<Registry> = Arc::downgrade(&registry);
+                tokio::spawn(async move {
+                    loop {
+                        match changes.recv().await {
+                            Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        }
+                        let Some(registry) = weak.upgrade() else {
+                            return;
+                        };
+                        registry.refresh(index).await;
+                    }
+                });
+            }
+        }
+        Ok(registry)
+    }
+
+    fn entries(&self, index: usize, tools: Vec<Value>) -> Vec<ToolEntry> {
+        let spec = &self.modules[index];
+        tools
+            .into_iter()
+            .filter_map(|mut tool| {
+                let original = tool.get("name")?.as_str()?.to_owned();
+                let qualified = qualify(&spec.prefix, &original);
+                let annotations = tool
+                    .get("annotations")
+                    .and_then(|a| serde_json::from_value::<ToolAnnotations>(a.clone()).ok());
+                tool.as_object_mut()?
+                    .insert("name".into(), Value::String(qualified.clone()));
+                Some(ToolEntry {
+                    qualified,
+                    original,
+                    module_name: spec.name.clone(),
+                    module: index,
+                    tool,
+                    annotations,
+                    trusted: spec.trust_annotations,
+                })
+            })
+            .collect()
+    }
+
+    async fn list_module(&self, index: usize) -> Option<Vec<Value>> {
+        let spec = &self.modules[index];
+        let result = match tokio::time::timeout(LIST_TIMEOUT, spec.module.list_tools()).await {
+            Ok(result) => result,
+            Err(_) => Err(ModuleError::Timeout {
+                module: spec.name.clone(),
+                seconds: LIST_TIMEOUT.as_secs(),
+            }),
+        };
+        let mut failed = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match result {
+            Ok(tools) => {
+                failed[index] = None;
+                Some(tools)
+            }
+            Err(err) => {
+                tracing::warn!(module = %spec.name, error = %err, "cannot list the module's tools; will retry");
+                failed[index] = Some(Instant::now());
+                None
+            }
+        }
+    }
+
+    /// Re-lists one module and replaces its tools. Colliding names keep their current
+    /// owner (logged as an error).
+    async fn refresh(&self, index: usize) {
+        let Some(tools) = self.list_module(index).await else {
+            return;
+        };
+        let entries = self.entries(index, tools);
+        let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+        catalog.retain(|_, e| e.module != index);
+        for entry in entries {
+            if let Some(existing) = catalog.get(&entry.qualified) {
+                tracing::error!(tool = %entry.qualified, first = %existing.module_name, second = %entry.module_name, "tool name collision after a refresh; keeping the first");
+                continue;
+            }
+            catalog.insert(entry.qualified.clone(), Arc::new(entry));
+        }
+        tracing::info!(module = %self.modules[index].name, "tool list refreshed");
+    }
+
+    /// Every listed tool object, ordered by name. Modules whose listing failed a while ago
+    /// are tried again first.
+    pub async fn tools(&self) -> Vec<Arc<ToolEntry>> {
+        let retry: Vec<usize> = {
+            let failed = self
+                .failed_at
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            failed
+                .iter()
+                .enumerate()
+                .filter(|(_, at)| at.is_some_and(|at| at.elapsed() >= RETRY_LIST_AFTER))
+                .map(|(i, _)| i)
+                .collect()
+        };
+        for index in retry {
+            self.refresh(index).await;
+        }
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The tool listed as `name`.
+    pub fn lookup(&self, name: &str) -> Option<Arc<ToolEntry>> {
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
+    /// Calls the tool's module with `params` (already carrying the module's tool name).
+    pub async fn call(&self, entry: &ToolEntry, params: Value) -> Result<Value, ModuleError> {
+        self.modules[entry.module].module.call_tool(params).await
+    }
+
+    /// Stops every module.
+    pub async fn shutdown(&self) {
+        for spec in &self.modules {
+            spec.module.shutdown().await;
+        }
+    }
+}
+
+/// Lists all modules concurrently.
+async fn futures_join_all(registry: &Arc<Registry>) -> Vec<Option<Vec<Value>>> {
+    let mut tasks = Vec::new();
+    for index in 0..registry.modules.len() {
+        let registry = registry.clone();
+        tasks.push(tokio::spawn(
+            async move { registry.list_module(index).await },
+        ));
+    }
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.unwrap_or(None));
+    }
+    out
+}

@@ -1,0 +1,191 @@
+//! The REST API for answering elicitations out of band, for clients that cannot elicit:
+//!
+//! - `GET  /v1/mcp/elicitations[?status=pending|responded|…|all][&limit=N]`
+//! - `GET  /v1/mcp/elicitations/{id}`
+//! - `POST /v1/mcp/elicitations/{id}/respond` (body: the response payload)
+//! - `POST /v1/mcp/elicitations/{id}/cancel`
+//!
+//! Everything is the caller's own: another caller's elicitation is 404, never 403. Errors are
+//! RFC 9457 problem details, built by [`McpError::problem`].
+
+use elicitation_core::{
+    CancelReason, ElicitationId, ElicitationStatus, RespondOutcome, response_schema,
+};
+use elicitation_store::{ListQuery, StoredElicitation};
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+use crate::auth::{Principal, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use crate::error::McpError;
+use crate::gateway::Gateway;
+
+/// The path prefix of the API.
+pub const PREFIX: &str = "/v1/mcp/elicitations";
+/// Default and largest page of a listing.
+const DEFAULT_LIMIT: usize = 100;
+
+/// A REST request, already authenticated, with its body read.
+pub struct RestRequest<'a> {
+    /// The HTTP method.
+    pub method: &'a http::Method,
+    /// The path after [`PREFIX`] (`""`, `/{id}`, `/{id}/respond`, `/{id}/cancel`).
+    pub rest: &'a str,
+    /// The query string.
+    pub query: Option<&'a str>,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+/// Serves one REST request: the status and JSON body of success, or the error.
+pub async fn handle(
+    gateway: &Gateway,
+    principal: &Principal,
+    request: RestRequest<'_>,
+) -> Result<(http::StatusCode, Value), McpError> {
+    let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
+    let store = gateway.store();
+    let caller = &principal.caller;
+    match (request.method, segments.as_slice()) {
+        (&http::Method::GET, []) => {
+            principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
+            let query = list_query(request.query)?;
+            let found = store.list(caller, query).await?;
+            let items: Vec<Value> = found.iter().map(view).collect();
+            Ok((http::StatusCode::OK, json!({"elicitations": items})))
+        }
+        (&http::Method::GET, [id]) => {
+            principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
+            let stored = store.get(caller, parse_id(id)?).await?;
+            Ok((http::StatusCode::OK, view(&stored)))
+        }
+        (&http::Method::POST, [id, "respond"]) => {
+            principal.require(SCOPE_RESPOND)?;
+            let id = parse_id(id)?;
+            let payload: Value = serde_json::from_slice(request.body).map_err(|e| {
+                McpError::BadBody(format!("the body must be the response as JSON: {e}"))
+            })?;
+            let outcome = store.respond(caller, id, payload).await?;
+            let label = match outcome {
+                RespondOutcome::Recorded => "recorded",
+                RespondOutcome::AlreadyRecorded => "already_recorded",
+                RespondOutcome::Invalid {
+                    errors,
+                    retries_left,
+                } => {
+                    return Err(McpError::InvalidResponse {
+                        errors,
+                        retries_left,
+                    });
+                }
+                RespondOutcome::ValidationFailed { errors } => {
+                    return Err(McpError::InvalidResponse {
+                        errors,
+                        retries_left: 0,
+                    });
+                }
+            };
+            let stored = store.get(caller, id).await?;
+            Ok((
+                http::StatusCode::OK,
+                json!({"outcome": label, "elicitation": view(&stored)}),
+            ))
+        }
+        (&http::Method::POST, [id, "cancel"]) => {
+            principal.require(SCOPE_RESPOND)?;
+            let id = parse_id(id)?;
+            let reason = cancel_reason(request.body)?;
+            store.cancel(caller, id, reason).await?;
+            let stored = store.get(caller, id).await?;
+            Ok((http::StatusCode::OK, view(&stored)))
+        }
+        (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
+        _ => Err(McpError::NotFound),
+    }
+}
+
+/// An id that cannot exist is simply not found.
+fn parse_id(text: &str) -> Result<ElicitationId, McpError> {
+    text.parse().map_err(|_| McpError::NotFound)
+}
+
+fn list_query(query: Option<&str>) -> Result<ListQuery, McpError> {
+    let mut list = ListQuery::pending(DEFAULT_LIMIT);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "status" if value == "all" => list.status = None,
+            "status" => {
+                list.status = Some(value.parse::<ElicitationStatus>().map_err(|_| {
+                    McpError::BadBody(format!(
+                        "status must be one of pending, responded, cancelled, expired, validation_failed or all, not {value:?}"
+                    ))
+                })?);
+            }
+            "limit" => {
+                list.limit = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| (1..=elicitation_store::MAX_LIST_LIMIT).contains(n))
+                    .ok_or_else(|| {
+                        McpError::BadBody(format!(
+                            "limit must be 1 to {}",
+                            elicitation_store::MAX_LIST_LIMIT
+                        ))
+                    })?;
+            }
+            other => {
+                return Err(McpError::BadBody(format!(
+                    "unknown query parameter {other:?}"
+                )));
+            }
+        }
+    }
+    Ok(list)
+}
+
+/// The optional cancel body: `{"reason": "declined" | "cancelled_by_person" | "cancelled_by_caller"}`.
+fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(CancelReason::CancelledByPerson);
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| McpError::BadBody(format!("the body must be JSON: {e}")))?;
+    match value.get("reason") {
+        None => Ok(CancelReason::CancelledByPerson),
+        Some(reason) => serde_json::from_value(reason.clone()).map_err(|_| {
+            McpError::BadBody(
+                "reason must be declined, cancelled_by_person or cancelled_by_caller".into(),
+            )
+        }),
+    }
+}
+
+fn time(t: Option<time::OffsetDateTime>) -> Value {
+    t.and_then(|t| t.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::String)
+}
+
+/// The API's view of an elicitation: what was asked, for which call, and where it stands.
+pub fn view(stored: &StoredElicitation) -> Value {
+    let e = &stored.elicitation;
+    let mut out = json!({
+        "id": e.id,
+        "type": e.kind(),
+        "status": e.status,
+        "message": e.spec.message(),
+        "response_schema": response_schema(e.spec.response()),
+        "response": e.response,
+        "retries": e.retries,
+        "created_at": time(Some(e.created_at)),
+        "expires_at": time(Some(e.expires_at)),
+        "responded_at": time(e.responded_at),
+        "cancelled_at": time(e.cancelled_at),
+        "cancel_reason": e.cancel_reason,
+        "consumed_at": time(e.consumed_at),
+    });
+    if let (Some(call), Some(map)) = (&stored.call, out.as_object_mut()) {
+        map.insert("tool".into(), json!(call.tool));
+        map.insert("arguments".into(), call.arguments.clone());
+    }
+    out
+}

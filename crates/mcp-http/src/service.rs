@@ -1,0 +1,514 @@
+//! The HTTP service: `POST/GET/DELETE /mcp` (both protocol eras on one endpoint), the REST API
+//! under `/v1/mcp/elicitations`, and `/healthz`. Origin check, body limit and authentication
+//! happen here, before anything else reads the request.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::{Map, Value, json};
+
+use crate::auth::{Auth, Principal, SCOPE_TOOLS_CALL};
+use crate::error::{Era, McpError};
+use crate::gateway::Gateway;
+use crate::jsonrpc::{self, Message, Request as RpcRequest};
+use crate::sessions::Sessions;
+use crate::wire::{
+    self, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION,
+};
+use crate::{rest, sse};
+
+/// The response body type of the service.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// Limits and checks of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// Largest request body, in bytes (larger: 413).
+    pub body_limit: usize,
+    /// Origins allowed besides loopback ones (`http://localhost:*`, `http://127.0.0.1:*`,
+    /// `http://[::1]:*`), e.g. `https://console.example.com`. Requests without `Origin`
+    /// (non-browser clients) are allowed.
+    pub allowed_origins: Vec<String>,
+    /// Legacy sessions end after this long without a request.
+    pub session_idle_timeout: Duration,
+    /// Most legacy sessions at once.
+    pub max_sessions: usize,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            body_limit: 4 * 1024 * 1024,
+            allowed_origins: Vec::new(),
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            max_sessions: 10_000,
+        }
+    }
+}
+
+/// The gateway's HTTP service.
+pub struct McpService {
+    gateway: Arc<Gateway>,
+    auth: Auth,
+    sessions: Sessions,
+    config: ServiceConfig,
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(bytes)).boxed())
+        .expect("a static response is valid")
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .body(Full::new(Bytes::new()).boxed())
+        .expect("a static response is valid")
+}
+
+fn is_loopback_origin(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().map(|h| format!("[{h}]"))
+    } else {
+        rest.split(':').next().map(str::to_owned)
+    };
+    matches!(host.as_deref(), Some("localhost" | "127.0.0.1" | "[::1]"))
+}
+
+/// Headers added to an error response: the auth challenge for 401 and 403.
+fn error_headers(error: &McpError, response: &mut Response<Body>) {
+    let challenge = match error {
+        McpError::Unauthorized {
+            invalid_token: true,
+        } => Some("Bearer realm=\"mcp-gateway\", error=\"invalid_token\"".to_owned()),
+        McpError::Unauthorized {
+            invalid_token: false,
+        } => Some("Bearer realm=\"mcp-gateway\"".to_owned()),
+        McpError::Forbidden { scope } => Some(format!(
+            "Bearer realm=\"mcp-gateway\", error=\"insufficient_scope\", scope=\"{scope}\""
+        )),
+        _ => None,
+    };
+    if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    if matches!(error, McpError::MethodNotAllowed) {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+    }
+}
+
+/// A JSON-RPC error response.
+fn rpc_error(
+    error: &McpError,
+    id: Option<&jsonrpc::RequestId>,
+    era: Option<Era>,
+) -> Response<Body> {
+    error.log();
+    let mut response = json_response(error.status(era), &jsonrpc::error(id, error));
+    error_headers(error, &mut response);
+    response
+}
+
+/// A problem+json error response.
+fn problem(error: &McpError) -> Response<Body> {
+    error.log();
+    let body = serde_json::to_vec(&error.problem()).unwrap_or_default();
+    let mut response = Response::builder()
+        .status(error.status(None))
+        .header(header::CONTENT_TYPE, "application/problem+json")
+        .body(Full::new(Bytes::from(body)).boxed())
+        .expect("a static response is valid");
+    error_headers(error, &mut response);
+    response
+}
+
+fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Whether the client takes JSON (else it gets a one-event SSE stream).
+fn wants_json(headers: &HeaderMap) -> bool {
+    let accept = header_text(headers, "accept").unwrap_or_default();
+    accept.is_empty()
+        || accept.contains("application/json")
+        || accept.contains("*/*")
+        || !accept.contains("text/event-stream")
+}
+
+/// A JSON-RPC success, as JSON or as SSE according to `Accept`.
+fn rpc_result(headers: &HeaderMap, id: &jsonrpc::RequestId, result: Value) -> Response<Body> {
+    let message = jsonrpc::result(id, result);
+    if wants_json(headers) {
+        return json_response(StatusCode::OK, &message);
+    }
+    let text = serde_json::to_string(&message).unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Full::new(sse::event(&text)).boxed())
+        .expect("a static response is valid")
+}
+
+impl McpService {
+    /// The service.
+    pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
+        let sessions = Sessions::new(config.session_idle_timeout, config.max_sessions);
+        McpService {
+            gateway,
+            auth,
+            sessions,
+            config,
+        }
+    }
+
+    /// The gateway core.
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
+    }
+
+    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+        match headers.get(header::ORIGIN).map(|v| v.to_str()) {
+            None => true,
+            Some(Ok(origin)) => {
+                is_loopback_origin(origin)
+                    || self.config.allowed_origins.iter().any(|o| o == origin)
+            }
+            Some(Err(_)) => false,
+        }
+    }
+
+    /// Serves one request. Never fails: every error becomes a response.
+    pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (parts, body) = request.into_parts();
+        let path = parts.uri.path().to_owned();
+        let is_rest = path == rest::PREFIX || path.starts_with(&format!("{}/", rest::PREFIX));
+        let fail = |error: McpError| {
+            if is_rest {
+                problem(&error)
+            } else {
+                rpc_error(&error, None, None)
+            }
+        };
+        if path == "/healthz" {
+            return json_response(StatusCode::OK, &json!({"status": "ok"}));
+        }
+        if path != "/mcp" && !is_rest {
+            return fail(McpError::NotFound);
+        }
+        if !self.origin_allowed(&parts.headers) {
+            return fail(McpError::BadOrigin);
+        }
+        let principal = match self.auth.authenticate(&parts.headers) {
+            Ok(p) => p,
+            Err(e) => return fail(e),
+        };
+        let bytes = match Limited::new(body, self.config.body_limit).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e)
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                return fail(McpError::PayloadTooLarge {
+                    limit: self.config.body_limit,
+                });
+            }
+            Err(e) => return fail(McpError::BadBody(format!("reading the body failed: {e}"))),
+        };
+        if is_rest {
+            let request = rest::RestRequest {
+                method: &parts.method,
+                rest: &path[rest::PREFIX.len()..],
+                query: parts.uri.query(),
+                body: &bytes,
+            };
+            return match rest::handle(&self.gateway, &principal, request).await {
+                Ok((status, body)) => json_response(status, &body),
+                Err(e) => problem(&e),
+            };
+        }
+        match parts.method {
+            Method::POST => self.post(&parts.headers, &principal, &bytes).await,
+            Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
+                Some(id) => match self.sessions.remove(&id, &principal.caller) {
+                    Ok(()) => empty(StatusCode::OK),
+                    Err(e) => rpc_error(&e, None, Some(Era::Legacy)),
+                },
+                None => rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
+            },
+            // No server-initiated stream (yet): the spec's answer is 405.
+            _ => rpc_error(&McpError::MethodNotAllowed, None, None),
+        }
+    }
+
+    async fn post(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        bytes: &[u8],
+    ) -> Response<Body> {
+        let message = match jsonrpc::parse(bytes) {
+            Ok(m) => m,
+            Err((id, e)) => return rpc_error(&e, id.as_ref(), None),
+        };
+        let request = match message {
+            Message::Request(request) => request,
+            Message::Notification { params, .. } => {
+                // Notifications are accepted (202); in a legacy session the session must exist.
+                if let Some(id) = header_text(headers, "mcp-session-id") {
+                    if let Err(e) = self.sessions.touch(&id, &principal.caller) {
+                        return rpc_error(&e, None, Some(Era::Legacy));
+                    }
+                } else if params
+                    .as_ref()
+                    .and_then(|p| p.get("_meta"))
+                    .and_then(|m| m.get(META_PROTOCOL_VERSION))
+                    .is_none()
+                    && header_text(headers, "mcp-protocol-version").as_deref()
+                        != Some(MODERN_VERSION)
+                {
+                    return rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
+                }
+                return empty(StatusCode::ACCEPTED);
+            }
+            // Answers to requests the gateway sends (none yet) are accepted and ignored.
+            Message::Response { .. } => return empty(StatusCode::ACCEPTED),
+        };
+        let modern_meta = request
+            .params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .is_some();
+        let header_version = header_text(headers, "mcp-protocol-version");
+        let era = if request.method == "initialize" || headers.contains_key("mcp-session-id") {
+            Era::Legacy
+        } else if modern_meta
+            || header_version
+                .as_deref()
+                .is_some_and(|v| !LEGACY_VERSIONS.contains(&v))
+        {
+            Era::Modern
+        } else {
+            Era::Legacy
+        };
+        let outcome = match era {
+            Era::Legacy => self.legacy(headers, principal, &request).await,
+            Era::Modern => self.modern(headers, principal, &request).await,
+        };
+        match outcome {
+            Ok((result, session)) => {
+                let mut response = rpc_result(headers, &request.id, result);
+                if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
+                    response.headers_mut().insert("mcp-session-id", session);
+                }
+                response
+            }
+            Err(e) => rpc_error(&e, Some(&request.id), Some(era)),
+        }
+    }
+
+    /// A legacy request: `initialize` opens a session; everything else needs one.
+    async fn legacy(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        request: &RpcRequest,
+    ) -> Result<(Value, Option<String>), McpError> {
+        if request.method == "initialize" {
+            let params = request.params_object()?;
+            let requested = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    McpError::InvalidParams("initialize needs protocolVersion".into())
+                })?;
+            let version = LEGACY_VERSIONS
+                .iter()
+                .copied()
+                .find(|v| *v == requested)
+                .unwrap_or(LEGACY_VERSIONS[0]);
+            let capabilities = params
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let session = self
+                .sessions
+                .create(&principal.caller, version, capabilities)?;
+            return Ok((wire::initialize_result(version), Some(session)));
+        }
+        let session = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
+        self.sessions.touch(&session, &principal.caller)?;
+        if let Some(version) = header_text(headers, "mcp-protocol-version")
+            && !LEGACY_VERSIONS.contains(&version.as_str())
+        {
+            return Err(McpError::InvalidRequest(format!(
+                "unsupported MCP-Protocol-Version {version:?} in a legacy session"
+            )));
+        }
+        let result = match request.method.as_str() {
+            "ping" => json!({}),
+            "tools/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                json!({"tools": self.gateway.list_tools().await})
+            }
+            "tools/call" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                self.gateway
+                    .call_tool(principal, request.params_object()?)
+                    .await?
+            }
+            other => return Err(McpError::MethodNotFound(other.to_owned())),
+        };
+        Ok((result, None))
+    }
+
+    /// A modern request: self-describing `_meta`, headers that must agree with the body.
+    async fn modern(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        request: &RpcRequest,
+    ) -> Result<(Value, Option<String>), McpError> {
+        let params = request.params_object()?;
+        let meta = params
+            .get("_meta")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let version = meta
+            .get(META_PROTOCOL_VERSION)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                McpError::InvalidParams(format!("_meta[\"{META_PROTOCOL_VERSION}\"] is required"))
+            })?;
+        if !meta
+            .get(META_CLIENT_CAPABILITIES)
+            .is_some_and(Value::is_object)
+        {
+            return Err(McpError::InvalidParams(format!(
+                "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required"
+            )));
+        }
+        if version != MODERN_VERSION {
+            return Err(McpError::UnsupportedVersion {
+                requested: version.to_owned(),
+                supported: vec![MODERN_VERSION],
+            });
+        }
+        check_modern_headers(headers, request, &params, version)?;
+        let (result, cacheable) = match request.method.as_str() {
+            "server/discover" => (wire::discover_result(), true),
+            "tools/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                (json!({"tools": self.gateway.list_tools().await}), true)
+            }
+            "tools/call" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                (self.gateway.call_tool(principal, params).await?, false)
+            }
+            other => return Err(McpError::MethodNotFound(other.to_owned())),
+        };
+        Ok((wire::modern_result(result, cacheable), None))
+    }
+}
+
+/// The 2026-07-28 header rules: `MCP-Protocol-Version`, `Mcp-Method` and (for the methods
+/// that name something) `Mcp-Name` must be present and equal to the body's values.
+fn check_modern_headers(
+    headers: &HeaderMap,
+    request: &RpcRequest,
+    params: &Map<String, Value>,
+    version: &str,
+) -> Result<(), McpError> {
+    let mismatch = |what: String| Err(McpError::HeaderMismatch(what));
+    match header_text(headers, "mcp-protocol-version") {
+        Some(v) if v == version => {}
+        Some(v) => {
+            return mismatch(format!(
+                "MCP-Protocol-Version {v:?} differs from _meta's {version:?}"
+            ));
+        }
+        None => return mismatch("MCP-Protocol-Version is required".into()),
+    }
+    match headers
+        .get("mcp-method")
+        .and_then(wire::decode_header_value)
+    {
+        Some(m) if m == request.method => {}
+        Some(m) => {
+            return mismatch(format!(
+                "Mcp-Method {m:?} differs from the body's {:?}",
+                request.method
+            ));
+        }
+        None => return mismatch("Mcp-Method is required".into()),
+    }
+    let named = match request.method.as_str() {
+        "tools/call" | "prompts/get" => params.get("name"),
+        "resources/read" => params.get("uri"),
+        _ => return Ok(()),
+    };
+    let body_name = named.and_then(Value::as_str).unwrap_or_default();
+    match headers.get("mcp-name").map(wire::decode_header_value) {
+        Some(Some(n)) if n == body_name => Ok(()),
+        Some(Some(n)) => mismatch(format!(
+            "Mcp-Name {n:?} differs from the body's {body_name:?}"
+        )),
+        Some(None) => mismatch("Mcp-Name is not a valid header value".into()),
+        None => mismatch("Mcp-Name is required".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_origins_are_recognised_and_lookalikes_are_not() {
+        for ok in [
+            "http://localhost:3000",
+            "http://127.0.0.1",
+            "https://[::1]:8443",
+            "http://localhost",
+        ] {
+            assert!(is_loopback_origin(ok), "{ok}");
+        }
+        for bad in [
+            "http://evil.example.com",
+            "http://localhost.evil.com",
+            "http://127.0.0.1.nip.io",
+            "null",
+            "file://",
+        ] {
+            assert!(!is_loopback_origin(bad), "{bad}");
+        }
+    }
+}

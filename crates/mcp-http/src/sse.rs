@@ -1,0 +1,102 @@
+//! Server-sent events: framing what we send and parsing what modules send. Strict and
+//! bounded: an event over the size limit is an error, not unbounded memory.
+
+use bytes::Bytes;
+
+/// Largest event accepted from a module.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// One `message` event carrying `data` (a JSON text; newlines are split into `data:` lines).
+pub fn event(data: &str) -> Bytes {
+    let mut out = String::with_capacity(data.len() + 16);
+    out.push_str("event: message\n");
+    for line in data.split('\n') {
+        out.push_str("data: ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push('\n');
+    Bytes::from(out)
+}
+
+/// A comment line, used as a keep-alive.
+pub fn comment(text: &str) -> Bytes {
+    Bytes::from(format!(": {text}\n\n"))
+}
+
+/// An event that grew past [`MAX_EVENT_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an SSE event is larger than {MAX_EVENT_BYTES} bytes")]
+pub struct EventTooLarge;
+
+/// Incremental parser: feed bytes, get the `data` of each complete event.
+#[derive(Debug, Default)]
+pub struct Parser {
+    buffer: Vec<u8>,
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl Parser {
+    /// Adds bytes; returns the data of every event they complete.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
+        self.buffer.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
+            let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.is_empty() {
+                if self.has_data {
+                    events.push(String::from_utf8_lossy(&self.data).into_owned());
+                }
+                self.data.clear();
+                self.has_data = false;
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix(b"data:") {
+                let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(rest);
+                self.has_data = true;
+            }
+            // Other fields (event, id, retry) and comments are not needed here.
+        }
+        if self.buffer.len() + self.data.len() > MAX_EVENT_BYTES {
+            return Err(EventTooLarge);
+        }
+        Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_through_the_parser_in_any_chunking() {
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&comment("keep-alive"));
+        wire.extend_from_slice(&event("{\"a\":1}"));
+        wire.extend_from_slice(b"id: 7\r\ndata: {\"b\":\r\ndata: 2}\r\n\r\n");
+        for chunk in [1, 3, 7, wire.len()] {
+            let mut parser = Parser::default();
+            let mut got = Vec::new();
+            for piece in wire.chunks(chunk) {
+                got.extend(parser.feed(piece).unwrap());
+            }
+            assert_eq!(got, ["{\"a\":1}", "{\"b\":\n2}"], "chunk size {chunk}");
+        }
+    }
+
+    #[test]
+    fn an_endless_event_is_refused() {
+        let mut parser = Parser::default();
+        let big = vec![b'x'; MAX_EVENT_BYTES + 1];
+        assert_eq!(parser.feed(&big), Err(EventTooLarge));
+    }
+}

@@ -1,0 +1,1077 @@
+//! The router suite: the HTTP service driven in process (no socket), with in-process test
+//! modules, over the memory store and over a real PostgreSQL store.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use elicitation_store::{ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore};
+use gating_core::GatePolicy;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_http::gateway::Gateway;
+use mcp_http::modules::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_http::registry::{ModuleSpec, Registry};
+use mcp_http::service::{McpService, ServiceConfig};
+use serde_json::{Value, json};
+
+const AGENT: &str = "agent-token";
+const HUMAN: &str = "human-token";
+const OTHER_AGENT: &str = "other-agent-token";
+
+/// Counts the calls that reached the test module's tools.
+#[derive(Default)]
+struct Calls {
+    read: AtomicUsize,
+    delete: AtomicUsize,
+}
+
+struct Harness {
+    service: Arc<McpService>,
+    calls: Arc<Calls>,
+}
+
+fn test_module(calls: &Arc<Calls>) -> InProcessModule {
+    let read = calls.clone();
+    let delete = calls.clone();
+    InProcessModule::new(
+        "test",
+        vec![
+            InProcessTool::new(
+                json!({"name": "read", "description": "Reads.", "inputSchema": {"type": "object"},
+                       "annotations": {"readOnlyHint": true}, "x-extra": {"kept": true}}),
+                move |args| {
+                    read.read.fetch_add(1, Ordering::SeqCst);
+                    Ok(text_result(
+                        &format!(
+                            "read {}",
+                            args.get("path").and_then(Value::as_str).unwrap_or("?")
+                        ),
+                        false,
+                    ))
+                },
+            ),
+            InProcessTool::new(
+                json!({"name": "delete", "description": "Deletes.", "inputSchema": {"type": "object"},
+                       "annotations": {"readOnlyHint": false, "destructiveHint": true}}),
+                move |args| {
+                    delete.delete.fetch_add(1, Ordering::SeqCst);
+                    Ok(text_result(
+                        &format!(
+                            "deleted {}",
+                            args.get("path").and_then(Value::as_str).unwrap_or("?")
+                        ),
+                        false,
+                    ))
+                },
+            ),
+        ],
+    )
+}
+
+/// A module that claims read-only but is not trusted.
+fn shady_module() -> InProcessModule {
+    InProcessModule::new(
+        "shady",
+        vec![InProcessTool::new(
+            json!({"name": "read", "description": "Claims to read.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+            |_| Ok(text_result("did something", false)),
+        )],
+    )
+}
+
+fn auth() -> Auth {
+    let grant = |subject: &str, token: &str, scopes: &[&str]| TokenGrant {
+        subject: subject.into(),
+        tenant: None,
+        token_sha256: token_sha256(token),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    Auth::tokens(vec![
+        grant("alice", AGENT, &[SCOPE_TOOLS_CALL]),
+        grant("alice", HUMAN, &[SCOPE_RESPOND]),
+        grant("bob", OTHER_AGENT, &[SCOPE_TOOLS_CALL, SCOPE_RESPOND]),
+    ])
+    .unwrap()
+}
+
+async fn harness_with(store: Arc<dyn ElicitationStore>, durable: bool) -> Harness {
+    let calls = Arc::new(Calls::default());
+    let registry = Registry::start(vec![
+        ModuleSpec {
+            name: "test".into(),
+            prefix: "test".into(),
+            trust_annotations: true,
+            module: Arc::new(test_module(&calls)),
+        },
+        ModuleSpec {
+            name: "shady".into(),
+            prefix: "shady".into(),
+            trust_annotations: false,
+            module: Arc::new(shady_module()),
+        },
+    ])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        store,
+        GatePolicy::default(),
+        durable,
+    ));
+    let config = ServiceConfig {
+        body_limit: 64 * 1024,
+        ..ServiceConfig::default()
+    };
+    Harness {
+        service: Arc::new(McpService::new(gateway, auth(), config)),
+        calls,
+    }
+}
+
+async fn memory() -> Harness {
+    harness_with(Arc::new(MemoryStore::default()), false).await
+}
+
+async fn postgres() -> Harness {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
+    options.config = db.writer.clone();
+    options.pool_size = 4;
+    let store = PostgresStore::connect(options).await.unwrap();
+    harness_with(Arc::new(store), true).await
+}
+
+/// One HTTP exchange with the service.
+async fn send(
+    h: &Harness,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let mut request = Request::builder().method(method).uri(path);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = h
+        .service
+        .handle(request.body(Full::new(Bytes::from(body))).unwrap())
+        .await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    };
+    (status, headers, value)
+}
+
+/// A legacy MCP session for a token.
+struct Session<'a> {
+    h: &'a Harness,
+    token: &'static str,
+    id: String,
+    next: i64,
+}
+
+impl<'a> Session<'a> {
+    async fn open(h: &'a Harness, token: &'static str) -> Session<'a> {
+        let auth = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+        let (status, headers, body) = send(
+            h,
+            "POST",
+            "/mcp",
+            &[
+                ("authorization", &auth),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            serde_json::to_vec(&init).unwrap(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["result"]["protocolVersion"], "2025-11-25");
+        let id = headers
+            .get("mcp-session-id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let session = Session {
+            h,
+            token,
+            id,
+            next: 1,
+        };
+        let (status, _, _) = session
+            .post(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        assert_eq!(status, StatusCode::ACCEPTED);
+        session
+    }
+
+    async fn post(&self, message: Value) -> (StatusCode, http::HeaderMap, Value) {
+        let auth = format!("Bearer {}", self.token);
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("mcp-session-id", self.id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        send(
+            self.h,
+            "POST",
+            "/mcp",
+            &headers,
+            serde_json::to_vec(&message).unwrap(),
+        )
+        .await
+    }
+
+    async fn rpc(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let (status, _, body) = self
+            .post(json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value, confirmation: Option<&str>) -> Value {
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(id) = confirmation {
+            params["_meta"] = json!({"confirmation_id": id});
+        }
+        let body = self.rpc("tools/call", params).await;
+        body.get("result")
+            .cloned()
+            .unwrap_or_else(|| panic!("no result: {body}"))
+    }
+}
+
+async fn rest(
+    h: &Harness,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let auth = format!("Bearer {token}");
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(&body).unwrap()
+    };
+    let (status, headers, value) = send(h, method, path, &[("authorization", &auth)], bytes).await;
+    if !status.is_success() {
+        assert_eq!(
+            headers.get("content-type").unwrap(),
+            "application/problem+json",
+            "{value}"
+        );
+        assert_eq!(value["status"], status.as_u16());
+    }
+    (status, value)
+}
+
+fn held_id(result: &Value) -> String {
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "{result}"
+    );
+    result["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn approve(h: &Harness, id: &str, confirmed: bool) {
+    let (status, body) = rest(
+        h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": confirmed}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "recorded");
+}
+
+macro_rules! router_tests {
+    ($make:ident: $($name:ident),+ $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                crate::$name($make().await).await;
+            }
+        )+
+    };
+}
+
+macro_rules! both_stores {
+    ($($name:ident),+ $(,)?) => {
+        mod memory_store {
+            use super::memory;
+            router_tests!(memory: $($name),+);
+        }
+        mod postgres_store {
+            use super::postgres;
+            router_tests!(postgres: $($name),+);
+        }
+    };
+}
+
+both_stores!(
+    read_only_tool_forwards_through_the_gate,
+    destructive_tool_without_confirmation_is_held,
+    destructive_tool_with_confirmation_forwards,
+    destructive_tool_declined_aborts_cleanly,
+    elicitation_poll_respond_validate_and_404,
+    confirmation_for_other_arguments_or_tool_is_held_again,
+    consumed_confirmation_cannot_be_replayed,
+    another_callers_confirmation_is_held_again_and_its_rest_answer_is_404,
+    token_without_respond_scope_gets_403,
+    untrusted_modules_read_only_claim_is_gated,
+    modern_era_holds_and_forwards_with_result_type,
+);
+
+async fn read_only_tool_forwards_through_the_gate(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let result = s.call("test__read", json!({"path": "/a"}), None).await;
+    assert_eq!(result["content"][0]["text"], "read /a");
+    assert_eq!(h.calls.read.load(Ordering::SeqCst), 1);
+    let (_, listed) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        "/v1/mcp/elicitations?status=all",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        listed["elicitations"],
+        json!([]),
+        "a non-gated call never touches the store"
+    );
+    let tools = s.rpc("tools/list", json!({})).await;
+    let read = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "test__read")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        read["x-extra"],
+        json!({"kept": true}),
+        "tool objects pass through losslessly"
+    );
+}
+
+async fn destructive_tool_without_confirmation_is_held(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let result = s
+        .call("test__delete", json!({"path": "/important"}), None)
+        .await;
+    let id = held_id(&result);
+    let elicitation = &result["structuredContent"]["elicitation"];
+    assert_eq!(elicitation["type"], "confirmation");
+    assert_eq!(
+        elicitation["response_schema"]["required"],
+        json!(["confirmed"])
+    );
+    assert!(elicitation["expires_at"].is_string());
+    assert_eq!(
+        h.calls.delete.load(Ordering::SeqCst),
+        0,
+        "held, not forwarded"
+    );
+    let (status, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(pending["elicitations"][0]["id"], id.as_str());
+    assert_eq!(pending["elicitations"][0]["tool"], "test__delete");
+    assert_eq!(
+        pending["elicitations"][0]["arguments"],
+        json!({"path": "/important"})
+    );
+    // Calling again with the pending id returns the same held elicitation, not a new one.
+    let again = s
+        .call("test__delete", json!({"path": "/important"}), Some(&id))
+        .await;
+    assert_eq!(held_id(&again), id);
+}
+
+async fn destructive_tool_with_confirmation_forwards(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(
+        &s.call("test__delete", json!({"path": "/tmp/x"}), None)
+            .await,
+    );
+    approve(&h, &id, true).await;
+    // Key order in the arguments does not matter; the values do.
+    let result = s
+        .call("test__delete", json!({"path": "/tmp/x"}), Some(&id))
+        .await;
+    assert_eq!(result["content"][0]["text"], "deleted /tmp/x", "{result}");
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+    let (_, got) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert!(got["consumed_at"].is_string(), "{got}");
+}
+
+async fn destructive_tool_declined_aborts_cleanly(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(
+        &s.call("test__delete", json!({"path": "/tmp/x"}), None)
+            .await,
+    );
+    approve(&h, &id, false).await;
+    let result = s
+        .call("test__delete", json!({"path": "/tmp/x"}), Some(&id))
+        .await;
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["structuredContent"]["user_rejected"], true);
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
+
+async fn elicitation_poll_respond_validate_and_404(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(&s.call("test__delete", json!({"path": "/p"}), None).await);
+    let respond = format!("/v1/mcp/elicitations/{id}/respond");
+    let (status, body) = rest(&h, HUMAN, "POST", &respond, json!({"confirmed": "yes"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["retries_left"], 2);
+    assert_eq!(body["errors"][0]["field"], "confirmed");
+    let (status, body) = rest(&h, HUMAN, "POST", &respond, json!({"confirmed": true})).await;
+    assert_eq!(
+        (status, body["outcome"].clone()),
+        (StatusCode::OK, json!("recorded"))
+    );
+    assert_eq!(body["elicitation"]["status"], "responded");
+    let (status, body) = rest(&h, HUMAN, "POST", &respond, json!({"confirmed": true})).await;
+    assert_eq!(
+        (status, body["outcome"].clone()),
+        (StatusCode::OK, json!("already_recorded"))
+    );
+    let (status, _) = rest(&h, HUMAN, "POST", &respond, json!({"confirmed": false})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/cancel"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, body) = rest(&h, HUMAN, "POST", &respond, Value::Null).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "an empty body is not JSON: {body}"
+    );
+    for missing in ["0190f7b2-0000-7000-8000-000000000000", "not-an-id"] {
+        let (status, _) = rest(
+            &h,
+            HUMAN,
+            "GET",
+            &format!("/v1/mcp/elicitations/{missing}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, _) = rest(
+            &h,
+            HUMAN,
+            "POST",
+            &format!("/v1/mcp/elicitations/{missing}/respond"),
+            json!({"confirmed": true}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+    let (status, _) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        "/v1/mcp/elicitations?status=bogus",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // Cancelling a pending one works and is then reported in-band to the agent.
+    let other = held_id(&s.call("test__delete", json!({"path": "/q"}), None).await);
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{other}/cancel"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        (status, body["status"].clone()),
+        (StatusCode::OK, json!("cancelled"))
+    );
+    let result = s
+        .call("test__delete", json!({"path": "/q"}), Some(&other))
+        .await;
+    assert_eq!(result["structuredContent"]["confirmation_cancelled"], true);
+}
+
+async fn confirmation_for_other_arguments_or_tool_is_held_again(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(&s.call("test__delete", json!({"path": "/safe"}), None).await);
+    approve(&h, &id, true).await;
+    let other_args = s
+        .call("test__delete", json!({"path": "/"}), Some(&id))
+        .await;
+    assert_ne!(held_id(&other_args), id, "other arguments: held anew");
+    let other_tool = s
+        .call("shady__read", json!({"path": "/safe"}), Some(&id))
+        .await;
+    assert_ne!(held_id(&other_tool), id, "another tool: held anew");
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+    // The approved confirmation still works for its own call.
+    let ok = s
+        .call("test__delete", json!({"path": "/safe"}), Some(&id))
+        .await;
+    assert_eq!(ok["content"][0]["text"], "deleted /safe");
+}
+
+async fn consumed_confirmation_cannot_be_replayed(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(&s.call("test__delete", json!({"path": "/once"}), None).await);
+    approve(&h, &id, true).await;
+    s.call("test__delete", json!({"path": "/once"}), Some(&id))
+        .await;
+    let replay = s
+        .call("test__delete", json!({"path": "/once"}), Some(&id))
+        .await;
+    assert_ne!(held_id(&replay), id);
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+}
+
+async fn another_callers_confirmation_is_held_again_and_its_rest_answer_is_404(h: Harness) {
+    let mut alice = Session::open(&h, AGENT).await;
+    let mut bob = Session::open(&h, OTHER_AGENT).await;
+    let id = held_id(
+        &alice
+            .call("test__delete", json!({"path": "/a"}), None)
+            .await,
+    );
+    let (status, _) = rest(
+        &h,
+        OTHER_AGENT,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "not 403: no existence leak");
+    let (status, _) = rest(
+        &h,
+        OTHER_AGENT,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    approve(&h, &id, true).await;
+    let stolen = bob
+        .call("test__delete", json!({"path": "/a"}), Some(&id))
+        .await;
+    assert_ne!(held_id(&stolen), id, "bob cannot use alice's confirmation");
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+    // Sessions are bound to their caller too.
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &format!("Bearer {OTHER_AGENT}")),
+            ("mcp-session-id", &alice.id),
+        ],
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn token_without_respond_scope_gets_403(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let id = held_id(&s.call("test__delete", json!({"path": "/a"}), None).await);
+    let (status, body) = rest(
+        &h,
+        AGENT,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::FORBIDDEN,
+        "an agent cannot approve its own call: {body}"
+    );
+    let (status, _) = rest(
+        &h,
+        AGENT,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/cancel"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = rest(
+        &h,
+        AGENT,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "reading one's own needs either scope"
+    );
+    // A human token cannot call tools.
+    let mut human = Session::open(&h, HUMAN).await;
+    human.next += 1;
+    let (status, headers, _) = human
+        .post(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list"}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(
+        headers
+            .get("www-authenticate")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .contains("insufficient_scope")
+    );
+}
+
+async fn untrusted_modules_read_only_claim_is_gated(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let result = s.call("shady__read", json!({}), None).await;
+    held_id(&result);
+}
+
+fn modern_headers<'a>(
+    method: &'a str,
+    name: Option<&'a str>,
+    auth: &'a str,
+) -> Vec<(&'a str, &'a str)> {
+    let mut headers = vec![
+        ("authorization", auth),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", method),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    if let Some(name) = name {
+        headers.push(("mcp-name", name));
+    }
+    headers
+}
+
+fn modern_body(id: i64, method: &str, mut params: Value) -> Vec<u8> {
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+        .unwrap()
+}
+
+async fn modern_era_holds_and_forwards_with_result_type(h: Harness) {
+    let auth = format!("Bearer {AGENT}");
+    let (status, _, discover) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("server/discover", None, &auth),
+        modern_body(1, "server/discover", json!({})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{discover}");
+    assert_eq!(
+        discover["result"]["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+    assert_eq!(discover["result"]["resultType"], "complete");
+    let (_, _, list) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/list", None, &auth),
+        modern_body(2, "tools/list", json!({})),
+    )
+    .await;
+    assert_eq!(list["result"]["cacheScope"], "private");
+    assert!(list["result"]["ttlMs"].is_number());
+    let call = |id: i64, confirmation: Option<String>| {
+        let mut params = json!({"name": "test__delete", "arguments": {"path": "/m"}});
+        if let Some(c) = confirmation {
+            params["_meta"] = json!({"confirmation_id": c});
+        }
+        modern_body(id, "tools/call", params)
+    };
+    let (status, _, held) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/call", Some("test__delete"), &auth),
+        call(3, None),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{held}");
+    assert_eq!(held["result"]["resultType"], "complete");
+    let id = held_id(&held["result"]);
+    approve(&h, &id, true).await;
+    let (_, _, done) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/call", Some("test__delete"), &auth),
+        call(4, Some(id)),
+    )
+    .await;
+    assert_eq!(done["result"]["content"][0]["text"], "deleted /m", "{done}");
+    assert_eq!(done["result"]["resultType"], "complete");
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+}
+
+// ---- protocol edge cases (memory store) ----
+
+#[tokio::test]
+async fn unknown_tool_is_invalid_params() {
+    let h = memory().await;
+    let mut s = Session::open(&h, AGENT).await;
+    let body = s
+        .rpc(
+            "tools/call",
+            json!({"name": "nope__nothing", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_parse_error() {
+    let h = memory().await;
+    let (status, _, body) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[("authorization", &format!("Bearer {AGENT}"))],
+        b"{\"jsonrpc\": ".to_vec(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], -32700);
+}
+
+#[tokio::test]
+async fn oversize_body_is_413() {
+    let h = memory().await;
+    let big = vec![b' '; 65 * 1024];
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[("authorization", &format!("Bearer {AGENT}"))],
+        big,
+    )
+    .await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn bad_origin_is_403_and_loopback_origin_is_fine() {
+    let h = memory().await;
+    let init = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).unwrap();
+    let auth = format!("Bearer {AGENT}");
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("origin", "http://evil.example.com"),
+        ],
+        init.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("origin", "http://localhost:6274"),
+        ],
+        init,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn unknown_session_is_404_and_missing_session_is_400() {
+    let h = memory().await;
+    let auth = format!("Bearer {AGENT}");
+    let ping = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).unwrap();
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[("authorization", &auth), ("mcp-session-id", "feedface")],
+        ping.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[("authorization", &auth)],
+        ping.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let s = Session::open(&h, AGENT).await;
+    let (status, _, _) = send(
+        &h,
+        "DELETE",
+        "/mcp",
+        &[("authorization", &auth), ("mcp-session-id", &s.id)],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = s
+        .post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a deleted session is gone");
+}
+
+#[tokio::test]
+async fn legacy_session_accepts_the_2025_03_26_header_and_refuses_nonsense() {
+    let h = memory().await;
+    let s = Session::open(&h, AGENT).await;
+    let auth = format!("Bearer {AGENT}");
+    let ping = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).unwrap();
+    let (status, _, body) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("mcp-session-id", &s.id),
+            ("mcp-protocol-version", "2025-03-26"),
+        ],
+        ping.clone(),
+    )
+    .await;
+    assert_eq!(
+        (status, body["result"].clone()),
+        (StatusCode::OK, json!({}))
+    );
+    let (status, _, _) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", &auth),
+            ("mcp-session-id", &s.id),
+            ("mcp-protocol-version", "1999-01-01"),
+        ],
+        ping,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn modern_mismatched_mcp_name_is_400_header_mismatch() {
+    let h = memory().await;
+    let auth = format!("Bearer {AGENT}");
+    let body = modern_body(
+        1,
+        "tools/call",
+        json!({"name": "test__read", "arguments": {}}),
+    );
+    let (status, _, reply) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/call", Some("test__delete"), &auth),
+        body.clone(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(reply["error"]["code"], -32020);
+    let (status, _, reply) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/list", Some("test__read"), &auth),
+        body,
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32020)),
+        "Mcp-Method disagrees"
+    );
+    assert_eq!(h.calls.read.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn modern_version_and_meta_errors_use_the_modern_codes() {
+    let h = memory().await;
+    let auth = format!("Bearer {AGENT}");
+    let mut body: Value =
+        serde_json::from_slice(&modern_body(1, "server/discover", json!({}))).unwrap();
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("1900-01-01");
+    let mut headers = modern_headers("server/discover", None, &auth);
+    headers[1] = ("mcp-protocol-version", "1900-01-01");
+    let (status, _, reply) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &headers,
+        serde_json::to_vec(&body).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32022))
+    );
+    assert_eq!(reply["error"]["data"]["supported"], json!(["2026-07-28"]));
+    let no_caps = json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
+    let (status, _, reply) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("server/discover", None, &auth),
+        serde_json::to_vec(&no_caps).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32602))
+    );
+    let (status, _, reply) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("ping", None, &auth),
+        modern_body(3, "ping", json!({})),
+    )
+    .await;
+    assert_eq!(
+        (status, reply["error"]["code"].clone()),
+        (StatusCode::NOT_FOUND, json!(-32601))
+    );
+}
+
+#[tokio::test]
+async fn missing_or_unknown_token_is_401_with_a_challenge() {
+    let h = memory().await;
+    for auth in [None, Some("Bearer wrong")] {
+        let headers: Vec<(&str, &str)> =
+            auth.map(|a| vec![("authorization", a)]).unwrap_or_default();
+        let (status, response_headers, _) =
+            send(&h, "POST", "/mcp", &headers, b"{}".to_vec()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(
+            response_headers
+                .get("www-authenticate")
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer")
+        );
+        let (status, _, problem) =
+            send(&h, "GET", "/v1/mcp/elicitations", &headers, Vec::new()).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(problem["status"], 401);
+    }
+}
+
+#[tokio::test]
+async fn get_on_the_endpoint_is_405_and_unknown_paths_are_404() {
+    let h = memory().await;
+    let auth = format!("Bearer {AGENT}");
+    let (status, headers, _) =
+        send(&h, "GET", "/mcp", &[("authorization", &auth)], Vec::new()).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(headers.get("allow").is_some());
+    let (status, _, _) = send(&h, "GET", "/nope", &[("authorization", &auth)], Vec::new()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_durable_store_refuses_to_gate_for_an_unauthenticated_caller() {
+    let calls = Arc::new(Calls::default());
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(test_module(&calls)),
+    }])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        true,
+    ));
+    let h = Harness {
+        service: Arc::new(McpService::new(
+            gateway,
+            Auth::none(),
+            ServiceConfig::default(),
+        )),
+        calls,
+    };
+    let init = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}}})).unwrap();
+    let (_, headers, _) = send(&h, "POST", "/mcp", &[], init).await;
+    let session = headers
+        .get("mcp-session-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let call = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "test__delete", "arguments": {}}})).unwrap();
+    let (_, _, body) = send(&h, "POST", "/mcp", &[("mcp-session-id", &session)], call).await;
+    assert_eq!(body["result"]["isError"], true);
+    assert_eq!(
+        body["result"]["structuredContent"]["gate_unavailable"],
+        true
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
