@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 
 mod layering;
+mod node;
 mod postgres;
 mod test;
 

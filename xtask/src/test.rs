@@ -68,6 +68,11 @@ pub(crate) fn run() -> Result<()> {
         status(cmd)
     })?;
     step("layering", layering::check)?;
+    let mut node_env = Vec::new();
+    step("npm packages", || {
+        node_env = crate::node::install()?;
+        Ok(())
+    })?;
     let mut cluster = None;
     step("postgres", || {
         let started = Cluster::start()?;
@@ -80,7 +85,8 @@ pub(crate) fn run() -> Result<()> {
         let mut cmd = cargo();
         cmd.args(["test", "--workspace"])
             .env("DATABASE_URL", &url)
-            .env("TEST_INTEGRATION", "1");
+            .env("TEST_INTEGRATION", "1")
+            .envs(node_env.iter().map(|(k, v)| (k, v)));
         status(cmd)
     });
     // Stop and delete the cluster whether or not the tests passed.

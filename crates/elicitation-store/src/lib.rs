@@ -20,6 +20,7 @@ mod migrate;
 mod postgres;
 mod seal;
 mod store;
+mod sweeper;
 mod wait;
 
 #[cfg(test)]
@@ -38,3 +39,4 @@ pub use store::{
     CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
     MAX_LIST_LIMIT, MIN_TTL, StoredElicitation,
 };
+pub use sweeper::sweep;

@@ -96,6 +96,20 @@ impl TestDb {
         }
     }
 
+    /// A `postgres://` URL for `config` (TCP hosts only, as the test cluster has).
+    pub fn url(config: &Config) -> String {
+        let host = match config.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => "127.0.0.1".to_owned(),
+        };
+        let port = config.get_ports().first().copied().unwrap_or(5432);
+        format!(
+            "postgres://{}@{host}:{port}/{}",
+            config.get_user().unwrap_or("postgres"),
+            config.get_dbname().unwrap_or("postgres")
+        )
+    }
+
     /// A superuser connection to this test's database (bypasses RLS): for inspecting raw
     /// rows and tampering with them.
     pub async fn admin(&self) -> Client {

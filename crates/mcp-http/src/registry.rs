@@ -81,6 +81,8 @@ pub struct Registry {
     catalog: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
     /// When each module's listing last failed.
     failed_at: Mutex<Vec<Option<Instant>>>,
+    /// Fires after each refresh of a module's tools.
+    refreshed: tokio::sync::broadcast::Sender<()>,
 }
 
 impl Registry {
@@ -97,7 +99,15 @@ impl Registry {
             modules,
             catalog: RwLock::new(BTreeMap::new()),
             failed_at: Mutex::new(vec![None; count]),
+            refreshed: tokio::sync::broadcast::channel(16).0,
         });
+        // Subscribe before listing, so a change (or a module coming up) between the two is
+        // not missed.
+        let feeds: Vec<_> = registry
+            .modules
+            .iter()
+            .map(|spec| spec.module.tools_changed())
+            .collect();
         let listed = futures_join_all(&registry).await;
         {
             let mut catalog = registry
@@ -118,8 +128,8 @@ impl Registry {
                 }
             }
         }
-        for (index, spec) in registry.modules.iter().enumerate() {
-            if let Some(mut changes) = spec.module.tools_changed() {
+        for (index, feed) in feeds.into_iter().enumerate() {
+            if let Some(mut changes) = feed {
                 let weak: Weak<Registry> = Arc::downgrade(&registry);
                 tokio::spawn(async move {
                     loop {
@@ -205,7 +215,14 @@ impl Registry {
             }
             catalog.insert(entry.qualified.clone(), Arc::new(entry));
         }
+        drop(catalog);
         tracing::info!(module = %self.modules[index].name, "tool list refreshed");
+        let _ = self.refreshed.send(());
+    }
+
+    /// Fires after each refresh of a module's tool list.
+    pub fn refreshed(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.refreshed.subscribe()
     }
 
     /// Every listed tool object, ordered by name. Modules whose listing failed a while ago

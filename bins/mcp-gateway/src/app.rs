@@ -1,0 +1,203 @@
+//! Turning a checked configuration into running parts: the store, the modules, the gate
+//! policy and the HTTP service.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use elicitation_store::{
+    ElicitationStore, KeyRing, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore,
+    SEAL_KEYS_ENV, SystemClock,
+};
+use gating_core::{GatePolicy, ToolRule};
+use http::{HeaderName, HeaderValue};
+use mcp_http::auth::{Auth, TokenGrant};
+use mcp_http::gateway::Gateway;
+use mcp_http::modules::Module;
+use mcp_http::modules::demo::demo_module;
+use mcp_http::modules::http::{HttpConfig as HttpModuleConfig, HttpModule};
+use mcp_http::modules::stdio::{StdioConfig, StdioModule};
+use mcp_http::registry::{ModuleSpec, Registry};
+use mcp_http::service::{McpService, ServiceConfig};
+
+use crate::config::{AuthMode, Config, ModuleConfig, StoreKind, Transport};
+
+/// Everything `serve` needs.
+pub(crate) struct App {
+    pub(crate) service: Arc<McpService>,
+    pub(crate) store: Arc<dyn ElicitationStore>,
+    pub(crate) registry: Arc<Registry>,
+}
+
+fn seal_keys(config: &Config) -> Result<KeyRing> {
+    let store = &config.store;
+    let keys = if !store.seal_keys.is_empty() {
+        KeyRing::parse_entries(store.seal_keys.iter().map(String::as_str))?
+    } else if let Some(path) = &store.seal_keys_file {
+        KeyRing::from_file(path)?
+    } else {
+        KeyRing::from_env()?
+    };
+    Ok(keys)
+}
+
+/// Converts a std duration to a time one (saturating).
+fn ttl(d: std::time::Duration) -> time::Duration {
+    time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
+}
+
+pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationStore>, bool)> {
+    match config.store.kind {
+        StoreKind::Memory => {
+            let limits = MemoryLimits {
+                max_pending_per_caller: config.store.max_pending_per_caller,
+                max_records: config.store.max_records,
+            };
+            Ok((
+                Arc::new(MemoryStore::new(Arc::new(SystemClock), limits)),
+                false,
+            ))
+        }
+        StoreKind::Postgres => {
+            let url = config
+                .store
+                .database_url
+                .clone()
+                .or_else(|| std::env::var("DATABASE_URL").ok())
+                .context("store.kind = \"postgres\" needs store.database_url or the DATABASE_URL environment variable")?;
+            let keys = seal_keys(config).with_context(|| format!("the postgres store seals payloads; configure store.seal_keys, store.seal_keys_file or {SEAL_KEYS_ENV}"))?;
+            let mut options = PostgresOptions::new(&url, keys)?;
+            options.pool_size = config.store.pool_size;
+            options.max_pending_per_caller = config.store.max_pending_per_caller;
+            let store = PostgresStore::connect(options)
+                .await
+                .context("cannot use the postgres store")?;
+            Ok((Arc::new(store), true))
+        }
+    }
+}
+
+/// How long start-up waits for a stdio module's first handshake before serving without it
+/// (it keeps being restarted, and its tools appear when it comes up).
+const STDIO_STARTUP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
+    Ok(match config.transport {
+        Transport::Demo => Arc::new(demo_module()),
+        Transport::Stdio => {
+            let module = StdioModule::start(StdioConfig {
+                name: config.name.clone(),
+                command: config.command.clone().unwrap_or_default(),
+                args: config.args.clone(),
+                env: config
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                cwd: config.cwd.clone(),
+                call_timeout: config.call_timeout,
+            });
+            if !module.ready(STDIO_STARTUP_WAIT).await {
+                tracing::warn!(module = %config.name, "the stdio module is not up yet; serving without its tools until it is");
+            }
+            Arc::new(module)
+        }
+        Transport::Http => {
+            let url_text = config.url.clone().unwrap_or_default();
+            let url: http::Uri = url_text
+                .parse()
+                .with_context(|| format!("module {:?}: invalid url {url_text:?}", config.name))?;
+            if url.scheme_str() != Some("http") {
+                bail!(
+                    "module {:?}: only http:// URLs are supported (put TLS in front of the module, or use a local proxy)",
+                    config.name
+                );
+            }
+            let mut headers = Vec::new();
+            for (name, value) in &config.headers {
+                headers.push((
+                    HeaderName::try_from(name.as_str()).with_context(|| {
+                        format!("module {:?}: bad header name {name:?}", config.name)
+                    })?,
+                    HeaderValue::try_from(value.as_str()).with_context(|| {
+                        format!("module {:?}: bad value for header {name:?}", config.name)
+                    })?,
+                ));
+            }
+            Arc::new(HttpModule::new(HttpModuleConfig {
+                name: config.name.clone(),
+                url,
+                headers,
+                call_timeout: config.call_timeout,
+            }))
+        }
+    })
+}
+
+fn auth(config: &Config) -> Result<Auth> {
+    Ok(match config.auth.mode {
+        AuthMode::None => Auth::none(),
+        AuthMode::Tokens => Auth::tokens(
+            config
+                .auth
+                .tokens
+                .iter()
+                .map(|t| TokenGrant {
+                    subject: t.subject.clone(),
+                    tenant: t.tenant.clone(),
+                    token_sha256: t.token_sha256.clone(),
+                    scopes: t.scopes.clone(),
+                })
+                .collect(),
+        )?,
+        AuthMode::Jwt => bail!("auth mode \"jwt\" is not available in this version"),
+    })
+}
+
+fn policy(config: &Config) -> GatePolicy {
+    let mut policy = GatePolicy::default().with_default_ttl(ttl(config.gate.default_ttl));
+    if config.gate.gate_open_world {
+        policy = policy.with_open_world_gating();
+    }
+    for rule in &config.policy {
+        policy = policy.with_rule(
+            rule.tool.clone(),
+            ToolRule {
+                mode: rule.gate,
+                ttl: rule.ttl.map(ttl),
+            },
+        );
+    }
+    policy
+}
+
+pub(crate) async fn build(config: &Config) -> Result<App> {
+    let auth = auth(config)?;
+    let (store, durable) = build_store(config).await?;
+    let mut specs = Vec::new();
+    for m in &config.modules {
+        specs.push(ModuleSpec {
+            name: m.name.clone(),
+            prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
+            trust_annotations: m.trust_annotations,
+            module: module(m).await?,
+        });
+    }
+    let registry = Registry::start(specs).await?;
+    let gateway = Arc::new(Gateway::new(
+        registry.clone(),
+        store.clone(),
+        policy(config),
+        durable,
+    ));
+    let service_config = ServiceConfig {
+        body_limit: config.http.body_limit,
+        allowed_origins: config.http.allowed_origins.clone(),
+        session_idle_timeout: config.http.session_idle_timeout,
+        ..ServiceConfig::default()
+    };
+    Ok(App {
+        service: Arc::new(McpService::new(gateway, auth, service_config)),
+        store,
+        registry,
+    })
+}

@@ -1,0 +1,388 @@
+//! The TOML configuration file, parsed into typed values and checked before anything
+//! starts. Every key is documented in docs/configuration.md.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    /// Where to listen.
+    #[serde(default = "default_listen")]
+    pub(crate) listen: SocketAddr,
+    #[serde(default)]
+    pub(crate) store: StoreConfig,
+    #[serde(default)]
+    pub(crate) auth: AuthConfig,
+    #[serde(default)]
+    pub(crate) http: HttpConfig,
+    #[serde(default)]
+    pub(crate) gate: GateConfig,
+    #[serde(default)]
+    pub(crate) modules: Vec<ModuleConfig>,
+    #[serde(default)]
+    pub(crate) policy: Vec<PolicyConfig>,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum StoreKind {
+    #[default]
+    Memory,
+    Postgres,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoreConfig {
+    #[serde(default)]
+    pub(crate) kind: StoreKind,
+    pub(crate) database_url: Option<String>,
+    #[serde(default)]
+    pub(crate) seal_keys: Vec<String>,
+    pub(crate) seal_keys_file: Option<PathBuf>,
+    #[serde(default = "default_pool_size")]
+    pub(crate) pool_size: usize,
+    #[serde(default = "default_max_pending")]
+    pub(crate) max_pending_per_caller: usize,
+    #[serde(default = "default_max_records")]
+    pub(crate) max_records: usize,
+    #[serde(default = "default_sweep", with = "duration")]
+    pub(crate) sweep_interval: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            kind: StoreKind::Memory,
+            database_url: None,
+            seal_keys: Vec::new(),
+            seal_keys_file: None,
+            pool_size: default_pool_size(),
+            max_pending_per_caller: default_max_pending(),
+            max_records: default_max_records(),
+            sweep_interval: default_sweep(),
+        }
+    }
+}
+
+fn default_pool_size() -> usize {
+    16
+}
+fn default_max_pending() -> usize {
+    100
+}
+fn default_max_records() -> usize {
+    100_000
+}
+fn default_sweep() -> Duration {
+    Duration::from_secs(30)
+}
+
+#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum AuthMode {
+    #[default]
+    None,
+    Tokens,
+    Jwt,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuthConfig {
+    #[serde(default)]
+    pub(crate) mode: AuthMode,
+    #[serde(default)]
+    pub(crate) tokens: Vec<TokenConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenConfig {
+    pub(crate) subject: String,
+    pub(crate) tenant: Option<String>,
+    pub token_sha256: String,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HttpConfig {
+    #[serde(default = "default_body_limit")]
+    pub(crate) body_limit: usize,
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+    #[serde(default = "default_session_idle", with = "duration")]
+    pub(crate) session_idle_timeout: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            body_limit: default_body_limit(),
+            allowed_origins: Vec::new(),
+            session_idle_timeout: default_session_idle(),
+        }
+    }
+}
+
+fn default_body_limit() -> usize {
+    4 * 1024 * 1024
+}
+fn default_session_idle() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GateConfig {
+    #[serde(default = "default_ttl", with = "duration")]
+    pub(crate) default_ttl: Duration,
+    #[serde(default)]
+    pub(crate) gate_open_world: bool,
+}
+
+impl Default for GateConfig {
+    fn default() -> Self {
+        GateConfig {
+            default_ttl: default_ttl(),
+            gate_open_world: false,
+        }
+    }
+}
+
+fn default_ttl() -> Duration {
+    Duration::from_secs(600)
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Transport {
+    Stdio,
+    Http,
+    /// The built-in demo module.
+    Demo,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModuleConfig {
+    pub(crate) name: String,
+    pub(crate) transport: Transport,
+    pub(crate) command: Option<String>,
+    #[serde(default)]
+    pub(crate) args: Vec<String>,
+    #[serde(default)]
+    pub(crate) env: BTreeMap<String, String>,
+    pub(crate) cwd: Option<PathBuf>,
+    pub(crate) url: Option<String>,
+    #[serde(default)]
+    pub(crate) headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) trust_annotations: bool,
+    pub(crate) prefix: Option<String>,
+    #[serde(default = "default_call_timeout", with = "duration")]
+    pub(crate) call_timeout: Duration,
+}
+
+fn default_call_timeout() -> Duration {
+    Duration::from_secs(120)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PolicyConfig {
+    pub(crate) tool: String,
+    #[serde(default)]
+    pub(crate) gate: gating_core::GateMode,
+    #[serde(default, with = "duration::option")]
+    pub(crate) ttl: Option<Duration>,
+}
+
+/// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+    }
+
+    pub(super) fn parse(text: &str) -> Result<Duration, String> {
+        let text = text.trim();
+        let (number, unit) = text.split_at(
+            text.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(text.len()),
+        );
+        let n: u64 = number
+            .parse()
+            .map_err(|_| format!("{text:?} is not a duration like \"30s\", \"10m\" or \"2h\""))?;
+        let seconds = match unit {
+            "" | "s" => n,
+            "m" => n.saturating_mul(60),
+            "h" => n.saturating_mul(3600),
+            _ => return Err(format!("{text:?}: the unit must be s, m or h")),
+        };
+        Ok(Duration::from_secs(seconds))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Seconds(n) => Ok(Duration::from_secs(n)),
+            Raw::Text(text) => parse(&text).map_err(D::Error::custom),
+        }
+    }
+
+    pub(super) mod option {
+        use super::*;
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Duration>, D::Error> {
+            super::deserialize(d).map(Some)
+        }
+    }
+}
+
+impl Config {
+    /// The demo: no file, memory store, no auth, the demo module.
+    pub(crate) fn demo() -> Config {
+        let mut config: Config = toml::from_str("").expect("the empty configuration is valid");
+        config.modules.push(ModuleConfig {
+            name: "demo".into(),
+            transport: Transport::Demo,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            url: None,
+            headers: BTreeMap::new(),
+            trust_annotations: true,
+            prefix: None,
+            call_timeout: default_call_timeout(),
+        });
+        config
+    }
+
+    /// Reads and checks a configuration file.
+    pub(crate) fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
+        let config: Config = toml::from_str(&text)
+            .with_context(|| format!("invalid configuration in {}", path.display()))?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> Result<()> {
+        if self.auth.mode == AuthMode::None && !self.listen.ip().is_loopback() {
+            bail!(
+                "auth mode \"none\" is only allowed on a loopback address, but listen = {}; configure [auth] mode = \"tokens\"",
+                self.listen
+            );
+        }
+        if self.auth.mode == AuthMode::Jwt {
+            bail!("auth mode \"jwt\" is not available in this version; use \"tokens\"");
+        }
+        for (i, m) in self.modules.iter().enumerate() {
+            if self.modules[..i].iter().any(|o| o.name == m.name) {
+                bail!("two modules are named {:?}", m.name);
+            }
+            if m.name.is_empty()
+                || !m
+                    .name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                bail!(
+                    "module name {:?} must be letters, digits, '_' or '-'",
+                    m.name
+                );
+            }
+            match m.transport {
+                Transport::Stdio if m.command.is_none() => {
+                    bail!("module {:?}: transport \"stdio\" needs command", m.name)
+                }
+                Transport::Http if m.url.is_none() => {
+                    bail!("module {:?}: transport \"http\" needs url", m.name)
+                }
+                _ => {}
+            }
+        }
+        for p in &self.policy {
+            if p.ttl.is_some_and(|t| t < Duration::from_secs(1)) {
+                bail!("policy for {:?}: ttl must be at least 1s", p.tool);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_file_parses_and_checks() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.auth.mode, AuthMode::Tokens);
+        assert!(!config.modules.is_empty());
+    }
+
+    #[test]
+    fn durations_take_units_or_seconds() {
+        assert_eq!(duration::parse("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration::parse("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(duration::parse("45"), Ok(Duration::from_secs(45)));
+        assert!(duration::parse("ten minutes").is_err());
+        assert!(duration::parse("5d").is_err());
+    }
+
+    #[test]
+    fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
+        let cases = [
+            ("listen = \"0.0.0.0:8080\"", "loopback"),
+            ("[auth]\nmode = \"jwt\"", "jwt"),
+            (
+                "[[modules]]\nname = \"fs\"\ntransport = \"stdio\"",
+                "needs command",
+            ),
+            (
+                "[[modules]]\nname = \"w\"\ntransport = \"http\"",
+                "needs url",
+            ),
+            (
+                "[[modules]]\nname = \"a b\"\ntransport = \"demo\"",
+                "letters",
+            ),
+            ("[[policy]]\ntool = \"x\"\nttl = \"0s\"", "at least 1s"),
+        ];
+        for (text, expected) in cases {
+            let config: Config = toml::from_str(text).unwrap();
+            let err = config.check().unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        assert!(
+            toml::from_str::<Config>("lisen = \"127.0.0.1:1\"").is_err(),
+            "unknown keys are errors"
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! `mcp-gateway`: an MCP gateway that holds destructive tool calls until a person confirms
+//! them. `serve` (the default) runs it; `migrate` applies the PostgreSQL migrations.
+//! Without `--config` it runs the demo.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use elicitation_store::SystemClock;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+mod app;
+mod config;
+
+use config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "mcp-gateway",
+    version,
+    about = "An MCP gateway that holds destructive tool calls until a person confirms them"
+)]
+struct Cli {
+    /// Configuration file (TOML). Without one, the demo runs on 127.0.0.1:8080.
+    #[arg(long, short, global = true, env = "MCP_GATEWAY_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (the default).
+    Serve,
+    /// Apply the PostgreSQL migrations (run as the schema owner).
+    Migrate {
+        /// Database URL (default: store.database_url of the configuration, or DATABASE_URL).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+    },
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn,refinery_core=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("mcp-gateway: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-gateway: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<()> {
+    let config = match &cli.config {
+        Some(path) => Some(Config::load(path)?),
+        None => None,
+    };
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve(config).await,
+        Command::Migrate { database_url } => {
+            let url = database_url
+                .or_else(|| config.as_ref().and_then(|c| c.store.database_url.clone()))
+                .context("no database: pass --database-url, set DATABASE_URL, or set store.database_url in the configuration")?;
+            let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .context("cannot connect to the database")?;
+            tokio::spawn(connection);
+            let applied = elicitation_store::migrate(&mut client)
+                .await
+                .context("migration failed")?;
+            if applied.is_empty() {
+                println!("the database is up to date");
+            }
+            for name in applied {
+                println!("applied {name}");
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down: no new connections; finishing calls in flight");
+}
+
+async fn serve(config: Option<Config>) -> Result<()> {
+    let demo = config.is_none();
+    let config = config.unwrap_or_else(Config::demo);
+    let app = app::build(&config).await?;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "mcp-gateway listening");
+    // One line on stdout that scripts (and the end-to-end tests) can wait for.
+    println!("mcp-gateway listening on http://{address}/mcp");
+    if demo {
+        print_demo_help(address);
+    }
+    let (stop_sweeper, sweeper_stopped) = tokio::sync::oneshot::channel::<()>();
+    let sweeper = tokio::spawn(elicitation_store::sweep(
+        app.store.clone(),
+        Arc::new(SystemClock),
+        config.store.sweep_interval,
+        async {
+            let _ = sweeper_stopped.await;
+        },
+    ));
+    mcp_http::serve(listener, app.service.clone(), shutdown_signal()).await;
+    let _ = stop_sweeper.send(());
+    let _ = sweeper.await;
+    app.registry.shutdown().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn print_demo_help(address: std::net::SocketAddr) {
+    println!(
+        r#"
+mcp-gateway demo: MCP endpoint http://{address}/mcp  (memory store, no auth, loopback only)
+The `demo` module keeps a notebook: demo__list_notes (read-only), demo__add_note, demo__delete_note (destructive).
+
+Try it (the README walks through it):
+  S=$(curl -si http://{address}/mcp -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \
+       -d '{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"curl","version":"1"}}}}}}' \
+       | tr -d '\r' | awk -F': ' 'tolower($1)=="mcp-session-id"{{print $2}}')
+  curl -s http://{address}/mcp -H "mcp-session-id: $S" -H 'content-type: application/json' \
+       -d '{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"demo__delete_note","arguments":{{"number":1}}}}}}'
+  curl -s http://{address}/v1/mcp/elicitations
+"#
+    );
+}

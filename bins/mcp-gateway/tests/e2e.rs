@@ -1,0 +1,404 @@
+//! End-to-end: the real binary on a real socket, the official filesystem MCP server (from
+//! npm, run by `cargo xtask test`) as a stdio module, the memory store and a real
+//! PostgreSQL store — including a gateway restart between the hold and the confirmation.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use bytes::Bytes;
+use elicitation_store::test_support::TestDb;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+const AGENT: &str = "e2e-agent-token";
+const HUMAN: &str = "e2e-human-token";
+
+fn sha256_hex(text: &str) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    out.stdin
+        .as_ref()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let output = out.wait_with_output().unwrap();
+    String::from_utf8(output.stdout)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+fn filesystem_server() -> String {
+    std::env::var("MCP_FILESYSTEM_SERVER").unwrap_or_else(|_| {
+        panic!("MCP_FILESYSTEM_SERVER is not set: these tests run the real @modelcontextprotocol/server-filesystem from npm. Run `cargo xtask test`, which installs it and sets the variable.")
+    })
+}
+
+/// A sandbox directory for the filesystem server, and the gateway's configuration file.
+struct Scene {
+    dir: PathBuf,
+    sandbox: PathBuf,
+    config: PathBuf,
+}
+
+impl Scene {
+    fn new(name: &str, store: &str) -> Scene {
+        let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let sandbox = dir.join("sandbox");
+        std::fs::create_dir_all(&sandbox).unwrap();
+        let sandbox = sandbox.canonicalize().unwrap();
+        let config = dir.join("gateway.toml");
+        let text = format!(
+            r#"
+listen = "127.0.0.1:0"
+{store}
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{agent}"
+scopes = ["tools:call"]
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{human}"
+scopes = ["elicitations:respond"]
+[[modules]]
+name = "fs"
+transport = "stdio"
+command = "{server}"
+args = ["{sandbox}"]
+trust_annotations = true
+"#,
+            agent = sha256_hex(AGENT),
+            human = sha256_hex(HUMAN),
+            server = filesystem_server(),
+            sandbox = sandbox.display(),
+        );
+        std::fs::write(&config, text).unwrap();
+        Scene {
+            dir,
+            sandbox,
+            config,
+        }
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.sandbox.join(name)
+    }
+}
+
+impl Drop for Scene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The running binary.
+struct Gateway {
+    child: Child,
+    base: String,
+}
+
+impl Gateway {
+    async fn start(config: &Path) -> Gateway {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+            .arg("--config")
+            .arg(config)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+            .await
+            .expect("the gateway starts within a minute")
+            .unwrap()
+            .expect("the gateway prints where it listens");
+        let url = line
+            .strip_prefix("mcp-gateway listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let base = url.trim_end_matches("/mcp").to_owned();
+        Gateway { child, base }
+    }
+
+    /// SIGTERM, and the process must exit cleanly.
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("stops within 30 s")
+            .unwrap();
+        assert!(exit.success(), "graceful shutdown exits 0, got {exit}");
+    }
+}
+
+async fn http(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> (u16, http::HeaderMap, Value) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let bytes = body
+        .map(|b| serde_json::to_vec(b).unwrap())
+        .unwrap_or_default();
+    let response = client
+        .request(request.body(Full::new(Bytes::from(bytes))).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, headers, value)
+}
+
+struct Session {
+    base: String,
+    id: String,
+    next: i64,
+}
+
+impl Session {
+    async fn open(gateway: &Gateway) -> Session {
+        let auth = format!("Bearer {AGENT}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}});
+        let (status, headers, body) = http(
+            "POST",
+            &format!("{}/mcp", gateway.base),
+            &[
+                ("authorization", &auth),
+                ("accept", "application/json, text/event-stream"),
+            ],
+            Some(&init),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        let id = headers
+            .get("mcp-session-id")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let session = Session {
+            base: gateway.base.clone(),
+            id,
+            next: 0,
+        };
+        let auth = format!("Bearer {AGENT}");
+        let (status, _, _) = http(
+            "POST",
+            &format!("{}/mcp", session.base),
+            &[("authorization", &auth), ("mcp-session-id", &session.id)],
+            Some(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+        )
+        .await;
+        assert_eq!(status, 202);
+        session
+    }
+
+    async fn call(&mut self, tool: &str, arguments: Value, confirmation: Option<&str>) -> Value {
+        self.next += 1;
+        let mut params = json!({"name": tool, "arguments": arguments});
+        if let Some(id) = confirmation {
+            params["_meta"] = json!({"confirmation_id": id});
+        }
+        let auth = format!("Bearer {AGENT}");
+        let headers = [
+            ("authorization", auth.as_str()),
+            ("mcp-session-id", self.id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let (status, _, body) = http("POST", &format!("{}/mcp", self.base), &headers, Some(&json!({"jsonrpc": "2.0", "id": self.next, "method": "tools/call", "params": params}))).await;
+        assert_eq!(status, 200, "{body}");
+        body["result"].clone()
+    }
+}
+
+fn held_id(result: &Value) -> String {
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "expected a held call: {result}"
+    );
+    result["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn answer(base: &str, id: &str, confirmed: bool) {
+    let auth = format!("Bearer {HUMAN}");
+    let (status, _, body) = http(
+        "POST",
+        &format!("{base}/v1/mcp/elicitations/{id}/respond"),
+        &[("authorization", &auth)],
+        Some(&json!({"confirmed": confirmed})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The whole flow against one running gateway.
+async fn read_passes_write_is_held_confirmed_or_declined(scene: &Scene, gateway: &Gateway) {
+    let mut s = Session::open(gateway).await;
+    let notes = scene.file("notes.txt");
+    std::fs::write(&notes, "hello from the sandbox").unwrap();
+    let read = s
+        .call("fs__read_text_file", json!({"path": notes}), None)
+        .await;
+    assert_eq!(text(&read), "hello from the sandbox", "{read}");
+
+    let target = scene.file("written.txt");
+    let args = json!({"path": target, "content": "approved content"});
+    let id = held_id(&s.call("fs__write_file", args.clone(), None).await);
+    assert!(!target.exists(), "a held write does not touch the file");
+    answer(&gateway.base, &id, true).await;
+    let done = s.call("fs__write_file", args, Some(&id)).await;
+    assert_ne!(done["isError"], true, "{done}");
+    assert!(text(&done).starts_with("Successfully wrote"), "{done}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "approved content"
+    );
+
+    let declined = scene.file("declined.txt");
+    let args = json!({"path": declined, "content": "never"});
+    let id = held_id(&s.call("fs__write_file", args.clone(), None).await);
+    answer(&gateway.base, &id, false).await;
+    let rejected = s.call("fs__write_file", args, Some(&id)).await;
+    assert_eq!(
+        rejected["structuredContent"]["user_rejected"], true,
+        "{rejected}"
+    );
+    assert!(
+        !declined.exists(),
+        "a declined write does not touch the file"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_server_behind_the_gateway_with_the_memory_store() {
+    let scene = Scene::new("memory", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    read_passes_write_is_held_confirmed_or_declined(&scene, &gateway).await;
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filesystem_server_behind_the_gateway_with_postgres_surviving_a_restart() {
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("postgres", &store);
+    let gateway = Gateway::start(&scene.config).await;
+    read_passes_write_is_held_confirmed_or_declined(&scene, &gateway).await;
+
+    // Hold a write, restart the gateway, confirm through the new process, re-invoke.
+    let target = scene.file("after-restart.txt");
+    let args = json!({"path": target, "content": "survived"});
+    let id = held_id(
+        &Session::open(&gateway)
+            .await
+            .call("fs__write_file", args.clone(), None)
+            .await,
+    );
+    gateway.stop().await;
+    let gateway = Gateway::start(&scene.config).await;
+    answer(&gateway.base, &id, true).await;
+    let done = Session::open(&gateway)
+        .await
+        .call("fs__write_file", args, Some(&id))
+        .await;
+    assert_ne!(done["isError"], true, "{done}");
+    assert!(text(&done).starts_with("Successfully wrote"), "{done}");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "survived");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_subcommand_applies_the_migrations() {
+    let db = TestDb::new().await;
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .args(["migrate", "--database-url", &TestDb::url(&db.admin)])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "the database is up to date"
+    );
+}
+
+#[tokio::test]
+async fn a_bad_configuration_fails_with_a_clear_message() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-badconfig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("listen = \"0.0.0.0:0\"", "loopback"),
+        (
+            "[store]\nkind = \"postgres\"\ndatabase_url = \"postgres://x@127.0.0.1:1/x\"",
+            "seal",
+        ),
+        ("[auth]\nmode = \"tokens\"", "at least one"),
+    ];
+    for (i, (text, expected)) in cases.into_iter().enumerate() {
+        let path = dir.join(format!("c{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+            .arg("--config")
+            .arg(&path)
+            .env_remove("MCP_GATEWAY_SEAL_KEYS")
+            .output()
+            .await
+            .unwrap();
+        assert!(!output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

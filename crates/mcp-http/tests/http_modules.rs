@@ -1,0 +1,157 @@
+//! Modules over Streamable HTTP, on real sockets: a modern one (another gateway, which
+//! answers `server/discover`) and a legacy-only one (a small Python server that needs the
+//! `initialize` handshake and answers with SSE).
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use elicitation_store::MemoryStore;
+use gating_core::GatePolicy;
+use mcp_http::auth::{Auth, Principal};
+use mcp_http::gateway::Gateway;
+use mcp_http::modules::demo::demo_module;
+use mcp_http::modules::http::{HttpConfig, HttpModule};
+use mcp_http::registry::{ModuleSpec, Registry};
+use mcp_http::service::{McpService, ServiceConfig};
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+fn principal() -> Principal {
+    match Auth::none() {
+        Auth::None(p) => p,
+        Auth::Tokens(_) => unreachable!(),
+    }
+}
+
+fn params(name: &str, arguments: Value) -> Map<String, Value> {
+    json!({"name": name, "arguments": arguments})
+        .as_object()
+        .unwrap()
+        .clone()
+}
+
+async fn gateway_over_http(url: String) -> Gateway {
+    let module = HttpModule::new(HttpConfig {
+        name: "up".into(),
+        url: url.parse().unwrap(),
+        headers: Vec::new(),
+        call_timeout: Duration::from_secs(30),
+    });
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "up".into(),
+        prefix: "up".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_http_module_is_called_in_the_modern_era() {
+    // The upstream: another gateway serving the demo module on a real socket.
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "demo".into(),
+        prefix: "demo".into(),
+        trust_annotations: true,
+        module: Arc::new(demo_module()),
+    }])
+    .await
+    .unwrap();
+    let upstream = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    let service = Arc::new(McpService::new(
+        upstream,
+        Auth::none(),
+        ServiceConfig::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mcp_http::serve(listener, service, async {
+        let _ = stopped.await;
+    }));
+
+    let gateway = gateway_over_http(format!("http://{address}/mcp")).await;
+    let names: Vec<Value> = gateway
+        .list_tools()
+        .await
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert!(names.contains(&json!("up__demo__list_notes")), "{names:?}");
+    let listed = gateway
+        .call_tool(&principal(), params("up__demo__list_notes", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(
+        listed["structuredContent"]["notes"][0], "buy milk",
+        "{listed}"
+    );
+    assert!(
+        listed.get("resultType").is_none(),
+        "the module's era does not leak downstream"
+    );
+    // The upstream gateway holds its own destructive tool: the held result comes back as is.
+    let held = gateway
+        .call_tool(
+            &principal(),
+            params("up__demo__delete_note", json!({"number": 1})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        held["structuredContent"]["elicitation_required"] == true,
+        "{held}"
+    );
+    let _ = stop.send(());
+    server.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_http_module_gets_the_handshake_and_sse_answers_are_read() {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/legacy_http_module.py"
+    );
+    let mut child = tokio::process::Command::new("python3")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let gateway = gateway_over_http(format!("http://127.0.0.1:{port}/mcp")).await;
+    let result = gateway
+        .call_tool(&principal(), params("up__shout", json!({"text": "quiet"})))
+        .await
+        .unwrap();
+    assert_eq!(result["content"][0]["text"], "QUIET", "{result}");
+    child.kill().await.unwrap();
+    let down = gateway
+        .call_tool(&principal(), params("up__shout", json!({"text": "x"})))
+        .await
+        .unwrap();
+    assert_eq!(
+        down["structuredContent"]["upstream_error"], true,
+        "a module that is down fails cleanly: {down}"
+    );
+}
