@@ -18,6 +18,7 @@ use mcp_http::modules::http::{HttpConfig as HttpModuleConfig, HttpModule};
 use mcp_http::modules::stdio::{StdioConfig, StdioModule};
 use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
+use mcp_http::state::{RequestStates, STATE_KEY_INFO};
 
 use crate::config::{AuthMode, Config, ModuleConfig, StoreKind, Transport};
 
@@ -195,8 +196,16 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         session_idle_timeout: config.http.session_idle_timeout,
         ..ServiceConfig::default()
     };
+    // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing
+    // them accepts each other's states), else a per-process key.
+    let states = match seal_keys(config) {
+        Ok(keys) => RequestStates::new(keys.derive_key(STATE_KEY_INFO)),
+        Err(_) => RequestStates::ephemeral(),
+    };
     Ok(App {
-        service: Arc::new(McpService::new(gateway, auth, service_config)),
+        service: Arc::new(
+            McpService::new(gateway, auth, service_config).with_request_states(states),
+        ),
         store,
         registry,
     })

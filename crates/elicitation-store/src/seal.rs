@@ -104,6 +104,7 @@ pub struct Sealed {
 struct Key {
     id: String,
     aead: LessSafeKey,
+    prk: ring::hkdf::Prk,
 }
 
 /// The keys that seal and open payloads; the first is the active one.
@@ -127,14 +128,19 @@ impl ring::hkdf::KeyType for AesKeyLen {
     }
 }
 
-fn derive(material: &[u8; 32]) -> LessSafeKey {
-    let prk = Salt::new(HKDF_SHA256, &[]).extract(material);
+fn expand(prk: &ring::hkdf::Prk, info: &[u8]) -> [u8; 32] {
+    let info = [info];
     let okm = prk
-        .expand(&[HKDF_INFO], AesKeyLen)
+        .expand(&info, AesKeyLen)
         .expect("32 bytes is a valid HKDF-SHA256 output length");
     let mut key = [0u8; 32];
     okm.fill(&mut key)
         .expect("the output buffer has the requested length");
+    key
+}
+
+fn derive(prk: &ring::hkdf::Prk) -> LessSafeKey {
+    let key = expand(prk, HKDF_INFO);
     LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"))
 }
 
@@ -160,8 +166,10 @@ impl KeyRing {
             if ring.iter().any(|k| k.id == id) {
                 return Err(SealError::DuplicateKeyId { id });
             }
+            let prk = Salt::new(HKDF_SHA256, &[]).extract(&material);
             ring.push(Key {
-                aead: derive(&material),
+                aead: derive(&prk),
+                prk,
                 id,
             });
         }
@@ -215,6 +223,18 @@ impl KeyRing {
             reason: e.to_string(),
         })?;
         KeyRing::parse(&text)
+    }
+
+    /// A 32-byte key for another purpose, derived with HKDF-SHA256 from the active key's
+    /// material with `info` (which must differ from every other use, including the payload
+    /// key's `mcp-gateway/elicitation-payload/v1`), so instances sharing the ring share it.
+    pub fn derive_key(&self, info: &str) -> [u8; 32] {
+        assert_ne!(
+            info.as_bytes(),
+            HKDF_INFO,
+            "the payload key's info is reserved"
+        );
+        expand(&self.keys[0].prk, info.as_bytes())
     }
 
     /// The id of the key that seals.
@@ -443,6 +463,16 @@ mod tests {
             KeyRing::from_file(&path),
             Err(SealError::File { .. })
         ));
+    }
+
+    #[test]
+    fn derived_keys_depend_on_material_and_purpose() {
+        let a = ring(&format!("k1:{}", b64(1)));
+        let same = ring(&format!("other-id:{}", b64(1)));
+        let b = ring(&format!("k1:{}", b64(2)));
+        assert_eq!(a.derive_key("x/v1"), same.derive_key("x/v1"));
+        assert_ne!(a.derive_key("x/v1"), a.derive_key("y/v1"));
+        assert_ne!(a.derive_key("x/v1"), b.derive_key("x/v1"));
     }
 
     #[test]

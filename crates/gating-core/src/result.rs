@@ -16,6 +16,24 @@ pub fn confirmation_prompt(tool_name: &str) -> String {
     )
 }
 
+/// Longest argument summary in a confirmation message, in characters.
+const ARGUMENTS_SUMMARY_CHARS: usize = 300;
+
+/// The confirmation message for a call: [`confirmation_prompt`] followed by a summary of the
+/// arguments (their canonical JSON, shortened to 300 characters), so the person sees what
+/// they approve.
+pub fn confirmation_message(tool_name: &str, arguments: &Value) -> String {
+    let canonical = crate::canonical_json(arguments);
+    let summary: String = if canonical.chars().count() > ARGUMENTS_SUMMARY_CHARS {
+        let mut short: String = canonical.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
+        short.push('…');
+        short
+    } else {
+        canonical
+    };
+    format!("{} Arguments: {summary}", confirmation_prompt(tool_name))
+}
+
 /// The two parts of a tool result: the text a model reads and the structured content a
 /// program reads.
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use elicitation_core::{ElicitationId, ElicitationStatus};
+use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
 use gating_core::{CallDigest, GateDecision, GatePolicy, HintSource};
 use serde_json::{Map, Value};
@@ -27,6 +27,28 @@ pub struct Gateway {
     store: Arc<dyn ElicitationStore>,
     policy: GatePolicy,
     require_authenticated_caller: bool,
+}
+
+/// What became of a `tools/call`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallOutcome {
+    /// The call is answered: the module's result, or the gate's in-band result.
+    Done(Value),
+    /// The call waits for a person to answer this (pending) confirmation. How to ask depends
+    /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
+    /// result (`gating_core::held_result`).
+    NeedsConfirmation(Elicitation),
+}
+
+impl CallOutcome {
+    /// The result for a client that cannot be asked natively: a pending confirmation
+    /// becomes the held result.
+    pub fn into_result(self) -> Value {
+        match self {
+            CallOutcome::Done(value) => value,
+            CallOutcome::NeedsConfirmation(confirmation) => gating_core::held_result(&confirmation),
+        }
+    }
 }
 
 /// What the gate did with a call (for the audit trail).
@@ -75,12 +97,13 @@ impl Gateway {
             .collect()
     }
 
-    /// Runs `tools/call` with these params for `principal`.
+    /// Runs `tools/call` with these params for `principal`. `_meta.confirmation_id` names a
+    /// confirmation the caller believes approves this call.
     pub async fn call_tool(
         &self,
         principal: &Principal,
         params: Map<String, Value>,
-    ) -> Result<Value, McpError> {
+    ) -> Result<CallOutcome, McpError> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -104,24 +127,23 @@ impl Gateway {
             .and_then(|m| m.get(META_CONFIRMATION_ID))
             .and_then(Value::as_str)
             .and_then(|id| id.parse::<ElicitationId>().ok());
-        match self.policy.decide(&entry.qualified, hints(&entry)) {
-            GateDecision::Forward => Ok(self
-                .forward(
-                    principal,
-                    &entry,
-                    &params,
-                    Audit::Forwarded { gated: false },
-                    None,
+        Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
+            GateDecision::Forward => {
+                let forwarded = Audit::Forwarded { gated: false };
+                CallOutcome::Done(
+                    self.forward(principal, &entry, &params, forwarded, None)
+                        .await,
                 )
-                .await),
+            }
             GateDecision::Deny => {
                 audit(principal, &entry, Audit::Rejected("policy_denied"), None);
-                Ok(gating_core::denied_result(&entry.qualified))
+                CallOutcome::Done(gating_core::denied_result(&entry.qualified))
             }
-            GateDecision::Confirm => Ok(self
-                .gated(principal, &entry, &params, arguments, confirmation_id)
-                .await),
-        }
+            GateDecision::Confirm => {
+                self.gated(principal, &entry, &params, arguments, confirmation_id)
+                    .await
+            }
+        })
     }
 
     async fn gated(
@@ -131,7 +153,8 @@ impl Gateway {
         params: &Map<String, Value>,
         arguments: &Value,
         confirmation_id: Option<ElicitationId>,
-    ) -> Value {
+    ) -> CallOutcome {
+        let done = CallOutcome::Done;
         if self.require_authenticated_caller && !principal.authenticated {
             audit(
                 principal,
@@ -139,9 +162,9 @@ impl Gateway {
                 Audit::Rejected("no_authenticated_caller"),
                 None,
             );
-            return gating_core::gate_unavailable_result(
+            return done(gating_core::gate_unavailable_result(
                 "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
-            );
+            ));
         }
         let caller = &principal.caller;
         let binding = CallBinding {
@@ -151,35 +174,31 @@ impl Gateway {
         if let Some(id) = confirmation_id {
             let found = match timed(self.store.confirmation(caller, id, &binding)).await {
                 Ok(found) => found,
-                Err(e) => return self.fail_closed(principal, entry, &e),
+                Err(e) => return done(self.fail_closed(principal, entry, &e)),
             };
             if let Some(confirmation) = found {
                 match (confirmation.status, confirmation.confirmation_state()) {
                     // Not answered yet: the same held result, no new elicitation.
                     (ElicitationStatus::Pending, _) => {
                         audit(principal, entry, Audit::Held, Some(id));
-                        return gating_core::held_result(&confirmation);
+                        return CallOutcome::NeedsConfirmation(confirmation);
                     }
                     (ElicitationStatus::Responded, Some(false)) => {
                         audit(principal, entry, Audit::Rejected("user_rejected"), Some(id));
-                        return gating_core::user_rejected_result();
+                        return done(gating_core::user_rejected_result());
                     }
                     (ElicitationStatus::Responded, Some(true)) => {
                         match timed(self.store.consume_confirmation(caller, id, &binding)).await {
                             Ok(_) => {
-                                return self
-                                    .forward(
-                                        principal,
-                                        entry,
-                                        params,
-                                        Audit::Forwarded { gated: true },
-                                        Some(id),
-                                    )
+                                let forwarded = Audit::Forwarded { gated: true };
+                                let result = self
+                                    .forward(principal, entry, params, forwarded, Some(id))
                                     .await;
+                                return done(result);
                             }
                             // Used already, or past its time: ask anew below.
                             Err(StoreError::Transition(_) | StoreError::NotFound { .. }) => {}
-                            Err(e) => return self.fail_closed(principal, entry, &e),
+                            Err(e) => return done(self.fail_closed(principal, entry, &e)),
                         }
                     }
                     (ElicitationStatus::Cancelled, _) => {
@@ -189,7 +208,7 @@ impl Gateway {
                             Audit::Rejected("confirmation_cancelled"),
                             Some(id),
                         );
-                        return gating_core::cancelled_result(id);
+                        return done(gating_core::cancelled_result(id));
                     }
                     (ElicitationStatus::Expired, _) => {
                         audit(
@@ -198,7 +217,7 @@ impl Gateway {
                             Audit::Rejected("confirmation_expired"),
                             Some(id),
                         );
-                        return gating_core::expired_result(id);
+                        return done(gating_core::expired_result(id));
                     }
                     // Failed validation: ask anew.
                     _ => {}
@@ -208,21 +227,21 @@ impl Gateway {
         let request = ConfirmationRequest {
             tool: entry.qualified.clone(),
             arguments: arguments.clone(),
-            message: gating_core::confirmation_prompt(&entry.qualified),
+            message: gating_core::confirmation_message(&entry.qualified, arguments),
             ttl: self.policy.ttl_for(&entry.qualified),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
                 audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
-                gating_core::held_result(&stored.elicitation)
+                CallOutcome::NeedsConfirmation(stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
                 audit(principal, entry, Audit::Rejected("pending_limit"), None);
-                gating_core::gate_unavailable_result(&format!(
+                done(gating_core::gate_unavailable_result(&format!(
                     "this caller already has {limit} confirmations waiting; answer or cancel some first"
-                ))
+                )))
             }
-            Err(e) => self.fail_closed(principal, entry, &e),
+            Err(e) => done(self.fail_closed(principal, entry, &e)),
         }
     }
 
@@ -244,6 +263,9 @@ impl Gateway {
     ) -> Value {
         let mut upstream = params.clone();
         upstream.insert("name".into(), Value::String(entry.original.clone()));
+        // The multi round-trip fields were the gateway's exchange with the client.
+        upstream.remove("requestState");
+        upstream.remove("inputResponses");
         if let Some(Value::Object(meta)) = upstream.get_mut("_meta") {
             meta.remove(META_CONFIRMATION_ID);
             meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));

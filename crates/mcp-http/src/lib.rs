@@ -8,7 +8,9 @@
 //! `gating-core`) nor how elicitations change or persist (`elicitation-core`,
 //! `elicitation-store`).
 
+pub mod ask;
 pub mod auth;
+pub mod body;
 pub mod error;
 pub mod gateway;
 pub mod jsonrpc;
@@ -18,6 +20,7 @@ pub mod rest;
 pub mod service;
 pub mod sessions;
 pub mod sse;
+pub mod state;
 pub mod wire;
 
 mod serve;

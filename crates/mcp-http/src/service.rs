@@ -12,11 +12,13 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use serde_json::{Map, Value, json};
 
+use crate::ask;
 use crate::auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use crate::error::{Era, McpError};
-use crate::gateway::Gateway;
+use crate::gateway::{CallOutcome, Gateway};
 use crate::jsonrpc::{self, Message, Request as RpcRequest};
 use crate::sessions::Sessions;
+use crate::state::RequestStates;
 use crate::wire::{
     self, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION,
 };
@@ -57,6 +59,16 @@ pub struct McpService {
     auth: Auth,
     sessions: Sessions,
     config: ServiceConfig,
+    states: RequestStates,
+    answers: Arc<ask::PendingAnswers>,
+}
+
+/// What a request handler answers with.
+enum Reply {
+    /// A JSON-RPC result (and, for `initialize`, the new session's id).
+    Result(Value, Option<String>),
+    /// A response already built (an SSE stream that asks the person).
+    Stream(Response<Body>),
 }
 
 fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
@@ -182,7 +194,16 @@ impl McpService {
             auth,
             sessions,
             config,
+            states: RequestStates::ephemeral(),
+            answers: Arc::default(),
         }
+    }
+
+    /// Uses `states` for multi round-trip `requestState`s (instances that share a store must
+    /// share the key; the default is a random per-process key).
+    pub fn with_request_states(mut self, states: RequestStates) -> Self {
+        self.states = states;
+        self
     }
 
     /// The gateway core.
@@ -298,8 +319,22 @@ impl McpService {
                 }
                 return empty(StatusCode::ACCEPTED);
             }
-            // Answers to requests the gateway sends (none yet) are accepted and ignored.
-            Message::Response { .. } => return empty(StatusCode::ACCEPTED),
+            // An answer to a request the gateway sent (elicitation/create on a legacy stream).
+            Message::Response { id, outcome } => {
+                let Some(session) = header_text(headers, "mcp-session-id") else {
+                    return rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
+                };
+                if let Err(e) = self.sessions.touch(&session, &principal.caller) {
+                    return rpc_error(&e, None, Some(Era::Legacy));
+                }
+                if !self.answers.deliver(&session, &id, outcome) {
+                    tracing::debug!(
+                        ?id,
+                        "an answer nobody waits for (late, or unknown); ignored"
+                    );
+                }
+                return empty(StatusCode::ACCEPTED);
+            }
         };
         let modern_meta = request
             .params
@@ -324,7 +359,8 @@ impl McpService {
             Era::Modern => self.modern(headers, principal, &request).await,
         };
         match outcome {
-            Ok((result, session)) => {
+            Ok(Reply::Stream(response)) => response,
+            Ok(Reply::Result(result, session)) => {
                 let mut response = rpc_result(headers, &request.id, result);
                 if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
                     response.headers_mut().insert("mcp-session-id", session);
@@ -341,7 +377,7 @@ impl McpService {
         headers: &HeaderMap,
         principal: &Principal,
         request: &RpcRequest,
-    ) -> Result<(Value, Option<String>), McpError> {
+    ) -> Result<Reply, McpError> {
         if request.method == "initialize" {
             let params = request.params_object()?;
             let requested = params
@@ -362,10 +398,13 @@ impl McpService {
             let session = self
                 .sessions
                 .create(&principal.caller, version, capabilities)?;
-            return Ok((wire::initialize_result(version), Some(session)));
+            return Ok(Reply::Result(
+                wire::initialize_result(version),
+                Some(session),
+            ));
         }
-        let session = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
-        self.sessions.touch(&session, &principal.caller)?;
+        let session_id = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
+        let session = self.sessions.touch(&session_id, &principal.caller)?;
         if let Some(version) = header_text(headers, "mcp-protocol-version")
             && !LEGACY_VERSIONS.contains(&version.as_str())
         {
@@ -381,13 +420,31 @@ impl McpService {
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
-                self.gateway
-                    .call_tool(principal, request.params_object()?)
-                    .await?
+                let params = request.params_object()?;
+                match self.gateway.call_tool(principal, params.clone()).await? {
+                    CallOutcome::NeedsConfirmation(confirmation)
+                        if ask::can_elicit_form(Some(&session.capabilities)) =>
+                    {
+                        let context = ask::StreamContext {
+                            gateway: self.gateway.clone(),
+                            answers: self.answers.clone(),
+                            session: session_id,
+                            version: session.version,
+                            principal: principal.clone(),
+                            request_id: request.id.clone(),
+                            params,
+                        };
+                        return Ok(Reply::Stream(ask::stream_confirmation(
+                            context,
+                            confirmation,
+                        )));
+                    }
+                    outcome => outcome.into_result(),
+                }
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
-        Ok((result, None))
+        Ok(Reply::Result(result, None))
     }
 
     /// A modern request: self-describing `_meta`, headers that must agree with the body.
@@ -396,7 +453,7 @@ impl McpService {
         headers: &HeaderMap,
         principal: &Principal,
         request: &RpcRequest,
-    ) -> Result<(Value, Option<String>), McpError> {
+    ) -> Result<Reply, McpError> {
         let params = request.params_object()?;
         let meta = params
             .get("_meta")
@@ -432,11 +489,16 @@ impl McpService {
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
-                (self.gateway.call_tool(principal, params).await?, false)
+                let can_elicit = ask::can_elicit_form(meta.get(META_CLIENT_CAPABILITIES));
+                let mrtr = ask::Mrtr {
+                    gateway: &self.gateway,
+                    states: &self.states,
+                };
+                (mrtr.call(principal, params, can_elicit).await?, false)
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
-        Ok((wire::modern_result(result, cacheable), None))
+        Ok(Reply::Result(wire::modern_result(result, cacheable), None))
     }
 }
 

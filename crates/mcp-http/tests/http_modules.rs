@@ -96,7 +96,8 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
     let listed = gateway
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(
         listed["structuredContent"]["notes"][0], "buy milk",
         "{listed}"
@@ -112,7 +113,8 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
             params("up__demo__delete_note", json!({"number": 1})),
         )
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert!(
         held["structuredContent"]["elicitation_required"] == true,
         "{held}"
@@ -143,13 +145,15 @@ async fn a_legacy_http_module_gets_the_handshake_and_sse_answers_are_read() {
     let result = gateway
         .call_tool(&principal(), params("up__shout", json!({"text": "quiet"})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(result["content"][0]["text"], "QUIET", "{result}");
     child.kill().await.unwrap();
     let down = gateway
         .call_tool(&principal(), params("up__shout", json!({"text": "x"})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(
         down["structuredContent"]["upstream_error"], true,
         "a module that is down fails cleanly: {down}"

@@ -17,6 +17,7 @@ use mcp_http::gateway::Gateway;
 use mcp_http::modules::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
+use mcp_http::state::RequestStates;
 use serde_json::{Value, json};
 
 const AGENT: &str = "agent-token";
@@ -100,6 +101,14 @@ fn auth() -> Auth {
 }
 
 async fn harness_with(store: Arc<dyn ElicitationStore>, durable: bool) -> Harness {
+    harness_keyed(store, durable, RequestStates::ephemeral()).await
+}
+
+async fn harness_keyed(
+    store: Arc<dyn ElicitationStore>,
+    durable: bool,
+    states: RequestStates,
+) -> Harness {
     let calls = Arc::new(Calls::default());
     let registry = Registry::start(vec![
         ModuleSpec {
@@ -128,7 +137,7 @@ async fn harness_with(store: Arc<dyn ElicitationStore>, durable: bool) -> Harnes
         ..ServiceConfig::default()
     };
     Harness {
-        service: Arc::new(McpService::new(gateway, auth(), config)),
+        service: Arc::new(McpService::new(gateway, auth(), config).with_request_states(states)),
         calls,
     }
 }
@@ -137,14 +146,17 @@ async fn memory() -> Harness {
     harness_with(Arc::new(MemoryStore::default()), false).await
 }
 
-async fn postgres() -> Harness {
-    let db = elicitation_store::test_support::TestDb::new().await;
+async fn postgres_store(db: &elicitation_store::test_support::TestDb) -> PostgresStore {
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
     let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
     options.config = db.writer.clone();
     options.pool_size = 4;
-    let store = PostgresStore::connect(options).await.unwrap();
-    harness_with(Arc::new(store), true).await
+    PostgresStore::connect(options).await.unwrap()
+}
+
+async fn postgres() -> Harness {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    harness_with(Arc::new(postgres_store(&db).await), true).await
 }
 
 /// One HTTP exchange with the service.
@@ -1074,4 +1086,536 @@ async fn a_durable_store_refuses_to_gate_for_an_unauthenticated_caller() {
         true
     );
     assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
+
+// ---- native confirmation: modern multi round-trip and legacy SSE ----
+
+const ELICIT_FORM: &str = r#"{"elicitation": {"form": {}}}"#;
+
+/// A modern `tools/call` (or retry) with the given capabilities; the whole JSON-RPC answer.
+async fn modern_call(
+    h: &Harness,
+    token: &str,
+    id: i64,
+    tool: &str,
+    arguments: Value,
+    extra: Value,
+    capabilities: &str,
+) -> (StatusCode, Value) {
+    let auth = format!("Bearer {token}");
+    let mut params = json!({"name": tool, "arguments": arguments});
+    if let Value::Object(extra) = extra {
+        for (k, v) in extra {
+            params[k] = v;
+        }
+    }
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        serde_json::from_str(capabilities).unwrap();
+    let body = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}),
+    )
+    .unwrap();
+    let (status, _, reply) = send(
+        h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/call", Some(tool), &auth),
+        body,
+    )
+    .await;
+    (status, reply)
+}
+
+fn input_request(reply: &Value) -> (String, Value) {
+    let result = &reply["result"];
+    assert_eq!(result["resultType"], "input_required", "{reply}");
+    let ask = &result["inputRequests"]["confirm"];
+    assert_eq!(ask["method"], "elicitation/create");
+    assert_eq!(ask["params"]["mode"], "form");
+    assert_eq!(
+        ask["params"]["requestedSchema"]["required"],
+        json!(["confirmed"])
+    );
+    (
+        result["requestState"].as_str().unwrap().to_owned(),
+        ask["params"].clone(),
+    )
+}
+
+fn retry(state: &str, answer: Value) -> Value {
+    json!({"requestState": state, "inputResponses": {"confirm": answer}})
+}
+
+async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
+    let args = json!({"path": "/mrtr"});
+    let (_, first) = modern_call(
+        &h,
+        AGENT,
+        1,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, ask) = input_request(&first);
+    assert!(
+        ask["message"].as_str().unwrap().contains("test__delete")
+            && ask["message"].as_str().unwrap().contains("/mrtr"),
+        "{ask}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+    // The same confirmation is visible to the REST API.
+    let (_, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert_eq!(pending["elicitations"].as_array().unwrap().len(), 1);
+    let (status, done) = modern_call(
+        &h,
+        AGENT,
+        2,
+        "test__delete",
+        args.clone(),
+        retry(
+            &state,
+            json!({"action": "accept", "content": {"confirmed": true}}),
+        ),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{done}");
+    assert_eq!(done["result"]["resultType"], "complete");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "deleted /mrtr",
+        "{done}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+
+    // Decline and cancel.
+    for (action, key) in [
+        ("decline", "user_rejected"),
+        ("cancel", "confirmation_cancelled"),
+    ] {
+        let (_, first) = modern_call(
+            &h,
+            AGENT,
+            3,
+            "test__delete",
+            args.clone(),
+            json!({}),
+            ELICIT_FORM,
+        )
+        .await;
+        let (state, _) = input_request(&first);
+        let (_, done) = modern_call(
+            &h,
+            AGENT,
+            4,
+            "test__delete",
+            args.clone(),
+            retry(&state, json!({"action": action})),
+            ELICIT_FORM,
+        )
+        .await;
+        assert_eq!(
+            done["result"]["structuredContent"][key], true,
+            "{action}: {done}"
+        );
+    }
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+
+    // An invalid answer is asked again, not failed.
+    let (_, first) = modern_call(
+        &h,
+        AGENT,
+        5,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let (_, again) = modern_call(
+        &h,
+        AGENT,
+        6,
+        "test__delete",
+        args.clone(),
+        retry(
+            &state,
+            json!({"action": "accept", "content": {"confirmed": "yes"}}),
+        ),
+        ELICIT_FORM,
+    )
+    .await;
+    input_request(&again);
+}
+
+async fn modern_request_state_is_verified_and_single_use(h: Harness) {
+    let args = json!({"path": "/s"});
+    let (_, first) = modern_call(
+        &h,
+        AGENT,
+        1,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let yes = json!({"action": "accept", "content": {"confirmed": true}});
+    let mut tampered = state.clone().into_bytes();
+    let at = tampered.len() - 3;
+    tampered[at] = if tampered[at] == b'x' { b'y' } else { b'x' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = [
+        ("tampered", AGENT, args.clone(), tampered.as_str()),
+        (
+            "other arguments",
+            AGENT,
+            json!({"path": "/other"}),
+            state.as_str(),
+        ),
+        ("another caller", OTHER_AGENT, args.clone(), state.as_str()),
+        (
+            "not a state",
+            AGENT,
+            args.clone(),
+            "eyJsb2NhdGlvbiI6Ik5ldyBZb3JrIn0",
+        ),
+    ];
+    for (why, token, arguments, state) in refused {
+        let (status, reply) = modern_call(
+            &h,
+            token,
+            2,
+            "test__delete",
+            arguments,
+            retry(state, yes.clone()),
+            ELICIT_FORM,
+        )
+        .await;
+        assert_eq!(
+            (status, reply["error"]["code"].clone()),
+            (StatusCode::BAD_REQUEST, json!(-32602)),
+            "{why}: {reply}"
+        );
+    }
+    assert_eq!(
+        h.calls.delete.load(Ordering::SeqCst),
+        0,
+        "nothing forwarded on a refused state"
+    );
+    let (_, done) = modern_call(
+        &h,
+        AGENT,
+        3,
+        "test__delete",
+        args.clone(),
+        retry(&state, yes.clone()),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(done["result"]["content"][0]["text"], "deleted /s", "{done}");
+    let (status, replay) = modern_call(
+        &h,
+        AGENT,
+        4,
+        "test__delete",
+        args.clone(),
+        retry(&state, yes),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        (status, replay["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32602)),
+        "a state is used once: {replay}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+}
+
+async fn modern_retry_without_answers_uses_the_rest_answer(h: Harness) {
+    let args = json!({"path": "/oob"});
+    let (_, first) = modern_call(
+        &h,
+        AGENT,
+        1,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let (_, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    approve(&h, pending["elicitations"][0]["id"].as_str().unwrap(), true).await;
+    let (_, done) = modern_call(
+        &h,
+        AGENT,
+        2,
+        "test__delete",
+        args,
+        json!({"requestState": state}),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "deleted /oob",
+        "{done}"
+    );
+}
+
+async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness) {
+    for capabilities in ["{}", r#"{"elicitation": {"url": {}}}"#] {
+        let (_, reply) = modern_call(
+            &h,
+            AGENT,
+            1,
+            "test__delete",
+            json!({"path": "/h"}),
+            json!({}),
+            capabilities,
+        )
+        .await;
+        assert_eq!(reply["result"]["resultType"], "complete");
+        held_id(&reply["result"]);
+    }
+}
+
+/// Reads SSE events from a streaming response until `want` of them arrived.
+struct EventReader {
+    body: mcp_http::service::Body,
+    parser: mcp_http::sse::Parser,
+    ready: std::collections::VecDeque<Value>,
+}
+
+impl EventReader {
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return event;
+            }
+            let frame = tokio::time::timeout(std::time::Duration::from_secs(30), self.body.frame())
+                .await
+                .expect("an event within 30 s")
+                .expect("the stream is open")
+                .unwrap();
+            if let Some(data) = frame.data_ref() {
+                for event in self.parser.feed(data).unwrap() {
+                    self.ready.push_back(serde_json::from_str(&event).unwrap());
+                }
+            }
+        }
+    }
+}
+
+async fn open_eliciting_session<'a>(h: &'a Harness, token: &'static str) -> Session<'a> {
+    let auth = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (_, headers, _) = send(
+        h,
+        "POST",
+        "/mcp",
+        &[("authorization", &auth)],
+        serde_json::to_vec(&init).unwrap(),
+    )
+    .await;
+    let id = headers
+        .get("mcp-session-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    Session {
+        h,
+        token,
+        id,
+        next: 10,
+    }
+}
+
+async fn stream_call(s: &Session<'_>, tool: &str, arguments: Value) -> EventReader {
+    let auth = format!("Bearer {}", s.token);
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})).unwrap();
+    let request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("authorization", auth)
+        .header("mcp-session-id", &s.id)
+        .header("accept", "application/json, text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let response = s.h.service.handle(request).await;
+    assert_eq!(
+        response.headers().get("content-type").unwrap(),
+        "text/event-stream"
+    );
+    EventReader {
+        body: response.into_body(),
+        parser: mcp_http::sse::Parser::default(),
+        ready: Default::default(),
+    }
+}
+
+async fn legacy_client_with_elicitation_is_asked_over_sse(h: Harness) {
+    let s = open_eliciting_session(&h, AGENT).await;
+    // Accept: the answer is POSTed back (202), then the result arrives on the same stream.
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/sse"})).await;
+    let ask = events.next().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(
+        ask["params"]["requestedSchema"]["properties"]["confirmed"]["type"],
+        "boolean"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+    let (status, _, _) = s.post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirmed": true}}})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let result = events.next().await;
+    assert_eq!(result["id"], 77);
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /sse",
+        "{result}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+
+    // Decline.
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/no"})).await;
+    let ask = events.next().await;
+    s.post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}))
+        .await;
+    assert_eq!(
+        events.next().await["result"]["structuredContent"]["user_rejected"],
+        true
+    );
+
+    // An answer through the REST API completes the waiting stream.
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/rest"})).await;
+    let ask = events.next().await;
+    let id = ask["id"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("mcp-gateway-confirm-")
+        .rsplit_once('-')
+        .unwrap()
+        .0
+        .to_owned();
+    approve(&h, &id, true).await;
+    let result = events.next().await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /rest",
+        "{result}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 2);
+
+    // A read-only tool is never asked about.
+    let mut s = s;
+    let read = s.call("test__read", json!({"path": "/r"}), None).await;
+    assert_eq!(read["content"][0]["text"], "read /r");
+}
+
+async fn legacy_disconnect_is_not_a_cancellation(h: Harness) {
+    let s = open_eliciting_session(&h, AGENT).await;
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/gone"})).await;
+    events.next().await;
+    drop(events);
+    let (_, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert_eq!(pending["elicitations"][0]["status"], "pending", "{pending}");
+}
+
+mod native_memory {
+    use super::memory;
+    router_tests!(memory:
+        modern_client_with_elicitation_confirms_in_band,
+        modern_request_state_is_verified_and_single_use,
+        modern_retry_without_answers_uses_the_rest_answer,
+        modern_client_without_form_elicitation_gets_the_held_result,
+        legacy_client_with_elicitation_is_asked_over_sse,
+        legacy_disconnect_is_not_a_cancellation,
+    );
+}
+
+mod native_postgres {
+    use super::postgres;
+    router_tests!(postgres:
+        modern_client_with_elicitation_confirms_in_band,
+        modern_request_state_is_verified_and_single_use,
+        legacy_client_with_elicitation_is_asked_over_sse,
+    );
+}
+
+/// Two gateway instances on one PostgreSQL, sharing the state key: the retry lands on the
+/// instance that did not issue the state, and a stream waiting on one completes from a REST
+/// answer given to the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_postgres_share_confirmations() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let a = harness_keyed(
+        Arc::new(postgres_store(&db).await),
+        true,
+        RequestStates::new([5; 32]),
+    )
+    .await;
+    let b = harness_keyed(
+        Arc::new(postgres_store(&db).await),
+        true,
+        RequestStates::new([5; 32]),
+    )
+    .await;
+    let args = json!({"path": "/twin"});
+    let (_, first) = modern_call(
+        &a,
+        AGENT,
+        1,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let (_, done) = modern_call(
+        &b,
+        AGENT,
+        2,
+        "test__delete",
+        args,
+        retry(
+            &state,
+            json!({"action": "accept", "content": {"confirmed": true}}),
+        ),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "deleted /twin",
+        "{done}"
+    );
+    assert_eq!(
+        (
+            a.calls.delete.load(Ordering::SeqCst),
+            b.calls.delete.load(Ordering::SeqCst)
+        ),
+        (0, 1)
+    );
+
+    let s = open_eliciting_session(&a, AGENT).await;
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/across"})).await;
+    let ask = events.next().await;
+    let id = ask["id"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("mcp-gateway-confirm-")
+        .rsplit_once('-')
+        .unwrap()
+        .0
+        .to_owned();
+    approve(&b, &id, true).await;
+    let result = events.next().await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /across",
+        "{result}"
+    );
 }

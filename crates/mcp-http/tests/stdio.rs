@@ -70,13 +70,15 @@ async fn a_module_that_crashes_mid_call_yields_an_error_result_and_the_gateway_k
     let echoed = gateway
         .call_tool(&p, params("crashy__echo", json!({"text": "before"})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(echoed["content"][0]["text"], "before");
 
     let crashed = gateway
         .call_tool(&p, params("crashy__crash", json!({})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(crashed["isError"], true, "{crashed}");
     assert_eq!(crashed["structuredContent"]["upstream_error"], true);
     assert!(
@@ -95,13 +97,15 @@ async fn a_module_that_crashes_mid_call_yields_an_error_result_and_the_gateway_k
     let echoed = gateway
         .call_tool(&p, params("crashy__echo", json!({"text": "after"})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(echoed["content"][0]["text"], "after");
     mcp_http::modules::Module::shutdown(&*module).await;
     let down = gateway
         .call_tool(&p, params("crashy__echo", json!({"text": "x"})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     assert_eq!(
         down["structuredContent"]["upstream_error"], true,
         "a stopped module fails cleanly: {down}"
@@ -116,7 +120,8 @@ async fn list_changed_from_a_module_refreshes_the_tool_list() {
     gateway
         .call_tool(&principal(), params("crashy__grow", json!({})))
         .await
-        .unwrap();
+        .unwrap()
+        .into_result();
     tokio::time::timeout(Duration::from_secs(30), refreshed.recv())
         .await
         .expect("a refresh follows the notification")

@@ -98,3 +98,16 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
             .contains("module fs is unavailable")
     );
 }
+
+#[test]
+fn confirmation_messages_name_the_tool_and_summarise_the_arguments() {
+    let short = confirmation_message("fs__write_file", &json!({"path": "/a", "content": "x"}));
+    assert!(short.contains("`fs__write_file`"), "{short}");
+    assert!(
+        short.ends_with(r#"Arguments: {"content":"x","path":"/a"}"#),
+        "{short}"
+    );
+    let long = confirmation_message("fs__write_file", &json!({"content": "y".repeat(1000)}));
+    assert!(long.ends_with('…'), "{long}");
+    assert!(long.chars().count() < 500);
+}

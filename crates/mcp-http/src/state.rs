@@ -1,0 +1,218 @@
+//! Sealed `requestState` for multi round-trip requests (2026-07-28): AES-256-GCM under a key
+//! every instance derives from the same configured material, so any instance accepts the
+//! retry. A state binds the caller, the qualified tool, the call digest, the confirmation
+//! elicitation and an expiry, and is accepted once per instance.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+/// The HKDF `info` for the state key (distinct from the payload key's).
+pub const STATE_KEY_INFO: &str = "mcp-gateway/request-state/v1";
+const PREFIX: &str = "v1.";
+const AAD: &[u8] = b"mcp-gateway/request-state/v1";
+
+/// What a state says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateClaims {
+    /// Caller subject.
+    pub sub: String,
+    /// Caller tenant.
+    pub ten: Option<String>,
+    /// Qualified tool.
+    pub tool: String,
+    /// Call digest, hex.
+    pub dig: String,
+    /// The confirmation elicitation.
+    pub eid: String,
+    /// Expiry, Unix seconds.
+    pub exp: i64,
+}
+
+/// An opened, unexpired, not yet used state.
+#[derive(Debug, Clone)]
+pub struct OpenedState {
+    /// What it says.
+    pub claims: StateClaims,
+    nonce: [u8; NONCE_LEN],
+}
+
+/// Why a state was refused (all map to `-32602` on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// Not a state this gateway sealed, or tampered with.
+    #[error("invalid requestState")]
+    Invalid,
+    /// Past its expiry.
+    #[error("expired requestState")]
+    Expired,
+    /// Already accepted once.
+    #[error("requestState was already used")]
+    Replayed,
+}
+
+/// Seals and opens states.
+pub struct RequestStates {
+    key: LessSafeKey,
+    rng: SystemRandom,
+    used: Mutex<HashMap<[u8; NONCE_LEN], i64>>,
+}
+
+impl RequestStates {
+    /// States keyed by `key` (derive it from the configured key material with
+    /// [`STATE_KEY_INFO`]).
+    pub fn new(key: [u8; 32]) -> Self {
+        RequestStates {
+            key: LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
+            ),
+            rng: SystemRandom::new(),
+            used: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// States under a random key: valid for this process only (fine for a single instance
+    /// with the memory store).
+    pub fn ephemeral() -> Self {
+        let mut key = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut key)
+            .expect("the system random source works");
+        RequestStates::new(key)
+    }
+
+    /// A sealed state token.
+    pub fn seal(&self, claims: &StateClaims) -> Option<String> {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let mut data = serde_json::to_vec(claims).ok()?;
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .ok()?;
+        let mut blob = nonce.to_vec();
+        blob.extend_from_slice(&data);
+        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)))
+    }
+
+    /// Opens a token and checks its expiry at `now`, and whether it was used already. Call
+    /// [`RequestStates::mark_used`] once the state was found to belong to the request.
+    pub fn open(&self, token: &str, now: OffsetDateTime) -> Result<OpenedState, StateError> {
+        let blob = token
+            .strip_prefix(PREFIX)
+            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
+            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())
+            .ok_or(StateError::Invalid)?;
+        let (nonce_bytes, sealed) = blob.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce_bytes.try_into().map_err(|_| StateError::Invalid)?;
+        let mut data = sealed.to_vec();
+        let plain = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .map_err(|_| StateError::Invalid)?;
+        let claims: StateClaims = serde_json::from_slice(plain).map_err(|_| StateError::Invalid)?;
+        if claims.exp <= now.unix_timestamp() {
+            return Err(StateError::Expired);
+        }
+        if self
+            .used
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&nonce)
+        {
+            return Err(StateError::Replayed);
+        }
+        Ok(OpenedState { claims, nonce })
+    }
+
+    /// Marks an opened state used; false if it was used meanwhile (a concurrent replay).
+    pub fn mark_used(&self, opened: &OpenedState, now: OffsetDateTime) -> bool {
+        let now = now.unix_timestamp();
+        let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
+        used.retain(|_, exp| *exp > now);
+        used.insert(opened.nonce, opened.claims.exp).is_none()
+    }
+
+    /// [`RequestStates::open`] and [`RequestStates::mark_used`] at once.
+    pub fn accept(&self, token: &str, now: OffsetDateTime) -> Result<StateClaims, StateError> {
+        let opened = self.open(token, now)?;
+        if !self.mark_used(&opened, now) {
+            return Err(StateError::Replayed);
+        }
+        Ok(opened.claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+
+    fn claims(exp: i64) -> StateClaims {
+        StateClaims {
+            sub: "alice".into(),
+            ten: None,
+            tool: "fs__write_file".into(),
+            dig: "00".repeat(32),
+            eid: "0190f7b2-0000-7000-8000-000000000000".into(),
+            exp,
+        }
+    }
+
+    #[test]
+    fn states_open_once_and_only_untampered_and_in_time() {
+        let now = datetime!(2026-11-30 10:00 UTC);
+        let states = RequestStates::new([7; 32]);
+        let token = states.seal(&claims(now.unix_timestamp() + 600)).unwrap();
+        assert!(token.starts_with("v1."));
+        assert_eq!(
+            states.accept(&token, now).unwrap(),
+            claims(now.unix_timestamp() + 600)
+        );
+        assert_eq!(states.accept(&token, now), Err(StateError::Replayed));
+
+        let other_instance = RequestStates::new([7; 32]);
+        let token = states.seal(&claims(now.unix_timestamp() + 600)).unwrap();
+        assert!(
+            other_instance.accept(&token, now).is_ok(),
+            "instances sharing the key accept each other's states"
+        );
+        assert_eq!(
+            RequestStates::new([8; 32]).accept(&token, now),
+            Err(StateError::Invalid)
+        );
+
+        let mut tampered = token.clone().into_bytes();
+        let last = tampered.len() - 2;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        assert_eq!(
+            states.accept(&String::from_utf8(tampered).unwrap(), now),
+            Err(StateError::Invalid)
+        );
+        for junk in [
+            "",
+            "v1.",
+            "v2.abc",
+            "v1.!!!!",
+            "eyJsb2NhdGlvbiI6Ik5ldyBZb3JrIn0",
+        ] {
+            assert_eq!(states.accept(junk, now), Err(StateError::Invalid), "{junk}");
+        }
+        let old = states.seal(&claims(now.unix_timestamp() - 1)).unwrap();
+        assert_eq!(states.accept(&old, now), Err(StateError::Expired));
+    }
+}
