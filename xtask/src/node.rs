@@ -1,5 +1,6 @@
-//! npm packages the end-to-end tests run as real MCP peers, installed into a cache folder
-//! under `target/` (never into the repository).
+//! The real MCP peers the end-to-end and interop tests run — npm packages and a Python
+//! virtualenv with the official SDK — installed into a cache folder under `target/` (never
+//! into the repository).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,14 +9,22 @@ use anyhow::{Context, Result, bail};
 
 use crate::test::workspace_root;
 
-/// The official filesystem MCP server, pinned.
-const FILESYSTEM_SERVER: &str = "@modelcontextprotocol/server-filesystem@2026.8.31";
+/// The official filesystem MCP server and TypeScript SDK, pinned.
+const PACKAGES: &[&str] = &[
+    "@modelcontextprotocol/server-filesystem@2026.8.31",
+    "@modelcontextprotocol/sdk@1.32.2",
+];
+/// The official Python SDK, pinned.
+const PYTHON_SDK: &str = "mcp==2.3.0";
 
 /// Installs the packages (once) and returns the environment the tests need.
 pub(crate) fn install() -> Result<Vec<(String, String)>> {
     let dir = workspace_root().join("target/xtask-cache/node");
     let bin: PathBuf = dir.join("node_modules/.bin/mcp-server-filesystem");
-    if !bin.exists() {
+    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
+    let installed =
+        std::fs::read_to_string(&sdk).is_ok_and(|p| p.contains("\"version\": \"1.32.2\""));
+    if !bin.exists() || !installed {
         let npm_ok = Command::new("npm")
             .arg("--version")
             .output()
@@ -27,7 +36,8 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
         }
         std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
         println!(
-            "xtask: installing {FILESYSTEM_SERVER} into {}",
+            "xtask: installing {} into {}",
+            PACKAGES.join(" "),
             dir.display()
         );
         let status = Command::new("npm")
@@ -39,15 +49,66 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
                 "--prefix",
             ])
             .arg(&dir)
-            .arg(FILESYSTEM_SERVER)
+            .args(PACKAGES)
             .status()
             .context("run npm")?;
         if !status.success() || !bin.exists() {
-            bail!("npm could not install {FILESYSTEM_SERVER}");
+            bail!("npm could not install {}", PACKAGES.join(" "));
         }
     }
-    Ok(vec![(
-        "MCP_FILESYSTEM_SERVER".into(),
-        bin.display().to_string(),
-    )])
+    let python = python_sdk()?;
+    Ok(vec![
+        ("MCP_FILESYSTEM_SERVER".into(), bin.display().to_string()),
+        ("MCP_INTEROP_NODE_DIR".into(), dir.display().to_string()),
+        ("MCP_INTEROP_PYTHON".into(), python.display().to_string()),
+    ])
+}
+
+/// A virtualenv with the Python SDK; returns its interpreter.
+fn python_sdk() -> Result<PathBuf> {
+    let venv = workspace_root().join("target/xtask-cache/venv");
+    let python = venv.join("bin/python");
+    let marker = venv.join(".mcp-gateway-installed");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == PYTHON_SDK) {
+        return Ok(python);
+    }
+    let python3_ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python3_ok {
+        bail!(
+            "python3 was not found: the interop tests run the official Python MCP SDK. Install Python 3.10+ with venv (Debian: apt-get install python3 python3-venv), then run `cargo xtask test` again."
+        );
+    }
+    println!(
+        "xtask: creating a virtualenv with {PYTHON_SDK} in {}",
+        venv.display()
+    );
+    let created = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .context("run python3 -m venv")?;
+    if !created.success() {
+        bail!(
+            "`python3 -m venv` failed: install the venv module (Debian: apt-get install python3-venv)"
+        );
+    }
+    let installed = Command::new(&python)
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            PYTHON_SDK,
+        ])
+        .status()
+        .context("run pip")?;
+    if !installed.success() {
+        bail!("pip could not install {PYTHON_SDK}");
+    }
+    std::fs::write(&marker, PYTHON_SDK)?;
+    Ok(python)
 }

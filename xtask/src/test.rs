@@ -69,7 +69,7 @@ pub(crate) fn run() -> Result<()> {
     })?;
     step("layering", layering::check)?;
     let mut node_env = Vec::new();
-    step("npm packages", || {
+    step("mcp peers (npm, PyPI)", || {
         node_env = crate::node::install()?;
         Ok(())
     })?;

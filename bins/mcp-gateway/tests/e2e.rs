@@ -402,3 +402,157 @@ async fn a_bad_configuration_fails_with_a_clear_message() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---- interop with the official SDKs as clients ----
+
+fn env_or_panic(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is not set: the interop tests run the official MCP SDKs. Run `cargo xtask test`, which installs them and sets it.")
+    })
+}
+
+/// Runs a client script; returns the JSON line it printed last.
+async fn run_client(mut command: Command, what: &str) -> Value {
+    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
+        .await
+        .expect("the client finishes")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {stdout}"))
+}
+
+async fn python(gateway: &Gateway, mode: &str, scenario: &str, path: &Path) -> Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_client.py"
+    );
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(script)
+        .arg(format!("{}/mcp", gateway.base))
+        .args([AGENT, mode, scenario])
+        .arg(path);
+    run_client(command, &format!("python {mode} {scenario}")).await
+}
+
+async fn typescript(gateway: &Gateway, scenario: &str, path: &Path) -> Value {
+    // ESM resolves packages from the script's folder: run it from the npm cache.
+    let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
+    let script = dir.join(format!("ts_client_{}.mjs", std::process::id()));
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
+        &script,
+    )
+    .unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(&script)
+        .arg(format!("{}/mcp", gateway.base))
+        .args([AGENT, scenario])
+        .arg(path);
+    let out = run_client(command, &format!("typescript {scenario}")).await;
+    let _ = std::fs::remove_file(&script);
+    out
+}
+
+async fn sdk_clients_confirm_natively_or_through_rest(scene: &Scene, gateway: &Gateway) {
+    for (mode, version) in [("legacy", "2025-11-25"), ("auto", "2026-07-28")] {
+        let written = scene.file(&format!("py-{mode}-accept.txt"));
+        let out = python(gateway, mode, "accept", &written).await;
+        assert_eq!(out["protocol_version"], version, "{out}");
+        assert_eq!(
+            out["asked"].as_array().unwrap().len(),
+            1,
+            "asked once: {out}"
+        );
+        assert!(
+            out["asked"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("fs__write_file"),
+            "{out}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&written).unwrap(),
+            "written by the python sdk"
+        );
+
+        for (scenario, key) in [
+            ("decline", "user_rejected"),
+            ("cancel", "confirmation_cancelled"),
+        ] {
+            let untouched = scene.file(&format!("py-{mode}-{scenario}.txt"));
+            let out = python(gateway, mode, scenario, &untouched).await;
+            assert_eq!(out["is_error"], true, "{out}");
+            assert_eq!(out["structured"][key], true, "{out}");
+            assert!(
+                !untouched.exists(),
+                "{mode} {scenario} leaves the file untouched"
+            );
+        }
+
+        let out = python(gateway, mode, "readonly", &written).await;
+        assert_eq!(
+            out["asked"],
+            json!([]),
+            "a read-only tool never invokes the callback: {out}"
+        );
+        assert_eq!(out["text"][0], "written by the python sdk");
+    }
+
+    // Without an elicitation callback: the held result, a REST answer, and a second call.
+    let later = scene.file("py-held.txt");
+    let out = python(gateway, "auto", "held", &later).await;
+    assert_eq!(out["structured"]["elicitation_required"], true, "{out}");
+    assert!(!later.exists());
+    let id = out["structured"]["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    answer(&gateway.base, &id, true).await;
+    let out = python(gateway, "auto", &format!("confirmed:{id}"), &later).await;
+    assert_ne!(out["is_error"], true, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&later).unwrap(),
+        "written by the python sdk"
+    );
+
+    let ts_yes = scene.file("ts-accept.txt");
+    let out = typescript(gateway, "accept", &ts_yes).await;
+    assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&ts_yes).unwrap(),
+        "written by the typescript sdk"
+    );
+    let ts_no = scene.file("ts-decline.txt");
+    let out = typescript(gateway, "decline", &ts_no).await;
+    assert_eq!(out["structured"]["user_rejected"], true, "{out}");
+    assert!(!ts_no.exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdk_clients_with_the_memory_store() {
+    let scene = Scene::new("sdk-memory", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    sdk_clients_confirm_natively_or_through_rest(&scene, &gateway).await;
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdk_clients_with_postgres() {
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("sdk-postgres", &store);
+    let gateway = Gateway::start(&scene.config).await;
+    sdk_clients_confirm_natively_or_through_rest(&scene, &gateway).await;
+    gateway.stop().await;
+}

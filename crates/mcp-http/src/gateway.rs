@@ -86,15 +86,26 @@ impl Gateway {
         &self.registry
     }
 
-    /// The tools clients see: every module's tools but those policy denies.
+    /// The tools clients see: every module's tools but those policy denies. A gated tool is
+    /// listed without its `outputSchema`: the gateway may answer for it with the held result,
+    /// whose `structuredContent` cannot match the module's schema, and clients validate
+    /// non-error results against it (the Python SDK refuses the result otherwise).
     pub async fn list_tools(&self) -> Vec<Value> {
-        self.registry
-            .tools()
-            .await
-            .into_iter()
-            .filter(|e| self.policy.decide(&e.qualified, hints(e)) != GateDecision::Deny)
-            .map(|e| e.tool.clone())
-            .collect()
+        let mut listed = Vec::new();
+        for entry in self.registry.tools().await {
+            match self.policy.decide(&entry.qualified, hints(&entry)) {
+                GateDecision::Deny => {}
+                GateDecision::Forward => listed.push(entry.tool.clone()),
+                GateDecision::Confirm => {
+                    let mut tool = entry.tool.clone();
+                    if let Some(map) = tool.as_object_mut() {
+                        map.remove("outputSchema");
+                    }
+                    listed.push(tool);
+                }
+            }
+        }
+        listed
     }
 
     /// Runs `tools/call` with these params for `principal`. `_meta.confirmation_id` names a

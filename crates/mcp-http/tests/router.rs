@@ -44,6 +44,7 @@ fn test_module(calls: &Arc<Calls>) -> InProcessModule {
         vec![
             InProcessTool::new(
                 json!({"name": "read", "description": "Reads.", "inputSchema": {"type": "object"},
+                       "outputSchema": {"type": "object"},
                        "annotations": {"readOnlyHint": true}, "x-extra": {"kept": true}}),
                 move |args| {
                     read.read.fetch_add(1, Ordering::SeqCst);
@@ -58,6 +59,7 @@ fn test_module(calls: &Arc<Calls>) -> InProcessModule {
             ),
             InProcessTool::new(
                 json!({"name": "delete", "description": "Deletes.", "inputSchema": {"type": "object"},
+                       "outputSchema": {"type": "object", "properties": {"deleted": {"type": "string"}}, "additionalProperties": false},
                        "annotations": {"readOnlyHint": false, "destructiveHint": true}}),
                 move |args| {
                     delete.delete.fetch_add(1, Ordering::SeqCst);
