@@ -15,6 +15,9 @@ tasks:
   test                           fmt, clippy, layering check, all tests against a
                                  throwaway PostgreSQL, docs (exactly what CI runs)
   migrate [--database-url URL]   apply the embedded migrations (default: $DATABASE_URL)
+  bench [--quick]                the gateway's cost per call against a direct call and a
+                                 null proxy (release builds, throwaway PostgreSQL), then
+                                 the store benchmark; tables in target/bench/
   bench store [--quick]          confirmation cycles per second and database round trips
                                  per cycle, memory and PostgreSQL (throwaway cluster)";
 
@@ -25,6 +28,7 @@ fn main() -> ExitCode {
         ["test"] => test::run(),
         ["migrate", rest @ ..] => migrate(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
+        ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
@@ -69,6 +73,32 @@ fn migrate(args: &[&str]) -> Result<()> {
         }
         Ok(())
     })
+}
+
+fn bench_gateway(args: &[&str]) -> Result<()> {
+    let quick = match args {
+        [] => false,
+        ["--quick"] => true,
+        _ => bail!("usage: cargo xtask bench [--quick]"),
+    };
+    let mut build = test::cargo();
+    build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
+    test::status(build)?;
+    let root = test::workspace_root();
+    let cluster = postgres::Cluster::start()?;
+    let mut run = std::process::Command::new(root.join("target/release/mcp-bench"));
+    run.arg("run")
+        .arg("--gateway")
+        .arg(root.join("target/release/mcp-gateway"))
+        .env("DATABASE_URL", cluster.url())
+        .current_dir(&root);
+    if quick {
+        run.arg("--quick");
+    }
+    let result = test::status(run);
+    drop(cluster);
+    result?;
+    bench_store(args)
 }
 
 fn bench_store(args: &[&str]) -> Result<()> {

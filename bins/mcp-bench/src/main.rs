@@ -1,0 +1,65 @@
+//! The benchmark harness behind `cargo xtask bench`: a fast upstream MCP server, a null proxy,
+//! and the orchestrator that measures the gateway against both. Not a test: it asserts
+//! nothing about speed; it reports.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use tokio::net::TcpListener;
+
+mod load;
+mod procstat;
+mod proxy;
+mod run;
+mod upstream;
+
+#[derive(Parser)]
+#[command(name = "mcp-bench", about = "Benchmark harness of cargo xtask bench")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the fast upstream MCP server; prints `listening on ADDR`.
+    Upstream {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
+    /// Serve the null proxy to an upstream; prints `listening on ADDR`.
+    NullProxy {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+        #[arg(long)]
+        upstream: std::net::SocketAddr,
+    },
+    /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
+    Run {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// Fewer requests per run.
+        #[arg(long)]
+        quick: bool,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Upstream { listen } => {
+            let listener = TcpListener::bind(&listen).await?;
+            println!("listening on {}", listener.local_addr()?);
+            upstream::serve(listener).await;
+        }
+        Command::NullProxy { listen, upstream } => {
+            let listener = TcpListener::bind(&listen).await?;
+            println!("listening on {}", listener.local_addr()?);
+            proxy::serve(listener, upstream).await;
+        }
+        Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
+    }
+    Ok(())
+}

@@ -1,0 +1,587 @@
+//! `mcp-bench run`: starts the upstream, the null proxy and the gateway (memory and
+//! PostgreSQL) as separate processes on loopback, drives every path with the same load
+//! generator, and reports throughput, latency, CPU per call and memory side by side.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use elicitation_store::test_support::TestDb;
+use http::Request;
+use http_body_util::Full;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::load::{self, Check, Load, MakeRequest};
+use crate::procstat;
+
+const AGENT: &str = "bench-agent-token";
+const HUMAN: &str = "bench-human-token";
+const SEAL_KEY: &str = "bench:BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+
+/// A process under test.
+struct Proc {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id().unwrap_or(0)
+    }
+}
+
+/// Starts `command` and waits for the line that says where it listens.
+async fn start(mut command: Command, marker: &str) -> Result<Proc> {
+    command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = command.spawn().context("start a process")?;
+    let mut lines = BufReader::new(child.stdout.take().context("stdout")?).lines();
+    let line = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .context("no start-up line within 60 s")??
+        .context("the process exited")?;
+    let rest = line
+        .strip_prefix(marker)
+        .with_context(|| format!("unexpected line {line:?}"))?;
+    let addr = rest
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()?;
+    // Keep draining stdout so the process never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(Proc { child, addr })
+}
+
+fn sha256_hex(text: &str) -> Result<String> {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .as_mut()
+        .context("stdin")?
+        .write_all(text.as_bytes())?;
+    let out = child.wait_with_output()?;
+    Ok(String::from_utf8(out.stdout)?
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+async fn start_gateway(
+    binary: &Path,
+    dir: &Path,
+    name: &str,
+    store: &str,
+    upstream: SocketAddr,
+) -> Result<Proc> {
+    let config = format!(
+        r#"listen = "127.0.0.1:0"
+{store}
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "bench"
+token_sha256 = "{agent}"
+scopes = ["tools:call"]
+[[auth.tokens]]
+subject = "bench"
+token_sha256 = "{human}"
+scopes = ["elicitations:respond"]
+[[modules]]
+name = "up"
+transport = "http"
+url = "http://{upstream}/mcp"
+trust_annotations = true
+"#,
+        agent = sha256_hex(AGENT)?,
+        human = sha256_hex(HUMAN)?,
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, config)?;
+    let mut command = Command::new(binary);
+    command.arg("--config").arg(&path).env("RUST_LOG", "warn");
+    start(command, "mcp-gateway listening on ").await
+}
+
+fn modern(tool: &str, token: Option<&str>, arguments: Value, meta: Value) -> Request<Full<Bytes>> {
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": meta});
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let body = serde_json::to_vec(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}),
+    )
+    .unwrap_or_default();
+    let mut request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", tool);
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    request
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid request")
+}
+
+fn legacy(tool: &str, session: &str) -> Request<Full<Bytes>> {
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"path": "/bench"}}})).unwrap_or_default();
+    Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .header("authorization", format!("Bearer {AGENT}"))
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid request")
+}
+
+/// The answer of a forwarded call: the upstream's fixed "ok".
+fn forwarded() -> Check {
+    const OK: &[u8] = b"\"text\":\"ok\"";
+    Arc::new(|status, body| status == 200 && body.windows(OK.len()).any(|w| w == OK))
+}
+
+async fn open_session(gateway: SocketAddr) -> Result<String> {
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}))?;
+    let request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {AGENT}"))
+        .body(Full::new(Bytes::from(body)))?;
+    let (_, headers, _) = load::once(gateway, request).await?;
+    Ok(headers
+        .get("mcp-session-id")
+        .context("no session id")?
+        .to_str()?
+        .to_owned())
+}
+
+/// Holds `count` destructive calls and approves each through the REST API; returns the ids.
+async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (_, _, body) = load::once(
+            gateway,
+            modern(
+                "up__delete",
+                Some(AGENT),
+                json!({"path": "/bench"}),
+                json!({}),
+            ),
+        )
+        .await?;
+        let reply: Value = serde_json::from_slice(&body)?;
+        let id = reply["result"]["structuredContent"]["elicitation"]["id"]
+            .as_str()
+            .context("expected a held call")?
+            .to_owned();
+        let approve = Request::builder()
+            .method("POST")
+            .uri(format!("/v1/mcp/elicitations/{id}/respond"))
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {HUMAN}"))
+            .body(Full::new(Bytes::from_static(b"{\"confirmed\": true}")))?;
+        let (status, _, _) = load::once(gateway, approve).await?;
+        if status != 200 {
+            bail!("approving a confirmation answered {status}");
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// One measured row.
+struct Row {
+    path: &'static str,
+    concurrency: usize,
+    load: Load,
+    cpu_per_10k: f64,
+    peak_rss_mib: f64,
+}
+
+async fn measure(
+    path: &'static str,
+    target: SocketAddr,
+    process: u32,
+    concurrency: usize,
+    total: usize,
+    make: MakeRequest,
+    check: Check,
+) -> Result<Row> {
+    let cpu_before = procstat::cpu_seconds(process);
+    let load = load::run(target, concurrency, total, make, check).await?;
+    let cpu = procstat::cpu_seconds(process) - cpu_before;
+    if load.errors > 0 {
+        bail!(
+            "{path} at concurrency {concurrency}: {} of {} answers were not the expected ones",
+            load.errors,
+            load.requests
+        );
+    }
+    let (_, peak) = procstat::rss_mib(process);
+    eprintln!(
+        "  {path:<28} c={concurrency:<3} {:>8.0} req/s  p50 {:.3} ms  p99 {:.3} ms",
+        load.per_second(),
+        load.ms(0.5),
+        load.ms(0.99)
+    );
+    Ok(Row {
+        path,
+        concurrency,
+        cpu_per_10k: cpu / load.requests as f64 * 10_000.0,
+        peak_rss_mib: peak,
+        load,
+    })
+}
+
+async fn transactions(admin: &tokio_postgres::Client) -> Result<i64> {
+    let row = admin
+        .query_one("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = current_database()", &[])
+        .await?;
+    Ok(row.get(0))
+}
+
+pub(crate) struct Options {
+    pub(crate) gateway: PathBuf,
+    pub(crate) quick: bool,
+}
+
+pub(crate) async fn run(options: Options) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let levels = [1usize, 16, 64];
+    let total = |c: usize| {
+        if options.quick {
+            if c == 1 { 300 } else { 1_500 }
+        } else if c == 1 {
+            2_000
+        } else {
+            10_000
+        }
+    };
+    let destructive_total = |c: usize| {
+        if options.quick {
+            if c == 1 { 200 } else { 500 }
+        } else if c == 1 {
+            1_000
+        } else {
+            3_000
+        }
+    };
+
+    let mut upstream_cmd = Command::new(&me);
+    upstream_cmd.args(["upstream"]);
+    let upstream = start(upstream_cmd, "listening on ").await?;
+    let mut proxy_cmd = Command::new(&me);
+    proxy_cmd.args(["null-proxy", "--upstream", &upstream.addr.to_string()]);
+    let proxy = start(proxy_cmd, "listening on ").await?;
+    let gateway = start_gateway(
+        &options.gateway,
+        &dir,
+        "memory",
+        "[store]\nkind = \"memory\"\nmax_pending_per_caller = 100000\nmax_records = 1000000",
+        upstream.addr,
+    )
+    .await?;
+    let idle_rss = procstat::rss_mib(gateway.pid()).0;
+
+    let read: MakeRequest =
+        Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
+    let read_through_gateway: MakeRequest = Arc::new(|_| {
+        modern(
+            "up__read",
+            Some(AGENT),
+            json!({"path": "/bench"}),
+            json!({}),
+        )
+    });
+    let mut rows = Vec::new();
+    eprintln!("measuring (release build, RUST_LOG=warn, all on 127.0.0.1):");
+    for &c in &levels {
+        rows.push(
+            measure(
+                "direct",
+                upstream.addr,
+                upstream.pid(),
+                c,
+                total(c),
+                read.clone(),
+                forwarded(),
+            )
+            .await?,
+        );
+        rows.push(
+            measure(
+                "null proxy",
+                proxy.addr,
+                proxy.pid(),
+                c,
+                total(c),
+                read.clone(),
+                forwarded(),
+            )
+            .await?,
+        );
+        rows.push(
+            measure(
+                "gateway read-only",
+                gateway.addr,
+                gateway.pid(),
+                c,
+                total(c),
+                read_through_gateway.clone(),
+                forwarded(),
+            )
+            .await?,
+        );
+        let session = open_session(gateway.addr).await?;
+        let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
+        rows.push(
+            measure(
+                "gateway read-only, legacy",
+                gateway.addr,
+                gateway.pid(),
+                c,
+                total(c),
+                legacy_read,
+                forwarded(),
+            )
+            .await?,
+        );
+        let ids = Arc::new(ready_confirmations(gateway.addr, destructive_total(c)).await?);
+        let confirmed: MakeRequest = Arc::new(move |i| {
+            modern(
+                "up__delete",
+                Some(AGENT),
+                json!({"path": "/bench"}),
+                json!({"confirmation_id": ids[i]}),
+            )
+        });
+        rows.push(
+            measure(
+                "gateway destructive, memory",
+                gateway.addr,
+                gateway.pid(),
+                c,
+                destructive_total(c),
+                confirmed,
+                forwarded(),
+            )
+            .await?,
+        );
+    }
+
+    // Leak check: the same run three times, RSS after each.
+    let mut rss_after = Vec::new();
+    for _ in 0..3 {
+        load::run(
+            gateway.addr,
+            16,
+            total(16),
+            read_through_gateway.clone(),
+            forwarded(),
+        )
+        .await?;
+        rss_after.push(procstat::rss_mib(gateway.pid()).0);
+    }
+
+    // PostgreSQL.
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
+        TestDb::url(&db.writer)
+    );
+    let pg_gateway =
+        start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
+    let admin = db.admin().await;
+    let mut round_trips = None;
+    for &c in &levels {
+        let ids = Arc::new(ready_confirmations(pg_gateway.addr, destructive_total(c)).await?);
+        let count = ids.len();
+        let confirmed: MakeRequest = Arc::new(move |i| {
+            modern(
+                "up__delete",
+                Some(AGENT),
+                json!({"path": "/bench"}),
+                json!({"confirmation_id": ids[i]}),
+            )
+        });
+        // Statistics reach pg_stat_database when backends go idle (at most ~10 s later).
+        let before = if c == 16 {
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            Some(transactions(&admin).await?)
+        } else {
+            None
+        };
+        rows.push(
+            measure(
+                "gateway destructive, postgres",
+                pg_gateway.addr,
+                pg_gateway.pid(),
+                c,
+                count,
+                confirmed,
+                forwarded(),
+            )
+            .await?,
+        );
+        if let Some(before) = before {
+            tokio::time::sleep(Duration::from_secs(11)).await;
+            let after = transactions(&admin).await?;
+            round_trips = Some((after - before) as f64 / count as f64);
+        }
+    }
+
+    let report = report(&rows, idle_rss, &rss_after, round_trips);
+    println!("{}", report.0);
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
+    std::fs::create_dir_all(&out)?;
+    std::fs::write(out.join("gateway.md"), &report.0)?;
+    std::fs::write(
+        out.join("gateway.json"),
+        serde_json::to_string_pretty(&report.1)?,
+    )?;
+    println!("written to target/bench/gateway.md and target/bench/gateway.json");
+    let _ = std::fs::remove_dir_all(&dir);
+    drop((upstream, proxy, gateway, pg_gateway));
+    Ok(())
+}
+
+fn find<'a>(rows: &'a [Row], path: &str, c: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| r.path == path && r.concurrency == c)
+}
+
+fn report(
+    rows: &[Row],
+    idle_rss: f64,
+    rss_after: &[f64],
+    round_trips: Option<f64>,
+) -> (String, Value) {
+    let mut md = String::from(
+        "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut json_rows = Vec::new();
+    for r in rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            r.path,
+            r.concurrency,
+            r.load.per_second(),
+            r.load.ms(0.5),
+            r.load.ms(0.9),
+            r.load.ms(0.99),
+            r.cpu_per_10k,
+            r.peak_rss_mib
+        );
+        json_rows.push(json!({
+            "path": r.path, "concurrency": r.concurrency, "requests": r.load.requests,
+            "requests_per_second": r.load.per_second(), "p50_ms": r.load.ms(0.5), "p90_ms": r.load.ms(0.9), "p99_ms": r.load.ms(0.99),
+            "cpu_seconds_per_10k": r.cpu_per_10k, "peak_rss_mib": r.peak_rss_mib,
+        }));
+    }
+    md.push_str("\n| ratio | conc. 1 | conc. 16 | conc. 64 |\n|---|---|---|---|\n");
+    let mut ratios = serde_json::Map::new();
+    type Ratio = (
+        &'static str,
+        &'static str,
+        &'static str,
+        fn(&Row, &Row) -> f64,
+    );
+    let lines: [Ratio; 6] = [
+        (
+            "gateway read-only CPU/call ÷ null proxy",
+            "gateway read-only",
+            "null proxy",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "gateway read-only p50 ÷ null proxy",
+            "gateway read-only",
+            "null proxy",
+            |a, b| a.load.ms(0.5) / b.load.ms(0.5),
+        ),
+        (
+            "gateway read-only p50 ÷ direct",
+            "gateway read-only",
+            "direct",
+            |a, b| a.load.ms(0.5) / b.load.ms(0.5),
+        ),
+        (
+            "gateway read-only p99 ÷ direct",
+            "gateway read-only",
+            "direct",
+            |a, b| a.load.ms(0.99) / b.load.ms(0.99),
+        ),
+        (
+            "gateway read-only p99 − direct p99 (ms)",
+            "gateway read-only",
+            "direct",
+            |a, b| a.load.ms(0.99) - b.load.ms(0.99),
+        ),
+        (
+            "destructive (memory) CPU/call ÷ read-only",
+            "gateway destructive, memory",
+            "gateway read-only",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+    ];
+    for (label, a, b, f) in lines {
+        let mut cells = Vec::new();
+        let mut values = Vec::new();
+        for c in [1, 16, 64] {
+            match (find(rows, a, c), find(rows, b, c)) {
+                (Some(x), Some(y)) => {
+                    let v = f(x, y);
+                    cells.push(format!("{v:.2}"));
+                    values.push(json!(v));
+                }
+                _ => cells.push("—".into()),
+            }
+        }
+        let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
+        ratios.insert(label.into(), Value::Array(values));
+    }
+    let _ = writeln!(
+        md,
+        "\nGateway RSS idle: {idle_rss:.1} MiB; after three identical read-only runs (conc. 16): {} MiB.",
+        rss_after
+            .iter()
+            .map(|r| format!("{r:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(trips) = round_trips {
+        let _ = writeln!(
+            md,
+            "PostgreSQL transactions (= network round trips) per confirmed destructive call, conc. 16: {trips:.2}."
+        );
+    }
+    let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips});
+    (md, json)
+}

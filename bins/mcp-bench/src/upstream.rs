@@ -1,0 +1,101 @@
+//! The fast upstream module: a minimal Streamable HTTP MCP server with a read-only tool
+//! (`read`) and a destructive one (`delete`) that answer small fixed results, in both eras.
+//! It parses only what it must, so the measured cost is the gateway's, not this server's.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+fn tools() -> Value {
+    json!([
+        {"name": "read", "description": "Reads (benchmark).", "inputSchema": {"type": "object"},
+         "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}},
+        {"name": "delete", "description": "Deletes (benchmark).", "inputSchema": {"type": "object"},
+         "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}},
+    ])
+}
+
+fn answer(message: &Value) -> (StatusCode, Option<Value>, bool) {
+    let id = message.get("id").cloned();
+    let method = message
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let modern = message
+        .get("params")
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+        .is_some();
+    let Some(id) = id else {
+        return (StatusCode::ACCEPTED, None, false);
+    };
+    let mut result = match method {
+        "initialize" => {
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-upstream", "version": "1"}})
+        }
+        "server/discover" => {
+            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"})
+        }
+        "tools/list" => json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
+        "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
+        "ping" => json!({}),
+        _ => {
+            let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}});
+            return (StatusCode::OK, Some(error), false);
+        }
+    };
+    if modern && let Some(map) = result.as_object_mut() {
+        map.insert("resultType".into(), json!("complete"));
+    }
+    (
+        StatusCode::OK,
+        Some(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+        method == "initialize",
+    )
+}
+
+async fn handle(request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let bytes = request
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let Ok(message) = serde_json::from_slice::<Value>(&bytes) else {
+        return Ok(Response::builder()
+            .status(StatusCode::BAD_REQUEST)
+            .body(Full::new(Bytes::new()))
+            .expect("static response"));
+    };
+    let (status, body, new_session) = answer(&message);
+    let mut response = Response::builder()
+        .status(status)
+        .header("content-type", "application/json");
+    if new_session {
+        response = response.header("mcp-session-id", "bench-session");
+    }
+    let body = body
+        .map(|b| Bytes::from(serde_json::to_vec(&b).unwrap_or_default()))
+        .unwrap_or_default();
+    Ok(response.body(Full::new(body)).expect("static response"))
+}
+
+/// Serves forever on `listener`.
+pub(crate) async fn serve(listener: TcpListener) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let service = hyper::service::service_fn(handle);
+        tokio::spawn(async move {
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
