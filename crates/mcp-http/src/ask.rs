@@ -112,7 +112,11 @@ impl Mrtr<'_> {
         can_elicit: bool,
     ) -> Result<Value, McpError> {
         let responses = params.remove("inputResponses");
-        let binding = call_binding(&params);
+        let tool = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         if let Some(state) = params.remove("requestState") {
             let claims = self.verify(principal, &params, &state)?;
             let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
@@ -123,10 +127,10 @@ impl Mrtr<'_> {
         }
         match self.gateway.call_tool(principal, params).await? {
             CallOutcome::Done(result) => Ok(result),
-            CallOutcome::NeedsConfirmation(confirmation) if can_elicit => {
-                Ok(self.input_required(principal, &confirmation, &binding))
+            CallOutcome::NeedsConfirmation(confirmation, digest) if can_elicit => {
+                Ok(self.input_required(principal, &confirmation, &(tool, digest.to_string())))
             }
-            CallOutcome::NeedsConfirmation(confirmation) => {
+            CallOutcome::NeedsConfirmation(confirmation, _) => {
                 Ok(gating_core::held_result(&confirmation))
             }
         }
@@ -342,7 +346,7 @@ async fn converse(
             .await
         {
             Ok(CallOutcome::Done(result)) => return Some(jsonrpc::result(&c.request_id, result)),
-            Ok(CallOutcome::NeedsConfirmation(next)) => current = next,
+            Ok(CallOutcome::NeedsConfirmation(next, _)) => current = next,
             Err(e) => return Some(jsonrpc::error(Some(&c.request_id), &e)),
         }
     }

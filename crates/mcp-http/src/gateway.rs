@@ -36,8 +36,9 @@ pub enum CallOutcome {
     Done(Value),
     /// The call waits for a person to answer this (pending) confirmation. How to ask depends
     /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
-    /// result (`gating_core::held_result`).
-    NeedsConfirmation(Elicitation),
+    /// result (`gating_core::held_result`). The digest is the call's, which a confirmation
+    /// asked for natively is bound to.
+    NeedsConfirmation(Elicitation, CallDigest),
 }
 
 impl CallOutcome {
@@ -46,7 +47,9 @@ impl CallOutcome {
     pub fn into_result(self) -> Value {
         match self {
             CallOutcome::Done(value) => value,
-            CallOutcome::NeedsConfirmation(confirmation) => gating_core::held_result(&confirmation),
+            CallOutcome::NeedsConfirmation(confirmation, _) => {
+                gating_core::held_result(&confirmation)
+            }
         }
     }
 }
@@ -123,16 +126,14 @@ impl Gateway {
             .registry
             .lookup(name)
             .ok_or_else(|| McpError::UnknownTool(name.to_owned()))?;
-        let empty = Value::Object(Map::new());
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => &empty,
-            Some(args @ Value::Object(_)) => args,
-            Some(_) => {
-                return Err(McpError::InvalidParams(
-                    "`arguments` must be an object".into(),
-                ));
-            }
-        };
+        if !matches!(
+            params.get("arguments"),
+            None | Some(Value::Null | Value::Object(_))
+        ) {
+            return Err(McpError::InvalidParams(
+                "`arguments` must be an object".into(),
+            ));
+        }
         let confirmation_id = params
             .get("_meta")
             .and_then(|m| m.get(META_CONFIRMATION_ID))
@@ -142,7 +143,7 @@ impl Gateway {
             GateDecision::Forward => {
                 let forwarded = Audit::Forwarded { gated: false };
                 CallOutcome::Done(
-                    self.forward(principal, &entry, &params, forwarded, None)
+                    self.forward(principal, &entry, params, forwarded, None)
                         .await,
                 )
             }
@@ -150,10 +151,7 @@ impl Gateway {
                 audit(principal, &entry, Audit::Rejected("policy_denied"), None);
                 CallOutcome::Done(gating_core::denied_result(&entry.qualified))
             }
-            GateDecision::Confirm => {
-                self.gated(principal, &entry, &params, arguments, confirmation_id)
-                    .await
-            }
+            GateDecision::Confirm => self.gated(principal, &entry, params, confirmation_id).await,
         })
     }
 
@@ -161,10 +159,14 @@ impl Gateway {
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-        params: &Map<String, Value>,
-        arguments: &Value,
+        params: Map<String, Value>,
         confirmation_id: Option<ElicitationId>,
     ) -> CallOutcome {
+        let empty = Value::Object(Map::new());
+        let arguments = params
+            .get("arguments")
+            .filter(|a| !a.is_null())
+            .unwrap_or(&empty);
         let done = CallOutcome::Done;
         if self.require_authenticated_caller && !principal.authenticated {
             audit(
@@ -192,7 +194,7 @@ impl Gateway {
                     // Not answered yet: the same held result, no new elicitation.
                     (ElicitationStatus::Pending, _) => {
                         audit(principal, entry, Audit::Held, Some(id));
-                        return CallOutcome::NeedsConfirmation(confirmation);
+                        return CallOutcome::NeedsConfirmation(confirmation, binding.digest);
                     }
                     (ElicitationStatus::Responded, Some(false)) => {
                         audit(principal, entry, Audit::Rejected("user_rejected"), Some(id));
@@ -244,7 +246,7 @@ impl Gateway {
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
                 audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
-                CallOutcome::NeedsConfirmation(stored.elicitation)
+                CallOutcome::NeedsConfirmation(stored.elicitation, binding.digest)
             }
             Err(StoreError::PendingLimit { limit }) => {
                 audit(principal, entry, Audit::Rejected("pending_limit"), None);
@@ -268,11 +270,10 @@ impl Gateway {
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-        params: &Map<String, Value>,
+        mut upstream: Map<String, Value>,
         event: Audit,
         confirmation: Option<ElicitationId>,
     ) -> Value {
-        let mut upstream = params.clone();
         upstream.insert("name".into(), Value::String(entry.original.clone()));
         // The multi round-trip fields were the gateway's exchange with the client.
         upstream.remove("requestState");
@@ -323,7 +324,8 @@ fn audit(
 ) {
     let subject = principal.caller.subject_id();
     let tenant = principal.caller.tenant_id();
-    let elicitation_id = elicitation.map(|id| id.to_string());
+    // Formatted only if the event is recorded.
+    let elicitation_id = elicitation.as_ref().map(tracing::field::display);
     match event {
         Audit::Held => {
             tracing::info!(target: "audit", event = "tool_call_held", subject, tenant, tool = %entry.qualified, elicitation_id)

@@ -49,6 +49,16 @@ pub struct Request {
 }
 
 impl Request {
+    /// Takes the params out as an object (absent params are an empty object); `-32602`
+    /// otherwise. Afterwards the request has no params.
+    pub fn take_params(&mut self) -> Result<Map<String, Value>, McpError> {
+        match self.params.take() {
+            None | Some(Value::Null) => Ok(Map::new()),
+            Some(Value::Object(map)) => Ok(map),
+            Some(_) => Err(McpError::InvalidParams("params must be an object".into())),
+        }
+    }
+
     /// The params as an object (absent params are an empty object); `-32602` otherwise.
     pub fn params_object(&self) -> Result<Map<String, Value>, McpError> {
         match &self.params {
@@ -154,6 +164,25 @@ pub fn error(id: Option<&RequestId>, error: &McpError) -> Value {
 /// A request we send (to a module).
 pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[derive(Serialize)]
+struct OutgoingRequest<'a> {
+    jsonrpc: &'static str,
+    id: &'a RequestId,
+    method: &'a str,
+    params: &'a Value,
+}
+
+/// The bytes of a request we send, serialised from borrowed params (no copy of them).
+pub fn request_bytes(id: &RequestId, method: &str, params: &Value) -> Vec<u8> {
+    serde_json::to_vec(&OutgoingRequest {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+    .unwrap_or_default()
 }
 
 /// A notification we send.

@@ -299,7 +299,7 @@ impl McpService {
             Ok(m) => m,
             Err((id, e)) => return rpc_error(&e, id.as_ref(), None),
         };
-        let request = match message {
+        let mut request = match message {
             Message::Request(request) => request,
             Message::Notification { params, .. } => {
                 // Notifications are accepted (202); in a legacy session the session must exist.
@@ -355,8 +355,8 @@ impl McpService {
             Era::Legacy
         };
         let outcome = match era {
-            Era::Legacy => self.legacy(headers, principal, &request).await,
-            Era::Modern => self.modern(headers, principal, &request).await,
+            Era::Legacy => self.legacy(headers, principal, &mut request).await,
+            Era::Modern => self.modern(headers, principal, &mut request).await,
         };
         match outcome {
             Ok(Reply::Stream(response)) => response,
@@ -376,7 +376,7 @@ impl McpService {
         &self,
         headers: &HeaderMap,
         principal: &Principal,
-        request: &RpcRequest,
+        request: &mut RpcRequest,
     ) -> Result<Reply, McpError> {
         if request.method == "initialize" {
             let params = request.params_object()?;
@@ -420,11 +420,12 @@ impl McpService {
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
-                let params = request.params_object()?;
-                match self.gateway.call_tool(principal, params.clone()).await? {
-                    CallOutcome::NeedsConfirmation(confirmation)
-                        if ask::can_elicit_form(Some(&session.capabilities)) =>
-                    {
+                let params = request.take_params()?;
+                // Only a client that can be asked over the stream needs the params again.
+                let kept =
+                    ask::can_elicit_form(Some(&session.capabilities)).then(|| params.clone());
+                match self.gateway.call_tool(principal, params).await? {
+                    CallOutcome::NeedsConfirmation(confirmation, _) if let Some(params) = kept => {
                         let context = ask::StreamContext {
                             gateway: self.gateway.clone(),
                             answers: self.answers.clone(),
@@ -452,22 +453,20 @@ impl McpService {
         &self,
         headers: &HeaderMap,
         principal: &Principal,
-        request: &RpcRequest,
+        request: &mut RpcRequest,
     ) -> Result<Reply, McpError> {
-        let params = request.params_object()?;
-        let meta = params
-            .get("_meta")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
+        let params = request.take_params()?;
+        let meta = params.get("_meta").and_then(Value::as_object);
+        let can_elicit = ask::can_elicit_form(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)));
         let version = meta
-            .get(META_PROTOCOL_VERSION)
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
             .and_then(Value::as_str)
+            .map(str::to_owned)
             .ok_or_else(|| {
                 McpError::InvalidParams(format!("_meta[\"{META_PROTOCOL_VERSION}\"] is required"))
             })?;
         if !meta
-            .get(META_CLIENT_CAPABILITIES)
+            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
             .is_some_and(Value::is_object)
         {
             return Err(McpError::InvalidParams(format!(
@@ -476,11 +475,11 @@ impl McpService {
         }
         if version != MODERN_VERSION {
             return Err(McpError::UnsupportedVersion {
-                requested: version.to_owned(),
+                requested: version,
                 supported: vec![MODERN_VERSION],
             });
         }
-        check_modern_headers(headers, request, &params, version)?;
+        check_modern_headers(headers, request, &params, &version)?;
         let (result, cacheable) = match request.method.as_str() {
             "server/discover" => (wire::discover_result(), true),
             "tools/list" => {
@@ -489,7 +488,6 @@ impl McpService {
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
-                let can_elicit = ask::can_elicit_form(meta.get(META_CLIENT_CAPABILITIES));
                 let mrtr = ask::Mrtr {
                     gateway: &self.gateway,
                     states: &self.states,

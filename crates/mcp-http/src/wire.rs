@@ -5,7 +5,7 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use http::HeaderValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// The modern (stateless) protocol version.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -54,22 +54,30 @@ pub fn discover_result() -> Value {
 }
 
 /// The `_meta` the gateway puts on modern requests to modules.
-pub fn modern_meta() -> Value {
-    json!({
-        META_PROTOCOL_VERSION: MODERN_VERSION,
-        META_CLIENT_CAPABILITIES: {},
-        "io.modelcontextprotocol/clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
-    })
+pub fn modern_meta() -> &'static Map<String, Value> {
+    static META: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+        let meta = json!({
+            META_PROTOCOL_VERSION: MODERN_VERSION,
+            META_CLIENT_CAPABILITIES: {},
+            "io.modelcontextprotocol/clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
+        });
+        match meta {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    });
+    &META
 }
 
 /// Marks a modern result complete and adds the server's identity; list results also get
 /// caching hints (`ttlMs: 0`, `cacheScope: "private"`: tool lists depend on authorization).
 pub fn modern_result(mut result: Value, cacheable: bool) -> Value {
+    static SERVER_INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(server_info);
     if let Some(map) = result.as_object_mut() {
         map.entry("resultType").or_insert_with(|| json!("complete"));
         let meta = map.entry("_meta").or_insert_with(|| json!({}));
         if let Some(meta) = meta.as_object_mut() {
-            meta.insert(META_SERVER_INFO.into(), server_info());
+            meta.insert(META_SERVER_INFO.into(), SERVER_INFO.clone());
         }
         if cacheable {
             map.entry("ttlMs").or_insert_with(|| json!(0));

@@ -52,7 +52,10 @@ enum Era {
 pub struct HttpModule {
     config: HttpConfig,
     client: Client<HttpConnector, Full<Bytes>>,
-    era: Mutex<Option<Era>>,
+    /// The module's era once known (read on every call, so a plain mutex around a clone).
+    era: std::sync::Mutex<Option<Era>>,
+    /// Held while finding out the era, so only one caller probes.
+    connecting: Mutex<()>,
     next_id: AtomicI64,
 }
 
@@ -63,7 +66,8 @@ impl HttpModule {
         HttpModule {
             config,
             client,
-            era: Mutex::new(None),
+            era: std::sync::Mutex::new(None),
+            connecting: Mutex::new(()),
             next_id: AtomicI64::new(0),
         }
     }
@@ -89,7 +93,7 @@ impl HttpModule {
     /// POSTs one message; returns the status, headers and (for a request) the answer to it.
     async fn post(
         &self,
-        body: &Value,
+        body: Vec<u8>,
         headers: HeaderMap,
         expect: Option<&RequestId>,
     ) -> Result<(StatusCode, HeaderMap, Option<Result<Value, Value>>), ModuleError> {
@@ -104,7 +108,7 @@ impl HttpModule {
         for (name, value) in &headers {
             request = request.header(name, value);
         }
-        let bytes = serde_json::to_vec(body).map_err(|e| self.protocol(e.to_string()))?;
+        let bytes = body;
         let request = request
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| self.protocol(e.to_string()))?;
@@ -175,19 +179,23 @@ impl HttpModule {
 
     /// Finds out the module's era (once).
     async fn era(&self) -> Result<Era, ModuleError> {
-        let mut era = self.era.lock().await;
-        if let Some(known) = era.as_ref() {
-            return Ok(known.clone());
+        if let Some(known) = self.known_era() {
+            return Ok(known);
+        }
+        let _connecting = self.connecting.lock().await;
+        if let Some(known) = self.known_era() {
+            return Ok(known);
         }
         let id = self.next_id();
-        let discover = jsonrpc::request(&id, "server/discover", json!({"_meta": modern_meta()}));
+        let discover =
+            jsonrpc::request_bytes(&id, "server/discover", &json!({"_meta": modern_meta()}));
         let mut headers = HeaderMap::new();
         headers.insert(
             "mcp-protocol-version",
             HeaderValue::from_static(MODERN_VERSION),
         );
         headers.insert("mcp-method", HeaderValue::from_static("server/discover"));
-        let (_, _, answer) = self.post(&discover, headers, Some(&id)).await?;
+        let (_, _, answer) = self.post(discover, headers, Some(&id)).await?;
         let modern = matches!(&answer, Some(Ok(result)) if result
             .get("supportedVersions")
             .and_then(Value::as_array)
@@ -198,14 +206,24 @@ impl HttpModule {
             self.handshake().await?
         };
         tracing::info!(module = %self.config.name, era = ?found, "http module connected");
-        *era = Some(found.clone());
+        *self
+            .era
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(found.clone());
         Ok(found)
+    }
+
+    fn known_era(&self) -> Option<Era> {
+        self.era
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     async fn handshake(&self) -> Result<Era, ModuleError> {
         let id = self.next_id();
-        let init = jsonrpc::request(&id, "initialize", rpc::initialize_params());
-        let (status, headers, answer) = self.post(&init, HeaderMap::new(), Some(&id)).await?;
+        let init = jsonrpc::request_bytes(&id, "initialize", &rpc::initialize_params());
+        let (status, headers, answer) = self.post(init, HeaderMap::new(), Some(&id)).await?;
         let result = match answer {
             Some(outcome) => rpc::answer(&self.config.name, outcome)?,
             None => {
@@ -225,12 +243,10 @@ impl HttpModule {
         if let Ok(v) = HeaderValue::from_str(&version) {
             follow.insert("mcp-protocol-version", v);
         }
-        self.post(
-            &jsonrpc::notification("notifications/initialized", None),
-            follow,
-            None,
-        )
-        .await?;
+        let initialized =
+            serde_json::to_vec(&jsonrpc::notification("notifications/initialized", None))
+                .unwrap_or_default();
+        self.post(initialized, follow, None).await?;
         Ok(Era::Legacy { session, version })
     }
 
@@ -242,19 +258,18 @@ impl HttpModule {
         params: Value,
         name: Option<&str>,
     ) -> Result<Value, ModuleError> {
+        let mut params = params;
         for attempt in 0..2 {
             let era = self.era().await?;
             let id = self.next_id();
             let mut headers = HeaderMap::new();
-            let mut params = params.clone();
             match &era {
                 Era::Modern => {
+                    // Idempotent, so a retry may apply it again.
                     if let Some(map) = params.as_object_mut() {
                         let meta = map.entry("_meta").or_insert_with(|| json!({}));
-                        if let (Some(meta), Some(required)) =
-                            (meta.as_object_mut(), modern_meta().as_object())
-                        {
-                            for (k, v) in required {
+                        if let Some(meta) = meta.as_object_mut() {
+                            for (k, v) in modern_meta() {
                                 meta.entry(k.clone()).or_insert_with(|| v.clone());
                             }
                         }
@@ -280,8 +295,8 @@ impl HttpModule {
                     }
                 }
             }
-            let body = jsonrpc::request(&id, method, params);
-            let (status, _, answer) = self.post(&body, headers, Some(&id)).await?;
+            let body = jsonrpc::request_bytes(&id, method, &params);
+            let (status, _, answer) = self.post(body, headers, Some(&id)).await?;
             if status == StatusCode::NOT_FOUND
                 && matches!(
                     era,
@@ -292,7 +307,10 @@ impl HttpModule {
                 )
                 && attempt == 0
             {
-                *self.era.lock().await = None;
+                *self
+                    .era
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
                 continue;
             }
             return match answer {
