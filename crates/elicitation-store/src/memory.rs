@@ -8,13 +8,13 @@ use elicitation_core::{
     CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
     TransitionError,
 };
-use ring::rand::{SecureRandom, SystemRandom};
+use ring::rand::SystemRandom;
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
 use crate::audit::{self, Event};
-use crate::store::{as_seen, check_ttl};
+use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
     HeldCall, ListQuery, StoreError, StoredElicitation, SystemClock,
@@ -187,14 +187,6 @@ impl MemoryStore {
         let _ = self.changes.send(id);
     }
 
-    fn new_id(&self, now: OffsetDateTime) -> Result<ElicitationId, StoreError> {
-        let mut random = [0u8; 10];
-        self.rng
-            .fill(&mut random)
-            .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
-        Ok(ElicitationId::v7(now, random))
-    }
-
     /// Inserts a new entry, enforcing the limits.
     fn insert(&self, entry: Entry, now: OffsetDateTime) -> Result<(), StoreError> {
         let mut state = self.lock();
@@ -269,9 +261,8 @@ impl ElicitationStore for MemoryStore {
         spec: ElicitationSpec,
         ttl: Duration,
     ) -> Result<Elicitation, StoreError> {
-        check_ttl(ttl)?;
         let now = self.clock.now();
-        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, ttl);
+        let elicitation = new_elicitation(&self.rng, spec, now, ttl)?;
         let entry = Entry {
             caller: caller.clone(),
             elicitation: elicitation.clone(),
@@ -292,24 +283,12 @@ impl ElicitationStore for MemoryStore {
         caller: &Caller,
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
-        check_ttl(request.ttl)?;
-        let spec = ElicitationSpec::confirmation(request.message.clone())?;
         let now = self.clock.now();
-        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, request.ttl);
-        let binding = request.binding();
-        let call = HeldCall {
-            tool: binding.tool,
-            digest: binding.digest,
-            arguments: request.arguments,
-        };
-        let stored = StoredElicitation {
-            elicitation: elicitation.clone(),
-            call: Some(call.clone()),
-        };
+        let stored = request.into_new(&self.rng, now)?;
         let entry = Entry {
             caller: caller.clone(),
-            elicitation,
-            call: Some(call),
+            elicitation: stored.elicitation.clone(),
+            call: stored.call.clone(),
         };
         self.insert(entry, now)?;
         let tool = stored.call.as_ref().map(|c| c.tool.as_str());

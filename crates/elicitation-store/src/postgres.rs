@@ -20,7 +20,7 @@ use elicitation_core::{
     MAX_RETRIES, RespondOutcome, ResponseSpec, TransitionError, truncate_to_micros,
     validate_response,
 };
-use ring::rand::{SecureRandom, SystemRandom};
+use ring::rand::SystemRandom;
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
@@ -29,10 +29,10 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::audit::{self, Event};
 use crate::seal::{KeyRing, SealContext};
-use crate::store::{as_seen, check_ttl};
+use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    ListQuery, StoreError, StoredElicitation, SystemClock,
+    HeldCall, ListQuery, StoreError, StoredElicitation, SystemClock,
 };
 
 mod listen;
@@ -233,14 +233,6 @@ impl PostgresStore {
         Ok(rows)
     }
 
-    fn new_id(&self, now: OffsetDateTime) -> Result<ElicitationId, StoreError> {
-        let mut random = [0u8; 10];
-        self.rng
-            .fill(&mut random)
-            .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
-        Ok(ElicitationId::v7(now, random))
-    }
-
     fn remember_spec(&self, id: ElicitationId, spec: &ResponseSpec) {
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         if specs.len() >= SPEC_CACHE_CAPACITY {
@@ -287,14 +279,14 @@ impl PostgresStore {
         &self,
         caller: &Caller,
         elicitation: &Elicitation,
-        request: Option<(&ConfirmationRequest, &CallBinding)>,
+        call: Option<&HeldCall>,
     ) -> Result<(), StoreError> {
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
-        let sealed = match request {
-            Some((request, binding)) => {
-                let plaintext = serde_json::to_vec(&request.arguments)
+        let sealed = match call {
+            Some(call) => {
+                let plaintext = serde_json::to_vec(&call.arguments)
                     .map_err(|e| StoreError::Backend(Box::new(e)))?;
                 Some(self.keys.seal(
                     &plaintext,
@@ -302,14 +294,14 @@ impl PostgresStore {
                         column: REQUEST,
                         id,
                         caller,
-                        call: Some((binding.tool.as_str(), &binding.digest)),
+                        call: Some((call.tool.as_str(), &call.digest)),
                     },
                 )?)
             }
             None => None,
         };
-        let tool = request.map(|(_, b)| b.tool.as_str());
-        let digest = request.map(|(_, b)| b.digest.as_bytes().as_slice());
+        let tool = call.map(|c| c.tool.as_str());
+        let digest = call.map(|c| c.digest.as_bytes().as_slice());
         let limit = i64::try_from(self.max_pending_per_caller).unwrap_or(i64::MAX);
         let rows = self
             .scoped(
@@ -387,9 +379,7 @@ impl ElicitationStore for PostgresStore {
         spec: ElicitationSpec,
         ttl: Duration,
     ) -> Result<Elicitation, StoreError> {
-        check_ttl(ttl)?;
-        let now = self.now();
-        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, ttl);
+        let elicitation = new_elicitation(&self.rng, spec, self.now(), ttl)?;
         self.insert(caller, &elicitation, None).await?;
         Ok(elicitation)
     }
@@ -399,21 +389,10 @@ impl ElicitationStore for PostgresStore {
         caller: &Caller,
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
-        check_ttl(request.ttl)?;
-        let spec = ElicitationSpec::confirmation(request.message.clone())?;
-        let now = self.now();
-        let elicitation = Elicitation::new(self.new_id(now)?, spec, now, request.ttl);
-        let binding = request.binding();
-        self.insert(caller, &elicitation, Some((&request, &binding)))
+        let stored = request.into_new(&self.rng, self.now())?;
+        self.insert(caller, &stored.elicitation, stored.call.as_ref())
             .await?;
-        Ok(StoredElicitation {
-            elicitation,
-            call: Some(crate::HeldCall {
-                tool: binding.tool,
-                digest: binding.digest,
-                arguments: request.arguments,
-            }),
-        })
+        Ok(stored)
     }
 
     async fn get(

@@ -6,6 +6,7 @@ use elicitation_core::{
     ElicitationStatus, RespondOutcome,
 };
 use gating_core::CallDigest;
+use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
@@ -235,6 +236,47 @@ pub trait ElicitationStore: Send + Sync + 'static {
         binding: &CallBinding,
     ) -> Result<bool, StoreError> {
         Ok(self.confirmation_state(caller, id, binding).await? == Some(true))
+    }
+}
+
+/// A new pending elicitation: the TTL checked, a UUID v7 id with random bits from `rng`.
+pub(crate) fn new_elicitation(
+    rng: &SystemRandom,
+    spec: ElicitationSpec,
+    now: OffsetDateTime,
+    ttl: Duration,
+) -> Result<Elicitation, StoreError> {
+    check_ttl(ttl)?;
+    let mut random = [0u8; 10];
+    rng.fill(&mut random)
+        .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
+    Ok(Elicitation::new(
+        ElicitationId::v7(now, random),
+        spec,
+        now,
+        ttl,
+    ))
+}
+
+impl ConfirmationRequest {
+    /// The new pending confirmation this request asks for, with the call it holds.
+    pub(crate) fn into_new(
+        self,
+        rng: &SystemRandom,
+        now: OffsetDateTime,
+    ) -> Result<StoredElicitation, StoreError> {
+        let spec = ElicitationSpec::confirmation(self.message)?;
+        let elicitation = new_elicitation(rng, spec, now, self.ttl)?;
+        let digest = CallDigest::of(&self.arguments);
+        let call = HeldCall {
+            tool: self.tool,
+            digest,
+            arguments: self.arguments,
+        };
+        Ok(StoredElicitation {
+            elicitation,
+            call: Some(call),
+        })
     }
 }
 

@@ -327,22 +327,10 @@ impl HttpModule {
 #[async_trait]
 impl Module for HttpModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..rpc::MAX_LIST_PAGES {
-            let params = match &cursor {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = self.request("tools/list", params, None).await?;
-            let (page, next) = rpc::tools_of(&self.config.name, &result)?;
-            tools.extend(page);
-            match next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(tools),
-            }
-        }
-        Ok(tools)
+        rpc::list_all_tools(&self.config.name, |params| {
+            Box::pin(self.request("tools/list", params, None))
+        })
+        .await
     }
 
     async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {

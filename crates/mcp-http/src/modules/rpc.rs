@@ -123,4 +123,31 @@ pub(crate) fn tools_of(
 }
 
 /// Most pages of `tools/list` followed before giving up on a module that never ends.
-pub(crate) const MAX_LIST_PAGES: usize = 100;
+const MAX_LIST_PAGES: usize = 100;
+
+/// A request to a module in flight.
+pub(crate) type InFlight<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ModuleError>> + Send + 'a>>;
+
+/// Every page of `tools/list`, through `request(params)`.
+pub(crate) async fn list_all_tools<'a>(
+    module: &str,
+    mut request: impl FnMut(Value) -> InFlight<'a> + Send,
+) -> Result<Vec<Value>, ModuleError> {
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_LIST_PAGES {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let result = request(params).await?;
+        let (page, next) = tools_of(module, &result)?;
+        tools.extend(page);
+        match next {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    Ok(tools)
+}

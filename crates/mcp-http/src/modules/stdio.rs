@@ -156,22 +156,10 @@ impl StdioModule {
 #[async_trait]
 impl Module for StdioModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..rpc::MAX_LIST_PAGES {
-            let params = match &cursor {
-                Some(c) => json!({"cursor": c}),
-                None => json!({}),
-            };
-            let result = self.request("tools/list", params).await?;
-            let (page, next) = rpc::tools_of(&self.shared.name, &result)?;
-            tools.extend(page);
-            match next {
-                Some(next) => cursor = Some(next),
-                None => return Ok(tools),
-            }
-        }
-        Ok(tools)
+        rpc::list_all_tools(&self.shared.name, |params| {
+            Box::pin(self.request("tools/list", params))
+        })
+        .await
     }
 
     async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
