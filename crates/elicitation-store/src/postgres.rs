@@ -628,6 +628,30 @@ impl ElicitationStore for PostgresStore {
         .await
     }
 
+    async fn record_rejection(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        tool: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        self.scoped(
+            caller,
+            sql::RECORD_REJECTION,
+            &[
+                id.as_uuid(),
+                &caller.subject_id(),
+                &tenant_param(caller),
+                &tool,
+                &reason,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
         let now = truncate_to_micros(now);
         let client = self.pool.get().await.map_err(pool_error)?;

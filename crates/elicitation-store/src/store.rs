@@ -186,6 +186,21 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// sweeper's primitive; across all callers).
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError>;
 
+    /// Records in the store's own audit trail (the Postgres table; the memory store keeps
+    /// none beyond the log) that the gate refused a gated call on the strength of
+    /// confirmation `id` (declined, cancelled or expired). Holds and forwards are recorded by
+    /// `create_confirmation` and `consume_confirmation` themselves.
+    async fn record_rejection(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        tool: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        let _ = (caller, id, tool, reason);
+        Ok(())
+    }
+
     /// The caller's pending elicitations, newest first.
     async fn pending(
         &self,

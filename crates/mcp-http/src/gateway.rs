@@ -197,7 +197,7 @@ impl Gateway {
                         return CallOutcome::NeedsConfirmation(confirmation, binding.digest);
                     }
                     (ElicitationStatus::Responded, Some(false)) => {
-                        audit(principal, entry, Audit::Rejected("user_rejected"), Some(id));
+                        self.rejected(principal, entry, "user_rejected", id).await;
                         return done(gating_core::user_rejected_result());
                     }
                     (ElicitationStatus::Responded, Some(true)) => {
@@ -215,21 +215,13 @@ impl Gateway {
                         }
                     }
                     (ElicitationStatus::Cancelled, _) => {
-                        audit(
-                            principal,
-                            entry,
-                            Audit::Rejected("confirmation_cancelled"),
-                            Some(id),
-                        );
+                        self.rejected(principal, entry, "confirmation_cancelled", id)
+                            .await;
                         return done(gating_core::cancelled_result(id));
                     }
                     (ElicitationStatus::Expired, _) => {
-                        audit(
-                            principal,
-                            entry,
-                            Audit::Rejected("confirmation_expired"),
-                            Some(id),
-                        );
+                        self.rejected(principal, entry, "confirmation_expired", id)
+                            .await;
                         return done(gating_core::expired_result(id));
                     }
                     // Failed validation: ask anew.
@@ -255,6 +247,27 @@ impl Gateway {
                 )))
             }
             Err(e) => done(self.fail_closed(principal, entry, &e)),
+        }
+    }
+
+    /// A refusal on the strength of confirmation `id`: logged, and recorded in the store's
+    /// audit trail (a failure to record is logged; the call is refused either way).
+    async fn rejected(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        reason: &'static str,
+        id: ElicitationId,
+    ) {
+        audit(principal, entry, Audit::Rejected(reason), Some(id));
+        if let Err(e) =
+            timed(
+                self.store
+                    .record_rejection(&principal.caller, id, &entry.qualified, reason),
+            )
+            .await
+        {
+            tracing::warn!(error = %e, "could not record a rejection in the store's audit trail");
         }
     }
 

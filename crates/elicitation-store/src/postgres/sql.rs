@@ -47,6 +47,8 @@ pub(super) const INSERT: &str = concat!(
         "elicitation_requested",
         "jsonb_build_object('type', $4::text)"
     ),
+    ", held AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $11, 'tool_call_held', $2, $3::text, id, tool_name, '{}'::jsonb FROM changed WHERE tool_name IS NOT NULL) ",
     "SELECT count(*) FROM changed"
 );
 
@@ -124,14 +126,23 @@ pub(super) const SELECT_CONFIRMATION: &str = concat!(
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5"
 );
 
-/// `$4` tool, `$5` digest, `$6` now.
+/// `$4` tool, `$5` digest, `$6` now. Records `tool_call_forwarded` in the same statement.
 pub(super) const CONSUME: &str = concat!(
-    "UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
+    "WITH changed AS (UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5",
     " AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > $6",
     " RETURNING ",
-    columns!()
+    columns!(),
+    "), ",
+    audit_from_changed!("$6", "tool_call_forwarded", "'{\"gated\": true}'::jsonb"),
+    "SELECT * FROM changed"
+);
+
+/// `$4` tool, `$5` reason, `$6` now: a gated call the gate refused.
+pub(super) const RECORD_REJECTION: &str = concat!(
+    "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $6, 'tool_call_rejected', $2, $3::text, $1, $4, jsonb_build_object('reason', $5::text)"
 );
 
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.

@@ -303,12 +303,13 @@ async fn row_level_security_hides_other_callers() {
         (0, 0),
         "no caller set: nothing visible"
     );
+    // Each caller: one elicitation, two audit rows (requested, held).
     as_caller(&writer, "alice", "acme").await;
-    assert_eq!(count(&writer).await, (1, 1));
+    assert_eq!(count(&writer).await, (1, 2));
     as_caller(&writer, "alice", "globex").await;
     assert_eq!(count(&writer).await, (0, 0), "same subject, other tenant");
     as_caller(&writer, "bob", "acme").await;
-    assert_eq!(count(&writer).await, (1, 1));
+    assert_eq!(count(&writer).await, (1, 2));
     let touched = writer
         .execute("UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'declined', cancelled_at = now() WHERE id = $1", &[id.as_uuid()])
         .await
@@ -471,6 +472,14 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .respond(&alice(), answered, json!({"confirmed": true}))
         .await
         .unwrap();
+    let binding = CallBinding {
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(&args),
+    };
+    store
+        .consume_confirmation(&alice(), answered, &binding)
+        .await
+        .unwrap();
     let cancelled = store
         .create_confirmation(&alice(), confirmation_request(args.clone()))
         .await
@@ -479,6 +488,10 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .id;
     store
         .cancel(&alice(), cancelled, CancelReason::CancelledByPerson)
+        .await
+        .unwrap();
+    store
+        .record_rejection(&alice(), cancelled, "fs__delete", "confirmation_cancelled")
         .await
         .unwrap();
     let failed = store
@@ -509,46 +522,42 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .query("SELECT elicitation_id, event, detail::text, tool_name FROM mcp_audit_events ORDER BY id", &[])
         .await
         .unwrap();
-    let events: Vec<(uuid::Uuid, String, String)> = rows
+    // Rows written by one statement have no guaranteed order among themselves: compare sorted.
+    let mut events: Vec<(uuid::Uuid, String, String)> = rows
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
+    events.sort();
     let expect = |id: ElicitationId, event: &str, detail: &str| {
         (*id.as_uuid(), event.to_owned(), detail.to_owned())
     };
-    assert_eq!(
-        events,
-        [
-            expect(
-                answered,
-                "elicitation_requested",
-                r#"{"type": "confirmation"}"#
-            ),
-            expect(answered, "elicitation_responded", r#"{"confirmed": true}"#),
-            expect(
-                cancelled,
-                "elicitation_requested",
-                r#"{"type": "confirmation"}"#
-            ),
-            expect(
-                cancelled,
-                "elicitation_cancelled",
-                r#"{"reason": "cancelled_by_person"}"#
-            ),
-            expect(
-                failed,
-                "elicitation_requested",
-                r#"{"type": "confirmation"}"#
-            ),
-            expect(failed, "elicitation_validation_failed", "{}"),
-            expect(
-                expired,
-                "elicitation_requested",
-                r#"{"type": "confirmation"}"#
-            ),
-            expect(expired, "elicitation_timeout", "{}"),
-        ]
-    );
+    let requested = r#"{"type": "confirmation"}"#;
+    let mut expected = vec![
+        expect(answered, "elicitation_requested", requested),
+        expect(answered, "tool_call_held", "{}"),
+        expect(answered, "elicitation_responded", r#"{"confirmed": true}"#),
+        expect(answered, "tool_call_forwarded", r#"{"gated": true}"#),
+        expect(cancelled, "elicitation_requested", requested),
+        expect(cancelled, "tool_call_held", "{}"),
+        expect(
+            cancelled,
+            "elicitation_cancelled",
+            r#"{"reason": "cancelled_by_person"}"#,
+        ),
+        expect(
+            cancelled,
+            "tool_call_rejected",
+            r#"{"reason": "confirmation_cancelled"}"#,
+        ),
+        expect(failed, "elicitation_requested", requested),
+        expect(failed, "tool_call_held", "{}"),
+        expect(failed, "elicitation_validation_failed", "{}"),
+        expect(expired, "elicitation_requested", requested),
+        expect(expired, "tool_call_held", "{}"),
+        expect(expired, "elicitation_timeout", "{}"),
+    ];
+    expected.sort();
+    assert_eq!(events, expected);
     assert!(
         rows.iter()
             .all(|r| r.get::<_, Option<String>>(3).as_deref() == Some("fs__delete"))
