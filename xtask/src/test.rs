@@ -61,6 +61,7 @@ pub(crate) fn run() -> Result<()> {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--all-features",
             "--",
             "-D",
             "warnings",

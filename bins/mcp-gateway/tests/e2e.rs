@@ -20,6 +20,9 @@ use tokio::process::{Child, Command};
 
 const AGENT: &str = "e2e-agent-token";
 const HUMAN: &str = "e2e-human-token";
+/// The person's MCP client (an SDK with an elicitation handler): calls tools and answers
+/// confirmations natively.
+const CLIENT: &str = "e2e-client-token";
 
 fn sha256_hex(text: &str) -> String {
     let out = std::process::Command::new("sha256sum")
@@ -77,6 +80,10 @@ scopes = ["tools:call"]
 subject = "alice"
 token_sha256 = "{human}"
 scopes = ["elicitations:respond"]
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{client}"
+scopes = ["tools:call", "elicitations:respond"]
 [[modules]]
 name = "fs"
 transport = "stdio"
@@ -86,6 +93,7 @@ trust_annotations = true
 "#,
             agent = sha256_hex(AGENT),
             human = sha256_hex(HUMAN),
+            client = sha256_hex(CLIENT),
             server = filesystem_server(),
             sandbox = sandbox.display(),
         );
@@ -436,7 +444,7 @@ async fn python(gateway: &Gateway, mode: &str, scenario: &str, path: &Path) -> V
     command
         .arg(script)
         .arg(format!("{}/mcp", gateway.base))
-        .args([AGENT, mode, scenario])
+        .args([CLIENT, mode, scenario])
         .arg(path);
     run_client(command, &format!("python {mode} {scenario}")).await
 }
@@ -454,7 +462,7 @@ async fn typescript(gateway: &Gateway, scenario: &str, path: &Path) -> Value {
     command
         .arg(&script)
         .arg(format!("{}/mcp", gateway.base))
-        .args([AGENT, scenario])
+        .args([CLIENT, scenario])
         .arg(path);
     let out = run_client(command, &format!("typescript {scenario}")).await;
     let _ = std::fs::remove_file(&script);

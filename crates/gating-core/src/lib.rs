@@ -27,7 +27,7 @@ pub use policy::{
     DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, ToolRule,
 };
 pub use result::{
-    ResultParts, cancelled_result, confirmation_message, confirmation_prompt, denied_result,
-    expired_result, gate_unavailable_result, held_result, held_result_parts, upstream_error_result,
-    user_rejected_result,
+    ConfirmationMessage, ResultParts, cancelled_result, confirmation_message, confirmation_prompt,
+    denied_result, expired_result, gate_unavailable_result, held_result, held_result_parts,
+    upstream_error_result, user_rejected_result,
 };

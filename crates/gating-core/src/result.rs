@@ -16,22 +16,39 @@ pub fn confirmation_prompt(tool_name: &str) -> String {
     )
 }
 
-/// Longest argument summary in a confirmation message, in characters.
-const ARGUMENTS_SUMMARY_CHARS: usize = 300;
+/// A confirmation message for a call, and whether it shows the call's arguments in full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmationMessage {
+    /// The text shown to the person.
+    pub text: String,
+    /// Whether the text contains the arguments in full. When it does not (they are too long
+    /// for one message), a person must not be asked to approve from this text alone: the
+    /// gateway then asks through the held result, whose REST view shows every argument.
+    pub shows_all_arguments: bool,
+}
 
-/// The confirmation message for a call: [`confirmation_prompt`] followed by a summary of the
-/// arguments (their canonical JSON, shortened to 300 characters), so the person sees what
-/// they approve.
-pub fn confirmation_message(tool_name: &str, arguments: &Value) -> String {
+/// The confirmation message for a call: [`confirmation_prompt`] followed by the arguments'
+/// canonical JSON in full, when it fits in one elicitation message
+/// ([`elicitation_core::MAX_MESSAGE_CHARS`]); otherwise a note that they are too long to
+/// show and where to review them.
+pub fn confirmation_message(tool_name: &str, arguments: &Value) -> ConfirmationMessage {
+    let prompt = confirmation_prompt(tool_name);
     let canonical = crate::canonical_json(arguments);
-    let summary: String = if canonical.chars().count() > ARGUMENTS_SUMMARY_CHARS {
-        let mut short: String = canonical.chars().take(ARGUMENTS_SUMMARY_CHARS).collect();
-        short.push('…');
-        short
-    } else {
-        canonical
-    };
-    format!("{} Arguments: {summary}", confirmation_prompt(tool_name))
+    let full = format!("{prompt} Arguments: {canonical}");
+    if full.chars().count() <= elicitation_core::MAX_MESSAGE_CHARS {
+        return ConfirmationMessage {
+            text: full,
+            shows_all_arguments: true,
+        };
+    }
+    let text = format!(
+        "{prompt} Its arguments are too long to show here ({} characters): review them in the gateway's list of pending confirmations (GET /v1/mcp/elicitations) before answering.",
+        canonical.chars().count()
+    );
+    ConfirmationMessage {
+        text,
+        shows_all_arguments: false,
+    }
 }
 
 /// The two parts of a tool result: the text a model reads and the structured content a

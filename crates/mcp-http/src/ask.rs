@@ -25,7 +25,7 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use crate::auth::Principal;
+use crate::auth::{Principal, SCOPE_RESPOND};
 use crate::body::ChannelBody;
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Gateway};
@@ -41,6 +41,18 @@ pub const CONFIRM_KEY: &str = "confirm";
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Most times one stream asks before giving up with the held result.
 const MAX_ROUNDS: usize = 5;
+/// How long one store operation may take here.
+const STORE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long writing one event may wait for a client that stopped reading.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether the principal may answer confirmations natively: only with the scope
+/// `elicitations:respond`, the same the REST API requires, so an agent holding only
+/// `tools:call` cannot approve its own call by declaring elicitation and answering itself.
+/// Such a client gets the held result, answered by a person elsewhere.
+pub fn may_answer(principal: &Principal) -> bool {
+    principal.scopes.contains(SCOPE_RESPOND)
+}
 
 /// Whether declared client capabilities include form elicitation (`{}` counts as form).
 pub fn can_elicit_form(capabilities: Option<&Value>) -> bool {
@@ -78,8 +90,19 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
         action,
         result.get("content").cloned(),
     );
-    if let Err(e) = gateway.store().apply(&principal.caller, id, answer).await {
-        tracing::info!(elicitation_id = %id, error = %e, "the client's answer was not recorded");
+    let applied = tokio::time::timeout(
+        STORE_TIMEOUT,
+        gateway.store().apply(&principal.caller, id, answer),
+    )
+    .await;
+    match applied {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            tracing::info!(elicitation_id = %id, error = %e, "the client's answer was not recorded")
+        }
+        Err(_) => {
+            tracing::warn!(elicitation_id = %id, "the store did not record the client's answer in time")
+        }
     }
 }
 
@@ -118,6 +141,14 @@ impl Mrtr<'_> {
             .unwrap_or_default()
             .to_owned();
         if let Some(state) = params.remove("requestState") {
+            // Only a person's client may answer (see `may_answer`); checked before the state
+            // is spent.
+            if responses
+                .as_ref()
+                .is_some_and(|r| r.get(CONFIRM_KEY).is_some())
+            {
+                principal.require(SCOPE_RESPOND)?;
+            }
             let claims = self.verify(principal, &params, &state)?;
             let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
             if let Some(answer) = responses.as_ref().and_then(|r| r.get(CONFIRM_KEY)) {
@@ -127,11 +158,12 @@ impl Mrtr<'_> {
         }
         match self.gateway.call_tool(principal, params).await? {
             CallOutcome::Done(result) => Ok(result),
-            CallOutcome::NeedsConfirmation(confirmation, digest) if can_elicit => {
-                Ok(self.input_required(principal, &confirmation, &(tool, digest.to_string())))
+            CallOutcome::NeedsConfirmation(pending) if can_elicit && pending.askable_natively => {
+                let binding = (tool, pending.digest.to_string());
+                Ok(self.input_required(principal, &pending.confirmation, &binding))
             }
-            CallOutcome::NeedsConfirmation(confirmation, _) => {
-                Ok(gating_core::held_result(&confirmation))
+            CallOutcome::NeedsConfirmation(pending) => {
+                Ok(gating_core::held_result(&pending.confirmation))
             }
         }
     }
@@ -217,9 +249,16 @@ type Waiters = HashMap<(String, RequestId), oneshot::Sender<Result<Value, Value>
 #[derive(Default)]
 pub struct PendingAnswers {
     waiting: Mutex<Waiters>,
+    next: std::sync::atomic::AtomicU64,
 }
 
 impl PendingAnswers {
+    /// A request id no other waiting request uses.
+    fn fresh_id(&self, confirmation: ElicitationId) -> RequestId {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        RequestId::String(format!("mcp-gateway-confirm-{confirmation}-{n}"))
+    }
+
     fn register(&self, session: &str, id: &RequestId) -> oneshot::Receiver<Result<Value, Value>> {
         let (tx, rx) = oneshot::channel();
         self.lock().insert((session.to_owned(), id.clone()), tx);
@@ -268,7 +307,7 @@ pub fn stream_confirmation(context: StreamContext, first: Elicitation) -> Respon
     tokio::spawn(async move {
         let final_message = converse(&context, first, &tx).await;
         if let Some(message) = final_message {
-            let _ = tx.send(sse::event(&message.to_string())).await;
+            deliver(&tx, sse::event(&message.to_string())).await;
         }
     });
     Response::builder()
@@ -280,6 +319,14 @@ pub fn stream_confirmation(context: StreamContext, first: Elicitation) -> Respon
         .expect("a static response is valid")
 }
 
+/// Writes an event; false if the client is gone or stopped reading for [`SEND_TIMEOUT`].
+async fn deliver(tx: &tokio::sync::mpsc::Sender<Bytes>, event: Bytes) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, tx.send(event)).await,
+        Ok(Ok(()))
+    )
+}
+
 /// The conversation on the stream; returns the final JSON-RPC response to write, or `None`
 /// when the client went away (the elicitation then stays pending until answered or expired).
 async fn converse(
@@ -289,15 +336,15 @@ async fn converse(
 ) -> Option<Value> {
     let with_mode = c.version >= "2025-11-25";
     let mut current = first;
-    for round in 1..=MAX_ROUNDS {
-        let server_id = RequestId::String(format!("mcp-gateway-confirm-{}-{round}", current.id));
+    for _ in 0..MAX_ROUNDS {
+        let server_id = c.answers.fresh_id(current.id);
         let answer = c.answers.register(&c.session, &server_id);
         let ask = jsonrpc::request(
             &server_id,
             "elicitation/create",
             elicit_params(&current, with_mode),
         );
-        if tx.send(sse::event(&ask.to_string())).await.is_err() {
+        if !deliver(tx, sse::event(&ask.to_string())).await {
             c.answers.forget(&c.session, &server_id);
             return None;
         }
@@ -316,12 +363,14 @@ async fn converse(
             tokio::select! {
                 answered = &mut answer => break answered.ok(),
                 _ = &mut changed => break None,
-                _ = keep_alive.tick() => {
-                    if tx.send(sse::comment("waiting for a person to confirm")).await.is_err() {
+                _ = keep_alive.tick() => match tx.try_send(sse::comment("waiting for a person to confirm")) {
+                    // A full buffer means the client is slow to read: a keep-alive is not needed.
+                    Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
+                    Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
                         c.answers.forget(&c.session, &server_id);
                         return None;
                     }
-                }
+                },
             }
         };
         c.answers.forget(&c.session, &server_id);
@@ -346,7 +395,15 @@ async fn converse(
             .await
         {
             Ok(CallOutcome::Done(result)) => return Some(jsonrpc::result(&c.request_id, result)),
-            Ok(CallOutcome::NeedsConfirmation(next, _)) => current = next,
+            Ok(CallOutcome::NeedsConfirmation(next)) if next.askable_natively => {
+                current = next.confirmation
+            }
+            Ok(CallOutcome::NeedsConfirmation(next)) => {
+                return Some(jsonrpc::result(
+                    &c.request_id,
+                    gating_core::held_result(&next.confirmation),
+                ));
+            }
             Err(e) => return Some(jsonrpc::error(Some(&c.request_id), &e)),
         }
     }

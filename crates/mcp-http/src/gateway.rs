@@ -34,11 +34,22 @@ pub struct Gateway {
 pub enum CallOutcome {
     /// The call is answered: the module's result, or the gate's in-band result.
     Done(Value),
-    /// The call waits for a person to answer this (pending) confirmation. How to ask depends
+    /// The call waits for a person to answer a (pending) confirmation. How to ask depends
     /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
-    /// result (`gating_core::held_result`). The digest is the call's, which a confirmation
-    /// asked for natively is bound to.
-    NeedsConfirmation(Elicitation, CallDigest),
+    /// result (`gating_core::held_result`).
+    NeedsConfirmation(Box<PendingConfirmation>),
+}
+
+/// A confirmation a call waits for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingConfirmation {
+    /// The pending confirmation.
+    pub confirmation: Elicitation,
+    /// The call's digest, which the confirmation is bound to.
+    pub digest: CallDigest,
+    /// Whether its message shows the arguments in full, so a person may approve it from the
+    /// message alone (natively, in their client). If not, only the held result is used.
+    pub askable_natively: bool,
 }
 
 impl CallOutcome {
@@ -47,8 +58,8 @@ impl CallOutcome {
     pub fn into_result(self) -> Value {
         match self {
             CallOutcome::Done(value) => value,
-            CallOutcome::NeedsConfirmation(confirmation, _) => {
-                gating_core::held_result(&confirmation)
+            CallOutcome::NeedsConfirmation(pending) => {
+                gating_core::held_result(&pending.confirmation)
             }
         }
     }
@@ -184,6 +195,14 @@ impl Gateway {
             tool: entry.qualified.clone(),
             digest: CallDigest::of(arguments),
         };
+        let message = gating_core::confirmation_message(&entry.qualified, arguments);
+        let pending = |confirmation: Elicitation| {
+            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
+                confirmation,
+                digest: binding.digest,
+                askable_natively: message.shows_all_arguments,
+            }))
+        };
         if let Some(id) = confirmation_id {
             let found = match timed(self.store.confirmation(caller, id, &binding)).await {
                 Ok(found) => found,
@@ -194,7 +213,7 @@ impl Gateway {
                     // Not answered yet: the same held result, no new elicitation.
                     (ElicitationStatus::Pending, _) => {
                         audit(principal, entry, Audit::Held, Some(id));
-                        return CallOutcome::NeedsConfirmation(confirmation, binding.digest);
+                        return pending(confirmation);
                     }
                     (ElicitationStatus::Responded, Some(false)) => {
                         self.rejected(principal, entry, "user_rejected", id).await;
@@ -232,13 +251,13 @@ impl Gateway {
         let request = ConfirmationRequest {
             tool: entry.qualified.clone(),
             arguments: arguments.clone(),
-            message: gating_core::confirmation_message(&entry.qualified, arguments),
+            message: message.text.clone(),
             ttl: self.policy.ttl_for(&entry.qualified),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
                 audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
-                CallOutcome::NeedsConfirmation(stored.elicitation, binding.digest)
+                pending(stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
                 audit(principal, entry, Audit::Rejected("pending_limit"), None);

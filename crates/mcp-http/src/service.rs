@@ -143,6 +143,7 @@ fn rpc_error(
 /// A problem+json error response.
 fn problem(error: &McpError) -> Response<Body> {
     error.log();
+    let allow_rest = matches!(error, McpError::MethodNotAllowed);
     let body = serde_json::to_vec(&error.problem()).unwrap_or_default();
     let mut response = Response::builder()
         .status(error.status(None))
@@ -150,6 +151,11 @@ fn problem(error: &McpError) -> Response<Body> {
         .body(Full::new(Bytes::from(body)).boxed())
         .expect("a static response is valid");
     error_headers(error, &mut response);
+    if allow_rest {
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
+    }
     response
 }
 
@@ -327,6 +333,9 @@ impl McpService {
                 if let Err(e) = self.sessions.touch(&session, &principal.caller) {
                     return rpc_error(&e, None, Some(Era::Legacy));
                 }
+                if let Err(e) = principal.require(crate::auth::SCOPE_RESPOND) {
+                    return rpc_error(&e, None, Some(Era::Legacy));
+                }
                 if !self.answers.deliver(&session, &id, outcome) {
                     tracing::debug!(
                         ?id,
@@ -391,13 +400,10 @@ impl McpService {
                 .copied()
                 .find(|v| *v == requested)
                 .unwrap_or(LEGACY_VERSIONS[0]);
-            let capabilities = params
-                .get("capabilities")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
+            let can_elicit = ask::can_elicit_form(params.get("capabilities"));
             let session = self
                 .sessions
-                .create(&principal.caller, version, capabilities)?;
+                .create(&principal.caller, version, can_elicit)?;
             return Ok(Reply::Result(
                 wire::initialize_result(version),
                 Some(session),
@@ -423,9 +429,12 @@ impl McpService {
                 let params = request.take_params()?;
                 // Only a client that can be asked over the stream needs the params again.
                 let kept =
-                    ask::can_elicit_form(Some(&session.capabilities)).then(|| params.clone());
+                    (session.can_elicit && ask::may_answer(principal)).then(|| params.clone());
                 match self.gateway.call_tool(principal, params).await? {
-                    CallOutcome::NeedsConfirmation(confirmation, _) if let Some(params) = kept => {
+                    CallOutcome::NeedsConfirmation(pending)
+                        if pending.askable_natively
+                            && let Some(params) = kept =>
+                    {
                         let context = ask::StreamContext {
                             gateway: self.gateway.clone(),
                             answers: self.answers.clone(),
@@ -437,7 +446,7 @@ impl McpService {
                         };
                         return Ok(Reply::Stream(ask::stream_confirmation(
                             context,
-                            confirmation,
+                            pending.confirmation,
                         )));
                     }
                     outcome => outcome.into_result(),
@@ -457,7 +466,8 @@ impl McpService {
     ) -> Result<Reply, McpError> {
         let params = request.take_params()?;
         let meta = params.get("_meta").and_then(Value::as_object);
-        let can_elicit = ask::can_elicit_form(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)));
+        let can_elicit = ask::can_elicit_form(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)))
+            && ask::may_answer(principal);
         let version = meta
             .and_then(|m| m.get(META_PROTOCOL_VERSION))
             .and_then(Value::as_str)

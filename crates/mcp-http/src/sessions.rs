@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use elicitation_store::Caller;
 use ring::rand::{SecureRandom, SystemRandom};
-use serde_json::Value;
 
 use crate::error::McpError;
 
@@ -17,11 +16,15 @@ use crate::error::McpError;
 pub struct Session {
     /// The negotiated protocol version.
     pub version: &'static str,
-    /// The client's declared capabilities.
-    pub capabilities: Value,
+    /// Whether the client declared form elicitation (all the gateway needs of its
+    /// capabilities; keeping only this bounds a session's size).
+    pub can_elicit: bool,
     caller: Caller,
     last_seen: Instant,
 }
+
+/// Most sessions one caller may hold; opening another ends its oldest.
+pub const MAX_SESSIONS_PER_CALLER: usize = 64;
 
 /// The gateway's legacy sessions.
 pub struct Sessions {
@@ -48,7 +51,7 @@ impl Sessions {
         &self,
         caller: &Caller,
         version: &'static str,
-        capabilities: Value,
+        can_elicit: bool,
     ) -> Result<String, McpError> {
         let mut bytes = [0u8; 32];
         self.rng
@@ -58,19 +61,31 @@ impl Sessions {
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.retain(|_, s| now.duration_since(s.last_seen) < self.idle_timeout);
-        if sessions.len() >= self.max_sessions
-            && let Some(oldest) = sessions
+        // A caller that opens too many sessions ends its own oldest, not someone else's.
+        let own: Vec<(&String, &Session)> = sessions
+            .iter()
+            .filter(|(_, s)| s.caller == *caller)
+            .collect();
+        let evict = if own.len() >= MAX_SESSIONS_PER_CALLER {
+            own.into_iter()
+                .min_by_key(|(_, s)| s.last_seen)
+                .map(|(k, _)| k.clone())
+        } else if sessions.len() >= self.max_sessions {
+            sessions
                 .iter()
                 .min_by_key(|(_, s)| s.last_seen)
                 .map(|(k, _)| k.clone())
-        {
+        } else {
+            None
+        };
+        if let Some(oldest) = evict {
             sessions.remove(&oldest);
         }
         sessions.insert(
             id.clone(),
             Session {
                 version,
-                capabilities,
+                can_elicit,
                 caller: caller.clone(),
                 last_seen: now,
             },
@@ -116,7 +131,7 @@ mod tests {
         let sessions = Sessions::new(Duration::from_secs(60), 10);
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
-        let id = sessions.create(&alice, "2025-11-25", Value::Null).unwrap();
+        let id = sessions.create(&alice, "2025-11-25", false).unwrap();
         assert_eq!(id.len(), 64);
         assert_eq!(sessions.touch(&id, &alice).unwrap().version, "2025-11-25");
         assert!(matches!(
@@ -135,17 +150,37 @@ mod tests {
     }
 
     #[test]
+    fn a_caller_with_too_many_sessions_ends_its_own_oldest() {
+        let sessions = Sessions::new(Duration::from_secs(60), 10_000);
+        let alice = Caller::new("alice", None).unwrap();
+        let bob = Caller::new("bob", None).unwrap();
+        let bobs = sessions.create(&bob, "2025-11-25", false).unwrap();
+        let first = sessions.create(&alice, "2025-11-25", false).unwrap();
+        for _ in 0..MAX_SESSIONS_PER_CALLER {
+            sessions.create(&alice, "2025-11-25", true).unwrap();
+        }
+        assert!(
+            sessions.touch(&first, &alice).is_err(),
+            "alice's oldest made room"
+        );
+        assert!(
+            sessions.touch(&bobs, &bob).is_ok(),
+            "bob's session is untouched"
+        );
+    }
+
+    #[test]
     fn idle_sessions_expire_and_the_oldest_makes_room() {
         let alice = Caller::new("alice", None).unwrap();
         let expired = Sessions::new(Duration::ZERO, 10);
-        let id = expired.create(&alice, "2025-11-25", Value::Null).unwrap();
+        let id = expired.create(&alice, "2025-11-25", false).unwrap();
         assert!(matches!(
             expired.touch(&id, &alice),
             Err(McpError::SessionNotFound)
         ));
         let small = Sessions::new(Duration::from_secs(60), 1);
-        let first = small.create(&alice, "2025-11-25", Value::Null).unwrap();
-        let second = small.create(&alice, "2025-11-25", Value::Null).unwrap();
+        let first = small.create(&alice, "2025-11-25", false).unwrap();
+        let second = small.create(&alice, "2025-11-25", false).unwrap();
         assert!(small.touch(&first, &alice).is_err());
         assert!(small.touch(&second, &alice).is_ok());
     }

@@ -23,6 +23,8 @@ use serde_json::{Value, json};
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
 const OTHER_AGENT: &str = "other-agent-token";
+/// A person's MCP client: may call tools and answer confirmations natively.
+const CLIENT: &str = "client-token";
 
 /// Counts the calls that reached the test module's tools.
 #[derive(Default)]
@@ -98,6 +100,7 @@ fn auth() -> Auth {
         grant("alice", AGENT, &[SCOPE_TOOLS_CALL]),
         grant("alice", HUMAN, &[SCOPE_RESPOND]),
         grant("bob", OTHER_AGENT, &[SCOPE_TOOLS_CALL, SCOPE_RESPOND]),
+        grant("alice", CLIENT, &[SCOPE_TOOLS_CALL, SCOPE_RESPOND]),
     ])
     .unwrap()
 }
@@ -1153,7 +1156,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     let args = json!({"path": "/mrtr"});
     let (_, first) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         1,
         "test__delete",
         args.clone(),
@@ -1173,7 +1176,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     assert_eq!(pending["elicitations"].as_array().unwrap().len(), 1);
     let (status, done) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         2,
         "test__delete",
         args.clone(),
@@ -1199,7 +1202,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     ] {
         let (_, first) = modern_call(
             &h,
-            AGENT,
+            CLIENT,
             3,
             "test__delete",
             args.clone(),
@@ -1210,7 +1213,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
         let (state, _) = input_request(&first);
         let (_, done) = modern_call(
             &h,
-            AGENT,
+            CLIENT,
             4,
             "test__delete",
             args.clone(),
@@ -1228,7 +1231,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     // An invalid answer is asked again, not failed.
     let (_, first) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         5,
         "test__delete",
         args.clone(),
@@ -1239,7 +1242,7 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     let (state, _) = input_request(&first);
     let (_, again) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         6,
         "test__delete",
         args.clone(),
@@ -1257,7 +1260,7 @@ async fn modern_request_state_is_verified_and_single_use(h: Harness) {
     let args = json!({"path": "/s"});
     let (_, first) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         1,
         "test__delete",
         args.clone(),
@@ -1272,21 +1275,33 @@ async fn modern_request_state_is_verified_and_single_use(h: Harness) {
     tampered[at] = if tampered[at] == b'x' { b'y' } else { b'x' };
     let tampered = String::from_utf8(tampered).unwrap();
     let refused = [
-        ("tampered", AGENT, args.clone(), tampered.as_str()),
+        ("tampered", CLIENT, args.clone(), tampered.as_str()),
         (
             "other arguments",
-            AGENT,
+            CLIENT,
             json!({"path": "/other"}),
             state.as_str(),
         ),
         ("another caller", OTHER_AGENT, args.clone(), state.as_str()),
         (
             "not a state",
-            AGENT,
+            CLIENT,
             args.clone(),
             "eyJsb2NhdGlvbiI6Ik5ldyBZb3JrIn0",
         ),
     ];
+    // An agent token of the same subject may not answer at all (and does not spend the state).
+    let (status, _) = modern_call(
+        &h,
+        AGENT,
+        2,
+        "test__delete",
+        args.clone(),
+        retry(&state, yes.clone()),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
     for (why, token, arguments, state) in refused {
         let (status, reply) = modern_call(
             &h,
@@ -1311,7 +1326,7 @@ async fn modern_request_state_is_verified_and_single_use(h: Harness) {
     );
     let (_, done) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         3,
         "test__delete",
         args.clone(),
@@ -1322,7 +1337,7 @@ async fn modern_request_state_is_verified_and_single_use(h: Harness) {
     assert_eq!(done["result"]["content"][0]["text"], "deleted /s", "{done}");
     let (status, replay) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         4,
         "test__delete",
         args.clone(),
@@ -1342,7 +1357,7 @@ async fn modern_retry_without_answers_uses_the_rest_answer(h: Harness) {
     let args = json!({"path": "/oob"});
     let (_, first) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         1,
         "test__delete",
         args.clone(),
@@ -1355,7 +1370,7 @@ async fn modern_retry_without_answers_uses_the_rest_answer(h: Harness) {
     approve(&h, pending["elicitations"][0]["id"].as_str().unwrap(), true).await;
     let (_, done) = modern_call(
         &h,
-        AGENT,
+        CLIENT,
         2,
         "test__delete",
         args,
@@ -1373,7 +1388,7 @@ async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness)
     for capabilities in ["{}", r#"{"elicitation": {"url": {}}}"#] {
         let (_, reply) = modern_call(
             &h,
-            AGENT,
+            CLIENT,
             1,
             "test__delete",
             json!({"path": "/h"}),
@@ -1463,7 +1478,7 @@ async fn stream_call(s: &Session<'_>, tool: &str, arguments: Value) -> EventRead
 }
 
 async fn legacy_client_with_elicitation_is_asked_over_sse(h: Harness) {
-    let s = open_eliciting_session(&h, AGENT).await;
+    let s = open_eliciting_session(&h, CLIENT).await;
     // Accept: the answer is POSTed back (202), then the result arrives on the same stream.
     let mut events = stream_call(&s, "test__delete", json!({"path": "/sse"})).await;
     let ask = events.next().await;
@@ -1519,7 +1534,7 @@ async fn legacy_client_with_elicitation_is_asked_over_sse(h: Harness) {
 }
 
 async fn legacy_disconnect_is_not_a_cancellation(h: Harness) {
-    let s = open_eliciting_session(&h, AGENT).await;
+    let s = open_eliciting_session(&h, CLIENT).await;
     let mut events = stream_call(&s, "test__delete", json!({"path": "/gone"})).await;
     events.next().await;
     drop(events);
@@ -1527,9 +1542,55 @@ async fn legacy_disconnect_is_not_a_cancellation(h: Harness) {
     assert_eq!(pending["elicitations"][0]["status"], "pending", "{pending}");
 }
 
+/// A client declaring elicitation with a token that lacks `elicitations:respond` (an agent)
+/// is never asked natively — it would be answering its own question — and cannot post an
+/// answer either.
+async fn an_agent_token_cannot_answer_its_own_confirmation_natively(h: Harness) {
+    let (_, reply) = modern_call(
+        &h,
+        AGENT,
+        1,
+        "test__delete",
+        json!({"path": "/self"}),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(reply["result"]["resultType"], "complete", "{reply}");
+    held_id(&reply["result"]);
+    let s = open_eliciting_session(&h, AGENT).await;
+    let mut s = s;
+    let held = s.call("test__delete", json!({"path": "/self"}), None).await;
+    held_id(&held);
+    let (status, _, _) = s
+        .post(json!({"jsonrpc": "2.0", "id": "mcp-gateway-confirm-x-0", "result": {"action": "accept", "content": {"confirmed": true}}}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
+
+/// Arguments too long to show in one message are never approved from the message: the
+/// client gets the held result (whose REST view shows every argument).
+async fn arguments_too_long_to_show_are_not_asked_natively(h: Harness) {
+    let huge = json!({"path": "/x", "content": "y".repeat(6000)});
+    let (_, reply) = modern_call(&h, CLIENT, 1, "test__delete", huge, json!({}), ELICIT_FORM).await;
+    let id = held_id(&reply["result"]);
+    let (_, got) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(got["arguments"]["content"].as_str().unwrap().len(), 6000);
+}
+
 mod native_memory {
     use super::memory;
     router_tests!(memory:
+        an_agent_token_cannot_answer_its_own_confirmation_natively,
+        arguments_too_long_to_show_are_not_asked_natively,
         modern_client_with_elicitation_confirms_in_band,
         modern_request_state_is_verified_and_single_use,
         modern_retry_without_answers_uses_the_rest_answer,
@@ -1569,7 +1630,7 @@ async fn two_instances_on_one_postgres_share_confirmations() {
     let args = json!({"path": "/twin"});
     let (_, first) = modern_call(
         &a,
-        AGENT,
+        CLIENT,
         1,
         "test__delete",
         args.clone(),
@@ -1580,7 +1641,7 @@ async fn two_instances_on_one_postgres_share_confirmations() {
     let (state, _) = input_request(&first);
     let (_, done) = modern_call(
         &b,
-        AGENT,
+        CLIENT,
         2,
         "test__delete",
         args,
@@ -1603,7 +1664,7 @@ async fn two_instances_on_one_postgres_share_confirmations() {
         (0, 1)
     );
 
-    let s = open_eliciting_session(&a, AGENT).await;
+    let s = open_eliciting_session(&a, CLIENT).await;
     let mut events = stream_call(&s, "test__delete", json!({"path": "/across"})).await;
     let ask = events.next().await;
     let id = ask["id"]

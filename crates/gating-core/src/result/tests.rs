@@ -100,14 +100,28 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
 }
 
 #[test]
-fn confirmation_messages_name_the_tool_and_summarise_the_arguments() {
+fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot() {
     let short = confirmation_message("fs__write_file", &json!({"path": "/a", "content": "x"}));
-    assert!(short.contains("`fs__write_file`"), "{short}");
+    assert!(short.shows_all_arguments);
+    assert!(short.text.contains("`fs__write_file`"), "{}", short.text);
     assert!(
-        short.ends_with(r#"Arguments: {"content":"x","path":"/a"}"#),
-        "{short}"
+        short
+            .text
+            .ends_with(r#"Arguments: {"content":"x","path":"/a"}"#),
+        "{}",
+        short.text
     );
-    let long = confirmation_message("fs__write_file", &json!({"content": "y".repeat(1000)}));
-    assert!(long.ends_with('…'), "{long}");
-    assert!(long.chars().count() < 500);
+    // A field that would fall past a cut-off is never silently hidden.
+    let long = confirmation_message(
+        "fs__write_file",
+        &json!({"a": "y".repeat(5000), "path": "/"}),
+    );
+    assert!(!long.shows_all_arguments);
+    assert!(
+        !long.text.contains("yyyy"),
+        "no partial arguments: {}",
+        long.text
+    );
+    assert!(long.text.contains("too long to show"), "{}", long.text);
+    assert!(long.text.chars().count() <= elicitation_core::MAX_MESSAGE_CHARS);
 }
