@@ -452,7 +452,10 @@ async fn python(gateway: &Gateway, mode: &str, scenario: &str, path: &Path) -> V
 async fn typescript(gateway: &Gateway, scenario: &str, path: &Path) -> Value {
     // ESM resolves packages from the script's folder: run it from the npm cache.
     let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
-    let script = dir.join(format!("ts_client_{}.mjs", std::process::id()));
+    // One copy per call: tests run concurrently in this process.
+    static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let script = dir.join(format!("ts_client_{}_{n}.mjs", std::process::id()));
     std::fs::copy(
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/ts_client.mjs"),
         &script,
