@@ -52,16 +52,10 @@ pub async fn connect(config: &Config) -> Client {
     client
 }
 
-/// Runs `sql`, retrying on the errors concurrent role changes raise in a shared cluster.
-async fn execute_retrying(client: &Client, sql: &str) {
-    for attempt in 0.. {
-        match client.batch_execute(sql).await {
-            Ok(()) => return,
-            Err(_) if attempt < 5 => tokio::task::yield_now().await,
-            Err(err) => panic!("{sql}: {err}"),
-        }
-    }
-}
+/// Names the advisory lock (taken in the cluster's `postgres` database, so it spans every
+/// test) that serialises role changes: roles are cluster-wide, and concurrent `CREATE ROLE`
+/// or `GRANT` on one role conflict.
+const ROLE_LOCK: i64 = 0x6d63_705f_726f_6c65;
 
 impl TestDb {
     /// Creates and migrates a database with a unique name.
@@ -75,18 +69,23 @@ impl TestDb {
         let mut admin_db = admin.clone();
         admin_db.dbname(&name);
         let mut owner = connect(&admin_db).await;
+        root.execute("SELECT pg_advisory_lock($1)", &[&ROLE_LOCK])
+            .await
+            .expect("take the role lock");
         migrate(&mut owner)
             .await
             .expect("migrations apply to a fresh database");
-        execute_retrying(
-            &owner,
-            &format!(
+        owner
+            .batch_execute(&format!(
                 "DO $$ BEGIN CREATE ROLE {WRITER_LOGIN} LOGIN; \
                  EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$; \
                  GRANT mcp_gateway_writer TO {WRITER_LOGIN};"
-            ),
-        )
-        .await;
+            ))
+            .await
+            .expect("create the writer login");
+        root.execute("SELECT pg_advisory_unlock($1)", &[&ROLE_LOCK])
+            .await
+            .expect("release the role lock");
         let mut writer = admin_db.clone();
         writer.user(WRITER_LOGIN);
         TestDb {
