@@ -54,13 +54,16 @@ async fn forward(
 
 /// Proxies `listener` to `upstream` forever.
 pub(crate) async fn serve(listener: TcpListener, upstream: SocketAddr) {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
     let client: Upstream = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(256)
-        .build_http();
+        .build(connector);
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        let _ = stream.set_nodelay(true);
         let client = client.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {

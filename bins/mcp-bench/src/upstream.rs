@@ -91,6 +91,7 @@ pub(crate) async fn serve(listener: TcpListener) {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
+        let _ = stream.set_nodelay(true);
         let service = hyper::service::service_fn(handle);
         tokio::spawn(async move {
             let _ = hyper::server::conn::http1::Builder::new()

@@ -36,6 +36,8 @@ pub async fn serve(
                         continue;
                     }
                 };
+                // Answers are written whole; don't let Nagle hold back their last segment.
+                let _ = stream.set_nodelay(true);
                 let service = service.clone();
                 let handler = service_fn(move |request| {
                     let service = service.clone();

@@ -62,7 +62,9 @@ pub struct HttpModule {
 impl HttpModule {
     /// A client for the module; it connects on first use.
     pub fn new(config: HttpConfig) -> Self {
-        let client = Client::builder(TokioExecutor::new()).build_http();
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new()).build(connector);
         HttpModule {
             config,
             client,
