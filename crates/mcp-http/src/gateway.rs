@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
-use gating_core::{CallDigest, GateDecision, GatePolicy, HintSource};
+use gating_core::{CallDigest, ConfirmationOutcome, GateDecision, GatePolicy, HintSource};
 use serde_json::{Map, Value};
 
 use crate::auth::Principal;
@@ -209,17 +209,37 @@ impl Gateway {
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             };
             if let Some(confirmation) = found {
-                match (confirmation.status, confirmation.confirmation_state()) {
-                    // Not answered yet: the same held result, no new elicitation.
-                    (ElicitationStatus::Pending, _) => {
+                // The seed's truth table decides an answered confirmation; the statuses that
+                // are not answers (pending, cancelled, expired, failed) are handled around it.
+                let outcome = match confirmation.status {
+                    // Not answered yet: the same confirmation again, no new elicitation.
+                    ElicitationStatus::Pending => {
                         audit(principal, entry, Audit::Held, Some(id));
                         return pending(confirmation);
                     }
-                    (ElicitationStatus::Responded, Some(false)) => {
+                    ElicitationStatus::Cancelled => {
+                        self.rejected(principal, entry, "confirmation_cancelled", id)
+                            .await;
+                        return done(gating_core::cancelled_result(id));
+                    }
+                    ElicitationStatus::Expired => {
+                        self.rejected(principal, entry, "confirmation_expired", id)
+                            .await;
+                        return done(gating_core::expired_result(id));
+                    }
+                    ElicitationStatus::Responded => {
+                        gating_core::evaluate(true, confirmation.confirmation_state())
+                    }
+                    // Failed validation: ask anew.
+                    ElicitationStatus::ValidationFailed => ConfirmationOutcome::NeedsConfirmation,
+                };
+                match outcome {
+                    ConfirmationOutcome::Declined => {
                         self.rejected(principal, entry, "user_rejected", id).await;
                         return done(gating_core::user_rejected_result());
                     }
-                    (ElicitationStatus::Responded, Some(true)) => {
+                    // Approved: forwarded only once the confirmation is consumed.
+                    ConfirmationOutcome::Proceed => {
                         match timed(self.store.consume_confirmation(caller, id, &binding)).await {
                             Ok(_) => {
                                 let forwarded = Audit::Forwarded { gated: true };
@@ -233,18 +253,7 @@ impl Gateway {
                             Err(e) => return done(self.fail_closed(principal, entry, &e)),
                         }
                     }
-                    (ElicitationStatus::Cancelled, _) => {
-                        self.rejected(principal, entry, "confirmation_cancelled", id)
-                            .await;
-                        return done(gating_core::cancelled_result(id));
-                    }
-                    (ElicitationStatus::Expired, _) => {
-                        self.rejected(principal, entry, "confirmation_expired", id)
-                            .await;
-                        return done(gating_core::expired_result(id));
-                    }
-                    // Failed validation: ask anew.
-                    _ => {}
+                    ConfirmationOutcome::NeedsConfirmation => {}
                 }
             }
         }
