@@ -260,7 +260,7 @@ async fn run_once(
             }
         }
     });
-    let reader = tokio::spawn(read_messages(shared.clone(), tx.clone(), stdout));
+    let mut reader = tokio::spawn(read_messages(shared.clone(), tx.clone(), stdout));
 
     // The handshake, sent directly (calls are not accepted until it is done).
     let handshake = async {
@@ -302,6 +302,8 @@ async fn run_once(
         Some(reason) => reason,
         None => tokio::select! {
             status = child.wait() => exited(status),
+            // A process that closes stdout can no longer answer: treat it as down.
+            _ = &mut reader => "the process closed its stdout".to_owned(),
             _ = stop.changed() => "stopped".to_owned(),
         },
     };
