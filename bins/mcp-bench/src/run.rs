@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use mcp_http::auth::token_sha256;
+
 use crate::load::{self, Check, Load, MakeRequest};
 use crate::procstat;
 
@@ -61,25 +63,6 @@ async fn start(mut command: Command, marker: &str) -> Result<Proc> {
     Ok(Proc { child, addr })
 }
 
-fn sha256_hex(text: &str) -> Result<String> {
-    use std::io::Write;
-    let mut child = std::process::Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()?;
-    child
-        .stdin
-        .as_mut()
-        .context("stdin")?
-        .write_all(text.as_bytes())?;
-    let out = child.wait_with_output()?;
-    Ok(String::from_utf8(out.stdout)?
-        .split_whitespace()
-        .next()
-        .unwrap_or_default()
-        .to_owned())
-}
-
 async fn start_gateway(
     binary: &Path,
     dir: &Path,
@@ -106,8 +89,8 @@ transport = "http"
 url = "http://{upstream}/mcp"
 trust_annotations = true
 "#,
-        agent = sha256_hex(AGENT)?,
-        human = sha256_hex(HUMAN)?,
+        agent = token_sha256(AGENT),
+        human = token_sha256(HUMAN),
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config)?;

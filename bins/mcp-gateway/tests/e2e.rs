@@ -14,6 +14,7 @@ use elicitation_store::test_support::TestDb;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use mcp_http::auth::token_sha256;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -23,27 +24,6 @@ const HUMAN: &str = "e2e-human-token";
 /// The person's MCP client (an SDK with an elicitation handler): calls tools and answers
 /// confirmations natively.
 const CLIENT: &str = "e2e-client-token";
-
-fn sha256_hex(text: &str) -> String {
-    let out = std::process::Command::new("sha256sum")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    out.stdin
-        .as_ref()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let output = out.wait_with_output().unwrap();
-    String::from_utf8(output.stdout)
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_owned()
-}
 
 fn filesystem_server() -> String {
     std::env::var("MCP_FILESYSTEM_SERVER").unwrap_or_else(|_| {
@@ -91,9 +71,9 @@ command = "{server}"
 args = ["{sandbox}"]
 trust_annotations = true
 "#,
-            agent = sha256_hex(AGENT),
-            human = sha256_hex(HUMAN),
-            client = sha256_hex(CLIENT),
+            agent = token_sha256(AGENT),
+            human = token_sha256(HUMAN),
+            client = token_sha256(CLIENT),
             server = filesystem_server(),
             sandbox = sandbox.display(),
         );

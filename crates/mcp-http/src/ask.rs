@@ -225,17 +225,13 @@ impl Mrtr<'_> {
 
 /// The (tool, digest hex) of a `tools/call`, as a state binds them.
 fn call_binding(params: &Map<String, Value>) -> (String, String) {
-    let empty = Value::Object(Map::new());
-    let arguments = params
-        .get("arguments")
-        .filter(|a| !a.is_null())
-        .unwrap_or(&empty);
+    let arguments = params.get("arguments").filter(|a| !a.is_null());
     let tool = params
         .get("name")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    (tool, CallDigest::of(arguments).to_string())
+    (tool, CallDigest::of_arguments(arguments).to_string())
 }
 
 fn invalid_state() -> McpError {

@@ -167,11 +167,6 @@ impl Auth {
         Ok(Auth::Tokens(map))
     }
 
-    /// Whether this is mode `none`.
-    pub fn is_none(&self) -> bool {
-        matches!(self, Auth::None(_))
-    }
-
     /// The principal of a request: 401 without valid credentials.
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, McpError> {
         match self {

@@ -95,11 +95,6 @@ impl Gateway {
         &self.store
     }
 
-    /// The modules.
-    pub fn registry(&self) -> &Arc<Registry> {
-        &self.registry
-    }
-
     /// The tools clients see: every module's tools but those policy denies. A gated tool is
     /// listed without its `outputSchema`: the gateway may answer for it with the held result,
     /// whose `structuredContent` cannot match the module's schema, and clients validate

@@ -212,11 +212,6 @@ impl McpService {
         self
     }
 
-    /// The gateway core.
-    pub fn gateway(&self) -> &Arc<Gateway> {
-        &self.gateway
-    }
-
     fn origin_allowed(&self, headers: &HeaderMap) -> bool {
         match headers.get(header::ORIGIN).map(|v| v.to_str()) {
             None => true,
