@@ -81,19 +81,33 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationS
 /// (it keeps being restarted, and its tools appear when it comes up).
 const STDIO_STARTUP_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// A module's program: a relative path with a `/` (`./server`) is taken from the gateway's
+/// working directory, since the module itself starts in its own (`/` by default).
+fn program_path(command: &str) -> String {
+    let path = std::path::Path::new(command);
+    if path.is_relative()
+        && command.contains('/')
+        && let Ok(cwd) = std::env::current_dir()
+    {
+        return cwd.join(path).display().to_string();
+    }
+    command.to_owned()
+}
+
 async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     Ok(match config.transport {
         Transport::Demo => Arc::new(demo_module()),
         Transport::Stdio => {
             let module = StdioModule::start(StdioConfig {
                 name: config.name.clone(),
-                command: config.command.clone().unwrap_or_default(),
+                command: program_path(config.command.as_deref().unwrap_or_default()),
                 args: config.args.clone(),
                 env: config
                     .env
                     .iter()
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect(),
+                inherit_env: config.inherit_env.clone(),
                 cwd: config.cwd.clone(),
                 call_timeout: config.call_timeout,
             });

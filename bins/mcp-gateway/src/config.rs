@@ -186,6 +186,8 @@ pub(crate) struct ModuleConfig {
     pub(crate) args: Vec<String>,
     #[serde(default)]
     pub(crate) env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub(crate) inherit_env: Vec<String>,
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) url: Option<String>,
     #[serde(default)]
@@ -195,6 +197,16 @@ pub(crate) struct ModuleConfig {
     pub(crate) prefix: Option<String>,
     #[serde(default = "default_call_timeout", with = "duration")]
     pub(crate) call_timeout: Duration,
+}
+
+/// Whether `name` is one of the gateway's own secret variables, which no module may inherit:
+/// its seal keys and configuration (`MCP_GATEWAY_*`) and its database credentials.
+fn is_gateway_secret_env(name: &str) -> bool {
+    name.starts_with("MCP_GATEWAY_")
+        || matches!(
+            name,
+            "DATABASE_URL" | "PGPASSWORD" | "PGPASSFILE" | "PGSERVICEFILE"
+        )
 }
 
 fn default_call_timeout() -> Duration {
@@ -270,6 +282,7 @@ impl Config {
             command: None,
             args: Vec::new(),
             env: BTreeMap::new(),
+            inherit_env: Vec::new(),
             cwd: None,
             url: None,
             headers: BTreeMap::new(),
@@ -288,6 +301,37 @@ impl Config {
             .with_context(|| format!("invalid configuration in {}", path.display()))?;
         config.check()?;
         Ok(config)
+    }
+
+    /// The gateway's own secret values, with what each is: the database URL and the seal
+    /// keys' material, from the file or the environment.
+    fn gateway_secrets(&self) -> Vec<(&'static str, String)> {
+        let mut secrets = Vec::new();
+        let url = self
+            .store
+            .database_url
+            .clone()
+            .or_else(|| std::env::var("DATABASE_URL").ok());
+        if let Some(url) = url {
+            secrets.push(("database URL", url));
+        }
+        let mut entries = self.store.seal_keys.clone();
+        if let Some(path) = &self.store.seal_keys_file {
+            entries.extend(
+                std::fs::read_to_string(path)
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_owned),
+            );
+        }
+        if let Ok(env) = std::env::var(elicitation_store::SEAL_KEYS_ENV) {
+            entries.extend(env.split(',').map(str::to_owned));
+        }
+        for entry in entries {
+            let material = entry.split_once(':').map_or(entry.as_str(), |(_, m)| m);
+            secrets.push(("seal key", material.trim().to_owned()));
+        }
+        secrets
     }
 
     fn check(&self) -> Result<()> {
@@ -323,6 +367,24 @@ impl Config {
                     bail!("module {:?}: transport \"http\" needs url", m.name)
                 }
                 _ => {}
+            }
+            for name in &m.inherit_env {
+                if is_gateway_secret_env(name) {
+                    bail!(
+                        "module {:?}: inherit_env lists {name}, a secret of the gateway's; modules never receive it (give the module its own credentials in env)",
+                        m.name
+                    );
+                }
+            }
+            for (name, value) in &m.env {
+                if let Some(what) = self.gateway_secrets().iter().find_map(|(what, secret)| {
+                    (!secret.is_empty() && value.contains(secret.as_str())).then_some(what)
+                }) {
+                    bail!(
+                        "module {:?}: env {name} contains the gateway's {what}; modules never receive the gateway's secrets",
+                        m.name
+                    );
+                }
             }
         }
         for p in &self.policy {

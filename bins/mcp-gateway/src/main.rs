@@ -63,9 +63,26 @@ fn init_tracing(format: LogFormat) {
     }
 }
 
+/// What a module (a child process) could otherwise take from the gateway: descriptors the
+/// gateway inherited without close-on-exec (the gateway's own are all close-on-exec) are
+/// marked so, and the process becomes non-dumpable — its `/proc/<pid>/environ`, `mem` and the
+/// like are unreadable to other processes of the same user, and it writes no core file that
+/// could hold its keys.
+fn protect_from_children() {
+    // Before any thread starts: nothing else opens descriptors meanwhile.
+    close_fds::set_fds_cloexec(3, &[]);
+    #[cfg(target_os = "linux")]
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!(error = %e, "cannot make the process non-dumpable; modules running as the same user may read its environment");
+    }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
+    protect_from_children();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

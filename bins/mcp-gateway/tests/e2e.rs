@@ -104,7 +104,12 @@ struct Gateway {
 
 impl Gateway {
     async fn start(config: &Path) -> Gateway {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        Gateway::start_with(config, Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))).await
+    }
+
+    /// Starts the binary from a prepared command (extra environment, another user).
+    async fn start_with(config: &Path, mut command: Command) -> Gateway {
+        let mut child = command
             .arg("--config")
             .arg(config)
             .env("RUST_LOG", "warn")
@@ -546,4 +551,156 @@ async fn official_sdk_clients_with_postgres() {
     let gateway = Gateway::start(&scene.config).await;
     sdk_clients_confirm_natively_or_through_rest(&scene, &gateway).await;
     gateway.stop().await;
+}
+
+// ---- modules are untrusted ----
+
+/// The user the gateway runs as in the module-isolation test: `nobody` when the tests run as
+/// root (a module of a root gateway could read anything anyway), else the test's own user.
+fn unprivileged(command: &mut Command) {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+        command.uid(65534).gid(65534);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_module_sees_none_of_the_gateways_secrets() {
+    let seal_material = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+    let db_password = "db-password-of-the-gateway";
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-snoop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/snoop_module.py"
+    );
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "127.0.0.1:0"
+[[modules]]
+name = "snoop"
+transport = "stdio"
+command = "/usr/bin/python3"
+args = ["{fixture}"]
+trust_annotations = true
+inherit_env = ["AWS_PROFILE"]
+env = {{ MODULE_OWN = "own value" }}
+"#
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command
+        .env("MCP_GATEWAY_SEAL_KEYS", format!("k1:{seal_material}"))
+        .env(
+            "DATABASE_URL",
+            format!("postgres://gw:{db_password}@127.0.0.1:1/gw"),
+        )
+        .env("PGPASSWORD", db_password)
+        .env("AWS_PROFILE", "ops")
+        .env("UNLISTED_TOKEN", "unlisted-secret")
+        .current_dir(&dir);
+    unprivileged(&mut command);
+    let gateway = Gateway::start_with(&config, command).await;
+
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "snoop__snoop", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (status, _, body) = http(
+        "POST",
+        &format!("{}/mcp", gateway.base),
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "snoop__snoop"),
+        ],
+        Some(&call),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let seen: Value = serde_json::from_str(&text(&body["result"])).unwrap();
+    let everything = seen.to_string();
+    for secret in [seal_material, db_password, "unlisted-secret"] {
+        assert!(
+            !everything.contains(secret),
+            "the module saw {secret}: {seen:#}"
+        );
+    }
+    let env = seen["env"].as_object().unwrap();
+    for name in env.keys() {
+        assert!(
+            [
+                "PATH",
+                "HOME",
+                "LANG",
+                "TZ",
+                "TMPDIR",
+                "USER",
+                "AWS_PROFILE",
+                "MODULE_OWN"
+            ]
+            .contains(&name.as_str())
+                || name.starts_with("LC_"),
+            "unexpected variable {name} in {env:?}"
+        );
+    }
+    assert_eq!(env["AWS_PROFILE"], "ops", "listed names are inherited");
+    assert_eq!(env["MODULE_OWN"], "own value");
+    assert_eq!(seen["cwd"], "/", "not the gateway's directory");
+    let fds: Vec<&String> = seen["fds"].as_object().unwrap().keys().collect();
+    assert_eq!(fds, ["0", "1", "2"], "only stdio is inherited: {seen:#}");
+    assert!(
+        seen["parent_environ"]
+            .as_str()
+            .unwrap()
+            .starts_with("unreadable"),
+        "the gateway's /proc environ is closed to its modules: {seen:#}"
+    );
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn a_module_cannot_be_configured_to_receive_the_gateways_secrets() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-secretcfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let module = "[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"true\"\n";
+    let cases = [
+        (
+            format!("{module}inherit_env = [\"MCP_GATEWAY_SEAL_KEYS\"]"),
+            "MCP_GATEWAY_SEAL_KEYS",
+        ),
+        (
+            format!("{module}inherit_env = [\"DATABASE_URL\"]"),
+            "DATABASE_URL",
+        ),
+        (
+            format!(
+                "{module}env = {{ KEYS = \"x,CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=\" }}"
+            ),
+            "seal key",
+        ),
+    ];
+    for (i, (text, expected)) in cases.into_iter().enumerate() {
+        let path = dir.join(format!("s{i}.toml"));
+        std::fs::write(&path, &text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+            .arg("--config")
+            .arg(&path)
+            .env(
+                "MCP_GATEWAY_SEAL_KEYS",
+                "k:CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=",
+            )
+            .output()
+            .await
+            .unwrap();
+        assert!(!output.status.success(), "{text}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{text}: {stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -32,6 +32,7 @@ async fn crashy() -> (Arc<StdioModule>, Arc<Registry>, Gateway) {
         command: "python3".into(),
         args: vec![script.into()],
         env: Vec::new(),
+        inherit_env: Vec::new(),
         cwd: None,
         call_timeout: Duration::from_secs(30),
     }));

@@ -4,8 +4,14 @@
 //! process with exponential backoff when it dies. Calls in flight when it dies fail with
 //! [`ModuleError::Failed`]; calls while it is down fail with [`ModuleError::Unavailable`].
 //! stderr goes to the log, line by line.
+//!
+//! A module is third-party code: it starts from an empty environment plus the variables a
+//! program needs to run ([`BASE_ENV`], `LC_*`), the names the operator lists in
+//! [`StdioConfig::inherit_env`], and the module's own configured variables. Its working
+//! directory is `/` unless configured, and it inherits no file descriptor besides stdio.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -20,6 +26,32 @@ use super::rpc::{self, Pending};
 use super::{Module, ModuleError};
 use crate::jsonrpc::{self, Message};
 
+/// The gateway's environment variables every module gets, when they are set: what a program
+/// needs to run and find its tools. `LC_*` are passed on too.
+pub const BASE_ENV: [&str; 6] = ["PATH", "HOME", "LANG", "TZ", "TMPDIR", "USER"];
+
+/// The environment a module starts with, from the gateway's environment `parent`: only
+/// [`BASE_ENV`], `LC_*` and `config.inherit_env`, then `config.env` on top.
+pub fn child_environment(
+    config: &StdioConfig,
+    parent: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = parent
+        .into_iter()
+        .filter(|(name, _)| {
+            let name = name.to_string_lossy();
+            BASE_ENV.contains(&name.as_ref())
+                || name.starts_with("LC_")
+                || config.inherit_env.iter().any(|n| *n == name)
+        })
+        .collect();
+    for (name, value) in &config.env {
+        env.retain(|(n, _)| n.as_os_str() != name.as_str());
+        env.push((name.into(), value.into()));
+    }
+    env
+}
+
 /// Longest line accepted from a module (a longer one means it is misbehaving).
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
@@ -32,9 +64,12 @@ pub struct StdioConfig {
     pub command: String,
     /// Its arguments.
     pub args: Vec<String>,
-    /// Extra environment variables.
+    /// The module's own environment variables (set after the inherited ones).
     pub env: Vec<(String, String)>,
-    /// Working directory.
+    /// Names of the gateway's environment variables passed on to the module, besides
+    /// [`BASE_ENV`] and `LC_*`. The caller checks that none is a secret of the gateway's.
+    pub inherit_env: Vec<String>,
+    /// Working directory (default `/`, so the module sees nothing of the gateway's).
     pub cwd: Option<PathBuf>,
     /// How long one call may take.
     pub call_timeout: Duration,
@@ -234,14 +269,13 @@ async fn run_once(
     let mut command = Command::new(&config.command);
     command
         .args(&config.args)
-        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .env_clear()
+        .envs(child_environment(config, std::env::vars_os()))
+        .current_dir(config.cwd.as_deref().unwrap_or(Path::new("/")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if let Some(cwd) = &config.cwd {
-        command.current_dir(cwd);
-    }
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => return format!("cannot start `{}`: {e}", config.command),
@@ -392,5 +426,62 @@ async fn read_messages(
                 tracing::warn!(module = %shared.name, line = %String::from_utf8_lossy(text), "ignoring a line that is not JSON-RPC");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(env: &[(&str, &str)], inherit: &[&str]) -> StdioConfig {
+        StdioConfig {
+            name: "m".into(),
+            command: "true".into(),
+            args: Vec::new(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            inherit_env: inherit.iter().map(|n| (*n).to_owned()).collect(),
+            cwd: None,
+            call_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn names(env: &[(OsString, OsString)]) -> Vec<String> {
+        let mut names: Vec<String> = env
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_module_gets_only_the_base_variables_the_listed_ones_and_its_own() {
+        let parent = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/home/gw"),
+            ("LC_ALL", "C"),
+            ("MCP_GATEWAY_SEAL_KEYS", "k1:secret"),
+            ("DATABASE_URL", "postgres://secret"),
+            ("AWS_PROFILE", "ops"),
+            ("AWS_SECRET_ACCESS_KEY", "not for modules"),
+        ]
+        .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let env = child_environment(
+            &config(&[("OWN", "1"), ("HOME", "/srv/module")], &["AWS_PROFILE"]),
+            parent,
+        );
+        assert_eq!(
+            names(&env),
+            ["AWS_PROFILE", "HOME", "LC_ALL", "OWN", "PATH"]
+        );
+        let home = env.iter().find(|(n, _)| n == "HOME").map(|(_, v)| v);
+        assert_eq!(
+            home,
+            Some(&OsString::from("/srv/module")),
+            "configured env wins"
+        );
     }
 }
