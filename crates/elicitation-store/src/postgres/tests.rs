@@ -634,17 +634,22 @@ async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
         .respond(&alice(), id, json!({"confirmed": false}))
         .await
         .unwrap();
-    // Someone with the writer login flips the plain column (a lifecycle column it may update).
+    // Someone with the writer login flips the plain column: the database refuses to change
+    // a finished row.
     let writer = db.writer().await;
     as_caller(&writer, "alice", "acme").await;
-    let flipped = writer
-        .execute(
-            "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1",
-            &[id.as_uuid()],
-        )
+    let flip = "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1";
+    assert_eq!(
+        sqlstate(writer.execute(flip, &[id.as_uuid()]).await),
+        Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION)
+    );
+    // Past that guard (the owner switches it off), the sealed answer still decides.
+    let admin = db.admin().await;
+    admin
+        .batch_execute("ALTER TABLE mcp_elicitations DISABLE TRIGGER mcp_elicitations_guard")
         .await
         .unwrap();
-    assert_eq!(flipped, 1);
+    assert_eq!(admin.execute(flip, &[id.as_uuid()]).await.unwrap(), 1);
     let binding = CallBinding {
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
@@ -687,5 +692,65 @@ async fn the_sweeper_cannot_expire_rows_ahead_of_the_database_clock() {
     assert_eq!(
         store.get(&alice(), id).await.unwrap().elicitation.status,
         ElicitationStatus::Pending
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let args = json!({"path": "/x"});
+    let binding = CallBinding {
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(&args),
+    };
+    let mut ids = Vec::new();
+    for confirmed in [true, false] {
+        let id = store
+            .create_confirmation(&alice(), confirmation_request(args.clone()))
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        store
+            .respond(&alice(), id, json!({"confirmed": confirmed}))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    let (used, declined) = (ids[0], ids[1]);
+    store
+        .consume_confirmation(&alice(), used, &binding)
+        .await
+        .unwrap();
+
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let refused = [
+        (used, "UPDATE mcp_elicitations SET consumed_at = NULL WHERE id = $1"),
+        (used, "UPDATE mcp_elicitations SET consumed_at = consumed_at + interval '1 second' WHERE id = $1"),
+        (used, "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL, consumed_at = NULL WHERE id = $1"),
+        (used, "UPDATE mcp_elicitations SET response_sealed = response_sealed || '\\x00'::bytea WHERE id = $1"),
+        (used, "UPDATE mcp_elicitations SET retries = 1 WHERE id = $1"),
+        (declined, "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1"),
+        (declined, "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL WHERE id = $1"),
+        (declined, "UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'cancelled_by_person', cancelled_at = now(), response_sealed = NULL, response_key_id = NULL, confirmed = NULL WHERE id = $1"),
+    ];
+    for (id, statement) in refused {
+        let code = sqlstate(writer.execute(statement, &[id.as_uuid()]).await);
+        assert_eq!(
+            code,
+            Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION),
+            "{statement}"
+        );
+    }
+    let again = store.consume_confirmation(&alice(), used, &binding).await;
+    assert!(
+        matches!(
+            again,
+            Err(StoreError::Transition(TransitionError::AlreadyConsumed { .. }))
+        ),
+        "{again:?}"
     );
 }
