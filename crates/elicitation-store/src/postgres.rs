@@ -39,7 +39,7 @@ mod listen;
 mod row;
 mod sql;
 
-use row::{REQUEST, RESPONSE, decode};
+use row::{MESSAGE, REQUEST, RESPONSE, decode};
 
 /// How a [`PostgresStore`] connects and behaves.
 pub struct PostgresOptions {
@@ -300,6 +300,15 @@ impl PostgresStore {
             }
             None => None,
         };
+        let message = self.keys.seal(
+            elicitation.spec.message().as_bytes(),
+            SealContext {
+                column: MESSAGE,
+                id,
+                caller,
+                call: None,
+            },
+        )?;
         let tool = call.map(|c| c.tool.as_str());
         let digest = call.map(|c| c.digest.as_bytes().as_slice());
         let limit = i64::try_from(self.max_pending_per_caller).unwrap_or(i64::MAX);
@@ -312,7 +321,7 @@ impl PostgresStore {
                     &caller.subject_id(),
                     &tenant_param(caller),
                     &elicitation.kind().as_str(),
-                    &elicitation.spec.message(),
+                    &message.blob,
                     &spec_json,
                     &tool,
                     &digest,
@@ -321,6 +330,7 @@ impl PostgresStore {
                     &elicitation.created_at,
                     &elicitation.expires_at,
                     &limit,
+                    &message.key_id,
                 ],
             )
             .await?;

@@ -1682,3 +1682,117 @@ async fn two_instances_on_one_postgres_share_confirmations() {
         "{result}"
     );
 }
+
+/// Every row of every table of the schema, as JSON text: what a raw database dump holds.
+async fn dump_every_table(db: &elicitation_store::test_support::TestDb) -> String {
+    let admin = db.admin().await;
+    let tables = admin
+        .query(
+            "SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(tables.len() >= 2, "the schema has its tables");
+    let mut dump = String::new();
+    for table in tables {
+        let name: String = table.get(0);
+        for row in admin
+            .query(&format!("SELECT row_to_json(t)::text FROM {name} t"), &[])
+            .await
+            .unwrap()
+        {
+            dump.push_str(&row.get::<_, String>(0));
+            dump.push('\n');
+        }
+    }
+    dump
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_argument_reaches_the_database_unsealed() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    // Calls are made twenty minutes in the past, so the sweeper (capped at the database's
+    // clock) can expire the one left pending.
+    let clock = Arc::new(elicitation_store::ManualClock::new(
+        time::OffsetDateTime::now_utc() - time::Duration::minutes(20),
+    ));
+    let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
+    options.config = db.writer.clone();
+    options.pool_size = 2;
+    options.clock = clock.clone();
+    let store = Arc::new(PostgresStore::connect(options).await.unwrap());
+    let h = harness_with(store.clone(), true).await;
+    let mut s = Session::open(&h, AGENT).await;
+    let marker = |what: &str| format!("MARKER-{what}-7f3a9c");
+
+    // Approved and forwarded.
+    let args = json!({"path": marker("approved"), "nested": {"text": marker("nested")}});
+    let id = held_id(&s.call("test__delete", args.clone(), None).await);
+    approve(&h, &id, true).await;
+    let done = s.call("test__delete", args, Some(&id)).await;
+    assert_ne!(done["isError"], true, "{done}");
+    // Declined.
+    let args = json!({"path": marker("declined")});
+    let id = held_id(&s.call("test__delete", args.clone(), None).await);
+    approve(&h, &id, false).await;
+    let rejected = s.call("test__delete", args, Some(&id)).await;
+    assert_eq!(rejected["structuredContent"]["user_rejected"], true);
+    // Cancelled.
+    let id = held_id(
+        &s.call("test__delete", json!({"path": marker("cancelled")}), None)
+            .await,
+    );
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/cancel"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Held and left to expire.
+    let expiring = held_id(
+        &s.call("test__delete", json!({"path": marker("expired")}), None)
+            .await,
+    );
+    clock.advance(time::Duration::minutes(15));
+    let expired = store
+        .expire_due(elicitation_store::Clock::now(clock.as_ref()))
+        .await
+        .unwrap();
+    assert!(
+        expired
+            .iter()
+            .any(|e| e.elicitation.id.to_string() == expiring),
+        "the held call expired"
+    );
+    // Still held, never answered.
+    held_id(
+        &s.call("test__delete", json!({"path": marker("pending")}), None)
+            .await,
+    );
+    // The REST view shows the arguments to the person: the sealed copy opens.
+    let (status, listed) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        "/v1/mcp/elicitations?status=all",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert!(listed.to_string().contains(&marker("pending")), "{listed}");
+
+    let dump = dump_every_table(&db).await;
+    assert!(
+        dump.contains("tool_call_forwarded"),
+        "the dump has the audit trail"
+    );
+    assert!(
+        !dump.contains("MARKER-"),
+        "an argument reached the database in clear:\n{dump}"
+    );
+}

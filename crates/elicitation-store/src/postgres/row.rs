@@ -15,6 +15,7 @@ use crate::{Caller, HeldCall, StoreError, StoredElicitation};
 
 pub(super) const REQUEST: &str = "request";
 pub(super) const RESPONSE: &str = "response";
+pub(super) const MESSAGE: &str = "message";
 
 /// A row as read, before its sealed columns are opened.
 pub(super) struct RawRow {
@@ -69,7 +70,28 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
     if kind != response_spec.kind().as_str() {
         return Err(corrupt(id, format!("type {kind} disagrees with its spec")));
     }
-    let message: String = row.try_get("message").map_err(get_err)?;
+    // Sealed since migration V3; rows written before it hold the message in clear.
+    let message = match sealed(
+        row.try_get("message_sealed").map_err(get_err)?,
+        row.try_get("message_key_id").map_err(get_err)?,
+    ) {
+        Some(s) => {
+            let bytes = keys.open(
+                &s,
+                SealContext {
+                    column: MESSAGE,
+                    id,
+                    caller: &caller,
+                    call: None,
+                },
+            )?;
+            String::from_utf8(bytes).map_err(|_| corrupt(id, "message is not UTF-8"))?
+        }
+        None => row
+            .try_get::<_, Option<String>>("message")
+            .map_err(get_err)?
+            .ok_or_else(|| corrupt(id, "no message"))?,
+    };
     let spec = ElicitationSpec::new(message, response_spec)
         .map_err(|e| corrupt(id, format!("spec: {e}")))?;
     let retries: i16 = row.try_get("retries").map_err(get_err)?;

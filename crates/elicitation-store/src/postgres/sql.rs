@@ -4,7 +4,8 @@
 /// The columns of an elicitation row, in the order `row::decode` reads them.
 macro_rules! columns {
     () => {
-        "id, caller_subject, caller_tenant, type::text AS type, status::text AS status, message, spec, \
+        "id, caller_subject, caller_tenant, type::text AS type, status::text AS status, message, \
+         message_sealed, message_key_id, spec, \
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
          cancel_reason::text AS cancel_reason"
@@ -32,12 +33,12 @@ macro_rules! audit_from_changed {
     };
 }
 
-/// Creates a row unless the caller already has `$13` pending elicitations. Returns the
-/// number inserted (0 or 1).
+/// Creates a row unless the caller already has `$13` pending elicitations. `$5` is the
+/// sealed message and `$14` its key id. Returns the number inserted (0 or 1).
 pub(super) const INSERT: &str = concat!(
     "WITH changed AS (",
-    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at) ",
-    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $6, $7, $8, $9, $10, $11, $12 ",
+    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at) ",
+    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12 ",
     "WHERE (SELECT count(*) FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND status = 'pending' AND expires_at > $11) < $13 ",

@@ -728,14 +728,38 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     let writer = db.writer().await;
     as_caller(&writer, "alice", "acme").await;
     let refused = [
-        (used, "UPDATE mcp_elicitations SET consumed_at = NULL WHERE id = $1"),
-        (used, "UPDATE mcp_elicitations SET consumed_at = consumed_at + interval '1 second' WHERE id = $1"),
-        (used, "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL, consumed_at = NULL WHERE id = $1"),
-        (used, "UPDATE mcp_elicitations SET response_sealed = response_sealed || '\\x00'::bytea WHERE id = $1"),
-        (used, "UPDATE mcp_elicitations SET retries = 1 WHERE id = $1"),
-        (declined, "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1"),
-        (declined, "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL WHERE id = $1"),
-        (declined, "UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'cancelled_by_person', cancelled_at = now(), response_sealed = NULL, response_key_id = NULL, confirmed = NULL WHERE id = $1"),
+        (
+            used,
+            "UPDATE mcp_elicitations SET consumed_at = NULL WHERE id = $1",
+        ),
+        (
+            used,
+            "UPDATE mcp_elicitations SET consumed_at = consumed_at + interval '1 second' WHERE id = $1",
+        ),
+        (
+            used,
+            "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL, consumed_at = NULL WHERE id = $1",
+        ),
+        (
+            used,
+            "UPDATE mcp_elicitations SET response_sealed = response_sealed || '\\x00'::bytea WHERE id = $1",
+        ),
+        (
+            used,
+            "UPDATE mcp_elicitations SET retries = 1 WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET status = 'cancelled', cancel_reason = 'cancelled_by_person', cancelled_at = now(), response_sealed = NULL, response_key_id = NULL, confirmed = NULL WHERE id = $1",
+        ),
     ];
     for (id, statement) in refused {
         let code = sqlstate(writer.execute(statement, &[id.as_uuid()]).await);
@@ -749,7 +773,9 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     assert!(
         matches!(
             again,
-            Err(StoreError::Transition(TransitionError::AlreadyConsumed { .. }))
+            Err(StoreError::Transition(
+                TransitionError::AlreadyConsumed { .. }
+            ))
         ),
         "{again:?}"
     );
