@@ -61,6 +61,7 @@ macro_rules! conformance_tests {
             expire_due_moves_overdue_pending_to_expired,
             choice_elicitations_record_and_cancel_with_reasons,
             bad_input_is_refused_with_typed_errors,
+            arguments_read_back_exactly_as_digested,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -692,7 +693,7 @@ pub(crate) async fn pending_lists_newest_first_and_bounded(make: impl AsyncFn(Se
         .await
         .unwrap()
         .into_iter()
-        .map(|s| s.elicitation.id)
+        .map(|s| s.unwrap().elicitation.id)
         .collect();
     assert_eq!(pending, [ids[4], ids[3], ids[2]]);
     let all: Vec<_> = h
@@ -707,7 +708,7 @@ pub(crate) async fn pending_lists_newest_first_and_bounded(make: impl AsyncFn(Se
         .await
         .unwrap()
         .into_iter()
-        .map(|s| s.elicitation.id)
+        .map(|s| s.unwrap().elicitation.id)
         .collect();
     assert_eq!(all, [ids[4], ids[3], ids[2], ids[1], ids[0]]);
     let responded = h
@@ -722,7 +723,7 @@ pub(crate) async fn pending_lists_newest_first_and_bounded(make: impl AsyncFn(Se
         .await
         .unwrap();
     assert_eq!(responded.len(), 1);
-    assert_eq!(responded[0].elicitation.id, ids[1]);
+    assert_eq!(responded[0].as_ref().unwrap().elicitation.id, ids[1]);
 }
 
 pub(crate) async fn pending_limit_per_caller_is_enforced(make: impl AsyncFn(Setup) -> Harness) {
@@ -935,4 +936,60 @@ pub(crate) async fn bad_input_is_refused_with_typed_errors(make: impl AsyncFn(Se
             .unwrap()
             .is_empty()
     );
+}
+
+/// Arguments as an agent may send them — a float that a non-exact parser rounds differently
+/// on re-reading, integers beyond 64 bits, negative zero, deep nesting — are stored, read back,
+/// listed, answered and consumed under the digest they were held with.
+pub(crate) async fn arguments_read_back_exactly_as_digested(make: impl AsyncFn(Setup) -> Harness) {
+    let h = make(Setup::default()).await;
+    let mut nested = String::from("0");
+    for _ in 0..100 {
+        nested = format!("[{nested}]");
+    }
+    let texts = [
+        r#"{"x": 90585956179381014e-19}"#.to_owned(),
+        r#"{"x": 0.1, "y": 1.7976931348623157e308, "z": 5e-324, "w": 2.2250738585072014e-308}"#
+            .to_owned(),
+        r#"{"big": 123456789012345678901234567890, "neg": -98765432109876543210, "u": 18446744073709551615}"#
+            .to_owned(),
+        r#"{"z": -0.0, "list": [-0.0, 0.0, -0]}"#.to_owned(),
+        format!(r#"{{"deep": {nested}}}"#),
+    ];
+    for text in texts {
+        let args: Value = serde_json::from_str(&text).unwrap();
+        let b = binding("fs__rm", &args);
+        let id = h
+            .store
+            .create_confirmation(&alice(), request("fs__rm", args.clone()))
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        let read = h.store.get(&alice(), id).await.unwrap();
+        let call = read.call.expect("a held call");
+        assert_eq!(call.arguments, args, "{text}");
+        assert_eq!(call.digest, b.digest, "{text}");
+        let listed = h
+            .store
+            .list(&alice(), ListQuery::pending(10))
+            .await
+            .unwrap();
+        assert!(
+            listed.iter().all(Result::is_ok),
+            "{text}: every row is readable"
+        );
+        assert_eq!(
+            h.store
+                .respond(&alice(), id, json!({"confirmed": true}))
+                .await
+                .unwrap(),
+            RespondOutcome::Recorded
+        );
+        h.store.get(&alice(), id).await.unwrap();
+        h.store
+            .consume_confirmation(&alice(), id, &b)
+            .await
+            .unwrap();
+    }
 }

@@ -80,6 +80,12 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether a stored row could not be opened (a sealed part under a key no longer in the
+    /// ring, tampered, or damaged): a fault of that row, not of the store.
+    pub fn is_unreadable(&self) -> bool {
+        matches!(self, StoreError::Corrupt { .. } | StoreError::Seal(_))
+    }
+
     /// Whether the caller made the mistake (as opposed to the store or its configuration).
     pub fn is_caller_error(&self) -> bool {
         matches!(

@@ -37,6 +37,6 @@ pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
-    MAX_LIST_LIMIT, MIN_TTL, StoredElicitation,
+    Listed, MAX_LIST_LIMIT, MIN_TTL, StoredElicitation, Unreadable,
 };
 pub use sweeper::sweep;

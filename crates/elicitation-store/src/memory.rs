@@ -17,7 +17,7 @@ use crate::audit::{self, Event};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, StoreError, StoredElicitation, SystemClock,
+    HeldCall, ListQuery, Listed, StoreError, StoredElicitation, SystemClock,
 };
 
 /// Limits of the memory store.
@@ -310,11 +310,7 @@ impl ElicitationStore for MemoryStore {
         self.with_entry(caller, id, |entry| entry.stored(now))
     }
 
-    async fn list(
-        &self,
-        caller: &Caller,
-        query: ListQuery,
-    ) -> Result<Vec<StoredElicitation>, StoreError> {
+    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError> {
         let now = self.clock.now();
         let state = self.lock();
         let mut found: Vec<StoredElicitation> = state
@@ -331,7 +327,7 @@ impl ElicitationStore for MemoryStore {
                 .cmp(&(a.elicitation.created_at, a.elicitation.id))
         });
         found.truncate(query.capped_limit());
-        Ok(found)
+        Ok(found.into_iter().map(Ok).collect())
     }
 
     async fn respond(

@@ -32,7 +32,7 @@ use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, StoreError, StoredElicitation, SystemClock,
+    HeldCall, ListQuery, Listed, StoreError, StoredElicitation, SystemClock, Unreadable,
 };
 
 mod listen;
@@ -416,11 +416,7 @@ impl ElicitationStore for PostgresStore {
         Ok(stored)
     }
 
-    async fn list(
-        &self,
-        caller: &Caller,
-        query: ListQuery,
-    ) -> Result<Vec<StoredElicitation>, StoreError> {
+    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError> {
         let now = self.now();
         let status = query.status.map(ElicitationStatus::as_str);
         let limit = i64::try_from(query.capped_limit()).unwrap_or(0);
@@ -439,9 +435,18 @@ impl ElicitationStore for PostgresStore {
             .await?;
         rows.iter()
             .map(|row| {
-                let mut stored = decode(row, &self.keys)?.into_stored(&self.keys)?;
-                stored.elicitation = as_seen(stored.elicitation, now);
-                Ok(stored)
+                let id = ElicitationId::from_uuid(
+                    row.try_get::<_, uuid::Uuid>("id")
+                        .map_err(|e| StoreError::Backend(Box::new(e)))?,
+                );
+                let opened = decode(row, &self.keys).and_then(|raw| raw.into_stored(&self.keys));
+                Ok(match opened {
+                    Ok(mut stored) => {
+                        stored.elicitation = as_seen(stored.elicitation, now);
+                        Ok(stored)
+                    }
+                    Err(error) => Err(Unreadable { id, error }),
+                })
             })
             .collect()
     }

@@ -57,6 +57,19 @@ pub struct StoredElicitation {
     pub call: Option<HeldCall>,
 }
 
+/// A row of a listing that cannot be opened — sealed under a key no longer in the ring, or
+/// damaged — reported with its id, so one bad row never hides the others.
+#[derive(Debug)]
+pub struct Unreadable {
+    /// The row.
+    pub id: ElicitationId,
+    /// Why it cannot be read (for logs; never shown to clients).
+    pub error: StoreError,
+}
+
+/// One entry of a listing: the elicitation, or why its row cannot be read.
+pub type Listed = Result<StoredElicitation, Unreadable>;
+
 /// The tool call a confirmation holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HeldCall {
@@ -131,12 +144,9 @@ pub trait ElicitationStore: Send + Sync + 'static {
         id: ElicitationId,
     ) -> Result<StoredElicitation, StoreError>;
 
-    /// The caller's elicitations, newest first.
-    async fn list(
-        &self,
-        caller: &Caller,
-        query: ListQuery,
-    ) -> Result<Vec<StoredElicitation>, StoreError>;
+    /// The caller's elicitations, newest first. A row that cannot be read is listed as
+    /// [`Unreadable`] in its place; it never fails the listing.
+    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError>;
 
     /// Answers an elicitation (see [`Elicitation::respond`]). Concurrent answers are
     /// recorded exactly once.
@@ -202,11 +212,7 @@ pub trait ElicitationStore: Send + Sync + 'static {
     }
 
     /// The caller's pending elicitations, newest first.
-    async fn pending(
-        &self,
-        caller: &Caller,
-        limit: usize,
-    ) -> Result<Vec<StoredElicitation>, StoreError> {
+    async fn pending(&self, caller: &Caller, limit: usize) -> Result<Vec<Listed>, StoreError> {
         self.list(caller, ListQuery::pending(limit)).await
     }
 

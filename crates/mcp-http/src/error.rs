@@ -165,35 +165,82 @@ impl McpError {
         }
     }
 
-    /// The message shown to the client: the error's own text, except for internal failures,
-    /// whose details stay in the log.
-    fn public_message(&self) -> String {
+    /// Whether the failure is the gateway's (its store, a module, a bug) rather than the
+    /// client's: its details stay in the log, under an error id the client is given.
+    fn is_ours(&self) -> bool {
         match self {
-            McpError::Internal(_) => "internal error".into(),
-            McpError::Store(e) if !e.is_caller_error() => e.to_string(),
+            McpError::Internal(_) => true,
+            McpError::Store(e) => !e.is_caller_error(),
+            _ => false,
+        }
+    }
+
+    /// For a failure of ours: logs the details under a fresh error id and returns the id.
+    fn report(&self) -> Option<String> {
+        if !self.is_ours() {
+            return None;
+        }
+        let error_id = new_error_id();
+        match self {
+            McpError::Store(e) => {
+                tracing::error!(%error_id, error = %e, source = ?std::error::Error::source(e), "store failure");
+            }
+            other => tracing::error!(%error_id, detail = %other.detail(), "internal error"),
+        }
+        Some(error_id)
+    }
+
+    fn detail(&self) -> String {
+        match self {
+            McpError::Internal(detail) => detail.clone(),
             other => other.to_string(),
         }
     }
 
-    /// The JSON-RPC error object.
+    /// The message shown to the client: the error's own text, except for failures of ours,
+    /// which get a stable short text and the error id of the log line with the details.
+    fn public_message(&self, error_id: Option<&str>) -> String {
+        let Some(error_id) = error_id else {
+            return self.to_string();
+        };
+        let text = match self {
+            McpError::Store(StoreError::Unavailable(_)) => "the store is unavailable; try again",
+            McpError::Store(_) => "the store failed",
+            _ => "internal error",
+        };
+        format!("{text} (error id {error_id})")
+    }
+
+    /// The JSON-RPC error object. A failure of ours is logged here, with its error id.
     pub fn to_json(&self) -> Value {
-        let mut object = json!({"code": self.code(), "message": self.public_message()});
-        if let (Some(data), Some(map)) = (self.data(), object.as_object_mut()) {
+        let error_id = self.report();
+        let mut object =
+            json!({"code": self.code(), "message": self.public_message(error_id.as_deref())});
+        let data = match (self.data(), error_id) {
+            (data, None) => data,
+            (_, Some(error_id)) => Some(json!({"error_id": error_id})),
+        };
+        if let (Some(data), Some(map)) = (data, object.as_object_mut()) {
             map.insert("data".into(), data);
         }
         object
     }
 
-    /// RFC 9457 problem details for the REST API.
+    /// RFC 9457 problem details for the REST API. A failure of ours is logged here, with
+    /// its error id.
     pub fn problem(&self) -> Value {
         let status = self.status(None);
+        let error_id = self.report();
         let mut problem = json!({
             "type": "about:blank",
             "title": status.canonical_reason().unwrap_or("Error"),
             "status": status.as_u16(),
-            "detail": self.public_message(),
+            "detail": self.public_message(error_id.as_deref()),
         });
         let map = problem.as_object_mut().expect("a JSON object literal");
+        if let Some(error_id) = error_id {
+            map.insert("error_id".into(), Value::String(error_id));
+        }
         match self {
             McpError::InvalidResponse {
                 errors,
@@ -215,17 +262,16 @@ impl McpError {
         }
         problem
     }
+}
 
-    /// Logs what the client will not see: the details of failures that are ours.
-    pub fn log(&self) {
-        match self {
-            McpError::Internal(detail) => tracing::error!(%detail, "internal error"),
-            McpError::Store(e) if !e.is_caller_error() => {
-                tracing::error!(error = %e, source = ?std::error::Error::source(e), "store failure");
-            }
-            _ => {}
-        }
-    }
+/// A fresh id for one failure, given to the client and written in the log line that holds
+/// the details (16 hex digits).
+pub fn new_error_id() -> String {
+    use ring::rand::SecureRandom as _;
+    let mut bytes = [0u8; 8];
+    // A failed random source still yields a usable (if not unique) id.
+    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {

@@ -295,9 +295,12 @@ impl Gateway {
     }
 
     fn fail_closed(&self, principal: &Principal, entry: &ToolEntry, error: &StoreError) -> Value {
-        tracing::error!(tool = %entry.qualified, error = %error, source = ?std::error::Error::source(error), "confirmation store failed; the call is not forwarded");
+        let error_id = crate::error::new_error_id();
+        tracing::error!(tool = %entry.qualified, %error_id, error = %error, source = ?std::error::Error::source(error), "confirmation store failed; the call is not forwarded");
         audit(principal, entry, Audit::Rejected("store_error"), None);
-        gating_core::gate_unavailable_result("the confirmation store is unavailable")
+        gating_core::gate_unavailable_result(&format!(
+            "the confirmation store is unavailable (error id {error_id})"
+        ))
     }
 
     /// Forwards the call to its module: the params go through untouched but for the tool's
@@ -325,8 +328,9 @@ impl Gateway {
         match self.registry.call(entry, Value::Object(upstream)).await {
             Ok(result) => result,
             Err(err) => {
-                tracing::warn!(tool = %entry.qualified, error = %err, "forwarded call failed");
-                gating_core::upstream_error_result(&err.to_string())
+                let error_id = crate::error::new_error_id();
+                tracing::warn!(tool = %entry.qualified, %error_id, error = %err, "forwarded call failed");
+                gating_core::upstream_error_result(&err.public_message(&error_id))
             }
         }
     }

@@ -58,6 +58,25 @@ pub enum ModuleError {
     },
 }
 
+impl ModuleError {
+    /// What a client is told: a short stable text per kind, with `error_id`, the id of the
+    /// log line that has the details (a start-up error's command line, a protocol error's
+    /// text). A module's own JSON-RPC error is passed on as it is: it is the module's answer.
+    pub fn public_message(&self, error_id: &str) -> String {
+        let text = match self {
+            ModuleError::Unavailable { module, .. } => format!("module {module} is unavailable"),
+            ModuleError::Failed { module, .. } => {
+                format!("module {module} failed during the call")
+            }
+            ModuleError::Timeout { .. } | ModuleError::Rpc { .. } => self.to_string(),
+            ModuleError::Protocol { module, .. } => {
+                format!("module {module} sent an invalid answer")
+            }
+        };
+        format!("{text} (error id {error_id})")
+    }
+}
+
 /// An upstream MCP server.
 #[async_trait]
 pub trait Module: Send + Sync + 'static {

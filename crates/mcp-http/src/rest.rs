@@ -11,7 +11,7 @@
 use elicitation_core::{
     CancelReason, ElicitationId, ElicitationStatus, RespondOutcome, response_schema,
 };
-use elicitation_store::{ListQuery, StoredElicitation};
+use elicitation_store::{ListQuery, StoreError, StoredElicitation};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
@@ -50,13 +50,22 @@ pub async fn handle(
             principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
             let query = list_query(request.query)?;
             let found = store.list(caller, query).await?;
-            let items: Vec<Value> = found.iter().map(view).collect();
+            let items: Vec<Value> = found
+                .into_iter()
+                .map(|listed| match listed {
+                    Ok(stored) => view(&stored),
+                    Err(unreadable) => unreadable_view(unreadable.id, &unreadable.error),
+                })
+                .collect();
             Ok((http::StatusCode::OK, json!({"elicitations": items})))
         }
         (&http::Method::GET, [id]) => {
             principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
-            let stored = store.get(caller, parse_id(id)?).await?;
-            Ok((http::StatusCode::OK, view(&stored)))
+            let id = parse_id(id)?;
+            Ok((
+                http::StatusCode::OK,
+                read_view(store.get(caller, id).await, id)?,
+            ))
         }
         (&http::Method::POST, [id, "respond"]) => {
             principal.require(SCOPE_RESPOND)?;
@@ -84,10 +93,11 @@ pub async fn handle(
                     });
                 }
             };
-            let stored = store.get(caller, id).await?;
+            // The answer is committed: a row that cannot be shown does not undo that.
+            let shown = read_view(store.get(caller, id).await, id)?;
             Ok((
                 http::StatusCode::OK,
-                json!({"outcome": label, "elicitation": view(&stored)}),
+                json!({"outcome": label, "elicitation": shown}),
             ))
         }
         (&http::Method::POST, [id, "cancel"]) => {
@@ -95,8 +105,10 @@ pub async fn handle(
             let id = parse_id(id)?;
             let reason = cancel_reason(request.body)?;
             store.cancel(caller, id, reason).await?;
-            let stored = store.get(caller, id).await?;
-            Ok((http::StatusCode::OK, view(&stored)))
+            Ok((
+                http::StatusCode::OK,
+                read_view(store.get(caller, id).await, id)?,
+            ))
         }
         (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
         _ => Err(McpError::NotFound),
@@ -163,6 +175,31 @@ fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
 fn time(t: Option<time::OffsetDateTime>) -> Value {
     t.and_then(|t| t.format(&Rfc3339).ok())
         .map_or(Value::Null, Value::String)
+}
+
+/// The view of a read row, or of a row that cannot be opened; other failures are errors.
+fn read_view(
+    read: Result<StoredElicitation, StoreError>,
+    id: ElicitationId,
+) -> Result<Value, McpError> {
+    match read {
+        Ok(stored) => Ok(view(&stored)),
+        Err(error) if error.is_unreadable() => Ok(unreadable_view(id, &error)),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// What the API shows of a row it cannot open: its id and an error id; the details go to
+/// the log under the same error id.
+fn unreadable_view(id: ElicitationId, error: &StoreError) -> Value {
+    let error_id = crate::error::new_error_id();
+    tracing::error!(%id, %error_id, %error, "a stored elicitation cannot be read");
+    json!({
+        "id": id,
+        "unreadable": true,
+        "error": "this elicitation's stored data cannot be opened; the gateway's log has the details",
+        "error_id": error_id,
+    })
 }
 
 /// The API's view of an elicitation: what was asked, for which call, and where it stands.

@@ -134,7 +134,6 @@ fn rpc_error(
     id: Option<&jsonrpc::RequestId>,
     era: Option<Era>,
 ) -> Response<Body> {
-    error.log();
     let mut response = json_response(error.status(era), &jsonrpc::error(id, error));
     error_headers(error, &mut response);
     response
@@ -142,7 +141,6 @@ fn rpc_error(
 
 /// A problem+json error response.
 fn problem(error: &McpError) -> Response<Body> {
-    error.log();
     let allow_rest = matches!(error, McpError::MethodNotAllowed);
     let body = serde_json::to_vec(&error.problem()).unwrap_or_default();
     let mut response = Response::builder()

@@ -1796,3 +1796,80 @@ async fn no_argument_reaches_the_database_unsealed() {
         "an argument reached the database in clear:\n{dump}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_row_is_reported_alone_and_never_turns_an_answer_into_a_500() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    // A row sealed under a key that is later dropped from the ring cannot be opened.
+    let old_key = KeyRing::parse("k0:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", old_key).unwrap();
+    options.config = db.writer.clone();
+    let old = PostgresStore::connect(options).await.unwrap();
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    let lost = old
+        .create_confirmation(
+            &alice,
+            elicitation_store::ConfirmationRequest {
+                tool: "test__delete".into(),
+                message: "Delete?".into(),
+                arguments: json!({"path": "/old"}),
+                ttl: time::Duration::minutes(10),
+            },
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id
+        .to_string();
+    let h = harness_with(Arc::new(postgres_store(&db).await), true).await;
+    let mut s = Session::open(&h, AGENT).await;
+    let readable = held_id(&s.call("test__delete", json!({"path": "/new"}), None).await);
+
+    let (status, listed) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let items = listed["elicitations"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{listed}");
+    let find = |id: &str| items.iter().find(|e| e["id"] == id).unwrap().clone();
+    assert_eq!(find(&readable)["arguments"], json!({"path": "/new"}));
+    let bad = find(&lost);
+    assert_eq!(bad["unreadable"], true, "{bad}");
+    assert!(
+        bad["error_id"].as_str().is_some_and(|e| e.len() == 16),
+        "{bad}"
+    );
+    assert!(
+        !bad.to_string().contains("seal") && !bad.to_string().contains("key"),
+        "no internals reach the client: {bad}"
+    );
+
+    let (status, one) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        &format!("/v1/mcp/elicitations/{lost}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(one["unreadable"], true, "{one}");
+
+    // The answer commits (the row's type and spec are in the clear); showing it afterwards
+    // cannot, and that is reported without undoing the answer.
+    let (status, answered) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{lost}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["outcome"], "recorded");
+    assert_eq!(answered["elicitation"]["unreadable"], true, "{answered}");
+
+    // And the gate fails closed on it: the call is held anew, never forwarded.
+    let again = s
+        .call("test__delete", json!({"path": "/old"}), Some(&lost))
+        .await;
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0, "{again}");
+}
