@@ -207,6 +207,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
         allowed_origins: config.http.allowed_origins.clone(),
+        allowed_hosts: config.http.allowed_hosts.clone(),
         session_idle_timeout: config.http.session_idle_timeout,
         ..ServiceConfig::default()
     };

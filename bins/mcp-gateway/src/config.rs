@@ -124,6 +124,8 @@ pub(crate) struct HttpConfig {
     pub(crate) body_limit: usize,
     #[serde(default)]
     pub(crate) allowed_origins: Vec<String>,
+    #[serde(default)]
+    pub(crate) allowed_hosts: Vec<String>,
     #[serde(default = "default_session_idle", with = "duration")]
     pub(crate) session_idle_timeout: Duration,
 }
@@ -133,6 +135,7 @@ impl Default for HttpConfig {
         HttpConfig {
             body_limit: default_body_limit(),
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             session_idle_timeout: default_session_idle(),
         }
     }

@@ -65,6 +65,9 @@ pub enum McpError {
     /// The request came from an origin that may not call the gateway.
     #[error("origin not allowed")]
     BadOrigin,
+    /// The request names a host the gateway does not serve (DNS-rebinding protection).
+    #[error("host not allowed: this gateway answers only to its configured host names")]
+    BadHost,
     /// The body is over the limit.
     #[error("request body over {limit} bytes")]
     PayloadTooLarge {
@@ -109,9 +112,10 @@ impl McpError {
             McpError::InvalidResponse { .. } => -32602,
             McpError::HeaderMismatch(_) => -32020,
             McpError::UnsupportedVersion { .. } => -32022,
-            McpError::Unauthorized { .. } | McpError::Forbidden { .. } | McpError::BadOrigin => {
-                -32001
-            }
+            McpError::Unauthorized { .. }
+            | McpError::Forbidden { .. }
+            | McpError::BadOrigin
+            | McpError::BadHost => -32001,
             McpError::PayloadTooLarge { .. } => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) => -32603,
@@ -133,6 +137,7 @@ impl McpError {
             McpError::SessionNotFound | McpError::NotFound => StatusCode::NOT_FOUND,
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             McpError::Forbidden { .. } | McpError::BadOrigin => StatusCode::FORBIDDEN,
+            McpError::BadHost => StatusCode::MISDIRECTED_REQUEST,
             McpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,

@@ -36,6 +36,10 @@ pub struct ServiceConfig {
     /// `http://[::1]:*`), e.g. `https://console.example.com`. Requests without `Origin`
     /// (non-browser clients) are allowed.
     pub allowed_origins: Vec<String>,
+    /// Host names (without port) accepted besides loopback ones when auth is `none`, e.g.
+    /// `gateway.internal`. With auth `none`, a request whose `Host` is anything else gets
+    /// 421 (DNS-rebinding protection: a browser sends no `Origin` on same-origin GETs).
+    pub allowed_hosts: Vec<String>,
     /// Legacy sessions end after this long without a request.
     pub session_idle_timeout: Duration,
     /// Most legacy sessions at once.
@@ -47,6 +51,7 @@ impl Default for ServiceConfig {
         ServiceConfig {
             body_limit: 4 * 1024 * 1024,
             allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_sessions: 10_000,
         }
@@ -100,6 +105,22 @@ fn is_loopback_origin(origin: &str) -> bool {
         rest.split(':').next().map(str::to_owned)
     };
     matches!(host.as_deref(), Some("localhost" | "127.0.0.1" | "[::1]"))
+}
+
+/// The host name of a `Host` header value, without its port (`[::1]` keeps its brackets).
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.split(':').next().unwrap_or(host)
+}
+
+fn is_loopback_host(name: &str) -> bool {
+    name.eq_ignore_ascii_case("localhost")
+        || name == "[::1]"
+        || name
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Headers added to an error response: the auth challenge for 401 and 403.
@@ -221,6 +242,30 @@ impl McpService {
         }
     }
 
+    /// With auth `none`, only loopback host names and the configured ones are served.
+    fn host_allowed(&self, headers: &HeaderMap, uri: &http::Uri) -> bool {
+        if !matches!(self.auth, Auth::None(_)) {
+            return true;
+        }
+        let host = match headers.get(header::HOST) {
+            Some(value) => match value.to_str() {
+                Ok(host) => host,
+                Err(_) => return false,
+            },
+            None => match uri.host() {
+                Some(host) => host,
+                None => return false,
+            },
+        };
+        let name = host_name(host.trim());
+        is_loopback_host(name)
+            || self
+                .config
+                .allowed_hosts
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    }
+
     /// Serves one request. Never fails: every error becomes a response.
     pub async fn handle<B>(&self, request: Request<B>) -> Response<Body>
     where
@@ -237,6 +282,9 @@ impl McpService {
                 rpc_error(&error, None, None)
             }
         };
+        if !self.host_allowed(&parts.headers, &parts.uri) {
+            return fail(McpError::BadHost);
+        }
         if path == "/healthz" {
             return json_response(StatusCode::OK, &json!({"status": "ok"}));
         }

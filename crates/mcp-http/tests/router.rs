@@ -1873,3 +1873,68 @@ async fn an_unreadable_row_is_reported_alone_and_never_turns_an_answer_into_a_50
         .await;
     assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0, "{again}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_auth_only_loopback_and_configured_hosts_are_served() {
+    let registry = Registry::start(Vec::new()).await.unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    let config = ServiceConfig {
+        allowed_hosts: vec!["gw.internal".into()],
+        ..ServiceConfig::default()
+    };
+    let h = Harness {
+        service: Arc::new(McpService::new(gateway, Auth::none(), config)),
+        calls: Arc::new(Calls::default()),
+    };
+    let init = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+    .unwrap();
+    // A DNS-rebinding page: the browser sends the attacker's name as Host and no Origin.
+    for host in [
+        "rebind.attacker.example:8080",
+        "rebind.attacker.example",
+        "127.0.0.1.attacker.example",
+        "localhost.attacker.example:8080",
+        "10.0.0.5:8080",
+    ] {
+        for (method, path, body) in [
+            ("GET", "/v1/mcp/elicitations?status=all", Vec::new()),
+            ("POST", "/mcp", init.clone()),
+            ("GET", "/healthz", Vec::new()),
+        ] {
+            let (status, _, body) = send(&h, method, path, &[("host", host)], body).await;
+            assert_eq!(
+                status,
+                StatusCode::MISDIRECTED_REQUEST,
+                "{host} {path}: {body}"
+            );
+        }
+    }
+    let (status, _, _) = send(&h, "GET", "/v1/mcp/elicitations", &[], Vec::new()).await;
+    assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "no Host at all");
+    for host in [
+        "127.0.0.1:8080",
+        "localhost",
+        "LOCALHOST:1",
+        "[::1]:8080",
+        "127.5.6.7",
+        "gw.internal:8080",
+    ] {
+        let (status, _, body) = send(
+            &h,
+            "GET",
+            "/v1/mcp/elicitations",
+            &[("host", host)],
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{host}: {body}");
+        let (status, _, body) = send(&h, "POST", "/mcp", &[("host", host)], init.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{host}: {body}");
+    }
+}
