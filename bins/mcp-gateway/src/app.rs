@@ -208,6 +208,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         body_limit: config.http.body_limit,
         allowed_origins: config.http.allowed_origins.clone(),
         allowed_hosts: config.http.allowed_hosts.clone(),
+        max_streams_per_caller: config.http.max_streams_per_caller,
         session_idle_timeout: config.http.session_idle_timeout,
         ..ServiceConfig::default()
     };

@@ -128,6 +128,14 @@ pub(crate) struct HttpConfig {
     pub(crate) allowed_hosts: Vec<String>,
     #[serde(default = "default_session_idle", with = "duration")]
     pub(crate) session_idle_timeout: Duration,
+    #[serde(default = "default_header_read_timeout", with = "duration")]
+    pub(crate) header_read_timeout: Duration,
+    #[serde(default = "default_idle_timeout", with = "duration")]
+    pub(crate) idle_timeout: Duration,
+    #[serde(default = "default_max_connections")]
+    pub(crate) max_connections: usize,
+    #[serde(default = "default_max_streams_per_caller")]
+    pub(crate) max_streams_per_caller: usize,
 }
 
 impl Default for HttpConfig {
@@ -137,6 +145,10 @@ impl Default for HttpConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle_timeout: default_session_idle(),
+            header_read_timeout: default_header_read_timeout(),
+            idle_timeout: default_idle_timeout(),
+            max_connections: default_max_connections(),
+            max_streams_per_caller: default_max_streams_per_caller(),
         }
     }
 }
@@ -146,6 +158,18 @@ fn default_body_limit() -> usize {
 }
 fn default_session_idle() -> Duration {
     Duration::from_secs(30 * 60)
+}
+fn default_header_read_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_max_connections() -> usize {
+    1024
+}
+fn default_max_streams_per_caller() -> usize {
+    16
 }
 
 #[derive(Debug, Deserialize)]
@@ -389,6 +413,14 @@ impl Config {
                     );
                 }
             }
+        }
+        if self.http.header_read_timeout < Duration::from_secs(1)
+            || self.http.idle_timeout < Duration::from_secs(1)
+        {
+            bail!("[http] header_read_timeout and idle_timeout must be at least 1s");
+        }
+        if self.http.max_connections == 0 || self.http.max_streams_per_caller == 0 {
+            bail!("[http] max_connections and max_streams_per_caller must be at least 1");
         }
         for p in &self.policy {
             if p.ttl.is_some_and(|t| t < Duration::from_secs(1)) {

@@ -176,12 +176,49 @@ async fn serve(config: Option<Config>) -> Result<()> {
             let _ = sweeper_stopped.await;
         },
     ));
-    mcp_http::serve(listener, app.service.clone(), shutdown_signal()).await;
+    let serve_config = mcp_http::ServeConfig {
+        header_read_timeout: config.http.header_read_timeout,
+        idle_timeout: config.http.idle_timeout,
+        max_connections: connection_cap(config.http.max_connections),
+    };
+    mcp_http::serve(
+        listener,
+        app.service.clone(),
+        serve_config,
+        shutdown_signal(),
+    )
+    .await;
     let _ = stop_sweeper.send(());
     let _ = sweeper.await;
     app.registry.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Descriptors kept for everything but client connections: the listener, the database pool,
+/// modules' pipes, files.
+const RESERVED_DESCRIPTORS: usize = 128;
+
+/// The connection cap, lowered (with a warning) to fit the process's descriptor limit, so the
+/// cap — not `accept` failing with EMFILE — is what holds new clients back.
+fn connection_cap(configured: usize) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+        if let Some(limit) = limit.and_then(|l| usize::try_from(l).ok()) {
+            let fits = limit.saturating_sub(RESERVED_DESCRIPTORS).max(1);
+            if configured > fits {
+                tracing::warn!(
+                    configured,
+                    descriptor_limit = limit,
+                    using = fits,
+                    "[http] max_connections does not fit the open-files limit (ulimit -n); lowering it"
+                );
+                return fits;
+            }
+        }
+    }
+    configured
 }
 
 fn print_demo_help(address: std::net::SocketAddr) {

@@ -33,6 +33,7 @@ use crate::jsonrpc::{self, RequestId};
 use crate::service::Body;
 use crate::sse;
 use crate::state::{RequestStates, StateClaims};
+use crate::streams::StreamSlot;
 use crate::wire::META_CONFIRMATION_ID;
 
 /// The key of the gateway's one input request.
@@ -298,9 +299,15 @@ pub struct StreamContext {
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
 /// then carries the call's result.
-pub fn stream_confirmation(context: StreamContext, first: Elicitation) -> Response<Body> {
+/// `slot` counts the stream against the caller's cap until the conversation ends.
+pub fn stream_confirmation(
+    context: StreamContext,
+    first: Elicitation,
+    slot: StreamSlot,
+) -> Response<Body> {
     let (tx, body) = ChannelBody::new(16);
     tokio::spawn(async move {
+        let _slot = slot;
         let final_message = converse(&context, first, &tx).await;
         if let Some(message) = final_message {
             deliver(&tx, sse::event(&message.to_string())).await;
@@ -359,6 +366,12 @@ async fn converse(
             tokio::select! {
                 answered = &mut answer => break answered.ok(),
                 _ = &mut changed => break None,
+                // The client went away: stop asking (the confirmation stays pending, for
+                // the REST API or a retry) and free the stream.
+                () = tx.closed() => {
+                    c.answers.forget(&c.session, &server_id);
+                    return None;
+                }
                 _ = keep_alive.tick() => match tx.try_send(sse::comment("waiting for a person to confirm")) {
                     // A full buffer means the client is slow to read: a keep-alive is not needed.
                     Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}

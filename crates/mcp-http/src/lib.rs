@@ -21,8 +21,9 @@ pub mod service;
 pub mod sessions;
 pub mod sse;
 pub mod state;
+pub mod streams;
 pub mod wire;
 
 mod serve;
 
-pub use serve::serve;
+pub use serve::{ServeConfig, serve};

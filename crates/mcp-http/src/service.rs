@@ -19,6 +19,7 @@ use crate::gateway::{CallOutcome, Gateway};
 use crate::jsonrpc::{self, Message, Request as RpcRequest};
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
+use crate::streams::StreamSlots;
 use crate::wire::{
     self, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION,
 };
@@ -44,6 +45,9 @@ pub struct ServiceConfig {
     pub session_idle_timeout: Duration,
     /// Most legacy sessions at once.
     pub max_sessions: usize,
+    /// Most long-lived SSE streams (a legacy session's confirmation stream) one caller may
+    /// hold open; beyond it, a gated call gets the held result instead of a stream.
+    pub max_streams_per_caller: usize,
 }
 
 impl Default for ServiceConfig {
@@ -54,6 +58,7 @@ impl Default for ServiceConfig {
             allowed_hosts: Vec::new(),
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_sessions: 10_000,
+            max_streams_per_caller: 16,
         }
     }
 }
@@ -66,6 +71,7 @@ pub struct McpService {
     config: ServiceConfig,
     states: RequestStates,
     answers: Arc<ask::PendingAnswers>,
+    streams: StreamSlots,
 }
 
 /// What a request handler answers with.
@@ -214,7 +220,9 @@ impl McpService {
     /// The service.
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
         let sessions = Sessions::new(config.session_idle_timeout, config.max_sessions);
+        let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
+            streams,
             gateway,
             auth,
             sessions,
@@ -229,6 +237,11 @@ impl McpService {
     pub fn with_request_states(mut self, states: RequestStates) -> Self {
         self.states = states;
         self
+    }
+
+    /// Long-lived SSE streams `caller` holds open now.
+    pub fn open_streams(&self, caller: &elicitation_store::Caller) -> usize {
+        self.streams.open_for(caller)
     }
 
     fn origin_allowed(&self, headers: &HeaderMap) -> bool {
@@ -472,9 +485,11 @@ impl McpService {
                 let kept =
                     (session.can_elicit && ask::may_answer(principal)).then(|| params.clone());
                 match self.gateway.call_tool(principal, params).await? {
+                    // Beyond the caller's stream cap, the held result (answered out of band).
                     CallOutcome::NeedsConfirmation(pending)
                         if pending.askable_natively
-                            && let Some(params) = kept =>
+                            && let Some(params) = kept
+                            && let Some(slot) = self.streams.try_open(&principal.caller) =>
                     {
                         let context = ask::StreamContext {
                             gateway: self.gateway.clone(),
@@ -488,6 +503,7 @@ impl McpService {
                         return Ok(Reply::Stream(ask::stream_confirmation(
                             context,
                             pending.confirmation,
+                            slot,
                         )));
                     }
                     outcome => outcome.into_result(),

@@ -81,9 +81,14 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(mcp_http::serve(listener, service, async {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(mcp_http::serve(
+        listener,
+        service,
+        mcp_http::ServeConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
 
     let gateway = gateway_over_http(format!("http://{address}/mcp")).await;
     let names: Vec<Value> = gateway

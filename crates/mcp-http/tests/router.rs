@@ -114,6 +114,19 @@ async fn harness_keyed(
     durable: bool,
     states: RequestStates,
 ) -> Harness {
+    let config = ServiceConfig {
+        body_limit: 64 * 1024,
+        ..ServiceConfig::default()
+    };
+    harness_configured(store, durable, states, config).await
+}
+
+async fn harness_configured(
+    store: Arc<dyn ElicitationStore>,
+    durable: bool,
+    states: RequestStates,
+    config: ServiceConfig,
+) -> Harness {
     let calls = Arc::new(Calls::default());
     let registry = Registry::start(vec![
         ModuleSpec {
@@ -137,10 +150,6 @@ async fn harness_keyed(
         GatePolicy::default(),
         durable,
     ));
-    let config = ServiceConfig {
-        body_limit: 64 * 1024,
-        ..ServiceConfig::default()
-    };
     Harness {
         service: Arc::new(McpService::new(gateway, auth(), config).with_request_states(states)),
         calls,
@@ -173,6 +182,10 @@ async fn send(
     body: Vec<u8>,
 ) -> (StatusCode, http::HeaderMap, Value) {
     let mut request = Request::builder().method(method).uri(path);
+    // Every HTTP/1.1 client sends Host.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request = request.header("host", "127.0.0.1:8080");
+    }
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
@@ -1533,13 +1546,41 @@ async fn legacy_client_with_elicitation_is_asked_over_sse(h: Harness) {
     assert_eq!(read["content"][0]["text"], "read /r");
 }
 
+/// Waits until the gateway has noticed that alice's streams ended.
+async fn streams_closed(h: &Harness) {
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    for _ in 0..600 {
+        if h.service.open_streams(&alice) == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the gateway never noticed the client went away");
+}
+
 async fn legacy_disconnect_is_not_a_cancellation(h: Harness) {
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
     let s = open_eliciting_session(&h, CLIENT).await;
     let mut events = stream_call(&s, "test__delete", json!({"path": "/gone"})).await;
-    events.next().await;
+    let ask = events.next().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(h.service.open_streams(&alice), 1);
     drop(events);
+    // The gateway notices the disconnect (the stream's task ends)...
+    streams_closed(&h).await;
+    // ...and the confirmation is still pending: a person can still answer it.
     let (_, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
     assert_eq!(pending["elicitations"][0]["status"], "pending", "{pending}");
+    let id = pending["elicitations"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    approve(&h, &id, true).await;
+    assert_eq!(
+        h.calls.delete.load(Ordering::SeqCst),
+        0,
+        "nobody is left to forward the call to"
+    );
 }
 
 /// A client declaring elicitation with a token that lacks `elicitations:respond` (an agent)
@@ -1915,7 +1956,11 @@ async fn without_auth_only_loopback_and_configured_hosts_are_served() {
             );
         }
     }
-    let (status, _, _) = send(&h, "GET", "/v1/mcp/elicitations", &[], Vec::new()).await;
+    let hostless = Request::builder()
+        .uri("/v1/mcp/elicitations")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let status = h.service.handle(hostless).await.status();
     assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "no Host at all");
     for host in [
         "127.0.0.1:8080",
@@ -1937,4 +1982,31 @@ async fn without_auth_only_loopback_and_configured_hosts_are_served() {
         let (status, _, body) = send(&h, "POST", "/mcp", &[("host", host)], init.clone()).await;
         assert_eq!(status, StatusCode::OK, "{host}: {body}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_its_stream_cap_a_caller_gets_the_held_result_instead_of_a_stream() {
+    let config = ServiceConfig {
+        max_streams_per_caller: 1,
+        ..ServiceConfig::default()
+    };
+    let h = harness_configured(
+        Arc::new(MemoryStore::default()),
+        false,
+        RequestStates::ephemeral(),
+        config,
+    )
+    .await;
+    let mut s = open_eliciting_session(&h, CLIENT).await;
+    let mut first = stream_call(&s, "test__delete", json!({"path": "/one"})).await;
+    assert_eq!(first.next().await["method"], "elicitation/create");
+    // The first stream is still waiting for the person: a second would exceed the cap.
+    let second = s.call("test__delete", json!({"path": "/two"}), None).await;
+    held_id(&second);
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+    // Once the first stream ends, the caller may stream again.
+    drop(first);
+    streams_closed(&h).await;
+    let mut third = stream_call(&s, "test__delete", json!({"path": "/three"})).await;
+    assert_eq!(third.next().await["method"], "elicitation/create");
 }

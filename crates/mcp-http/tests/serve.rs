@@ -1,0 +1,140 @@
+//! The listener on a real socket: slow, idle and excess clients cannot exhaust the gateway.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use elicitation_store::MemoryStore;
+use gating_core::GatePolicy;
+use mcp_http::auth::Auth;
+use mcp_http::gateway::Gateway;
+use mcp_http::registry::Registry;
+use mcp_http::service::{McpService, ServiceConfig};
+use mcp_http::{ServeConfig, serve};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Long enough for any event these tests wait for on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+async fn start(config: ServeConfig) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    let registry = Registry::start(Vec::new()).await.unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    let service = Arc::new(McpService::new(
+        gateway,
+        Auth::none(),
+        ServiceConfig::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(serve(listener, service, config, async {
+        let _ = stopped.await;
+    }));
+    (address, stop)
+}
+
+/// Waits until the server closes the connection; true if it did within [`PATIENCE`].
+async fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut buf = [0u8; 4096];
+    let wait = async {
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, wait).await.is_ok()
+}
+
+/// `GET /healthz` on a new connection; the status line, once served.
+async fn healthz(address: SocketAddr) -> String {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    String::from_utf8_lossy(&response)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_send_half_a_header_are_closed_by_the_timeout() {
+    let (address, _stop) = start(ServeConfig {
+        header_read_timeout: Duration::from_secs(1),
+        ..ServeConfig::default()
+    })
+    .await;
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl")
+            .await
+            .unwrap();
+        slow.push(stream);
+    }
+    for stream in &mut slow {
+        assert!(closed_by_server(stream).await, "a half header is cut off");
+    }
+    assert_eq!(healthz(address).await, "HTTP/1.1 200 OK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_kept_alive_connection_is_closed() {
+    let (address, _stop) = start(ServeConfig {
+        idle_timeout: Duration::from_secs(1),
+        header_read_timeout: Duration::from_secs(3600),
+        ..ServeConfig::default()
+    })
+    .await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = stream.read(&mut buf).await.unwrap();
+    assert!(
+        String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200 OK"),
+        "served, and kept alive"
+    );
+    assert!(closed_by_server(&mut stream).await, "then closed once idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_connection_cap_a_new_client_is_served_once_another_leaves() {
+    let (address, _stop) = start(ServeConfig {
+        max_connections: 2,
+        header_read_timeout: Duration::from_secs(3600),
+        idle_timeout: Duration::from_secs(3600),
+    })
+    .await;
+    // Two clients that connect and say nothing hold both slots.
+    let first = TcpStream::connect(address).await.unwrap();
+    let _second = TcpStream::connect(address).await.unwrap();
+    let third = tokio::spawn(healthz(address));
+    // While both are held, the third waits (in the listen backlog, not in a hot loop).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!third.is_finished(), "the cap holds the third client back");
+    drop(first);
+    let status = tokio::time::timeout(PATIENCE, third)
+        .await
+        .expect("served once a slot frees")
+        .unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+}
