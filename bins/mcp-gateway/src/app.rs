@@ -52,6 +52,9 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationS
             let limits = MemoryLimits {
                 max_pending_per_caller: config.store.max_pending_per_caller,
                 max_records: config.store.max_records,
+                max_records_per_caller: config.store.max_records_per_caller,
+                max_bytes: config.store.max_bytes,
+                max_bytes_per_caller: config.store.max_bytes_per_caller,
             };
             Ok((
                 Arc::new(MemoryStore::new(Arc::new(SystemClock), limits)),

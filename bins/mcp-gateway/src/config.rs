@@ -57,6 +57,12 @@ pub(crate) struct StoreConfig {
     pub(crate) max_pending_per_caller: usize,
     #[serde(default = "default_max_records")]
     pub(crate) max_records: usize,
+    #[serde(default = "default_max_records_per_caller")]
+    pub(crate) max_records_per_caller: usize,
+    #[serde(default = "default_max_bytes", with = "bytes")]
+    pub(crate) max_bytes: usize,
+    #[serde(default = "default_max_bytes_per_caller", with = "bytes")]
+    pub(crate) max_bytes_per_caller: usize,
     #[serde(default = "default_sweep", with = "duration")]
     pub(crate) sweep_interval: Duration,
 }
@@ -71,6 +77,9 @@ impl Default for StoreConfig {
             pool_size: default_pool_size(),
             max_pending_per_caller: default_max_pending(),
             max_records: default_max_records(),
+            max_records_per_caller: default_max_records_per_caller(),
+            max_bytes: default_max_bytes(),
+            max_bytes_per_caller: default_max_bytes_per_caller(),
             sweep_interval: default_sweep(),
         }
     }
@@ -84,6 +93,15 @@ fn default_max_pending() -> usize {
 }
 fn default_max_records() -> usize {
     100_000
+}
+fn default_max_records_per_caller() -> usize {
+    25_000
+}
+fn default_max_bytes() -> usize {
+    256 * 1024 * 1024
+}
+fn default_max_bytes_per_caller() -> usize {
+    64 * 1024 * 1024
 }
 fn default_sweep() -> Duration {
     Duration::from_secs(30)
@@ -248,6 +266,44 @@ pub(crate) struct PolicyConfig {
     pub(crate) gate: gating_core::GateMode,
     #[serde(default, with = "duration::option")]
     pub(crate) ttl: Option<Duration>,
+}
+
+/// Sizes as a number of bytes or `"512KiB"`, `"64MiB"`, `"1GiB"`.
+mod bytes {
+    use serde::{Deserialize, Deserializer, de::Error};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bytes(usize),
+        Text(String),
+    }
+
+    pub(super) fn parse(text: &str) -> Result<usize, String> {
+        let text = text.trim();
+        let (number, unit) = text.split_at(
+            text.find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(text.len()),
+        );
+        let n: usize = number
+            .parse()
+            .map_err(|_| format!("{text:?} is not a size like \"64MiB\""))?;
+        let factor: usize = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            _ => return Err(format!("{text:?}: the unit must be B, KiB, MiB or GiB")),
+        };
+        Ok(n.saturating_mul(factor))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Bytes(n) => Ok(n),
+            Raw::Text(text) => parse(&text).map_err(D::Error::custom),
+        }
+    }
 }
 
 /// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
@@ -419,6 +475,16 @@ impl Config {
         {
             bail!("[http] header_read_timeout and idle_timeout must be at least 1s");
         }
+        let store = &self.store;
+        if store.max_records_per_caller == 0
+            || store.max_records_per_caller > store.max_records
+            || store.max_bytes_per_caller == 0
+            || store.max_bytes_per_caller > store.max_bytes
+        {
+            bail!(
+                "[store] max_records_per_caller and max_bytes_per_caller must be at least 1 and at most max_records and max_bytes"
+            );
+        }
         if self.http.max_connections == 0 || self.http.max_streams_per_caller == 0 {
             bail!("[http] max_connections and max_streams_per_caller must be at least 1");
         }
@@ -441,6 +507,16 @@ mod tests {
         let config = Config::load(&path).unwrap();
         assert_eq!(config.auth.mode, AuthMode::Tokens);
         assert!(!config.modules.is_empty());
+    }
+
+    #[test]
+    fn sizes_take_binary_units_or_bytes() {
+        assert_eq!(bytes::parse("512"), Ok(512));
+        assert_eq!(bytes::parse("2KiB"), Ok(2048));
+        assert_eq!(bytes::parse("64MiB"), Ok(64 << 20));
+        assert_eq!(bytes::parse("1GiB"), Ok(1 << 30));
+        assert!(bytes::parse("64MB").is_err());
+        assert!(bytes::parse("lots").is_err());
     }
 
     #[test]

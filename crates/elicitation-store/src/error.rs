@@ -28,6 +28,17 @@ pub enum StoreError {
         /// The per-caller limit.
         limit: usize,
     },
+    /// The caller holds as many elicitations (or bytes of them) as the memory store allows
+    /// one caller, and none of its finished ones can be dropped.
+    #[error(
+        "the caller holds as many elicitations as allowed ({records}, or {bytes} bytes) and none can be dropped; answer or cancel some first"
+    )]
+    CallerFull {
+        /// Elicitations one caller may hold.
+        records: usize,
+        /// Estimated bytes one caller may hold.
+        bytes: usize,
+    },
     /// The memory store holds as many elicitations as configured and none can be evicted.
     #[error("the store is full ({limit} elicitations, all pending)")]
     Full {
@@ -93,6 +104,7 @@ impl StoreError {
             StoreError::NotFound { .. }
                 | StoreError::Transition(_)
                 | StoreError::PendingLimit { .. }
+                | StoreError::CallerFull { .. }
                 | StoreError::InvalidCaller
                 | StoreError::InvalidTtl
                 | StoreError::Spec(_)

@@ -31,7 +31,7 @@ pub mod test_support;
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
-pub use memory::{MemoryLimits, MemoryStore};
+pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
 pub use migrate::migrate;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};

@@ -20,14 +20,25 @@ use crate::{
     HeldCall, ListQuery, Listed, StoreError, StoredElicitation, SystemClock,
 };
 
-/// Limits of the memory store.
+/// Limits of the memory store, by count and by bytes, per caller and in all.
+///
+/// A finished elicitation (answered, declined, cancelled, expired, failed — and an approved
+/// confirmation once used or past its TTL) may be dropped to make room, oldest first. A
+/// caller at its own budget makes room from its own finished elicitations, or is refused
+/// ([`StoreError::CallerFull`]); when the whole store is at its budget, room is taken from
+/// the callers using the most, so one caller's load never fails another caller's calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryLimits {
     /// Pending elicitations one caller may have at once.
     pub max_pending_per_caller: usize,
-    /// Elicitations held in all. When full, the oldest terminal ones are dropped to make
-    /// room; if all are pending, creation fails with [`StoreError::Full`].
+    /// Elicitations held in all.
     pub max_records: usize,
+    /// Elicitations one caller may hold (pending or finished).
+    pub max_records_per_caller: usize,
+    /// Estimated bytes of messages, arguments and responses held in all.
+    pub max_bytes: usize,
+    /// Estimated bytes one caller may hold.
+    pub max_bytes_per_caller: usize,
 }
 
 impl Default for MemoryLimits {
@@ -35,6 +46,36 @@ impl Default for MemoryLimits {
         MemoryLimits {
             max_pending_per_caller: 100,
             max_records: 100_000,
+            max_records_per_caller: 25_000,
+            max_bytes: 256 * 1024 * 1024,
+            max_bytes_per_caller: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// What the store holds, in all or for one caller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// Elicitations.
+    pub records: usize,
+    /// Estimated bytes of their messages, arguments and responses.
+    pub bytes: usize,
+}
+
+/// Fixed cost counted for every record besides its payloads.
+const RECORD_OVERHEAD: usize = 512;
+
+/// An estimate of the heap bytes a JSON value holds.
+fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 16,
+        Value::String(s) => 24 + s.len(),
+        Value::Array(items) => 24 + items.iter().map(json_bytes).sum::<usize>(),
+        Value::Object(map) => {
+            24 + map
+                .iter()
+                .map(|(k, v)| 48 + k.len() + json_bytes(v))
+                .sum::<usize>()
         }
     }
 }
@@ -43,6 +84,8 @@ struct Entry {
     caller: Caller,
     elicitation: Elicitation,
     call: Option<HeldCall>,
+    /// What this entry counts against the byte budgets.
+    bytes: usize,
 }
 
 impl Entry {
@@ -79,6 +122,20 @@ impl Entry {
         e.status_at(now).is_terminal() && !usable_confirmation
     }
 
+    fn new(caller: &Caller, elicitation: Elicitation, call: Option<HeldCall>) -> Entry {
+        let bytes = RECORD_OVERHEAD
+            + elicitation.spec.message().len()
+            + call
+                .as_ref()
+                .map_or(0, |c| c.tool.len() + json_bytes(&c.arguments));
+        Entry {
+            caller: caller.clone(),
+            elicitation,
+            call,
+            bytes,
+        }
+    }
+
     fn stored(&self, now: OffsetDateTime) -> StoredElicitation {
         StoredElicitation {
             elicitation: as_seen(self.elicitation.clone(), now),
@@ -103,6 +160,10 @@ struct State {
     pending_by_caller: HashMap<Caller, Vec<ElicitationId>>,
     /// All ids, oldest first (for eviction).
     order: VecDeque<ElicitationId>,
+    /// What each caller holds.
+    usage: HashMap<Caller, MemoryUsage>,
+    /// Estimated bytes held in all.
+    bytes: usize,
 }
 
 impl State {
@@ -116,6 +177,14 @@ impl State {
 
     fn remove(&mut self, id: ElicitationId) {
         if let Some(entry) = self.entries.remove(&id) {
+            self.bytes = self.bytes.saturating_sub(entry.bytes);
+            if let Some(usage) = self.usage.get_mut(&entry.caller) {
+                usage.records = usage.records.saturating_sub(1);
+                usage.bytes = usage.bytes.saturating_sub(entry.bytes);
+                if usage.records == 0 {
+                    self.usage.remove(&entry.caller);
+                }
+            }
             if let Some(ids) = self.by_caller.get_mut(&entry.caller) {
                 ids.retain(|other| *other != id);
                 if ids.is_empty() {
@@ -134,6 +203,67 @@ impl State {
                 self.order.retain(|other| *other != id);
             }
         }
+    }
+
+    fn usage_of(&self, caller: &Caller) -> MemoryUsage {
+        self.usage.get(caller).copied().unwrap_or_default()
+    }
+
+    /// The caller's oldest entry that can be dropped.
+    fn oldest_evictable_of(&self, caller: &Caller, now: OffsetDateTime) -> Option<ElicitationId> {
+        self.by_caller
+            .get(caller)?
+            .iter()
+            .copied()
+            .find(|id| self.entries.get(id).is_some_and(|e| e.evictable(now)))
+    }
+
+    /// An entry to drop when the whole store is full: the oldest droppable one of the
+    /// caller holding the most bytes that has one.
+    fn victim(&self, now: OffsetDateTime) -> Option<ElicitationId> {
+        let mut callers: Vec<(&Caller, &MemoryUsage)> = self.usage.iter().collect();
+        callers.sort_by_key(|(_, usage)| std::cmp::Reverse((usage.bytes, usage.records)));
+        callers
+            .into_iter()
+            .find_map(|(caller, _)| self.oldest_evictable_of(caller, now))
+    }
+
+    /// Makes room for `entry` within the limits, dropping finished entries: the caller's own
+    /// for its budget, the heaviest callers' for the store's.
+    fn make_room(
+        &mut self,
+        entry: &Entry,
+        limits: &MemoryLimits,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let caller_full = |usage: MemoryUsage| {
+            usage.records + 1 > limits.max_records_per_caller
+                || usage.bytes + entry.bytes > limits.max_bytes_per_caller
+        };
+        while caller_full(self.usage_of(&entry.caller)) {
+            match self.oldest_evictable_of(&entry.caller, now) {
+                Some(id) => self.remove(id),
+                None => {
+                    return Err(StoreError::CallerFull {
+                        records: limits.max_records_per_caller,
+                        bytes: limits.max_bytes_per_caller,
+                    });
+                }
+            }
+        }
+        while self.entries.len() + 1 > limits.max_records
+            || self.bytes + entry.bytes > limits.max_bytes
+        {
+            match self.victim(now) {
+                Some(id) => self.remove(id),
+                None => {
+                    return Err(StoreError::Full {
+                        limit: limits.max_records,
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The caller's pending elicitations at `now`, forgetting those no longer pending.
@@ -182,6 +312,20 @@ impl MemoryStore {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// What the store holds now, in all.
+    pub fn usage(&self) -> MemoryUsage {
+        let state = self.lock();
+        MemoryUsage {
+            records: state.entries.len(),
+            bytes: state.bytes,
+        }
+    }
+
+    /// What `caller` holds now.
+    pub fn usage_of(&self, caller: &Caller) -> MemoryUsage {
+        self.lock().usage_of(caller)
+    }
+
     fn notify(&self, id: ElicitationId) {
         // No receivers is fine: nobody is waiting.
         let _ = self.changes.send(id);
@@ -196,22 +340,12 @@ impl MemoryStore {
                 limit: self.limits.max_pending_per_caller,
             });
         }
-        if state.entries.len() >= self.limits.max_records {
-            let oldest_terminal = state
-                .order
-                .iter()
-                .copied()
-                .find(|id| state.entries.get(id).is_some_and(|e| e.evictable(now)));
-            match oldest_terminal {
-                Some(id) => state.remove(id),
-                None => {
-                    return Err(StoreError::Full {
-                        limit: self.limits.max_records,
-                    });
-                }
-            }
-        }
+        state.make_room(&entry, &self.limits, now)?;
         let id = entry.elicitation.id;
+        state.bytes += entry.bytes;
+        let usage = state.usage.entry(entry.caller.clone()).or_default();
+        usage.records += 1;
+        usage.bytes += entry.bytes;
         state
             .by_caller
             .entry(entry.caller.clone())
@@ -263,11 +397,7 @@ impl ElicitationStore for MemoryStore {
     ) -> Result<Elicitation, StoreError> {
         let now = self.clock.now();
         let elicitation = new_elicitation(&self.rng, spec, now, ttl)?;
-        let entry = Entry {
-            caller: caller.clone(),
-            elicitation: elicitation.clone(),
-            call: None,
-        };
+        let entry = Entry::new(caller, elicitation.clone(), None);
         self.insert(entry, now)?;
         audit::emit(
             Event::Requested(elicitation.kind()),
@@ -285,11 +415,7 @@ impl ElicitationStore for MemoryStore {
     ) -> Result<StoredElicitation, StoreError> {
         let now = self.clock.now();
         let stored = request.into_new(&self.rng, now)?;
-        let entry = Entry {
-            caller: caller.clone(),
-            elicitation: stored.elicitation.clone(),
-            call: stored.call.clone(),
-        };
+        let entry = Entry::new(caller, stored.elicitation.clone(), stored.call.clone());
         self.insert(entry, now)?;
         let tool = stored.call.as_ref().map(|c| c.tool.as_str());
         audit::emit(
@@ -337,7 +463,8 @@ impl ElicitationStore for MemoryStore {
         payload: Value,
     ) -> Result<RespondOutcome, StoreError> {
         let now = self.clock.now();
-        Ok(self.with_entry(caller, id, |entry| {
+        let response_bytes = json_bytes(&payload);
+        let outcome = self.with_entry(caller, id, |entry| {
             entry.refuse_if_overdue(now)?;
             let outcome = entry.elicitation.respond(payload, now);
             let event = match &outcome {
@@ -348,8 +475,19 @@ impl ElicitationStore for MemoryStore {
             if let Some(event) = event {
                 entry.audit(event);
             }
+            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
+                entry.bytes += response_bytes;
+            }
             outcome
-        })??)
+        })??;
+        if outcome == RespondOutcome::Recorded {
+            let mut state = self.lock();
+            state.bytes += response_bytes;
+            if let Some(usage) = state.usage.get_mut(caller) {
+                usage.bytes += response_bytes;
+            }
+        }
+        Ok(outcome)
     }
 
     async fn cancel(

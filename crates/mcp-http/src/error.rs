@@ -283,7 +283,9 @@ fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
     match e {
         StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::Transition(_) => StatusCode::CONFLICT,
-        StoreError::PendingLimit { .. } | StoreError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
+        StoreError::PendingLimit { .. }
+        | StoreError::CallerFull { .. }
+        | StoreError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,
         StoreError::InvalidCaller | StoreError::InvalidTtl | StoreError::Spec(_) => {
             if era == Some(Era::Legacy) {
                 StatusCode::OK

@@ -269,6 +269,12 @@ impl Gateway {
                     "this caller already has {limit} confirmations waiting; answer or cancel some first"
                 )))
             }
+            Err(StoreError::CallerFull { .. }) => {
+                audit(principal, entry, Audit::Rejected("caller_full"), None);
+                done(gating_core::gate_unavailable_result(
+                    "this caller holds as many confirmations as the gateway keeps for one caller; answer or cancel some first",
+                ))
+            }
             Err(e) => done(self.fail_closed(principal, entry, &e)),
         }
     }
