@@ -207,6 +207,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         policy(config),
         durable,
     ));
+    gateway.watch_policy_rules();
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
         allowed_origins: config.http.allowed_origins.clone(),

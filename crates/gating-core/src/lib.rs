@@ -29,5 +29,5 @@ pub use policy::{
 pub use result::{
     ConfirmationMessage, ResultParts, cancelled_result, confirmation_message, confirmation_prompt,
     denied_result, expired_result, gate_unavailable_result, held_result, held_result_parts,
-    upstream_error_result, user_rejected_result,
+    upstream_error_result, user_rejected_result, visible,
 };

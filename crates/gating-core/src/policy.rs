@@ -102,6 +102,14 @@ impl GatePolicy {
         self
     }
 
+    /// The tools the rules name, with their modes (rules name tools exactly; there are no
+    /// patterns, so a rule protects only the name it spells).
+    pub fn rules(&self) -> impl Iterator<Item = (&str, GateMode)> {
+        self.rules
+            .iter()
+            .map(|(tool, rule)| (tool.as_str(), rule.mode))
+    }
+
     /// The mode for a tool: its rule's, else `auto`.
     pub fn mode_for(&self, tool: &str) -> GateMode {
         self.rules.get(tool).map(|r| r.mode).unwrap_or_default()

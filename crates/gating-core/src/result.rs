@@ -9,11 +9,42 @@ use time::format_description::well_known::Rfc3339;
 
 use elicitation_core::{Elicitation, ElicitationId, response_schema};
 
-/// The prompt of the confirmation elicitation for a call of `tool_name`.
+/// The prompt of the confirmation elicitation for a call of `tool_name` (a module-chosen
+/// name, shown with [`visible`]).
 pub fn confirmation_prompt(tool_name: &str) -> String {
     format!(
-        "The agent wants to run the destructive tool `{tool_name}`. It may change or delete data. Allow this call?"
+        "The agent wants to run the destructive tool `{}`. It may change or delete data. Allow this call?",
+        visible(tool_name)
     )
+}
+
+/// Whether a person could be misled by `c` in text: control characters, bidirectional
+/// controls (which reorder what is displayed), and invisible formatting characters.
+fn is_deceptive(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2028}' | '\u{2029}'
+            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{E0000}'..='\u{E007F}')
+}
+
+/// `text` with every character that could mislead a person (see [`is_deceptive`]) written as
+/// a visible escape (`\u202e`, `\u{e0041}`), so what the person reads is what runs.
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_deceptive(c) {
+            let code = u32::from(c);
+            if code <= 0xFFFF {
+                out.push_str(&format!("\\u{code:04x}"));
+            } else {
+                out.push_str(&format!("\\u{{{code:x}}}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A confirmation message for a call, and whether it shows the call's arguments in full.
@@ -33,7 +64,8 @@ pub struct ConfirmationMessage {
 /// show and where to review them.
 pub fn confirmation_message(tool_name: &str, arguments: &Value) -> ConfirmationMessage {
     let prompt = confirmation_prompt(tool_name);
-    let canonical = crate::canonical_json(arguments);
+    // The canonical JSON escapes ASCII controls; bidi and invisible characters it keeps.
+    let canonical = visible(&crate::canonical_json(arguments));
     let full = format!("{prompt} Arguments: {canonical}");
     if full.chars().count() <= elicitation_core::MAX_MESSAGE_CHARS {
         return ConfirmationMessage {

@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
-use gating_core::{CallDigest, ConfirmationOutcome, GateDecision, GatePolicy, HintSource};
+use gating_core::{
+    CallDigest, ConfirmationOutcome, GateDecision, GateMode, GatePolicy, HintSource,
+};
 use serde_json::{Map, Value};
 
 use crate::auth::Principal;
@@ -93,6 +95,39 @@ impl Gateway {
     /// The store (the REST API answers through it).
     pub fn store(&self) -> &Arc<dyn ElicitationStore> {
         &self.store
+    }
+
+    /// The policy rules that name a tool no module lists now — a typo, or a module not up
+    /// yet. Such a rule protects nothing.
+    pub fn unmatched_policy_rules(&self) -> Vec<(String, GateMode)> {
+        self.policy
+            .rules()
+            .filter(|(name, _)| self.registry.lookup(name).is_none())
+            .map(|(name, mode)| (name.to_owned(), mode))
+            .collect()
+    }
+
+    /// Warns about [`Gateway::unmatched_policy_rules`] now and after every refresh of a
+    /// module's tools, until the registry is dropped.
+    pub fn watch_policy_rules(self: &Arc<Self>) {
+        let mut refreshed = self.registry.refreshed();
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(live) = gateway.upgrade() else {
+                    return;
+                };
+                for (tool, mode) in live.unmatched_policy_rules() {
+                    tracing::warn!(%tool, ?mode, "a [[policy]] rule names a tool that no module lists; it protects nothing until one does (check the name: rules match exact qualified names)");
+                }
+                drop(live);
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) =
+                    refreshed.recv().await
+                {
+                    return;
+                }
+            }
+        });
     }
 
     /// The tools clients see: every module's tools but those policy denies. A gated tool is

@@ -2010,3 +2010,29 @@ async fn beyond_its_stream_cap_a_caller_gets_the_held_result_instead_of_a_stream
     let mut third = stream_call(&s, "test__delete", json!({"path": "/three"})).await;
     assert_eq!(third.next().await["method"], "elicitation/create");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_rule_naming_no_listed_tool_is_reported() {
+    let calls = Arc::new(Calls::default());
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(test_module(&calls)),
+    }])
+    .await
+    .unwrap();
+    let deny = gating_core::ToolRule {
+        mode: gating_core::GateMode::Deny,
+        ttl: None,
+    };
+    let policy = GatePolicy::default()
+        .with_rule("test__delete", deny)
+        .with_rule("test__delte", deny);
+    let gateway = Gateway::new(registry, Arc::new(MemoryStore::default()), policy, false);
+    assert_eq!(
+        gateway.unmatched_policy_rules(),
+        [("test__delte".to_owned(), gating_core::GateMode::Deny)],
+        "the typo is reported, the real rule is not"
+    );
+}

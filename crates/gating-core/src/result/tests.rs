@@ -125,3 +125,33 @@ fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot
     assert!(long.text.contains("too long to show"), "{}", long.text);
     assert!(long.text.chars().count() <= elicitation_core::MAX_MESSAGE_CHARS);
 }
+
+#[test]
+fn characters_that_could_mislead_a_person_are_shown_as_escapes() {
+    // U+202E reverses what follows: "/tmp/gpj.exe" would display as "/tmp/exe.jpg".
+    let args = json!({"path": "/tmp/\u{202e}gpj.exe", "note": "a\u{200b}b\u{2066}c\u{e0041}"});
+    let message = confirmation_message("fs__write\u{202e}elif", &args);
+    for c in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}'] {
+        assert!(!message.text.contains(c), "{:?} in {}", c, message.text);
+    }
+    assert!(
+        message.text.contains("fs__write\\u202eelif"),
+        "{}",
+        message.text
+    );
+    assert!(
+        message.text.contains("/tmp/\\u202egpj.exe"),
+        "{}",
+        message.text
+    );
+    assert!(
+        message.text.contains("a\\u200bb\\u2066c\\u{e0041}"),
+        "{}",
+        message.text
+    );
+    assert_eq!(
+        visible("plain text, émigré, 日本"),
+        "plain text, émigré, 日本"
+    );
+    assert_eq!(visible("line\nbreak\u{7f}"), "line\\u000abreak\\u007f");
+}

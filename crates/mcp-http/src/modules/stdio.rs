@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{broadcast, mpsc, watch};
 
@@ -367,10 +367,83 @@ async fn stop_child(child: &mut Child) {
     }
 }
 
+/// Longest stderr line logged whole; the rest of a longer one is counted, not kept.
+const MAX_STDERR_LINE: usize = 8 * 1024;
+/// How much of a stdout line that is not JSON-RPC is logged.
+const LOGGED_PREFIX: usize = 64;
+
+/// One line read with [`read_bounded_line`].
+#[derive(Debug, PartialEq, Eq)]
+enum LineRead {
+    /// A whole line (without its newline) is in the buffer.
+    Line,
+    /// The line was longer than the limit: the buffer holds its first `limit` bytes, the
+    /// rest was read and dropped; `len` is its whole length.
+    Truncated { len: usize },
+    /// The stream ended (or failed) before any byte of a new line.
+    End,
+}
+
+/// Reads one line into `line`, holding at most `limit` bytes of it whatever its length.
+async fn read_bounded_line(
+    reader: &mut (impl AsyncBufRead + Unpin),
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> LineRead {
+    line.clear();
+    let mut len = 0usize;
+    loop {
+        let available = match reader.fill_buf().await {
+            Ok(available) => available,
+            Err(_) => &[],
+        };
+        if available.is_empty() {
+            return match len {
+                0 => LineRead::End,
+                n if n > limit => LineRead::Truncated { len: n },
+                _ => LineRead::Line,
+            };
+        }
+        let (chunk, newline) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (&available[..at], true),
+            None => (available, false),
+        };
+        let room = limit.saturating_sub(line.len());
+        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        len += chunk.len();
+        let used = chunk.len() + usize::from(newline);
+        reader.consume(used);
+        if newline {
+            return if len > limit {
+                LineRead::Truncated { len }
+            } else {
+                LineRead::Line
+            };
+        }
+    }
+}
+
+/// A short, printable excerpt of bytes from a module, for a log line.
+fn excerpt(bytes: &[u8]) -> String {
+    let head = &bytes[..bytes.len().min(LOGGED_PREFIX)];
+    gating_core::visible(&String::from_utf8_lossy(head))
+}
+
 async fn log_stderr(module: String, stderr: impl AsyncRead + Unpin) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "module", %module, "{line}");
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        match read_bounded_line(&mut reader, &mut line, MAX_STDERR_LINE).await {
+            LineRead::End => return,
+            LineRead::Line => {
+                let text = gating_core::visible(&String::from_utf8_lossy(&line));
+                tracing::info!(target: "module", %module, "{text}");
+            }
+            LineRead::Truncated { len } => {
+                let text = gating_core::visible(&String::from_utf8_lossy(&line));
+                tracing::info!(target: "module", %module, bytes = len, "{text}… (line cut at {MAX_STDERR_LINE} bytes)");
+            }
+        }
     }
 }
 
@@ -385,18 +458,13 @@ async fn read_messages(
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) | Err(_) => return,
-            Ok(n) if n > MAX_LINE => {
-                tracing::error!(module = %shared.name, "a line over {MAX_LINE} bytes; dropping the connection");
+        match read_bounded_line(&mut reader, &mut line, MAX_LINE).await {
+            LineRead::End => return,
+            LineRead::Truncated { len } => {
+                tracing::error!(module = %shared.name, bytes = len, "a line over {MAX_LINE} bytes; dropping the connection");
                 return;
             }
-            Ok(_) => {}
+            LineRead::Line => {}
         }
         let text = line.trim_ascii();
         if text.is_empty() {
@@ -422,8 +490,9 @@ async fn read_messages(
                 out.push(b'\n');
                 let _ = stdin.send(out).await;
             }
+            // Never logged whole: it may carry a payload.
             Err(_) => {
-                tracing::warn!(module = %shared.name, line = %String::from_utf8_lossy(text), "ignoring a line that is not JSON-RPC");
+                tracing::warn!(module = %shared.name, bytes = text.len(), starts = %excerpt(text), "ignoring a line that is not JSON-RPC");
             }
         }
     }
@@ -483,5 +552,46 @@ mod tests {
             Some(&OsString::from("/srv/module")),
             "configured env wins"
         );
+    }
+
+    /// A reader of `size` bytes of `x` with no newline, then `"ok\n"`, in small chunks.
+    fn flood(size: usize) -> impl AsyncBufRead + Unpin {
+        let bytes: Vec<u8> = std::iter::repeat_n(b'x', size).chain(*b"\nok\n").collect();
+        BufReader::with_capacity(4096, std::io::Cursor::new(bytes))
+    }
+
+    #[tokio::test]
+    async fn a_line_without_end_is_held_to_the_limit_and_the_next_line_still_reads() {
+        let mut reader = flood(20 * 1024 * 1024);
+        let mut line = Vec::new();
+        let first = read_bounded_line(&mut reader, &mut line, 1024).await;
+        assert_eq!(
+            first,
+            LineRead::Truncated {
+                len: 20 * 1024 * 1024
+            }
+        );
+        assert_eq!(line.len(), 1024, "only the limit is kept");
+        assert!(
+            line.capacity() < 64 * 1024,
+            "the buffer never grew with the line"
+        );
+        assert_eq!(
+            read_bounded_line(&mut reader, &mut line, 1024).await,
+            LineRead::Line
+        );
+        assert_eq!(line, b"ok");
+        assert_eq!(
+            read_bounded_line(&mut reader, &mut line, 1024).await,
+            LineRead::End
+        );
+    }
+
+    #[test]
+    fn a_non_json_line_is_logged_as_a_short_visible_excerpt() {
+        let secret = format!("{}\u{202e}", "p".repeat(1000));
+        let shown = excerpt(secret.as_bytes());
+        assert_eq!(shown, "p".repeat(LOGGED_PREFIX));
+        assert_eq!(excerpt("a\u{202e}b".as_bytes()), "a\\u202eb");
     }
 }
