@@ -28,8 +28,9 @@ fn is_deceptive(c: char) -> bool {
             | '\u{E0000}'..='\u{E007F}')
 }
 
-/// `text` with every character that could mislead a person (see [`is_deceptive`]) written as
-/// a visible escape (`\u202e`, `\u{e0041}`), so what the person reads is what runs.
+/// `text` with every character that could mislead a person — control characters,
+/// bidirectional controls, invisible formatting and tag characters — written as a visible
+/// escape (`\u202e`, `\u{e0041}`), so what the person reads is what runs.
 pub fn visible(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
