@@ -188,6 +188,18 @@ impl PostgresStore {
         })
     }
 
+    /// The ids of elicitations whose status changed, on any instance sharing the database,
+    /// as this store's LISTEN connection hears them (NOTIFY). The receiver sees the changes
+    /// made after this call.
+    pub fn subscribe_changes(&self) -> broadcast::Receiver<ElicitationId> {
+        self.changes.subscribe()
+    }
+
+    /// Callers waiting for a change right now (subscribers of the change feed).
+    pub fn waiting(&self) -> usize {
+        self.changes.receiver_count()
+    }
+
     /// Network round trips to the database so far (each pipelined transaction counts once;
     /// one-off statement preparation per connection is not counted).
     pub fn round_trips(&self) -> u64 {

@@ -824,7 +824,7 @@ async fn malformed_json_is_a_parse_error() {
 async fn oversize_body_is_413() {
     let h = memory().await;
     let big = vec![b' '; 65 * 1024];
-    let (status, _, _) = send(
+    let (status, _, body) = send(
         &h,
         "POST",
         "/mcp",
@@ -833,6 +833,16 @@ async fn oversize_body_is_413() {
     )
     .await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["id"], Value::Null, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("65536 bytes"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -841,7 +851,7 @@ async fn bad_origin_is_403_and_loopback_origin_is_fine() {
     let init = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).unwrap();
     let auth = format!("Bearer {AGENT}");
-    let (status, _, _) = send(
+    let (status, _, body) = send(
         &h,
         "POST",
         "/mcp",
@@ -853,6 +863,8 @@ async fn bad_origin_is_403_and_loopback_origin_is_fine() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    assert_eq!(body["error"]["message"], "origin not allowed", "{body}");
     let (status, _, _) = send(
         &h,
         "POST",
@@ -872,7 +884,7 @@ async fn unknown_session_is_404_and_missing_session_is_400() {
     let h = memory().await;
     let auth = format!("Bearer {AGENT}");
     let ping = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).unwrap();
-    let (status, _, _) = send(
+    let (status, _, body) = send(
         &h,
         "POST",
         "/mcp",
@@ -881,7 +893,15 @@ async fn unknown_session_is_404_and_missing_session_is_400() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _, _) = send(
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("session not found"),
+        "{body}"
+    );
+    let (status, _, body) = send(
         &h,
         "POST",
         "/mcp",
@@ -890,6 +910,14 @@ async fn unknown_session_is_404_and_missing_session_is_400() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("MCP-Session-Id"),
+        "{body}"
+    );
     let s = Session::open(&h, AGENT).await;
     let (status, _, _) = send(
         &h,
@@ -1033,9 +1061,14 @@ async fn missing_or_unknown_token_is_401_with_a_challenge() {
     for auth in [None, Some("Bearer wrong")] {
         let headers: Vec<(&str, &str)> =
             auth.map(|a| vec![("authorization", a)]).unwrap_or_default();
-        let (status, response_headers, _) =
+        let (status, response_headers, body) =
             send(&h, "POST", "/mcp", &headers, b"{}".to_vec()).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert_eq!(body["error"]["code"], -32001, "{body}");
+        assert_eq!(
+            body["error"]["message"], "authentication required",
+            "{body}"
+        );
         assert!(
             response_headers
                 .get("www-authenticate")
@@ -1055,12 +1088,14 @@ async fn missing_or_unknown_token_is_401_with_a_challenge() {
 async fn get_on_the_endpoint_is_405_and_unknown_paths_are_404() {
     let h = memory().await;
     let auth = format!("Bearer {AGENT}");
-    let (status, headers, _) =
+    let (status, headers, body) =
         send(&h, "GET", "/mcp", &[("authorization", &auth)], Vec::new()).await;
     assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(headers.get("allow").is_some());
-    let (status, _, _) = send(&h, "GET", "/nope", &[("authorization", &auth)], Vec::new()).await;
+    assert_eq!(body["error"]["code"], -32601, "{body}");
+    let (status, _, body) = send(&h, "GET", "/nope", &[("authorization", &auth)], Vec::new()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["error"]["code"], -32601, "{body}");
 }
 
 #[tokio::test]

@@ -780,3 +780,75 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
         "{again:?}"
     );
 }
+
+/// A store that never re-reads on its own: a waiter wakes only if NOTIFY reaches it.
+async fn deaf_but_for_notify(db: &TestDb, clock: Arc<ManualClock>) -> PostgresStore {
+    let mut options = PostgresOptions::new(
+        "postgres://unused@localhost/unused",
+        KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+    )
+    .unwrap();
+    options.config = db.writer.clone();
+    options.clock = clock;
+    options.pool_size = 2;
+    options.recheck_interval = std::time::Duration::from_secs(6 * 3600);
+    PostgresStore::connect(options).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notify_from_another_instance_reaches_the_change_feed() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let here = deaf_but_for_notify(&db, clock.clone()).await;
+    let there = deaf_but_for_notify(&db, clock).await;
+    let id = there
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    // Subscribed before the answer is sent, by construction.
+    let mut feed = here.subscribe_changes();
+    there
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            if feed.recv().await.unwrap() == id {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "the other instance's answer was never heard");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_wakes_on_notify_with_the_recheck_set_to_hours() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let here = Arc::new(deaf_but_for_notify(&db, clock.clone()).await);
+    let there = deaf_but_for_notify(&db, clock).await;
+    let id = there
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let before = here.round_trips();
+    let waiter = here.clone();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(120);
+    let waiting = tokio::spawn(async move { waiter.wait_for_change(&alice(), id, deadline).await });
+    // The waiter has subscribed and sent its first read before the answer goes out.
+    while here.waiting() == 0 || here.round_trips() == before {
+        tokio::task::yield_now().await;
+    }
+    there
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    // Without NOTIFY the waiter would sleep to its deadline and return the row pending.
+    let seen = waiting.await.unwrap().unwrap();
+    assert_eq!(seen.status, ElicitationStatus::Responded);
+}

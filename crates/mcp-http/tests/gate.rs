@@ -1,0 +1,463 @@
+//! The gate at the HTTP layer, where the router suite does not reach: a failing or silent
+//! store, policy `deny` and `confirm`, expiry, the per-caller pending limit, and what
+//! `tools/list` shows of gated tools. Every answer's JSON-RPC body is checked, not only its
+//! status.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use elicitation_core::{CancelReason, Elicitation, ElicitationId, ElicitationSpec, RespondOutcome};
+use elicitation_store::{
+    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
+    ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore, StoreError, StoredElicitation,
+};
+use gating_core::{GateMode, GatePolicy, ToolRule};
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_http::gateway::Gateway;
+use mcp_http::modules::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_http::registry::{ModuleSpec, Registry};
+use mcp_http::service::{McpService, ServiceConfig};
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+
+const AGENT: &str = "agent-token";
+const HUMAN: &str = "human-token";
+
+/// How a [`FaultyStore`] misbehaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// Every operation fails as an unreachable database would.
+    Error,
+    /// Every operation never answers.
+    Silent,
+}
+
+/// The memory store, with a switch that makes every operation fail or hang.
+struct FaultyStore {
+    inner: MemoryStore,
+    fault: Mutex<Fault>,
+}
+
+impl FaultyStore {
+    fn set(&self, fault: Fault) {
+        *self.fault.lock().unwrap() = fault;
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        let fault = *self.fault.lock().unwrap();
+        match fault {
+            Fault::None => Ok(()),
+            Fault::Error => Err(StoreError::Unavailable(
+                "connection refused (test fault)".into(),
+            )),
+            Fault::Silent => std::future::pending().await,
+        }
+    }
+}
+
+#[async_trait]
+impl ElicitationStore for FaultyStore {
+    async fn create(
+        &self,
+        caller: &Caller,
+        spec: ElicitationSpec,
+        ttl: Duration,
+    ) -> Result<Elicitation, StoreError> {
+        self.check().await?;
+        self.inner.create(caller, spec, ttl).await
+    }
+    async fn create_confirmation(
+        &self,
+        caller: &Caller,
+        request: ConfirmationRequest,
+    ) -> Result<StoredElicitation, StoreError> {
+        self.check().await?;
+        self.inner.create_confirmation(caller, request).await
+    }
+    async fn get(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<StoredElicitation, StoreError> {
+        self.check().await?;
+        self.inner.get(caller, id).await
+    }
+    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError> {
+        self.check().await?;
+        self.inner.list(caller, query).await
+    }
+    async fn respond(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+    ) -> Result<RespondOutcome, StoreError> {
+        self.check().await?;
+        self.inner.respond(caller, id, payload).await
+    }
+    async fn cancel(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        reason: CancelReason,
+    ) -> Result<Elicitation, StoreError> {
+        self.check().await?;
+        self.inner.cancel(caller, id, reason).await
+    }
+    async fn confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<Elicitation>, StoreError> {
+        self.check().await?;
+        self.inner.confirmation(caller, id, binding).await
+    }
+    async fn consume_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Elicitation, StoreError> {
+        self.check().await?;
+        self.inner.consume_confirmation(caller, id, binding).await
+    }
+    async fn wait_for_change(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Elicitation, StoreError> {
+        self.check().await?;
+        self.inner.wait_for_change(caller, id, deadline).await
+    }
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        self.check().await?;
+        self.inner.expire_due(now).await
+    }
+    async fn record_rejection(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        tool: &str,
+        reason: &str,
+    ) -> Result<(), StoreError> {
+        self.check().await?;
+        self.inner.record_rejection(caller, id, tool, reason).await
+    }
+}
+
+struct Harness {
+    service: Arc<McpService>,
+    deletes: Arc<AtomicUsize>,
+    reads: Arc<AtomicUsize>,
+}
+
+fn module(reads: &Arc<AtomicUsize>, deletes: &Arc<AtomicUsize>) -> InProcessModule {
+    let (r, d) = (reads.clone(), deletes.clone());
+    InProcessModule::new(
+        "test",
+        vec![
+            InProcessTool::new(
+                json!({"name": "read", "inputSchema": {"type": "object"},
+                       "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+                move |_| {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    Ok(text_result("read", false))
+                },
+            ),
+            InProcessTool::new(
+                json!({"name": "delete", "inputSchema": {"type": "object"},
+                       "outputSchema": {"type": "object"},
+                       "annotations": {"readOnlyHint": false, "destructiveHint": true}}),
+                move |_| {
+                    d.fetch_add(1, Ordering::SeqCst);
+                    Ok(text_result("deleted", false))
+                },
+            ),
+            InProcessTool::new(
+                json!({"name": "wipe", "inputSchema": {"type": "object"},
+                       "annotations": {"destructiveHint": true}}),
+                |_| Ok(text_result("wiped", false)),
+            ),
+        ],
+    )
+}
+
+async fn harness(store: Arc<dyn ElicitationStore>, policy: GatePolicy) -> Harness {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module(&reads, &deletes)),
+    }])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(registry, store, policy, false));
+    let auth = Auth::tokens(vec![
+        TokenGrant {
+            subject: "alice".into(),
+            tenant: None,
+            token_sha256: token_sha256(AGENT),
+            scopes: vec![SCOPE_TOOLS_CALL.into()],
+        },
+        TokenGrant {
+            subject: "alice".into(),
+            tenant: None,
+            token_sha256: token_sha256(HUMAN),
+            scopes: vec![SCOPE_RESPOND.into()],
+        },
+    ])
+    .unwrap();
+    Harness {
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        deletes,
+        reads,
+    }
+}
+
+/// A modern (stateless) JSON-RPC exchange; the status and the whole body.
+async fn rpc(h: &Harness, method: &str, params: Value) -> (StatusCode, Value) {
+    let mut params = params;
+    params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
+    params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
+    let mut request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {AGENT}"))
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        request = request.header("mcp-name", name);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let response = h
+        .service
+        .handle(
+            request
+                .body(Full::new(Bytes::from(serde_json::to_vec(&body).unwrap())))
+                .unwrap(),
+        )
+        .await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+async fn call(h: &Harness, tool: &str, arguments: Value, confirmation: Option<&str>) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments});
+    if let Some(id) = confirmation {
+        params["_meta"] = json!({"confirmation_id": id});
+    }
+    let (status, body) = rpc(h, "tools/call", params).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["id"], 7, "{body}");
+    assert!(body.get("error").is_none(), "{body}");
+    body["result"].clone()
+}
+
+fn held_id(result: &Value) -> String {
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "{result}"
+    );
+    result["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+async fn approve(h: &Harness, id: &str) {
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("/v1/mcp/elicitations/{id}/respond"))
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {HUMAN}"))
+        .body(Full::new(Bytes::from_static(b"{\"confirmed\": true}")))
+        .unwrap();
+    let response = h.service.handle(request).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+fn assert_fails_closed(result: &Value) {
+    assert_eq!(result["isError"], true, "{result}");
+    assert_eq!(
+        result["structuredContent"]["gate_unavailable"], true,
+        "{result}"
+    );
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("error id"), "{text}");
+    assert!(
+        !text.contains("test fault"),
+        "no internals reach the client: {text}"
+    );
+}
+
+fn faulty() -> Arc<FaultyStore> {
+    Arc::new(FaultyStore {
+        inner: MemoryStore::default(),
+        fault: Mutex::new(Fault::None),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
+    let store = faulty();
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    // Approved while the store worked...
+    let id = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
+    approve(&h, &id).await;
+    store.set(Fault::Error);
+    // ...but the store cannot consume it now: not forwarded.
+    assert_fails_closed(&call(&h, "test__delete", json!({"p": 1}), Some(&id)).await);
+    // Nor can it hold a new call.
+    assert_fails_closed(&call(&h, "test__delete", json!({"p": 2}), None).await);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+    // A read-only call never touches the store.
+    let read = call(&h, "test__read", json!({}), None).await;
+    assert_eq!(read["content"][0]["text"], "read", "{read}");
+    assert_eq!(h.reads.load(Ordering::SeqCst), 1);
+    // Back up: the same approval is still good, once.
+    store.set(Fault::None);
+    let done = call(&h, "test__delete", json!({"p": 1}), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_store_that_never_answers_fails_closed_at_the_timeout() {
+    let store = faulty();
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    let id = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
+    approve(&h, &id).await;
+    store.set(Fault::Silent);
+    // Paused time: the gateway's store timeout elapses as soon as everything waits.
+    assert_fails_closed(&call(&h, "test__delete", json!({"p": 1}), Some(&id)).await);
+    assert_fails_closed(&call(&h, "test__delete", json!({"p": 3}), None).await);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_deny_hides_and_refuses_and_confirm_holds_even_a_read_only_tool() {
+    let rule = |mode| ToolRule { mode, ttl: None };
+    let policy = GatePolicy::default()
+        .with_rule("test__delete", rule(GateMode::Deny))
+        .with_rule("test__read", rule(GateMode::Confirm));
+    let h = harness(Arc::new(MemoryStore::default()), policy).await;
+    let (status, listed) = rpc(&h, "tools/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["test__read", "test__wipe"], "deny hides the tool");
+
+    let denied = call(&h, "test__delete", json!({}), None).await;
+    assert_eq!(denied["isError"], true, "{denied}");
+    assert_eq!(
+        denied["structuredContent"]["policy_denied"], true,
+        "{denied}"
+    );
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+
+    let id = held_id(&call(&h, "test__read", json!({"path": "/x"}), None).await);
+    assert_eq!(
+        h.reads.load(Ordering::SeqCst),
+        0,
+        "confirm holds a read-only tool"
+    );
+    approve(&h, &id).await;
+    let read = call(&h, "test__read", json!({"path": "/x"}), Some(&id)).await;
+    assert_eq!(read["content"][0]["text"], "read", "{read}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_confirmation_never_forwards() {
+    let clock = Arc::new(ManualClock::new(OffsetDateTime::now_utc()));
+    let store = Arc::new(MemoryStore::new(clock.clone(), MemoryLimits::default()));
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    // Unanswered and past its time.
+    let unanswered = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
+    // Answered, but used only after its time.
+    let late = held_id(&call(&h, "test__delete", json!({"p": 2}), None).await);
+    approve(&h, &late).await;
+    clock.advance(Duration::minutes(11));
+    store.expire_due(clock.now()).await.unwrap();
+    let expired = call(&h, "test__delete", json!({"p": 1}), Some(&unanswered)).await;
+    assert_eq!(expired["isError"], true, "{expired}");
+    assert_eq!(
+        expired["structuredContent"]["confirmation_expired"], true,
+        "{expired}"
+    );
+    let again = call(&h, "test__delete", json!({"p": 2}), Some(&late)).await;
+    let fresh = held_id(&again);
+    assert_ne!(fresh, late, "held anew, with a new confirmation");
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_caller_pending_limit_is_an_in_band_refusal() {
+    let limits = MemoryLimits {
+        max_pending_per_caller: 2,
+        ..MemoryLimits::default()
+    };
+    let store = Arc::new(MemoryStore::new(
+        Arc::new(elicitation_store::SystemClock),
+        limits,
+    ));
+    let h = harness(store, GatePolicy::default()).await;
+    held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
+    held_id(&call(&h, "test__delete", json!({"p": 2}), None).await);
+    let third = call(&h, "test__delete", json!({"p": 3}), None).await;
+    assert_eq!(third["isError"], true, "{third}");
+    assert_eq!(
+        third["structuredContent"]["gate_unavailable"], true,
+        "{third}"
+    );
+    assert!(
+        third["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("2 confirmations waiting"),
+        "{third}"
+    );
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gated_tools_are_listed_without_output_schema_and_others_keep_it() {
+    let h = harness(Arc::new(MemoryStore::default()), GatePolicy::default()).await;
+    let (status, listed) = rpc(&h, "tools/list", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let tools = listed["result"]["tools"].as_array().unwrap();
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap().clone();
+    assert_eq!(
+        tool("test__read")["outputSchema"],
+        json!({"type": "object"})
+    );
+    assert!(
+        tool("test__delete").get("outputSchema").is_none(),
+        "{listed}"
+    );
+    assert_eq!(
+        tool("test__delete")["annotations"]["destructiveHint"],
+        true,
+        "everything else passes through"
+    );
+}
