@@ -572,10 +572,20 @@ async fn a_stdio_module_sees_none_of_the_gateways_secrets() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("gateway.toml");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/snoop_module.py"
-    );
+    // The binary and the module are copied next to the configuration, so the unprivileged
+    // user can run them wherever the checkout lives.
+    let fixture = dir.join("snoop_module.py");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/snoop_module.py"
+        ),
+        &fixture,
+    )
+    .unwrap();
+    let fixture = fixture.display();
+    let binary = dir.join("mcp-gateway");
+    std::fs::copy(env!("CARGO_BIN_EXE_mcp-gateway"), &binary).unwrap();
     std::fs::write(
         &config,
         format!(
@@ -593,7 +603,7 @@ env = {{ MODULE_OWN = "own value" }}
         ),
     )
     .unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    let mut command = Command::new(&binary);
     command
         .env("MCP_GATEWAY_SEAL_KEYS", format!("k1:{seal_material}"))
         .env(
