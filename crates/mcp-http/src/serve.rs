@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 
 use crate::service::McpService;
 
@@ -106,8 +107,8 @@ pub async fn serve(
         // Answers are written whole; don't let Nagle hold back their last segment.
         let _ = stream.set_nodelay(true);
         let service = service.clone();
-        let (io, idle) = IdleIo::new(TokioIo::new(stream));
-        let busy = idle.busy.clone();
+        let (io, activity) = IdleIo::new(TokioIo::new(stream));
+        let busy = activity.clone();
         let handler = service_fn(move |request| {
             let service = service.clone();
             let busy = busy.clone();
@@ -140,7 +141,7 @@ pub async fn serve(
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
                 }
-                () = idle.expired(idle_timeout) => {
+                () = activity.expired(idle_timeout) => {
                     tracing::debug!(%peer, "closing an idle connection");
                 }
             }
@@ -155,83 +156,85 @@ pub async fn serve(
     }
 }
 
-/// Tracks a connection's activity: bytes read or written, and requests in progress.
+/// The instant activity times are measured from.
+fn epoch() -> std::time::Instant {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
+}
+
+fn nanos_since_epoch() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A connection's activity, kept in atomics so the hot path pays one clock read and one
+/// store per read or write, and wakes nobody.
 struct Activity {
-    /// Bumped on every read or write.
-    moved: watch::Sender<u64>,
-    /// Requests (or response streams) in progress.
-    busy: Arc<watch::Sender<usize>>,
+    /// When bytes last moved, in nanoseconds since [`epoch`].
+    last: AtomicU64,
+    /// Requests (or response bodies) in progress.
+    busy: AtomicUsize,
 }
 
 impl Activity {
+    fn touch(&self) {
+        self.last.store(nanos_since_epoch(), Ordering::Relaxed);
+    }
+
     /// Completes once the connection has had no request in progress and no bytes moving for
-    /// `timeout`.
-    async fn expired(self, timeout: Duration) {
-        let mut moved = self.moved.subscribe();
-        let mut busy = self.busy.subscribe();
+    /// `timeout`. One timer per check; activity itself wakes nothing.
+    async fn expired(&self, timeout: Duration) {
         loop {
-            if *busy.borrow_and_update() > 0 {
-                // Wait until no request is in progress.
-                if busy.changed().await.is_err() {
-                    return std::future::pending().await;
-                }
+            if self.busy.load(Ordering::Relaxed) > 0 {
+                tokio::time::sleep(timeout).await;
                 continue;
             }
-            tokio::select! {
-                () = tokio::time::sleep(timeout) => {
-                    if *busy.borrow() == 0 {
-                        return;
-                    }
-                }
-                changed = moved.changed() => {
-                    if changed.is_err() {
-                        return std::future::pending().await;
-                    }
-                }
-                changed = busy.changed() => {
-                    if changed.is_err() {
-                        return std::future::pending().await;
-                    }
-                }
+            let idle = Duration::from_nanos(
+                nanos_since_epoch().saturating_sub(self.last.load(Ordering::Relaxed)),
+            );
+            if idle >= timeout {
+                return;
             }
+            tokio::time::sleep(timeout - idle).await;
         }
     }
 }
 
 /// Marks a request in progress while it lives.
-struct BusyGuard(Arc<watch::Sender<usize>>);
+struct BusyGuard(Arc<Activity>);
 
 impl BusyGuard {
-    fn new(busy: Arc<watch::Sender<usize>>) -> Self {
-        busy.send_modify(|n| *n += 1);
-        BusyGuard(busy)
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.busy.fetch_add(1, Ordering::Relaxed);
+        BusyGuard(activity)
     }
 }
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch();
     }
 }
 
-/// An IO wrapper that reports every read and write to its [`Activity`].
+/// An IO wrapper that records every read and write in its [`Activity`].
 struct IdleIo<T> {
     inner: T,
-    moved: watch::Sender<u64>,
+    activity: Arc<Activity>,
 }
 
 impl<T> IdleIo<T> {
-    fn new(inner: T) -> (Self, Activity) {
-        let moved = watch::Sender::new(0u64);
-        let activity = Activity {
-            moved: moved.clone(),
-            busy: Arc::new(watch::Sender::new(0)),
-        };
-        (IdleIo { inner, moved }, activity)
-    }
-
-    fn touch(&self) {
-        self.moved.send_modify(|n| *n = n.wrapping_add(1));
+    fn new(inner: T) -> (Self, Arc<Activity>) {
+        let activity = Arc::new(Activity {
+            last: AtomicU64::new(nanos_since_epoch()),
+            busy: AtomicUsize::new(0),
+        });
+        (
+            IdleIo {
+                inner,
+                activity: activity.clone(),
+            },
+            activity,
+        )
     }
 }
 
@@ -243,7 +246,7 @@ impl<T: Read + Unpin> Read for IdleIo<T> {
     ) -> Poll<std::io::Result<()>> {
         let result = Pin::new(&mut self.inner).poll_read(cx, buf);
         if result.is_ready() {
-            self.touch();
+            self.activity.touch();
         }
         result
     }
@@ -257,7 +260,7 @@ impl<T: Write + Unpin> Write for IdleIo<T> {
     ) -> Poll<std::io::Result<usize>> {
         let result = Pin::new(&mut self.inner).poll_write(cx, buf);
         if result.is_ready() {
-            self.touch();
+            self.activity.touch();
         }
         result
     }
