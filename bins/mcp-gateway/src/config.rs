@@ -268,58 +268,13 @@ pub(crate) struct PolicyConfig {
     pub(crate) ttl: Option<Duration>,
 }
 
-/// Sizes as a number of bytes or `"512KiB"`, `"64MiB"`, `"1GiB"`.
-mod bytes {
+/// A number with an optional unit, as `"30s"` or `"64MiB"`, or a bare number (the unit
+/// that `units` lists first with factor 1 is implied).
+mod quantity {
     use serde::{Deserialize, Deserializer, de::Error};
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Bytes(usize),
-        Text(String),
-    }
-
-    pub(super) fn parse(text: &str) -> Result<usize, String> {
-        let text = text.trim();
-        let (number, unit) = text.split_at(
-            text.find(|c: char| !c.is_ascii_digit())
-                .unwrap_or(text.len()),
-        );
-        let n: usize = number
-            .parse()
-            .map_err(|_| format!("{text:?} is not a size like \"64MiB\""))?;
-        let factor: usize = match unit.trim() {
-            "" | "B" => 1,
-            "KiB" => 1 << 10,
-            "MiB" => 1 << 20,
-            "GiB" => 1 << 30,
-            _ => return Err(format!("{text:?}: the unit must be B, KiB, MiB or GiB")),
-        };
-        Ok(n.saturating_mul(factor))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Bytes(n) => Ok(n),
-            Raw::Text(text) => parse(&text).map_err(D::Error::custom),
-        }
-    }
-}
-
-/// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
-mod duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, de::Error};
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Seconds(u64),
-        Text(String),
-    }
-
-    pub(super) fn parse(text: &str) -> Result<Duration, String> {
+    /// Parses `text` against `units` (suffix, factor); `example` is named in errors.
+    pub(super) fn parse(text: &str, units: &[(&str, u64)], example: &str) -> Result<u64, String> {
         let text = text.trim();
         let (number, unit) = text.split_at(
             text.find(|c: char| !c.is_ascii_digit())
@@ -327,21 +282,84 @@ mod duration {
         );
         let n: u64 = number
             .parse()
-            .map_err(|_| format!("{text:?} is not a duration like \"30s\", \"10m\" or \"2h\""))?;
-        let seconds = match unit {
-            "" | "s" => n,
-            "m" => n.saturating_mul(60),
-            "h" => n.saturating_mul(3600),
-            _ => return Err(format!("{text:?}: the unit must be s, m or h")),
+            .map_err(|_| format!("{text:?} is not a value like {example}"))?;
+        let unit = unit.trim();
+        let factor = match units.iter().find(|(suffix, _)| *suffix == unit) {
+            Some((_, factor)) => *factor,
+            None if unit.is_empty() => 1,
+            None => {
+                let names: Vec<&str> = units.iter().map(|(s, _)| *s).collect();
+                return Err(format!(
+                    "{text:?}: the unit must be one of {}",
+                    names.join(", ")
+                ));
+            }
         };
-        Ok(Duration::from_secs(seconds))
+        Ok(n.saturating_mul(factor))
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+    }
+
+    /// A TOML integer as is, or a string through [`parse`].
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+        units: &[(&str, u64)],
+        example: &str,
+    ) -> Result<u64, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Number(n) => Ok(n),
+            Raw::Text(text) => parse(&text, units, example).map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Sizes as a number of bytes or `"512KiB"`, `"64MiB"`, `"1GiB"`.
+mod bytes {
+    use serde::Deserializer;
+
+    const UNITS: [(&str, u64); 4] = [
+        ("B", 1),
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+    ];
+    const EXAMPLE: &str = "\"64MiB\"";
+
+    #[cfg(test)]
+    pub(super) fn parse(text: &str) -> Result<usize, String> {
+        super::quantity::parse(text, &UNITS, EXAMPLE).map(saturate)
+    }
+
+    fn saturate(n: u64) -> usize {
+        usize::try_from(n).unwrap_or(usize::MAX)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        super::quantity::deserialize(d, &UNITS, EXAMPLE).map(saturate)
+    }
+}
+
+/// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
+mod duration {
+    use std::time::Duration;
+
+    use serde::Deserializer;
+
+    const UNITS: [(&str, u64); 3] = [("s", 1), ("m", 60), ("h", 3600)];
+    const EXAMPLE: &str = "\"30s\", \"10m\" or \"2h\"";
+
+    #[cfg(test)]
+    pub(super) fn parse(text: &str) -> Result<Duration, String> {
+        super::quantity::parse(text, &UNITS, EXAMPLE).map(Duration::from_secs)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        match Raw::deserialize(d)? {
-            Raw::Seconds(n) => Ok(Duration::from_secs(n)),
-            Raw::Text(text) => parse(&text).map_err(D::Error::custom),
-        }
+        super::quantity::deserialize(d, &UNITS, EXAMPLE).map(Duration::from_secs)
     }
 
     pub(super) mod option {
