@@ -326,6 +326,24 @@ impl MemoryStore {
         self.lock().usage_of(caller)
     }
 
+    /// Panics unless the running totals equal what the entries hold (a test invariant).
+    #[cfg(test)]
+    fn assert_accounting(&self) {
+        let state = self.lock();
+        let mut per_caller: HashMap<&Caller, MemoryUsage> = HashMap::new();
+        for entry in state.entries.values() {
+            let usage = per_caller.entry(&entry.caller).or_default();
+            usage.records += 1;
+            usage.bytes += entry.bytes;
+        }
+        let total: usize = per_caller.values().map(|u| u.bytes).sum();
+        assert_eq!(state.bytes, total, "total bytes");
+        assert_eq!(state.usage.len(), per_caller.len(), "callers");
+        for (caller, usage) in per_caller {
+            assert_eq!(state.usage.get(caller), Some(&usage), "usage of {caller:?}");
+        }
+    }
+
     fn notify(&self, id: ElicitationId) {
         // No receivers is fine: nobody is waiting.
         let _ = self.changes.send(id);
@@ -377,8 +395,19 @@ impl MemoryStore {
                 .filter(|e| e.caller == *caller)
                 .ok_or(StoreError::NotFound { id })?;
             let before = entry.elicitation.status;
+            let bytes_before = entry.bytes;
             let result = change(entry);
-            (result, entry.elicitation.status != before)
+            let changed = entry.elicitation.status != before;
+            // A change that grew the entry (a recorded response) is counted under the same
+            // lock, so the totals never drift from the entries.
+            let grown = entry.bytes.saturating_sub(bytes_before);
+            if grown > 0 {
+                state.bytes += grown;
+                if let Some(usage) = state.usage.get_mut(caller) {
+                    usage.bytes += grown;
+                }
+            }
+            (result, changed)
         };
         if changed {
             self.notify(id);
@@ -480,13 +509,6 @@ impl ElicitationStore for MemoryStore {
             }
             outcome
         })??;
-        if outcome == RespondOutcome::Recorded {
-            let mut state = self.lock();
-            state.bytes += response_bytes;
-            if let Some(usage) = state.usage.get_mut(caller) {
-                usage.bytes += response_bytes;
-            }
-        }
         Ok(outcome)
     }
 

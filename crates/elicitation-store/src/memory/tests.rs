@@ -229,3 +229,47 @@ async fn approved_unused_confirmations_are_dropped_once_past_their_ttl() {
     let gone = store.get(&alice, approved[0]).await;
     assert!(matches!(gone, Err(StoreError::NotFound { .. })), "{gone:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_totals_always_equal_what_the_entries_hold() {
+    let (_, store) = store_with(MemoryLimits {
+        max_records: 12,
+        max_records_per_caller: 8,
+        max_bytes: 1 << 20,
+        max_bytes_per_caller: 600 << 10,
+        ..MemoryLimits::default()
+    });
+    let store = Arc::new(store);
+    let mut tasks = Vec::new();
+    for who in ["alice", "bob", "carol"] {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let caller = Caller::new(who, None).unwrap();
+            for n in 0..60 {
+                let arguments = serde_json::json!({"n": n, "pad": "x".repeat(n * 997 % 50_000)});
+                let Ok(stored) = store.create_confirmation(&caller, held(arguments)).await else {
+                    continue;
+                };
+                let id = stored.elicitation.id;
+                match n % 3 {
+                    0 => {
+                        let _ = store
+                            .respond(&caller, id, serde_json::json!({"confirmed": false}))
+                            .await;
+                    }
+                    1 => {
+                        let _ = store
+                            .cancel(&caller, id, CancelReason::CancelledByCaller)
+                            .await;
+                    }
+                    _ => {}
+                }
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    store.assert_accounting();
+    assert!(store.usage().bytes <= 1 << 20, "{:?}", store.usage());
+}
