@@ -1,4 +1,5 @@
--- A finished elicitation cannot be changed, and a consumption cannot be undone.
+-- A finished elicitation cannot be changed, a consumption cannot be undone, and a row starts
+-- life pending.
 --
 -- The writer role may update the lifecycle columns, so without this it could set a used
 -- confirmation's consumed_at back to NULL (making it authorise a second call) or rewrite a
@@ -26,6 +27,10 @@ BEGIN
         RAISE EXCEPTION 'elicitation % is %; a finished elicitation cannot be changed', OLD.id, OLD.status
             USING ERRCODE = 'integrity_constraint_violation';
     END IF;
+    IF NEW.retries < OLD.retries THEN
+        RAISE EXCEPTION 'elicitation %: retries only count up', OLD.id
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
     IF NEW.consumed_at IS NOT NULL AND OLD.status <> 'responded' THEN
         RAISE EXCEPTION 'elicitation % is not an answered confirmation; it cannot be consumed', OLD.id
             USING ERRCODE = 'integrity_constraint_violation';
@@ -38,3 +43,23 @@ CREATE TRIGGER mcp_elicitations_guard
     BEFORE UPDATE ON mcp_elicitations
     FOR EACH ROW
     EXECUTE FUNCTION mcp_elicitations_guard();
+
+-- A new row is a fresh question: pending, unanswered, never consumed. So a row cannot be
+-- inserted already answered or consumed, whoever inserts it.
+CREATE FUNCTION mcp_elicitations_guard_insert() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NEW.status <> 'pending' OR NEW.retries <> 0 OR NEW.consumed_at IS NOT NULL
+       OR NEW.response_sealed IS NOT NULL OR NEW.confirmed IS NOT NULL
+       OR NEW.responded_at IS NOT NULL OR NEW.cancelled_at IS NOT NULL THEN
+        RAISE EXCEPTION 'a new elicitation must be pending and unanswered'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER mcp_elicitations_guard_insert
+    BEFORE INSERT ON mcp_elicitations
+    FOR EACH ROW
+    EXECUTE FUNCTION mcp_elicitations_guard_insert();

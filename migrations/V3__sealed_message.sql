@@ -16,3 +16,21 @@ ALTER TABLE mcp_elicitations
 
 -- The writer's table-wide INSERT covers the new columns; it has no UPDATE on them (they are
 -- not lifecycle columns), so a message cannot be rewritten.
+
+-- New rows carry the sealed message only: a clear message is accepted from old rows, never
+-- written anew (it is not authenticated, so it could show a person anything).
+CREATE FUNCTION mcp_elicitations_sealed_message() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NEW.message IS NOT NULL THEN
+        RAISE EXCEPTION 'a new elicitation''s message must be sealed (message_sealed)'
+            USING ERRCODE = 'integrity_constraint_violation';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER mcp_elicitations_sealed_message
+    BEFORE INSERT ON mcp_elicitations
+    FOR EACH ROW
+    EXECUTE FUNCTION mcp_elicitations_sealed_message();

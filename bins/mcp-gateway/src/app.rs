@@ -190,6 +190,17 @@ fn policy(config: &Config) -> GatePolicy {
 
 pub(crate) async fn build(config: &Config) -> Result<App> {
     let auth = auth(config)?;
+    if config.auth.mode == AuthMode::None
+        && let Some(m) = config
+            .modules
+            .iter()
+            .find(|m| m.transport != Transport::Demo)
+    {
+        tracing::warn!(
+            module = %m.name,
+            "auth is \"none\": every local process is the person, so a module running on this host can approve its own held calls through the REST API; use [auth] mode = \"tokens\" with modules you do not fully trust"
+        );
+    }
     let (store, durable) = build_store(config).await?;
     let mut specs = Vec::new();
     for m in &config.modules {
@@ -210,6 +221,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     gateway.watch_policy_rules();
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
+        body_read_timeout: config.http.body_read_timeout,
         allowed_origins: config.http.allowed_origins.clone(),
         allowed_hosts: config.http.allowed_hosts.clone(),
         max_streams_per_caller: config.http.max_streams_per_caller,

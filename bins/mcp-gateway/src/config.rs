@@ -148,6 +148,8 @@ pub(crate) struct HttpConfig {
     pub(crate) session_idle_timeout: Duration,
     #[serde(default = "default_header_read_timeout", with = "duration")]
     pub(crate) header_read_timeout: Duration,
+    #[serde(default = "default_body_read_timeout", with = "duration")]
+    pub(crate) body_read_timeout: Duration,
     #[serde(default = "default_idle_timeout", with = "duration")]
     pub(crate) idle_timeout: Duration,
     #[serde(default = "default_max_connections")]
@@ -164,6 +166,7 @@ impl Default for HttpConfig {
             allowed_hosts: Vec::new(),
             session_idle_timeout: default_session_idle(),
             header_read_timeout: default_header_read_timeout(),
+            body_read_timeout: default_body_read_timeout(),
             idle_timeout: default_idle_timeout(),
             max_connections: default_max_connections(),
             max_streams_per_caller: default_max_streams_per_caller(),
@@ -179,6 +182,9 @@ fn default_session_idle() -> Duration {
 }
 fn default_header_read_timeout() -> Duration {
     Duration::from_secs(10)
+}
+fn default_body_read_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 fn default_idle_timeout() -> Duration {
     Duration::from_secs(60)
@@ -242,6 +248,16 @@ pub(crate) struct ModuleConfig {
     pub(crate) prefix: Option<String>,
     #[serde(default = "default_call_timeout", with = "duration")]
     pub(crate) call_timeout: Duration,
+}
+
+/// Whether `value` gives away `secret`: contains it, or (a secret too short to search for
+/// without false alarms) is it.
+fn reveals(value: &str, secret: &str) -> bool {
+    if secret.len() >= 8 {
+        value.contains(secret)
+    } else {
+        !secret.is_empty() && value == secret
+    }
 }
 
 /// Whether `name` is one of the gateway's own secret variables, which no module may inherit:
@@ -414,6 +430,12 @@ impl Config {
             .clone()
             .or_else(|| std::env::var("DATABASE_URL").ok());
         if let Some(url) = url {
+            if let Some(password) = url.parse::<tokio_postgres::Config>().ok().and_then(|c| {
+                c.get_password()
+                    .map(|p| String::from_utf8_lossy(p).into_owned())
+            }) {
+                secrets.push(("database password", password));
+            }
             secrets.push(("database URL", url));
         }
         let mut entries = self.store.seal_keys.clone();
@@ -477,21 +499,37 @@ impl Config {
                     );
                 }
             }
+            let secrets = self.gateway_secrets();
+            let leaks = |value: &str| {
+                secrets
+                    .iter()
+                    .find(|(_, secret)| reveals(value, secret))
+                    .map(|(what, _)| *what)
+            };
             for (name, value) in &m.env {
-                if let Some(what) = self.gateway_secrets().iter().find_map(|(what, secret)| {
-                    (!secret.is_empty() && value.contains(secret.as_str())).then_some(what)
-                }) {
+                if let Some(what) = leaks(value) {
                     bail!(
                         "module {:?}: env {name} contains the gateway's {what}; modules never receive the gateway's secrets",
                         m.name
                     );
                 }
             }
+            for arg in &m.args {
+                if let Some(what) = leaks(arg) {
+                    bail!(
+                        "module {:?}: an argument contains the gateway's {what}; modules never receive the gateway's secrets (and arguments are visible to every local user)",
+                        m.name
+                    );
+                }
+            }
         }
         if self.http.header_read_timeout < Duration::from_secs(1)
+            || self.http.body_read_timeout < Duration::from_secs(1)
             || self.http.idle_timeout < Duration::from_secs(1)
         {
-            bail!("[http] header_read_timeout and idle_timeout must be at least 1s");
+            bail!(
+                "[http] header_read_timeout, body_read_timeout and idle_timeout must be at least 1s"
+            );
         }
         let store = &self.store;
         if store.max_records_per_caller == 0

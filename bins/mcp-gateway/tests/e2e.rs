@@ -694,6 +694,14 @@ async fn a_module_cannot_be_configured_to_receive_the_gateways_secrets() {
             ),
             "seal key",
         ),
+        (
+            format!("{module}env = {{ PGPASSWORD = \"hunter2-long-password\" }}"),
+            "database password",
+        ),
+        (
+            format!("{module}args = [\"--key=CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=\"]"),
+            "seal key",
+        ),
     ];
     for (i, (text, expected)) in cases.into_iter().enumerate() {
         let path = dir.join(format!("s{i}.toml"));
@@ -704,6 +712,10 @@ async fn a_module_cannot_be_configured_to_receive_the_gateways_secrets() {
             .env(
                 "MCP_GATEWAY_SEAL_KEYS",
                 "k:CAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAg=",
+            )
+            .env(
+                "DATABASE_URL",
+                "postgres://gw:hunter2-long-password@127.0.0.1:1/gw",
             )
             .output()
             .await

@@ -1,6 +1,6 @@
 //! The embedded store: everything in process memory, bounded, lost on restart.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
@@ -65,16 +65,19 @@ pub struct MemoryUsage {
 /// Fixed cost counted for every record besides its payloads.
 const RECORD_OVERHEAD: usize = 512;
 
-/// An estimate of the heap bytes a JSON value holds.
+/// An estimate of the heap bytes a JSON value holds: each node's `Value` (with room for a
+/// container's spare capacity), string bytes, and a map entry's key and tree overhead. It errs
+/// high rather than low, so the byte budgets bound real memory.
 fn json_bytes(value: &Value) -> usize {
+    const NODE: usize = 2 * std::mem::size_of::<Value>();
     match value {
-        Value::Null | Value::Bool(_) | Value::Number(_) => 16,
-        Value::String(s) => 24 + s.len(),
-        Value::Array(items) => 24 + items.iter().map(json_bytes).sum::<usize>(),
+        Value::Null | Value::Bool(_) | Value::Number(_) => NODE,
+        Value::String(s) => NODE + s.len(),
+        Value::Array(items) => NODE + items.iter().map(json_bytes).sum::<usize>(),
         Value::Object(map) => {
-            24 + map
+            NODE + map
                 .iter()
-                .map(|(k, v)| 48 + k.len() + json_bytes(v))
+                .map(|(k, v)| 64 + k.len() + json_bytes(v))
                 .sum::<usize>()
         }
     }
@@ -158,8 +161,6 @@ struct State {
     /// Each caller's ids that were pending when last looked at (pruned lazily), so the
     /// per-caller limit costs O(limit), not O(history).
     pending_by_caller: HashMap<Caller, Vec<ElicitationId>>,
-    /// All ids, oldest first (for eviction).
-    order: VecDeque<ElicitationId>,
     /// What each caller holds.
     usage: HashMap<Caller, MemoryUsage>,
     /// Estimated bytes held in all.
@@ -196,11 +197,6 @@ impl State {
                 if ids.is_empty() {
                     self.pending_by_caller.remove(&entry.caller);
                 }
-            }
-            if self.order.front() == Some(&id) {
-                self.order.pop_front();
-            } else {
-                self.order.retain(|other| *other != id);
             }
         }
     }
@@ -374,7 +370,6 @@ impl MemoryStore {
             .entry(entry.caller.clone())
             .or_default()
             .push(id);
-        state.order.push_back(id);
         state.entries.insert(id, entry);
         Ok(())
     }

@@ -21,11 +21,16 @@ pub fn confirmation_prompt(tool_name: &str) -> String {
 /// Whether a person could be misled by `c` in text: control characters, bidirectional
 /// controls (which reorder what is displayed), and invisible formatting characters.
 fn is_deceptive(c: char) -> bool {
+    // Controls, bidi controls, line/paragraph separators, and Unicode's default-ignorable
+    // code points (shown as nothing): soft hyphen, combining grapheme joiner, Hangul and
+    // Mongolian fillers, zero-width and word-joiner characters, variation selectors, tags.
     c.is_control()
         || matches!(c,
-            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2028}' | '\u{2029}'
-            | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}'
-            | '\u{E0000}'..='\u{E007F}')
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+            | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+            | '\u{FFA0}' | '\u{FFF0}'..='\u{FFFB}' | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
 /// `text` with every character that could mislead a person — control characters,

@@ -74,6 +74,9 @@ pub enum McpError {
         /// The limit in bytes.
         limit: usize,
     },
+    /// The request body did not arrive in time.
+    #[error("the request body did not arrive in time")]
+    BodyTimeout,
     /// The HTTP method is not served on this path.
     #[error("method not allowed")]
     MethodNotAllowed,
@@ -116,7 +119,7 @@ impl McpError {
             | McpError::Forbidden { .. }
             | McpError::BadOrigin
             | McpError::BadHost => -32001,
-            McpError::PayloadTooLarge { .. } => -32600,
+            McpError::PayloadTooLarge { .. } | McpError::BodyTimeout => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) => -32603,
         }
@@ -139,6 +142,7 @@ impl McpError {
             McpError::Forbidden { .. } | McpError::BadOrigin => StatusCode::FORBIDDEN,
             McpError::BadHost => StatusCode::MISDIRECTED_REQUEST,
             McpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             McpError::MethodNotFound(_) if era == Some(Era::Modern) => StatusCode::NOT_FOUND,

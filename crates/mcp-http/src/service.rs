@@ -33,6 +33,9 @@ pub type Body = BoxBody<Bytes, Infallible>;
 pub struct ServiceConfig {
     /// Largest request body, in bytes (larger: 413).
     pub body_limit: usize,
+    /// The whole request body must arrive within this (else 408), so a client that
+    /// announces a body and sends nothing cannot hold its connection.
+    pub body_read_timeout: Duration,
     /// Origins allowed besides loopback ones (`http://localhost:*`, `http://127.0.0.1:*`,
     /// `http://[::1]:*`), e.g. `https://console.example.com`. Requests without `Origin`
     /// (non-browser clients) are allowed.
@@ -54,6 +57,7 @@ impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
             body_limit: 4 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(30),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle_timeout: Duration::from_secs(30 * 60),
@@ -311,7 +315,12 @@ impl McpService {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let bytes = match Limited::new(body, self.config.body_limit).collect().await {
+        let collect = Limited::new(body, self.config.body_limit).collect();
+        let Ok(collected) = tokio::time::timeout(self.config.body_read_timeout, collect).await
+        else {
+            return fail(McpError::BodyTimeout);
+        };
+        let bytes = match collected {
             Ok(collected) => collected.to_bytes(),
             Err(e)
                 if e.downcast_ref::<http_body_util::LengthLimitError>()

@@ -21,6 +21,13 @@ use tokio::net::TcpStream;
 const PATIENCE: Duration = Duration::from_secs(60);
 
 async fn start(config: ServeConfig) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    start_with(config, ServiceConfig::default()).await
+}
+
+async fn start_with(
+    config: ServeConfig,
+    service_config: ServiceConfig,
+) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let registry = Registry::start(Vec::new()).await.unwrap();
     let gateway = Arc::new(Gateway::new(
         registry,
@@ -28,11 +35,7 @@ async fn start(config: ServeConfig) -> (SocketAddr, tokio::sync::oneshot::Sender
         GatePolicy::default(),
         false,
     ));
-    let service = Arc::new(McpService::new(
-        gateway,
-        Auth::none(),
-        ServiceConfig::default(),
-    ));
+    let service = Arc::new(McpService::new(gateway, Auth::none(), service_config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -135,6 +138,39 @@ async fn at_the_connection_cap_a_new_client_is_served_once_another_leaves() {
     let status = tokio::time::timeout(PATIENCE, third)
         .await
         .expect("served once a slot frees")
+        .unwrap();
+    assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_arrives_gets_408_and_frees_the_connection() {
+    let service_config = ServiceConfig {
+        body_read_timeout: Duration::from_secs(1),
+        ..ServiceConfig::default()
+    };
+    let (address, _stop) = start_with(
+        ServeConfig {
+            max_connections: 1,
+            idle_timeout: Duration::from_secs(3600),
+            header_read_timeout: Duration::from_secs(3600),
+        },
+        service_config,
+    )
+    .await;
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    let read = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut response)).await;
+    assert!(read.is_ok(), "the server answers and closes");
+    let text = String::from_utf8_lossy(&response);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("-32600"), "{text}");
+    // The only slot is free again.
+    let status = tokio::time::timeout(PATIENCE, healthz(address))
+        .await
         .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
 }

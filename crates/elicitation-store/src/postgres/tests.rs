@@ -317,12 +317,16 @@ async fn row_level_security_hides_other_callers() {
     assert_eq!(touched, 0, "bob cannot update alice's row even by id");
     let forged = writer
         .execute(
-            "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message, spec, created_at, expires_at) \
-             VALUES (gen_random_uuid(), 'alice', 'acme', 'confirmation', 'x', '{\"type\":\"confirmation\"}', now(), now() + interval '1 minute')",
+            "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, created_at, expires_at) \
+             VALUES (gen_random_uuid(), 'alice', 'acme', 'confirmation', '\\x00', 'k1', '{\"type\":\"confirmation\"}', now(), now() + interval '1 minute')",
             &[],
         )
         .await;
-    assert!(forged.is_err(), "bob cannot write a row owned by alice");
+    assert_eq!(
+        sqlstate(forged),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE),
+        "bob cannot write a row owned by alice"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -851,4 +855,62 @@ async fn a_waiter_wakes_on_notify_with_the_recheck_set_to_hours() {
     // Without NOTIFY the waiter would sleep to its deadline and return the row pending.
     let seen = waiting.await.unwrap().unwrap();
     assert_eq!(seen.status, ElicitationStatus::Responded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_insert_an_answered_row_a_clear_message_or_undo_retries() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let id = store
+        .create(
+            &alice(),
+            ElicitationSpec::new(
+                "Name?",
+                ResponseSpec::StringInput {
+                    min_length: None,
+                    max_length: None,
+                },
+            )
+            .unwrap(),
+            Duration::minutes(10),
+        )
+        .await
+        .unwrap()
+        .id;
+    // An invalid answer: still pending, one retry used.
+    let invalid = store
+        .respond(&alice(), id, json!({"value": 7}))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            invalid,
+            RespondOutcome::Invalid {
+                retries_left: 2,
+                ..
+            }
+        ),
+        "{invalid:?}"
+    );
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let columns = "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, spec, created_at, expires_at, ";
+    let values = "VALUES (gen_random_uuid(), 'alice', 'acme', 'confirmation', '{\"type\":\"confirmation\"}', now(), now() + interval '1 minute', ";
+    let refused = [
+        format!(
+            "{columns}message_sealed, message_key_id, status, response_sealed, response_key_id, confirmed, responded_at) {values}'\\x00', 'k1', 'responded', '\\x00', 'k1', true, now())"
+        ),
+        format!("{columns}message) {values}'Approve? (unsealed)')"),
+        format!("{columns}message_sealed, message_key_id, retries) {values}'\\x00', 'k1', 2)"),
+        "UPDATE mcp_elicitations SET retries = 0 WHERE retries > 0".to_owned(),
+    ];
+    for statement in refused {
+        let code = sqlstate(writer.execute(statement.as_str(), &[]).await);
+        assert_eq!(
+            code,
+            Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION),
+            "{statement}"
+        );
+    }
 }
