@@ -103,18 +103,10 @@ fn empty(status: StatusCode) -> Response<Body> {
 }
 
 fn is_loopback_origin(origin: &str) -> bool {
-    let Some(rest) = origin
+    origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"))
-    else {
-        return false;
-    };
-    let host = if let Some(v6) = rest.strip_prefix('[') {
-        v6.split(']').next().map(|h| format!("[{h}]"))
-    } else {
-        rest.split(':').next().map(str::to_owned)
-    };
-    matches!(host.as_deref(), Some("localhost" | "127.0.0.1" | "[::1]"))
+        .is_some_and(|authority| is_loopback_host(host_name(authority)))
 }
 
 /// The host name of a `Host` header value, without its port (`[::1]` keeps its brackets).
@@ -645,6 +637,31 @@ mod tests {
             "file://",
         ] {
             assert!(!is_loopback_origin(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn host_names_are_taken_without_their_port_and_only_loopback_ones_pass() {
+        for (host, name) in [
+            ("127.0.0.1:8080", "127.0.0.1"),
+            ("[::1]:8080", "[::1]"),
+            ("localhost", "localhost"),
+            ("127.0.0.1@evil.example", "127.0.0.1@evil.example"),
+        ] {
+            assert_eq!(host_name(host), name, "{host}");
+        }
+        for ok in ["localhost", "LocalHost", "127.0.0.1", "127.9.9.9", "[::1]"] {
+            assert!(is_loopback_host(ok), "{ok}");
+        }
+        for bad in [
+            "localhost.",
+            "127.0.0.1@evil.example",
+            "0.0.0.0",
+            "[::ffff:127.0.0.1]",
+            "",
+            "10.0.0.1",
+        ] {
+            assert!(!is_loopback_host(bad), "{bad}");
         }
     }
 }
