@@ -5,8 +5,10 @@
 //! header within [`ServeConfig::header_read_timeout`] (hyper's timer, which also runs while a
 //! kept-alive connection waits for its next request), an idle connection is closed after
 //! [`ServeConfig::idle_timeout`], and at most [`ServeConfig::max_connections`] are open at
-//! once — at the cap the gateway stops accepting, so new clients wait in the listen backlog
-//! and are served as others leave, rather than being accepted in a hot loop. When `accept`
+//! once. At the cap, a new client takes the place of the connection that has waited longest
+//! without a request in progress (a slow-header client, an idle keep-alive); when every
+//! connection is busy, the new client waits and no other is accepted (they wait in the listen
+//! backlog) until one ends — never a hot accept loop. When `accept`
 //! fails for want of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM), it backs off.
 
 use std::future::Future;
@@ -71,17 +73,11 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let open = Arc::new(Open::default());
+    let mut next_id = 0u64;
     let mut backoff = Duration::ZERO;
     tokio::pin!(shutdown);
     loop {
-        // At the cap, wait for a connection to end before accepting another.
-        let permit = tokio::select! {
-            permit = slots.clone().acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
@@ -102,6 +98,24 @@ pub async fn serve(
             Err(e) => {
                 tracing::debug!(error = %e, "accept failed for one connection");
                 continue;
+            }
+        };
+        // At the cap, a connection that is only waiting (for its first request, or idle
+        // between requests) makes room; when every one is busy, this client waits for one
+        // to end (and no other is accepted meanwhile).
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                if open.shed_one() {
+                    tracing::debug!("at the connection cap: closing a waiting connection");
+                }
+                tokio::select! {
+                    permit = slots.clone().acquire_owned() => match permit {
+                        Ok(permit) => permit,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
             }
         };
         // Answers are written whole; don't let Nagle hold back their last segment.
@@ -133,9 +147,14 @@ pub async fn serve(
             .serve_connection(io, handler);
         let connection = graceful.watch(connection);
         let idle_timeout = config.idle_timeout;
+        let id = next_id;
+        next_id += 1;
+        let shed = open.add(id, activity.clone());
+        let open = open.clone();
         tokio::spawn(async move {
             let _permit = permit;
             tokio::select! {
+                () = shed.notified() => {}
                 result = connection => {
                     if let Err(e) = result {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
@@ -145,6 +164,7 @@ pub async fn serve(
                     tracing::debug!(%peer, "closing an idle connection");
                 }
             }
+            open.remove(id);
         });
     }
     drop(listener);
@@ -153,6 +173,60 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("some connections did not finish within {DRAIN:?}");
+    }
+}
+
+/// The open connections, so that at the cap one that is only waiting can be closed.
+#[derive(Default)]
+struct Open {
+    connections: std::sync::Mutex<std::collections::HashMap<u64, OpenConnection>>,
+}
+
+struct OpenConnection {
+    activity: Arc<Activity>,
+    shed: Arc<tokio::sync::Notify>,
+}
+
+impl Open {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u64, OpenConnection>> {
+        self.connections
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Registers a connection; the returned notification closes it.
+    fn add(&self, id: u64, activity: Arc<Activity>) -> Arc<tokio::sync::Notify> {
+        let shed = Arc::new(tokio::sync::Notify::new());
+        self.lock().insert(
+            id,
+            OpenConnection {
+                activity,
+                shed: shed.clone(),
+            },
+        );
+        shed
+    }
+
+    fn remove(&self, id: u64) {
+        self.lock().remove(&id);
+    }
+
+    /// Closes the connection that has waited longest with no request in progress; false if
+    /// every connection is busy.
+    fn shed_one(&self) -> bool {
+        let mut connections = self.lock();
+        let victim = connections
+            .iter()
+            .filter(|(_, c)| c.activity.busy.load(Ordering::Relaxed) == 0)
+            .min_by_key(|(_, c)| c.activity.last.load(Ordering::Relaxed))
+            .map(|(id, _)| *id);
+        match victim.and_then(|id| connections.remove(&id)) {
+            Some(connection) => {
+                connection.shed.notify_one();
+                true
+            }
+            None => false,
+        }
     }
 }
 

@@ -119,19 +119,39 @@ async fn an_idle_kept_alive_connection_is_closed() {
     assert!(closed_by_server(&mut stream).await, "then closed once idle");
 }
 
+/// A connection with a request in progress: its headers are in, its body is not.
+async fn busy_connection(address: SocketAddr) -> TcpStream {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .await
+        .unwrap();
+    stream
+}
+
+fn long_waits() -> (ServeConfig, ServiceConfig) {
+    (
+        ServeConfig {
+            max_connections: 2,
+            header_read_timeout: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(3600),
+        },
+        ServiceConfig {
+            body_read_timeout: Duration::from_secs(3600),
+            ..ServiceConfig::default()
+        },
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_the_connection_cap_a_new_client_is_served_once_another_leaves() {
-    let (address, _stop) = start(ServeConfig {
-        max_connections: 2,
-        header_read_timeout: Duration::from_secs(3600),
-        idle_timeout: Duration::from_secs(3600),
-    })
-    .await;
-    // Two clients that connect and say nothing hold both slots.
-    let first = TcpStream::connect(address).await.unwrap();
-    let _second = TcpStream::connect(address).await.unwrap();
+async fn at_the_connection_cap_a_new_client_is_served_once_a_busy_one_leaves() {
+    let (serve_config, service_config) = long_waits();
+    let (address, _stop) = start_with(serve_config, service_config).await;
+    // Two requests in progress hold both slots.
+    let first = busy_connection(address).await;
+    let _second = busy_connection(address).await;
     let third = tokio::spawn(healthz(address));
-    // While both are held, the third waits (in the listen backlog, not in a hot loop).
+    // While both are busy, the third waits (not in a hot loop).
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!third.is_finished(), "the cap holds the third client back");
     drop(first);
@@ -140,6 +160,27 @@ async fn at_the_connection_cap_a_new_client_is_served_once_another_leaves() {
         .expect("served once a slot frees")
         .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_connection_cap_a_connection_that_only_waits_makes_room() {
+    let (serve_config, service_config) = long_waits();
+    let (address, _stop) = start_with(serve_config, service_config).await;
+    // Slow-header clients: connected, half a header, then nothing.
+    let mut a = TcpStream::connect(address).await.unwrap();
+    a.write_all(b"GET /healthz HTTP/1.1\r\nHo").await.unwrap();
+    let mut b = TcpStream::connect(address).await.unwrap();
+    b.write_all(b"GET /healthz HTTP/1.1\r\nHo").await.unwrap();
+    // Connections are accepted in order, so both hold a slot when this one arrives.
+    let status = tokio::time::timeout(PATIENCE, healthz(address))
+        .await
+        .expect("served at once: a waiting connection made room");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let one_closed = tokio::select! {
+        closed = closed_by_server(&mut a) => closed,
+        closed = closed_by_server(&mut b) => closed,
+    };
+    assert!(one_closed, "a waiting connection was closed to make room");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
