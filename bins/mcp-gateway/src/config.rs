@@ -482,6 +482,15 @@ impl Config {
                     m.name
                 );
             }
+            if let Some(prefix) = &m.prefix
+                && !prefix.is_empty()
+                && !mcp_http::registry::is_valid_tool_name(prefix)
+            {
+                bail!(
+                    "module {:?}: prefix {prefix:?} must be letters, digits, '_', '.' or '-' (tool names are 1 to 128 of those)",
+                    m.name
+                );
+            }
             match m.transport {
                 Transport::Stdio if m.command.is_none() => {
                     bail!("module {:?}: transport \"stdio\" needs command", m.name)
@@ -603,6 +612,10 @@ mod tests {
                 "letters",
             ),
             ("[[policy]]\ntool = \"x\"\nttl = \"0s\"", "at least 1s"),
+            (
+                "[[modules]]\nname = \"m\"\ntransport = \"demo\"\nprefix = \"a b\"",
+                "prefix",
+            ),
         ];
         for (text, expected) in cases {
             let config: Config = toml::from_str(text).unwrap();

@@ -66,6 +66,16 @@ pub enum RegistryError {
     },
 }
 
+/// Whether `name` is a tool name as MCP defines one: 1 to 128 characters of `A-Z a-z 0-9 _
+/// . -`. The gateway lists no other (clients may refuse a whole list over one bad name), and
+/// a module prefix must be one too.
+pub fn is_valid_tool_name(name: &str) -> bool {
+    (1..=128).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 /// `{prefix}__{tool}`, or the tool's own name for an empty prefix.
 pub fn qualify(prefix: &str, tool: &str) -> String {
     if prefix.is_empty() {
@@ -155,6 +165,11 @@ impl Registry {
             .filter_map(|mut tool| {
                 let original = tool.get("name")?.as_str()?.to_owned();
                 let qualified = qualify(&spec.prefix, &original);
+                if !is_valid_tool_name(&original) || !is_valid_tool_name(&qualified) {
+                    let shown: String = original.chars().take(64).collect();
+                    tracing::warn!(module = %spec.name, tool = %gating_core::visible(&shown), "not listing a tool whose name is not a valid MCP tool name (1-128 of A-Z a-z 0-9 _ . -)");
+                    return None;
+                }
                 let annotations = tool
                     .get("annotations")
                     .and_then(|a| serde_json::from_value::<ToolAnnotations>(a.clone()).ok());

@@ -125,6 +125,17 @@ fn is_loopback_host(name: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// `tools/list` is one page (the gateway issues no `nextCursor`), so any `cursor` is one the
+/// gateway never gave out: `-32602`, as the spec asks for an invalid cursor.
+fn refuse_cursor(params: Option<&Map<String, Value>>) -> Result<(), McpError> {
+    match params.and_then(|p| p.get("cursor")) {
+        None | Some(Value::Null) => Ok(()),
+        Some(_) => Err(McpError::InvalidParams(
+            "invalid cursor: this list has a single page".into(),
+        )),
+    }
+}
+
 /// Headers added to an error response: the auth challenge for 401 and 403.
 fn error_headers(error: &McpError, response: &mut Response<Body>) {
     let challenge = match error {
@@ -477,6 +488,7 @@ impl McpService {
             "ping" => json!({}),
             "tools/list" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
+                refuse_cursor(request.params.as_ref().and_then(Value::as_object))?;
                 json!({"tools": self.gateway.list_tools().await})
             }
             "tools/call" => {
@@ -544,7 +556,7 @@ impl McpService {
         if version != MODERN_VERSION {
             return Err(McpError::UnsupportedVersion {
                 requested: version,
-                supported: vec![MODERN_VERSION],
+                supported: wire::supported_versions(),
             });
         }
         check_modern_headers(headers, request, &params, &version)?;
@@ -552,6 +564,7 @@ impl McpService {
             "server/discover" => (wire::discover_result(), true),
             "tools/list" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
+                refuse_cursor(Some(&params))?;
                 (json!({"tools": self.gateway.list_tools().await}), true)
             }
             "tools/call" => {

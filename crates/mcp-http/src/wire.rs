@@ -12,6 +12,14 @@ pub const MODERN_VERSION: &str = "2026-07-28";
 /// Legacy versions served with the `initialize` handshake, newest first.
 pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
 
+/// Every protocol version the gateway serves, newest first: what a `-32022` error's
+/// `data.supported` and `server/discover`'s `supportedVersions` list.
+pub fn supported_versions() -> Vec<&'static str> {
+    std::iter::once(MODERN_VERSION)
+        .chain(LEGACY_VERSIONS.iter().copied())
+        .collect()
+}
+
 /// `_meta` key: the modern request's protocol version.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: the modern request's client capabilities.
@@ -45,7 +53,7 @@ pub fn initialize_result(version: &str) -> Value {
 /// The `server/discover` result.
 pub fn discover_result() -> Value {
     json!({
-        "supportedVersions": [MODERN_VERSION],
+        "supportedVersions": supported_versions(),
         "capabilities": capabilities(),
         "instructions": INSTRUCTIONS,
         "ttlMs": 0,

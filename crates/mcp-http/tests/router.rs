@@ -745,7 +745,8 @@ async fn modern_era_holds_and_forwards_with_result_type(h: Harness) {
     assert_eq!(status, StatusCode::OK, "{discover}");
     assert_eq!(
         discover["result"]["supportedVersions"],
-        json!(["2026-07-28"])
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]),
+        "every version served, the legacy ones through initialize"
     );
     assert_eq!(discover["result"]["resultType"], "complete");
     let (_, _, list) = send(
@@ -1027,7 +1028,10 @@ async fn modern_version_and_meta_errors_use_the_modern_codes() {
         (status, reply["error"]["code"].clone()),
         (StatusCode::BAD_REQUEST, json!(-32022))
     );
-    assert_eq!(reply["error"]["data"]["supported"], json!(["2026-07-28"]));
+    assert_eq!(
+        reply["error"]["data"]["supported"],
+        json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"])
+    );
     let no_caps = json!({"jsonrpc": "2.0", "id": 2, "method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}});
     let (status, _, reply) = send(
         &h,
@@ -2070,4 +2074,64 @@ async fn a_policy_rule_naming_no_listed_tool_is_reported() {
         [("test__delte".to_owned(), gating_core::GateMode::Deny)],
         "the typo is reported, the real rule is not"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_refuses_a_cursor_it_never_gave_out() {
+    let h = memory().await;
+    let mut s = Session::open(&h, AGENT).await;
+    let body = s.rpc("tools/list", json!({"cursor": "bogus"})).await;
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let body = s.rpc("tools/list", json!({})).await;
+    assert!(body["result"]["tools"].is_array(), "{body}");
+    let (status, _, body) = send(
+        &h,
+        "POST",
+        "/mcp",
+        &modern_headers("tools/list", None, &format!("Bearer {AGENT}")),
+        modern_body(3, "tools/list", json!({"cursor": "bogus"})),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32602)),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_with_names_mcp_does_not_allow_are_not_listed() {
+    let tool = |name: &str| {
+        InProcessTool::new(
+            json!({"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
+            |_| Ok(text_result("ok", false)),
+        )
+    };
+    let long = "x".repeat(129);
+    let module = InProcessModule::new(
+        "odd",
+        vec![
+            tool("fine.name-1"),
+            tool("has space"),
+            tool("ünïcode"),
+            tool("rtl\u{202e}name"),
+            tool(&long),
+            tool(""),
+        ],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "odd".into(),
+        prefix: "odd".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let names: Vec<String> = registry
+        .tools()
+        .await
+        .iter()
+        .map(|t| t.qualified.clone())
+        .collect();
+    assert_eq!(names, ["odd__fine.name-1"]);
 }
