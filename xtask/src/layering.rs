@@ -1,49 +1,67 @@
-//! The architecture invariant of the `-core` crates: their normal dependency graph holds no
-//! async runtime, HTTP stack or database driver.
+//! The architecture invariant of the pure crates (`elicitation-core`, `gating-core`,
+//! `mcp-wire`): their normal dependency graph holds no async runtime, HTTP stack or
+//! database driver.
 
 use anyhow::{Context, Result, bail};
 
 use crate::test::cargo;
 
 /// The pure crates.
-const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core"];
+const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire"];
 
 /// Packages a pure crate must not depend on, by exact name or name prefix (`deadpool*`).
 const FORBIDDEN: &[&str] = &["tokio", "tokio-postgres", "hyper", "mio", "deadpool"];
 
+/// The two sides of the wire stay apart: the client side never depends on the server side.
+const SIDES: &[(&str, &str)] = &[("mcp-upstream", "mcp-http"), ("mcp-wire", "mcp-upstream")];
+
 pub(crate) fn check() -> Result<()> {
     let mut problems = Vec::new();
     for krate in CORE_CRATES {
-        let output = cargo()
-            .args([
-                "tree",
-                "--package",
-                krate,
-                "--edges",
-                "normal",
-                "--prefix",
-                "none",
-                "--format",
-                "{p}",
-            ])
-            .output()
-            .context("could not run cargo tree")?;
-        if !output.status.success() {
-            bail!(
-                "cargo tree -p {krate} failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let tree = String::from_utf8_lossy(&output.stdout);
+        let tree = normal_tree(krate)?;
         for hit in forbidden_packages(&tree) {
             problems.push(format!("{krate} depends on {hit}"));
+        }
+    }
+    for (krate, other) in SIDES {
+        let tree = normal_tree(krate)?;
+        if tree
+            .lines()
+            .any(|line| line.split_whitespace().next() == Some(*other))
+        {
+            problems.push(format!("{krate} depends on {other}"));
         }
     }
     if problems.is_empty() {
         Ok(())
     } else {
-        bail!("pure crates pull in IO: {}", problems.join("; "))
+        bail!("the layering is broken: {}", problems.join("; "))
     }
+}
+
+/// `cargo tree` of a package's normal dependencies, one `name version` per line.
+fn normal_tree(krate: &str) -> Result<String> {
+    let output = cargo()
+        .args([
+            "tree",
+            "--package",
+            krate,
+            "--edges",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .context("could not run cargo tree")?;
+    if !output.status.success() {
+        bail!(
+            "cargo tree -p {krate} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// The forbidden packages named in `cargo tree --prefix none --format {p}` output, whose

@@ -12,13 +12,13 @@ use gating_core::{GatePolicy, ToolRule};
 use http::{HeaderName, HeaderValue};
 use mcp_http::auth::{Auth, TokenGrant};
 use mcp_http::gateway::Gateway;
-use mcp_http::modules::Module;
-use mcp_http::modules::demo::demo_module;
-use mcp_http::modules::http::{HttpConfig as HttpModuleConfig, HttpModule};
-use mcp_http::modules::stdio::{StdioConfig, StdioModule};
-use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::state::{RequestStates, STATE_KEY_INFO};
+use mcp_upstream::Module;
+use mcp_upstream::demo::demo_module;
+use mcp_upstream::http::{HttpConfig as HttpModuleConfig, HttpModule};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use mcp_upstream::stdio::{StdioConfig, StdioModule};
 
 use crate::config::{AuthMode, Config, ModuleConfig, StoreKind, Transport};
 

@@ -484,7 +484,7 @@ impl Config {
             }
             if let Some(prefix) = &m.prefix
                 && !prefix.is_empty()
-                && !mcp_http::registry::is_valid_tool_name(prefix)
+                && !mcp_upstream::registry::is_valid_tool_name(prefix)
             {
                 bail!(
                     "module {:?}: prefix {prefix:?} must be letters, digits, '_', '.' or '-' (tool names are 1 to 128 of those)",

@@ -219,14 +219,20 @@ pub fn gate_unavailable_result(reason: &str) -> Value {
     tool_result(&parts, true)
 }
 
-/// The result when the module could not run a forwarded call: an in-band tool error,
-/// `upstream_error: true`, with the reason.
-pub fn upstream_error_result(reason: &str) -> Value {
+/// The result when the module could not run a forwarded call: an in-band tool error with
+/// the reason, and `structuredContent` `upstream_error: true` unless the tool declares an
+/// `outputSchema` (`has_output_schema`), which that object would break: clients validate
+/// any `structuredContent` against it, error or not (the TypeScript SDK refuses it).
+pub fn upstream_error_result(reason: &str, has_output_schema: bool) -> Value {
     let parts = ResultParts {
         text: format!("The tool could not be run: {reason}"),
         structured: json!({"upstream_error": true}),
     };
-    tool_result(&parts, true)
+    let mut result = tool_result(&parts, true);
+    if has_output_schema && let Some(map) = result.as_object_mut() {
+        map.remove("structuredContent");
+    }
+    result
 }
 
 #[cfg(test)]

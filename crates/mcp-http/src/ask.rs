@@ -8,8 +8,8 @@
 //!   the same stream ([`stream_confirmation`]). An answer through the REST API completes it
 //!   too.
 //!
-//! Whatever the path, the answer is recorded in the store, and the call is then decided by
-//! the same gate as any other (`Gateway::call_tool` with the confirmation's id).
+//! Whatever the path, the answer is recorded in the store, and the call the gate classified
+//! once ([`GatedCall`]) is then resolved with the confirmation's id (`Gateway::resolve`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -19,22 +19,22 @@ use bytes::Bytes;
 use elicitation_core::{
     Answer, ElicitAction, Elicitation, ElicitationId, ElicitationType, response_schema,
 };
-use gating_core::CallDigest;
-use http::{Response, StatusCode, header};
+use http::Response;
 use http_body_util::BodyExt;
-use serde_json::{Map, Value, json};
+use mcp_wire::CallToolParams;
+use mcp_wire::jsonrpc::{self, ErrorId, RequestId};
+use mcp_wire::mcp::elicitation_has_mode;
+use mcp_wire::sse;
+use mcp_wire::tools::{ElicitFormParams, ElicitResult, InputRequest, InputRequiredResult};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::auth::{Principal, SCOPE_RESPOND};
-use crate::body::ChannelBody;
+use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
-use crate::gateway::{CallOutcome, Gateway};
-use crate::jsonrpc::{self, RequestId};
-use crate::service::Body;
-use crate::sse;
+use crate::gateway::{CallOutcome, Classified, GatedCall, Gateway};
 use crate::state::{RequestStates, StateClaims};
 use crate::streams::StreamSlot;
-use crate::wire::META_CONFIRMATION_ID;
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";
@@ -63,34 +63,35 @@ pub fn can_elicit_form(capabilities: Option<&Value>) -> bool {
     }
 }
 
-/// The params of an `elicitation/create` form request for a confirmation. `with_mode` adds
-/// `"mode": "form"` (2025-11-25 and later; older clients do not know the field).
-pub fn elicit_params(confirmation: &Elicitation, with_mode: bool) -> Value {
-    let mut params = json!({
-        "message": confirmation.spec.message(),
-        "requestedSchema": response_schema(confirmation.spec.response()),
-    });
-    if with_mode {
-        params["mode"] = json!("form");
-    }
-    params
+/// Asks `elicitation/create` for a confirmation: calls `write` with the form params (with
+/// `"mode": "form"` when `with_mode`: 2025-11-25 and later; older clients do not know it).
+fn with_elicit_params<R>(
+    confirmation: &Elicitation,
+    with_mode: bool,
+    write: impl FnOnce(ElicitFormParams<'_>) -> R,
+) -> R {
+    let schema = response_schema(confirmation.spec.response());
+    write(ElicitFormParams {
+        mode: with_mode.then_some("form"),
+        message: confirmation.spec.message(),
+        requested_schema: &schema,
+    })
 }
 
 /// Records an `ElicitResult` (the client's answer) in the store. Refusals (already answered
 /// elsewhere, expired) are not errors here: the gate reads the record next.
-async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, result: &Value) {
-    let Some(action) = result
-        .get("action")
-        .and_then(|a| serde_json::from_value::<ElicitAction>(a.clone()).ok())
-    else {
+async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, result: Value) {
+    let read = serde_json::from_value::<ElicitResult>(result)
+        .ok()
+        .and_then(|r| {
+            let action = serde_json::from_value::<ElicitAction>(r.action).ok()?;
+            Some((action, r.content))
+        });
+    let Some((action, content)) = read else {
         tracing::warn!(elicitation_id = %id, "an elicitation answer without a valid action; ignored");
         return;
     };
-    let answer = Answer::from_action(
-        ElicitationType::Confirmation,
-        action,
-        result.get("content").cloned(),
-    );
+    let answer = Answer::from_action(ElicitationType::Confirmation, action, content);
     let applied = tokio::time::timeout(
         STORE_TIMEOUT,
         gateway.store().apply(&principal.caller, id, answer),
@@ -107,18 +108,6 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
     }
 }
 
-/// `params` with `_meta.confirmation_id = id`.
-fn with_confirmation(mut params: Map<String, Value>, id: ElicitationId) -> Map<String, Value> {
-    let meta = params.entry("_meta").or_insert_with(|| json!({}));
-    if !meta.is_object() {
-        *meta = json!({});
-    }
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert(META_CONFIRMATION_ID.into(), json!(id.to_string()));
-    }
-    params
-}
-
 /// The modern (multi round-trip) path.
 pub struct Mrtr<'a> {
     /// The gateway.
@@ -128,54 +117,52 @@ pub struct Mrtr<'a> {
 }
 
 impl Mrtr<'_> {
-    /// Runs a modern `tools/call`: a retry's state is verified and its answer recorded first.
+    /// Runs a modern `tools/call`: a retry's state is verified against the call and its
+    /// answer recorded, then the gated call is resolved with the state's confirmation.
     pub async fn call(
         &self,
         principal: &Principal,
-        mut params: Map<String, Value>,
+        mut params: CallToolParams,
         can_elicit: bool,
     ) -> Result<Value, McpError> {
-        let responses = params.remove("inputResponses");
-        let tool = params
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        if let Some(state) = params.remove("requestState") {
-            // Only a person's client may answer (see `may_answer`); checked before the state
-            // is spent.
-            if responses
-                .as_ref()
-                .is_some_and(|r| r.get(CONFIRM_KEY).is_some())
-            {
-                principal.require(SCOPE_RESPOND)?;
+        let responses = params.input_responses.take();
+        let state = params.request_state.take();
+        let call = match self.gateway.classify(params)? {
+            Classified::Gated(call) => call,
+            // Not gated (any more): a state has nothing to resume.
+            other => return self.gateway.run(principal, other).await.into_result(),
+        };
+        let confirmation = match state {
+            Some(state) => {
+                let answer = responses.and_then(|mut r| r.remove(CONFIRM_KEY));
+                // Only a person's client may answer (see `may_answer`); checked before the
+                // state is spent.
+                if answer.is_some() {
+                    principal.require(SCOPE_RESPOND)?;
+                }
+                let claims = self.verify(principal, &call, &state)?;
+                let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
+                if let Some(answer) = answer {
+                    record(self.gateway, principal, id, answer).await;
+                }
+                Some(id)
             }
-            let claims = self.verify(principal, &params, &state)?;
-            let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
-            if let Some(answer) = responses.as_ref().and_then(|r| r.get(CONFIRM_KEY)) {
-                record(self.gateway, principal, id, answer).await;
-            }
-            params = with_confirmation(params, id);
-        }
-        match self.gateway.call_tool(principal, params).await? {
-            CallOutcome::Done(result) => Ok(result),
+            None => call.params.confirmation_id().and_then(|id| id.parse().ok()),
+        };
+        match self.gateway.resolve(principal, &call, confirmation).await {
             CallOutcome::NeedsConfirmation(pending) if can_elicit && pending.askable_natively => {
-                let binding = (tool, pending.digest.to_string());
-                Ok(self.input_required(principal, &pending.confirmation, &binding))
+                Ok(self.input_required(principal, &pending.confirmation, &call))
             }
-            CallOutcome::NeedsConfirmation(pending) => {
-                Ok(gating_core::held_result(&pending.confirmation))
-            }
+            outcome => outcome.into_result(),
         }
     }
 
     fn verify(
         &self,
         principal: &Principal,
-        params: &Map<String, Value>,
-        state: &Value,
+        call: &GatedCall,
+        token: &str,
     ) -> Result<StateClaims, McpError> {
-        let token = state.as_str().ok_or_else(invalid_state)?;
         let now = time::OffsetDateTime::now_utc();
         let opened = self.states.open(token, now).map_err(|e| {
             McpError::InvalidParams(format!("Invalid or expired requestState ({e})"))
@@ -183,7 +170,8 @@ impl Mrtr<'_> {
         let claims = &opened.claims;
         let same_caller = claims.sub == principal.caller.subject_id()
             && claims.ten.as_deref() == principal.caller.tenant_id();
-        let same_call = (claims.tool.clone(), claims.dig.clone()) == call_binding(params);
+        let same_call =
+            claims.tool == call.binding.tool && claims.dig == call.binding.digest.to_string();
         if !(same_caller && same_call) {
             return Err(McpError::InvalidParams(
                 "requestState does not belong to this caller and call".into(),
@@ -203,36 +191,31 @@ impl Mrtr<'_> {
         &self,
         principal: &Principal,
         confirmation: &Elicitation,
-        binding: &(String, String),
+        call: &GatedCall,
     ) -> Value {
         let claims = StateClaims {
             sub: principal.caller.subject_id().to_owned(),
             ten: principal.caller.tenant_id().map(str::to_owned),
-            tool: binding.0.clone(),
-            dig: binding.1.clone(),
+            tool: call.binding.tool.clone(),
+            dig: call.binding.digest.to_string(),
             eid: confirmation.id.to_string(),
             exp: confirmation.expires_at.unix_timestamp(),
         };
         let Some(state) = self.states.seal(&claims) else {
             return gating_core::held_result(confirmation);
         };
-        json!({
-            "resultType": "input_required",
-            "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": elicit_params(confirmation, true)}},
-            "requestState": state,
+        with_elicit_params(confirmation, true, |params| {
+            let result = InputRequiredResult::one(
+                CONFIRM_KEY,
+                InputRequest {
+                    method: "elicitation/create",
+                    params,
+                },
+                state,
+            );
+            serde_json::to_value(result).unwrap_or_else(|_| gating_core::held_result(confirmation))
         })
     }
-}
-
-/// The (tool, digest hex) of a `tools/call`, as a state binds them.
-fn call_binding(params: &Map<String, Value>) -> (String, String) {
-    let arguments = params.get("arguments").filter(|a| !a.is_null());
-    let tool = params
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    (tool, CallDigest::of_arguments(arguments).to_string())
 }
 
 fn invalid_state() -> McpError {
@@ -293,8 +276,8 @@ pub struct StreamContext {
     pub principal: Principal,
     /// The client's `tools/call` id.
     pub request_id: RequestId,
-    /// The `tools/call` params.
-    pub params: Map<String, Value>,
+    /// The gated call, as classified.
+    pub call: Box<GatedCall>,
 }
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
@@ -310,16 +293,10 @@ pub fn stream_confirmation(
         let _slot = slot;
         let final_message = converse(&context, first, &tx).await;
         if let Some(message) = final_message {
-            deliver(&tx, sse::event(&message.to_string())).await;
+            deliver(&tx, sse::event_bytes(&message)).await;
         }
     });
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(body.boxed())
-        .expect("a static response is valid")
+    crate::response::sse_response(body.boxed())
 }
 
 /// Writes an event; false if the client is gone or stopped reading for [`SEND_TIMEOUT`].
@@ -336,18 +313,20 @@ async fn converse(
     c: &StreamContext,
     first: Elicitation,
     tx: &tokio::sync::mpsc::Sender<Bytes>,
-) -> Option<Value> {
-    let with_mode = c.version >= "2025-11-25";
+) -> Option<Vec<u8>> {
+    let with_mode = elicitation_has_mode(c.version);
+    let answer_with = |result: Result<Value, McpError>| match result {
+        Ok(result) => jsonrpc::result_bytes(&c.request_id, &result),
+        Err(e) => jsonrpc::error_bytes(ErrorId::Known(&c.request_id), &e.to_error_object()),
+    };
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
         let server_id = c.answers.fresh_id(current.id);
         let answer = c.answers.register(&c.session, &server_id);
-        let ask = jsonrpc::request(
-            &server_id,
-            "elicitation/create",
-            elicit_params(&current, with_mode),
-        );
-        if !deliver(tx, sse::event(&ask.to_string())).await {
+        let ask = with_elicit_params(&current, with_mode, |params| {
+            jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
+        });
+        if !deliver(tx, sse::event_bytes(&ask)).await {
             c.answers.forget(&c.session, &server_id);
             return None;
         }
@@ -384,40 +363,24 @@ async fn converse(
         };
         c.answers.forget(&c.session, &server_id);
         match answered {
-            Some(Ok(result)) => record(&c.gateway, &c.principal, current.id, &result).await,
+            Some(Ok(result)) => record(&c.gateway, &c.principal, current.id, result).await,
             // The client refused to ask (it errored): leave the question to the REST API.
             Some(Err(error)) => {
                 tracing::info!(elicitation_id = %current.id, ?error, "the client did not elicit; answering with the held result");
-                return Some(jsonrpc::result(
-                    &c.request_id,
-                    gating_core::held_result(&current),
-                ));
+                return Some(answer_with(Ok(gating_core::held_result(&current))));
             }
             None => {}
         }
         match c
             .gateway
-            .call_tool(
-                &c.principal,
-                with_confirmation(c.params.clone(), current.id),
-            )
+            .resolve(&c.principal, &c.call, Some(current.id))
             .await
         {
-            Ok(CallOutcome::Done(result)) => return Some(jsonrpc::result(&c.request_id, result)),
-            Ok(CallOutcome::NeedsConfirmation(next)) if next.askable_natively => {
+            CallOutcome::NeedsConfirmation(next) if next.askable_natively => {
                 current = next.confirmation
             }
-            Ok(CallOutcome::NeedsConfirmation(next)) => {
-                return Some(jsonrpc::result(
-                    &c.request_id,
-                    gating_core::held_result(&next.confirmation),
-                ));
-            }
-            Err(e) => return Some(jsonrpc::error(Some(&c.request_id), &e)),
+            outcome => return Some(answer_with(outcome.into_result())),
         }
     }
-    Some(jsonrpc::result(
-        &c.request_id,
-        gating_core::held_result(&current),
-    ))
+    Some(answer_with(Ok(gating_core::held_result(&current))))
 }

@@ -1,14 +1,24 @@
-//! A response body fed from a channel: the SSE stream of a `tools/call` that asks the person
-//! mid-call. When the client goes away, hyper drops the body and with it the receiver, so the
-//! sender learns the client is gone.
+//! The service's response body type, and a body fed from a channel: the SSE stream of a
+//! `tools/call` that asks the person mid-call. When the client goes away, hyper drops the
+//! body and with it the receiver, so the sender learns the client is gone.
 
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Frame;
 use tokio::sync::mpsc;
+
+/// The response body type of the service.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// A body of these bytes.
+pub fn full(bytes: impl Into<Bytes>) -> Body {
+    Full::new(bytes.into()).boxed()
+}
 
 /// The body; its sender is held by the task that writes events.
 pub struct ChannelBody {
@@ -23,7 +33,7 @@ impl ChannelBody {
     }
 }
 
-impl Body for ChannelBody {
+impl hyper::body::Body for ChannelBody {
     type Data = Bytes;
     type Error = Infallible;
 

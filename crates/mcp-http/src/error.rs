@@ -4,16 +4,11 @@
 use elicitation_core::{TransitionError, Violation};
 use elicitation_store::StoreError;
 use http::StatusCode;
+use mcp_wire::codes;
+use mcp_wire::jsonrpc::{EnvelopeError, ErrorObject, ParamsError};
 use serde_json::{Value, json};
 
-/// Which protocol era a request was served in (they map some errors to different statuses).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// 2025-11-25 and earlier: `initialize` handshake and sessions.
-    Legacy,
-    /// 2026-07-28: stateless, self-describing requests.
-    Modern,
-}
+pub use mcp_wire::Era;
 
 /// Everything that can go wrong serving a request.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +92,17 @@ pub enum McpError {
     /// A store failure.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A module's own JSON-RPC error, passed on with its code and `data` (for example
+    /// `-32042`, URL elicitation required): it is the module's answer to the call.
+    #[error("{message}")]
+    Upstream {
+        /// The module's code.
+        code: i64,
+        /// The module's message.
+        message: String,
+        /// The module's `data`.
+        data: Option<Value>,
+    },
     /// A bug or an unexpected failure; details go to the log only.
     #[error("internal error")]
     Internal(String),
@@ -106,7 +112,7 @@ impl McpError {
     /// The JSON-RPC error code.
     pub fn code(&self) -> i64 {
         match self {
-            McpError::Parse(_) => -32700,
+            McpError::Parse(_) => codes::PARSE_ERROR,
             McpError::InvalidRequest(_) | McpError::MissingSession | McpError::SessionNotFound => {
                 -32600
             }
@@ -122,6 +128,7 @@ impl McpError {
             McpError::PayloadTooLarge { .. } | McpError::BodyTimeout => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) => -32603,
+            McpError::Upstream { code, .. } => *code,
         }
     }
 
@@ -156,6 +163,8 @@ impl McpError {
             }
             McpError::Store(e) => store_status(e, era),
             McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // The request was fine; the module answered it with an error.
+            McpError::Upstream { .. } => StatusCode::OK,
         }
     }
 
@@ -170,6 +179,7 @@ impl McpError {
                 errors,
                 retries_left,
             } => Some(json!({"errors": errors, "retries_left": retries_left})),
+            McpError::Upstream { data, .. } => data.clone(),
             _ => None,
         }
     }
@@ -221,18 +231,18 @@ impl McpError {
     }
 
     /// The JSON-RPC error object. A failure of ours is logged here, with its error id.
-    pub fn to_json(&self) -> Value {
+    pub fn to_error_object(&self) -> ErrorObject {
         let error_id = self.report();
-        let mut object =
-            json!({"code": self.code(), "message": self.public_message(error_id.as_deref())});
-        let data = match (self.data(), error_id) {
-            (data, None) => data,
-            (_, Some(error_id)) => Some(json!({"error_id": error_id})),
+        let message = self.public_message(error_id.as_deref());
+        let data = match error_id {
+            None => self.data(),
+            Some(error_id) => Some(json!({"error_id": error_id})),
         };
-        if let (Some(data), Some(map)) = (data, object.as_object_mut()) {
-            map.insert("data".into(), data);
+        ErrorObject {
+            code: self.code(),
+            message,
+            data,
         }
-        object
     }
 
     /// RFC 9457 problem details for the REST API. A failure of ours is logged here, with
@@ -270,6 +280,21 @@ impl McpError {
             _ => {}
         }
         problem
+    }
+}
+
+impl From<EnvelopeError> for McpError {
+    fn from(error: EnvelopeError) -> Self {
+        match error {
+            EnvelopeError::Parse(why) => McpError::Parse(why),
+            EnvelopeError::Invalid(why) => McpError::InvalidRequest(why),
+        }
+    }
+}
+
+impl From<ParamsError> for McpError {
+    fn from(error: ParamsError) -> Self {
+        McpError::InvalidParams(error.0)
     }
 }
 

@@ -11,14 +11,17 @@ use std::time::Duration;
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
 use gating_core::{
-    CallDigest, ConfirmationOutcome, GateDecision, GateMode, GatePolicy, HintSource,
+    CallDigest, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode, GatePolicy,
+    HintSource,
 };
-use serde_json::{Map, Value};
+use mcp_upstream::ModuleError;
+use mcp_upstream::registry::{Registry, ToolEntry};
+use mcp_wire::CallToolParams;
+use mcp_wire::jsonrpc::ErrorObject;
+use serde_json::Value;
 
 use crate::auth::Principal;
 use crate::error::McpError;
-use crate::registry::{Registry, ToolEntry};
-use crate::wire::META_CONFIRMATION_ID;
 
 /// How long one store operation may take before the gate gives up (and fails closed).
 const STORE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,6 +39,9 @@ pub struct Gateway {
 pub enum CallOutcome {
     /// The call is answered: the module's result, or the gate's in-band result.
     Done(Value),
+    /// The module answered the forwarded call with a JSON-RPC error; it reaches the client
+    /// with its code and `data` (`-32042`, URL elicitation required, among them).
+    Upstream(ErrorObject),
     /// The call waits for a person to answer a (pending) confirmation. How to ask depends
     /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
     /// result (`gating_core::held_result`).
@@ -47,24 +53,53 @@ pub enum CallOutcome {
 pub struct PendingConfirmation {
     /// The pending confirmation.
     pub confirmation: Elicitation,
-    /// The call's digest, which the confirmation is bound to.
-    pub digest: CallDigest,
     /// Whether its message shows the arguments in full, so a person may approve it from the
     /// message alone (natively, in their client). If not, only the held result is used.
     pub askable_natively: bool,
 }
 
 impl CallOutcome {
-    /// The result for a client that cannot be asked natively: a pending confirmation
-    /// becomes the held result.
-    pub fn into_result(self) -> Value {
+    /// The answer for a client that cannot be asked natively: a pending confirmation
+    /// becomes the held result; a module's JSON-RPC error is the client's error.
+    pub fn into_result(self) -> Result<Value, McpError> {
         match self {
-            CallOutcome::Done(value) => value,
+            CallOutcome::Done(value) => Ok(value),
+            CallOutcome::Upstream(error) => Err(McpError::Upstream {
+                code: error.code,
+                message: error.message,
+                data: error.data,
+            }),
             CallOutcome::NeedsConfirmation(pending) => {
-                gating_core::held_result(&pending.confirmation)
+                Ok(gating_core::held_result(&pending.confirmation))
             }
         }
     }
+}
+
+/// A call the gate holds for a person's confirmation, classified once: whoever asks the
+/// person (the held result, MRTR, an SSE stream) keeps it across the exchange and resolves
+/// it with the confirmation's id.
+#[derive(Debug, Clone)]
+pub struct GatedCall {
+    /// The tool.
+    pub entry: Arc<ToolEntry>,
+    /// The call as the client made it.
+    pub params: CallToolParams,
+    /// What a confirmation of it must be bound to (tool and argument digest).
+    pub binding: CallBinding,
+    /// What the person is asked.
+    pub message: ConfirmationMessage,
+}
+
+/// What the gate makes of a call before anything is stored or forwarded.
+#[derive(Debug)]
+pub enum Classified {
+    /// Not gated: forwarded as it is.
+    Forward(Arc<ToolEntry>, CallToolParams),
+    /// Denied by policy.
+    Deny(Arc<ToolEntry>),
+    /// Gated: forwarded only with a person's confirmation.
+    Gated(Box<GatedCall>),
 }
 
 /// What the gate did with a call (for the audit trail).
@@ -152,62 +187,88 @@ impl Gateway {
         listed
     }
 
+    /// The tool a call names (`-32602` for one the gateway does not list).
+    pub fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, McpError> {
+        self.registry
+            .lookup(name)
+            .ok_or_else(|| McpError::UnknownTool(name.to_owned()))
+    }
+
+    /// Step one of the gate: which tool, and does the policy forward, deny or gate it. A
+    /// gated call's binding (the digest of its arguments) and message are made here, once.
+    pub fn classify(&self, params: CallToolParams) -> Result<Classified, McpError> {
+        let entry = self.tool(&params.name)?;
+        Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
+            GateDecision::Forward => Classified::Forward(entry, params),
+            GateDecision::Deny => Classified::Deny(entry),
+            GateDecision::Confirm => {
+                let mut params = params;
+                let given = params.arguments.is_some();
+                // Absent arguments are `{}` to the digest and the message.
+                let arguments = Value::Object(params.arguments.take().unwrap_or_default());
+                let binding = CallBinding {
+                    tool: entry.qualified.clone(),
+                    digest: CallDigest::of(&arguments),
+                };
+                let message = gating_core::confirmation_message(&entry.qualified, &arguments);
+                if let (true, Value::Object(arguments)) = (given, arguments) {
+                    params.arguments = Some(arguments);
+                }
+                Classified::Gated(Box::new(GatedCall {
+                    entry,
+                    params,
+                    binding,
+                    message,
+                }))
+            }
+        })
+    }
+
     /// Runs `tools/call` with these params for `principal`. `_meta.confirmation_id` names a
     /// confirmation the caller believes approves this call.
     pub async fn call_tool(
         &self,
         principal: &Principal,
-        params: Map<String, Value>,
+        params: CallToolParams,
     ) -> Result<CallOutcome, McpError> {
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .ok_or_else(|| McpError::InvalidParams("tools/call needs a string `name`".into()))?;
-        let entry = self
-            .registry
-            .lookup(name)
-            .ok_or_else(|| McpError::UnknownTool(name.to_owned()))?;
-        if !matches!(
-            params.get("arguments"),
-            None | Some(Value::Null | Value::Object(_))
-        ) {
-            return Err(McpError::InvalidParams(
-                "`arguments` must be an object".into(),
-            ));
-        }
-        let confirmation_id = params
-            .get("_meta")
-            .and_then(|m| m.get(META_CONFIRMATION_ID))
-            .and_then(Value::as_str)
-            .and_then(|id| id.parse::<ElicitationId>().ok());
-        Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
-            GateDecision::Forward => {
+        let classified = self.classify(params)?;
+        Ok(self.run(principal, classified).await)
+    }
+
+    /// Forwards, denies, or resolves a classified call (a gated one with the
+    /// `_meta.confirmation_id` it carries).
+    pub async fn run(&self, principal: &Principal, classified: Classified) -> CallOutcome {
+        match classified {
+            Classified::Forward(entry, params) => {
                 let forwarded = Audit::Forwarded { gated: false };
-                CallOutcome::Done(
-                    self.forward(principal, &entry, params, forwarded, None)
-                        .await,
-                )
+                self.forward(principal, &entry, params, forwarded, None)
+                    .await
             }
-            GateDecision::Deny => {
+            Classified::Deny(entry) => {
                 audit(principal, &entry, Audit::Rejected("policy_denied"), None);
                 CallOutcome::Done(gating_core::denied_result(&entry.qualified))
             }
-            GateDecision::Confirm => self.gated(principal, &entry, params, confirmation_id).await,
-        })
+            Classified::Gated(call) => {
+                let confirmation = call
+                    .params
+                    .confirmation_id()
+                    .and_then(|id| id.parse::<ElicitationId>().ok());
+                self.resolve(principal, &call, confirmation).await
+            }
+        }
     }
 
-    async fn gated(
+    /// Step two of the gate: what becomes of a gated call given the confirmation the caller
+    /// names (if any) — forwarded once it is consumed, refused, or held (a new confirmation,
+    /// or the same one still pending).
+    pub async fn resolve(
         &self,
         principal: &Principal,
-        entry: &ToolEntry,
-        params: Map<String, Value>,
+        call: &GatedCall,
         confirmation_id: Option<ElicitationId>,
     ) -> CallOutcome {
-        let empty = Value::Object(Map::new());
-        let arguments = params
-            .get("arguments")
-            .filter(|a| !a.is_null())
-            .unwrap_or(&empty);
+        let entry = &*call.entry;
+        let binding = &call.binding;
         let done = CallOutcome::Done;
         if self.require_authenticated_caller && !principal.authenticated {
             audit(
@@ -221,20 +282,14 @@ impl Gateway {
             ));
         }
         let caller = &principal.caller;
-        let binding = CallBinding {
-            tool: entry.qualified.clone(),
-            digest: CallDigest::of(arguments),
-        };
-        let message = gating_core::confirmation_message(&entry.qualified, arguments);
         let pending = |confirmation: Elicitation| {
             CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
                 confirmation,
-                digest: binding.digest,
-                askable_natively: message.shows_all_arguments,
+                askable_natively: call.message.shows_all_arguments,
             }))
         };
         if let Some(id) = confirmation_id {
-            let found = match timed(self.store.confirmation(caller, id, &binding)).await {
+            let found = match timed(self.store.confirmation(caller, id, binding)).await {
                 Ok(found) => found,
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             };
@@ -270,13 +325,18 @@ impl Gateway {
                     }
                     // Approved: forwarded only once the confirmation is consumed.
                     ConfirmationOutcome::Proceed => {
-                        match timed(self.store.consume_confirmation(caller, id, &binding)).await {
+                        match timed(self.store.consume_confirmation(caller, id, binding)).await {
                             Ok(_) => {
                                 let forwarded = Audit::Forwarded { gated: true };
-                                let result = self
-                                    .forward(principal, entry, params, forwarded, Some(id))
+                                return self
+                                    .forward(
+                                        principal,
+                                        entry,
+                                        call.params.clone(),
+                                        forwarded,
+                                        Some(id),
+                                    )
                                     .await;
-                                return done(result);
                             }
                             // Used already, or past its time: ask anew below.
                             Err(StoreError::Transition(_) | StoreError::NotFound { .. }) => {}
@@ -289,8 +349,8 @@ impl Gateway {
         }
         let request = ConfirmationRequest {
             tool: entry.qualified.clone(),
-            arguments: arguments.clone(),
-            message: message.text.clone(),
+            arguments: Value::Object(call.params.arguments.clone().unwrap_or_default()),
+            message: call.message.text.clone(),
             ttl: self.policy.ttl_for(&entry.qualified),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
@@ -345,33 +405,43 @@ impl Gateway {
     }
 
     /// Forwards the call to its module: the params go through untouched but for the tool's
-    /// own name, the gateway's `confirmation_id`, and the downstream hop's protocol `_meta`.
+    /// own name, the gateway's `confirmation_id`, the client's multi round-trip fields and
+    /// the downstream hop's protocol `_meta`.
     async fn forward(
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-        mut upstream: Map<String, Value>,
+        params: CallToolParams,
         event: Audit,
         confirmation: Option<ElicitationId>,
-    ) -> Value {
-        upstream.insert("name".into(), Value::String(entry.original.clone()));
-        // The multi round-trip fields were the gateway's exchange with the client.
-        upstream.remove("requestState");
-        upstream.remove("inputResponses");
-        if let Some(Value::Object(meta)) = upstream.get_mut("_meta") {
-            meta.remove(META_CONFIRMATION_ID);
-            meta.retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
-            if meta.is_empty() {
-                upstream.remove("_meta");
-            }
-        }
+    ) -> CallOutcome {
         audit(principal, entry, event, confirmation);
-        match self.registry.call(entry, Value::Object(upstream)).await {
-            Ok(result) => result,
+        match self
+            .registry
+            .call(entry, params.into_upstream(&entry.original))
+            .await
+        {
+            Ok(result) => CallOutcome::Done(result),
+            Err(ModuleError::Rpc {
+                code,
+                message,
+                data,
+                ..
+            }) => CallOutcome::Upstream(ErrorObject {
+                code,
+                message,
+                data,
+            }),
             Err(err) => {
                 let error_id = crate::error::new_error_id();
                 tracing::warn!(tool = %entry.qualified, %error_id, error = %err, "forwarded call failed");
-                gating_core::upstream_error_result(&err.public_message(&error_id))
+                // A gated tool is listed without its outputSchema; a forwarded one with it.
+                let has_output_schema = matches!(event, Audit::Forwarded { gated: false })
+                    && entry.tool.get("outputSchema").is_some();
+                CallOutcome::Done(gating_core::upstream_error_result(
+                    &err.public_message(&error_id),
+                    has_output_schema,
+                ))
             }
         }
     }

@@ -3,8 +3,9 @@
 //! elicitations, authenticates callers, and forwards tool calls to upstream modules through
 //! the destructive-tool gate.
 //!
-//! It owns the wire (JSON-RPC envelopes, MCP shapes, headers, status codes, SSE framing,
-//! session ids) and the upstream clients. It does not decide what is gated (that is
+//! It is the server side: routing, the two eras, sessions, auth, the REST API, asking the
+//! person, and the gate's pipeline. Wire shapes come from `mcp-wire`; modules and their tool
+//! catalog (the client side) from `mcp-upstream`. It does not decide what is gated (that is
 //! `gating-core`) nor how elicitations change or persist (`elicitation-core`,
 //! `elicitation-store`).
 
@@ -13,16 +14,14 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod gateway;
-pub mod jsonrpc;
-pub mod modules;
-pub mod registry;
+mod legacy;
+mod modern;
+pub mod response;
 pub mod rest;
 pub mod service;
 pub mod sessions;
-pub mod sse;
 pub mod state;
 pub mod streams;
-pub mod wire;
 
 mod serve;
 

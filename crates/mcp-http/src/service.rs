@@ -1,32 +1,30 @@
-//! The HTTP service: `POST/GET/DELETE /mcp` (both protocol eras on one endpoint), the REST API
-//! under `/v1/mcp/elicitations`, and `/healthz`. Origin check, body limit and authentication
-//! happen here, before anything else reads the request.
+//! The HTTP service: routing. `POST/DELETE /mcp` (both protocol eras on one endpoint; the
+//! eras themselves are `legacy` and `modern`), the REST API under `/v1/mcp/elicitations`, and
+//! `/healthz`. Origin and host checks, the body limit and authentication happen here, before
+//! anything else reads the request; then the body is parsed once and dispatched by era.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
-use serde_json::{Map, Value, json};
+use http_body_util::{BodyExt, Limited};
+use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
+use mcp_wire::mcp::{self, BATCH_VERSION, LEGACY_VERSIONS, MODERN_VERSION};
+use mcp_wire::{Era, EraSignals};
+use serde_json::{Value, json};
 
 use crate::ask;
-use crate::auth::{Auth, Principal, SCOPE_TOOLS_CALL};
-use crate::error::{Era, McpError};
-use crate::gateway::{CallOutcome, Gateway};
-use crate::jsonrpc::{self, Message, Request as RpcRequest};
+use crate::auth::{Auth, Principal};
+use crate::error::McpError;
+use crate::gateway::Gateway;
+use crate::response::{self, Surface};
+use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use crate::streams::StreamSlots;
-use crate::wire::{
-    self, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION,
-};
-use crate::{rest, sse};
 
-/// The response body type of the service.
-pub type Body = BoxBody<Bytes, Infallible>;
+pub use crate::body::Body;
 
 /// Limits and checks of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -69,37 +67,29 @@ impl Default for ServiceConfig {
 
 /// The gateway's HTTP service.
 pub struct McpService {
-    gateway: Arc<Gateway>,
-    auth: Auth,
-    sessions: Sessions,
-    config: ServiceConfig,
-    states: RequestStates,
-    answers: Arc<ask::PendingAnswers>,
-    streams: StreamSlots,
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) auth: Auth,
+    pub(crate) sessions: Sessions,
+    pub(crate) config: ServiceConfig,
+    pub(crate) states: RequestStates,
+    pub(crate) answers: Arc<ask::PendingAnswers>,
+    pub(crate) streams: StreamSlots,
 }
 
 /// What a request handler answers with.
-enum Reply {
+pub(crate) enum Reply {
     /// A JSON-RPC result (and, for `initialize`, the new session's id).
     Result(Value, Option<String>),
     /// A response already built (an SSE stream that asks the person).
     Stream(Response<Body>),
 }
 
-fn json_response(status: StatusCode, body: &Value) -> Response<Body> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    Response::builder()
-        .status(status)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(bytes)).boxed())
-        .expect("a static response is valid")
-}
-
-fn empty(status: StatusCode) -> Response<Body> {
-    Response::builder()
-        .status(status)
-        .body(Full::new(Bytes::new()).boxed())
-        .expect("a static response is valid")
+/// Whether a request may be answered with a stream that asks the person (not inside a
+/// batch, whose answers travel together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Streaming {
+    Allowed,
+    NotInBatch,
 }
 
 fn is_loopback_origin(origin: &str) -> bool {
@@ -127,8 +117,8 @@ fn is_loopback_host(name: &str) -> bool {
 
 /// `tools/list` is one page (the gateway issues no `nextCursor`), so any `cursor` is one the
 /// gateway never gave out: `-32602`, as the spec asks for an invalid cursor.
-fn refuse_cursor(params: Option<&Map<String, Value>>) -> Result<(), McpError> {
-    match params.and_then(|p| p.get("cursor")) {
+pub(crate) fn refuse_cursor(cursor: Option<&Value>) -> Result<(), McpError> {
+    match cursor {
         None | Some(Value::Null) => Ok(()),
         Some(_) => Err(McpError::InvalidParams(
             "invalid cursor: this list has a single page".into(),
@@ -136,91 +126,11 @@ fn refuse_cursor(params: Option<&Map<String, Value>>) -> Result<(), McpError> {
     }
 }
 
-/// Headers added to an error response: the auth challenge for 401 and 403.
-fn error_headers(error: &McpError, response: &mut Response<Body>) {
-    let challenge = match error {
-        McpError::Unauthorized {
-            invalid_token: true,
-        } => Some("Bearer realm=\"mcp-gateway\", error=\"invalid_token\"".to_owned()),
-        McpError::Unauthorized {
-            invalid_token: false,
-        } => Some("Bearer realm=\"mcp-gateway\"".to_owned()),
-        McpError::Forbidden { scope } => Some(format!(
-            "Bearer realm=\"mcp-gateway\", error=\"insufficient_scope\", scope=\"{scope}\""
-        )),
-        _ => None,
-    };
-    if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-        response
-            .headers_mut()
-            .insert(header::WWW_AUTHENTICATE, value);
-    }
-    if matches!(error, McpError::MethodNotAllowed) {
-        response
-            .headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
-    }
-}
-
-/// A JSON-RPC error response.
-fn rpc_error(
-    error: &McpError,
-    id: Option<&jsonrpc::RequestId>,
-    era: Option<Era>,
-) -> Response<Body> {
-    let mut response = json_response(error.status(era), &jsonrpc::error(id, error));
-    error_headers(error, &mut response);
-    response
-}
-
-/// A problem+json error response.
-fn problem(error: &McpError) -> Response<Body> {
-    let allow_rest = matches!(error, McpError::MethodNotAllowed);
-    let body = serde_json::to_vec(&error.problem()).unwrap_or_default();
-    let mut response = Response::builder()
-        .status(error.status(None))
-        .header(header::CONTENT_TYPE, "application/problem+json")
-        .body(Full::new(Bytes::from(body)).boxed())
-        .expect("a static response is valid");
-    error_headers(error, &mut response);
-    if allow_rest {
-        response
-            .headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static("GET, POST"));
-    }
-    response
-}
-
-fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
+pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-}
-
-/// Whether the client takes JSON (else it gets a one-event SSE stream).
-fn wants_json(headers: &HeaderMap) -> bool {
-    let accept = header_text(headers, "accept").unwrap_or_default();
-    accept.is_empty()
-        || accept.contains("application/json")
-        || accept.contains("*/*")
-        || !accept.contains("text/event-stream")
-}
-
-/// A JSON-RPC success, as JSON or as SSE according to `Accept`.
-fn rpc_result(headers: &HeaderMap, id: &jsonrpc::RequestId, result: Value) -> Response<Body> {
-    let message = jsonrpc::result(id, result);
-    if wants_json(headers) {
-        return json_response(StatusCode::OK, &message);
-    }
-    let text = serde_json::to_string(&message).unwrap_or_default();
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(Full::new(sse::event(&text)).boxed())
-        .expect("a static response is valid")
 }
 
 impl McpService {
@@ -297,16 +207,16 @@ impl McpService {
         let is_rest = path == rest::PREFIX || path.starts_with(&format!("{}/", rest::PREFIX));
         let fail = |error: McpError| {
             if is_rest {
-                problem(&error)
+                response::error(&error, Surface::Problem)
             } else {
-                rpc_error(&error, None, None)
+                response::rpc_error(&error, None, None)
             }
         };
         if !self.host_allowed(&parts.headers, &parts.uri) {
             return fail(McpError::BadHost);
         }
         if path == "/healthz" {
-            return json_response(StatusCode::OK, &json!({"status": "ok"}));
+            return response::json(StatusCode::OK, &json!({"status": "ok"}));
         }
         if path != "/mcp" && !is_rest {
             return fail(McpError::NotFound);
@@ -343,22 +253,38 @@ impl McpService {
                 body: &bytes,
             };
             return match rest::handle(&self.gateway, &principal, request).await {
-                Ok((status, body)) => json_response(status, &body),
-                Err(e) => problem(&e),
+                Ok((status, body)) => response::json(status, &body),
+                Err(e) => response::error(&e, Surface::Problem),
             };
         }
         match parts.method {
             Method::POST => self.post(&parts.headers, &principal, &bytes).await,
             Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
                 Some(id) => match self.sessions.remove(&id, &principal.caller) {
-                    Ok(()) => empty(StatusCode::OK),
-                    Err(e) => rpc_error(&e, None, Some(Era::Legacy)),
+                    Ok(()) => response::empty(StatusCode::OK),
+                    Err(e) => response::rpc_error(&e, None, Some(Era::Legacy)),
                 },
-                None => rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
+                None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
             },
             // No server-initiated stream (yet): the spec's answer is 405.
-            _ => rpc_error(&McpError::MethodNotAllowed, None, None),
+            _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
         }
+    }
+
+    /// Whether an error whose request id could not be read is written with `"id": null`:
+    /// for clients known to speak a version before 2025-11-25 (their session's, or their
+    /// `MCP-Protocol-Version`).
+    fn null_id(&self, headers: &HeaderMap, principal: &Principal) -> bool {
+        let version = match header_text(headers, "mcp-session-id") {
+            Some(id) => self
+                .sessions
+                .touch(&id, &principal.caller)
+                .ok()
+                .map(|s| s.version.to_owned()),
+            None => None,
+        }
+        .or_else(|| header_text(headers, "mcp-protocol-version"));
+        version.is_some_and(|v| LEGACY_VERSIONS.contains(&v.as_str()) && mcp::null_id_on_errors(&v))
     }
 
     async fn post(
@@ -367,40 +293,133 @@ impl McpService {
         principal: &Principal,
         bytes: &[u8],
     ) -> Response<Body> {
-        let message = match jsonrpc::parse(bytes) {
-            Ok(m) => m,
-            Err((id, e)) => return rpc_error(&e, id.as_ref(), None),
+        let unreadable = |id: Option<jsonrpc::RequestId>, e: jsonrpc::EnvelopeError| {
+            let null_id = self.null_id(headers, principal);
+            response::error(
+                &McpError::from(e),
+                Surface::JsonRpc {
+                    id: ErrorId::new(id.as_ref(), null_id),
+                    era: None,
+                },
+            )
         };
+        match jsonrpc::parse_incoming(bytes) {
+            Err((id, e)) => unreadable(id, e),
+            Ok(Incoming::Single(message)) => self.message(headers, principal, message).await,
+            Ok(Incoming::Batch(items)) => self.batch(headers, principal, items).await,
+        }
+    }
+
+    /// A batch, which only 2025-03-26 sessions may send: each request answered in order
+    /// (a gated call with the held result: no stream), notifications and responses taken.
+    async fn batch(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        items: Vec<Result<Message, jsonrpc::Unreadable>>,
+    ) -> Response<Body> {
+        let null_id = self.null_id(headers, principal);
+        let session = header_text(headers, "mcp-session-id")
+            .and_then(|id| self.sessions.touch(&id, &principal.caller).ok());
+        if session.is_none_or(|s| s.version != BATCH_VERSION) {
+            let error = McpError::InvalidRequest(format!(
+                "JSON-RPC batches are accepted only in {BATCH_VERSION} sessions"
+            ));
+            return response::error(
+                &error,
+                Surface::JsonRpc {
+                    id: ErrorId::new(None, null_id),
+                    era: None,
+                },
+            );
+        }
+        let mut answers: Vec<Vec<u8>> = Vec::new();
+        for item in items {
+            match item {
+                Err((id, e)) => answers.push(jsonrpc::error_bytes(
+                    ErrorId::new(id.as_ref(), true),
+                    &McpError::from(e).to_error_object(),
+                )),
+                Ok(Message::Request(request)) if request.method == "initialize" => {
+                    let error =
+                        McpError::InvalidRequest("initialize must not be part of a batch".into());
+                    answers.push(jsonrpc::error_bytes(
+                        ErrorId::Known(&request.id),
+                        &error.to_error_object(),
+                    ));
+                }
+                Ok(Message::Request(mut request)) => {
+                    let answer = match self
+                        .legacy(headers, principal, &mut request, Streaming::NotInBatch)
+                        .await
+                    {
+                        Ok(Reply::Result(result, _)) => jsonrpc::result_bytes(&request.id, &result),
+                        Ok(Reply::Stream(_)) => jsonrpc::error_bytes(
+                            ErrorId::Known(&request.id),
+                            &McpError::Internal("a stream inside a batch".into()).to_error_object(),
+                        ),
+                        Err(e) => {
+                            jsonrpc::error_bytes(ErrorId::Known(&request.id), &e.to_error_object())
+                        }
+                    };
+                    answers.push(answer);
+                }
+                Ok(other) => {
+                    // Notifications and responses answer nothing; a failure to take one
+                    // is not the batch's answer either.
+                    let _ = self.message(headers, principal, other).await;
+                }
+            }
+        }
+        if answers.is_empty() {
+            return response::empty(StatusCode::ACCEPTED);
+        }
+        let mut body =
+            Vec::with_capacity(answers.iter().map(Vec::len).sum::<usize>() + answers.len() + 1);
+        body.push(b'[');
+        for (i, answer) in answers.iter().enumerate() {
+            if i > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(answer);
+        }
+        body.push(b']');
+        response::rpc_message(headers, body)
+    }
+
+    /// One message.
+    async fn message(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        message: Message,
+    ) -> Response<Body> {
         let mut request = match message {
             Message::Request(request) => request,
             Message::Notification { params, .. } => {
                 // Notifications are accepted (202); in a legacy session the session must exist.
-                if let Some(id) = header_text(headers, "mcp-session-id") {
+                let modern = mcp::meta_version(params.as_ref()).is_some()
+                    || header_text(headers, "mcp-protocol-version").as_deref()
+                        == Some(MODERN_VERSION);
+                if let Some(id) = header_text(headers, "mcp-session-id").filter(|_| !modern) {
                     if let Err(e) = self.sessions.touch(&id, &principal.caller) {
-                        return rpc_error(&e, None, Some(Era::Legacy));
+                        return response::rpc_error(&e, None, Some(Era::Legacy));
                     }
-                } else if params
-                    .as_ref()
-                    .and_then(|p| p.get("_meta"))
-                    .and_then(|m| m.get(META_PROTOCOL_VERSION))
-                    .is_none()
-                    && header_text(headers, "mcp-protocol-version").as_deref()
-                        != Some(MODERN_VERSION)
-                {
-                    return rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
+                } else if !modern {
+                    return response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
                 }
-                return empty(StatusCode::ACCEPTED);
+                return response::empty(StatusCode::ACCEPTED);
             }
             // An answer to a request the gateway sent (elicitation/create on a legacy stream).
             Message::Response { id, outcome } => {
                 let Some(session) = header_text(headers, "mcp-session-id") else {
-                    return rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
+                    return response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
                 };
                 if let Err(e) = self.sessions.touch(&session, &principal.caller) {
-                    return rpc_error(&e, None, Some(Era::Legacy));
+                    return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
                 if let Err(e) = principal.require(crate::auth::SCOPE_RESPOND) {
-                    return rpc_error(&e, None, Some(Era::Legacy));
+                    return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
                 if !self.answers.deliver(&session, &id, outcome) {
                     tracing::debug!(
@@ -408,223 +427,37 @@ impl McpService {
                         "an answer nobody waits for (late, or unknown); ignored"
                     );
                 }
-                return empty(StatusCode::ACCEPTED);
+                return response::empty(StatusCode::ACCEPTED);
             }
         };
-        let modern_meta = request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(META_PROTOCOL_VERSION))
-            .is_some();
-        let header_version = header_text(headers, "mcp-protocol-version");
-        let era = if request.method == "initialize" || headers.contains_key("mcp-session-id") {
-            Era::Legacy
-        } else if modern_meta
-            || header_version
-                .as_deref()
-                .is_some_and(|v| !LEGACY_VERSIONS.contains(&v))
-        {
-            Era::Modern
-        } else {
-            Era::Legacy
-        };
+        let version_header = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
+        let era = EraSignals {
+            initialize: request.method == "initialize",
+            modern_meta: mcp::meta_version(request.params.as_ref()).is_some(),
+            session_header: headers.contains_key("mcp-session-id"),
+            version_header,
+        }
+        .era();
         let outcome = match era {
-            Era::Legacy => self.legacy(headers, principal, &mut request).await,
+            Era::Legacy => {
+                self.legacy(headers, principal, &mut request, Streaming::Allowed)
+                    .await
+            }
             Era::Modern => self.modern(headers, principal, &mut request).await,
         };
         match outcome {
             Ok(Reply::Stream(response)) => response,
             Ok(Reply::Result(result, session)) => {
-                let mut response = rpc_result(headers, &request.id, result);
+                let mut response = response::rpc_result(headers, &request.id, &result);
                 if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
                     response.headers_mut().insert("mcp-session-id", session);
                 }
                 response
             }
-            Err(e) => rpc_error(&e, Some(&request.id), Some(era)),
+            Err(e) => response::rpc_error(&e, Some(&request.id), Some(era)),
         }
-    }
-
-    /// A legacy request: `initialize` opens a session; everything else needs one.
-    async fn legacy(
-        &self,
-        headers: &HeaderMap,
-        principal: &Principal,
-        request: &mut RpcRequest,
-    ) -> Result<Reply, McpError> {
-        if request.method == "initialize" {
-            let params = request.params_object()?;
-            let requested = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    McpError::InvalidParams("initialize needs protocolVersion".into())
-                })?;
-            let version = LEGACY_VERSIONS
-                .iter()
-                .copied()
-                .find(|v| *v == requested)
-                .unwrap_or(LEGACY_VERSIONS[0]);
-            let can_elicit = ask::can_elicit_form(params.get("capabilities"));
-            let session = self
-                .sessions
-                .create(&principal.caller, version, can_elicit)?;
-            return Ok(Reply::Result(
-                wire::initialize_result(version),
-                Some(session),
-            ));
-        }
-        let session_id = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
-        let session = self.sessions.touch(&session_id, &principal.caller)?;
-        if let Some(version) = header_text(headers, "mcp-protocol-version")
-            && !LEGACY_VERSIONS.contains(&version.as_str())
-        {
-            return Err(McpError::InvalidRequest(format!(
-                "unsupported MCP-Protocol-Version {version:?} in a legacy session"
-            )));
-        }
-        let result = match request.method.as_str() {
-            "ping" => json!({}),
-            "tools/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                refuse_cursor(request.params.as_ref().and_then(Value::as_object))?;
-                json!({"tools": self.gateway.list_tools().await})
-            }
-            "tools/call" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params = request.take_params()?;
-                // Only a client that can be asked over the stream needs the params again.
-                let kept =
-                    (session.can_elicit && ask::may_answer(principal)).then(|| params.clone());
-                match self.gateway.call_tool(principal, params).await? {
-                    // Beyond the caller's stream cap, the held result (answered out of band).
-                    CallOutcome::NeedsConfirmation(pending)
-                        if pending.askable_natively
-                            && let Some(params) = kept
-                            && let Some(slot) = self.streams.try_open(&principal.caller) =>
-                    {
-                        let context = ask::StreamContext {
-                            gateway: self.gateway.clone(),
-                            answers: self.answers.clone(),
-                            session: session_id,
-                            version: session.version,
-                            principal: principal.clone(),
-                            request_id: request.id.clone(),
-                            params,
-                        };
-                        return Ok(Reply::Stream(ask::stream_confirmation(
-                            context,
-                            pending.confirmation,
-                            slot,
-                        )));
-                    }
-                    outcome => outcome.into_result(),
-                }
-            }
-            other => return Err(McpError::MethodNotFound(other.to_owned())),
-        };
-        Ok(Reply::Result(result, None))
-    }
-
-    /// A modern request: self-describing `_meta`, headers that must agree with the body.
-    async fn modern(
-        &self,
-        headers: &HeaderMap,
-        principal: &Principal,
-        request: &mut RpcRequest,
-    ) -> Result<Reply, McpError> {
-        let params = request.take_params()?;
-        let meta = params.get("_meta").and_then(Value::as_object);
-        let can_elicit = ask::can_elicit_form(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)))
-            && ask::may_answer(principal);
-        let version = meta
-            .and_then(|m| m.get(META_PROTOCOL_VERSION))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .ok_or_else(|| {
-                McpError::InvalidParams(format!("_meta[\"{META_PROTOCOL_VERSION}\"] is required"))
-            })?;
-        if !meta
-            .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-            .is_some_and(Value::is_object)
-        {
-            return Err(McpError::InvalidParams(format!(
-                "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required"
-            )));
-        }
-        if version != MODERN_VERSION {
-            return Err(McpError::UnsupportedVersion {
-                requested: version,
-                supported: wire::supported_versions(),
-            });
-        }
-        check_modern_headers(headers, request, &params, &version)?;
-        let (result, cacheable) = match request.method.as_str() {
-            "server/discover" => (wire::discover_result(), true),
-            "tools/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                refuse_cursor(Some(&params))?;
-                (json!({"tools": self.gateway.list_tools().await}), true)
-            }
-            "tools/call" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let mrtr = ask::Mrtr {
-                    gateway: &self.gateway,
-                    states: &self.states,
-                };
-                (mrtr.call(principal, params, can_elicit).await?, false)
-            }
-            other => return Err(McpError::MethodNotFound(other.to_owned())),
-        };
-        Ok(Reply::Result(wire::modern_result(result, cacheable), None))
-    }
-}
-
-/// The 2026-07-28 header rules: `MCP-Protocol-Version`, `Mcp-Method` and (for the methods
-/// that name something) `Mcp-Name` must be present and equal to the body's values.
-fn check_modern_headers(
-    headers: &HeaderMap,
-    request: &RpcRequest,
-    params: &Map<String, Value>,
-    version: &str,
-) -> Result<(), McpError> {
-    let mismatch = |what: String| Err(McpError::HeaderMismatch(what));
-    match header_text(headers, "mcp-protocol-version") {
-        Some(v) if v == version => {}
-        Some(v) => {
-            return mismatch(format!(
-                "MCP-Protocol-Version {v:?} differs from _meta's {version:?}"
-            ));
-        }
-        None => return mismatch("MCP-Protocol-Version is required".into()),
-    }
-    match headers
-        .get("mcp-method")
-        .and_then(wire::decode_header_value)
-    {
-        Some(m) if m == request.method => {}
-        Some(m) => {
-            return mismatch(format!(
-                "Mcp-Method {m:?} differs from the body's {:?}",
-                request.method
-            ));
-        }
-        None => return mismatch("Mcp-Method is required".into()),
-    }
-    let named = match request.method.as_str() {
-        "tools/call" | "prompts/get" => params.get("name"),
-        "resources/read" => params.get("uri"),
-        _ => return Ok(()),
-    };
-    let body_name = named.and_then(Value::as_str).unwrap_or_default();
-    match headers.get("mcp-name").map(wire::decode_header_value) {
-        Some(Some(n)) if n == body_name => Ok(()),
-        Some(Some(n)) => mismatch(format!(
-            "Mcp-Name {n:?} differs from the body's {body_name:?}"
-        )),
-        Some(None) => mismatch("Mcp-Name is not a valid header value".into()),
-        None => mismatch("Mcp-Name is required".into()),
     }
 }
 

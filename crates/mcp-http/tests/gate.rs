@@ -21,9 +21,9 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_http::gateway::Gateway;
-use mcp_http::modules::inproc::{InProcessModule, InProcessTool, text_result};
-use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
+use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 

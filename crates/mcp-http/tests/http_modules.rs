@@ -12,11 +12,12 @@ use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_http::auth::{Auth, Principal};
 use mcp_http::gateway::Gateway;
-use mcp_http::modules::demo::demo_module;
-use mcp_http::modules::http::{HttpConfig, HttpModule};
-use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
-use serde_json::{Map, Value, json};
+use mcp_upstream::demo::demo_module;
+use mcp_upstream::http::{HttpConfig, HttpModule};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use mcp_wire::CallToolParams;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn principal() -> Principal {
@@ -26,11 +27,8 @@ fn principal() -> Principal {
     }
 }
 
-fn params(name: &str, arguments: Value) -> Map<String, Value> {
-    json!({"name": name, "arguments": arguments})
-        .as_object()
-        .unwrap()
-        .clone()
+fn params(name: &str, arguments: Value) -> CallToolParams {
+    serde_json::from_value(json!({"name": name, "arguments": arguments})).unwrap()
 }
 
 async fn gateway_over_http(url: String) -> Gateway {
@@ -102,7 +100,8 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(
         listed["structuredContent"]["notes"][0], "buy milk",
         "{listed}"
@@ -119,7 +118,8 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
         )
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert!(
         held["structuredContent"]["elicitation_required"] == true,
         "{held}"
@@ -151,14 +151,16 @@ async fn a_legacy_http_module_gets_the_handshake_and_sse_answers_are_read() {
         .call_tool(&principal(), params("up__shout", json!({"text": "quiet"})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(result["content"][0]["text"], "QUIET", "{result}");
     child.kill().await.unwrap();
     let down = gateway
         .call_tool(&principal(), params("up__shout", json!({"text": "x"})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(
         down["structuredContent"]["upstream_error"], true,
         "a module that is down fails cleanly: {down}"

@@ -14,10 +14,10 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_http::gateway::Gateway;
-use mcp_http::modules::inproc::{InProcessModule, InProcessTool, text_result};
-use mcp_http::registry::{ModuleSpec, Registry};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::state::RequestStates;
+use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
 
 const AGENT: &str = "agent-token";
@@ -1456,7 +1456,7 @@ async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness)
 /// Reads SSE events from a streaming response until `want` of them arrived.
 struct EventReader {
     body: mcp_http::service::Body,
-    parser: mcp_http::sse::Parser,
+    parser: mcp_wire::sse::Parser,
     ready: std::collections::VecDeque<Value>,
 }
 
@@ -1524,7 +1524,7 @@ async fn stream_call(s: &Session<'_>, tool: &str, arguments: Value) -> EventRead
     );
     EventReader {
         body: response.into_body(),
-        parser: mcp_http::sse::Parser::default(),
+        parser: mcp_wire::sse::Parser::default(),
         ready: Default::default(),
     }
 }

@@ -11,9 +11,9 @@ use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_http::auth::Auth;
 use mcp_http::gateway::Gateway;
-use mcp_http::registry::Registry;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::{ServeConfig, serve};
+use mcp_upstream::registry::Registry;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

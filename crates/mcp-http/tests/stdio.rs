@@ -11,9 +11,10 @@ use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_http::auth::Principal;
 use mcp_http::gateway::Gateway;
-use mcp_http::modules::stdio::{StdioConfig, StdioModule};
-use mcp_http::registry::{ModuleSpec, Registry};
-use serde_json::{Map, Value, json};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use mcp_upstream::stdio::{StdioConfig, StdioModule};
+use mcp_wire::CallToolParams;
+use serde_json::{Value, json};
 
 fn principal() -> Principal {
     match mcp_http::auth::Auth::none() {
@@ -57,11 +58,8 @@ async fn crashy() -> (Arc<StdioModule>, Arc<Registry>, Gateway) {
     (module, registry, gateway)
 }
 
-fn params(name: &str, arguments: Value) -> Map<String, Value> {
-    json!({"name": name, "arguments": arguments})
-        .as_object()
-        .unwrap()
-        .clone()
+fn params(name: &str, arguments: Value) -> CallToolParams {
+    serde_json::from_value(json!({"name": name, "arguments": arguments})).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -72,14 +70,16 @@ async fn a_module_that_crashes_mid_call_yields_an_error_result_and_the_gateway_k
         .call_tool(&p, params("crashy__echo", json!({"text": "before"})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(echoed["content"][0]["text"], "before");
 
     let crashed = gateway
         .call_tool(&p, params("crashy__crash", json!({})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(crashed["isError"], true, "{crashed}");
     assert_eq!(crashed["structuredContent"]["upstream_error"], true);
     assert!(
@@ -99,14 +99,16 @@ async fn a_module_that_crashes_mid_call_yields_an_error_result_and_the_gateway_k
         .call_tool(&p, params("crashy__echo", json!({"text": "after"})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(echoed["content"][0]["text"], "after");
-    mcp_http::modules::Module::shutdown(&*module).await;
+    mcp_upstream::Module::shutdown(&*module).await;
     let down = gateway
         .call_tool(&p, params("crashy__echo", json!({"text": "x"})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     assert_eq!(
         down["structuredContent"]["upstream_error"], true,
         "a stopped module fails cleanly: {down}"
@@ -122,7 +124,8 @@ async fn list_changed_from_a_module_refreshes_the_tool_list() {
         .call_tool(&principal(), params("crashy__grow", json!({})))
         .await
         .unwrap()
-        .into_result();
+        .into_result()
+        .unwrap();
     tokio::time::timeout(Duration::from_secs(30), refreshed.recv())
         .await
         .expect("a refresh follows the notification")
@@ -134,5 +137,5 @@ async fn list_changed_from_a_module_refreshes_the_tool_list() {
         .map(|t| t["name"].as_str().unwrap().to_owned())
         .collect();
     assert!(names.contains(&"crashy__extra".to_owned()), "{names:?}");
-    mcp_http::modules::Module::shutdown(&*module).await;
+    mcp_upstream::Module::shutdown(&*module).await;
 }

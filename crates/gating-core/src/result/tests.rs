@@ -69,7 +69,7 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
     let expired = expired_result(id);
     let denied = denied_result("fs__format_disk");
     let unavailable = gate_unavailable_result("the store is down");
-    let upstream = upstream_error_result("module fs is unavailable");
+    let upstream = upstream_error_result("module fs is unavailable", false);
     for r in [&cancelled, &expired, &denied, &unavailable, &upstream] {
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"].get("user_rejected"), None);
@@ -154,4 +154,17 @@ fn characters_that_could_mislead_a_person_are_shown_as_escapes() {
         "plain text, émigré, 日本"
     );
     assert_eq!(visible("line\nbreak\u{7f}"), "line\\u000abreak\\u007f");
+}
+
+#[test]
+fn an_upstream_error_for_a_tool_with_an_output_schema_carries_no_structured_content() {
+    let result = upstream_error_result("module fs is unavailable", true);
+    assert_eq!(result["isError"], true);
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("module fs is unavailable")
+    );
 }

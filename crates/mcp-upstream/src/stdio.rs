@@ -22,9 +22,11 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufRead
 use tokio::process::{Child, Command};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use super::rpc::{self, Pending};
-use super::{Module, ModuleError};
-use crate::jsonrpc::{self, Message};
+use mcp_wire::codes;
+use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, Message};
+
+use crate::rpc::{self, Pending};
+use crate::{Module, ModuleError, ToolCall};
 
 /// The gateway's environment variables every module gets, when they are set: what a program
 /// needs to run and find its tools. `LC_*` are passed on too.
@@ -136,7 +138,11 @@ impl StdioModule {
         }
     }
 
-    async fn request(&self, method: &str, params: Value) -> Result<Value, ModuleError> {
+    async fn request<P: serde::Serialize + Sync>(
+        &self,
+        method: &str,
+        params: &P,
+    ) -> Result<Value, ModuleError> {
         let name = &self.shared.name;
         let stdin = self
             .shared
@@ -157,12 +163,7 @@ impl StdioModule {
             });
         };
         let (id, answer) = self.shared.pending.register();
-        let mut line = serde_json::to_vec(&jsonrpc::request(&id, method, params)).map_err(|e| {
-            ModuleError::Protocol {
-                module: name.clone(),
-                reason: e.to_string(),
-            }
-        })?;
+        let mut line = jsonrpc::request_bytes(&id, method, params);
         line.push(b'\n');
         if stdin.send(line).await.is_err() {
             self.shared.pending.forget(&id);
@@ -192,13 +193,13 @@ impl StdioModule {
 impl Module for StdioModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         rpc::list_all_tools(&self.shared.name, |params| {
-            Box::pin(self.request("tools/list", params))
+            Box::pin(async move { self.request("tools/list", &params).await })
         })
         .await
     }
 
-    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
-        self.request("tools/call", params).await
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+        self.request("tools/call", &call.params).await
     }
 
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
@@ -299,12 +300,7 @@ async fn run_once(
     // The handshake, sent directly (calls are not accepted until it is done).
     let handshake = async {
         let (id, answer) = shared.pending.register();
-        let mut line = serde_json::to_vec(&jsonrpc::request(
-            &id,
-            "initialize",
-            rpc::initialize_params(),
-        ))
-        .unwrap_or_default();
+        let mut line = jsonrpc::request_bytes(&id, "initialize", &rpc::initialize_params());
         line.push(b'\n');
         tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
         let result = tokio::time::timeout(Duration::from_secs(30), answer)
@@ -312,9 +308,7 @@ async fn run_once(
             .map_err(|_| "no answer to initialize within 30 s".to_owned())?
             .map_err(|_| "the process closed during initialize".to_owned())?
             .map_err(|e| e.to_string())?;
-        let mut line =
-            serde_json::to_vec(&jsonrpc::notification("notifications/initialized", None))
-                .unwrap_or_default();
+        let mut line = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
         line.push(b'\n');
         tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
         Ok::<Value, String>(result)
@@ -480,13 +474,16 @@ async fn read_messages(
                 }
             }
             Ok(Message::Request(request)) => {
-                let reply = if request.method == "ping" {
-                    jsonrpc::result(&request.id, json!({}))
+                let mut out = if request.method == "ping" {
+                    jsonrpc::result_bytes(&request.id, &json!({}))
                 } else {
-                    let error = crate::error::McpError::MethodNotFound(request.method.clone());
-                    jsonrpc::error(Some(&request.id), &error)
+                    let error = ErrorObject {
+                        code: codes::METHOD_NOT_FOUND,
+                        message: format!("method not found: {}", request.method),
+                        data: None,
+                    };
+                    jsonrpc::error_bytes(ErrorId::Known(&request.id), &error)
                 };
-                let mut out = serde_json::to_vec(&reply).unwrap_or_default();
                 out.push(b'\n');
                 let _ = stdin.send(out).await;
             }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 
-use super::{Module, ModuleError};
+use crate::{Module, ModuleError, ToolCall};
 
 type Handler = Arc<dyn Fn(&Value) -> Result<Value, String> + Send + Sync>;
 
@@ -58,11 +58,8 @@ impl Module for InProcessModule {
         Ok(self.tools.iter().map(|t| t.tool.clone()).collect())
     }
 
-    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+        let name = call.params.name.as_str();
         let Some(tool) = self
             .tools
             .iter()
@@ -72,11 +69,11 @@ impl Module for InProcessModule {
                 module: self.name.clone(),
                 code: -32602,
                 message: format!("unknown tool {name}"),
+                data: None,
             });
         };
-        let empty = json!({});
-        let arguments = params.get("arguments").unwrap_or(&empty);
-        Ok(match (tool.handler)(arguments) {
+        let arguments = Value::Object(call.params.arguments.unwrap_or_default());
+        Ok(match (tool.handler)(&arguments) {
             Ok(result) => result,
             Err(message) => text_result(&message, true),
         })

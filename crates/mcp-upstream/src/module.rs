@@ -1,15 +1,9 @@
-//! Upstream MCP servers ("modules") behind one trait: child processes over stdio, remote
-//! Streamable HTTP servers, and in-process modules (the demo, test modules).
+//! The [`Module`] trait every upstream MCP server is reached through, and [`ModuleError`].
 
 use async_trait::async_trait;
+use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
 use tokio::sync::broadcast;
-
-pub mod demo;
-pub mod http;
-pub mod inproc;
-mod rpc;
-pub mod stdio;
 
 /// Why a module could not answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -39,6 +33,8 @@ pub enum ModuleError {
         code: i64,
         /// The error message.
         message: String,
+        /// The error's `data`, passed on to the client as it came.
+        data: Option<Value>,
     },
     /// The module did not answer in time.
     #[error("module {module} did not answer within {seconds} s")]
@@ -83,9 +79,8 @@ pub trait Module: Send + Sync + 'static {
     /// The module's tools, as the raw MCP `Tool` objects it sent.
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError>;
 
-    /// Calls a tool. `params` are the `tools/call` params to send, with the module's own
-    /// tool name; the result is the raw `CallToolResult`.
-    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError>;
+    /// Calls a tool; the result is the module's raw `CallToolResult`.
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError>;
 
     /// Fires when the module's tool list may have changed (a `list_changed` notification,
     /// or a restart).
@@ -95,4 +90,14 @@ pub trait Module: Send + Sync + 'static {
 
     /// Stops the module (a child process is terminated).
     async fn shutdown(&self) {}
+}
+
+/// One `tools/call` for a module.
+#[derive(Debug)]
+pub struct ToolCall<'a> {
+    /// The params to send, with the module's own tool name.
+    pub params: CallToolParams,
+    /// The parameters the tool's schema mirrors into `Mcp-Param-*` headers (sent to
+    /// 2026-07-28 modules over HTTP).
+    pub mirrored: &'a [ParamHeader],
 }

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use gating_core::ToolAnnotations;
+use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
 
-use crate::modules::{Module, ModuleError};
+use crate::{Module, ModuleError, ToolCall};
 
 /// How long listing one module may take before it is treated as down.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -44,6 +45,8 @@ pub struct ToolEntry {
     pub annotations: Option<ToolAnnotations>,
     /// Whether the module's annotations are trusted.
     pub trusted: bool,
+    /// The parameters its `inputSchema` mirrors into `Mcp-Param-*` headers.
+    pub mirrored: Vec<ParamHeader>,
 }
 
 /// The configuration cannot work.
@@ -173,6 +176,10 @@ impl Registry {
                 let annotations = tool
                     .get("annotations")
                     .and_then(|a| serde_json::from_value::<ToolAnnotations>(a.clone()).ok());
+                let mirrored = tool
+                    .get("inputSchema")
+                    .map(mcp_wire::headers::param_headers)
+                    .unwrap_or_default();
                 tool.as_object_mut()?
                     .insert("name".into(), Value::String(qualified.clone()));
                 Some(ToolEntry {
@@ -183,6 +190,7 @@ impl Registry {
                     tool,
                     annotations,
                     trusted: spec.trust_annotations,
+                    mirrored,
                 })
             })
             .collect()
@@ -276,8 +284,16 @@ impl Registry {
     }
 
     /// Calls the tool's module with `params` (already carrying the module's tool name).
-    pub async fn call(&self, entry: &ToolEntry, params: Value) -> Result<Value, ModuleError> {
-        self.modules[entry.module].module.call_tool(params).await
+    pub async fn call(
+        &self,
+        entry: &ToolEntry,
+        params: CallToolParams,
+    ) -> Result<Value, ModuleError> {
+        let call = ToolCall {
+            params,
+            mirrored: &entry.mirrored,
+        };
+        self.modules[entry.module].module.call_tool(call).await
     }
 
     /// Stops every module.

@@ -8,14 +8,19 @@ pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 /// One `message` event carrying `data` (a JSON text; newlines are split into `data:` lines).
 pub fn event(data: &str) -> Bytes {
-    let mut out = String::with_capacity(data.len() + 16);
-    out.push_str("event: message\n");
-    for line in data.split('\n') {
-        out.push_str("data: ");
-        out.push_str(line);
-        out.push('\n');
+    event_bytes(data.as_bytes())
+}
+
+/// Like [`event`], for a serialised message.
+pub fn event_bytes(data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 24);
+    out.extend_from_slice(b"event: message\n");
+    for line in data.split(|b| *b == b'\n') {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line);
+        out.push(b'\n');
     }
-    out.push('\n');
+    out.push(b'\n');
     Bytes::from(out)
 }
 

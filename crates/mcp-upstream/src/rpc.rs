@@ -5,23 +5,21 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::ModuleError;
-use crate::jsonrpc::RequestId;
+use mcp_wire::jsonrpc::{ErrorObject, RequestId};
+use mcp_wire::mcp;
+use mcp_wire::tools::ListParams;
+
+use crate::ModuleError;
 
 /// The legacy version the gateway asks modules for.
 pub(crate) const UPSTREAM_LEGACY_VERSION: &str = "2025-11-25";
 
-/// The `initialize` params the gateway sends to a module (it declares no client
-/// capabilities of its own yet).
+/// The `initialize` params the gateway sends to a module.
 pub(crate) fn initialize_params() -> Value {
-    json!({
-        "protocolVersion": UPSTREAM_LEGACY_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")},
-    })
+    mcp::initialize_params(UPSTREAM_LEGACY_VERSION)
 }
 
 type Waiter = oneshot::Sender<Result<Value, ModuleError>>;
@@ -87,15 +85,15 @@ impl Pending {
 pub(crate) fn answer(module: &str, outcome: Result<Value, Value>) -> Result<Value, ModuleError> {
     match outcome {
         Ok(result) => Ok(result),
-        Err(error) => Err(ModuleError::Rpc {
-            module: module.to_owned(),
-            code: error.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-            message: error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("(no message)")
-                .to_owned(),
-        }),
+        Err(error) => {
+            let error = ErrorObject::from_value(error);
+            Err(ModuleError::Rpc {
+                module: module.to_owned(),
+                code: error.code,
+                message: error.message,
+                data: error.data,
+            })
+        }
     }
 }
 
@@ -132,14 +130,14 @@ pub(crate) type InFlight<'a> =
 /// Every page of `tools/list`, through `request(params)`.
 pub(crate) async fn list_all_tools<'a>(
     module: &str,
-    mut request: impl FnMut(Value) -> InFlight<'a> + Send,
+    mut request: impl FnMut(ListParams) -> InFlight<'a> + Send,
 ) -> Result<Vec<Value>, ModuleError> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_LIST_PAGES {
-        let params = match &cursor {
-            Some(c) => json!({"cursor": c}),
-            None => json!({}),
+        let params = ListParams {
+            cursor: cursor.clone().map(Value::String),
+            meta: None,
         };
         let result = request(params).await?;
         let (page, next) = tools_of(module, &result)?;

@@ -12,16 +12,19 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::Mutex;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::rpc;
-use super::{Module, ModuleError};
-use crate::jsonrpc::{self, Message, RequestId};
-use crate::sse;
-use crate::wire::{MODERN_VERSION, encode_header_value, modern_meta};
+use mcp_wire::headers::param_header_values;
+use mcp_wire::jsonrpc::{self, Message, RequestId};
+use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
+use mcp_wire::tools::{ListParams, WithMeta};
+use mcp_wire::{encode_header_value, sse};
+
+use crate::rpc;
+use crate::{Module, ModuleError, ToolCall};
 
 /// Largest answer accepted from a module.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -189,8 +192,9 @@ impl HttpModule {
             return Ok(known);
         }
         let id = self.next_id();
-        let discover =
-            jsonrpc::request_bytes(&id, "server/discover", &json!({"_meta": modern_meta()}));
+        let mut params = ListParams::default();
+        params.add_meta(modern_meta());
+        let discover = jsonrpc::request_bytes(&id, "server/discover", &params);
         let mut headers = HeaderMap::new();
         headers.insert(
             "mcp-protocol-version",
@@ -245,22 +249,21 @@ impl HttpModule {
         if let Ok(v) = HeaderValue::from_str(&version) {
             follow.insert("mcp-protocol-version", v);
         }
-        let initialized =
-            serde_json::to_vec(&jsonrpc::notification("notifications/initialized", None))
-                .unwrap_or_default();
+        let initialized = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
         self.post(initialized, follow, None).await?;
         Ok(Era::Legacy { session, version })
     }
 
     /// Sends a request in the module's era; a legacy session the module forgot (404) is
-    /// re-established once.
-    async fn request(
+    /// re-established once. `name` and `mirrored` are a modern request's `Mcp-Name` and
+    /// `Mcp-Param-*` headers.
+    async fn request<P: WithMeta + Send>(
         &self,
         method: &str,
-        params: Value,
+        mut params: P,
         name: Option<&str>,
+        mirrored: &[(HeaderName, HeaderValue)],
     ) -> Result<Value, ModuleError> {
-        let mut params = params;
         for attempt in 0..2 {
             let era = self.era().await?;
             let id = self.next_id();
@@ -268,14 +271,7 @@ impl HttpModule {
             match &era {
                 Era::Modern => {
                     // Idempotent, so a retry may apply it again.
-                    if let Some(map) = params.as_object_mut() {
-                        let meta = map.entry("_meta").or_insert_with(|| json!({}));
-                        if let Some(meta) = meta.as_object_mut() {
-                            for (k, v) in modern_meta() {
-                                meta.entry(k.clone()).or_insert_with(|| v.clone());
-                            }
-                        }
-                    }
+                    params.add_meta(modern_meta());
                     headers.insert(
                         "mcp-protocol-version",
                         HeaderValue::from_static(MODERN_VERSION),
@@ -286,6 +282,9 @@ impl HttpModule {
                     );
                     if let Some(name) = name {
                         headers.insert("mcp-name", encode_header_value(name));
+                    }
+                    for (header, value) in mirrored {
+                        headers.insert(header.clone(), value.clone());
                     }
                 }
                 Era::Legacy { session, version } => {
@@ -330,17 +329,17 @@ impl HttpModule {
 impl Module for HttpModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         rpc::list_all_tools(&self.config.name, |params| {
-            Box::pin(self.request("tools/list", params, None))
+            Box::pin(self.request("tools/list", params, None, &[]))
         })
         .await
     }
 
-    async fn call_tool(&self, params: Value) -> Result<Value, ModuleError> {
-        let name = params
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let mut result = self.request("tools/call", params, name.as_deref()).await?;
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+        let name = call.params.name.clone();
+        let mirrored = param_header_values(call.mirrored, call.params.arguments.as_ref());
+        let mut result = self
+            .request("tools/call", call.params, Some(&name), &mirrored)
+            .await?;
         // The module's era is the module's business: downstream gets a plain result.
         if let Some(map) = result.as_object_mut() {
             match map.get("resultType").and_then(Value::as_str) {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
-use super::inproc::{InProcessModule, InProcessTool, text_result};
+use crate::inproc::{InProcessModule, InProcessTool, text_result};
 
 /// The demo module with two starter notes.
 pub fn demo_module() -> InProcessModule {

@@ -1,0 +1,108 @@
+//! Legacy requests (2025-11-25, 2025-06-18, 2025-03-26): `initialize` opens a session;
+//! everything else needs one. A gated `tools/call` from a session that can elicit is
+//! answered with a stream that asks the person (`ask::stream_confirmation`).
+
+use http::HeaderMap;
+use mcp_wire::CallToolParams;
+use mcp_wire::jsonrpc::Request;
+use mcp_wire::mcp::{self, LEGACY_VERSIONS};
+use mcp_wire::tools::{ListParams, list_tools_result};
+use serde_json::{Value, json};
+
+use crate::ask;
+use crate::auth::{Principal, SCOPE_TOOLS_CALL};
+use crate::error::McpError;
+use crate::gateway::{CallOutcome, Classified};
+use crate::service::{McpService, Reply, Streaming, header_text, refuse_cursor};
+
+impl McpService {
+    /// A legacy request.
+    pub(crate) async fn legacy(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        request: &mut Request,
+        streaming: Streaming,
+    ) -> Result<Reply, McpError> {
+        if request.method == "initialize" {
+            let params = request.take_params()?;
+            let requested = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    McpError::InvalidParams("initialize needs protocolVersion".into())
+                })?;
+            let version = mcp::negotiate_legacy(requested);
+            let can_elicit = ask::can_elicit_form(params.get("capabilities"));
+            let session = self
+                .sessions
+                .create(&principal.caller, version, can_elicit)?;
+            return Ok(Reply::Result(
+                mcp::initialize_result(version),
+                Some(session),
+            ));
+        }
+        let session_id = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
+        let session = self.sessions.touch(&session_id, &principal.caller)?;
+        if let Some(version) = header_text(headers, "mcp-protocol-version")
+            && !LEGACY_VERSIONS.contains(&version.as_str())
+        {
+            return Err(McpError::InvalidRequest(format!(
+                "unsupported MCP-Protocol-Version {version:?} in a legacy session"
+            )));
+        }
+        let result = match request.method.as_str() {
+            "ping" => json!({}),
+            "tools/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                list_tools_result(self.gateway.list_tools().await)
+            }
+            "tools/call" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: CallToolParams = request.params_as()?;
+                let may_ask = session.can_elicit
+                    && ask::may_answer(principal)
+                    && streaming == Streaming::Allowed;
+                match self.gateway.classify(params)? {
+                    Classified::Gated(call) if may_ask => {
+                        let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
+                        match self.gateway.resolve(principal, &call, named).await {
+                            // Beyond the caller's stream cap, the held result (answered out
+                            // of band).
+                            CallOutcome::NeedsConfirmation(pending)
+                                if pending.askable_natively
+                                    && let Some(slot) =
+                                        self.streams.try_open(&principal.caller) =>
+                            {
+                                let context = ask::StreamContext {
+                                    gateway: self.gateway.clone(),
+                                    answers: self.answers.clone(),
+                                    session: session_id,
+                                    version: session.version,
+                                    principal: principal.clone(),
+                                    request_id: request.id.clone(),
+                                    call,
+                                };
+                                return Ok(Reply::Stream(ask::stream_confirmation(
+                                    context,
+                                    pending.confirmation,
+                                    slot,
+                                )));
+                            }
+                            outcome => outcome.into_result()?,
+                        }
+                    }
+                    classified => self
+                        .gateway
+                        .run(principal, classified)
+                        .await
+                        .into_result()?,
+                }
+            }
+            other => return Err(McpError::MethodNotFound(other.to_owned())),
+        };
+        Ok(Reply::Result(result, None))
+    }
+}

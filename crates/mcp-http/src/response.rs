@@ -1,0 +1,148 @@
+//! Building responses: JSON-RPC results (as JSON or a one-event SSE stream), and the one
+//! mapping of an [`McpError`] to a response on either surface — a JSON-RPC error on `/mcp`,
+//! RFC 9457 problem details on the REST API — with the same status and auth challenge.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use mcp_wire::jsonrpc::{self, ErrorId, RequestId};
+use mcp_wire::{Era, sse};
+use serde::Serialize;
+
+use crate::body::{Body, full};
+use crate::error::McpError;
+
+/// Where an error is answered.
+#[derive(Debug, Clone, Copy)]
+pub enum Surface<'a> {
+    /// `/mcp`: a JSON-RPC error response.
+    JsonRpc {
+        /// The request's id, or how to write an unreadable one.
+        id: ErrorId<'a>,
+        /// The era the request was served in, when known.
+        era: Option<Era>,
+    },
+    /// The REST API: problem details.
+    Problem,
+}
+
+/// The response for `error` on `surface`.
+pub fn error(error: &McpError, surface: Surface<'_>) -> Response<Body> {
+    let (status, content_type, body) = match surface {
+        Surface::JsonRpc { id, era } => (
+            error.status(era),
+            "application/json",
+            jsonrpc::error_bytes(id, &error.to_error_object()),
+        ),
+        Surface::Problem => (
+            error.status(None),
+            "application/problem+json",
+            serde_json::to_vec(&error.problem()).unwrap_or_default(),
+        ),
+    };
+    let mut response = bytes_response(status, content_type, body);
+    let challenge = match error {
+        McpError::Unauthorized {
+            invalid_token: true,
+        } => Some("Bearer realm=\"mcp-gateway\", error=\"invalid_token\"".to_owned()),
+        McpError::Unauthorized {
+            invalid_token: false,
+        } => Some("Bearer realm=\"mcp-gateway\"".to_owned()),
+        McpError::Forbidden { scope } => Some(format!(
+            "Bearer realm=\"mcp-gateway\", error=\"insufficient_scope\", scope=\"{scope}\""
+        )),
+        _ => None,
+    };
+    if let Some(value) = challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
+    }
+    if matches!(error, McpError::MethodNotAllowed) {
+        let allow = match surface {
+            Surface::JsonRpc { .. } => "POST, DELETE",
+            Surface::Problem => "GET, POST",
+        };
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(allow));
+    }
+    response
+}
+
+/// A JSON-RPC error for request `id` (known) in `era`.
+pub fn rpc_error(
+    error_value: &McpError,
+    id: Option<&RequestId>,
+    era: Option<Era>,
+) -> Response<Body> {
+    error(
+        error_value,
+        Surface::JsonRpc {
+            id: ErrorId::new(id, false),
+            era,
+        },
+    )
+}
+
+fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>) -> Response<Body> {
+    let mut response = Response::new(full(body));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// A JSON body.
+pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
+    bytes_response(
+        status,
+        "application/json",
+        serde_json::to_vec(body).unwrap_or_default(),
+    )
+}
+
+/// An empty body.
+pub fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+/// Whether the client takes JSON (else it gets a one-event SSE stream).
+pub fn wants_json(headers: &HeaderMap) -> bool {
+    let accept = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    accept.is_empty()
+        || accept.contains("application/json")
+        || accept.contains("*/*")
+        || !accept.contains("text/event-stream")
+}
+
+/// The headers of an SSE response.
+pub fn sse_response(body: Body) -> Response<Body> {
+    let mut response = Response::new(body);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// A JSON-RPC message (already serialised) as JSON or as SSE according to `Accept`.
+pub fn rpc_message(headers: &HeaderMap, message: Vec<u8>) -> Response<Body> {
+    if wants_json(headers) {
+        return bytes_response(StatusCode::OK, "application/json", message);
+    }
+    sse_response(full(sse::event_bytes(&message)))
+}
+
+/// A JSON-RPC success, serialised once from the borrowed result.
+pub fn rpc_result<T: Serialize>(headers: &HeaderMap, id: &RequestId, result: &T) -> Response<Body> {
+    rpc_message(headers, jsonrpc::result_bytes(id, result))
+}

@@ -1,0 +1,17 @@
+//! The gateway's client side: upstream MCP servers ("modules") behind one trait — child
+//! processes over stdio, remote Streamable HTTP servers (either era), in-process modules
+//! (the demo, test modules) — and the [`registry::Registry`], the catalog of their tools
+//! under `{prefix}__{tool}`.
+//!
+//! It knows nothing of the server side (`mcp-http`): no client sessions, no auth, no gate.
+//! Wire shapes come from `mcp-wire`.
+
+pub mod demo;
+pub mod http;
+pub mod inproc;
+mod module;
+pub mod registry;
+mod rpc;
+pub mod stdio;
+
+pub use module::{Module, ModuleError, ToolCall};

@@ -1,0 +1,246 @@
+//! Protocol versions and eras, the `_meta` keys, and the results the gateway answers with
+//! itself: `initialize`, `server/discover`, and the modern result decoration.
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// The modern (stateless) protocol version.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Legacy versions served with the `initialize` handshake, newest first.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The one legacy version whose sessions may send JSON-RPC batches.
+pub const BATCH_VERSION: &str = "2025-03-26";
+
+/// Every protocol version the gateway serves, newest first: what a `-32022` error's
+/// `data.supported` and `server/discover`'s `supportedVersions` list.
+pub fn supported_versions() -> Vec<&'static str> {
+    std::iter::once(MODERN_VERSION)
+        .chain(LEGACY_VERSIONS.iter().copied())
+        .collect()
+}
+
+/// The legacy version a session runs at when a client asks for `requested`: that version
+/// if served, else the newest (the client then decides whether it can go on).
+pub fn negotiate_legacy(requested: &str) -> &'static str {
+    LEGACY_VERSIONS
+        .iter()
+        .copied()
+        .find(|v| *v == requested)
+        .unwrap_or(LEGACY_VERSIONS[0])
+}
+
+/// Whether a legacy session at `version` writes `"id": null` on an error whose request id
+/// could not be read (JSON-RPC 2.0 asks for it; 2025-11-25 made the field optional).
+pub fn null_id_on_errors(version: &str) -> bool {
+    version < "2025-11-25"
+}
+
+/// Whether `elicitation/create` params carry `"mode"` for a client at `version`.
+pub fn elicitation_has_mode(version: &str) -> bool {
+    version >= "2025-11-25"
+}
+
+/// Which protocol era a request is served in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize` handshake and sessions.
+    Legacy,
+    /// 2026-07-28: stateless, self-describing requests.
+    Modern,
+}
+
+/// What a request says about its era.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EraSignals<'a> {
+    /// The method is `initialize`.
+    pub initialize: bool,
+    /// The params' `_meta` names a protocol version.
+    pub modern_meta: bool,
+    /// An `Mcp-Session-Id` header came with it.
+    pub session_header: bool,
+    /// The `MCP-Protocol-Version` header.
+    pub version_header: Option<&'a str>,
+}
+
+impl EraSignals<'_> {
+    /// The era: `initialize` is legacy; a 2026-07-28 `_meta` is modern, even beside a stale
+    /// session id (the body is authoritative); a session id is legacy; a version header
+    /// that is not a legacy version is modern; anything else is legacy.
+    pub fn era(&self) -> Era {
+        if self.initialize {
+            Era::Legacy
+        } else if self.modern_meta {
+            Era::Modern
+        } else if self.session_header {
+            Era::Legacy
+        } else if self
+            .version_header
+            .is_some_and(|v| !LEGACY_VERSIONS.contains(&v))
+        {
+            Era::Modern
+        } else {
+            Era::Legacy
+        }
+    }
+}
+
+/// `_meta` key: the modern request's protocol version.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key: the modern request's client capabilities.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key: the modern request's client identity.
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key: the server's identity on modern results.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// Prefix of the `_meta` keys that belong to one hop's protocol exchange.
+pub const META_PROTOCOL_PREFIX: &str = "io.modelcontextprotocol/";
+/// `_meta` key on `tools/call`: the id of the confirmation that approves this call.
+pub const META_CONFIRMATION_ID: &str = "confirmation_id";
+
+/// The protocol version a params object's `_meta` names, if any.
+pub fn meta_version(params: Option<&Value>) -> Option<&str> {
+    params?.get("_meta")?.get(META_PROTOCOL_VERSION)?.as_str()
+}
+
+/// An MCP `Implementation` object.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Implementation {
+    /// The name.
+    pub name: &'static str,
+    /// The version.
+    pub version: &'static str,
+}
+
+/// The gateway's own identity, as server and as client.
+pub const GATEWAY: Implementation = Implementation {
+    name: "mcp-gateway",
+    version: env!("CARGO_PKG_VERSION"),
+};
+
+/// The gateway's `Implementation` object.
+pub fn server_info() -> Value {
+    json!(GATEWAY)
+}
+
+fn capabilities() -> Value {
+    json!({"tools": {"listChanged": false}})
+}
+
+const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
+
+/// The `initialize` result for a legacy session at `version`.
+pub fn initialize_result(version: &str) -> Value {
+    json!({
+        "protocolVersion": version,
+        "capabilities": capabilities(),
+        "serverInfo": GATEWAY,
+        "instructions": INSTRUCTIONS,
+    })
+}
+
+/// The `initialize` params the gateway sends to a legacy module at `version` (it declares
+/// no client capabilities of its own yet).
+pub fn initialize_params(version: &str) -> Value {
+    json!({
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": GATEWAY,
+    })
+}
+
+/// The `server/discover` result.
+pub fn discover_result() -> Value {
+    json!({
+        "supportedVersions": supported_versions(),
+        "capabilities": capabilities(),
+        "instructions": INSTRUCTIONS,
+        "ttlMs": 0,
+        "cacheScope": "private",
+    })
+}
+
+/// The `_meta` the gateway puts on modern requests to modules.
+pub fn modern_meta() -> &'static Map<String, Value> {
+    static META: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+        let mut meta = Map::new();
+        meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
+        meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
+        meta.insert(META_CLIENT_INFO.into(), json!(GATEWAY));
+        meta
+    });
+    &META
+}
+
+/// Marks a modern result complete and adds the server's identity; list results also get
+/// caching hints (`ttlMs: 0`, `cacheScope: "private"`: tool lists depend on authorization).
+/// The result is changed in place.
+pub fn modern_result(mut result: Value, cacheable: bool) -> Value {
+    static SERVER_INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(server_info);
+    if let Some(map) = result.as_object_mut() {
+        if !map.contains_key("resultType") {
+            map.insert("resultType".into(), json!("complete"));
+        }
+        let meta = map
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(META_SERVER_INFO.into(), SERVER_INFO.clone());
+        }
+        if cacheable {
+            map.entry("ttlMs").or_insert_with(|| json!(0));
+            map.entry("cacheScope").or_insert_with(|| json!("private"));
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_decides_the_era_before_a_stale_session_header() {
+        let era = |initialize, modern_meta, session_header, version_header| {
+            EraSignals {
+                initialize,
+                modern_meta,
+                session_header,
+                version_header,
+            }
+            .era()
+        };
+        assert_eq!(era(true, true, true, Some(MODERN_VERSION)), Era::Legacy);
+        assert_eq!(era(false, true, true, Some("2025-11-25")), Era::Modern);
+        assert_eq!(era(false, false, true, Some(MODERN_VERSION)), Era::Legacy);
+        assert_eq!(era(false, false, false, Some(MODERN_VERSION)), Era::Modern);
+        assert_eq!(era(false, false, false, Some("2025-06-18")), Era::Legacy);
+        assert_eq!(era(false, false, false, None), Era::Legacy);
+    }
+
+    #[test]
+    fn versions_are_negotiated_and_their_rules_follow_the_version() {
+        assert_eq!(negotiate_legacy("2025-03-26"), "2025-03-26");
+        assert_eq!(negotiate_legacy("1999-01-01"), "2025-11-25");
+        assert!(null_id_on_errors("2025-06-18") && null_id_on_errors("2025-03-26"));
+        assert!(!null_id_on_errors("2025-11-25"));
+        assert!(elicitation_has_mode("2025-11-25") && !elicitation_has_mode("2025-06-18"));
+        assert_eq!(
+            supported_versions(),
+            ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+        );
+    }
+
+    #[test]
+    fn a_modern_result_keeps_the_modules_meta_and_result_type() {
+        let result = modern_result(
+            json!({"content": [], "resultType": "complete", "_meta": {"x": 1}}),
+            false,
+        );
+        assert_eq!(result["_meta"]["x"], 1);
+        assert_eq!(result["_meta"][META_SERVER_INFO]["name"], "mcp-gateway");
+        assert!(result.get("ttlMs").is_none());
+        let listed = modern_result(json!({"tools": []}), true);
+        assert_eq!(listed["resultType"], "complete");
+        assert_eq!(listed["cacheScope"], "private");
+    }
+}

@@ -1,0 +1,219 @@
+//! Typed params and results of the messages the gateway reads or writes itself: `tools/call`,
+//! list requests, `elicitation/create` and its answer, and the multi round-trip
+//! `input_required` result. Fields the gateway does not know are kept (`rest`), so what it
+//! passes on is what it got.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::mcp::{META_CONFIRMATION_ID, META_PROTOCOL_PREFIX};
+
+/// `tools/call` params, both eras.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallToolParams {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments (absent and `null` are the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Map<String, Value>>,
+    /// `_meta`.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
+    /// 2026-07-28 retry: the sealed state of the exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_state: Option<String>,
+    /// 2026-07-28 retry: the answers to the input requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_responses: Option<Map<String, Value>>,
+    /// Every other field, passed on as it came.
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+impl CallToolParams {
+    /// The `_meta.confirmation_id` the caller sent, as text.
+    pub fn confirmation_id(&self) -> Option<&str> {
+        self.meta.as_ref()?.get(META_CONFIRMATION_ID)?.as_str()
+    }
+
+    /// The params for the module that owns the tool: its own tool `name`, without the
+    /// exchange between client and gateway (`requestState`, `inputResponses`, the
+    /// gateway's `confirmation_id`, the hop's protocol `_meta`).
+    pub fn into_upstream(mut self, name: &str) -> CallToolParams {
+        self.name = name.to_owned();
+        self.request_state = None;
+        self.input_responses = None;
+        if let Some(meta) = &mut self.meta {
+            meta.remove(META_CONFIRMATION_ID);
+            meta.retain(|k, _| !k.starts_with(META_PROTOCOL_PREFIX));
+            if meta.is_empty() {
+                self.meta = None;
+            }
+        }
+        self
+    }
+}
+
+/// Params of the list methods, as the gateway reads and sends them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ListParams {
+    /// The page to continue from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<Value>,
+    /// `_meta`.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// Params that carry a `_meta` object (a modern hop adds its protocol keys there).
+pub trait WithMeta: Serialize {
+    /// The `_meta` object, to add keys to.
+    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>>;
+
+    /// Adds the keys of `extra` that `_meta` does not have yet.
+    fn add_meta(&mut self, extra: &Map<String, Value>) {
+        let meta = self.meta_mut().get_or_insert_with(Map::new);
+        for (key, value) in extra {
+            if !meta.contains_key(key) {
+                meta.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+impl WithMeta for ListParams {
+    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>> {
+        &mut self.meta
+    }
+}
+
+impl WithMeta for CallToolParams {
+    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>> {
+        &mut self.meta
+    }
+}
+
+/// The `tools/list` result of one page (no `nextCursor`); the tool objects are moved in.
+pub fn list_tools_result(tools: Vec<Value>) -> Value {
+    let mut result = Map::new();
+    result.insert("tools".into(), Value::Array(tools));
+    Value::Object(result)
+}
+
+/// `elicitation/create` params in form mode.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitFormParams<'a> {
+    /// `"form"`, for clients at 2025-11-25 or later; older ones do not know the field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<&'static str>,
+    /// What the person is asked.
+    pub message: &'a str,
+    /// The schema of the answer.
+    pub requested_schema: &'a Value,
+}
+
+/// A client's answer to `elicitation/create`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ElicitResult {
+    /// `accept`, `decline` or `cancel`.
+    pub action: Value,
+    /// The form's content (with `accept`).
+    #[serde(default)]
+    pub content: Option<Value>,
+}
+
+/// One request inside an `input_required` result.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputRequest<P: Serialize> {
+    /// The method the client is to run, e.g. `elicitation/create`.
+    pub method: &'static str,
+    /// Its params.
+    pub params: P,
+}
+
+/// The 2026-07-28 multi round-trip result: the client answers the requests and retries with
+/// `requestState`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InputRequiredResult<P: Serialize> {
+    /// Always `input_required`.
+    pub result_type: &'static str,
+    /// The requests, by key.
+    pub input_requests: std::collections::BTreeMap<&'static str, InputRequest<P>>,
+    /// The sealed state to send back.
+    pub request_state: String,
+}
+
+impl<P: Serialize> InputRequiredResult<P> {
+    /// A result asking one request under `key`.
+    pub fn one(key: &'static str, request: InputRequest<P>, request_state: String) -> Self {
+        InputRequiredResult {
+            result_type: "input_required",
+            input_requests: [(key, request)].into_iter().collect(),
+            request_state,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn call_params_keep_unknown_fields_and_drop_the_exchange_upstream() {
+        let params: CallToolParams = serde_json::from_value(json!({
+            "name": "fs__delete",
+            "arguments": {"path": "/x"},
+            "_meta": {"confirmation_id": "c", "io.modelcontextprotocol/protocolVersion": "2026-07-28", "progressToken": 7},
+            "requestState": "s",
+            "inputResponses": {"confirm": {}},
+            "task": {"ttl": 1}
+        }))
+        .unwrap();
+        assert_eq!(params.confirmation_id(), Some("c"));
+        let upstream = serde_json::to_value(params.into_upstream("delete")).unwrap();
+        assert_eq!(
+            upstream,
+            json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}, "task": {"ttl": 1}})
+        );
+    }
+
+    #[test]
+    fn call_params_refuse_a_missing_name_and_non_object_arguments() {
+        assert!(serde_json::from_value::<CallToolParams>(json!({"arguments": {}})).is_err());
+        assert!(
+            serde_json::from_value::<CallToolParams>(json!({"name": "t", "arguments": [1]}))
+                .is_err()
+        );
+        let null: CallToolParams =
+            serde_json::from_value(json!({"name": "t", "arguments": null})).unwrap();
+        assert_eq!(null.arguments, None);
+    }
+
+    #[test]
+    fn input_required_has_the_spec_shape() {
+        let schema = json!({"type": "object"});
+        let result = InputRequiredResult::one(
+            "confirm",
+            InputRequest {
+                method: "elicitation/create",
+                params: ElicitFormParams {
+                    mode: Some("form"),
+                    message: "ok?",
+                    requested_schema: &schema,
+                },
+            },
+            "state".into(),
+        );
+        assert_eq!(
+            serde_json::to_value(&result).unwrap(),
+            json!({"resultType": "input_required", "requestState": "state", "inputRequests": {"confirm": {
+                "method": "elicitation/create",
+                "params": {"mode": "form", "message": "ok?", "requestedSchema": {"type": "object"}}}}})
+        );
+    }
+}
