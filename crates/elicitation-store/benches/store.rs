@@ -40,12 +40,12 @@ async fn run_cycles(
             let caller = Caller::new(format!("bench-{w}"), None).expect("valid caller");
             for i in 0..cycles_per_worker {
                 let arguments = json!({"path": format!("/tmp/bench/{w}/{i}")});
-                let request = ConfirmationRequest {
-                    tool: "bench__delete".into(),
-                    message: "Delete it?".into(),
-                    arguments: arguments.clone(),
-                    ttl: time::Duration::minutes(10),
-                };
+                let request = ConfirmationRequest::new(
+                    "bench__delete",
+                    arguments.clone(),
+                    "Delete it?",
+                    time::Duration::minutes(10),
+                );
                 let id = store
                     .create_confirmation(&caller, request)
                     .await

@@ -1,8 +1,135 @@
-//! Lifecycle audit events as structured tracing events (target `audit`). Never payloads.
+//! The audit trail's vocabulary — [`AuditEvent`] and [`RejectReason`], whose labels are the
+//! values the database stores (the migration's `CHECK` list; a test holds them together) —
+//! and lifecycle events as structured tracing events (target `audit`). Never payloads.
 
 use elicitation_core::{CancelReason, ElicitationId, ElicitationType};
 
 use crate::Caller;
+
+/// An event of the audit trail. Its label is the `event` column's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AuditEvent {
+    /// An elicitation was created.
+    ElicitationRequested,
+    /// It was answered validly.
+    ElicitationResponded,
+    /// It was cancelled.
+    ElicitationCancelled,
+    /// It failed validation for good.
+    ElicitationValidationFailed,
+    /// Nobody answered it in time.
+    ElicitationTimeout,
+    /// A gated call was held for a confirmation (a new one, or one still pending).
+    ToolCallHeld,
+    /// A call was forwarded to its module.
+    ToolCallForwarded,
+    /// The gate refused a call.
+    ToolCallRejected,
+}
+
+impl AuditEvent {
+    /// Every event, in the migration's order.
+    pub const ALL: [AuditEvent; 8] = [
+        AuditEvent::ElicitationRequested,
+        AuditEvent::ElicitationResponded,
+        AuditEvent::ElicitationCancelled,
+        AuditEvent::ElicitationValidationFailed,
+        AuditEvent::ElicitationTimeout,
+        AuditEvent::ToolCallHeld,
+        AuditEvent::ToolCallForwarded,
+        AuditEvent::ToolCallRejected,
+    ];
+
+    /// The stored value (also the tracing `event` field).
+    pub const fn label(self) -> &'static str {
+        match self {
+            AuditEvent::ElicitationRequested => "elicitation_requested",
+            AuditEvent::ElicitationResponded => "elicitation_responded",
+            AuditEvent::ElicitationCancelled => "elicitation_cancelled",
+            AuditEvent::ElicitationValidationFailed => "elicitation_validation_failed",
+            AuditEvent::ElicitationTimeout => "elicitation_timeout",
+            AuditEvent::ToolCallHeld => "tool_call_held",
+            AuditEvent::ToolCallForwarded => "tool_call_forwarded",
+            AuditEvent::ToolCallRejected => "tool_call_rejected",
+        }
+    }
+}
+
+/// Why the gate refused a call (`detail.reason` of a `tool_call_rejected` row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The operator's policy denies the tool.
+    PolicyDenied,
+    /// The person declined.
+    UserRejected,
+    /// The confirmation was cancelled.
+    ConfirmationCancelled,
+    /// The confirmation expired unanswered.
+    ConfirmationExpired,
+    /// The caller has as many confirmations pending as allowed.
+    PendingLimit,
+    /// The caller holds as many confirmations as the store keeps for one caller.
+    CallerFull,
+    /// The store failed or did not answer: the gate failed closed.
+    StoreError,
+    /// The store keeps confirmations only for authenticated callers.
+    NoAuthenticatedCaller,
+}
+
+impl RejectReason {
+    /// Every reason.
+    pub const ALL: [RejectReason; 8] = [
+        RejectReason::PolicyDenied,
+        RejectReason::UserRejected,
+        RejectReason::ConfirmationCancelled,
+        RejectReason::ConfirmationExpired,
+        RejectReason::PendingLimit,
+        RejectReason::CallerFull,
+        RejectReason::StoreError,
+        RejectReason::NoAuthenticatedCaller,
+    ];
+
+    /// The stored value.
+    pub const fn label(self) -> &'static str {
+        match self {
+            RejectReason::PolicyDenied => "policy_denied",
+            RejectReason::UserRejected => "user_rejected",
+            RejectReason::ConfirmationCancelled => "confirmation_cancelled",
+            RejectReason::ConfirmationExpired => "confirmation_expired",
+            RejectReason::PendingLimit => "pending_limit",
+            RejectReason::CallerFull => "caller_full",
+            RejectReason::StoreError => "store_error",
+            RejectReason::NoAuthenticatedCaller => "no_authenticated_caller",
+        }
+    }
+}
+
+/// What the gate did with a call, for the store's audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GateRecord {
+    /// Held for a confirmation.
+    Held,
+    /// Refused.
+    Rejected(RejectReason),
+}
+
+impl GateRecord {
+    /// The audit event.
+    pub const fn event(self) -> AuditEvent {
+        match self {
+            GateRecord::Held => AuditEvent::ToolCallHeld,
+            GateRecord::Rejected(_) => AuditEvent::ToolCallRejected,
+        }
+    }
+
+    /// The refusal's reason, if it is one.
+    pub const fn reason(self) -> Option<RejectReason> {
+        match self {
+            GateRecord::Held => None,
+            GateRecord::Rejected(reason) => Some(reason),
+        }
+    }
+}
 
 /// A lifecycle event of an elicitation.
 #[derive(Debug, Clone, Copy)]
@@ -17,12 +144,13 @@ pub(crate) enum Event {
 impl Event {
     fn name(self) -> &'static str {
         match self {
-            Event::Requested(_) => "elicitation_requested",
-            Event::Responded => "elicitation_responded",
-            Event::Cancelled(_) => "elicitation_cancelled",
-            Event::ValidationFailed => "elicitation_validation_failed",
-            Event::Timeout => "elicitation_timeout",
+            Event::Requested(_) => AuditEvent::ElicitationRequested,
+            Event::Responded => AuditEvent::ElicitationResponded,
+            Event::Cancelled(_) => AuditEvent::ElicitationCancelled,
+            Event::ValidationFailed => AuditEvent::ElicitationValidationFailed,
+            Event::Timeout => AuditEvent::ElicitationTimeout,
         }
+        .label()
     }
 }
 
@@ -45,4 +173,65 @@ pub(crate) fn emit(event: Event, caller: &Caller, id: ElicitationId, tool: Optio
         kind,
         reason,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values of `event IN (...)` in the migration that creates the audit table.
+    fn check_list() -> Vec<String> {
+        let migration = include_str!("../../../migrations/V1__mcp_elicitations.sql");
+        let start = migration
+            .find("event          text NOT NULL CHECK (event IN (")
+            .expect("the audit table's event CHECK");
+        let list = &migration[start..];
+        let list = &list[list.find("IN (").unwrap_or(0) + 4..list.find("))").unwrap_or(0)];
+        list.split(',')
+            .map(|v| v.trim().trim_matches('\'').to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn audit_event_labels_are_exactly_the_migrations_check_list() {
+        let labels: Vec<String> = AuditEvent::ALL
+            .iter()
+            .map(|e| e.label().to_owned())
+            .collect();
+        assert_eq!(labels, check_list());
+    }
+
+    #[test]
+    fn every_event_the_sql_writes_is_an_audit_event() {
+        let labels: Vec<&str> = AuditEvent::ALL.iter().map(|e| e.label()).collect();
+        for statement in crate::postgres::sql::ALL {
+            let mut rest = *statement;
+            while let Some(at) = rest
+                .find("'elicitation_")
+                .or_else(|| rest.find("'tool_call_"))
+            {
+                let value = &rest[at + 1..];
+                let end = value.find('\'').unwrap_or(value.len());
+                assert!(
+                    labels.contains(&&value[..end]),
+                    "{} in {statement}",
+                    &value[..end]
+                );
+                rest = &value[end..];
+            }
+        }
+    }
+
+    #[test]
+    fn reject_reasons_have_distinct_snake_case_labels() {
+        let mut labels: Vec<&str> = RejectReason::ALL.iter().map(|r| r.label()).collect();
+        assert!(
+            labels
+                .iter()
+                .all(|l| l.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        );
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), RejectReason::ALL.len());
+    }
 }

@@ -84,12 +84,12 @@ fn bob() -> Caller {
 }
 
 fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
-    ConfirmationRequest {
-        tool: tool.to_owned(),
-        message: gating_core::confirmation_prompt(tool),
+    ConfirmationRequest::new(
+        tool.to_owned(),
         arguments,
-        ttl: Duration::minutes(10),
-    }
+        gating_core::confirmation_prompt(tool),
+        Duration::minutes(10),
+    )
 }
 
 fn binding(tool: &str, arguments: &Value) -> CallBinding {

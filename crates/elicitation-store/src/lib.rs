@@ -28,6 +28,7 @@ mod conformance;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
+pub use audit::{AuditEvent, GateRecord, RejectReason};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
@@ -37,6 +38,6 @@ pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
-    Listed, MAX_LIST_LIMIT, MIN_TTL, StoredElicitation, Unreadable,
+    Listed, MAX_LIST_LIMIT, MIN_TTL, Redeemed, StoredElicitation, Unreadable,
 };
 pub use sweeper::sweep;

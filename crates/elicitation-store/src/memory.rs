@@ -17,7 +17,7 @@ use crate::audit::{self, Event};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, Listed, StoreError, StoredElicitation, SystemClock,
+    HeldCall, ListQuery, Listed, Redeemed, StoreError, StoredElicitation, SystemClock,
 };
 
 /// Limits of the memory store, by count and by bytes, per caller and in all.
@@ -539,19 +539,22 @@ impl ElicitationStore for MemoryStore {
         }
     }
 
-    async fn consume_confirmation(
+    async fn redeem_confirmation(
         &self,
         caller: &Caller,
         id: ElicitationId,
         binding: &CallBinding,
-    ) -> Result<Elicitation, StoreError> {
+    ) -> Result<Redeemed, StoreError> {
         let now = self.clock.now();
         self.with_entry(caller, id, |entry| {
             if !entry.bound_to(binding) {
                 return Err(StoreError::NotFound { id });
             }
-            entry.elicitation.consume(now)?;
-            Ok(entry.elicitation.clone())
+            let redeemed = Redeemed::decide(as_seen(entry.elicitation.clone(), now), now);
+            if let Redeemed::Consumed(consumed) = &redeemed {
+                entry.elicitation = consumed.clone();
+            }
+            Ok(redeemed)
         })?
     }
 

@@ -27,17 +27,17 @@ use tokio::sync::broadcast;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use crate::audit::{self, Event};
+use crate::audit::{self, Event, GateRecord, RejectReason};
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, Listed, StoreError, StoredElicitation, SystemClock, Unreadable,
+    HeldCall, ListQuery, Listed, Redeemed, StoreError, StoredElicitation, SystemClock, Unreadable,
 };
 
 mod listen;
 mod row;
-mod sql;
+pub(crate) mod sql;
 
 use row::{MESSAGE, REQUEST, RESPONSE, decode};
 
@@ -592,17 +592,17 @@ impl ElicitationStore for PostgresStore {
             .transpose()
     }
 
-    async fn consume_confirmation(
+    async fn redeem_confirmation(
         &self,
         caller: &Caller,
         id: ElicitationId,
         binding: &CallBinding,
-    ) -> Result<Elicitation, StoreError> {
+    ) -> Result<Redeemed, StoreError> {
         let now = self.now();
         let rows = self
             .scoped(
                 caller,
-                sql::CONSUME,
+                sql::REDEEM,
                 &[
                     id.as_uuid(),
                     &caller.subject_id(),
@@ -613,26 +613,34 @@ impl ElicitationStore for PostgresStore {
                 ],
             )
             .await?;
-        if let Some(row) = rows.first() {
+        let row = rows.first().ok_or(StoreError::NotFound { id })?;
+        let consumed: bool = row.try_get("consumed").map_err(|e| StoreError::Corrupt {
+            id,
+            reason: e.to_string(),
+        })?;
+        let current = decode(row, &self.keys)?.elicitation;
+        if consumed {
             // The plain `confirmed` column chose the row; the sealed response must agree, so
             // a tampered column never authorises a call.
-            let consumed = decode(row, &self.keys)?.elicitation;
-            if consumed.confirmation_state() != Some(true) {
+            if current.confirmation_state() != Some(true) {
                 return Err(StoreError::Corrupt {
                     id,
                     reason: "the sealed response does not approve this call".into(),
                 });
             }
-            return Ok(consumed);
+            return Ok(Redeemed::Consumed(current));
         }
-        let mut current = self
-            .confirmation(caller, id, binding)
-            .await?
-            .ok_or(StoreError::NotFound { id })?;
-        current.consume(now)?;
-        Err(StoreError::Transition(TransitionError::AlreadyConsumed {
-            id,
-        }))
+        Ok(match Redeemed::decide(as_seen(current, now), now) {
+            refused @ Redeemed::Refused { .. } => refused,
+            // Usable as read, but another redemption consumed it first.
+            Redeemed::Consumed(_) => {
+                let current = decode(row, &self.keys)?.elicitation;
+                Redeemed::Refused {
+                    current: as_seen(current, now),
+                    why: TransitionError::AlreadyConsumed { id },
+                }
+            }
+        })
     }
 
     async fn wait_for_change(
@@ -655,22 +663,26 @@ impl ElicitationStore for PostgresStore {
         .await
     }
 
-    async fn record_rejection(
+    async fn record_gate(
         &self,
         caller: &Caller,
-        id: ElicitationId,
+        elicitation: Option<ElicitationId>,
         tool: &str,
-        reason: &str,
+        record: GateRecord,
     ) -> Result<(), StoreError> {
         let now = self.now();
+        let elicitation = elicitation.map(|id| *id.as_uuid());
+        let event = record.event().label();
+        let reason = record.reason().map(RejectReason::label);
         self.scoped(
             caller,
-            sql::RECORD_REJECTION,
+            sql::RECORD_GATE,
             &[
-                id.as_uuid(),
+                &elicitation,
                 &caller.subject_id(),
                 &tenant_param(caller),
                 &tool,
+                &event,
                 &reason,
                 &now,
             ],

@@ -3,13 +3,14 @@
 use async_trait::async_trait;
 use elicitation_core::{
     Answer, AnswerOutcome, CancelReason, Elicitation, ElicitationId, ElicitationSpec,
-    ElicitationStatus, RespondOutcome,
+    ElicitationStatus, RespondOutcome, TransitionError,
 };
 use gating_core::CallDigest;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
+use crate::audit::GateRecord;
 use crate::{Caller, StoreError};
 
 /// Most rows one `list` returns, whatever the caller asks for.
@@ -28,9 +29,10 @@ pub struct CallBinding {
 /// A request to hold a tool call for a person's confirmation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfirmationRequest {
-    /// The qualified tool name.
-    pub tool: String,
-    /// The call's arguments. Stored sealed; their digest is the binding.
+    /// The call the confirmation is bound to: the qualified tool name and the digest of
+    /// `arguments` (computed once, by whoever classified the call, or by [`Self::new`]).
+    pub binding: CallBinding,
+    /// The call's arguments. Stored sealed.
     pub arguments: Value,
     /// The prompt shown to the person.
     pub message: String,
@@ -39,11 +41,48 @@ pub struct ConfirmationRequest {
 }
 
 impl ConfirmationRequest {
-    /// The binding this request creates.
-    pub fn binding(&self) -> CallBinding {
-        CallBinding {
-            tool: self.tool.clone(),
-            digest: CallDigest::of(&self.arguments),
+    /// A request for a call to `tool` with `arguments`, digesting them.
+    pub fn new(
+        tool: impl Into<String>,
+        arguments: Value,
+        message: impl Into<String>,
+        ttl: Duration,
+    ) -> Self {
+        ConfirmationRequest {
+            binding: CallBinding {
+                tool: tool.into(),
+                digest: CallDigest::of(&arguments),
+            },
+            arguments,
+            message: message.into(),
+            ttl,
+        }
+    }
+}
+
+/// What became of redeeming a confirmation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Redeemed {
+    /// Consumed now: the call it approves may be forwarded, once.
+    Consumed(Elicitation),
+    /// Not consumed: the confirmation as it is now, and why it could not be used (not
+    /// answered, declined, used already, expired).
+    Refused {
+        /// The confirmation as read (a pending one past its expiry reads as expired).
+        current: Elicitation,
+        /// Why it could not be consumed.
+        why: TransitionError,
+    },
+}
+
+impl Redeemed {
+    /// Consumes `current` (a copy of the stored record, as seen at `now`) or says why not;
+    /// `Ok` means the caller is to store the consumed record.
+    pub(crate) fn decide(current: Elicitation, now: OffsetDateTime) -> Redeemed {
+        let mut consumed = current.clone();
+        match consumed.consume(now) {
+            Ok(()) => Redeemed::Consumed(consumed),
+            Err(why) => Redeemed::Refused { current, why },
         }
     }
 }
@@ -174,14 +213,33 @@ pub trait ElicitationStore: Send + Sync + 'static {
         binding: &CallBinding,
     ) -> Result<Option<Elicitation>, StoreError>;
 
+    /// Redeems the caller's confirmation `id` for the call `binding` names, in one step (one
+    /// statement, one round trip in Postgres): if it is answered, approved, unexpired and
+    /// unused it is consumed — of any number of concurrent attempts, one succeeds — and
+    /// otherwise it comes back as it is, with why it could not be used, so the gate decides
+    /// the answer from it. `NotFound` when it is missing, another caller's, not a
+    /// confirmation, or bound to another call.
+    async fn redeem_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Redeemed, StoreError>;
+
     /// Uses an approved, unexpired, unused confirmation bound to exactly `binding` to
-    /// authorise one call. Atomic: of any number of concurrent attempts, one succeeds.
+    /// authorise one call ([`ElicitationStore::redeem_confirmation`], with a refusal as the
+    /// error).
     async fn consume_confirmation(
         &self,
         caller: &Caller,
         id: ElicitationId,
         binding: &CallBinding,
-    ) -> Result<Elicitation, StoreError>;
+    ) -> Result<Elicitation, StoreError> {
+        match self.redeem_confirmation(caller, id, binding).await? {
+            Redeemed::Consumed(consumed) => Ok(consumed),
+            Redeemed::Refused { why, .. } => Err(StoreError::Transition(why)),
+        }
+    }
 
     /// Waits until the elicitation is no longer pending, or until `deadline`, and returns
     /// it as it then is.
@@ -197,17 +255,18 @@ pub trait ElicitationStore: Send + Sync + 'static {
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError>;
 
     /// Records in the store's own audit trail (the Postgres table; the memory store keeps
-    /// none beyond the log) that the gate refused a gated call on the strength of
-    /// confirmation `id` (declined, cancelled or expired). Holds and forwards are recorded by
-    /// `create_confirmation` and `consume_confirmation` themselves.
-    async fn record_rejection(
+    /// none beyond the log) what the gate did with a call to `tool`: a refusal (with the
+    /// confirmation it was about, if any), or a hold on a confirmation still pending. New
+    /// holds and forwards are recorded by `create_confirmation` and `redeem_confirmation`
+    /// themselves, in the same statement.
+    async fn record_gate(
         &self,
         caller: &Caller,
-        id: ElicitationId,
+        elicitation: Option<ElicitationId>,
         tool: &str,
-        reason: &str,
+        record: GateRecord,
     ) -> Result<(), StoreError> {
-        let _ = (caller, id, tool, reason);
+        let _ = (caller, elicitation, tool, record);
         Ok(())
     }
 
@@ -288,10 +347,9 @@ impl ConfirmationRequest {
     ) -> Result<StoredElicitation, StoreError> {
         let spec = ElicitationSpec::confirmation(self.message)?;
         let elicitation = new_elicitation(rng, spec, now, self.ttl)?;
-        let digest = CallDigest::of(&self.arguments);
         let call = HeldCall {
-            tool: self.tool,
-            digest,
+            tool: self.binding.tool,
+            digest: self.binding.digest,
             arguments: self.arguments,
         };
         Ok(StoredElicitation {

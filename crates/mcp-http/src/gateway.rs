@@ -9,7 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
-use elicitation_store::{CallBinding, ConfirmationRequest, ElicitationStore, StoreError};
+use elicitation_store::{
+    CallBinding, ConfirmationRequest, ElicitationStore, GateRecord, Redeemed, RejectReason,
+    StoreError,
+};
 use gating_core::{
     CallDigest, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode, GatePolicy,
     HintSource,
@@ -245,7 +248,8 @@ impl Gateway {
                     .await
             }
             Classified::Deny(entry) => {
-                audit(principal, &entry, Audit::Rejected("policy_denied"), None);
+                self.refused(principal, &entry, RejectReason::PolicyDenied, None)
+                    .await;
                 CallOutcome::Done(gating_core::denied_result(&entry.qualified))
             }
             Classified::Gated(call) => {
@@ -260,7 +264,9 @@ impl Gateway {
 
     /// Step two of the gate: what becomes of a gated call given the confirmation the caller
     /// names (if any) — forwarded once it is consumed, refused, or held (a new confirmation,
-    /// or the same one still pending).
+    /// or the same one still pending). The named confirmation is redeemed in one store
+    /// operation; on refusal the store returns it as it is and `gating_core::evaluate`
+    /// decides the answer.
     pub async fn resolve(
         &self,
         principal: &Principal,
@@ -271,12 +277,8 @@ impl Gateway {
         let binding = &call.binding;
         let done = CallOutcome::Done;
         if self.require_authenticated_caller && !principal.authenticated {
-            audit(
-                principal,
-                entry,
-                Audit::Rejected("no_authenticated_caller"),
-                None,
-            );
+            self.refused(principal, entry, RejectReason::NoAuthenticatedCaller, None)
+                .await;
             return done(gating_core::gate_unavailable_result(
                 "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
             ));
@@ -289,66 +291,58 @@ impl Gateway {
             }))
         };
         if let Some(id) = confirmation_id {
-            let found = match timed(self.store.confirmation(caller, id, binding)).await {
-                Ok(found) => found,
-                Err(e) => return done(self.fail_closed(principal, entry, &e)),
-            };
-            if let Some(confirmation) = found {
-                // The seed's truth table decides an answered confirmation; the statuses that
-                // are not answers (pending, cancelled, expired, failed) are handled around it.
-                let outcome = match confirmation.status {
-                    // Not answered yet: the same confirmation again, no new elicitation.
-                    ElicitationStatus::Pending => {
-                        audit(principal, entry, Audit::Held, Some(id));
-                        return pending(confirmation);
-                    }
-                    ElicitationStatus::Cancelled => {
-                        self.rejected(principal, entry, "confirmation_cancelled", id)
-                            .await;
-                        return done(gating_core::cancelled_result(id));
-                    }
-                    ElicitationStatus::Expired => {
-                        self.rejected(principal, entry, "confirmation_expired", id)
-                            .await;
-                        return done(gating_core::expired_result(id));
-                    }
-                    ElicitationStatus::Responded => {
-                        gating_core::evaluate(true, confirmation.confirmation_state())
-                    }
-                    // Failed validation: ask anew.
-                    ElicitationStatus::ValidationFailed => ConfirmationOutcome::NeedsConfirmation,
-                };
-                match outcome {
-                    ConfirmationOutcome::Declined => {
-                        self.rejected(principal, entry, "user_rejected", id).await;
+            match timed(self.store.redeem_confirmation(caller, id, binding)).await {
+                // Approved, and consumed now: forwarded, once.
+                Ok(Redeemed::Consumed(_)) => {
+                    let forwarded = Audit::Forwarded { gated: true };
+                    return self
+                        .forward(principal, entry, call.params.clone(), forwarded, Some(id))
+                        .await;
+                }
+                Ok(Redeemed::Refused { current, .. }) => {
+                    // The seed's truth table decides an answered confirmation; the statuses
+                    // that are not answers (pending, cancelled, expired, failed) are handled
+                    // around it.
+                    let outcome = match current.status {
+                        // Not answered yet: the same confirmation again, no new elicitation.
+                        ElicitationStatus::Pending => {
+                            self.record(principal, entry, GateRecord::Held, Some(id))
+                                .await;
+                            return pending(current);
+                        }
+                        ElicitationStatus::Cancelled => {
+                            let reason = RejectReason::ConfirmationCancelled;
+                            self.refused(principal, entry, reason, Some(id)).await;
+                            return done(gating_core::cancelled_result(id));
+                        }
+                        ElicitationStatus::Expired => {
+                            let reason = RejectReason::ConfirmationExpired;
+                            self.refused(principal, entry, reason, Some(id)).await;
+                            return done(gating_core::expired_result(id));
+                        }
+                        ElicitationStatus::Responded => {
+                            gating_core::evaluate(true, current.confirmation_state())
+                        }
+                        // Failed validation: ask anew.
+                        ElicitationStatus::ValidationFailed => {
+                            ConfirmationOutcome::NeedsConfirmation
+                        }
+                    };
+                    if outcome == ConfirmationOutcome::Declined {
+                        let reason = RejectReason::UserRejected;
+                        self.refused(principal, entry, reason, Some(id)).await;
                         return done(gating_core::user_rejected_result());
                     }
-                    // Approved: forwarded only once the confirmation is consumed.
-                    ConfirmationOutcome::Proceed => {
-                        match timed(self.store.consume_confirmation(caller, id, binding)).await {
-                            Ok(_) => {
-                                let forwarded = Audit::Forwarded { gated: true };
-                                return self
-                                    .forward(
-                                        principal,
-                                        entry,
-                                        call.params.clone(),
-                                        forwarded,
-                                        Some(id),
-                                    )
-                                    .await;
-                            }
-                            // Used already, or past its time: ask anew below.
-                            Err(StoreError::Transition(_) | StoreError::NotFound { .. }) => {}
-                            Err(e) => return done(self.fail_closed(principal, entry, &e)),
-                        }
-                    }
-                    ConfirmationOutcome::NeedsConfirmation => {}
+                    // Approved but used already (or expired after the answer), or failed:
+                    // ask anew below.
                 }
+                // Not this caller's confirmation of this call: ask anew below.
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
         }
         let request = ConfirmationRequest {
-            tool: entry.qualified.clone(),
+            binding: binding.clone(),
             arguments: Value::Object(call.params.arguments.clone().unwrap_or_default()),
             message: call.message.text.clone(),
             ttl: self.policy.ttl_for(&entry.qualified),
@@ -359,13 +353,15 @@ impl Gateway {
                 pending(stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
-                audit(principal, entry, Audit::Rejected("pending_limit"), None);
+                self.refused(principal, entry, RejectReason::PendingLimit, None)
+                    .await;
                 done(gating_core::gate_unavailable_result(&format!(
                     "this caller already has {limit} confirmations waiting; answer or cancel some first"
                 )))
             }
             Err(StoreError::CallerFull { .. }) => {
-                audit(principal, entry, Audit::Rejected("caller_full"), None);
+                self.refused(principal, entry, RejectReason::CallerFull, None)
+                    .await;
                 done(gating_core::gate_unavailable_result(
                     "this caller holds as many confirmations as the gateway keeps for one caller; answer or cancel some first",
                 ))
@@ -374,31 +370,62 @@ impl Gateway {
         }
     }
 
-    /// A refusal on the strength of confirmation `id`: logged, and recorded in the store's
-    /// audit trail (a failure to record is logged; the call is refused either way).
-    async fn rejected(
+    async fn refused(
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-        reason: &'static str,
-        id: ElicitationId,
+        reason: RejectReason,
+        id: Option<ElicitationId>,
     ) {
-        audit(principal, entry, Audit::Rejected(reason), Some(id));
+        self.record(principal, entry, GateRecord::Rejected(reason), id)
+            .await;
+    }
+
+    /// What the gate did, logged and recorded in the store's audit trail (a failure to
+    /// record is logged; the answer is the same either way).
+    async fn record(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        record: GateRecord,
+        id: Option<ElicitationId>,
+    ) {
+        let event = match record {
+            GateRecord::Held => Audit::Held,
+            GateRecord::Rejected(reason) => Audit::Rejected(reason.label()),
+        };
+        audit(principal, entry, event, id);
         if let Err(e) =
             timed(
                 self.store
-                    .record_rejection(&principal.caller, id, &entry.qualified, reason),
+                    .record_gate(&principal.caller, id, &entry.qualified, record),
             )
             .await
         {
-            tracing::warn!(error = %e, "could not record a rejection in the store's audit trail");
+            tracing::warn!(error = %e, "could not record the gate's decision in the store's audit trail");
         }
     }
 
+    /// Fails closed on a store failure. The refusal is recorded in the background: the store
+    /// that just failed must not hold up the answer.
     fn fail_closed(&self, principal: &Principal, entry: &ToolEntry, error: &StoreError) -> Value {
         let error_id = crate::error::new_error_id();
         tracing::error!(tool = %entry.qualified, %error_id, error = %error, source = ?std::error::Error::source(error), "confirmation store failed; the call is not forwarded");
-        audit(principal, entry, Audit::Rejected("store_error"), None);
+        audit(
+            principal,
+            entry,
+            Audit::Rejected(RejectReason::StoreError.label()),
+            None,
+        );
+        let store = self.store.clone();
+        let caller = principal.caller.clone();
+        let tool = entry.qualified.clone();
+        tokio::spawn(async move {
+            let record = GateRecord::Rejected(RejectReason::StoreError);
+            if let Err(e) = timed(store.record_gate(&caller, None, &tool, record)).await {
+                tracing::debug!(error = %e, "could not record a store failure in the store");
+            }
+        });
         gating_core::gate_unavailable_result(&format!(
             "the confirmation store is unavailable (error id {error_id})"
         ))

@@ -14,7 +14,8 @@ use bytes::Bytes;
 use elicitation_core::{CancelReason, Elicitation, ElicitationId, ElicitationSpec, RespondOutcome};
 use elicitation_store::{
     CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore, StoreError, StoredElicitation,
+    GateRecord, KeyRing, ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore,
+    PostgresOptions, PostgresStore, Redeemed, StoreError, StoredElicitation,
 };
 use gating_core::{GateMode, GatePolicy, ToolRule};
 use http::{Request, StatusCode};
@@ -121,14 +122,14 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.confirmation(caller, id, binding).await
     }
-    async fn consume_confirmation(
+    async fn redeem_confirmation(
         &self,
         caller: &Caller,
         id: ElicitationId,
         binding: &CallBinding,
-    ) -> Result<Elicitation, StoreError> {
+    ) -> Result<Redeemed, StoreError> {
         self.check().await?;
-        self.inner.consume_confirmation(caller, id, binding).await
+        self.inner.redeem_confirmation(caller, id, binding).await
     }
     async fn wait_for_change(
         &self,
@@ -143,15 +144,17 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.expire_due(now).await
     }
-    async fn record_rejection(
+    async fn record_gate(
         &self,
         caller: &Caller,
-        id: ElicitationId,
+        elicitation: Option<ElicitationId>,
         tool: &str,
-        reason: &str,
+        record: GateRecord,
     ) -> Result<(), StoreError> {
         self.check().await?;
-        self.inner.record_rejection(caller, id, tool, reason).await
+        self.inner
+            .record_gate(caller, elicitation, tool, record)
+            .await
     }
 }
 
@@ -459,5 +462,96 @@ async fn gated_tools_are_listed_without_output_schema_and_others_keep_it() {
         tool("test__delete")["annotations"]["destructiveHint"],
         true,
         "everything else passes through"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
+    options.config = db.writer.clone();
+    options.pool_size = 2;
+    options.max_pending_per_caller = 2;
+    let store = Arc::new(PostgresStore::connect(options).await.unwrap());
+    let rule = ToolRule {
+        mode: GateMode::Deny,
+        ttl: None,
+    };
+    let policy = GatePolicy::default().with_rule("test__wipe", rule);
+    let h = harness(store.clone(), policy).await;
+
+    let denied = call(&h, "test__wipe", json!({}), None).await;
+    assert_eq!(
+        denied["structuredContent"]["policy_denied"], true,
+        "{denied}"
+    );
+    let first = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
+    // Named again while still pending: the same confirmation, held again.
+    let again = held_id(&call(&h, "test__delete", json!({"p": 1}), Some(&first)).await);
+    assert_eq!(again, first);
+    held_id(&call(&h, "test__delete", json!({"p": 2}), None).await);
+    let full = call(&h, "test__delete", json!({"p": 3}), None).await;
+    assert_eq!(
+        full["structuredContent"]["gate_unavailable"], true,
+        "{full}"
+    );
+    // Approved, forwarded once; named again, it is used up: held anew.
+    approve(&h, &first).await;
+    let before = store.round_trips();
+    let done = call(&h, "test__delete", json!({"p": 1}), Some(&first)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        store.round_trips() - before,
+        1,
+        "a confirmed call costs one database round trip"
+    );
+
+    let admin = db.admin().await;
+    let rows = admin
+        .query(
+            "SELECT event, elicitation_id::text, tool_name, detail->>'reason' FROM mcp_audit_events \
+             WHERE event IN ('tool_call_held', 'tool_call_rejected', 'tool_call_forwarded') ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let got: Vec<(String, Option<String>, String, Option<String>)> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect();
+    let row = |event: &str, id: Option<&str>, tool: &str, reason: Option<&str>| {
+        (
+            event.to_owned(),
+            id.map(str::to_owned),
+            tool.to_owned(),
+            reason.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            row(
+                "tool_call_rejected",
+                None,
+                "test__wipe",
+                Some("policy_denied")
+            ),
+            row("tool_call_held", Some(&first), "test__delete", None),
+            row("tool_call_held", Some(&first), "test__delete", None),
+            got[3].clone(),
+            row(
+                "tool_call_rejected",
+                None,
+                "test__delete",
+                Some("pending_limit")
+            ),
+            row("tool_call_forwarded", Some(&first), "test__delete", None),
+        ]
+    );
+    assert_eq!(
+        got[3].0, "tool_call_held",
+        "the second call's hold: {got:?}"
     );
 }

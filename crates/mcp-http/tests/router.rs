@@ -1889,12 +1889,12 @@ async fn an_unreadable_row_is_reported_alone_and_never_turns_an_answer_into_a_50
     let lost = old
         .create_confirmation(
             &alice,
-            elicitation_store::ConfirmationRequest {
-                tool: "test__delete".into(),
-                message: "Delete?".into(),
-                arguments: json!({"path": "/old"}),
-                ttl: time::Duration::minutes(10),
-            },
+            elicitation_store::ConfirmationRequest::new(
+                "test__delete",
+                json!({"path": "/old"}),
+                "Delete?",
+                time::Duration::minutes(10),
+            ),
         )
         .await
         .unwrap()

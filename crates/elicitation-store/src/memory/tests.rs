@@ -84,12 +84,7 @@ fn store_with(limits: MemoryLimits) -> (Arc<ManualClock>, MemoryStore) {
 }
 
 fn held(arguments: serde_json::Value) -> ConfirmationRequest {
-    ConfirmationRequest {
-        tool: "fs__write".into(),
-        message: "Write?".into(),
-        arguments,
-        ttl: Duration::minutes(10),
-    }
+    ConfirmationRequest::new("fs__write", arguments, "Write?", Duration::minutes(10))
 }
 
 /// One MiB of text in the arguments.

@@ -127,9 +127,17 @@ pub(super) const SELECT_CONFIRMATION: &str = concat!(
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5"
 );
 
-/// `$4` tool, `$5` digest, `$6` now. Records `tool_call_forwarded` in the same statement.
-pub(super) const CONSUME: &str = concat!(
-    "WITH changed AS (UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
+/// The caller's confirmation `$1` bound to tool `$4` and digest `$5`, redeemed at `$6` in one
+/// statement: consumed (and `tool_call_forwarded` recorded) if it is answered, approved,
+/// unused and unexpired; either way the row comes back, with `consumed` saying which. A
+/// refused redemption returns the row as it was, so the gate decides the answer from it.
+pub(super) const REDEEM: &str = concat!(
+    "WITH target AS (SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE id = $1 AND ",
+    caller_is!(),
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5), ",
+    "changed AS (UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5",
     " AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > $6",
@@ -137,13 +145,15 @@ pub(super) const CONSUME: &str = concat!(
     columns!(),
     "), ",
     audit_from_changed!("$6", "tool_call_forwarded", "'{\"gated\": true}'::jsonb"),
-    "SELECT * FROM changed"
+    "SELECT *, true AS consumed FROM changed ",
+    "UNION ALL SELECT *, false AS consumed FROM target WHERE NOT EXISTS (SELECT 1 FROM changed)"
 );
 
-/// `$4` tool, `$5` reason, `$6` now: a gated call the gate refused.
-pub(super) const RECORD_REJECTION: &str = concat!(
+/// `$1` elicitation (NULL for none), `$4` tool, `$5` event, `$6` reason (NULL for none),
+/// `$7` now: what the gate did with a call it held or refused.
+pub(super) const RECORD_GATE: &str = concat!(
     "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
-    "SELECT $6, 'tool_call_rejected', $2, $3::text, $1, $4, jsonb_build_object('reason', $5::text)"
+    "SELECT $7, $5, $2, $3::text, $1, $4, jsonb_strip_nulls(jsonb_build_object('reason', $6::text))"
 );
 
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
@@ -152,3 +162,15 @@ pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_ex
 pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
 
 pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed";
+
+/// Every statement that writes audit rows (held against the audit vocabulary in a test).
+#[cfg(test)]
+pub(crate) const ALL: &[&str] = &[
+    INSERT,
+    RESPOND_VALID,
+    RESPOND_INVALID,
+    CANCEL,
+    REDEEM,
+    RECORD_GATE,
+    EXPIRE_DUE,
+];

@@ -70,12 +70,7 @@ fn bob() -> Caller {
 }
 
 fn confirmation_request(arguments: Value) -> ConfirmationRequest {
-    ConfirmationRequest {
-        tool: "fs__delete".into(),
-        message: "Delete it?".into(),
-        arguments,
-        ttl: Duration::minutes(10),
-    }
+    ConfirmationRequest::new("fs__delete", arguments, "Delete it?", Duration::minutes(10))
 }
 
 /// Every column of every row, as text, as an operator with raw SQL access would see it.
@@ -494,8 +489,15 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .cancel(&alice(), cancelled, CancelReason::CancelledByPerson)
         .await
         .unwrap();
+    let rejected = GateRecord::Rejected(RejectReason::ConfirmationCancelled);
     store
-        .record_rejection(&alice(), cancelled, "fs__delete", "confirmation_cancelled")
+        .record_gate(&alice(), Some(cancelled), "fs__delete", rejected)
+        .await
+        .unwrap();
+    // A refusal about no confirmation (policy), and a hold on one still pending.
+    let denied = GateRecord::Rejected(RejectReason::PolicyDenied);
+    store
+        .record_gate(&alice(), None, "fs__format", denied)
         .await
         .unwrap();
     let failed = store
@@ -523,9 +525,25 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
 
     let admin = db.admin().await;
     let rows = admin
-        .query("SELECT elicitation_id, event, detail::text, tool_name FROM mcp_audit_events ORDER BY id", &[])
+        .query("SELECT elicitation_id, event, detail::text, tool_name FROM mcp_audit_events WHERE elicitation_id IS NOT NULL ORDER BY id", &[])
         .await
         .unwrap();
+    let unbound = admin
+        .query("SELECT event, detail::text, tool_name FROM mcp_audit_events WHERE elicitation_id IS NULL", &[])
+        .await
+        .unwrap();
+    let unbound: Vec<(String, String, String)> = unbound
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(
+        unbound,
+        [(
+            "tool_call_rejected".to_owned(),
+            r#"{"reason": "policy_denied"}"#.to_owned(),
+            "fs__format".to_owned()
+        )]
+    );
     // Rows written by one statement have no guaranteed order among themselves: compare sorted.
     let mut events: Vec<(uuid::Uuid, String, String)> = rows
         .iter()
