@@ -35,6 +35,23 @@ enum Command {
         #[arg(long)]
         upstream: std::net::SocketAddr,
     },
+    /// Drive a running gateway's read-only path (for profiling it with `perf`): the upstream
+    /// is an HTTP module named `up` and the token has `tools:call`.
+    Load {
+        /// The gateway's address.
+        #[arg(long)]
+        target: std::net::SocketAddr,
+        /// `modern` (2026-07-28) or `legacy` (a 2025-11-25 session).
+        #[arg(long, default_value = "modern")]
+        era: String,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        #[arg(long, default_value_t = 200_000)]
+        requests: usize,
+        /// A bearer token with `tools:call`.
+        #[arg(long)]
+        token: String,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -59,6 +76,13 @@ async fn main() -> Result<()> {
             println!("listening on {}", listener.local_addr()?);
             proxy::serve(listener, upstream).await;
         }
+        Command::Load {
+            target,
+            era,
+            concurrency,
+            requests,
+            token,
+        } => run::drive(target, &era, concurrency, requests, token).await?,
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }
     Ok(())

@@ -125,6 +125,10 @@ fn modern(tool: &str, token: Option<&str>, arguments: Value, meta: Value) -> Req
 }
 
 fn legacy(tool: &str, session: &str) -> Request<Full<Bytes>> {
+    legacy_as(tool, session, AGENT)
+}
+
+fn legacy_as(tool: &str, session: &str, token: &str) -> Request<Full<Bytes>> {
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {"path": "/bench"}}})).unwrap_or_default();
     Request::builder()
         .method("POST")
@@ -134,7 +138,7 @@ fn legacy(tool: &str, session: &str) -> Request<Full<Bytes>> {
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", "2025-11-25")
         .header("mcp-session-id", session)
-        .header("authorization", format!("Bearer {AGENT}"))
+        .header("authorization", format!("Bearer {token}"))
         .body(Full::new(Bytes::from(body)))
         .expect("a valid request")
 }
@@ -146,6 +150,10 @@ fn forwarded() -> Check {
 }
 
 async fn open_session(gateway: SocketAddr) -> Result<String> {
+    open_session_as(gateway, AGENT).await
+}
+
+async fn open_session_as(gateway: SocketAddr, token: &str) -> Result<String> {
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}))?;
     let request = Request::builder()
@@ -153,7 +161,7 @@ async fn open_session(gateway: SocketAddr) -> Result<String> {
         .uri("/mcp")
         .header("host", "127.0.0.1")
         .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {AGENT}"))
+        .header("authorization", format!("Bearer {token}"))
         .body(Full::new(Bytes::from(body)))?;
     let (_, headers, _) = load::once(gateway, request).await?;
     Ok(headers
@@ -195,6 +203,42 @@ async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<St
         ids.push(id);
     }
     Ok(ids)
+}
+
+/// `mcp-bench load`: drives a running gateway's read-only path and prints the figures.
+pub(crate) async fn drive(
+    target: SocketAddr,
+    era: &str,
+    concurrency: usize,
+    requests: usize,
+    token: String,
+) -> Result<()> {
+    let make: MakeRequest = match era {
+        "modern" => Arc::new(move |_| {
+            modern(
+                "up__read",
+                Some(&token),
+                json!({"path": "/bench"}),
+                json!({}),
+            )
+        }),
+        "legacy" => {
+            let session = open_session_as(target, &token).await?;
+            Arc::new(move |_| legacy_as("up__read", &session, &token))
+        }
+        other => bail!("unknown era {other:?} (modern or legacy)"),
+    };
+    let load = load::run(target, concurrency, requests, make, forwarded()).await?;
+    println!(
+        "{} requests, {} errors, {:.0} req/s, p50 {:.3} ms, p90 {:.3} ms, p99 {:.3} ms",
+        load.requests,
+        load.errors,
+        load.per_second(),
+        load.ms(0.5),
+        load.ms(0.9),
+        load.ms(0.99)
+    );
+    Ok(())
 }
 
 /// One measured row.

@@ -21,11 +21,11 @@ use elicitation_core::{
 };
 use http::Response;
 use http_body_util::BodyExt;
-use mcp_wire::CallToolParams;
 use mcp_wire::jsonrpc::{self, ErrorId, RequestId};
 use mcp_wire::mcp::elicitation_has_mode;
 use mcp_wire::sse;
 use mcp_wire::tools::{ElicitFormParams, ElicitResult, InputRequest, InputRequiredResult};
+use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
@@ -124,13 +124,13 @@ impl Mrtr<'_> {
         principal: &Principal,
         mut params: CallToolParams,
         can_elicit: bool,
-    ) -> Result<Value, McpError> {
+    ) -> Result<ResultBody, McpError> {
         let responses = params.input_responses.take();
         let state = params.request_state.take();
         let call = match self.gateway.classify(params)? {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
-            other => return self.gateway.run(principal, other).await.into_result(),
+            other => return self.gateway.run(principal, other).await.into_reply(),
         };
         let confirmation = match state {
             Some(state) => {
@@ -151,9 +151,11 @@ impl Mrtr<'_> {
         };
         match self.gateway.resolve(principal, &call, confirmation).await {
             CallOutcome::NeedsConfirmation(pending) if can_elicit && pending.askable_natively => {
-                Ok(self.input_required(principal, &pending.confirmation, &call))
+                Ok(self
+                    .input_required(principal, &pending.confirmation, &call)
+                    .into())
             }
-            outcome => outcome.into_result(),
+            outcome => outcome.into_reply(),
         }
     }
 
@@ -315,8 +317,8 @@ async fn converse(
     tx: &tokio::sync::mpsc::Sender<Bytes>,
 ) -> Option<Vec<u8>> {
     let with_mode = elicitation_has_mode(c.version);
-    let answer_with = |result: Result<Value, McpError>| match result {
-        Ok(result) => jsonrpc::result_bytes(&c.request_id, &result),
+    let answer_with = |result: Result<ResultBody, McpError>| match result {
+        Ok(result) => jsonrpc::result_body_bytes(&c.request_id, &result.for_client(false)),
         Err(e) => jsonrpc::error_bytes(ErrorId::Known(&c.request_id), &e.to_error_object()),
     };
     let mut current = first;
@@ -367,7 +369,7 @@ async fn converse(
             // The client refused to ask (it errored): leave the question to the REST API.
             Some(Err(error)) => {
                 tracing::info!(elicitation_id = %current.id, ?error, "the client did not elicit; answering with the held result");
-                return Some(answer_with(Ok(gating_core::held_result(&current))));
+                return Some(answer_with(Ok(gating_core::held_result(&current).into())));
             }
             None => {}
         }
@@ -379,8 +381,8 @@ async fn converse(
             CallOutcome::NeedsConfirmation(next) if next.askable_natively => {
                 current = next.confirmation
             }
-            outcome => return Some(answer_with(outcome.into_result())),
+            outcome => return Some(answer_with(outcome.into_reply())),
         }
     }
-    Some(answer_with(Ok(gating_core::held_result(&current))))
+    Some(answer_with(Ok(gating_core::held_result(&current).into())))
 }

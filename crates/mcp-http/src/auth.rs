@@ -4,6 +4,7 @@
 //! behind the same `authenticate`.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use elicitation_store::Caller;
 use http::HeaderMap;
@@ -99,9 +100,9 @@ pub enum AuthConfigError {
 #[derive(Debug, Clone)]
 pub enum Auth {
     /// Everyone is the one local caller, with every scope. Only for loopback listeners.
-    None(Principal),
-    /// Bearer tokens, by SHA-256.
-    Tokens(HashMap<[u8; 32], Principal>),
+    None(Arc<Principal>),
+    /// Bearer tokens, by SHA-256 (a request shares its principal: no copy per request).
+    Tokens(HashMap<[u8; 32], Arc<Principal>>),
 }
 
 fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
@@ -118,14 +119,14 @@ fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
 impl Auth {
     /// Mode `none`: the caller `local`, with both scopes.
     pub fn none() -> Self {
-        Auth::None(Principal {
+        Auth::None(Arc::new(Principal {
             caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
             scopes: [SCOPE_TOOLS_CALL, SCOPE_RESPOND]
                 .into_iter()
                 .map(String::from)
                 .collect(),
             authenticated: false,
-        })
+        }))
     }
 
     /// Mode `tokens`.
@@ -160,7 +161,7 @@ impl Auth {
                 scopes: grant.scopes.into_iter().collect(),
                 authenticated: true,
             };
-            if map.insert(digest, principal).is_some() {
+            if map.insert(digest, Arc::new(principal)).is_some() {
                 return Err(AuthConfigError::Duplicate { subject });
             }
         }
@@ -168,7 +169,7 @@ impl Auth {
     }
 
     /// The principal of a request: 401 without valid credentials.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, McpError> {
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, McpError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
             Auth::Tokens(tokens) => {

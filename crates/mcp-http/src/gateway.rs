@@ -19,9 +19,10 @@ use gating_core::{
 };
 use mcp_upstream::ModuleError;
 use mcp_upstream::registry::{Registry, ToolEntry};
-use mcp_wire::CallToolParams;
 use mcp_wire::jsonrpc::ErrorObject;
+use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::auth::Principal;
 use crate::error::McpError;
@@ -38,10 +39,12 @@ pub struct Gateway {
 }
 
 /// What became of a `tools/call`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum CallOutcome {
-    /// The call is answered: the module's result, or the gate's in-band result.
+    /// The call is answered by the gate with an in-band result.
     Done(Value),
+    /// The call was forwarded: the module's result, as it sent it.
+    Forwarded(Box<RawValue>),
     /// The module answered the forwarded call with a JSON-RPC error; it reaches the client
     /// with its code and `data` (`-32042`, URL elicitation required, among them).
     Upstream(ErrorObject),
@@ -62,19 +65,27 @@ pub struct PendingConfirmation {
 }
 
 impl CallOutcome {
-    /// The answer for a client that cannot be asked natively: a pending confirmation
-    /// becomes the held result; a module's JSON-RPC error is the client's error.
+    /// The answer for a client that cannot be asked natively, as a tree (what a legacy
+    /// client would see). The service writes [`CallOutcome::into_reply`] instead.
     pub fn into_result(self) -> Result<Value, McpError> {
+        Ok(self.into_reply()?.for_client(false).into_value())
+    }
+
+    /// The answer for a client that cannot be asked natively: a pending confirmation
+    /// becomes the held result; a module's result passes as it came; a module's JSON-RPC
+    /// error is the client's error.
+    pub fn into_reply(self) -> Result<ResultBody, McpError> {
         match self {
-            CallOutcome::Done(value) => Ok(value),
+            CallOutcome::Done(value) => Ok(ResultBody::Value(value)),
+            CallOutcome::Forwarded(raw) => Ok(ResultBody::Raw(raw)),
             CallOutcome::Upstream(error) => Err(McpError::Upstream {
                 code: error.code,
                 message: error.message,
                 data: error.data,
             }),
-            CallOutcome::NeedsConfirmation(pending) => {
-                Ok(gating_core::held_result(&pending.confirmation))
-            }
+            CallOutcome::NeedsConfirmation(pending) => Ok(ResultBody::Value(
+                gating_core::held_result(&pending.confirmation),
+            )),
         }
     }
 }
@@ -448,7 +459,7 @@ impl Gateway {
             .call(entry, params.into_upstream(&entry.original))
             .await
         {
-            Ok(result) => CallOutcome::Done(result),
+            Ok(result) => CallOutcome::Forwarded(result),
             Err(ModuleError::Rpc {
                 code,
                 message,

@@ -3,10 +3,10 @@
 //! answered with a stream that asks the person (`ask::stream_confirmation`).
 
 use http::HeaderMap;
-use mcp_wire::CallToolParams;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
 use mcp_wire::tools::{ListParams, list_tools_result};
+use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
@@ -38,7 +38,7 @@ impl McpService {
                 .sessions
                 .create(&principal.caller, version, can_elicit)?;
             return Ok(Reply::Result(
-                mcp::initialize_result(version),
+                mcp::initialize_result(version).into(),
                 Some(session),
             ));
         }
@@ -51,13 +51,13 @@ impl McpService {
                 "unsupported MCP-Protocol-Version {version:?} in a legacy session"
             )));
         }
-        let result = match request.method.as_str() {
-            "ping" => json!({}),
+        let result: ResultBody = match request.method.as_str() {
+            "ping" => json!({}).into(),
             "tools/list" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: ListParams = request.params_as()?;
                 refuse_cursor(params.cursor.as_ref())?;
-                list_tools_result(self.gateway.list_tools().await)
+                list_tools_result(self.gateway.list_tools().await).into()
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
@@ -91,15 +91,12 @@ impl McpService {
                                     slot,
                                 )));
                             }
-                            outcome => outcome.into_result()?,
+                            outcome => outcome.into_reply()?,
                         }
                     }
-                    classified => self
-                        .gateway
-                        .run(principal, classified)
-                        .await
-                        .into_result()?,
+                    classified => self.gateway.run(principal, classified).await.into_reply()?,
                 }
+                .for_client(false)
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };

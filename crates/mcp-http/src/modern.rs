@@ -2,18 +2,20 @@
 //! the body — `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and, for a tool whose schema
 //! mirrors parameters, `Mcp-Param-*` (400 / `-32020` when they do not).
 
-use http::HeaderMap;
-use mcp_wire::CallToolParams;
-use mcp_wire::headers::{check_param_headers, decode_header_value};
-use mcp_wire::jsonrpc::Request;
+use http::{HeaderMap, HeaderValue};
+use mcp_wire::headers::{
+    MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, check_param_headers, decode_header_value,
+};
+use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
 use mcp_wire::tools::{ListParams, list_tools_result};
-use serde_json::{Map, Value};
+use mcp_wire::{CallToolParams, ResultBody};
+use serde_json::Value;
 
 use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
-use crate::service::{McpService, Reply, header_text, refuse_cursor};
+use crate::service::{McpService, Reply, refuse_cursor};
 
 impl McpService {
     /// A modern request.
@@ -21,24 +23,22 @@ impl McpService {
         &self,
         headers: &HeaderMap,
         principal: &Principal,
-        request: &mut Request,
+        request: &Request,
+        head: &ParamsHead<'_>,
     ) -> Result<Reply, McpError> {
-        let meta = request
-            .params
-            .as_ref()
-            .and_then(|p| p.get("_meta"))
-            .and_then(Value::as_object);
+        let meta = head.meta.as_ref();
         let version = modern_version(meta)?;
-        let can_elicit = ask::can_elicit_form(meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)))
-            && ask::may_answer(principal);
-        check_modern_headers(headers, request, &version)?;
+        check_modern_headers(headers, request, head, version)?;
         let (result, cacheable) = match request.method.as_str() {
-            "server/discover" => (mcp::discover_result(), true),
+            "server/discover" => (mcp::discover_result().into(), true),
             "tools/list" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: ListParams = request.params_as()?;
                 refuse_cursor(params.cursor.as_ref())?;
-                (list_tools_result(self.gateway.list_tools().await), true)
+                (
+                    list_tools_result(self.gateway.list_tools().await).into(),
+                    true,
+                )
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
@@ -46,6 +46,11 @@ impl McpService {
                 let entry = self.gateway.tool(&params.name)?;
                 check_param_headers(&entry.mirrored, params.arguments.as_ref(), headers)
                     .map_err(McpError::HeaderMismatch)?;
+                let capabilities = meta
+                    .and_then(|m| m.client_capabilities)
+                    .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());
+                let can_elicit =
+                    ask::can_elicit_form(capabilities.as_ref()) && ask::may_answer(principal);
                 let mrtr = ask::Mrtr {
                     gateway: &self.gateway,
                     states: &self.states,
@@ -54,23 +59,25 @@ impl McpService {
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
-        Ok(Reply::Result(mcp::modern_result(result, cacheable), None))
+        let result = match result {
+            ResultBody::Value(value) => ResultBody::Value(mcp::modern_result(value, cacheable)),
+            forwarded => forwarded.for_client(true),
+        };
+        Ok(Reply::Result(result, None))
     }
 }
 
 /// The protocol version `_meta` names; both it and the client capabilities are required,
 /// and only 2026-07-28 is served in this era (`-32022` lists every version served).
-fn modern_version(meta: Option<&Map<String, Value>>) -> Result<String, McpError> {
+fn modern_version<'a>(meta: Option<&'a MetaHead<'_>>) -> Result<&'a str, McpError> {
     let version = meta
-        .and_then(|m| m.get(META_PROTOCOL_VERSION))
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+        .and_then(|m| m.protocol_version.as_deref())
         .ok_or_else(|| {
             McpError::InvalidParams(format!("_meta[\"{META_PROTOCOL_VERSION}\"] is required"))
         })?;
     if !meta
-        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
-        .is_some_and(Value::is_object)
+        .and_then(|m| m.client_capabilities)
+        .is_some_and(|c| c.get().trim_start().starts_with('{'))
     {
         return Err(McpError::InvalidParams(format!(
             "_meta[\"{META_CLIENT_CAPABILITIES}\"] is required"
@@ -78,11 +85,21 @@ fn modern_version(meta: Option<&Map<String, Value>>) -> Result<String, McpError>
     }
     if version != MODERN_VERSION {
         return Err(McpError::UnsupportedVersion {
-            requested: version,
+            requested: version.to_owned(),
             supported: mcp::supported_versions(),
         });
     }
     Ok(version)
+}
+
+/// Whether a header says `expected` (decoded from base64 when it is in that form; compared
+/// without copying when plain); `None` when it is not a valid header value.
+fn header_is(value: &HeaderValue, expected: &str) -> Option<bool> {
+    let text = value.to_str().ok()?;
+    if !text.starts_with("=?base64?") {
+        return Some(text == expected);
+    }
+    decode_header_value(value).map(|decoded| decoded == expected)
 }
 
 /// The 2026-07-28 header rules: `MCP-Protocol-Version`, `Mcp-Method` and (for the methods
@@ -90,40 +107,46 @@ fn modern_version(meta: Option<&Map<String, Value>>) -> Result<String, McpError>
 fn check_modern_headers(
     headers: &HeaderMap,
     request: &Request,
+    head: &ParamsHead<'_>,
     version: &str,
 ) -> Result<(), McpError> {
     let mismatch = |what: String| Err(McpError::HeaderMismatch(what));
-    match header_text(headers, "mcp-protocol-version") {
-        Some(v) if v == version => {}
+    match headers.get(MCP_PROTOCOL_VERSION).map(HeaderValue::to_str) {
+        Some(Ok(v)) if v == version => {}
         Some(v) => {
             return mismatch(format!(
-                "MCP-Protocol-Version {v:?} differs from _meta's {version:?}"
+                "MCP-Protocol-Version {:?} differs from _meta's {version:?}",
+                v.unwrap_or("(not text)")
             ));
         }
         None => return mismatch("MCP-Protocol-Version is required".into()),
     }
-    match headers.get("mcp-method").and_then(decode_header_value) {
-        Some(m) if m == request.method => {}
-        Some(m) => {
+    match headers.get(MCP_METHOD) {
+        Some(value) if header_is(value, &request.method) == Some(true) => {}
+        Some(value) => {
             return mismatch(format!(
-                "Mcp-Method {m:?} differs from the body's {:?}",
+                "Mcp-Method {:?} differs from the body's {:?}",
+                decode_header_value(value).unwrap_or_default(),
                 request.method
             ));
         }
         None => return mismatch("Mcp-Method is required".into()),
     }
     let named = match request.method.as_str() {
-        "tools/call" | "prompts/get" => request.param_str("name"),
-        "resources/read" => request.param_str("uri"),
+        "tools/call" | "prompts/get" => head.name.as_deref(),
+        "resources/read" => head.uri.as_deref(),
         _ => return Ok(()),
     };
     let body_name = named.unwrap_or_default();
-    match headers.get("mcp-name").map(decode_header_value) {
-        Some(Some(n)) if n == body_name => Ok(()),
-        Some(Some(n)) => mismatch(format!(
-            "Mcp-Name {n:?} differs from the body's {body_name:?}"
-        )),
-        Some(None) => mismatch("Mcp-Name is not a valid header value".into()),
+    match headers.get(MCP_NAME) {
+        Some(value) => match header_is(value, body_name) {
+            Some(true) => Ok(()),
+            Some(false) => mismatch(format!(
+                "Mcp-Name {:?} differs from the body's {body_name:?}",
+                decode_header_value(value).unwrap_or_default()
+            )),
+            None => mismatch("Mcp-Name is not a valid header value".into()),
+        },
         None => mismatch("Mcp-Name is required".into()),
     }
 }

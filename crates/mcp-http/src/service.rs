@@ -11,7 +11,7 @@ use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header
 use http_body_util::{BodyExt, Limited};
 use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
 use mcp_wire::mcp::{self, BATCH_VERSION, LEGACY_VERSIONS, MODERN_VERSION};
-use mcp_wire::{Era, EraSignals};
+use mcp_wire::{Era, EraSignals, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
@@ -79,7 +79,7 @@ pub struct McpService {
 /// What a request handler answers with.
 pub(crate) enum Reply {
     /// A JSON-RPC result (and, for `initialize`, the new session's id).
-    Result(Value, Option<String>),
+    Result(ResultBody, Option<String>),
     /// A response already built (an SSE stream that asks the person).
     Stream(Response<Body>),
 }
@@ -353,7 +353,9 @@ impl McpService {
                         .legacy(headers, principal, &mut request, Streaming::NotInBatch)
                         .await
                     {
-                        Ok(Reply::Result(result, _)) => jsonrpc::result_bytes(&request.id, &result),
+                        Ok(Reply::Result(result, _)) => {
+                            jsonrpc::result_body_bytes(&request.id, &result)
+                        }
                         Ok(Reply::Stream(_)) => jsonrpc::error_bytes(
                             ErrorId::Known(&request.id),
                             &McpError::Internal("a stream inside a batch".into()).to_error_object(),
@@ -398,7 +400,8 @@ impl McpService {
             Message::Request(request) => request,
             Message::Notification { params, .. } => {
                 // Notifications are accepted (202); in a legacy session the session must exist.
-                let modern = mcp::meta_version(params.as_ref()).is_some()
+                let head = jsonrpc::ParamsHead::of(params.as_deref());
+                let modern = head.meta_version().is_some()
                     || header_text(headers, "mcp-protocol-version").as_deref()
                         == Some(MODERN_VERSION);
                 if let Some(id) = header_text(headers, "mcp-session-id").filter(|_| !modern) {
@@ -433,9 +436,10 @@ impl McpService {
         let version_header = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok());
+        let head = request.head();
         let era = EraSignals {
             initialize: request.method == "initialize",
-            modern_meta: mcp::meta_version(request.params.as_ref()).is_some(),
+            modern_meta: head.meta_version().is_some(),
             session_header: headers.contains_key("mcp-session-id"),
             version_header,
         }
@@ -445,12 +449,13 @@ impl McpService {
                 self.legacy(headers, principal, &mut request, Streaming::Allowed)
                     .await
             }
-            Era::Modern => self.modern(headers, principal, &mut request).await,
+            Era::Modern => self.modern(headers, principal, &request, &head).await,
         };
         match outcome {
             Ok(Reply::Stream(response)) => response,
             Ok(Reply::Result(result, session)) => {
-                let mut response = response::rpc_result(headers, &request.id, &result);
+                let message = jsonrpc::result_body_bytes(&request.id, &result);
+                let mut response = response::rpc_message(headers, message);
                 if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
                     response.headers_mut().insert("mcp-session-id", session);
                 }

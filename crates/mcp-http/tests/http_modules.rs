@@ -22,7 +22,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn principal() -> Principal {
     match Auth::none() {
-        Auth::None(p) => p,
+        Auth::None(p) => (*p).clone(),
         Auth::Tokens(_) => unreachable!(),
     }
 }

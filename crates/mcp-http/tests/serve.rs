@@ -119,13 +119,29 @@ async fn an_idle_kept_alive_connection_is_closed() {
     assert!(closed_by_server(&mut stream).await, "then closed once idle");
 }
 
-/// A connection with a request in progress: its headers are in, its body is not.
+/// A connection with a request in progress: its headers are in, its body is not. Returns
+/// once the gateway is handling it (it asked for the body: `100 Continue`), so the request
+/// is known to be in progress, not merely sent.
 async fn busy_connection(address: SocketAddr) -> TcpStream {
     let mut stream = TcpStream::connect(address).await.unwrap();
     stream
-        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+        .write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
         .await
         .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 256];
+    while !String::from_utf8_lossy(&seen).contains("100 Continue") {
+        let n = tokio::time::timeout(PATIENCE, stream.read(&mut buf))
+            .await
+            .expect("the gateway asks for the body")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the connection closed before the request was handled"
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    stream.write_all(b"{").await.unwrap();
     stream
 }
 

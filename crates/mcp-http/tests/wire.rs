@@ -40,7 +40,10 @@ impl Module for Failing {
         ])
     }
 
-    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+    async fn call_tool(
+        &self,
+        call: ToolCall<'_>,
+    ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
         match call.params.name.as_str() {
             "url_needed" => Err(ModuleError::Rpc {
                 module: "failing".into(),
@@ -371,7 +374,7 @@ async fn the_gateways_error_result_for_a_tool_with_an_output_schema_has_no_struc
 
 fn principal() -> Principal {
     match Auth::none() {
-        Auth::None(p) => p,
+        Auth::None(p) => (*p).clone(),
         Auth::Tokens(_) => unreachable!(),
     }
 }

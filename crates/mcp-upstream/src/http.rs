@@ -17,14 +17,20 @@ use tokio::sync::Mutex;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use mcp_wire::headers::param_header_values;
-use mcp_wire::jsonrpc::{self, Message, RequestId};
+use mcp_wire::headers::{
+    MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, param_header_values,
+};
+use mcp_wire::jsonrpc::{self, ErrorObject, RequestId};
 use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
 use mcp_wire::tools::{ListParams, WithMeta};
 use mcp_wire::{encode_header_value, sse};
+use serde_json::value::RawValue;
 
 use crate::rpc;
 use crate::{Module, ModuleError, ToolCall};
+
+/// A response's result as sent, or its error.
+type RawOutcome = Result<Box<RawValue>, ErrorObject>;
 
 /// Largest answer accepted from a module.
 const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
@@ -47,7 +53,7 @@ enum Era {
     Modern,
     Legacy {
         session: Option<HeaderValue>,
-        version: String,
+        version: HeaderValue,
     },
 }
 
@@ -60,6 +66,7 @@ pub struct HttpModule {
     /// Held while finding out the era, so only one caller probes.
     connecting: Mutex<()>,
     next_id: AtomicI64,
+    base_headers: HeaderMap,
 }
 
 impl HttpModule {
@@ -68,7 +75,28 @@ impl HttpModule {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new()).build(connector);
+        let mut base_headers = HeaderMap::new();
+        base_headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        base_headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        // Host as hyper would set it: the authority without any user information.
+        let host = config.url.host().map(|host| match config.url.port() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        });
+        if let Some(host) = host.and_then(|h| HeaderValue::from_str(&h).ok()) {
+            base_headers.insert(header::HOST, host);
+        }
+        for (name, value) in &config.headers {
+            base_headers.append(name.clone(), value.clone());
+        }
         HttpModule {
+            base_headers,
             config,
             client,
             era: std::sync::Mutex::new(None),
@@ -95,28 +123,24 @@ impl HttpModule {
         }
     }
 
-    /// POSTs one message; returns the status, headers and (for a request) the answer to it.
+    /// The headers of every request: content type, accept, `Host` (set here, once, so the
+    /// client does not format it per request) and the configured ones. Callers add theirs.
+    fn headers(&self) -> HeaderMap {
+        self.base_headers.clone()
+    }
+
+    /// POSTs one message with `headers` (from [`HttpModule::headers`]); returns the status,
+    /// headers and (for a request) the answer to it.
     async fn post(
         &self,
         body: Vec<u8>,
         headers: HeaderMap,
         expect: Option<&RequestId>,
-    ) -> Result<(StatusCode, HeaderMap, Option<Result<Value, Value>>), ModuleError> {
-        let mut request = Request::builder()
-            .method(Method::POST)
-            .uri(self.config.url.clone())
-            .header(header::CONTENT_TYPE, "application/json")
-            .header(header::ACCEPT, "application/json, text/event-stream");
-        for (name, value) in &self.config.headers {
-            request = request.header(name, value);
-        }
-        for (name, value) in &headers {
-            request = request.header(name, value);
-        }
-        let bytes = body;
-        let request = request
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| self.protocol(e.to_string()))?;
+    ) -> Result<(StatusCode, HeaderMap, Option<RawOutcome>), ModuleError> {
+        let mut request = Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.config.url.clone();
+        *request.headers_mut() = headers;
         let exchange = async {
             let response = self
                 .client
@@ -141,10 +165,7 @@ impl HttpModule {
                 if bytes.is_empty() {
                     return Ok((parts.status, parts.headers, None));
                 }
-                let answer = match jsonrpc::parse(&bytes) {
-                    Ok(Message::Response { outcome, .. }) => Some(outcome),
-                    _ => None,
-                };
+                let answer = jsonrpc::parse_response(&bytes).map(|r| r.outcome);
                 return Ok((parts.status, parts.headers, answer));
             }
             // SSE: read events until the one that answers our id.
@@ -161,11 +182,10 @@ impl HttpModule {
                     .feed(data)
                     .map_err(|e| self.protocol(e.to_string()))?
                 {
-                    if let Ok(Message::Response { id: got, outcome }) =
-                        jsonrpc::parse(event.as_bytes())
-                        && &got == id
+                    if let Some(response) = jsonrpc::parse_response(event.as_bytes())
+                        && &response.id == id
                     {
-                        return Ok((parts.status, parts.headers, Some(outcome)));
+                        return Ok((parts.status, parts.headers, Some(response.outcome)));
                     }
                 }
             }
@@ -195,14 +215,18 @@ impl HttpModule {
         let mut params = ListParams::default();
         params.add_meta(modern_meta());
         let discover = jsonrpc::request_bytes(&id, "server/discover", &params);
-        let mut headers = HeaderMap::new();
+        let mut headers = self.headers();
         headers.insert(
-            "mcp-protocol-version",
+            MCP_PROTOCOL_VERSION,
             HeaderValue::from_static(MODERN_VERSION),
         );
-        headers.insert("mcp-method", HeaderValue::from_static("server/discover"));
+        headers.insert(MCP_METHOD, HeaderValue::from_static("server/discover"));
         let (_, _, answer) = self.post(discover, headers, Some(&id)).await?;
-        let modern = matches!(&answer, Some(Ok(result)) if result
+        let discovered = match &answer {
+            Some(Ok(raw)) => serde_json::from_str::<Value>(raw.get()).ok(),
+            _ => None,
+        };
+        let modern = matches!(&discovered, Some(result) if result
             .get("supportedVersions")
             .and_then(Value::as_array)
             .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)));
@@ -229,9 +253,11 @@ impl HttpModule {
     async fn handshake(&self) -> Result<Era, ModuleError> {
         let id = self.next_id();
         let init = jsonrpc::request_bytes(&id, "initialize", &rpc::initialize_params());
-        let (status, headers, answer) = self.post(init, HeaderMap::new(), Some(&id)).await?;
+        let (status, headers, answer) = self.post(init, self.headers(), Some(&id)).await?;
         let result = match answer {
-            Some(outcome) => rpc::answer(&self.config.name, outcome)?,
+            Some(outcome) => {
+                rpc::parse_result(&self.config.name, &rpc::answer(&self.config.name, outcome)?)?
+            }
             None => {
                 return Err(self.protocol(format!("initialize answered {status} without a result")));
             }
@@ -242,13 +268,13 @@ impl HttpModule {
             .unwrap_or(rpc::UPSTREAM_LEGACY_VERSION)
             .to_owned();
         let session = headers.get("mcp-session-id").cloned();
-        let mut follow = HeaderMap::new();
+        let mut follow = self.headers();
         if let Some(session) = &session {
-            follow.insert("mcp-session-id", session.clone());
+            follow.insert(MCP_SESSION_ID, session.clone());
         }
-        if let Ok(v) = HeaderValue::from_str(&version) {
-            follow.insert("mcp-protocol-version", v);
-        }
+        let version = HeaderValue::from_str(&version)
+            .unwrap_or(HeaderValue::from_static(rpc::UPSTREAM_LEGACY_VERSION));
+        follow.insert(MCP_PROTOCOL_VERSION, version.clone());
         let initialized = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
         self.post(initialized, follow, None).await?;
         Ok(Era::Legacy { session, version })
@@ -259,29 +285,26 @@ impl HttpModule {
     /// `Mcp-Param-*` headers.
     async fn request<P: WithMeta + Send>(
         &self,
-        method: &str,
+        method: &'static str,
         mut params: P,
         name: Option<&str>,
         mirrored: &[(HeaderName, HeaderValue)],
-    ) -> Result<Value, ModuleError> {
+    ) -> rpc::Answer {
         for attempt in 0..2 {
             let era = self.era().await?;
             let id = self.next_id();
-            let mut headers = HeaderMap::new();
+            let mut headers = self.headers();
             match &era {
                 Era::Modern => {
                     // Idempotent, so a retry may apply it again.
                     params.add_meta(modern_meta());
                     headers.insert(
-                        "mcp-protocol-version",
+                        MCP_PROTOCOL_VERSION,
                         HeaderValue::from_static(MODERN_VERSION),
                     );
-                    headers.insert(
-                        "mcp-method",
-                        HeaderValue::from_str(method).map_err(|e| self.protocol(e.to_string()))?,
-                    );
+                    headers.insert(MCP_METHOD, HeaderValue::from_static(method));
                     if let Some(name) = name {
-                        headers.insert("mcp-name", encode_header_value(name));
+                        headers.insert(MCP_NAME, encode_header_value(name));
                     }
                     for (header, value) in mirrored {
                         headers.insert(header.clone(), value.clone());
@@ -289,11 +312,9 @@ impl HttpModule {
                 }
                 Era::Legacy { session, version } => {
                     if let Some(session) = session {
-                        headers.insert("mcp-session-id", session.clone());
+                        headers.insert(MCP_SESSION_ID, session.clone());
                     }
-                    if let Ok(v) = HeaderValue::from_str(version) {
-                        headers.insert("mcp-protocol-version", v);
-                    }
+                    headers.insert(MCP_PROTOCOL_VERSION, version.clone());
                 }
             }
             let body = jsonrpc::request_bytes(&id, method, &params);
@@ -334,26 +355,19 @@ impl Module for HttpModule {
         .await
     }
 
-    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         let name = call.params.name.clone();
         let mirrored = param_header_values(call.mirrored, call.params.arguments.as_ref());
-        let mut result = self
+        let result = self
             .request("tools/call", call.params, Some(&name), &mirrored)
             .await?;
-        // The module's era is the module's business: downstream gets a plain result.
-        if let Some(map) = result.as_object_mut() {
-            match map.get("resultType").and_then(Value::as_str) {
-                None => {}
-                Some("complete") => {
-                    map.remove("resultType");
-                }
-                Some(other) => {
-                    return Err(self.protocol(format!(
-                        "the module answered with resultType {other:?}; the gateway does not bridge module input requests yet"
-                    )));
-                }
-            }
+        // The module's era is the module's business: a complete result is passed on (the
+        // gateway writes its own resultType for its client); anything else is not bridged.
+        match mcp_wire::result::result_type(&result).as_deref() {
+            None | Some("complete") => Ok(result),
+            Some(other) => Err(self.protocol(format!(
+                "the module answered with resultType {other:?}; the gateway does not bridge module input requests yet"
+            ))),
         }
-        Ok(result)
     }
 }

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::{Module, ModuleError, ToolCall};
@@ -58,7 +59,7 @@ impl Module for InProcessModule {
         Ok(self.tools.iter().map(|t| t.tool.clone()).collect())
     }
 
-    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         let name = call.params.name.as_str();
         let Some(tool) = self
             .tools
@@ -73,9 +74,13 @@ impl Module for InProcessModule {
             });
         };
         let arguments = Value::Object(call.params.arguments.unwrap_or_default());
-        Ok(match (tool.handler)(&arguments) {
+        let result = match (tool.handler)(&arguments) {
             Ok(result) => result,
             Err(message) => text_result(&message, true),
+        };
+        serde_json::value::to_raw_value(&result).map_err(|e| ModuleError::Protocol {
+            module: self.name.clone(),
+            reason: e.to_string(),
         })
     }
 }

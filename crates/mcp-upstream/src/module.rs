@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::broadcast;
 
 /// Why a module could not answer.
@@ -79,8 +80,9 @@ pub trait Module: Send + Sync + 'static {
     /// The module's tools, as the raw MCP `Tool` objects it sent.
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError>;
 
-    /// Calls a tool; the result is the module's raw `CallToolResult`.
-    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError>;
+    /// Calls a tool; the result is the module's `CallToolResult` as the JSON text it sent
+    /// (passed on to the client without being parsed into a tree).
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError>;
 
     /// Fires when the module's tool list may have changed (a `list_changed` notification,
     /// or a restart).

@@ -288,7 +288,7 @@ impl Registry {
         &self,
         entry: &ToolEntry,
         params: CallToolParams,
-    ) -> Result<Value, ModuleError> {
+    ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
         let call = ToolCall {
             params,
             mirrored: &entry.mirrored,

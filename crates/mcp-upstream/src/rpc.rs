@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 
 use mcp_wire::jsonrpc::{ErrorObject, RequestId};
@@ -22,7 +23,10 @@ pub(crate) fn initialize_params() -> Value {
     mcp::initialize_params(UPSTREAM_LEGACY_VERSION)
 }
 
-type Waiter = oneshot::Sender<Result<Value, ModuleError>>;
+/// An answer: the result as sent, or why there is none.
+pub(crate) type Answer = Result<Box<RawValue>, ModuleError>;
+
+type Waiter = oneshot::Sender<Answer>;
 
 /// Requests in flight on one connection.
 #[derive(Default)]
@@ -33,7 +37,7 @@ pub(crate) struct Pending {
 
 impl Pending {
     /// A fresh id and the receiver its answer will arrive on.
-    pub(crate) fn register(&self) -> (RequestId, oneshot::Receiver<Result<Value, ModuleError>>) {
+    pub(crate) fn register(&self) -> (RequestId, oneshot::Receiver<Answer>) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = oneshot::channel();
         self.waiters
@@ -44,7 +48,7 @@ impl Pending {
     }
 
     /// Delivers the answer to request `id` (answers to unknown ids are ignored).
-    pub(crate) fn resolve(&self, id: &RequestId, answer: Result<Value, ModuleError>) {
+    pub(crate) fn resolve(&self, id: &RequestId, answer: Answer) {
         let RequestId::Number(id) = id else { return };
         let waiter = self
             .waiters
@@ -82,19 +86,24 @@ impl Pending {
 }
 
 /// A JSON-RPC response's outcome as a module result.
-pub(crate) fn answer(module: &str, outcome: Result<Value, Value>) -> Result<Value, ModuleError> {
+pub(crate) fn answer(module: &str, outcome: Result<Box<RawValue>, ErrorObject>) -> Answer {
     match outcome {
         Ok(result) => Ok(result),
-        Err(error) => {
-            let error = ErrorObject::from_value(error);
-            Err(ModuleError::Rpc {
-                module: module.to_owned(),
-                code: error.code,
-                message: error.message,
-                data: error.data,
-            })
-        }
+        Err(error) => Err(ModuleError::Rpc {
+            module: module.to_owned(),
+            code: error.code,
+            message: error.message,
+            data: error.data,
+        }),
     }
+}
+
+/// A result the gateway reads itself (a list, a handshake), as a tree.
+pub(crate) fn parse_result(module: &str, raw: &RawValue) -> Result<Value, ModuleError> {
+    serde_json::from_str(raw.get()).map_err(|e| ModuleError::Protocol {
+        module: module.to_owned(),
+        reason: format!("an answer that is not JSON: {e}"),
+    })
 }
 
 /// The `tools` of a `tools/list` result (following `nextCursor` is the caller's job).
@@ -125,7 +134,7 @@ const MAX_LIST_PAGES: usize = 100;
 
 /// A request to a module in flight.
 pub(crate) type InFlight<'a> =
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Value, ModuleError>> + Send + 'a>>;
+    std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send + 'a>>;
 
 /// Every page of `tools/list`, through `request(params)`.
 pub(crate) async fn list_all_tools<'a>(
@@ -139,7 +148,7 @@ pub(crate) async fn list_all_tools<'a>(
             cursor: cursor.clone().map(Value::String),
             meta: None,
         };
-        let result = request(params).await?;
+        let result = parse_result(module, &request(params).await?)?;
         let (page, next) = tools_of(module, &result)?;
         tools.extend(page);
         match next {

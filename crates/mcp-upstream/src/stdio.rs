@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
@@ -138,11 +139,7 @@ impl StdioModule {
         }
     }
 
-    async fn request<P: serde::Serialize + Sync>(
-        &self,
-        method: &str,
-        params: &P,
-    ) -> Result<Value, ModuleError> {
+    async fn request<P: serde::Serialize + Sync>(&self, method: &str, params: &P) -> rpc::Answer {
         let name = &self.shared.name;
         let stdin = self
             .shared
@@ -198,7 +195,7 @@ impl Module for StdioModule {
         .await
     }
 
-    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Value, ModuleError> {
+    async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         self.request("tools/call", &call.params).await
     }
 
@@ -308,6 +305,7 @@ async fn run_once(
             .map_err(|_| "no answer to initialize within 30 s".to_owned())?
             .map_err(|_| "the process closed during initialize".to_owned())?
             .map_err(|e| e.to_string())?;
+        let result = rpc::parse_result(&shared.name, &result).map_err(|e| e.to_string())?;
         let mut line = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
         line.push(b'\n');
         tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
@@ -464,10 +462,21 @@ async fn read_messages(
         if text.is_empty() {
             continue;
         }
+        // Answers first, their results left unparsed; anything else is read whole.
+        if let Some(response) = jsonrpc::parse_response(text) {
+            let answer = rpc::answer(&shared.name, response.outcome);
+            shared.pending.resolve(&response.id, answer);
+            continue;
+        }
         match jsonrpc::parse(text) {
-            Ok(Message::Response { id, outcome }) => shared
-                .pending
-                .resolve(&id, rpc::answer(&shared.name, outcome)),
+            // A response without a usable result or error (`"result": null`, say).
+            Ok(Message::Response { id, .. }) => shared.pending.resolve(
+                &id,
+                Err(ModuleError::Protocol {
+                    module: shared.name.clone(),
+                    reason: "a response with neither a result nor an error object".into(),
+                }),
+            ),
             Ok(Message::Notification { method, .. }) => {
                 if method == "notifications/tools/list_changed" {
                     let _ = shared.changed.send(());

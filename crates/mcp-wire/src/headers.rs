@@ -8,6 +8,15 @@ use base64::engine::general_purpose::STANDARD;
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
+/// `MCP-Protocol-Version`.
+pub const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `Mcp-Method`.
+pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// `Mcp-Name`.
+pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+/// `Mcp-Session-Id`.
+pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
 /// The schema keyword that mirrors a parameter into a header.
 pub const X_MCP_HEADER: &str = "x-mcp-header";
 /// The prefix of a mirrored parameter's header name.

@@ -4,7 +4,10 @@
 //! Outgoing messages are serialised from borrowed parts: a result or params value is written
 //! once, never copied into a `Value` first.
 
-use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::codes;
@@ -28,8 +31,8 @@ pub enum Message {
     Notification {
         /// The method.
         method: String,
-        /// The params, if any.
-        params: Option<Value>,
+        /// The params, if any, as sent.
+        params: Option<RawJson>,
     },
     /// A response to a request we sent.
     Response {
@@ -47,30 +50,91 @@ pub struct Request {
     pub id: RequestId,
     /// The method.
     pub method: String,
-    /// The params, if any (an object or array).
-    pub params: Option<Value>,
+    /// The params, if any (an object or array), as sent: read into the type the method
+    /// takes, once, by [`Request::params_as`].
+    pub params: Option<RawJson>,
+}
+
+/// JSON text as a peer sent it (valid, unparsed); equal when the JSON values are.
+#[derive(Debug, Clone)]
+pub struct RawJson(pub Box<RawValue>);
+
+impl PartialEq for RawJson {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+            || serde_json::from_str::<Value>(self.0.get()).ok()
+                == serde_json::from_str::<Value>(other.0.get()).ok()
+    }
+}
+
+impl std::ops::Deref for RawJson {
+    type Target = RawValue;
+    fn deref(&self) -> &RawValue {
+        &self.0
+    }
 }
 
 impl Request {
-    /// Takes the params out as an object (absent params are an empty object). Afterwards
-    /// the request has no params.
+    /// The params as an object (absent params are an empty object).
     pub fn take_params(&mut self) -> Result<Map<String, Value>, ParamsError> {
-        match self.params.take() {
-            None | Some(Value::Null) => Ok(Map::new()),
-            Some(Value::Object(map)) => Ok(map),
-            Some(_) => Err(ParamsError("params must be an object".into())),
+        self.params_as()
+    }
+
+    /// The params read straight into `T` (absent params read as `{}`); params that are not
+    /// an object are refused.
+    pub fn params_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, ParamsError> {
+        let text = self.params.as_deref().map_or("{}", RawValue::get);
+        if !text.trim_start().starts_with('{') {
+            return Err(ParamsError("params must be an object".into()));
         }
+        serde_json::from_str(text).map_err(|e| ParamsError(e.to_string()))
     }
 
-    /// The params as a typed value (absent params read as `{}`).
-    pub fn params_as<T: serde::de::DeserializeOwned>(&mut self) -> Result<T, ParamsError> {
-        let params = Value::Object(self.take_params()?);
-        serde_json::from_value(params).map_err(|e| ParamsError(e.to_string()))
+    /// What routing needs of the params (read without copying them).
+    pub fn head(&self) -> ParamsHead<'_> {
+        ParamsHead::of(self.params.as_deref())
+    }
+}
+
+/// What the gateway routes on, read from params without copying them: `name`, `uri` and
+/// the modern `_meta` keys. Fields of the wrong type read as absent (the method's own
+/// reading of the params then says what is wrong).
+#[derive(Debug, Default, Deserialize)]
+pub struct ParamsHead<'a> {
+    /// `name` (`tools/call`, `prompts/get`).
+    #[serde(borrow, default)]
+    pub name: Option<Cow<'a, str>>,
+    /// `uri` (`resources/read`).
+    #[serde(borrow, default)]
+    pub uri: Option<Cow<'a, str>>,
+    /// `_meta`.
+    #[serde(rename = "_meta", borrow, default)]
+    pub meta: Option<MetaHead<'a>>,
+}
+
+/// The modern keys of `_meta`.
+#[derive(Debug, Default, Deserialize)]
+pub struct MetaHead<'a> {
+    /// `io.modelcontextprotocol/protocolVersion`.
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    pub protocol_version: Option<Cow<'a, str>>,
+    /// `io.modelcontextprotocol/clientCapabilities`, unparsed.
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    pub client_capabilities: Option<&'a RawValue>,
+}
+
+impl<'a> ParamsHead<'a> {
+    /// The head of these params (absent, or not an object: empty).
+    pub fn of(params: Option<&'a RawValue>) -> ParamsHead<'a> {
+        params
+            .filter(|p| p.get().trim_start().starts_with('{'))
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default()
     }
 
-    /// A string field of the params, if the params are an object that has it.
-    pub fn param_str(&self, key: &str) -> Option<&str> {
-        self.params.as_ref()?.get(key)?.as_str()
+    /// The protocol version `_meta` names.
+    pub fn meta_version(&self) -> Option<&str> {
+        self.meta.as_ref()?.protocol_version.as_deref()
     }
 }
 
@@ -122,7 +186,13 @@ fn parse_id(value: &Value) -> Option<RequestId> {
 
 /// Parses one message: `-32700` for text that is not JSON, `-32600` for JSON that is not one
 /// JSON-RPC 2.0 message (a batch included).
+///
+/// A well-formed request or notification is read in one pass, its params kept as sent;
+/// anything else is read into a tree first, so each mistake gets its precise error.
 pub fn parse(bytes: &[u8]) -> Result<Message, Unreadable> {
+    if let Some(message) = parse_plain(bytes) {
+        return Ok(message);
+    }
     let value: Value =
         serde_json::from_slice(bytes).map_err(|e| (None, EnvelopeError::Parse(e.to_string())))?;
     parse_value(value)
@@ -130,18 +200,79 @@ pub fn parse(bytes: &[u8]) -> Result<Message, Unreadable> {
 
 /// Parses a body that may be one message or a batch. An empty batch is `-32600`.
 pub fn parse_incoming(bytes: &[u8]) -> Result<Incoming, Unreadable> {
-    let value: Value =
+    let is_batch = bytes
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'[');
+    if !is_batch {
+        return parse(bytes).map(Incoming::Single);
+    }
+    let items: Vec<&RawValue> =
         serde_json::from_slice(bytes).map_err(|e| (None, EnvelopeError::Parse(e.to_string())))?;
-    match value {
-        Value::Array(items) if items.is_empty() => Err((
+    if items.is_empty() {
+        return Err((
             None,
             EnvelopeError::Invalid("an empty batch is not a request".into()),
-        )),
-        Value::Array(items) => Ok(Incoming::Batch(
-            items.into_iter().map(parse_value).collect(),
-        )),
-        other => parse_value(other).map(Incoming::Single),
+        ));
     }
+    Ok(Incoming::Batch(
+        items
+            .into_iter()
+            .map(|item| parse(item.get().as_bytes()))
+            .collect(),
+    ))
+}
+
+/// Reads a field that is present, `null` included (`Option` alone reads `null` as absent).
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&RawValue>::deserialize(d).map(Some)
+}
+
+/// The one-pass reading of a plain request or notification; `None` for anything else.
+fn parse_plain(bytes: &[u8]) -> Option<Message> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow, default)]
+        jsonrpc: Option<Cow<'a, str>>,
+        #[serde(borrow, default, deserialize_with = "present")]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        method: Option<Cow<'a, str>>,
+        #[serde(borrow, default, deserialize_with = "present")]
+        params: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "present")]
+        result: Option<&'a RawValue>,
+        #[serde(borrow, default, deserialize_with = "present")]
+        error: Option<&'a RawValue>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(bytes).ok()?;
+    if envelope.jsonrpc.as_deref() != Some("2.0")
+        || envelope.result.is_some()
+        || envelope.error.is_some()
+    {
+        return None;
+    }
+    let method = envelope.method?.into_owned();
+    let params = match envelope.params {
+        None => None,
+        Some(raw) => match raw.get().trim_start().as_bytes().first() {
+            Some(b'{' | b'[') => Some(RawJson(raw.to_owned())),
+            Some(b'n') => None,
+            _ => return None,
+        },
+    };
+    Some(match envelope.id {
+        None => Message::Notification { method, params },
+        Some(raw) => {
+            let text = raw.get();
+            let id = match text.as_bytes().first() {
+                Some(b'"') => RequestId::String(serde_json::from_str(text).ok()?),
+                Some(b'-' | b'0'..=b'9') => RequestId::Number(text.parse().ok()?),
+                _ => return None,
+            };
+            Message::Request(Request { id, method, params })
+        }
+    })
 }
 
 /// Like [`parse`], for an already parsed value.
@@ -158,13 +289,13 @@ pub fn parse_value(value: Value) -> Result<Message, Unreadable> {
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid(id, "jsonrpc must be \"2.0\"");
     }
-    let params = object.remove("params");
-    if params
-        .as_ref()
-        .is_some_and(|p| !(p.is_object() || p.is_array() || p.is_null()))
-    {
-        return invalid(id, "params must be an object");
-    }
+    let params = match object.remove("params") {
+        None | Some(Value::Null) => None,
+        Some(p @ (Value::Object(_) | Value::Array(_))) => {
+            serde_json::value::to_raw_value(&p).ok().map(RawJson)
+        }
+        Some(_) => return invalid(id, "params must be an object"),
+    };
     match (object.remove("method"), id_value) {
         (Some(Value::String(method)), None) => Ok(Message::Notification { method, params }),
         (Some(Value::String(method)), Some(raw)) => match id {
@@ -274,6 +405,54 @@ struct ErrorResponse<'a> {
     #[serde(skip_serializing_if = "ErrorId::is_omitted")]
     id: ErrorId<'a>,
     error: &'a ErrorObject,
+}
+
+/// The bytes of a successful response carrying `result` as it is.
+pub fn result_body_bytes(id: &RequestId, result: &crate::ResultBody) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    // An id is a string or an integer: writing it cannot fail.
+    let _ = serde_json::to_writer(&mut out, id);
+    out.extend_from_slice(b",\"result\":");
+    result.write(&mut out);
+    out.push(b'}');
+    out
+}
+
+/// A response a peer sent, its result left unparsed.
+#[derive(Debug)]
+pub struct RawResponse {
+    /// The id of our request.
+    pub id: RequestId,
+    /// The result as sent, or the error.
+    pub outcome: Result<Box<serde_json::value::RawValue>, ErrorObject>,
+}
+
+/// Reads `bytes` as a response to one of our requests, leaving the result unparsed; `None`
+/// for anything else (a request or notification from the peer, or not JSON-RPC).
+pub fn parse_response(bytes: &[u8]) -> Option<RawResponse> {
+    #[derive(Deserialize)]
+    struct Envelope<'a> {
+        jsonrpc: Option<&'a str>,
+        id: Option<RequestId>,
+        method: Option<serde::de::IgnoredAny>,
+        #[serde(borrow)]
+        result: Option<&'a serde_json::value::RawValue>,
+        error: Option<ErrorObject>,
+    }
+    let envelope: Envelope<'_> = serde_json::from_slice(bytes).ok()?;
+    if envelope.jsonrpc != Some("2.0") || envelope.method.is_some() {
+        return None;
+    }
+    let outcome = match (envelope.result, envelope.error) {
+        (Some(result), None) => Ok(result.to_owned()),
+        (None, Some(error)) => Err(error),
+        _ => return None,
+    };
+    Some(RawResponse {
+        id: envelope.id?,
+        outcome,
+    })
 }
 
 /// The bytes of a successful response, serialised from the borrowed result.
@@ -398,6 +577,44 @@ mod tests {
     }
 
     #[test]
+    fn the_one_pass_reading_agrees_with_the_tree_reading() {
+        let bodies: [&[u8]; 8] = [
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a","_meta":{"x":1}}}"#,
+            br#"{"method":"m","id":"s\u0041","jsonrpc":"2.0","params":null}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/x","params":[1]}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"pong"}"#,
+            br#"{"jsonrpc":"2.0","id":-3,"method":"ping","extra":{"deep":[1,2]}}"#,
+        ];
+        for body in bodies {
+            let tree = parse_value(serde_json::from_slice(body).unwrap());
+            let read = parse(body);
+            match (read, tree) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(body)),
+                (Err((ia, ea)), Err((ib, eb))) => {
+                    assert_eq!(
+                        (ia, ea.code()),
+                        (ib, eb.code()),
+                        "{}",
+                        String::from_utf8_lossy(body)
+                    )
+                }
+                (a, b) => panic!("{}: {a:?} vs {b:?}", String::from_utf8_lossy(body)),
+            }
+        }
+        let Ok(Message::Request(request)) = parse(bodies[0]) else {
+            panic!("a request")
+        };
+        assert_eq!(
+            request.params.as_deref().map(RawValue::get),
+            Some(r#"{"name":"a","_meta":{"x":1}}"#)
+        );
+        assert_eq!(request.head().name.as_deref(), Some("a"));
+    }
+
+    #[test]
     fn a_batch_is_read_element_by_element_and_an_empty_one_is_invalid() {
         let body =
             br#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"n"},7]"#;
@@ -443,6 +660,32 @@ mod tests {
             omitted,
             json!({"jsonrpc": "2.0", "error": {"code": -32600, "message": "no"}})
         );
+    }
+
+    #[test]
+    fn a_response_is_read_with_its_result_unparsed_and_written_back_as_it_came() {
+        let bytes = br#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"ok"}],"b":1.50}}"#;
+        let response = parse_response(bytes).unwrap();
+        assert_eq!(response.id, RequestId::Number(4));
+        let raw = response.outcome.unwrap();
+        assert_eq!(
+            raw.get(),
+            r#"{"content":[{"type":"text","text":"ok"}],"b":1.50}"#
+        );
+        let written =
+            result_body_bytes(&RequestId::String("x".into()), &crate::ResultBody::Raw(raw));
+        assert_eq!(
+            std::str::from_utf8(&written).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"x","result":{"content":[{"type":"text","text":"ok"}],"b":1.50}}"#
+        );
+        let error = parse_response(
+            br#"{"jsonrpc":"2.0","id":"a","error":{"code":-32042,"message":"m","data":{"u":1}}}"#,
+        )
+        .unwrap();
+        assert_eq!(error.outcome.unwrap_err().data, Some(json!({"u": 1})));
+        assert!(parse_response(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
+        assert!(parse_response(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).is_none());
+        assert!(parse_response(b"{nope").is_none());
     }
 
     #[test]

@@ -9,10 +9,12 @@ pub mod codes;
 pub mod headers;
 pub mod jsonrpc;
 pub mod mcp;
+pub mod result;
 pub mod sse;
 pub mod tools;
 
 pub use headers::{ParamHeader, decode_header_value, encode_header_value};
 pub use jsonrpc::{ErrorId, ErrorObject, Incoming, Message, Request, RequestId};
 pub use mcp::{Era, EraSignals, LEGACY_VERSIONS, MODERN_VERSION};
+pub use result::ResultBody;
 pub use tools::CallToolParams;

@@ -97,11 +97,6 @@ pub const META_PROTOCOL_PREFIX: &str = "io.modelcontextprotocol/";
 /// `_meta` key on `tools/call`: the id of the confirmation that approves this call.
 pub const META_CONFIRMATION_ID: &str = "confirmation_id";
 
-/// The protocol version a params object's `_meta` names, if any.
-pub fn meta_version(params: Option<&Value>) -> Option<&str> {
-    params?.get("_meta")?.get(META_PROTOCOL_VERSION)?.as_str()
-}
-
 /// An MCP `Implementation` object.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct Implementation {

@@ -3,13 +3,19 @@
 //! `input_required` result. Fields the gateway does not know are kept (`rest`), so what it
 //! passes on is what it got.
 
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::result::Key;
+
 use crate::mcp::{META_CONFIRMATION_ID, META_PROTOCOL_PREFIX};
 
-/// `tools/call` params, both eras.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `tools/call` params, both eras. Read in one pass (unknown fields into `rest`, without
+/// the buffering a `#[serde(flatten)]` reading costs); written with `rest` flattened.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallToolParams {
     /// The tool's name.
@@ -29,6 +35,46 @@ pub struct CallToolParams {
     /// Every other field, passed on as it came.
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+impl<'de> Deserialize<'de> for CallToolParams {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ParamsVisitor;
+        impl<'de> Visitor<'de> for ParamsVisitor {
+            type Value = CallToolParams;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("tools/call params (an object with a string `name`)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallToolParams, A::Error> {
+                let mut name: Option<String> = None;
+                let mut params = CallToolParams {
+                    name: String::new(),
+                    arguments: None,
+                    meta: None,
+                    request_state: None,
+                    input_responses: None,
+                    rest: Map::new(),
+                };
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    match key.as_ref() {
+                        "name" if name.is_some() => return Err(de::Error::duplicate_field("name")),
+                        "name" => name = Some(map.next_value()?),
+                        "arguments" => params.arguments = map.next_value()?,
+                        "_meta" => params.meta = map.next_value()?,
+                        "requestState" => params.request_state = map.next_value()?,
+                        "inputResponses" => params.input_responses = map.next_value()?,
+                        _ => {
+                            let value: Value = map.next_value()?;
+                            params.rest.insert(key.into_owned(), value);
+                        }
+                    }
+                }
+                params.name = name.ok_or_else(|| de::Error::missing_field("name"))?;
+                Ok(params)
+            }
+        }
+        deserializer.deserialize_map(ParamsVisitor)
+    }
 }
 
 impl CallToolParams {
@@ -192,6 +238,12 @@ mod tests {
         let null: CallToolParams =
             serde_json::from_value(json!({"name": "t", "arguments": null})).unwrap();
         assert_eq!(null.arguments, None);
+        assert!(serde_json::from_str::<CallToolParams>(r#"{"name":"a","name":"b"}"#).is_err());
+        assert!(serde_json::from_str::<CallToolParams>(r#"{"name":7}"#).is_err());
+        let escaped: CallToolParams =
+            serde_json::from_str(r#"{"n\u0061me":"t","x\ty":1}"#).unwrap();
+        assert_eq!(escaped.name, "t");
+        assert_eq!(escaped.rest["x\ty"], 1);
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Results on their way to the client. A module's `CallToolResult` is kept as the JSON text
+//! it sent ([`RawValue`]): it is never parsed into a tree and written out again. Only its
+//! top-level keys are read, to drop the module's `resultType` and, for a 2026-07-28 client,
+//! to add the gateway's `resultType` and `_meta` server identity.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::mcp::{GATEWAY, META_SERVER_INFO};
+
+/// A result as the gateway answers it.
+#[derive(Debug, Clone)]
+pub enum ResultBody {
+    /// A result the gateway built.
+    Value(Value),
+    /// A module's result, as the module wrote it.
+    Raw(Box<RawValue>),
+    /// A module's result rewritten by [`ResultBody::for_client`] (valid JSON text).
+    Json(Vec<u8>),
+}
+
+impl From<Value> for ResultBody {
+    fn from(value: Value) -> Self {
+        ResultBody::Value(value)
+    }
+}
+
+impl ResultBody {
+    /// The result as a JSON tree (for tests and the paths that inspect it; the hot path
+    /// never calls this).
+    pub fn into_value(self) -> Value {
+        match self {
+            ResultBody::Value(value) => value,
+            ResultBody::Raw(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            ResultBody::Json(bytes) => serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    /// The JSON text of the result.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            ResultBody::Value(value) => {
+                // Writing a Value into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, value);
+            }
+            ResultBody::Raw(raw) => out.extend_from_slice(raw.get().as_bytes()),
+            ResultBody::Json(bytes) => out.extend_from_slice(bytes),
+        }
+    }
+
+    /// A module's result as the client is to see it: without the module's own
+    /// `resultType` (the module's era is the module's business) and, for a modern client
+    /// (`modern`), marked complete with the gateway's identity in `_meta`. A result that is
+    /// not an object is passed on as it is.
+    pub fn for_client(self, modern: bool) -> ResultBody {
+        let ResultBody::Raw(raw) = self else {
+            return match self {
+                ResultBody::Value(value) if modern => {
+                    ResultBody::Value(crate::mcp::modern_result(value, false))
+                }
+                other => other,
+            };
+        };
+        if !modern && !raw.get().contains("\"resultType\"") {
+            return ResultBody::Raw(raw);
+        }
+        match rewrite(&raw, modern) {
+            Some(bytes) => ResultBody::Json(bytes),
+            None => ResultBody::Raw(raw),
+        }
+    }
+}
+
+/// The `resultType` a module's result declares, if it is an object that declares one.
+pub fn result_type(raw: &RawValue) -> Option<String> {
+    const KEY: &str = "\"resultType\"";
+    let text = raw.get();
+    let mut found = text.match_indices(KEY);
+    let (first, _) = found.next()?;
+    // The common case, read without parsing: the key once, saying complete. (Inside a
+    // string value its quotes would be escaped, so the text can only be a key here; if it
+    // is a nested one, the top level has none, which reads the same.)
+    if found.next().is_none() && text[first + KEY.len()..].starts_with(":\"complete\"") {
+        return Some("complete".to_owned());
+    }
+    let fields = Fields::of(raw)?;
+    let (_, value) = fields.0.iter().find(|(k, _)| k == "resultType")?;
+    serde_json::from_str::<String>(value.get()).ok()
+}
+
+/// A JSON object's top-level members, in order, values unparsed.
+struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Fields<'a> {
+    fn of(raw: &'a RawValue) -> Option<Fields<'a>> {
+        let text = raw.get().trim_start();
+        if !text.starts_with('{') {
+            return None;
+        }
+        serde_json::from_str(raw.get()).ok()
+    }
+}
+
+/// An object key, borrowed unless it had escapes.
+pub(crate) struct Key<'a>(pub(crate) Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(4));
+                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    fields.push((key, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+fn write_key(out: &mut Vec<u8>, key: &str) {
+    // Writing a string into a Vec cannot fail; it escapes what needs escaping.
+    let _ = serde_json::to_writer(&mut *out, key);
+}
+
+/// The result object without the module's `resultType`; for a modern client with
+/// `resultType: "complete"` and the gateway's identity added to `_meta`.
+fn rewrite(raw: &RawValue, modern: bool) -> Option<Vec<u8>> {
+    let fields = Fields::of(raw)?;
+    let mut out = Vec::with_capacity(raw.get().len() + 128);
+    out.push(b'{');
+    let mut first = true;
+    let mut comma = |out: &mut Vec<u8>| {
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+    };
+    if modern {
+        comma(&mut out);
+        out.extend_from_slice(b"\"resultType\":\"complete\",\"_meta\":{");
+        let meta = fields
+            .0
+            .iter()
+            .find(|(k, _)| k == "_meta")
+            .and_then(|(_, v)| Fields::of(v));
+        for (key, value) in meta.iter().flat_map(|m| m.0.iter()) {
+            if key == META_SERVER_INFO {
+                continue;
+            }
+            write_key(&mut out, key);
+            out.push(b':');
+            out.extend_from_slice(value.get().as_bytes());
+            out.push(b',');
+        }
+        write_key(&mut out, META_SERVER_INFO);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, &GATEWAY);
+        out.push(b'}');
+    }
+    for (key, value) in &fields.0 {
+        if key == "resultType" || (modern && key == "_meta") {
+            continue;
+        }
+        comma(&mut out);
+        write_key(&mut out, key);
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+    }
+    out.push(b'}');
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn raw(value: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&value).unwrap()
+    }
+
+    fn client_sees(result: Value, modern: bool) -> Value {
+        ResultBody::Raw(raw(result)).for_client(modern).into_value()
+    }
+
+    #[test]
+    fn a_legacy_client_gets_the_modules_result_untouched_but_for_result_type() {
+        let result = json!({"content": [{"type": "text", "text": "ok"}], "isError": false, "_meta": {"m": 1}});
+        let body = ResultBody::Raw(raw(result.clone())).for_client(false);
+        assert!(
+            matches!(body, ResultBody::Raw(_)),
+            "passed through as it came"
+        );
+        assert_eq!(body.into_value(), result);
+        let mut typed = result.clone();
+        typed["resultType"] = json!("complete");
+        assert_eq!(client_sees(typed, false), result);
+    }
+
+    #[test]
+    fn a_modern_client_gets_complete_and_the_gateways_identity_beside_the_modules_meta() {
+        let seen = client_sees(
+            json!({"content": [], "resultType": "complete", "_meta": {"m": 1, "io.modelcontextprotocol/serverInfo": "forged"}, "k\"ey": 2}),
+            true,
+        );
+        assert_eq!(
+            seen,
+            json!({"content": [], "resultType": "complete", "k\"ey": 2,
+                   "_meta": {"m": 1, "io.modelcontextprotocol/serverInfo": {"name": "mcp-gateway", "version": env!("CARGO_PKG_VERSION")}}})
+        );
+        let bare = client_sees(json!({"content": []}), true);
+        assert_eq!(bare["resultType"], "complete");
+        assert_eq!(bare["_meta"][META_SERVER_INFO]["name"], "mcp-gateway");
+    }
+
+    #[test]
+    fn what_is_not_an_object_passes_as_it_is_and_result_type_is_read() {
+        assert_eq!(client_sees(json!([1, 2]), true), json!([1, 2]));
+        assert_eq!(
+            result_type(&raw(json!({"resultType": "input_required"}))).as_deref(),
+            Some("input_required")
+        );
+        assert_eq!(result_type(&raw(json!({"content": []}))), None);
+        assert_eq!(
+            result_type(&raw(json!({"resultType": "complete", "x": 1}))).as_deref(),
+            Some("complete")
+        );
+        let nested_and_top =
+            raw(json!({"a": {"resultType": "complete"}, "resultType": "input_required"}));
+        assert_eq!(
+            result_type(&nested_and_top).as_deref(),
+            Some("input_required")
+        );
+    }
+}
