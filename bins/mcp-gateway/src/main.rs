@@ -16,6 +16,12 @@ mod config;
 
 use config::Config;
 
+/// mimalloc: the gateway allocates small, short-lived objects on every call, across worker
+/// threads; glibc's allocator spent about an eighth of the gateway's instructions per call
+/// on them (callgrind), mimalloc a fraction of that.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "mcp-gateway",

@@ -21,8 +21,8 @@ use mcp_upstream::ModuleError;
 use mcp_upstream::registry::{Registry, ToolEntry};
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::{CallToolParams, ResultBody};
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::auth::Principal;
 use crate::error::McpError;
@@ -99,6 +99,8 @@ pub struct GatedCall {
     pub entry: Arc<ToolEntry>,
     /// The call as the client made it.
     pub params: CallToolParams,
+    /// Its arguments, read (`{}` when absent).
+    pub arguments: Value,
     /// What a confirmation of it must be bound to (tool and argument digest).
     pub binding: CallBinding,
     /// What the person is asked.
@@ -216,21 +218,20 @@ impl Gateway {
             GateDecision::Forward => Classified::Forward(entry, params),
             GateDecision::Deny => Classified::Deny(entry),
             GateDecision::Confirm => {
-                let mut params = params;
-                let given = params.arguments.is_some();
-                // Absent arguments are `{}` to the digest and the message.
-                let arguments = Value::Object(params.arguments.take().unwrap_or_default());
+                // Read now, once: absent arguments are `{}` to the digest and the message.
+                let arguments = params
+                    .arguments
+                    .as_ref()
+                    .map_or_else(|| Value::Object(Map::new()), |a| a.to_value());
                 let binding = CallBinding {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
                 };
                 let message = gating_core::confirmation_message(&entry.qualified, &arguments);
-                if let (true, Value::Object(arguments)) = (given, arguments) {
-                    params.arguments = Some(arguments);
-                }
                 Classified::Gated(Box::new(GatedCall {
                     entry,
                     params,
+                    arguments,
                     binding,
                     message,
                 }))
@@ -354,7 +355,7 @@ impl Gateway {
         }
         let request = ConfirmationRequest {
             binding: binding.clone(),
-            arguments: Value::Object(call.params.arguments.clone().unwrap_or_default()),
+            arguments: call.arguments.clone(),
             message: call.message.text.clone(),
             ttl: self.policy.ttl_for(&entry.qualified),
         };

@@ -44,8 +44,11 @@ impl McpService {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;
                 let entry = self.gateway.tool(&params.name)?;
-                check_param_headers(&entry.mirrored, params.arguments.as_ref(), headers)
-                    .map_err(McpError::HeaderMismatch)?;
+                if !entry.mirrored.is_empty() {
+                    let arguments = params.arguments.as_ref().map(|a| a.to_map());
+                    check_param_headers(&entry.mirrored, arguments.as_ref(), headers)
+                        .map_err(McpError::HeaderMismatch)?;
+                }
                 let capabilities = meta
                     .and_then(|m| m.client_capabilities)
                     .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());

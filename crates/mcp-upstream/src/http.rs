@@ -357,7 +357,13 @@ impl Module for HttpModule {
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         let name = call.params.name.clone();
-        let mirrored = param_header_values(call.mirrored, call.params.arguments.as_ref());
+        // Arguments are read only for a tool that mirrors some into headers.
+        let mirrored = if call.mirrored.is_empty() {
+            Vec::new()
+        } else {
+            let arguments = call.params.arguments.as_ref().map(|a| a.to_map());
+            param_header_values(call.mirrored, arguments.as_ref())
+        };
         let result = self
             .request("tools/call", call.params, Some(&name), &mirrored)
             .await?;

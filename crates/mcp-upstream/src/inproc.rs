@@ -73,7 +73,11 @@ impl Module for InProcessModule {
                 data: None,
             });
         };
-        let arguments = Value::Object(call.params.arguments.unwrap_or_default());
+        let arguments = call
+            .params
+            .arguments
+            .as_ref()
+            .map_or_else(|| Value::Object(serde_json::Map::new()), |a| a.to_value());
         let result = match (tool.handler)(&arguments) {
             Ok(result) => result,
             Err(message) => text_result(&message, true),

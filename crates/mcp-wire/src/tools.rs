@@ -6,35 +6,132 @@
 use std::fmt;
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+
+use crate::jsonrpc::RawJson;
 
 use crate::result::Key;
 
 use crate::mcp::{META_CONFIRMATION_ID, META_PROTOCOL_PREFIX};
 
+/// A call's arguments: a JSON object, kept as the client sent it until something needs to
+/// read it (the gate, for a gated call; a tool whose schema mirrors parameters into
+/// headers; an in-process module). Forwarded, it is written out as it came.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arguments(RawJson);
+
+impl Arguments {
+    /// The arguments as a map.
+    pub fn to_map(&self) -> Map<String, Value> {
+        // An object by construction (see `Deserialize`).
+        serde_json::from_str(self.0.get()).unwrap_or_default()
+    }
+
+    /// The arguments as a JSON value (an object).
+    pub fn to_value(&self) -> Value {
+        Value::Object(self.to_map())
+    }
+
+    /// Arguments from a map.
+    pub fn from_map(map: &Map<String, Value>) -> Arguments {
+        let raw = serde_json::value::to_raw_value(map)
+            .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("{} is JSON"));
+        Arguments(RawJson(raw))
+    }
+}
+
+impl Serialize for Arguments {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Arguments {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(de::Error::invalid_type(
+                de::Unexpected::Other("a non-object value"),
+                &"an object of arguments",
+            ));
+        }
+        Ok(Arguments(RawJson(raw)))
+    }
+}
+
 /// `tools/call` params, both eras. Read in one pass (unknown fields into `rest`, without
-/// the buffering a `#[serde(flatten)]` reading costs); written with `rest` flattened.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// the buffering a `#[serde(flatten)]` reading costs); written with `rest` flattened and
+/// the hop's protocol `_meta` (see [`WithMeta::add_meta`]) merged in as it is written.
+#[derive(Debug, Clone, PartialEq)]
 pub struct CallToolParams {
     /// The tool's name.
     pub name: String,
     /// Its arguments (absent and `null` are the same).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub arguments: Option<Map<String, Value>>,
+    pub arguments: Option<Arguments>,
     /// `_meta`.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<Map<String, Value>>,
     /// 2026-07-28 retry: the sealed state of the exchange.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_state: Option<String>,
     /// 2026-07-28 retry: the answers to the input requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_responses: Option<Map<String, Value>>,
     /// Every other field, passed on as it came.
-    #[serde(flatten)]
     pub rest: Map<String, Value>,
+    /// `_meta` keys of the next hop, added where `meta` lacks them when written.
+    hop_meta: Option<&'static Map<String, Value>>,
+}
+
+/// `_meta` as written: the call's own keys, then the hop's that it lacks.
+struct MergedMeta<'a> {
+    own: Option<&'a Map<String, Value>>,
+    hop: Option<&'static Map<String, Value>>,
+}
+
+impl MergedMeta<'_> {
+    fn is_empty(&self) -> bool {
+        self.own.is_none_or(Map::is_empty) && self.hop.is_none_or(Map::is_empty)
+    }
+}
+
+impl Serialize for MergedMeta<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let own = self.own.into_iter().flatten();
+        let hop = self
+            .hop
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| !self.own.is_some_and(|own| own.contains_key(*k)));
+        serializer.collect_map(own.chain(hop))
+    }
+}
+
+impl Serialize for CallToolParams {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name)?;
+        if let Some(arguments) = &self.arguments {
+            map.serialize_entry("arguments", arguments)?;
+        }
+        let meta = MergedMeta {
+            own: self.meta.as_ref(),
+            hop: self.hop_meta,
+        };
+        if !meta.is_empty() {
+            map.serialize_entry("_meta", &meta)?;
+        }
+        if let Some(state) = &self.request_state {
+            map.serialize_entry("requestState", state)?;
+        }
+        if let Some(responses) = &self.input_responses {
+            map.serialize_entry("inputResponses", responses)?;
+        }
+        for (key, value) in &self.rest {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 impl<'de> Deserialize<'de> for CallToolParams {
@@ -47,14 +144,7 @@ impl<'de> Deserialize<'de> for CallToolParams {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallToolParams, A::Error> {
                 let mut name: Option<String> = None;
-                let mut params = CallToolParams {
-                    name: String::new(),
-                    arguments: None,
-                    meta: None,
-                    request_state: None,
-                    input_responses: None,
-                    rest: Map::new(),
-                };
+                let mut params = CallToolParams::new(String::new(), None);
                 while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
                     match key.as_ref() {
                         "name" if name.is_some() => return Err(de::Error::duplicate_field("name")),
@@ -78,6 +168,19 @@ impl<'de> Deserialize<'de> for CallToolParams {
 }
 
 impl CallToolParams {
+    /// Params calling `name` with `arguments`, nothing else.
+    pub fn new(name: String, arguments: Option<Arguments>) -> Self {
+        CallToolParams {
+            name,
+            arguments,
+            meta: None,
+            request_state: None,
+            input_responses: None,
+            rest: Map::new(),
+            hop_meta: None,
+        }
+    }
+
     /// The `_meta.confirmation_id` the caller sent, as text.
     pub fn confirmation_id(&self) -> Option<&str> {
         self.meta.as_ref()?.get(META_CONFIRMATION_ID)?.as_str()
@@ -114,12 +217,13 @@ pub struct ListParams {
 
 /// Params that carry a `_meta` object (a modern hop adds its protocol keys there).
 pub trait WithMeta: Serialize {
-    /// The `_meta` object, to add keys to.
-    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>>;
+    /// Adds the keys of `extra` that `_meta` does not have yet (idempotent).
+    fn add_meta(&mut self, extra: &'static Map<String, Value>);
+}
 
-    /// Adds the keys of `extra` that `_meta` does not have yet.
-    fn add_meta(&mut self, extra: &Map<String, Value>) {
-        let meta = self.meta_mut().get_or_insert_with(Map::new);
+impl WithMeta for ListParams {
+    fn add_meta(&mut self, extra: &'static Map<String, Value>) {
+        let meta = self.meta.get_or_insert_with(Map::new);
         for (key, value) in extra {
             if !meta.contains_key(key) {
                 meta.insert(key.clone(), value.clone());
@@ -128,15 +232,10 @@ pub trait WithMeta: Serialize {
     }
 }
 
-impl WithMeta for ListParams {
-    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>> {
-        &mut self.meta
-    }
-}
-
 impl WithMeta for CallToolParams {
-    fn meta_mut(&mut self) -> &mut Option<Map<String, Value>> {
-        &mut self.meta
+    /// Recorded, and merged in when the params are written: nothing is copied per call.
+    fn add_meta(&mut self, extra: &'static Map<String, Value>) {
+        self.hop_meta = Some(extra);
     }
 }
 
@@ -225,6 +324,40 @@ mod tests {
         assert_eq!(
             upstream,
             json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}, "task": {"ttl": 1}})
+        );
+    }
+
+    #[test]
+    fn arguments_go_upstream_as_sent_and_the_hops_meta_is_merged_in_as_written() {
+        static HOP: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+            let mut hop = Map::new();
+            hop.insert(
+                "io.modelcontextprotocol/protocolVersion".into(),
+                json!("2026-07-28"),
+            );
+            hop.insert("progressToken".into(), json!("hop"));
+            hop
+        });
+        let mut params: CallToolParams = serde_json::from_str(
+            r#"{"name":"t","arguments":{"b":1.50,"a":[2]},"_meta":{"progressToken":7}}"#,
+        )
+        .unwrap();
+        params.add_meta(&HOP);
+        params.add_meta(&HOP);
+        let written = serde_json::to_string(&params).unwrap();
+        assert!(
+            written.contains(r#""arguments":{"b":1.50,"a":[2]}"#),
+            "{written}"
+        );
+        let value: Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(
+            value["_meta"],
+            json!({"progressToken": 7, "io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+            "the call's own keys win"
+        );
+        assert_eq!(
+            params.arguments.unwrap().to_value(),
+            json!({"b": 1.5, "a": [2]})
         );
     }
 
