@@ -41,7 +41,8 @@ enum Command {
         /// The gateway's address.
         #[arg(long)]
         target: std::net::SocketAddr,
-        /// `modern` (2026-07-28) or `legacy` (a 2025-11-25 session).
+        /// `modern` (2026-07-28), `legacy` (a 2025-11-25 session), or `destructive` (modern
+        /// calls of `up__delete`, each with a confirmation approved beforehand).
         #[arg(long, default_value = "modern")]
         era: String,
         #[arg(long, default_value_t = 16)]
@@ -51,6 +52,9 @@ enum Command {
         /// A bearer token with `tools:call`.
         #[arg(long)]
         token: String,
+        /// A bearer token with `elicitations:respond` (for `destructive`).
+        #[arg(long)]
+        human_token: Option<String>,
     },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
@@ -82,7 +86,8 @@ async fn main() -> Result<()> {
             concurrency,
             requests,
             token,
-        } => run::drive(target, &era, concurrency, requests, token).await?,
+            human_token,
+        } => run::drive(target, &era, concurrency, requests, token, human_token).await?,
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }
     Ok(())

@@ -173,13 +173,22 @@ async fn open_session_as(gateway: SocketAddr, token: &str) -> Result<String> {
 
 /// Holds `count` destructive calls and approves each through the REST API; returns the ids.
 async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<String>> {
+    ready_confirmations_as(gateway, count, AGENT, HUMAN).await
+}
+
+async fn ready_confirmations_as(
+    gateway: SocketAddr,
+    count: usize,
+    agent: &str,
+    human: &str,
+) -> Result<Vec<String>> {
     let mut ids = Vec::with_capacity(count);
     for _ in 0..count {
         let (_, _, body) = load::once(
             gateway,
             modern(
                 "up__delete",
-                Some(AGENT),
+                Some(agent),
                 json!({"path": "/bench"}),
                 json!({}),
             ),
@@ -194,7 +203,7 @@ async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<St
             .method("POST")
             .uri(format!("/v1/mcp/elicitations/{id}/respond"))
             .header("host", "127.0.0.1")
-            .header("authorization", format!("Bearer {HUMAN}"))
+            .header("authorization", format!("Bearer {human}"))
             .body(Full::new(Bytes::from_static(b"{\"confirmed\": true}")))?;
         let (status, _, _) = load::once(gateway, approve).await?;
         if status != 200 {
@@ -212,8 +221,27 @@ pub(crate) async fn drive(
     concurrency: usize,
     requests: usize,
     token: String,
+    human: Option<String>,
 ) -> Result<()> {
     let make: MakeRequest = match era {
+        "destructive" => {
+            let human = human.context("--human-token is needed to approve confirmations")?;
+            let ids = Arc::new(ready_confirmations_as(target, requests, &token, &human).await?);
+            // A marker for whoever samples CPU around the measured calls only.
+            println!(
+                "ready: {} confirmations approved; measuring in 2 s",
+                ids.len()
+            );
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Arc::new(move |i| {
+                modern(
+                    "up__delete",
+                    Some(&token),
+                    json!({"path": "/bench"}),
+                    json!({"confirmation_id": ids[i]}),
+                )
+            })
+        }
         "modern" => Arc::new(move |_| {
             modern(
                 "up__read",
@@ -297,6 +325,9 @@ pub(crate) struct Options {
     pub(crate) quick: bool,
 }
 
+/// Interleaved rounds of the null proxy and the gateway's read-only paths per level.
+const ROUNDS: usize = 3;
+
 pub(crate) async fn run(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
@@ -306,9 +337,9 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         if options.quick {
             if c == 1 { 300 } else { 1_500 }
         } else if c == 1 {
-            2_000
+            5_000
         } else {
-            10_000
+            20_000
         }
     };
     let destructive_total = |c: usize| {
@@ -362,44 +393,49 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             )
             .await?,
         );
-        rows.push(
-            measure(
-                "null proxy",
-                proxy.addr,
-                proxy.pid(),
-                c,
-                total(c),
-                read.clone(),
-                forwarded(),
-            )
-            .await?,
-        );
-        rows.push(
-            measure(
-                "gateway read-only",
-                gateway.addr,
-                gateway.pid(),
-                c,
-                total(c),
-                read_through_gateway.clone(),
-                forwarded(),
-            )
-            .await?,
-        );
+        // The null proxy and the gateway's read-only paths in interleaved rounds: this
+        // machine's noise moves from minute to minute, and a ratio is only as good as the
+        // two runs it divides. Ratios are the median over the rounds.
         let session = open_session(gateway.addr).await?;
         let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
-        rows.push(
-            measure(
-                "gateway read-only, legacy",
-                gateway.addr,
-                gateway.pid(),
-                c,
-                total(c),
-                legacy_read,
-                forwarded(),
-            )
-            .await?,
-        );
+        for _ in 0..ROUNDS {
+            rows.push(
+                measure(
+                    "null proxy",
+                    proxy.addr,
+                    proxy.pid(),
+                    c,
+                    total(c),
+                    read.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+            rows.push(
+                measure(
+                    "gateway read-only",
+                    gateway.addr,
+                    gateway.pid(),
+                    c,
+                    total(c),
+                    read_through_gateway.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+            rows.push(
+                measure(
+                    "gateway read-only, legacy",
+                    gateway.addr,
+                    gateway.pid(),
+                    c,
+                    total(c),
+                    legacy_read.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+        }
         let ids = Arc::new(ready_confirmations(gateway.addr, destructive_total(c)).await?);
         let confirmed: MakeRequest = Arc::new(move |i| {
             modern(
@@ -499,10 +535,6 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     Ok(())
 }
 
-fn find<'a>(rows: &'a [Row], path: &str, c: usize) -> Option<&'a Row> {
-    rows.iter().find(|r| r.path == path && r.concurrency == c)
-}
-
 fn report(
     rows: &[Row],
     idle_rss: f64,
@@ -532,7 +564,10 @@ fn report(
             "cpu_seconds_per_10k": r.cpu_per_10k, "peak_rss_mib": r.peak_rss_mib,
         }));
     }
-    md.push_str("\n| ratio | conc. 1 | conc. 16 | conc. 64 |\n|---|---|---|---|\n");
+    let _ = write!(
+        md,
+        "\nRatios: median over the {ROUNDS} interleaved rounds (min–max in brackets).\n\n| ratio | conc. 1 | conc. 16 | conc. 64 |\n|---|---|---|---|\n"
+    );
     let mut ratios = serde_json::Map::new();
     type Ratio = (
         &'static str,
@@ -540,12 +575,30 @@ fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 6] = [
+    let lines: [Ratio; 9] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
             "null proxy",
             |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "gateway read-only, legacy CPU/call ÷ null proxy",
+            "gateway read-only, legacy",
+            "null proxy",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "gateway read-only p99 ÷ null proxy",
+            "gateway read-only",
+            "null proxy",
+            |a, b| a.load.ms(0.99) / b.load.ms(0.99),
+        ),
+        (
+            "gateway read-only, legacy p99 ÷ null proxy",
+            "gateway read-only, legacy",
+            "null proxy",
+            |a, b| a.load.ms(0.99) / b.load.ms(0.99),
         ),
         (
             "gateway read-only p50 ÷ null proxy",
@@ -582,13 +635,21 @@ fn report(
         let mut cells = Vec::new();
         let mut values = Vec::new();
         for c in [1, 16, 64] {
-            match (find(rows, a, c), find(rows, b, c)) {
-                (Some(x), Some(y)) => {
-                    let v = f(x, y);
-                    cells.push(format!("{v:.2}"));
-                    values.push(json!(v));
+            let pairs: Vec<f64> = find_all(rows, a, c)
+                .into_iter()
+                .zip(find_all(rows, b, c))
+                .map(|(x, y)| f(x, y))
+                .collect();
+            match median(&pairs) {
+                Some((median, low, high)) if pairs.len() > 1 => {
+                    cells.push(format!("{median:.2} ({low:.2}–{high:.2})"));
+                    values.push(json!(median));
                 }
-                _ => cells.push("—".into()),
+                Some((median, _, _)) => {
+                    cells.push(format!("{median:.2}"));
+                    values.push(json!(median));
+                }
+                None => cells.push("—".into()),
             }
         }
         let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
@@ -611,4 +672,19 @@ fn report(
     }
     let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips});
     (md, json)
+}
+
+/// Every row of `path` at concurrency `c`, in the order measured.
+fn find_all<'a>(rows: &'a [Row], path: &str, c: usize) -> Vec<&'a Row> {
+    rows.iter()
+        .filter(|r| r.path == path && r.concurrency == c)
+        .collect()
+}
+
+/// The median, least and greatest of `values`.
+fn median(values: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    sorted.sort_by(f64::total_cmp);
+    let mid = *sorted.get(sorted.len() / 2)?;
+    Some((mid, sorted[0], sorted[sorted.len() - 1]))
 }

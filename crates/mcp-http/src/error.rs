@@ -174,7 +174,10 @@ impl McpError {
             McpError::UnsupportedVersion {
                 requested,
                 supported,
-            } => Some(json!({"supported": supported, "requested": requested})),
+            } => Some(json!(mcp_wire::mcp::UnsupportedVersionData {
+                supported,
+                requested,
+            })),
             McpError::InvalidResponse {
                 errors,
                 retries_left,

@@ -19,6 +19,15 @@ pub fn supported_versions() -> Vec<&'static str> {
         .collect()
 }
 
+/// `data` of a `-32022` (unsupported protocol version) error.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnsupportedVersionData<'a> {
+    /// Every version the server speaks, newest first.
+    pub supported: &'a [&'static str],
+    /// What the client asked for.
+    pub requested: &'a str,
+}
+
 /// The legacy version a session runs at when a client asks for `requested`: that version
 /// if served, else the newest (the client then decides whether it can go on).
 pub fn negotiate_legacy(requested: &str) -> &'static str {
