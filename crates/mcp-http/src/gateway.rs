@@ -20,6 +20,7 @@ use gating_core::{
 use mcp_upstream::ModuleError;
 use mcp_upstream::registry::{Registry, ToolEntry};
 use mcp_wire::jsonrpc::ErrorObject;
+use mcp_wire::tools::Arguments;
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -218,11 +219,19 @@ impl Gateway {
             GateDecision::Forward => Classified::Forward(entry, params),
             GateDecision::Deny => Classified::Deny(entry),
             GateDecision::Confirm => {
+                let mut params = params;
                 // Read now, once: absent arguments are `{}` to the digest and the message.
                 let arguments = params
                     .arguments
                     .as_ref()
                     .map_or_else(|| Value::Object(Map::new()), |a| a.to_value());
+                // What the person approves is what the module gets: the arguments go upstream
+                // written from the tree that was digested and shown, never as the client's
+                // text, which a module's JSON parser could read differently (a duplicate key
+                // is the last one here, maybe the first one there).
+                if let (Some(given), Value::Object(map)) = (&mut params.arguments, &arguments) {
+                    *given = Arguments::from_map(map);
+                }
                 let binding = CallBinding {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),

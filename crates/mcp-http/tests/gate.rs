@@ -21,7 +21,7 @@ use gating_core::{GateMode, GatePolicy, ToolRule};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
-use mcp_http::gateway::Gateway;
+use mcp_http::gateway::{Classified, Gateway};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
@@ -553,5 +553,44 @@ async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
     assert_eq!(
         got[3].0, "tool_call_held",
         "the second call's hold: {got:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_the_clients_text() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module(&reads, &deletes)),
+    }])
+    .await
+    .unwrap();
+    let gateway = Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    );
+    // A duplicate key: this gateway reads the last one; a module's parser might read the
+    // first. The person is shown, and the digest binds, the last.
+    let params: mcp_wire::CallToolParams = serde_json::from_str(
+        r#"{"name":"test__delete","arguments":{"path":"/tmp/x","path":"/etc","n":1.0}}"#,
+    )
+    .unwrap();
+    let Classified::Gated(call) = gateway.classify(params).unwrap() else {
+        panic!("delete is gated")
+    };
+    assert!(call.message.text.contains("/etc"), "{}", call.message.text);
+    let upstream = serde_json::to_string(&call.params.clone().into_upstream("delete")).unwrap();
+    assert!(
+        !upstream.contains("/tmp/x") && upstream.contains("/etc"),
+        "what goes upstream is what was approved: {upstream}"
+    );
+    assert_eq!(
+        call.binding.digest,
+        gating_core::CallDigest::of(&json!({"path": "/etc", "n": 1.0}))
     );
 }
