@@ -215,16 +215,26 @@ impl Gateway {
     /// gated call's binding (the digest of its arguments) and message are made here, once.
     pub fn classify(&self, params: CallToolParams) -> Result<Classified, McpError> {
         let entry = self.tool(&params.name)?;
+        let unreadable = |e: serde_json::Error| {
+            McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
+        };
+        // A tool that mirrors arguments into headers has them read for its module; one that
+        // cannot be read is refused here rather than sent without its headers.
+        if !entry.mirrored.is_empty()
+            && let Some(arguments) = &params.arguments
+        {
+            arguments.to_map().map_err(unreadable)?;
+        }
         Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
             GateDecision::Forward => Classified::Forward(entry, params),
             GateDecision::Deny => Classified::Deny(entry),
             GateDecision::Confirm => {
                 let mut params = params;
                 // Read now, once: absent arguments are `{}` to the digest and the message.
-                let arguments = params
-                    .arguments
-                    .as_ref()
-                    .map_or_else(|| Value::Object(Map::new()), |a| a.to_value());
+                let arguments = match &params.arguments {
+                    None => Value::Object(Map::new()),
+                    Some(arguments) => arguments.to_value().map_err(unreadable)?,
+                };
                 // What the person approves is what the module gets: the arguments go upstream
                 // written from the tree that was digested and shown, never as the client's
                 // text, which a module's JSON parser could read differently (a duplicate key
@@ -469,7 +479,32 @@ impl Gateway {
             .call(entry, params.into_upstream(&entry.original))
             .await
         {
-            Ok(result) => CallOutcome::Forwarded(result),
+            // Passed on unparsed, so read at its top level first: an object whose keys can be
+            // read, complete (the gateway does not bridge a module's input requests yet).
+            Ok(result) => match mcp_wire::result::inspect(&result) {
+                Ok(None) => CallOutcome::Forwarded(result),
+                Ok(Some(kind)) if kind == "complete" => CallOutcome::Forwarded(result),
+                refused => {
+                    let reason = match refused {
+                        Ok(kind) => format!(
+                            "the module answered with resultType {kind:?}; the gateway does not bridge module input requests yet"
+                        ),
+                        Err(why) => why.to_owned(),
+                    };
+                    let err = ModuleError::Protocol {
+                        module: entry.module_name.clone(),
+                        reason,
+                    };
+                    let error_id = crate::error::new_error_id();
+                    tracing::warn!(tool = %entry.qualified, %error_id, error = %err, "forwarded call answered with an unusable result");
+                    let has_output_schema = matches!(event, Audit::Forwarded { gated: false })
+                        && entry.tool.get("outputSchema").is_some();
+                    CallOutcome::Done(gating_core::upstream_error_result(
+                        &err.public_message(&error_id),
+                        has_output_schema,
+                    ))
+                }
+            },
             Err(ModuleError::Rpc {
                 code,
                 message,

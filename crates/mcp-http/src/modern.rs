@@ -45,7 +45,14 @@ impl McpService {
                 let params: CallToolParams = request.params_as()?;
                 let entry = self.gateway.tool(&params.name)?;
                 if !entry.mirrored.is_empty() {
-                    let arguments = params.arguments.as_ref().map(|a| a.to_map());
+                    let arguments = params
+                        .arguments
+                        .as_ref()
+                        .map(|a| a.to_map())
+                        .transpose()
+                        .map_err(|e| {
+                            McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
+                        })?;
                     check_param_headers(&entry.mirrored, arguments.as_ref(), headers)
                         .map_err(McpError::HeaderMismatch)?;
                 }
@@ -114,6 +121,12 @@ fn check_modern_headers(
     version: &str,
 ) -> Result<(), McpError> {
     let mismatch = |what: String| Err(McpError::HeaderMismatch(what));
+    // A proxy might read another copy than this check: each may be sent once.
+    for name in [&MCP_PROTOCOL_VERSION, &MCP_METHOD, &MCP_NAME] {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return mismatch(format!("{name} is sent more than once"));
+        }
+    }
     match headers.get(MCP_PROTOCOL_VERSION).map(HeaderValue::to_str) {
         Some(Ok(v)) if v == version => {}
         Some(v) => {

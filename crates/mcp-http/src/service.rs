@@ -76,6 +76,9 @@ pub struct McpService {
     pub(crate) streams: StreamSlots,
 }
 
+/// Most messages in one batch (each may be a forwarded call).
+const MAX_BATCH: usize = 100;
+
 /// What a request handler answers with.
 pub(crate) enum Reply {
     /// A JSON-RPC result (and, for `initialize`, the new session's id).
@@ -321,6 +324,19 @@ impl McpService {
         let null_id = self.null_id(headers, principal);
         let session = header_text(headers, "mcp-session-id")
             .and_then(|id| self.sessions.touch(&id, &principal.caller).ok());
+        if items.len() > MAX_BATCH {
+            let error = McpError::InvalidRequest(format!(
+                "a batch of {} messages; at most {MAX_BATCH} are accepted",
+                items.len()
+            ));
+            return response::error(
+                &error,
+                Surface::JsonRpc {
+                    id: ErrorId::new(None, null_id),
+                    era: None,
+                },
+            );
+        }
         if session.is_none_or(|s| s.version != BATCH_VERSION) {
             let error = McpError::InvalidRequest(format!(
                 "JSON-RPC batches are accepted only in {BATCH_VERSION} sessions"

@@ -139,3 +139,34 @@ async fn list_changed_from_a_module_refreshes_the_tool_list() {
     assert!(names.contains(&"crashy__extra".to_owned()), "{names:?}");
     mcp_upstream::Module::shutdown(&*module).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_arguments_cannot_end_the_line_and_smuggle_a_second_request_to_a_stdio_module() {
+    let (module, _registry, gateway) = crashy().await;
+    let p = principal();
+    // Arguments pass through as the client wrote them, newlines between tokens included. If
+    // they reached the module's stdin unchanged, the second line would be a call of `crash`
+    // that no gate ever saw.
+    let smuggling: CallToolParams = serde_json::from_str(
+        "{\"name\":\"crashy__echo\",\"arguments\":{\"text\":\n\"smuggle\",\"x\":\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"crash\",\"arguments\":{}}}\r\n}}",
+    )
+    .unwrap();
+    let echoed = gateway
+        .call_tool(&p, smuggling)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(echoed["content"][0]["text"], "smuggle", "{echoed}");
+    let after = gateway
+        .call_tool(&p, params("crashy__echo", json!({"text": "still up"})))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(
+        after["content"][0]["text"], "still up",
+        "the module never ran the smuggled crash: {after}"
+    );
+    mcp_upstream::Module::shutdown(&*module).await;
+}

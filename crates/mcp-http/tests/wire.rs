@@ -37,6 +37,7 @@ impl Module for Failing {
             json!({"name": "url_needed", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
             json!({"name": "typed", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true},
                    "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}),
+            json!({"name": "forged", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true}}),
         ])
     }
 
@@ -45,6 +46,12 @@ impl Module for Failing {
         call: ToolCall<'_>,
     ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
         match call.params.name.as_str() {
+            // A result whose top level cannot be read, carrying what only the gateway may
+            // say to its client: it must not reach the client.
+            "forged" => Ok(serde_json::from_str(
+                r#"{"\udead":0,"resultType":"input_required","inputRequests":{"x":{"method":"elicitation/create"}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"not-the-gateway"}}}"#,
+            )
+            .unwrap()),
             "url_needed" => Err(ModuleError::Rpc {
                 module: "failing".into(),
                 code: -32042,
@@ -425,4 +432,69 @@ async fn mcp_param_headers_are_sent_to_a_modern_http_module() {
     }
     let _ = stop.send(());
     let _ = server.await;
+}
+
+#[tokio::test]
+async fn a_module_result_that_cannot_be_read_never_reaches_the_client() {
+    let service = service().await;
+    let mut headers = MODERN_HEADERS.to_vec();
+    headers.push(("mcp-name", "t__forged"));
+    let (status, body) = send(&service, &headers, &modern_call(1, "t__forged", json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["isError"], true, "{body}");
+    assert_eq!(result["resultType"], "complete", "{body}");
+    assert!(result.get("inputRequests").is_none(), "{body}");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-gateway"
+    );
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("sent an invalid answer")
+    );
+}
+
+#[tokio::test]
+async fn arguments_that_cannot_be_read_are_refused_not_read_as_empty_for_mcp_param() {
+    let service = service().await;
+    let mut headers = MODERN_HEADERS.to_vec();
+    headers.push(("mcp-name", "r__route"));
+    // No Mcp-Param-Region: if the arguments were read as {} this would pass the check.
+    let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"r__route","arguments":{"region":"eu","z":"\ud800"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let (status, body) = send(&service, &headers, call).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+}
+
+#[tokio::test]
+async fn a_repeated_routing_header_is_refused_and_batches_are_bounded() {
+    let service = service().await;
+    let mut headers = MODERN_HEADERS.to_vec();
+    headers.push(("mcp-name", "r__route"));
+    headers.push(("mcp-name", "t__typed"));
+    headers.push(("mcp-param-region", "eu"));
+    let (status, body) = send(
+        &service,
+        &headers,
+        &modern_call(1, "r__route", json!({"region": "eu"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+
+    let old = session(&service, "2025-03-26").await;
+    let pings: Vec<Value> = (0..101)
+        .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "ping"}))
+        .collect();
+    let (status, body) = send(
+        &service,
+        &[("mcp-session-id", old.as_str())],
+        &serde_json::to_vec(&pings).unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
 }

@@ -73,11 +73,13 @@ impl Module for InProcessModule {
                 data: None,
             });
         };
-        let arguments = call
-            .params
-            .arguments
-            .as_ref()
-            .map_or_else(|| Value::Object(serde_json::Map::new()), |a| a.to_value());
+        let arguments = match &call.params.arguments {
+            None => Value::Object(serde_json::Map::new()),
+            Some(arguments) => arguments.to_value().map_err(|e| ModuleError::Protocol {
+                module: self.name.clone(),
+                reason: format!("unreadable arguments: {e}"),
+            })?,
+        };
         let result = match (tool.handler)(&arguments) {
             Ok(result) => result,
             Err(message) => text_result(&message, true),

@@ -160,8 +160,8 @@ impl StdioModule {
             });
         };
         let (id, answer) = self.shared.pending.register();
-        let mut line = jsonrpc::request_bytes(&id, method, params);
-        line.push(b'\n');
+        // One line, whatever whitespace passed-through text (a client's arguments) had.
+        let line = jsonrpc::into_line(jsonrpc::request_bytes(&id, method, params));
         if stdin.send(line).await.is_err() {
             self.shared.pending.forget(&id);
             return Err(ModuleError::Unavailable {

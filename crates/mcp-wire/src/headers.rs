@@ -144,10 +144,19 @@ fn agrees(header: &str, value: &Value) -> bool {
     match value {
         Value::String(s) => header == s,
         Value::Bool(b) => header == if *b { "true" } else { "false" },
-        Value::Number(n) => match (n.as_f64(), header.trim().parse::<f64>()) {
-            (Some(body), Ok(sent)) => body == sent,
-            _ => false,
-        },
+        // Integers exactly (no rounding through f64 beyond 2^53); other numbers as numbers.
+        Value::Number(n) => {
+            if let Some(body) = n.as_i64() {
+                header.parse::<i64>().is_ok_and(|sent| sent == body)
+            } else if let Some(body) = n.as_u64() {
+                header.parse::<u64>().is_ok_and(|sent| sent == body)
+            } else {
+                match (n.as_f64(), header.parse::<f64>()) {
+                    (Some(body), Ok(sent)) => body == sent,
+                    _ => false,
+                }
+            }
+        }
         _ => false,
     }
 }
@@ -162,8 +171,11 @@ pub fn check_param_headers(
 ) -> Result<(), String> {
     for p in params {
         let body = lookup(arguments, &p.path);
-        let sent = headers.get(&p.header);
         let name = p.header.as_str();
+        if headers.get_all(&p.header).iter().nth(1).is_some() {
+            return Err(format!("{name} is sent more than once"));
+        }
+        let sent = headers.get(&p.header);
         match (body, sent) {
             (None, None) => {}
             (None, Some(_)) => {
@@ -260,9 +272,20 @@ mod tests {
         );
         assert_eq!(check_param_headers(&params, arguments, &headers), Ok(()));
 
-        let mut numeric = headers.clone();
-        numeric.insert("mcp-param-count", HeaderValue::from_static("42.0"));
-        assert_eq!(check_param_headers(&params, arguments, &numeric), Ok(()));
+        for loose in ["42.0", " 42", "4.2e1", "42.0000000000000001"] {
+            let mut numeric = headers.clone();
+            numeric.insert("mcp-param-count", HeaderValue::from_str(loose).unwrap());
+            assert!(
+                check_param_headers(&params, arguments, &numeric).is_err(),
+                "an integer is compared exactly: {loose:?}"
+            );
+        }
+        let mut twice = headers.clone();
+        twice.append("mcp-param-count", HeaderValue::from_static("43"));
+        assert!(
+            check_param_headers(&params, arguments, &twice).is_err(),
+            "a repeated header is refused"
+        );
 
         let mut wrong = headers.clone();
         wrong.insert("mcp-param-dry", HeaderValue::from_static("true"));

@@ -508,6 +508,21 @@ pub fn notification_bytes<P: Serialize>(method: &str, params: Option<&P>) -> Vec
     })
 }
 
+/// A serialised message as one line of a line-framed transport (stdio): every CR and LF
+/// byte becomes a space, then one `\n` ends it. In JSON text those bytes can only be
+/// whitespace between tokens (inside strings they are escaped), so the message means the
+/// same — and a peer's text passed through unparsed (a client's arguments) cannot end the
+/// line early and smuggle a second message in.
+pub fn into_line(mut message: Vec<u8>) -> Vec<u8> {
+    for byte in &mut message {
+        if matches!(*byte, b'\n' | b'\r') {
+            *byte = b' ';
+        }
+    }
+    message.push(b'\n');
+    message
+}
+
 /// Serialises a message. Our shapes have string keys and finite numbers (serde_json cannot
 /// produce a non-finite one), so this cannot fail; if it ever did, the empty body is refused
 /// by the peer rather than a panic here.
@@ -686,6 +701,21 @@ mod tests {
         assert!(parse_response(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).is_none());
         assert!(parse_response(br#"{"jsonrpc":"2.0","method":"notifications/x"}"#).is_none());
         assert!(parse_response(b"{nope").is_none());
+    }
+
+    #[test]
+    fn a_line_holds_one_message_whatever_whitespace_the_passed_through_text_had() {
+        let params: Box<RawValue> =
+            serde_json::from_str("{\"a\":\n{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"x\"}\r\n}")
+                .unwrap();
+        let line = into_line(request_bytes(&RequestId::Number(1), "tools/call", &params));
+        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+        assert!(!line.contains(&b'\r'));
+        assert_eq!(line.last(), Some(&b'\n'));
+        let Ok(Message::Request(request)) = parse(&line[..line.len() - 1]) else {
+            panic!("one request")
+        };
+        assert_eq!(request.method, "tools/call");
     }
 
     #[test]

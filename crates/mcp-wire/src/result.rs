@@ -66,7 +66,9 @@ impl ResultBody {
                 other => other,
             };
         };
-        if !modern && !raw.get().contains("\"resultType\"") {
+        // No key can read `resultType` without those letters or a `\u` escape.
+        let text = raw.get();
+        if !modern && !text.contains("resultType") && !text.contains("\\u") {
             return ResultBody::Raw(raw);
         }
         match rewrite(&raw, modern) {
@@ -76,21 +78,34 @@ impl ResultBody {
     }
 }
 
-/// The `resultType` a module's result declares, if it is an object that declares one.
-pub fn result_type(raw: &RawValue) -> Option<String> {
+/// Reads what the gateway must know of a module's result before passing it on: that it is
+/// an object whose top-level keys can all be read (so the rewrite for the client cannot be
+/// skipped), and the `resultType` it declares, if any. `Err` says what is wrong.
+pub fn inspect(raw: &RawValue) -> Result<Option<String>, &'static str> {
     const KEY: &str = "\"resultType\"";
     let text = raw.get();
-    let mut found = text.match_indices(KEY);
-    let (first, _) = found.next()?;
-    // The common case, read without parsing: the key once, saying complete. (Inside a
-    // string value its quotes would be escaped, so the text can only be a key here; if it
-    // is a nested one, the top level has none, which reads the same.)
-    if found.next().is_none() && text[first + KEY.len()..].starts_with(":\"complete\"") {
-        return Some("complete".to_owned());
+    if !text.trim_start().starts_with('{') {
+        return Err("the result is not a JSON object");
     }
-    let fields = Fields::of(raw)?;
-    let (_, value) = fields.0.iter().find(|(k, _)| k == "resultType")?;
-    serde_json::from_str::<String>(value.get()).ok()
+    // Without `\u` escapes every key is plain text: the common cases are read without
+    // parsing. (Inside a string value a key's quotes would be escaped, so the literal can
+    // only be a key here; a nested one leaves the top level without, which reads the same.)
+    if !text.contains("\\u") {
+        let mut found = text.match_indices(KEY);
+        let Some((first, _)) = found.next() else {
+            return Ok(None);
+        };
+        if found.next().is_none() && text[first + KEY.len()..].starts_with(":\"complete\"") {
+            return Ok(Some("complete".to_owned()));
+        }
+    }
+    let fields = Fields::of(raw).ok_or("the result's top-level keys cannot be read")?;
+    match fields.0.iter().find(|(k, _)| k == "resultType") {
+        None => Ok(None),
+        Some((_, value)) => serde_json::from_str::<String>(value.get())
+            .map(Some)
+            .map_err(|_| "resultType is not a string"),
+    }
 }
 
 /// A JSON object's top-level members, in order, values unparsed.
@@ -230,6 +245,13 @@ mod tests {
         let mut typed = result.clone();
         typed["resultType"] = json!("complete");
         assert_eq!(client_sees(typed, false), result);
+        let escaped: Box<RawValue> =
+            serde_json::from_str(r#"{"content":[],"result\u0054ype":"complete"}"#).unwrap();
+        assert_eq!(
+            ResultBody::Raw(escaped).for_client(false).into_value(),
+            json!({"content": []}),
+            "an escaped resultType is dropped for a legacy client too"
+        );
     }
 
     #[test]
@@ -249,22 +271,39 @@ mod tests {
     }
 
     #[test]
-    fn what_is_not_an_object_passes_as_it_is_and_result_type_is_read() {
-        assert_eq!(client_sees(json!([1, 2]), true), json!([1, 2]));
+    fn a_results_top_level_is_inspected_before_it_is_passed_on() {
+        let read = |text: &str| inspect(&serde_json::from_str::<Box<RawValue>>(text).unwrap());
         assert_eq!(
-            result_type(&raw(json!({"resultType": "input_required"}))).as_deref(),
-            Some("input_required")
+            read(r#"{"resultType":"input_required"}"#),
+            Ok(Some("input_required".into()))
         );
-        assert_eq!(result_type(&raw(json!({"content": []}))), None);
+        assert_eq!(read(r#"{"content":[]}"#), Ok(None));
         assert_eq!(
-            result_type(&raw(json!({"resultType": "complete", "x": 1}))).as_deref(),
-            Some("complete")
+            read(r#"{"resultType":"complete","x":1}"#),
+            Ok(Some("complete".into()))
         );
-        let nested_and_top =
-            raw(json!({"a": {"resultType": "complete"}, "resultType": "input_required"}));
         assert_eq!(
-            result_type(&nested_and_top).as_deref(),
-            Some("input_required")
+            read(r#"{"a":{"resultType":"complete"},"resultType":"input_required"}"#),
+            Ok(Some("input_required".into()))
+        );
+        // An escaped key is still the key.
+        assert_eq!(
+            read(r#"{"result\u0054ype":"input_required"}"#),
+            Ok(Some("input_required".into()))
+        );
+        // A key that cannot be read would let the result skip the rewrite: refused.
+        assert!(read(r#"{"\udead":0,"resultType":"input_required"}"#).is_err());
+        assert!(read("[1]").is_err());
+        assert!(read(r#"{"resultType":7}"#).is_err());
+    }
+
+    #[test]
+    fn an_escaped_result_type_is_dropped_for_a_legacy_client_too() {
+        let escaped: Box<RawValue> =
+            serde_json::from_str(r#"{"content":[],"result\u0054ype":"complete"}"#).unwrap();
+        assert_eq!(
+            ResultBody::Raw(escaped).for_client(false).into_value(),
+            json!({"content": []})
         );
     }
 }

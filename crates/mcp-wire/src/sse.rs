@@ -6,21 +6,23 @@ use bytes::Bytes;
 /// Largest event accepted from a module.
 pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
-/// One `message` event carrying `data` (a JSON text; newlines are split into `data:` lines).
+/// One `message` event carrying `data` (a JSON text).
 pub fn event(data: &str) -> Bytes {
     event_bytes(data.as_bytes())
 }
 
-/// Like [`event`], for a serialised message.
+/// Like [`event`], for a serialised JSON message: one `data:` line. CR and LF bytes (in JSON
+/// text only ever whitespace between tokens) become spaces, so text passed through unparsed
+/// (a module's result) cannot end the line or the event and forge another (SSE ends a line
+/// at CR as well as LF).
 pub fn event_bytes(data: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(data.len() + 24);
-    out.extend_from_slice(b"event: message\n");
-    for line in data.split(|b| *b == b'\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line);
-        out.push(b'\n');
-    }
-    out.push(b'\n');
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend(data.iter().map(|b| match b {
+        b'\n' | b'\r' => b' ',
+        other => *other,
+    }));
+    out.extend_from_slice(b"\n\n");
     Bytes::from(out)
 }
 
@@ -96,6 +98,26 @@ mod tests {
             }
             assert_eq!(got, ["{\"a\":1}", "{\"b\":\n2}"], "chunk size {chunk}");
         }
+    }
+
+    #[test]
+    fn passed_through_whitespace_cannot_end_an_event() {
+        let forged = b"{\"x\":[0,\r\r\n{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"elicitation/create\"}\r\r\n]}";
+        let framed = event_bytes(forged);
+        assert!(!framed.contains(&b'\r'));
+        assert_eq!(
+            framed.iter().filter(|b| **b == b'\n').count(),
+            3,
+            "event, data, blank"
+        );
+        let mut parser = Parser::default();
+        let events = parser.feed(&framed).unwrap();
+        assert_eq!(events.len(), 1);
+        let value: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+        assert_eq!(
+            value["x"][1]["method"], "elicitation/create",
+            "still data, inside the one event"
+        );
     }
 
     #[test]

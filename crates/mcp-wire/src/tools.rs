@@ -23,15 +23,16 @@ use crate::mcp::{META_CONFIRMATION_ID, META_PROTOCOL_PREFIX};
 pub struct Arguments(RawJson);
 
 impl Arguments {
-    /// The arguments as a map.
-    pub fn to_map(&self) -> Map<String, Value> {
-        // An object by construction (see `Deserialize`).
-        serde_json::from_str(self.0.get()).unwrap_or_default()
+    /// The arguments as a map; an error for text the tree reading refuses though the
+    /// pass-through reading took it (a lone surrogate, nesting deeper than 128, a number
+    /// out of range) — never silently `{}`.
+    pub fn to_map(&self) -> Result<Map<String, Value>, serde_json::Error> {
+        serde_json::from_str(self.0.get())
     }
 
-    /// The arguments as a JSON value (an object).
-    pub fn to_value(&self) -> Value {
-        Value::Object(self.to_map())
+    /// The arguments as a JSON value (an object); see [`Arguments::to_map`].
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        self.to_map().map(Value::Object)
     }
 
     /// Arguments from a map.
@@ -356,8 +357,15 @@ mod tests {
             "the call's own keys win"
         );
         assert_eq!(
-            params.arguments.unwrap().to_value(),
+            params.arguments.unwrap().to_value().unwrap(),
             json!({"b": 1.5, "a": [2]})
+        );
+        let unreadable: CallToolParams =
+            serde_json::from_str(r#"{"name":"t","arguments":{"region":"eu","z":"\ud800"}}"#)
+                .unwrap();
+        assert!(
+            unreadable.arguments.unwrap().to_map().is_err(),
+            "never silently {{}}"
         );
     }
 
