@@ -141,8 +141,3 @@ pub fn rpc_message(headers: &HeaderMap, message: Vec<u8>) -> Response<Body> {
     }
     sse_response(full(sse::event_bytes(&message)))
 }
-
-/// A JSON-RPC success, serialised once from the borrowed result.
-pub fn rpc_result<T: Serialize>(headers: &HeaderMap, id: &RequestId, result: &T) -> Response<Body> {
-    rpc_message(headers, jsonrpc::result_bytes(id, result))
-}
