@@ -204,6 +204,40 @@ impl Gateway {
         listed
     }
 
+    /// Every module's prompts, named `{prefix}__{name}` like tools.
+    pub fn list_prompts(&self) -> Vec<Value> {
+        self.registry.prompts()
+    }
+
+    /// `prompts/get`, routed to the module that listed the prompt. Prompts are not gated:
+    /// they run no tool. The module's result passes on as it came once its top level reads
+    /// as a result; its own JSON-RPC error passes on with code and data.
+    pub async fn get_prompt(&self, params: CallToolParams) -> Result<ResultBody, McpError> {
+        let name = params.name.clone();
+        match self.registry.get_prompt(params).await {
+            None => Err(McpError::InvalidParams(format!("unknown prompt: {name}"))),
+            Some(Ok(raw)) => match mcp_wire::result::inspect(&raw) {
+                Ok(None) => Ok(ResultBody::Raw(raw)),
+                Ok(Some(kind)) if kind == "complete" => Ok(ResultBody::Raw(raw)),
+                Ok(Some(kind)) => Err(McpError::Internal(format!(
+                    "prompt {name}: the module answered with resultType {kind:?}"
+                ))),
+                Err(why) => Err(McpError::Internal(format!("prompt {name}: {why}"))),
+            },
+            Some(Err(ModuleError::Rpc {
+                code,
+                message,
+                data,
+                ..
+            })) => Err(McpError::Upstream {
+                code,
+                message,
+                data,
+            }),
+            Some(Err(err)) => Err(McpError::Internal(format!("prompt {name}: {err}"))),
+        }
+    }
+
     /// The tool a call names (`-32602` for one the gateway does not list).
     pub fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, McpError> {
         self.registry

@@ -5,7 +5,7 @@
 use http::HeaderMap;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
-use mcp_wire::tools::{ListParams, list_tools_result};
+use mcp_wire::tools::{ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
@@ -58,6 +58,17 @@ impl McpService {
                 let params: ListParams = request.params_as()?;
                 refuse_cursor(params.cursor.as_ref())?;
                 list_tools_result(self.gateway.list_tools().await).into()
+            }
+            "prompts/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                list_result("prompts", self.gateway.list_prompts()).into()
+            }
+            "prompts/get" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: CallToolParams = request.params_as()?;
+                self.gateway.get_prompt(params).await?.for_client(false)
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;

@@ -8,7 +8,7 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
-use mcp_wire::tools::{ListParams, list_tools_result};
+use mcp_wire::tools::{ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
@@ -39,6 +39,20 @@ impl McpService {
                     list_tools_result(self.gateway.list_tools().await).into(),
                     true,
                 )
+            }
+            "prompts/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                (
+                    list_result("prompts", self.gateway.list_prompts()).into(),
+                    true,
+                )
+            }
+            "prompts/get" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: CallToolParams = request.params_as()?;
+                (self.gateway.get_prompt(params).await?, false)
             }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;

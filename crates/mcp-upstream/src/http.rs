@@ -23,7 +23,7 @@ use mcp_wire::headers::{
 use mcp_wire::jsonrpc::{self, ErrorObject, RequestId};
 use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
 use mcp_wire::tools::{ListParams, WithMeta};
-use mcp_wire::{encode_header_value, sse};
+use mcp_wire::{CallToolParams, encode_header_value, sse};
 use serde_json::value::RawValue;
 
 use crate::rpc;
@@ -349,10 +349,24 @@ impl HttpModule {
 #[async_trait]
 impl Module for HttpModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
-        rpc::list_all_tools(&self.config.name, |params| {
+        rpc::list_all(&self.config.name, "tools", |params| {
             Box::pin(self.request("tools/list", params, None, &[]))
         })
         .await
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.config.name, "prompts", |params| {
+                Box::pin(self.request("prompts/list", params, None, &[]))
+            })
+            .await,
+        )
+    }
+
+    async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
+        let name = params.name.clone();
+        self.request("prompts/get", params, Some(&name), &[]).await
     }
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {

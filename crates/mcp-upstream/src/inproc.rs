@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::{Module, ModuleError, ToolCall};
+use mcp_wire::CallToolParams;
 
 type Handler = Arc<dyn Fn(&Value) -> Result<Value, String> + Send + Sync>;
 
@@ -32,10 +33,11 @@ impl InProcessTool {
     }
 }
 
-/// A module whose tools run in the gateway's process.
+/// A module whose tools (and prompts) run in the gateway's process.
 pub struct InProcessModule {
     name: String,
     tools: Vec<InProcessTool>,
+    prompts: Vec<InProcessTool>,
 }
 
 impl InProcessModule {
@@ -44,7 +46,16 @@ impl InProcessModule {
         InProcessModule {
             name: name.into(),
             tools,
+            prompts: Vec::new(),
         }
+    }
+
+    /// The module with these prompts: each an MCP `Prompt` object and a handler from the
+    /// `prompts/get` arguments to its `GetPromptResult` (an error message becomes a
+    /// JSON-RPC error).
+    pub fn with_prompts(mut self, prompts: Vec<InProcessTool>) -> Self {
+        self.prompts = prompts;
+        self
     }
 }
 
@@ -55,6 +66,37 @@ pub fn text_result(text: &str, is_error: bool) -> Value {
 
 #[async_trait]
 impl Module for InProcessModule {
+    async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(self.prompts.iter().map(|p| p.tool.clone()).collect())
+    }
+
+    async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
+        let rpc_error = |code: i64, message: String| ModuleError::Rpc {
+            module: self.name.clone(),
+            code,
+            message,
+            data: None,
+        };
+        let Some(prompt) = self
+            .prompts
+            .iter()
+            .find(|p| p.tool.get("name").and_then(Value::as_str) == Some(params.name.as_str()))
+        else {
+            return Err(rpc_error(-32602, format!("unknown prompt {}", params.name)));
+        };
+        let arguments = match &params.arguments {
+            None => Value::Object(serde_json::Map::new()),
+            Some(arguments) => arguments
+                .to_value()
+                .map_err(|e| rpc_error(-32602, format!("unreadable arguments: {e}")))?,
+        };
+        let result = (prompt.handler)(&arguments).map_err(|message| rpc_error(-32602, message))?;
+        serde_json::value::to_raw_value(&result).map_err(|e| ModuleError::Protocol {
+            module: self.name.clone(),
+            reason: e.to_string(),
+        })
+    }
+
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         Ok(self.tools.iter().map(|t| t.tool.clone()).collect())
     }

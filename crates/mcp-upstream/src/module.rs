@@ -84,6 +84,24 @@ pub trait Module: Send + Sync + 'static {
     /// (passed on to the client without being parsed into a tree).
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError>;
 
+    /// The module's prompts, as the raw MCP `Prompt` objects it sent; none for a module that
+    /// offers none.
+    async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(Vec::new())
+    }
+
+    /// `prompts/get` with these params (`name` is the module's own prompt name); the result
+    /// as the module sent it.
+    async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
+        let _ = params;
+        Err(ModuleError::Rpc {
+            module: String::new(),
+            code: mcp_wire::codes::METHOD_NOT_FOUND,
+            message: "this module offers no prompts".into(),
+            data: None,
+        })
+    }
+
     /// Fires when the module's tool list may have changed (a `list_changed` notification,
     /// or a restart).
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {

@@ -49,12 +49,45 @@ pub struct ToolEntry {
     pub mirrored: Vec<ParamHeader>,
 }
 
+/// A prompt as the gateway lists it.
+#[derive(Debug, Clone)]
+pub struct PromptEntry {
+    /// The name the gateway lists: `{prefix}__{name}`.
+    pub qualified: String,
+    /// The module's own name for it.
+    pub original: String,
+    /// The module's name.
+    pub module_name: String,
+    /// Index of the module.
+    module: usize,
+    /// The prompt object as listed (the module's, with `name` rewritten).
+    pub prompt: Value,
+}
+
+/// What one module lists.
+struct Listing {
+    tools: Vec<Value>,
+    prompts: Vec<Value>,
+}
+
 /// The configuration cannot work.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RegistryError {
     /// Two modules with one name.
     #[error("two modules are named {0:?}")]
     DuplicateModule(String),
+    /// Two prompts would be listed under one name.
+    #[error(
+        "prompt name {name:?} would be listed by both module {first:?} and module {second:?}; give one of them another prefix"
+    )]
+    PromptCollision {
+        /// The colliding name.
+        name: String,
+        /// The module that has it.
+        first: String,
+        /// The module that would shadow it.
+        second: String,
+    },
     /// Two tools would be listed under one name.
     #[error(
         "tool name {name:?} would be listed by both module {first:?} and module {second:?}; give one of them another prefix"
@@ -92,6 +125,7 @@ pub fn qualify(prefix: &str, tool: &str) -> String {
 pub struct Registry {
     modules: Vec<ModuleSpec>,
     catalog: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
+    prompts: RwLock<BTreeMap<String, Arc<PromptEntry>>>,
     /// When each module's listing last failed.
     failed_at: Mutex<Vec<Option<Instant>>>,
     /// Fires after each refresh of a module's tools.
@@ -111,6 +145,7 @@ impl Registry {
         let registry = Arc::new(Registry {
             modules,
             catalog: RwLock::new(BTreeMap::new()),
+            prompts: RwLock::new(BTreeMap::new()),
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
@@ -127,9 +162,23 @@ impl Registry {
                 .catalog
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
-            for (index, tools) in listed.into_iter().enumerate() {
-                let Some(tools) = tools else { continue };
-                for entry in registry.entries(index, tools) {
+            let mut prompts = registry
+                .prompts
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (index, listing) in listed.into_iter().enumerate() {
+                let Some(listing) = listing else { continue };
+                for entry in registry.prompt_entries(index, listing.prompts) {
+                    if let Some(existing) = prompts.get(&entry.qualified) {
+                        return Err(RegistryError::PromptCollision {
+                            name: entry.qualified.clone(),
+                            first: existing.module_name.clone(),
+                            second: entry.module_name.clone(),
+                        });
+                    }
+                    prompts.insert(entry.qualified.clone(), Arc::new(entry));
+                }
+                for entry in registry.entries(index, listing.tools) {
                     if let Some(existing) = catalog.get(&entry.qualified) {
                         return Err(RegistryError::Collision {
                             name: entry.qualified.clone(),
@@ -196,14 +245,51 @@ impl Registry {
             .collect()
     }
 
-    async fn list_module(&self, index: usize) -> Option<Vec<Value>> {
+    fn prompt_entries(&self, index: usize, prompts: Vec<Value>) -> Vec<PromptEntry> {
         let spec = &self.modules[index];
+        prompts
+            .into_iter()
+            .filter_map(|mut prompt| {
+                let original = prompt.get("name")?.as_str()?.to_owned();
+                let qualified = qualify(&spec.prefix, &original);
+                prompt
+                    .as_object_mut()?
+                    .insert("name".into(), Value::String(qualified.clone()));
+                Some(PromptEntry {
+                    qualified,
+                    original,
+                    module_name: spec.name.clone(),
+                    module: index,
+                    prompt,
+                })
+            })
+            .collect()
+    }
+
+    async fn list_module(&self, index: usize) -> Option<Listing> {
+        let spec = &self.modules[index];
+        let timed_out = || ModuleError::Timeout {
+            module: spec.name.clone(),
+            seconds: LIST_TIMEOUT.as_secs(),
+        };
         let result = match tokio::time::timeout(LIST_TIMEOUT, spec.module.list_tools()).await {
             Ok(result) => result,
-            Err(_) => Err(ModuleError::Timeout {
-                module: spec.name.clone(),
-                seconds: LIST_TIMEOUT.as_secs(),
-            }),
+            Err(_) => Err(timed_out()),
+        };
+        // A module whose tools list but whose prompts do not still serves its tools.
+        let prompts = match result {
+            Err(_) => Vec::new(),
+            Ok(_) => match tokio::time::timeout(LIST_TIMEOUT, spec.module.list_prompts()).await {
+                Ok(Ok(prompts)) => prompts,
+                Ok(Err(err)) => {
+                    tracing::warn!(module = %spec.name, error = %err, "cannot list the module's prompts; listing none");
+                    Vec::new()
+                }
+                Err(_) => {
+                    tracing::warn!(module = %spec.name, error = %timed_out(), "cannot list the module's prompts; listing none");
+                    Vec::new()
+                }
+            },
         };
         let mut failed = self
             .failed_at
@@ -212,7 +298,7 @@ impl Registry {
         match result {
             Ok(tools) => {
                 failed[index] = None;
-                Some(tools)
+                Some(Listing { tools, prompts })
             }
             Err(err) => {
                 tracing::warn!(module = %spec.name, error = %err, "cannot list the module's tools; will retry");
@@ -225,10 +311,22 @@ impl Registry {
     /// Re-lists one module and replaces its tools. Colliding names keep their current
     /// owner (logged as an error).
     async fn refresh(&self, index: usize) {
-        let Some(tools) = self.list_module(index).await else {
+        let Some(listing) = self.list_module(index).await else {
             return;
         };
-        let entries = self.entries(index, tools);
+        let prompt_entries = self.prompt_entries(index, listing.prompts);
+        {
+            let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
+            prompts.retain(|_, e| e.module != index);
+            for entry in prompt_entries {
+                if let Some(existing) = prompts.get(&entry.qualified) {
+                    tracing::error!(prompt = %entry.qualified, first = %existing.module_name, second = %entry.module_name, "prompt name collision after a refresh; keeping the first");
+                    continue;
+                }
+                prompts.insert(entry.qualified.clone(), Arc::new(entry));
+            }
+        }
+        let entries = self.entries(index, listing.tools);
         let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
         catalog.retain(|_, e| e.module != index);
         for entry in entries {
@@ -274,6 +372,32 @@ impl Registry {
             .collect()
     }
 
+    /// Every listed prompt object, ordered by name.
+    pub fn prompts(&self) -> Vec<Value> {
+        self.prompts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .map(|p| p.prompt.clone())
+            .collect()
+    }
+
+    /// Gets prompt `name` (as listed) from its module with these params, renamed to the
+    /// module's own name; `None` for a name the gateway does not list.
+    pub async fn get_prompt(
+        &self,
+        mut params: CallToolParams,
+    ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
+        let entry = self
+            .prompts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.name)
+            .cloned()?;
+        params = params.into_upstream(&entry.original);
+        Some(self.modules[entry.module].module.get_prompt(params).await)
+    }
+
     /// The tool listed as `name`.
     pub fn lookup(&self, name: &str) -> Option<Arc<ToolEntry>> {
         self.catalog
@@ -305,7 +429,7 @@ impl Registry {
 }
 
 /// Lists all modules concurrently.
-async fn futures_join_all(registry: &Arc<Registry>) -> Vec<Option<Vec<Value>>> {
+async fn futures_join_all(registry: &Arc<Registry>) -> Vec<Option<Listing>> {
     let mut tasks = Vec::new();
     for index in 0..registry.modules.len() {
         let registry = registry.clone();

@@ -98,6 +98,16 @@ pub(crate) fn answer(module: &str, outcome: Result<Box<RawValue>, ErrorObject>) 
     }
 }
 
+/// A list a module does not offer (`-32601`) is an empty one.
+pub(crate) fn none_if_unoffered(
+    listed: Result<Vec<Value>, ModuleError>,
+) -> Result<Vec<Value>, ModuleError> {
+    match listed {
+        Err(ModuleError::Rpc { code: -32601, .. }) => Ok(Vec::new()),
+        other => other,
+    }
+}
+
 /// A result the gateway reads itself (a list, a handshake), as a tree.
 pub(crate) fn parse_result(module: &str, raw: &RawValue) -> Result<Value, ModuleError> {
     serde_json::from_str(raw.get()).map_err(|e| ModuleError::Protocol {
@@ -106,17 +116,19 @@ pub(crate) fn parse_result(module: &str, raw: &RawValue) -> Result<Value, Module
     })
 }
 
-/// The `tools` of a `tools/list` result (following `nextCursor` is the caller's job).
-pub(crate) fn tools_of(
+/// The `key` items (`tools`, `prompts`) of a list result, those with a string `name`
+/// (following `nextCursor` is the caller's job).
+pub(crate) fn items_of(
     module: &str,
+    key: &str,
     result: &Value,
 ) -> Result<(Vec<Value>, Option<String>), ModuleError> {
     let tools = result
-        .get("tools")
+        .get(key)
         .and_then(Value::as_array)
         .ok_or_else(|| ModuleError::Protocol {
             module: module.to_owned(),
-            reason: "tools/list result has no tools array".into(),
+            reason: format!("the list result has no {key} array"),
         })?
         .iter()
         .filter(|t| t.get("name").and_then(Value::as_str).is_some())
@@ -136,9 +148,10 @@ const MAX_LIST_PAGES: usize = 100;
 pub(crate) type InFlight<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Answer> + Send + 'a>>;
 
-/// Every page of `tools/list`, through `request(params)`.
-pub(crate) async fn list_all_tools<'a>(
+/// Every page of a list method whose items are under `key`, through `request(params)`.
+pub(crate) async fn list_all<'a>(
     module: &str,
+    key: &str,
     mut request: impl FnMut(ListParams) -> InFlight<'a> + Send,
 ) -> Result<Vec<Value>, ModuleError> {
     let mut tools = Vec::new();
@@ -149,7 +162,7 @@ pub(crate) async fn list_all_tools<'a>(
             meta: None,
         };
         let result = parse_result(module, &request(params).await?)?;
-        let (page, next) = tools_of(module, &result)?;
+        let (page, next) = items_of(module, key, &result)?;
         tools.extend(page);
         match next {
             Some(next) => cursor = Some(next),

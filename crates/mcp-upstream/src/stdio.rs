@@ -28,6 +28,7 @@ use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, Message};
 
 use crate::rpc::{self, Pending};
 use crate::{Module, ModuleError, ToolCall};
+use mcp_wire::CallToolParams;
 
 /// The gateway's environment variables every module gets, when they are set: what a program
 /// needs to run and find its tools. `LC_*` are passed on too.
@@ -189,7 +190,7 @@ impl StdioModule {
 #[async_trait]
 impl Module for StdioModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
-        rpc::list_all_tools(&self.shared.name, |params| {
+        rpc::list_all(&self.shared.name, "tools", |params| {
             Box::pin(async move { self.request("tools/list", &params).await })
         })
         .await
@@ -197,6 +198,19 @@ impl Module for StdioModule {
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         self.request("tools/call", &call.params).await
+    }
+
+    async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.shared.name, "prompts", |params| {
+                Box::pin(async move { self.request("prompts/list", &params).await })
+            })
+            .await,
+        )
+    }
+
+    async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
+        self.request("prompts/get", &params).await
     }
 
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {

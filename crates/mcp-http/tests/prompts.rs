@@ -1,0 +1,258 @@
+//! Prompts through the gateway: every module's prompts listed as `{prefix}__{name}`, and
+//! `prompts/get` routed to the module that listed it, in both eras.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use elicitation_store::MemoryStore;
+use gating_core::GatePolicy;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mcp_http::auth::Auth;
+use mcp_http::gateway::Gateway;
+use mcp_http::service::{McpService, ServiceConfig};
+use mcp_upstream::inproc::{InProcessModule, InProcessTool};
+use mcp_upstream::registry::{ModuleSpec, Registry, RegistryError};
+use serde_json::{Value, json};
+
+/// A module with one prompt `greet` that says which module answered.
+fn greeter(name: &'static str) -> InProcessModule {
+    InProcessModule::new(name, Vec::new()).with_prompts(vec![InProcessTool::new(
+        json!({"name": "greet", "description": "Greets.", "arguments": [{"name": "who", "required": true}]}),
+        move |args| match args.get("who").and_then(Value::as_str) {
+            Some(who) => Ok(json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("{name} greets {who}")}}]})),
+            None => Err("`who` is required".into()),
+        },
+    )])
+}
+
+fn spec(name: &str, prefix: &str, module: InProcessModule) -> ModuleSpec {
+    ModuleSpec {
+        name: name.into(),
+        prefix: prefix.into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }
+}
+
+async fn service() -> McpService {
+    let registry = Registry::start(vec![
+        spec("a", "a", greeter("a")),
+        spec("b", "b", greeter("b")),
+    ])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    McpService::new(gateway, Auth::none(), ServiceConfig::default())
+}
+
+async fn send(
+    service: &McpService,
+    headers: &[(&str, &str)],
+    body: Value,
+) -> (StatusCode, http::HeaderMap, Value) {
+    let mut request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1:8080")
+        .header("content-type", "application/json");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = service
+        .handle(
+            request
+                .body(Full::new(Bytes::from(serde_json::to_vec(&body).unwrap())))
+                .unwrap(),
+        )
+        .await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test]
+async fn a_session_lists_every_modules_prompts_and_gets_each_from_its_module() {
+    let service = service().await;
+    let (_, headers, init) = send(
+        &service,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["prompts"].is_object(),
+        "{init}"
+    );
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let h = [("mcp-session-id", session.as_str())];
+
+    let (_, _, listed) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list"}),
+    )
+    .await;
+    let names: Vec<&str> = listed["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a__greet", "b__greet"], "{listed}");
+    assert_eq!(
+        listed["result"]["prompts"][0]["arguments"][0]["name"],
+        "who"
+    );
+
+    for (prompt, module) in [("a__greet", "a"), ("b__greet", "b")] {
+        let (_, _, got) = send(
+            &service,
+            &h,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": prompt, "arguments": {"who": "ada"}}}),
+        )
+        .await;
+        assert_eq!(
+            got["result"]["messages"][0]["content"]["text"],
+            format!("{module} greets ada"),
+            "{got}"
+        );
+    }
+
+    let (_, _, unknown) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get", "params": {"name": "greet"}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let (_, _, refused) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": {"name": "a__greet", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(
+        refused["error"]["code"], -32602,
+        "the module's own error: {refused}"
+    );
+    assert_eq!(refused["error"]["message"], "`who` is required");
+}
+
+#[tokio::test]
+async fn a_modern_client_lists_and_gets_prompts_with_the_modern_result_shape() {
+    let service = service().await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let (status, _, listed) = send(
+        &service,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "prompts/list"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/list", "params": {"_meta": meta}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["result"]["prompts"][1]["name"], "b__greet");
+    assert_eq!(listed["result"]["cacheScope"], "private");
+    let (status, _, got) = send(
+        &service,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "prompts/get"),
+            ("mcp-name", "b__greet"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "b__greet", "arguments": {"who": "lin"}, "_meta": meta}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_eq!(
+        got["result"]["messages"][0]["content"]["text"],
+        "b greets lin"
+    );
+    assert_eq!(got["result"]["resultType"], "complete");
+    assert_eq!(
+        got["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcp-gateway"
+    );
+}
+
+#[tokio::test]
+async fn two_modules_listing_one_prompt_name_is_a_start_up_error() {
+    let clash = Registry::start(vec![
+        spec("a", "", greeter("a")),
+        spec("b", "", greeter("b")),
+    ])
+    .await;
+    match clash {
+        Err(RegistryError::PromptCollision {
+            name,
+            first,
+            second,
+        }) => {
+            assert_eq!(
+                (name.as_str(), first.as_str(), second.as_str()),
+                ("greet", "a", "b")
+            );
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a prompt name listed twice must not start"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
+    // The upstream: a gateway serving two prompt modules on a real socket.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mcp_http::serve(
+        listener,
+        Arc::new(service().await),
+        mcp_http::ServeConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let module = mcp_upstream::http::HttpModule::new(mcp_upstream::http::HttpConfig {
+        name: "up".into(),
+        url: format!("http://{address}/mcp").parse().unwrap(),
+        headers: Vec::new(),
+        call_timeout: std::time::Duration::from_secs(30),
+    });
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "up".into(),
+        prefix: "up".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let names: Vec<Value> = registry
+        .prompts()
+        .iter()
+        .map(|p| p["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("up__a__greet"), json!("up__b__greet")]);
+    let params: mcp_wire::CallToolParams =
+        serde_json::from_value(json!({"name": "up__b__greet", "arguments": {"who": "kay"}}))
+            .unwrap();
+    let got = registry.get_prompt(params).await.unwrap().unwrap();
+    let got: Value = serde_json::from_str(got.get()).unwrap();
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "b greets kay",
+        "{got}"
+    );
+    let _ = stop.send(());
+    let _ = server.await;
+}
