@@ -20,7 +20,7 @@ use gating_core::{
 use mcp_upstream::ModuleError;
 use mcp_upstream::registry::{Registry, ToolEntry};
 use mcp_wire::jsonrpc::ErrorObject;
-use mcp_wire::tools::Arguments;
+use mcp_wire::tools::{Arguments, ForwardParams};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -210,32 +210,32 @@ impl Gateway {
     }
 
     /// `prompts/get`, routed to the module that listed the prompt. Prompts are not gated:
-    /// they run no tool. The module's result passes on as it came once its top level reads
-    /// as a result; its own JSON-RPC error passes on with code and data.
+    /// they run no tool.
     pub async fn get_prompt(&self, params: CallToolParams) -> Result<ResultBody, McpError> {
         let name = params.name.clone();
-        match self.registry.get_prompt(params).await {
-            None => Err(McpError::InvalidParams(format!("unknown prompt: {name}"))),
-            Some(Ok(raw)) => match mcp_wire::result::inspect(&raw) {
-                Ok(None) => Ok(ResultBody::Raw(raw)),
-                Ok(Some(kind)) if kind == "complete" => Ok(ResultBody::Raw(raw)),
-                Ok(Some(kind)) => Err(McpError::Internal(format!(
-                    "prompt {name}: the module answered with resultType {kind:?}"
-                ))),
-                Err(why) => Err(McpError::Internal(format!("prompt {name}: {why}"))),
-            },
-            Some(Err(ModuleError::Rpc {
-                code,
-                message,
-                data,
-                ..
-            })) => Err(McpError::Upstream {
-                code,
-                message,
-                data,
-            }),
-            Some(Err(err)) => Err(McpError::Internal(format!("prompt {name}: {err}"))),
-        }
+        let answered = self.registry.get_prompt(params).await;
+        passed_on(&format!("prompt {name}"), answered)
+    }
+
+    /// Every module's resources (URIs are the modules' own; one URI belongs to one module).
+    pub fn list_resources(&self) -> Vec<Value> {
+        self.registry.resources()
+    }
+
+    /// Every module's resource templates.
+    pub fn list_resource_templates(&self) -> Vec<Value> {
+        self.registry.resource_templates()
+    }
+
+    /// `resources/read`, routed to the module the URI belongs to (see `Registry`).
+    pub async fn read_resource(&self, params: ForwardParams) -> Result<ResultBody, McpError> {
+        let Some(uri) = params.str("uri").map(str::to_owned) else {
+            return Err(McpError::InvalidParams(
+                "resources/read needs a string `uri`".into(),
+            ));
+        };
+        let answered = self.registry.read_resource(params).await;
+        passed_on(&format!("resource {uri}"), answered)
     }
 
     /// The tool a call names (`-32602` for one the gateway does not list).
@@ -561,6 +561,38 @@ impl Gateway {
                 ))
             }
         }
+    }
+}
+
+/// A module's answer to a request the gateway routes but does not gate (`what` names it):
+/// `None` is nothing by that name (`-32602`); a result passes on as the module wrote it once
+/// its top level reads as a result; the module's own JSON-RPC error passes on with code and
+/// data; any other failure is ours to report (logged, with an error id).
+fn passed_on(
+    what: &str,
+    answered: Option<Result<Box<RawValue>, ModuleError>>,
+) -> Result<ResultBody, McpError> {
+    match answered {
+        None => Err(McpError::InvalidParams(format!("unknown {what}"))),
+        Some(Ok(raw)) => match mcp_wire::result::inspect(&raw) {
+            Ok(None) => Ok(ResultBody::Raw(raw)),
+            Ok(Some(kind)) if kind == "complete" => Ok(ResultBody::Raw(raw)),
+            Ok(Some(kind)) => Err(McpError::Internal(format!(
+                "{what}: the module answered with resultType {kind:?}"
+            ))),
+            Err(why) => Err(McpError::Internal(format!("{what}: {why}"))),
+        },
+        Some(Err(ModuleError::Rpc {
+            code,
+            message,
+            data,
+            ..
+        })) => Err(McpError::Upstream {
+            code,
+            message,
+            data,
+        }),
+        Some(Err(err)) => Err(McpError::Internal(format!("{what}: {err}"))),
     }
 }
 

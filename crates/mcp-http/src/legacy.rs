@@ -5,7 +5,7 @@
 use http::HeaderMap;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
-use mcp_wire::tools::{ListParams, list_result, list_tools_result};
+use mcp_wire::tools::{ForwardParams, ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
@@ -64,6 +64,23 @@ impl McpService {
                 let params: ListParams = request.params_as()?;
                 refuse_cursor(params.cursor.as_ref())?;
                 list_result("prompts", self.gateway.list_prompts()).into()
+            }
+            "resources/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                list_result("resources", self.gateway.list_resources()).into()
+            }
+            "resources/templates/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                list_result("resourceTemplates", self.gateway.list_resource_templates()).into()
+            }
+            "resources/read" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ForwardParams = request.params_as()?;
+                self.gateway.read_resource(params).await?.for_client(false)
             }
             "prompts/get" => {
                 principal.require(SCOPE_TOOLS_CALL)?;

@@ -8,7 +8,7 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
-use mcp_wire::tools::{ListParams, list_result, list_tools_result};
+use mcp_wire::tools::{ForwardParams, ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
@@ -48,6 +48,28 @@ impl McpService {
                     list_result("prompts", self.gateway.list_prompts()).into(),
                     true,
                 )
+            }
+            "resources/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                (
+                    list_result("resources", self.gateway.list_resources()).into(),
+                    true,
+                )
+            }
+            "resources/templates/list" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ListParams = request.params_as()?;
+                refuse_cursor(params.cursor.as_ref())?;
+                let templates = self.gateway.list_resource_templates();
+                (list_result("resourceTemplates", templates).into(), true)
+            }
+            "resources/read" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ForwardParams = request.params_as()?;
+                let read = self.gateway.read_resource(params).await?;
+                (read.for_modern_client_cacheable(), false)
             }
             "prompts/get" => {
                 principal.require(SCOPE_TOOLS_CALL)?;

@@ -22,7 +22,7 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{self, ErrorObject, RequestId};
 use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
-use mcp_wire::tools::{ListParams, WithMeta};
+use mcp_wire::tools::{ForwardParams, ListParams, WithMeta};
 use mcp_wire::{CallToolParams, encode_header_value, sse};
 use serde_json::value::RawValue;
 
@@ -367,6 +367,30 @@ impl Module for HttpModule {
     async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
         let name = params.name.clone();
         self.request("prompts/get", params, Some(&name), &[]).await
+    }
+
+    async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.config.name, "resources", |params| {
+                Box::pin(self.request("resources/list", params, None, &[]))
+            })
+            .await,
+        )
+    }
+
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.config.name, "resourceTemplates", |params| {
+                Box::pin(self.request("resources/templates/list", params, None, &[]))
+            })
+            .await,
+        )
+    }
+
+    async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        let uri = params.str("uri").unwrap_or_default().to_owned();
+        self.request("resources/read", params, Some(&uri), &[])
+            .await
     }
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::{Module, ModuleError, ToolCall};
 use mcp_wire::CallToolParams;
+use mcp_wire::tools::ForwardParams;
 
 type Handler = Arc<dyn Fn(&Value) -> Result<Value, String> + Send + Sync>;
 
@@ -38,6 +39,7 @@ pub struct InProcessModule {
     name: String,
     tools: Vec<InProcessTool>,
     prompts: Vec<InProcessTool>,
+    resources: Vec<(Value, String)>,
 }
 
 impl InProcessModule {
@@ -47,7 +49,15 @@ impl InProcessModule {
             name: name.into(),
             tools,
             prompts: Vec::new(),
+            resources: Vec::new(),
         }
+    }
+
+    /// The module with these text resources: each an MCP `Resource` object (with its
+    /// `uri`) and its text.
+    pub fn with_resources(mut self, resources: Vec<(Value, String)>) -> Self {
+        self.resources = resources;
+        self
     }
 
     /// The module with these prompts: each an MCP `Prompt` object and a handler from the
@@ -66,6 +76,31 @@ pub fn text_result(text: &str, is_error: bool) -> Value {
 
 #[async_trait]
 impl Module for InProcessModule {
+    async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(self.resources.iter().map(|(r, _)| r.clone()).collect())
+    }
+
+    async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        let uri = params.str("uri").unwrap_or_default();
+        let Some((_, text)) = self
+            .resources
+            .iter()
+            .find(|(r, _)| r.get("uri").and_then(Value::as_str) == Some(uri))
+        else {
+            return Err(ModuleError::Rpc {
+                module: self.name.clone(),
+                code: -32602,
+                message: format!("unknown resource {uri}"),
+                data: None,
+            });
+        };
+        let result = json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]});
+        serde_json::value::to_raw_value(&result).map_err(|e| ModuleError::Protocol {
+            module: self.name.clone(),
+            reason: e.to_string(),
+        })
+    }
+
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
         Ok(self.prompts.iter().map(|p| p.tool.clone()).collect())
     }

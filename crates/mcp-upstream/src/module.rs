@@ -1,6 +1,7 @@
 //! The [`Module`] trait every upstream MCP server is reached through, and [`ModuleError`].
 
 use async_trait::async_trait;
+use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -98,6 +99,28 @@ pub trait Module: Send + Sync + 'static {
             module: String::new(),
             code: mcp_wire::codes::METHOD_NOT_FOUND,
             message: "this module offers no prompts".into(),
+            data: None,
+        })
+    }
+
+    /// The module's resources (raw MCP `Resource` objects); none for a module without.
+    async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(Vec::new())
+    }
+
+    /// The module's resource templates (raw `ResourceTemplate` objects); none for a module
+    /// without.
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, ModuleError> {
+        Ok(Vec::new())
+    }
+
+    /// `resources/read` with these params; the result as the module sent it.
+    async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        let _ = params;
+        Err(ModuleError::Rpc {
+            module: String::new(),
+            code: mcp_wire::codes::METHOD_NOT_FOUND,
+            message: "this module offers no resources".into(),
             data: None,
         })
     }

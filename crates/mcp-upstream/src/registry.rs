@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use gating_core::ToolAnnotations;
+use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
 
@@ -68,6 +69,89 @@ pub struct PromptEntry {
 struct Listing {
     tools: Vec<Value>,
     prompts: Vec<Value>,
+    resources: Vec<Value>,
+    templates: Vec<Value>,
+}
+
+/// Every module's resources and templates, and which module each URI belongs to.
+#[derive(Default)]
+struct Resources {
+    /// (module, resource object), in module order.
+    listed: Vec<(usize, Value)>,
+    /// (module, template object, its `uriTemplate`).
+    templates: Vec<(usize, Value, String)>,
+}
+
+impl Resources {
+    fn module_of_uri(&self, uri: &str) -> Option<usize> {
+        self.listed
+            .iter()
+            .find(|(_, r)| r.get("uri").and_then(Value::as_str) == Some(uri))
+            .map(|(m, _)| *m)
+    }
+
+    /// Adds a module's listing; `Err` names a URI or template another module has.
+    fn add(
+        &mut self,
+        index: usize,
+        resources: Vec<Value>,
+        templates: Vec<Value>,
+    ) -> Result<(), (String, usize)> {
+        for resource in resources {
+            let Some(uri) = resource.get("uri").and_then(Value::as_str) else {
+                continue;
+            };
+            if let Some(other) = self.module_of_uri(uri).filter(|m| *m != index) {
+                return Err((uri.to_owned(), other));
+            }
+            self.listed.push((index, resource));
+        }
+        for template in templates {
+            let Some(pattern) = template.get("uriTemplate").and_then(Value::as_str) else {
+                continue;
+            };
+            let pattern = pattern.to_owned();
+            if let Some((other, _, _)) = self
+                .templates
+                .iter()
+                .find(|(m, _, p)| *p == pattern && *m != index)
+            {
+                return Err((pattern, *other));
+            }
+            self.templates.push((index, template, pattern));
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, index: usize) {
+        self.listed.retain(|(m, _)| *m != index);
+        self.templates.retain(|(m, _, _)| *m != index);
+    }
+}
+
+/// Whether `uri` matches an RFC 6570 `template`: literal text must match; `{var}` matches one
+/// or more characters other than `/`, `{+var}` and the other operators any one or more.
+pub fn template_matches(template: &str, uri: &str) -> bool {
+    match template.find('{') {
+        None => template == uri,
+        Some(open) => {
+            let (literal, rest) = template.split_at(open);
+            let Some(rest_uri) = uri.strip_prefix(literal) else {
+                return false;
+            };
+            let Some(close) = rest.find('}') else {
+                return false;
+            };
+            let expression = &rest[1..close];
+            let after = &rest[close + 1..];
+            let slash_ok = expression.starts_with(['+', '#', '/', '.', ';', '?', '&']);
+            (1..=rest_uri.len()).any(|taken| {
+                rest_uri.is_char_boundary(taken)
+                    && (slash_ok || !rest_uri[..taken].contains('/'))
+                    && template_matches(after, &rest_uri[taken..])
+            })
+        }
+    }
 }
 
 /// The configuration cannot work.
@@ -86,6 +170,18 @@ pub enum RegistryError {
         /// The module that has it.
         first: String,
         /// The module that would shadow it.
+        second: String,
+    },
+    /// Two modules list one resource URI or one resource template.
+    #[error(
+        "resource {uri:?} would be listed by both module {first:?} and module {second:?}; a URI must belong to one module"
+    )]
+    ResourceCollision {
+        /// The URI or URI template.
+        uri: String,
+        /// The module that has it.
+        first: String,
+        /// The other module.
         second: String,
     },
     /// Two tools would be listed under one name.
@@ -126,6 +222,7 @@ pub struct Registry {
     modules: Vec<ModuleSpec>,
     catalog: RwLock<BTreeMap<String, Arc<ToolEntry>>>,
     prompts: RwLock<BTreeMap<String, Arc<PromptEntry>>>,
+    resources: RwLock<Resources>,
     /// When each module's listing last failed.
     failed_at: Mutex<Vec<Option<Instant>>>,
     /// Fires after each refresh of a module's tools.
@@ -146,6 +243,7 @@ impl Registry {
             modules,
             catalog: RwLock::new(BTreeMap::new()),
             prompts: RwLock::new(BTreeMap::new()),
+            resources: RwLock::new(Resources::default()),
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
@@ -166,8 +264,21 @@ impl Registry {
                 .prompts
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
+            let mut resources = registry
+                .resources
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
             for (index, listing) in listed.into_iter().enumerate() {
                 let Some(listing) = listing else { continue };
+                if let Err((uri, other)) =
+                    resources.add(index, listing.resources, listing.templates)
+                {
+                    return Err(RegistryError::ResourceCollision {
+                        uri,
+                        first: registry.modules[other].name.clone(),
+                        second: registry.modules[index].name.clone(),
+                    });
+                }
                 for entry in registry.prompt_entries(index, listing.prompts) {
                     if let Some(existing) = prompts.get(&entry.qualified) {
                         return Err(RegistryError::PromptCollision {
@@ -276,20 +387,39 @@ impl Registry {
             Ok(result) => result,
             Err(_) => Err(timed_out()),
         };
-        // A module whose tools list but whose prompts do not still serves its tools.
-        let prompts = match result {
-            Err(_) => Vec::new(),
-            Ok(_) => match tokio::time::timeout(LIST_TIMEOUT, spec.module.list_prompts()).await {
-                Ok(Ok(prompts)) => prompts,
-                Ok(Err(err)) => {
-                    tracing::warn!(module = %spec.name, error = %err, "cannot list the module's prompts; listing none");
-                    Vec::new()
+        // A module whose tools list but whose prompts or resources do not still serves its
+        // tools.
+        let (prompts, resources, templates) = if result.is_ok() {
+            let optional = |what: &str, listed: Result<Result<Vec<Value>, ModuleError>, _>| {
+                match listed {
+                    Ok(Ok(items)) => items,
+                    Ok(Err(err)) => {
+                        tracing::warn!(module = %spec.name, error = %err, "cannot list the module's {what}; listing none");
+                        Vec::new()
+                    }
+                    Err(_) => {
+                        tracing::warn!(module = %spec.name, error = %timed_out(), "cannot list the module's {what}; listing none");
+                        Vec::new()
+                    }
                 }
-                Err(_) => {
-                    tracing::warn!(module = %spec.name, error = %timed_out(), "cannot list the module's prompts; listing none");
-                    Vec::new()
-                }
-            },
+            };
+            let module = &spec.module;
+            (
+                optional(
+                    "prompts",
+                    tokio::time::timeout(LIST_TIMEOUT, module.list_prompts()).await,
+                ),
+                optional(
+                    "resources",
+                    tokio::time::timeout(LIST_TIMEOUT, module.list_resources()).await,
+                ),
+                optional(
+                    "resource templates",
+                    tokio::time::timeout(LIST_TIMEOUT, module.list_resource_templates()).await,
+                ),
+            )
+        } else {
+            (Vec::new(), Vec::new(), Vec::new())
         };
         let mut failed = self
             .failed_at
@@ -298,7 +428,12 @@ impl Registry {
         match result {
             Ok(tools) => {
                 failed[index] = None;
-                Some(Listing { tools, prompts })
+                Some(Listing {
+                    tools,
+                    prompts,
+                    resources,
+                    templates,
+                })
             }
             Err(err) => {
                 tracing::warn!(module = %spec.name, error = %err, "cannot list the module's tools; will retry");
@@ -314,6 +449,17 @@ impl Registry {
         let Some(listing) = self.list_module(index).await else {
             return;
         };
+        {
+            let mut resources = self
+                .resources
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            resources.remove(index);
+            if let Err((uri, other)) = resources.add(index, listing.resources, listing.templates) {
+                tracing::error!(%uri, first = %self.modules[other].name, second = %self.modules[index].name, "resource claimed by two modules after a refresh; the refreshed module's resources are not listed");
+                resources.remove(index);
+            }
+        }
         let prompt_entries = self.prompt_entries(index, listing.prompts);
         {
             let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
@@ -370,6 +516,83 @@ impl Registry {
             .values()
             .cloned()
             .collect()
+    }
+
+    /// Every listed resource object, in module order.
+    pub fn resources(&self) -> Vec<Value> {
+        let resources = self
+            .resources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        resources.listed.iter().map(|(_, r)| r.clone()).collect()
+    }
+
+    /// Every listed resource template, in module order.
+    pub fn resource_templates(&self) -> Vec<Value> {
+        let resources = self
+            .resources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        resources
+            .templates
+            .iter()
+            .map(|(_, t, _)| t.clone())
+            .collect()
+    }
+
+    /// The module a URI belongs to: the one that listed it; else the one whose template
+    /// matches it; else, with a single module, that one. `Err` when templates of two
+    /// modules match it (never a guess); `Ok(None)` when none does.
+    fn module_of(&self, uri: &str) -> Result<Option<usize>, String> {
+        let resources = self
+            .resources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(module) = resources.module_of_uri(uri) {
+            return Ok(Some(module));
+        }
+        let mut matching: Vec<usize> = resources
+            .templates
+            .iter()
+            .filter(|(_, _, pattern)| template_matches(pattern, uri))
+            .map(|(m, _, _)| *m)
+            .collect();
+        matching.dedup();
+        match matching.as_slice() {
+            [one] => Ok(Some(*one)),
+            [] if self.modules.len() == 1 => Ok(Some(0)),
+            [] => Ok(None),
+            _ => Err(format!(
+                "resource {uri} matches templates of more than one module"
+            )),
+        }
+    }
+
+    /// Reads resource `uri` (the params' `uri`) from the module it belongs to; `None` when no
+    /// module claims it.
+    pub async fn read_resource(
+        &self,
+        params: ForwardParams,
+    ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
+        let uri = params.str("uri")?.to_owned();
+        let module = match self.module_of(&uri) {
+            Ok(Some(module)) => module,
+            Ok(None) => return None,
+            Err(reason) => {
+                return Some(Err(ModuleError::Rpc {
+                    module: String::new(),
+                    code: -32602,
+                    message: reason,
+                    data: None,
+                }));
+            }
+        };
+        Some(
+            self.modules[module]
+                .module
+                .read_resource(params.for_upstream())
+                .await,
+        )
     }
 
     /// Every listed prompt object, ordered by name.

@@ -29,6 +29,7 @@ use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, Message};
 use crate::rpc::{self, Pending};
 use crate::{Module, ModuleError, ToolCall};
 use mcp_wire::CallToolParams;
+use mcp_wire::tools::ForwardParams;
 
 /// The gateway's environment variables every module gets, when they are set: what a program
 /// needs to run and find its tools. `LC_*` are passed on too.
@@ -211,6 +212,28 @@ impl Module for StdioModule {
 
     async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
         self.request("prompts/get", &params).await
+    }
+
+    async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.shared.name, "resources", |params| {
+                Box::pin(async move { self.request("resources/list", &params).await })
+            })
+            .await,
+        )
+    }
+
+    async fn list_resource_templates(&self) -> Result<Vec<Value>, ModuleError> {
+        rpc::none_if_unoffered(
+            rpc::list_all(&self.shared.name, "resourceTemplates", |params| {
+                Box::pin(async move { self.request("resources/templates/list", &params).await })
+            })
+            .await,
+        )
+    }
+
+    async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        self.request("resources/read", &params).await
     }
 
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {

@@ -58,10 +58,21 @@ impl ResultBody {
     /// (`modern`), marked complete with the gateway's identity in `_meta`. A result that is
     /// not an object is passed on as it is.
     pub fn for_client(self, modern: bool) -> ResultBody {
+        self.rewritten(modern, false)
+    }
+
+    /// Like [`ResultBody::for_client`] for a modern client, for a result the spec wants
+    /// caching hints on (`resources/read`): `ttlMs: 0` and `cacheScope: "private"` unless
+    /// the module gave its own.
+    pub fn for_modern_client_cacheable(self) -> ResultBody {
+        self.rewritten(true, true)
+    }
+
+    fn rewritten(self, modern: bool, cacheable: bool) -> ResultBody {
         let ResultBody::Raw(raw) = self else {
             return match self {
                 ResultBody::Value(value) if modern => {
-                    ResultBody::Value(crate::mcp::modern_result(value, false))
+                    ResultBody::Value(crate::mcp::modern_result(value, cacheable))
                 }
                 other => other,
             };
@@ -71,7 +82,7 @@ impl ResultBody {
         if !modern && !text.contains("resultType") && !text.contains("\\u") {
             return ResultBody::Raw(raw);
         }
-        match rewrite(&raw, modern) {
+        match rewrite(&raw, modern, cacheable) {
             Some(bytes) => ResultBody::Json(bytes),
             None => ResultBody::Raw(raw),
         }
@@ -174,7 +185,7 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 
 /// The result object without the module's `resultType`; for a modern client with
 /// `resultType: "complete"` and the gateway's identity added to `_meta`.
-fn rewrite(raw: &RawValue, modern: bool) -> Option<Vec<u8>> {
+fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     let fields = Fields::of(raw)?;
     let mut out = Vec::with_capacity(raw.get().len() + 128);
     out.push(b'{');
@@ -205,6 +216,14 @@ fn rewrite(raw: &RawValue, modern: bool) -> Option<Vec<u8>> {
         out.push(b':');
         let _ = serde_json::to_writer(&mut out, &GATEWAY);
         out.push(b'}');
+        if cacheable {
+            if !fields.0.iter().any(|(k, _)| k == "ttlMs") {
+                out.extend_from_slice(b",\"ttlMs\":0");
+            }
+            if !fields.0.iter().any(|(k, _)| k == "cacheScope") {
+                out.extend_from_slice(b",\"cacheScope\":\"private\"");
+            }
+        }
     }
     for (key, value) in &fields.0 {
         if key == "resultType" || (modern && key == "_meta") {

@@ -216,6 +216,46 @@ pub struct ListParams {
     pub meta: Option<Map<String, Value>>,
 }
 
+/// Params of a request the gateway routes without reading more than one field
+/// (`resources/read` by its `uri`): every field kept, the client's protocol `_meta` keys
+/// dropped for the next hop ([`ForwardParams::for_upstream`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ForwardParams(pub Map<String, Value>);
+
+impl ForwardParams {
+    /// A string field.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key)?.as_str()
+    }
+
+    /// The params for a module: without the client's hop-specific `_meta` keys.
+    pub fn for_upstream(mut self) -> ForwardParams {
+        if let Some(Value::Object(meta)) = self.0.get_mut("_meta") {
+            meta.retain(|k, _| !k.starts_with(META_PROTOCOL_PREFIX));
+            if meta.is_empty() {
+                self.0.remove("_meta");
+            }
+        }
+        self
+    }
+}
+
+impl WithMeta for ForwardParams {
+    fn add_meta(&mut self, extra: &'static Map<String, Value>) {
+        let meta = self
+            .0
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            for (key, value) in extra {
+                if !meta.contains_key(key) {
+                    meta.insert(key.clone(), value.clone());
+                }
+            }
+        }
+    }
+}
+
 /// Params that carry a `_meta` object (a modern hop adds its protocol keys there).
 pub trait WithMeta: Serialize {
     /// Adds the keys of `extra` that `_meta` does not have yet (idempotent).

@@ -1,5 +1,6 @@
-//! Prompts through the gateway: every module's prompts listed as `{prefix}__{name}`, and
-//! `prompts/get` routed to the module that listed it, in both eras.
+//! Prompts and resources through the gateway: every module's prompts listed as
+//! `{prefix}__{name}` and `prompts/get` routed to the module that listed it; every module's
+//! resources listed and `resources/read` routed to the module a URI belongs to; both eras.
 
 // Helpers of a test crate: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
@@ -18,9 +19,15 @@ use mcp_upstream::inproc::{InProcessModule, InProcessTool};
 use mcp_upstream::registry::{ModuleSpec, Registry, RegistryError};
 use serde_json::{Value, json};
 
-/// A module with one prompt `greet` that says which module answered.
+/// A module with one prompt `greet` that says which module answered, and one resource
+/// `file:///{name}.txt`.
 fn greeter(name: &'static str) -> InProcessModule {
-    InProcessModule::new(name, Vec::new()).with_prompts(vec![InProcessTool::new(
+    InProcessModule::new(name, Vec::new())
+        .with_resources(vec![(
+            json!({"uri": format!("file:///{name}.txt"), "name": format!("{name}.txt"), "mimeType": "text/plain"}),
+            format!("the text of {name}"),
+        )])
+        .with_prompts(vec![InProcessTool::new(
         json!({"name": "greet", "description": "Greets.", "arguments": [{"name": "who", "required": true}]}),
         move |args| match args.get("who").and_then(Value::as_str) {
             Some(who) => Ok(json!({"messages": [{"role": "user", "content": {"type": "text", "text": format!("{name} greets {who}")}}]})),
@@ -255,4 +262,135 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
     );
     let _ = stop.send(());
     let _ = server.await;
+}
+
+#[tokio::test]
+async fn every_modules_resources_are_listed_and_each_is_read_from_its_module() {
+    let service = service().await;
+    let (_, headers, init) = send(
+        &service,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["resources"].is_object(),
+        "{init}"
+    );
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let h = [("mcp-session-id", session.as_str())];
+    let (_, _, listed) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/list"}),
+    )
+    .await;
+    let uris: Vec<&str> = listed["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert_eq!(uris, ["file:///a.txt", "file:///b.txt"], "{listed}");
+    let (_, _, templates) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "resources/templates/list"}),
+    )
+    .await;
+    assert_eq!(
+        templates["result"]["resourceTemplates"],
+        json!([]),
+        "{templates}"
+    );
+    for module in ["a", "b"] {
+        let uri = format!("file:///{module}.txt");
+        let (_, _, read) = send(
+            &service,
+            &h,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": uri}}),
+        )
+        .await;
+        assert_eq!(
+            read["result"]["contents"][0]["text"],
+            format!("the text of {module}"),
+            "{read}"
+        );
+    }
+    let (_, _, unknown) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "file:///c.txt"}}),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let (_, _, no_uri) = send(
+        &service,
+        &h,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {}}),
+    )
+    .await;
+    assert_eq!(no_uri["error"]["code"], -32602, "{no_uri}");
+}
+
+#[tokio::test]
+async fn a_modern_resource_read_carries_the_caching_hints_the_spec_asks_for() {
+    let service = service().await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}});
+    let (status, _, read) = send(
+        &service,
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "resources/read"),
+            ("mcp-name", "file:///b.txt"),
+        ],
+        json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {"uri": "file:///b.txt", "_meta": meta}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{read}");
+    assert_eq!(read["result"]["contents"][0]["text"], "the text of b");
+    assert_eq!(read["result"]["resultType"], "complete");
+    assert_eq!(read["result"]["ttlMs"], 0);
+    assert_eq!(read["result"]["cacheScope"], "private");
+}
+
+#[tokio::test]
+async fn two_modules_listing_one_resource_uri_is_a_start_up_error() {
+    let twin = |name: &'static str| {
+        InProcessModule::new(name, Vec::new()).with_resources(vec![(
+            json!({"uri": "file:///shared.txt", "name": "shared"}),
+            name.to_owned(),
+        )])
+    };
+    match Registry::start(vec![spec("a", "a", twin("a")), spec("b", "b", twin("b"))]).await {
+        Err(RegistryError::ResourceCollision { uri, first, second }) => {
+            assert_eq!(
+                (uri.as_str(), first.as_str(), second.as_str()),
+                ("file:///shared.txt", "a", "b")
+            );
+        }
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a URI listed by two modules must not start"),
+    }
+}
+
+#[test]
+fn uri_templates_match_what_they_describe_and_nothing_else() {
+    use mcp_upstream::registry::template_matches;
+    assert!(template_matches(
+        "file:///logs/{day}.txt",
+        "file:///logs/monday.txt"
+    ));
+    assert!(!template_matches(
+        "file:///logs/{day}.txt",
+        "file:///logs/a/b.txt"
+    ));
+    assert!(template_matches("file:///{+path}", "file:///a/b/c"));
+    assert!(!template_matches(
+        "file:///logs/{day}.txt",
+        "file:///logs/.txt"
+    ));
+    assert!(!template_matches("db://{table}", "file:///x"));
+    assert!(template_matches("db://{table}/{id}", "db://users/42"));
 }
