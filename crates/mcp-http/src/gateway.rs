@@ -227,6 +227,12 @@ impl Gateway {
         self.registry.resource_templates()
     }
 
+    /// `completion/complete`, routed by its reference (see `Registry::complete`).
+    pub async fn complete(&self, params: ForwardParams) -> Result<ResultBody, McpError> {
+        let answered = self.registry.complete(params).await;
+        passed_on("completion reference", answered)
+    }
+
     /// `resources/read`, routed to the module the URI belongs to (see `Registry`).
     pub async fn read_resource(&self, params: ForwardParams) -> Result<ResultBody, McpError> {
         let Some(uri) = params.str("uri").map(str::to_owned) else {

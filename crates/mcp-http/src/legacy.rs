@@ -82,6 +82,11 @@ impl McpService {
                 let params: ForwardParams = request.params_as()?;
                 self.gateway.read_resource(params).await?.for_client(false)
             }
+            "completion/complete" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ForwardParams = request.params_as()?;
+                self.gateway.complete(params).await?.for_client(false)
+            }
             "prompts/get" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;

@@ -71,6 +71,11 @@ impl McpService {
                 let read = self.gateway.read_resource(params).await?;
                 (read.for_modern_client_cacheable(), false)
             }
+            "completion/complete" => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ForwardParams = request.params_as()?;
+                (self.gateway.complete(params).await?, false)
+            }
             "prompts/get" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;

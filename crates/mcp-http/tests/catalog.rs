@@ -23,6 +23,15 @@ use serde_json::{Value, json};
 /// `file:///{name}.txt`.
 fn greeter(name: &'static str) -> InProcessModule {
     InProcessModule::new(name, Vec::new())
+        .with_completions(move |params| {
+            let reference = &params["ref"];
+            let target = reference
+                .get("name")
+                .or_else(|| reference.get("uri"))
+                .and_then(Value::as_str)
+                .unwrap_or("?");
+            Ok(json!({"completion": {"values": [format!("{name}:{target}")], "hasMore": false}}))
+        })
         .with_resources(vec![(
             json!({"uri": format!("file:///{name}.txt"), "name": format!("{name}.txt"), "mimeType": "text/plain"}),
             format!("the text of {name}"),
@@ -393,4 +402,54 @@ fn uri_templates_match_what_they_describe_and_nothing_else() {
     ));
     assert!(!template_matches("db://{table}", "file:///x"));
     assert!(template_matches("db://{table}/{id}", "db://users/42"));
+}
+
+#[tokio::test]
+async fn completions_go_to_the_module_of_the_prompt_or_resource_they_refer_to() {
+    let service = service().await;
+    let (_, headers, init) = send(
+        &service,
+        &[],
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["completions"].is_object(),
+        "{init}"
+    );
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let h = [("mcp-session-id", session.as_str())];
+    let complete = |reference: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "completion/complete",
+               "params": {"ref": reference, "argument": {"name": "who", "value": "a"}}})
+    };
+    let (_, _, prompt) = send(
+        &service,
+        &h,
+        complete(json!({"type": "ref/prompt", "name": "b__greet"})),
+    )
+    .await;
+    assert_eq!(
+        prompt["result"]["completion"]["values"],
+        json!(["b:greet"]),
+        "routed to b, with b's own prompt name: {prompt}"
+    );
+    let (_, _, resource) = send(
+        &service,
+        &h,
+        complete(json!({"type": "ref/resource", "uri": "file:///a.txt"})),
+    )
+    .await;
+    assert_eq!(
+        resource["result"]["completion"]["values"],
+        json!(["a:file:///a.txt"])
+    );
+    let (_, _, unknown) = send(
+        &service,
+        &h,
+        complete(json!({"type": "ref/prompt", "name": "greet"})),
+    )
+    .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }

@@ -393,6 +393,10 @@ impl Module for HttpModule {
             .await
     }
 
+    async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        self.request("completion/complete", params, None, &[]).await
+    }
+
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
         let name = call.params.name.clone();
         // Arguments are read only for a tool that mirrors some into headers.

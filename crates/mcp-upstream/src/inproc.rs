@@ -40,6 +40,7 @@ pub struct InProcessModule {
     tools: Vec<InProcessTool>,
     prompts: Vec<InProcessTool>,
     resources: Vec<(Value, String)>,
+    completer: Option<Handler>,
 }
 
 impl InProcessModule {
@@ -50,7 +51,18 @@ impl InProcessModule {
             tools,
             prompts: Vec::new(),
             resources: Vec::new(),
+            completer: None,
         }
+    }
+
+    /// The module with a `completion/complete` handler: from the request's params to its
+    /// `CompleteResult` (an error message becomes a JSON-RPC error).
+    pub fn with_completions(
+        mut self,
+        handler: impl Fn(&Value) -> Result<Value, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.completer = Some(Arc::new(handler));
+        self
     }
 
     /// The module with these text resources: each an MCP `Resource` object (with its
@@ -76,6 +88,24 @@ pub fn text_result(text: &str, is_error: bool) -> Value {
 
 #[async_trait]
 impl Module for InProcessModule {
+    async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        let rpc_error = |code: i64, message: String| ModuleError::Rpc {
+            module: self.name.clone(),
+            code,
+            message,
+            data: None,
+        };
+        let Some(completer) = &self.completer else {
+            return Err(rpc_error(-32601, "no completions".into()));
+        };
+        let result =
+            completer(&Value::Object(params.0)).map_err(|message| rpc_error(-32602, message))?;
+        serde_json::value::to_raw_value(&result).map_err(|e| ModuleError::Protocol {
+            module: self.name.clone(),
+            reason: e.to_string(),
+        })
+    }
+
     async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
         Ok(self.resources.iter().map(|(r, _)| r.clone()).collect())
     }

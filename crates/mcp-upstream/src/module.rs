@@ -125,6 +125,18 @@ pub trait Module: Send + Sync + 'static {
         })
     }
 
+    /// `completion/complete` with these params (a prompt reference carries the module's
+    /// own prompt name); the result as the module sent it.
+    async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        let _ = params;
+        Err(ModuleError::Rpc {
+            module: String::new(),
+            code: mcp_wire::codes::METHOD_NOT_FOUND,
+            message: "this module offers no completions".into(),
+            data: None,
+        })
+    }
+
     /// Fires when the module's tool list may have changed (a `list_changed` notification,
     /// or a restart).
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {

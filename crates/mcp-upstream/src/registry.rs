@@ -595,6 +595,51 @@ impl Registry {
         )
     }
 
+    /// Routes `completion/complete` by its reference: a prompt (`ref/prompt`, by the name the
+    /// gateway lists, renamed to the module's own) or a resource (`ref/resource`, by URI or
+    /// template, as `resources/read`). `None` when nothing by that reference is listed.
+    pub async fn complete(
+        &self,
+        mut params: ForwardParams,
+    ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
+        let reference = params.0.get_mut("ref")?.as_object_mut()?;
+        let module = match reference.get("type").and_then(Value::as_str)? {
+            "ref/prompt" => {
+                let name = reference.get("name").and_then(Value::as_str)?;
+                let entry = self
+                    .prompts
+                    .read()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .get(name)
+                    .cloned()?;
+                reference.insert("name".into(), Value::String(entry.original.clone()));
+                entry.module
+            }
+            "ref/resource" => {
+                let uri = reference.get("uri").and_then(Value::as_str)?.to_owned();
+                match self.module_of(&uri) {
+                    Ok(Some(module)) => module,
+                    Ok(None) => return None,
+                    Err(reason) => {
+                        return Some(Err(ModuleError::Rpc {
+                            module: String::new(),
+                            code: -32602,
+                            message: reason,
+                            data: None,
+                        }));
+                    }
+                }
+            }
+            _ => return None,
+        };
+        Some(
+            self.modules[module]
+                .module
+                .complete(params.for_upstream())
+                .await,
+        )
+    }
+
     /// Every listed prompt object, ordered by name.
     pub fn prompts(&self) -> Vec<Value> {
         self.prompts

@@ -236,6 +236,10 @@ impl Module for StdioModule {
         self.request("resources/read", &params).await
     }
 
+    async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
+        self.request("completion/complete", &params).await
+    }
+
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
         Some(self.shared.changed.subscribe())
     }

@@ -126,10 +126,10 @@ pub fn server_info() -> Value {
     json!(GATEWAY)
 }
 
-/// What the gateway serves: tools, prompts and resources (lists are one page; no
+/// What the gateway serves: tools, prompts, resources and completions (lists are one page; no
 /// list-change notifications or subscriptions to clients yet).
 fn capabilities() -> Value {
-    json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false}, "resources": {}})
+    json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false}, "resources": {}, "completions": {}})
 }
 
 const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
