@@ -154,6 +154,18 @@ async fn a_legacy_http_module_gets_the_handshake_and_sse_answers_are_read() {
         .into_result()
         .unwrap();
     assert_eq!(result["content"][0]["text"], "QUIET", "{result}");
+    // The module asks the client things during a call: the gateway answers (ping), or
+    // says it cannot relay (elicitation), and never leaves the module waiting.
+    let asked = gateway
+        .call_tool(&principal(), params("up__ask", json!({})))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(
+        asked["content"][0]["text"], r#"{"elicit_error": -32601, "ping": true}"#,
+        "{asked}"
+    );
     child.kill().await.unwrap();
     let down = gateway
         .call_tool(&principal(), params("up__shout", json!({"text": "x"})))

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use mcp_wire::headers::{
     MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, param_header_values,
 };
-use mcp_wire::jsonrpc::{self, ErrorObject, RequestId};
+use mcp_wire::jsonrpc::{self, ErrorObject, Message, RequestId};
 use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
 use mcp_wire::tools::{ForwardParams, ListParams, WithMeta};
 use mcp_wire::{CallToolParams, encode_header_value, sse};
@@ -137,6 +137,9 @@ impl HttpModule {
         headers: HeaderMap,
         expect: Option<&RequestId>,
     ) -> Result<(StatusCode, HeaderMap, Option<RawOutcome>), ModuleError> {
+        // The module's own requests during this exchange are answered with these headers
+        // (its session's).
+        let answer_headers = headers.clone();
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.config.url.clone();
@@ -182,10 +185,16 @@ impl HttpModule {
                     .feed(data)
                     .map_err(|e| self.protocol(e.to_string()))?
                 {
-                    if let Some(response) = jsonrpc::parse_response(event.as_bytes())
-                        && &response.id == id
-                    {
-                        return Ok((parts.status, parts.headers, Some(response.outcome)));
+                    if let Some(response) = jsonrpc::parse_response(event.as_bytes()) {
+                        if &response.id == id {
+                            return Ok((parts.status, parts.headers, Some(response.outcome)));
+                        }
+                        continue;
+                    }
+                    // The module asks something while it handles the call: never leave it
+                    // waiting.
+                    if let Ok(Message::Request(asked)) = jsonrpc::parse(event.as_bytes()) {
+                        self.answer_module(&answer_headers, &asked).await;
                     }
                 }
             }
@@ -200,6 +209,39 @@ impl HttpModule {
                 module: self.config.name.clone(),
                 seconds: self.config.call_timeout.as_secs(),
             })?
+    }
+
+    /// Answers a request the module sent on a call's stream: `ping` with `{}`; anything
+    /// else (`elicitation/create`, `sampling/createMessage`, `roots/list`) with `-32601`
+    /// until the gateway relays module requests to its clients — an answer, never silence,
+    /// so the module does not wait out its own timeout.
+    async fn answer_module(&self, headers: &HeaderMap, asked: &jsonrpc::Request) {
+        let answer = if asked.method == "ping" {
+            jsonrpc::result_bytes(&asked.id, &serde_json::Map::new())
+        } else {
+            let error = ErrorObject {
+                code: mcp_wire::codes::METHOD_NOT_FOUND,
+                message: format!(
+                    "mcp-gateway does not relay {} to its clients yet",
+                    asked.method
+                ),
+                data: None,
+            };
+            jsonrpc::error_bytes(jsonrpc::ErrorId::Known(&asked.id), &error)
+        };
+        let mut request = Request::new(Full::new(Bytes::from(answer)));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.config.url.clone();
+        *request.headers_mut() = headers.clone();
+        match tokio::time::timeout(self.config.call_timeout, self.client.request(request)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(module = %self.config.name, error = %e, method = %asked.method, "could not answer the module's request");
+            }
+            Err(_) => {
+                tracing::warn!(module = %self.config.name, method = %asked.method, "the module did not take the answer to its request in time");
+            }
+        }
     }
 
     /// Finds out the module's era (once).
