@@ -127,7 +127,7 @@ impl Mrtr<'_> {
     ) -> Result<ResultBody, McpError> {
         let responses = params.input_responses.take();
         let state = params.request_state.take();
-        let call = match self.gateway.classify(params)? {
+        let call = match self.gateway.classify(params).await? {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
             other => return self.gateway.run(principal, other).await.into_reply(),

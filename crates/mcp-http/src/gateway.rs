@@ -245,16 +245,17 @@ impl Gateway {
     }
 
     /// The tool a call names (`-32602` for one the gateway does not list).
-    pub fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, McpError> {
+    pub async fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, McpError> {
         self.registry
-            .lookup(name)
+            .find(name)
+            .await
             .ok_or_else(|| McpError::UnknownTool(name.to_owned()))
     }
 
     /// Step one of the gate: which tool, and does the policy forward, deny or gate it. A
     /// gated call's binding (the digest of its arguments) and message are made here, once.
-    pub fn classify(&self, params: CallToolParams) -> Result<Classified, McpError> {
-        let entry = self.tool(&params.name)?;
+    pub async fn classify(&self, params: CallToolParams) -> Result<Classified, McpError> {
+        let entry = self.tool(&params.name).await?;
         let unreadable = |e: serde_json::Error| {
             McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
         };
@@ -305,7 +306,7 @@ impl Gateway {
         principal: &Principal,
         params: CallToolParams,
     ) -> Result<CallOutcome, McpError> {
-        let classified = self.classify(params)?;
+        let classified = self.classify(params).await?;
         Ok(self.run(principal, classified).await)
     }
 

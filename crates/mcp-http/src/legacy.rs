@@ -98,7 +98,7 @@ impl McpService {
                 let may_ask = session.can_elicit
                     && ask::may_answer(principal)
                     && streaming == Streaming::Allowed;
-                match self.gateway.classify(params)? {
+                match self.gateway.classify(params).await? {
                     Classified::Gated(call) if may_ask => {
                         let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
                         match self.gateway.resolve(principal, &call, named).await {

@@ -84,7 +84,7 @@ impl McpService {
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;
-                let entry = self.gateway.tool(&params.name)?;
+                let entry = self.gateway.tool(&params.name).await?;
                 if !entry.mirrored.is_empty() {
                     let arguments = params
                         .arguments

@@ -580,7 +580,7 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
         r#"{"name":"test__delete","arguments":{"path":"/tmp/x","path":"/etc","n":1.0}}"#,
     )
     .unwrap();
-    let Classified::Gated(call) = gateway.classify(params).unwrap() else {
+    let Classified::Gated(call) = gateway.classify(params).await.unwrap() else {
         panic!("delete is gated")
     };
     assert!(call.message.text.contains("/etc"), "{}", call.message.text);

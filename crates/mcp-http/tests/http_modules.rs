@@ -178,3 +178,65 @@ async fn a_legacy_http_module_gets_the_handshake_and_sse_answers_are_read() {
         "a module that is down fails cleanly: {down}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone_listing() {
+    // A port nothing listens on yet.
+    let port = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let gateway = gateway_over_http(format!("http://127.0.0.1:{port}/mcp")).await;
+    let early = gateway
+        .call_tool(&principal(), params("up__demo__list_notes", json!({})))
+        .await;
+    assert!(
+        matches!(early, Err(mcp_http::error::McpError::UnknownTool(_))),
+        "not listed while the module is down: {early:?}"
+    );
+    // The module comes up on that port.
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "demo".into(),
+        prefix: "demo".into(),
+        trust_annotations: true,
+        module: Arc::new(demo_module()),
+    }])
+    .await
+    .unwrap();
+    let upstream = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    let service = Arc::new(McpService::new(
+        upstream,
+        Auth::none(),
+        ServiceConfig::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(mcp_http::serve(
+        listener,
+        service,
+        mcp_http::ServeConfig::default(),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A failed listing is retried once it is older than the retry interval (5 s).
+    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    let listed = gateway
+        .call_tool(&principal(), params("up__demo__list_notes", json!({})))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(listed["isError"], false, "{listed}");
+    let _ = stop.send(());
+    let _ = server.await;
+}

@@ -495,6 +495,28 @@ impl Registry {
     /// Every listed tool object, ordered by name. Modules whose listing failed a while ago
     /// are tried again first.
     pub async fn tools(&self) -> Vec<Arc<ToolEntry>> {
+        self.retry_failed().await;
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The tool listed as `name`; when there is none, modules whose listing failed a while
+    /// ago are tried again first, so a module that was down at start-up serves its tools
+    /// once it is up, without waiting for someone to list.
+    pub async fn find(&self, name: &str) -> Option<Arc<ToolEntry>> {
+        if let Some(entry) = self.lookup(name) {
+            return Some(entry);
+        }
+        self.retry_failed().await;
+        self.lookup(name)
+    }
+
+    /// Lists again every module whose listing failed at least [`RETRY_LIST_AFTER`] ago.
+    async fn retry_failed(&self) {
         let retry: Vec<usize> = {
             let failed = self
                 .failed_at
@@ -510,12 +532,6 @@ impl Registry {
         for index in retry {
             self.refresh(index).await;
         }
-        self.catalog
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect()
     }
 
     /// Every listed resource object, in module order.
