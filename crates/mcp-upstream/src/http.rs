@@ -67,6 +67,8 @@ pub struct HttpModule {
     connecting: Mutex<()>,
     next_id: AtomicI64,
     base_headers: HeaderMap,
+    /// What the module said it offers.
+    offers: rpc::Offers,
 }
 
 impl HttpModule {
@@ -96,6 +98,7 @@ impl HttpModule {
             base_headers.append(name.clone(), value.clone());
         }
         HttpModule {
+            offers: rpc::Offers::default(),
             base_headers,
             config,
             client,
@@ -273,6 +276,9 @@ impl HttpModule {
             .and_then(Value::as_array)
             .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)));
         let found = if modern {
+            if let Some(discovered) = &discovered {
+                self.offers.record(discovered);
+            }
             Era::Modern
         } else {
             self.handshake().await?
@@ -304,6 +310,7 @@ impl HttpModule {
                 return Err(self.protocol(format!("initialize answered {status} without a result")));
             }
         };
+        self.offers.record(&result);
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -398,6 +405,10 @@ impl Module for HttpModule {
     }
 
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        self.era().await?;
+        if !self.offers.includes("prompts") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "prompts", |params| {
                 Box::pin(self.request("prompts/list", params, None, &[]))
@@ -412,6 +423,10 @@ impl Module for HttpModule {
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        self.era().await?;
+        if !self.offers.includes("resources") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "resources", |params| {
                 Box::pin(self.request("resources/list", params, None, &[]))
@@ -421,6 +436,10 @@ impl Module for HttpModule {
     }
 
     async fn list_resource_templates(&self) -> Result<Vec<Value>, ModuleError> {
+        self.era().await?;
+        if !self.offers.includes("resources") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "resourceTemplates", |params| {
                 Box::pin(self.request("resources/templates/list", params, None, &[]))

@@ -98,6 +98,30 @@ pub(crate) fn answer(module: &str, outcome: Result<Box<RawValue>, ErrorObject>) 
     }
 }
 
+/// What a module said it offers (its `capabilities`, from `initialize` or
+/// `server/discover`), once known.
+#[derive(Default)]
+pub(crate) struct Offers(Mutex<Option<Value>>);
+
+impl Offers {
+    /// Records the capabilities of a handshake's result.
+    pub(crate) fn record(&self, result: &Value) {
+        if let Some(capabilities) = result.get("capabilities") {
+            *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(capabilities.clone());
+        }
+    }
+
+    /// Whether the module offers `what` (`prompts`, `resources`): said so, or not known yet
+    /// (then asking is how to find out). A module that does not offer it is not asked, so
+    /// one that never answers unknown methods cannot hold up the listing.
+    pub(crate) fn includes(&self, what: &str) -> bool {
+        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some(capabilities) => capabilities.get(what).is_some(),
+            None => true,
+        }
+    }
+}
+
 /// A list a module does not offer (`-32601`) is an empty one.
 pub(crate) fn none_if_unoffered(
     listed: Result<Vec<Value>, ModuleError>,
@@ -170,4 +194,25 @@ pub(crate) async fn list_all<'a>(
         }
     }
     Ok(tools)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_module_is_asked_for_what_it_offers_or_while_that_is_not_known() {
+        let offers = Offers::default();
+        assert!(offers.includes("prompts"), "not known yet: ask");
+        offers.record(&json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "resources": {}}}));
+        assert!(!offers.includes("prompts"), "said it has none: not asked");
+        assert!(offers.includes("resources"));
+        offers.record(&json!({"serverInfo": {}}));
+        assert!(
+            offers.includes("resources"),
+            "a result without capabilities changes nothing"
+        );
+    }
 }

@@ -88,6 +88,8 @@ struct Shared {
     /// Why it is down, when it is.
     down_reason: Mutex<String>,
     changed: broadcast::Sender<()>,
+    /// What the running process said it offers.
+    offers: rpc::Offers,
 }
 
 /// A stdio module.
@@ -108,6 +110,7 @@ impl StdioModule {
             stdin: Mutex::new(None),
             down_reason: Mutex::new("starting".into()),
             changed: broadcast::channel(16).0,
+            offers: rpc::Offers::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let call_timeout = config.call_timeout;
@@ -202,6 +205,9 @@ impl Module for StdioModule {
     }
 
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
+        if !self.shared.offers.includes("prompts") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.shared.name, "prompts", |params| {
                 Box::pin(async move { self.request("prompts/list", &params).await })
@@ -215,6 +221,9 @@ impl Module for StdioModule {
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
+        if !self.shared.offers.includes("resources") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.shared.name, "resources", |params| {
                 Box::pin(async move { self.request("resources/list", &params).await })
@@ -224,6 +233,9 @@ impl Module for StdioModule {
     }
 
     async fn list_resource_templates(&self) -> Result<Vec<Value>, ModuleError> {
+        if !self.shared.offers.includes("resources") {
+            return Ok(Vec::new());
+        }
         rpc::none_if_unoffered(
             rpc::list_all(&self.shared.name, "resourceTemplates", |params| {
                 Box::pin(async move { self.request("resources/templates/list", &params).await })
@@ -356,6 +368,7 @@ async fn run_once(
         handshake = handshake => match handshake {
             Ok(result) => {
                 tracing::info!(module = %shared.name, server = %result.get("serverInfo").cloned().unwrap_or_default(), "stdio module is up");
+                shared.offers.record(&result);
                 *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx.clone());
                 let _ = shared.changed.send(());
                 None
