@@ -515,37 +515,21 @@ impl Gateway {
         confirmation: Option<ElicitationId>,
     ) -> CallOutcome {
         audit(principal, entry, event, confirmation);
-        match self
+        // Passed on unparsed, so read at its top level first.
+        let answered = self
             .registry
             .call(entry, params.into_upstream(&entry.original))
             .await
-        {
-            // Passed on unparsed, so read at its top level first: an object whose keys can be
-            // read, complete (the gateway does not bridge a module's input requests yet).
-            Ok(result) => match mcp_wire::result::inspect(&result) {
-                Ok(None) => CallOutcome::Forwarded(result),
-                Ok(Some(kind)) if kind == "complete" => CallOutcome::Forwarded(result),
-                refused => {
-                    let reason = match refused {
-                        Ok(kind) => format!(
-                            "the module answered with resultType {kind:?}; the gateway does not bridge module input requests yet"
-                        ),
-                        Err(why) => why.to_owned(),
-                    };
-                    let err = ModuleError::Protocol {
+            .and_then(|result| {
+                mcp_wire::result::usable(&result)
+                    .map(|()| result)
+                    .map_err(|reason| ModuleError::Protocol {
                         module: entry.module_name.clone(),
                         reason,
-                    };
-                    let error_id = crate::error::new_error_id();
-                    tracing::warn!(tool = %entry.qualified, %error_id, error = %err, "forwarded call answered with an unusable result");
-                    let has_output_schema = matches!(event, Audit::Forwarded { gated: false })
-                        && entry.tool.get("outputSchema").is_some();
-                    CallOutcome::Done(gating_core::upstream_error_result(
-                        &err.public_message(&error_id),
-                        has_output_schema,
-                    ))
-                }
-            },
+                    })
+            });
+        match answered {
+            Ok(result) => CallOutcome::Forwarded(result),
             Err(ModuleError::Rpc {
                 code,
                 message,
@@ -581,12 +565,8 @@ fn passed_on(
 ) -> Result<ResultBody, McpError> {
     match answered {
         None => Err(McpError::InvalidParams(format!("unknown {what}"))),
-        Some(Ok(raw)) => match mcp_wire::result::inspect(&raw) {
-            Ok(None) => Ok(ResultBody::Raw(raw)),
-            Ok(Some(kind)) if kind == "complete" => Ok(ResultBody::Raw(raw)),
-            Ok(Some(kind)) => Err(McpError::Internal(format!(
-                "{what}: the module answered with resultType {kind:?}"
-            ))),
+        Some(Ok(raw)) => match mcp_wire::result::usable(&raw) {
+            Ok(()) => Ok(ResultBody::Raw(raw)),
             Err(why) => Err(McpError::Internal(format!("{what}: {why}"))),
         },
         Some(Err(ModuleError::Rpc {

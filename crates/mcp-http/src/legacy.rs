@@ -5,7 +5,6 @@
 use http::HeaderMap;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
-use mcp_wire::tools::{ForwardParams, ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
@@ -13,7 +12,7 @@ use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Classified};
-use crate::service::{McpService, Reply, Streaming, header_text, refuse_cursor};
+use crate::service::{McpService, Reply, Streaming, header_text};
 
 impl McpService {
     /// A legacy request.
@@ -51,47 +50,12 @@ impl McpService {
                 "unsupported MCP-Protocol-Version {version:?} in a legacy session"
             )));
         }
+        if let Some(answer) = self.catalog_method(principal, request).await {
+            let (result, _) = answer?;
+            return Ok(Reply::Result(result.for_client(false), None));
+        }
         let result: ResultBody = match request.method.as_str() {
             "ping" => json!({}).into(),
-            "tools/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                list_tools_result(self.gateway.list_tools().await).into()
-            }
-            "prompts/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                list_result("prompts", self.gateway.list_prompts()).into()
-            }
-            "resources/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                list_result("resources", self.gateway.list_resources()).into()
-            }
-            "resources/templates/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                list_result("resourceTemplates", self.gateway.list_resource_templates()).into()
-            }
-            "resources/read" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ForwardParams = request.params_as()?;
-                self.gateway.read_resource(params).await?.for_client(false)
-            }
-            "completion/complete" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ForwardParams = request.params_as()?;
-                self.gateway.complete(params).await?.for_client(false)
-            }
-            "prompts/get" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: CallToolParams = request.params_as()?;
-                self.gateway.get_prompt(params).await?.for_client(false)
-            }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;

@@ -8,14 +8,13 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
-use mcp_wire::tools::{ForwardParams, ListParams, list_result, list_tools_result};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
 use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
-use crate::service::{McpService, Reply, refuse_cursor};
+use crate::service::{McpService, Reply};
 
 impl McpService {
     /// A modern request.
@@ -29,89 +28,46 @@ impl McpService {
         let meta = head.meta.as_ref();
         let version = modern_version(meta)?;
         check_modern_headers(headers, request, head, version)?;
-        let (result, cacheable) = match request.method.as_str() {
-            "server/discover" => (mcp::discover_result().into(), true),
-            "tools/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                (
-                    list_tools_result(self.gateway.list_tools().await).into(),
-                    true,
-                )
-            }
-            "prompts/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                (
-                    list_result("prompts", self.gateway.list_prompts()).into(),
-                    true,
-                )
-            }
-            "resources/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                (
-                    list_result("resources", self.gateway.list_resources()).into(),
-                    true,
-                )
-            }
-            "resources/templates/list" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ListParams = request.params_as()?;
-                refuse_cursor(params.cursor.as_ref())?;
-                let templates = self.gateway.list_resource_templates();
-                (list_result("resourceTemplates", templates).into(), true)
-            }
-            "resources/read" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ForwardParams = request.params_as()?;
-                let read = self.gateway.read_resource(params).await?;
-                (read.for_modern_client_cacheable(), false)
-            }
-            "completion/complete" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: ForwardParams = request.params_as()?;
-                (self.gateway.complete(params).await?, false)
-            }
-            "prompts/get" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: CallToolParams = request.params_as()?;
-                (self.gateway.get_prompt(params).await?, false)
-            }
-            "tools/call" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: CallToolParams = request.params_as()?;
-                let entry = self.gateway.tool(&params.name).await?;
-                if !entry.mirrored.is_empty() {
-                    let arguments = params
-                        .arguments
-                        .as_ref()
-                        .map(|a| a.to_map())
-                        .transpose()
-                        .map_err(|e| {
+        let (result, cacheable) = if let Some(answer) =
+            self.catalog_method(principal, request).await
+        {
+            answer?
+        } else {
+            match request.method.as_str() {
+                "server/discover" => (mcp::discover_result().into(), true),
+                "tools/call" => {
+                    principal.require(SCOPE_TOOLS_CALL)?;
+                    let params: CallToolParams = request.params_as()?;
+                    let entry = self.gateway.tool(&params.name).await?;
+                    if !entry.mirrored.is_empty() {
+                        let arguments = params
+                            .arguments
+                            .as_ref()
+                            .map(|a| a.to_map())
+                            .transpose()
+                            .map_err(|e| {
                             McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
                         })?;
-                    check_param_headers(&entry.mirrored, arguments.as_ref(), headers)
-                        .map_err(McpError::HeaderMismatch)?;
+                        check_param_headers(&entry.mirrored, arguments.as_ref(), headers)
+                            .map_err(McpError::HeaderMismatch)?;
+                    }
+                    let capabilities = meta
+                        .and_then(|m| m.client_capabilities)
+                        .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());
+                    let can_elicit =
+                        ask::can_elicit_form(capabilities.as_ref()) && ask::may_answer(principal);
+                    let mrtr = ask::Mrtr {
+                        gateway: &self.gateway,
+                        states: &self.states,
+                    };
+                    (mrtr.call(principal, params, can_elicit).await?, false)
                 }
-                let capabilities = meta
-                    .and_then(|m| m.client_capabilities)
-                    .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());
-                let can_elicit =
-                    ask::can_elicit_form(capabilities.as_ref()) && ask::may_answer(principal);
-                let mrtr = ask::Mrtr {
-                    gateway: &self.gateway,
-                    states: &self.states,
-                };
-                (mrtr.call(principal, params, can_elicit).await?, false)
+                other => return Err(McpError::MethodNotFound(other.to_owned())),
             }
-            other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
         let result = match result {
             ResultBody::Value(value) => ResultBody::Value(mcp::modern_result(value, cacheable)),
+            forwarded if cacheable => forwarded.for_modern_client_cacheable(),
             forwarded => forwarded.for_client(true),
         };
         Ok(Reply::Result(result, None))

@@ -15,7 +15,7 @@ use mcp_wire::{Era, EraSignals, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
-use crate::auth::{Auth, Principal};
+use crate::auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::Gateway;
 use crate::response::{self, Surface};
@@ -23,6 +23,8 @@ use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use crate::streams::StreamSlots;
+use mcp_wire::CallToolParams;
+use mcp_wire::tools::{ForwardParams, ListParams, list_result};
 
 pub use crate::body::Body;
 
@@ -126,6 +128,59 @@ pub(crate) fn refuse_cursor(cursor: Option<&Value>) -> Result<(), McpError> {
         Some(_) => Err(McpError::InvalidParams(
             "invalid cursor: this list has a single page".into(),
         )),
+    }
+}
+
+impl McpService {
+    /// The methods both eras serve alike — the catalogs and what is routed by name, URI or
+    /// reference: the result and whether it is a cacheable one (lists, `resources/read`);
+    /// `None` for any other method.
+    pub(crate) async fn catalog_method(
+        &self,
+        principal: &Principal,
+        request: &jsonrpc::Request,
+    ) -> Option<Result<(ResultBody, bool), McpError>> {
+        let list = |key: &str, items: Vec<Value>| -> Result<(ResultBody, bool), McpError> {
+            let params: ListParams = request.params_as()?;
+            refuse_cursor(params.cursor.as_ref())?;
+            Ok((list_result(key, items).into(), true))
+        };
+        let method = request.method.as_str();
+        if !matches!(
+            method,
+            "tools/list"
+                | "prompts/list"
+                | "prompts/get"
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "completion/complete"
+        ) {
+            return None;
+        }
+        if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
+            return Some(Err(e));
+        }
+        Some(match method {
+            "tools/list" => list("tools", self.gateway.list_tools().await),
+            "prompts/list" => list("prompts", self.gateway.list_prompts()),
+            "resources/list" => list("resources", self.gateway.list_resources()),
+            "resources/templates/list" => {
+                list("resourceTemplates", self.gateway.list_resource_templates())
+            }
+            "prompts/get" => match request.params_as::<CallToolParams>() {
+                Ok(params) => self.gateway.get_prompt(params).await.map(|r| (r, false)),
+                Err(e) => Err(e.into()),
+            },
+            "resources/read" => match request.params_as::<ForwardParams>() {
+                Ok(params) => self.gateway.read_resource(params).await.map(|r| (r, true)),
+                Err(e) => Err(e.into()),
+            },
+            _ => match request.params_as::<ForwardParams>() {
+                Ok(params) => self.gateway.complete(params).await.map(|r| (r, false)),
+                Err(e) => Err(e.into()),
+            },
+        })
     }
 }
 

@@ -279,25 +279,21 @@ impl Registry {
                         second: registry.modules[index].name.clone(),
                     });
                 }
-                for entry in registry.prompt_entries(index, listing.prompts) {
-                    if let Some(existing) = prompts.get(&entry.qualified) {
-                        return Err(RegistryError::PromptCollision {
-                            name: entry.qualified.clone(),
-                            first: existing.module_name.clone(),
-                            second: entry.module_name.clone(),
-                        });
-                    }
-                    prompts.insert(entry.qualified.clone(), Arc::new(entry));
+                let entries = registry.prompt_entries(index, listing.prompts);
+                if let Some(clash) = merge(&mut prompts, index, entries).into_iter().next() {
+                    return Err(RegistryError::PromptCollision {
+                        name: clash.name,
+                        first: clash.first,
+                        second: clash.second,
+                    });
                 }
-                for entry in registry.entries(index, listing.tools) {
-                    if let Some(existing) = catalog.get(&entry.qualified) {
-                        return Err(RegistryError::Collision {
-                            name: entry.qualified.clone(),
-                            first: existing.module_name.clone(),
-                            second: entry.module_name.clone(),
-                        });
-                    }
-                    catalog.insert(entry.qualified.clone(), Arc::new(entry));
+                let entries = registry.entries(index, listing.tools);
+                if let Some(clash) = merge(&mut catalog, index, entries).into_iter().next() {
+                    return Err(RegistryError::Collision {
+                        name: clash.name,
+                        first: clash.first,
+                        second: clash.second,
+                    });
                 }
             }
         }
@@ -460,27 +456,16 @@ impl Registry {
                 resources.remove(index);
             }
         }
-        let prompt_entries = self.prompt_entries(index, listing.prompts);
-        {
-            let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
-            prompts.retain(|_, e| e.module != index);
-            for entry in prompt_entries {
-                if let Some(existing) = prompts.get(&entry.qualified) {
-                    tracing::error!(prompt = %entry.qualified, first = %existing.module_name, second = %entry.module_name, "prompt name collision after a refresh; keeping the first");
-                    continue;
-                }
-                prompts.insert(entry.qualified.clone(), Arc::new(entry));
-            }
+        let entries = self.prompt_entries(index, listing.prompts);
+        let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
+        for clash in merge(&mut prompts, index, entries) {
+            tracing::error!(prompt = %clash.name, first = %clash.first, second = %clash.second, "prompt name collision after a refresh; keeping the first");
         }
+        drop(prompts);
         let entries = self.entries(index, listing.tools);
         let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-        catalog.retain(|_, e| e.module != index);
-        for entry in entries {
-            if let Some(existing) = catalog.get(&entry.qualified) {
-                tracing::error!(tool = %entry.qualified, first = %existing.module_name, second = %entry.module_name, "tool name collision after a refresh; keeping the first");
-                continue;
-            }
-            catalog.insert(entry.qualified.clone(), Arc::new(entry));
+        for clash in merge(&mut catalog, index, entries) {
+            tracing::error!(tool = %clash.name, first = %clash.first, second = %clash.second, "tool name collision after a refresh; keeping the first");
         }
         drop(catalog);
         tracing::info!(module = %self.modules[index].name, "tool list refreshed");
@@ -710,6 +695,67 @@ impl Registry {
             spec.module.shutdown().await;
         }
     }
+}
+
+/// A catalog entry: listed under a name, owned by one module.
+trait Owned {
+    fn listed_name(&self) -> &str;
+    fn module(&self) -> usize;
+    fn module_name(&self) -> &str;
+}
+
+impl Owned for ToolEntry {
+    fn listed_name(&self) -> &str {
+        &self.qualified
+    }
+    fn module(&self) -> usize {
+        self.module
+    }
+    fn module_name(&self) -> &str {
+        &self.module_name
+    }
+}
+
+impl Owned for PromptEntry {
+    fn listed_name(&self) -> &str {
+        &self.qualified
+    }
+    fn module(&self) -> usize {
+        self.module
+    }
+    fn module_name(&self) -> &str {
+        &self.module_name
+    }
+}
+
+/// A name two modules would list.
+struct Clash {
+    name: String,
+    first: String,
+    second: String,
+}
+
+/// Replaces module `index`'s entries in `catalog` with `entries`. A name another module
+/// already lists keeps its owner; every such clash is returned.
+fn merge<E: Owned>(
+    catalog: &mut BTreeMap<String, Arc<E>>,
+    index: usize,
+    entries: Vec<E>,
+) -> Vec<Clash> {
+    catalog.retain(|_, e| e.module() != index);
+    let mut clashes = Vec::new();
+    for entry in entries {
+        if let Some(existing) = catalog.get(entry.listed_name()) {
+            clashes.push(Clash {
+                name: entry.listed_name().to_owned(),
+                first: existing.module_name().to_owned(),
+                second: entry.module_name().to_owned(),
+            });
+            continue;
+        }
+        catalog.insert(entry.listed_name().to_owned(), Arc::new(entry));
+    }
+    clashes
 }
 
 /// Lists all modules concurrently.

@@ -119,6 +119,20 @@ pub fn inspect(raw: &RawValue) -> Result<Option<String>, &'static str> {
     }
 }
 
+/// Whether a module's result can be passed on: an object with readable top-level keys that
+/// is complete (the gateway does not bridge a module's input requests yet). `Err` says why
+/// not.
+pub fn usable(raw: &RawValue) -> Result<(), String> {
+    match inspect(raw) {
+        Ok(None) => Ok(()),
+        Ok(Some(kind)) if kind == "complete" => Ok(()),
+        Ok(Some(kind)) => Err(format!(
+            "the module answered with resultType {kind:?}; the gateway does not bridge module input requests yet"
+        )),
+        Err(why) => Err(why.to_owned()),
+    }
+}
+
 /// A JSON object's top-level members, in order, values unparsed.
 struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 

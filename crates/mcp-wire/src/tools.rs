@@ -280,11 +280,6 @@ impl WithMeta for CallToolParams {
     }
 }
 
-/// The `tools/list` result of one page (no `nextCursor`); the tool objects are moved in.
-pub fn list_tools_result(tools: Vec<Value>) -> Value {
-    list_result("tools", tools)
-}
-
 /// A list result of one page (no `nextCursor`) with its items under `key` (`tools`,
 /// `prompts`); the items are moved in.
 pub fn list_result(key: &str, items: Vec<Value>) -> Value {
