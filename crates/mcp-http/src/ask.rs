@@ -21,7 +21,7 @@ use elicitation_core::{
 };
 use http::Response;
 use http_body_util::BodyExt;
-use mcp_wire::jsonrpc::{self, ErrorId, RequestId};
+use mcp_wire::jsonrpc::{self, RequestId};
 use mcp_wire::mcp::elicitation_has_mode;
 use mcp_wire::sse;
 use mcp_wire::tools::{ElicitFormParams, ElicitResult, InputRequest, InputRequiredResult};
@@ -109,28 +109,30 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
 }
 
 /// The modern (multi round-trip) path.
-pub struct Mrtr<'a> {
+pub struct Mrtr {
     /// The gateway.
-    pub gateway: &'a Gateway,
+    pub gateway: Arc<Gateway>,
     /// Seals and opens states.
-    pub states: &'a RequestStates,
+    pub states: Arc<RequestStates>,
 }
 
-impl Mrtr<'_> {
+impl Mrtr {
     /// Runs a modern `tools/call`: a retry's state is verified against the call and its
-    /// answer recorded, then the gated call is resolved with the state's confirmation.
+    /// answer recorded, then the gated call is resolved with the state's confirmation. The
+    /// module's messages about the call go to `relay`.
     pub async fn call(
         &self,
         principal: &Principal,
         mut params: CallToolParams,
         can_elicit: bool,
+        relay: Option<Arc<dyn mcp_upstream::Relay>>,
     ) -> Result<ResultBody, McpError> {
         let responses = params.input_responses.take();
         let state = params.request_state.take();
         let call = match self.gateway.classify(params).await? {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
-            other => return self.gateway.run(principal, other).await.into_reply(),
+            other => return self.gateway.run(principal, other, relay).await.into_reply(),
         };
         let confirmation = match state {
             Some(state) => {
@@ -143,13 +145,17 @@ impl Mrtr<'_> {
                 let claims = self.verify(principal, &call, &state)?;
                 let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
                 if let Some(answer) = answer {
-                    record(self.gateway, principal, id, answer).await;
+                    record(&self.gateway, principal, id, answer).await;
                 }
                 Some(id)
             }
             None => call.params.confirmation_id().and_then(|id| id.parse().ok()),
         };
-        match self.gateway.resolve(principal, &call, confirmation).await {
+        match self
+            .gateway
+            .resolve(principal, &call, confirmation, None)
+            .await
+        {
             CallOutcome::NeedsConfirmation(pending) if can_elicit && pending.askable_natively => {
                 Ok(self
                     .input_required(principal, &pending.confirmation, &call)
@@ -224,10 +230,23 @@ fn invalid_state() -> McpError {
     McpError::InvalidParams("Invalid or expired requestState".into())
 }
 
-/// Where a client's answer to one of the gateway's requests is delivered, by (session, id).
-type Waiters = HashMap<(String, RequestId), oneshot::Sender<Result<Value, Value>>>;
+/// Where a client's answer to one of the gateway's requests is delivered, by (session, id),
+/// and whether it answers a gate confirmation (which only a person's client may answer).
+type Waiters = HashMap<(String, RequestId), (oneshot::Sender<Result<Value, Value>>, bool)>;
 
-/// Answers the server's own requests (`elicitation/create`) that wait on a legacy session.
+/// A client's answer, as [`PendingAnswers::deliver`] took it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Delivered to the request waiting for it.
+    Delivered,
+    /// Nothing waits for it (late, or unknown).
+    Unexpected,
+    /// It answers a gate confirmation and the client may not (`may_answer`).
+    Forbidden,
+}
+
+/// Answers to the server's own requests that wait on a legacy session: the gate's
+/// `elicitation/create`, and the module requests relayed to the client (`relay`).
 #[derive(Default)]
 pub struct PendingAnswers {
     waiting: Mutex<Waiters>,
@@ -235,27 +254,74 @@ pub struct PendingAnswers {
 }
 
 impl PendingAnswers {
+    fn next(&self) -> u64 {
+        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// A request id no other waiting request uses.
     fn fresh_id(&self, confirmation: ElicitationId) -> RequestId {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        RequestId::String(format!("mcp-gateway-confirm-{confirmation}-{n}"))
+        RequestId::String(format!(
+            "mcp-gateway-confirm-{confirmation}-{}",
+            self.next()
+        ))
     }
 
     fn register(&self, session: &str, id: &RequestId) -> oneshot::Receiver<Result<Value, Value>> {
+        self.insert(session, id, true)
+    }
+
+    fn insert(
+        &self,
+        session: &str,
+        id: &RequestId,
+        confirmation: bool,
+    ) -> oneshot::Receiver<Result<Value, Value>> {
         let (tx, rx) = oneshot::channel();
-        self.lock().insert((session.to_owned(), id.clone()), tx);
+        self.lock()
+            .insert((session.to_owned(), id.clone()), (tx, confirmation));
         rx
     }
 
-    fn forget(&self, session: &str, id: &RequestId) {
+    /// A fresh id for a module's request relayed to `session`'s client, and where its
+    /// answer arrives.
+    pub(crate) fn register_relayed(
+        &self,
+        session: &str,
+    ) -> (RequestId, oneshot::Receiver<Result<Value, Value>>) {
+        let id = RequestId::String(format!("mcp-gateway-relay-{}", self.next()));
+        let rx = self.insert(session, &id, false);
+        (id, rx)
+    }
+
+    pub(crate) fn forget(&self, session: &str, id: &RequestId) {
         self.lock().remove(&(session.to_owned(), id.clone()));
     }
 
-    /// Delivers a client's response; false if nothing waits for it.
-    pub fn deliver(&self, session: &str, id: &RequestId, outcome: Result<Value, Value>) -> bool {
-        match self.lock().remove(&(session.to_owned(), id.clone())) {
-            Some(waiter) => waiter.send(outcome).is_ok(),
-            None => false,
+    /// Delivers a client's response. A client that may not confirm (`may_answer`) may answer
+    /// only a module's relayed request; anything else from it is refused, and a gate
+    /// confirmation it tried to answer keeps waiting.
+    pub fn deliver(
+        &self,
+        session: &str,
+        id: &RequestId,
+        outcome: Result<Value, Value>,
+        may_confirm: bool,
+    ) -> Delivery {
+        let mut waiting = self.lock();
+        let key = (session.to_owned(), id.clone());
+        match waiting.get(&key) {
+            // Only a relayed request may be answered without the scope.
+            None if !may_confirm => return Delivery::Forbidden,
+            None => return Delivery::Unexpected,
+            Some((_, true)) if !may_confirm => return Delivery::Forbidden,
+            Some(_) => {}
+        }
+        match waiting.remove(&key) {
+            Some((waiter, _)) => match waiter.send(outcome) {
+                Ok(()) => Delivery::Delivered,
+                Err(_) => Delivery::Unexpected,
+            },
+            None => Delivery::Unexpected,
         }
     }
 
@@ -317,9 +383,8 @@ async fn converse(
     tx: &tokio::sync::mpsc::Sender<Bytes>,
 ) -> Option<Vec<u8>> {
     let with_mode = elicitation_has_mode(c.version);
-    let answer_with = |result: Result<ResultBody, McpError>| match result {
-        Ok(result) => jsonrpc::result_body_bytes(&c.request_id, &result.for_client(false)),
-        Err(e) => jsonrpc::error_bytes(ErrorId::Known(&c.request_id), &e.to_error_object()),
+    let answer_with = |result: Result<ResultBody, McpError>| {
+        crate::relay::final_message(&c.request_id, result, false)
     };
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
@@ -375,7 +440,7 @@ async fn converse(
         }
         match c
             .gateway
-            .resolve(&c.principal, &c.call, Some(current.id))
+            .resolve(&c.principal, &c.call, Some(current.id), None)
             .await
         {
             CallOutcome::NeedsConfirmation(next) if next.askable_natively => {

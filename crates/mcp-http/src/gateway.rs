@@ -17,8 +17,8 @@ use gating_core::{
     CallDigest, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode, GatePolicy,
     HintSource,
 };
-use mcp_upstream::ModuleError;
 use mcp_upstream::registry::{Registry, ToolEntry};
+use mcp_upstream::{ModuleError, Relay};
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::{Arguments, ForwardParams};
 use mcp_wire::{CallToolParams, ResultBody};
@@ -217,6 +217,11 @@ impl Gateway {
         passed_on(&format!("prompt {name}"), answered)
     }
 
+    /// `logging/setLevel` from a client, for the modules (see `Registry::set_log_level`).
+    pub async fn set_log_level(&self, level: &str) {
+        self.registry.set_log_level(level).await;
+    }
+
     /// Every module's resources (URIs are the modules' own; one URI belongs to one module).
     pub fn list_resources(&self) -> Vec<Value> {
         self.registry.resources()
@@ -307,16 +312,22 @@ impl Gateway {
         params: CallToolParams,
     ) -> Result<CallOutcome, McpError> {
         let classified = self.classify(params).await?;
-        Ok(self.run(principal, classified).await)
+        Ok(self.run(principal, classified, None).await)
     }
 
     /// Forwards, denies, or resolves a classified call (a gated one with the
-    /// `_meta.confirmation_id` it carries).
-    pub async fn run(&self, principal: &Principal, classified: Classified) -> CallOutcome {
+    /// `_meta.confirmation_id` it carries). The module's messages about the call go to
+    /// `relay`.
+    pub async fn run(
+        &self,
+        principal: &Principal,
+        classified: Classified,
+        relay: Option<Arc<dyn Relay>>,
+    ) -> CallOutcome {
         match classified {
             Classified::Forward(entry, params) => {
                 let forwarded = Audit::Forwarded { gated: false };
-                self.forward(principal, &entry, params, forwarded, None)
+                self.forward(principal, &entry, params, forwarded, None, relay)
                     .await
             }
             Classified::Deny(entry) => {
@@ -329,7 +340,7 @@ impl Gateway {
                     .params
                     .confirmation_id()
                     .and_then(|id| id.parse::<ElicitationId>().ok());
-                self.resolve(principal, &call, confirmation).await
+                self.resolve(principal, &call, confirmation, relay).await
             }
         }
     }
@@ -338,12 +349,13 @@ impl Gateway {
     /// names (if any) — forwarded once it is consumed, refused, or held (a new confirmation,
     /// or the same one still pending). The named confirmation is redeemed in one store
     /// operation; on refusal the store returns it as it is and `gating_core::evaluate`
-    /// decides the answer.
+    /// decides the answer. A forwarded call's messages go to `relay`.
     pub async fn resolve(
         &self,
         principal: &Principal,
         call: &GatedCall,
         confirmation_id: Option<ElicitationId>,
+        relay: Option<Arc<dyn Relay>>,
     ) -> CallOutcome {
         let entry = &*call.entry;
         let binding = &call.binding;
@@ -368,7 +380,14 @@ impl Gateway {
                 Ok(Redeemed::Consumed(_)) => {
                     let forwarded = Audit::Forwarded { gated: true };
                     return self
-                        .forward(principal, entry, call.params.clone(), forwarded, Some(id))
+                        .forward(
+                            principal,
+                            entry,
+                            call.params.clone(),
+                            forwarded,
+                            Some(id),
+                            relay,
+                        )
                         .await;
                 }
                 Ok(Redeemed::Refused { current, .. }) => {
@@ -513,12 +532,13 @@ impl Gateway {
         params: CallToolParams,
         event: Audit,
         confirmation: Option<ElicitationId>,
+        relay: Option<Arc<dyn Relay>>,
     ) -> CallOutcome {
         audit(principal, entry, event, confirmation);
         // Passed on unparsed, so read at its top level first.
         let answered = self
             .registry
-            .call(entry, params.into_upstream(&entry.original))
+            .call(entry, params.into_upstream(&entry.original), relay)
             .await
             .and_then(|result| {
                 mcp_wire::result::usable(&result)

@@ -8,11 +8,21 @@ use mcp_wire::mcp::{self, LEGACY_VERSIONS};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
+use std::sync::Arc;
+
 use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Classified};
+use crate::relay::{self, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
+use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
+
+/// `logging/setLevel`'s params.
+#[derive(serde::Deserialize)]
+struct LevelParams {
+    level: String,
+}
 
 impl McpService {
     /// A legacy request.
@@ -32,10 +42,8 @@ impl McpService {
                     McpError::InvalidParams("initialize needs protocolVersion".into())
                 })?;
             let version = mcp::negotiate_legacy(requested);
-            let can_elicit = ask::can_elicit_form(params.get("capabilities"));
-            let session = self
-                .sessions
-                .create(&principal.caller, version, can_elicit)?;
+            let answers = ClientAnswers::declared(params.get("capabilities"));
+            let session = self.sessions.create(&principal.caller, version, answers)?;
             return Ok(Reply::Result(
                 mcp::initialize_result(version).into(),
                 Some(session),
@@ -56,16 +64,26 @@ impl McpService {
         }
         let result: ResultBody = match request.method.as_str() {
             "ping" => json!({}).into(),
+            "logging/setLevel" => {
+                let params: LevelParams = request.params_as()?;
+                let rank = mcp::log_level_rank(&params.level).ok_or_else(|| {
+                    McpError::InvalidParams(format!("unknown log level {:?}", params.level))
+                })?;
+                self.sessions
+                    .set_log_level(&session_id, &principal.caller, rank)?;
+                self.gateway.set_log_level(&params.level).await;
+                json!({}).into()
+            }
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;
-                let may_ask = session.can_elicit
+                let may_ask = session.answers.elicitation
                     && ask::may_answer(principal)
                     && streaming == Streaming::Allowed;
                 match self.gateway.classify(params).await? {
                     Classified::Gated(call) if may_ask => {
                         let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
-                        match self.gateway.resolve(principal, &call, named).await {
+                        match self.gateway.resolve(principal, &call, named, None).await {
                             // Beyond the caller's stream cap, the held result (answered out
                             // of band).
                             CallOutcome::NeedsConfirmation(pending)
@@ -91,7 +109,38 @@ impl McpService {
                             outcome => outcome.into_reply()?,
                         }
                     }
-                    classified => self.gateway.run(principal, classified).await.into_reply()?,
+                    classified
+                        if streaming == Streaming::Allowed && response::accepts_sse(headers) =>
+                    {
+                        let (relay, queue) = ClientRelay::new(
+                            LogFilter::AtLeast(session.log_level),
+                            Some(SessionAsker {
+                                answers: self.answers.clone(),
+                                session: session_id,
+                                can: session.answers,
+                            }),
+                        );
+                        let gateway = self.gateway.clone();
+                        let caller = principal.clone();
+                        let call = async move {
+                            let relay: Arc<dyn mcp_upstream::Relay> = relay;
+                            gateway
+                                .run(&caller, classified, Some(relay))
+                                .await
+                                .into_reply()
+                        };
+                        let id = request.id.clone();
+                        let last = move |outcome| relay::final_message(&id, outcome, false);
+                        match relay::relayed(call, queue, last).await {
+                            Relayed::Done(result) => result?,
+                            Relayed::Stream(response) => return Ok(Reply::Stream(response)),
+                        }
+                    }
+                    classified => self
+                        .gateway
+                        .run(principal, classified, None)
+                        .await
+                        .into_reply()?,
                 }
                 .for_client(false)
             }

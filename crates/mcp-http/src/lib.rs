@@ -16,6 +16,7 @@ pub mod error;
 pub mod gateway;
 mod legacy;
 mod modern;
+mod relay;
 pub mod response;
 pub mod rest;
 pub mod service;
@@ -25,4 +26,5 @@ pub mod streams;
 
 mod serve;
 
+pub use relay::ClientAnswers;
 pub use serve::{ServeConfig, serve};

@@ -11,9 +11,13 @@ use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODER
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
+use std::sync::Arc;
+
 use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
+use crate::relay::{self, ClientRelay, LogFilter, Relayed};
+use crate::response;
 use crate::service::{McpService, Reply};
 
 impl McpService {
@@ -57,10 +61,32 @@ impl McpService {
                     let can_elicit =
                         ask::can_elicit_form(capabilities.as_ref()) && ask::may_answer(principal);
                     let mrtr = ask::Mrtr {
-                        gateway: &self.gateway,
-                        states: &self.states,
+                        gateway: self.gateway.clone(),
+                        states: self.states.clone(),
                     };
-                    (mrtr.call(principal, params, can_elicit).await?, false)
+                    if !response::accepts_sse(headers) {
+                        (mrtr.call(principal, params, can_elicit, None).await?, false)
+                    } else {
+                        // The module's progress and (if asked for) log messages stream to
+                        // the client; it cannot be asked mid-call (no requests on a modern
+                        // stream).
+                        let logs = meta
+                            .and_then(|m| m.log_level.as_deref())
+                            .and_then(mcp::log_level_rank)
+                            .map_or(LogFilter::Silent, LogFilter::AtLeast);
+                        let (relay, queue) = ClientRelay::new(logs, None);
+                        let caller = principal.clone();
+                        let call = async move {
+                            let relay: Arc<dyn mcp_upstream::Relay> = relay;
+                            mrtr.call(&caller, params, can_elicit, Some(relay)).await
+                        };
+                        let id = request.id.clone();
+                        let last = move |outcome| relay::final_message(&id, outcome, true);
+                        match relay::relayed(call, queue, last).await {
+                            Relayed::Done(result) => (result?, false),
+                            Relayed::Stream(response) => return Ok(Reply::Stream(response)),
+                        }
+                    }
                 }
                 other => return Err(McpError::MethodNotFound(other.to_owned())),
             }

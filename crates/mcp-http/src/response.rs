@@ -121,6 +121,15 @@ pub fn wants_json(headers: &HeaderMap) -> bool {
         || !accept.contains("text/event-stream")
 }
 
+/// Whether the client takes an SSE stream (`Accept` names `text/event-stream`).
+pub fn accepts_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
 /// The headers of an SSE response.
 pub fn sse_response(body: Body) -> Response<Body> {
     let mut response = Response::new(body);

@@ -73,7 +73,7 @@ pub struct McpService {
     pub(crate) auth: Auth,
     pub(crate) sessions: Sessions,
     pub(crate) config: ServiceConfig,
-    pub(crate) states: RequestStates,
+    pub(crate) states: Arc<RequestStates>,
     pub(crate) answers: Arc<ask::PendingAnswers>,
     pub(crate) streams: StreamSlots,
 }
@@ -202,7 +202,7 @@ impl McpService {
             auth,
             sessions,
             config,
-            states: RequestStates::ephemeral(),
+            states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
         }
     }
@@ -210,7 +210,7 @@ impl McpService {
     /// Uses `states` for multi round-trip `requestState`s (instances that share a store must
     /// share the key; the default is a random per-process key).
     pub fn with_request_states(mut self, states: RequestStates) -> Self {
-        self.states = states;
+        self.states = Arc::new(states);
         self
     }
 
@@ -492,14 +492,19 @@ impl McpService {
                 if let Err(e) = self.sessions.touch(&session, &principal.caller) {
                     return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
-                if let Err(e) = principal.require(crate::auth::SCOPE_RESPOND) {
-                    return response::rpc_error(&e, None, Some(Era::Legacy));
-                }
-                if !self.answers.deliver(&session, &id, outcome) {
-                    tracing::debug!(
+                let may_confirm = ask::may_answer(principal);
+                match self.answers.deliver(&session, &id, outcome, may_confirm) {
+                    ask::Delivery::Delivered => {}
+                    ask::Delivery::Unexpected => tracing::debug!(
                         ?id,
                         "an answer nobody waits for (late, or unknown); ignored"
-                    );
+                    ),
+                    ask::Delivery::Forbidden => {
+                        let e = McpError::Forbidden {
+                            scope: crate::auth::SCOPE_RESPOND,
+                        };
+                        return response::rpc_error(&e, None, Some(Era::Legacy));
+                    }
                 }
                 return response::empty(StatusCode::ACCEPTED);
             }

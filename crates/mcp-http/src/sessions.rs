@@ -10,15 +10,19 @@ use elicitation_store::Caller;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::error::McpError;
+use crate::relay::ClientAnswers;
 
 /// What a session remembers from its `initialize`.
 #[derive(Debug, Clone)]
 pub struct Session {
     /// The negotiated protocol version.
     pub version: &'static str,
-    /// Whether the client declared form elicitation (all the gateway needs of its
-    /// capabilities; keeping only this bounds a session's size).
-    pub can_elicit: bool,
+    /// What the client declared it can answer (all the gateway needs of its capabilities;
+    /// keeping only this bounds a session's size).
+    pub answers: ClientAnswers,
+    /// The lowest rank of log message the client wants (`logging/setLevel`); all until it
+    /// sets one.
+    pub log_level: u8,
     caller: Caller,
     last_seen: Instant,
 }
@@ -51,7 +55,7 @@ impl Sessions {
         &self,
         caller: &Caller,
         version: &'static str,
-        can_elicit: bool,
+        answers: ClientAnswers,
     ) -> Result<String, McpError> {
         let mut bytes = [0u8; 32];
         self.rng
@@ -85,7 +89,8 @@ impl Sessions {
             id.clone(),
             Session {
                 version,
-                can_elicit,
+                answers,
+                log_level: 0,
                 caller: caller.clone(),
                 last_seen: now,
             },
@@ -111,6 +116,20 @@ impl Sessions {
         Ok(session.clone())
     }
 
+    /// Sets the log level (a rank) of the caller's session `id`.
+    pub fn set_log_level(&self, id: &str, caller: &Caller, rank: u8) -> Result<(), McpError> {
+        self.touch(id, caller)?;
+        if let Some(session) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(id)
+        {
+            session.log_level = rank;
+        }
+        Ok(())
+    }
+
     /// Ends the caller's session `id`.
     pub fn remove(&self, id: &str, caller: &Caller) -> Result<(), McpError> {
         self.touch(id, caller)?;
@@ -131,7 +150,9 @@ mod tests {
         let sessions = Sessions::new(Duration::from_secs(60), 10);
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
-        let id = sessions.create(&alice, "2025-11-25", false).unwrap();
+        let id = sessions
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
         assert_eq!(id.len(), 64);
         assert_eq!(sessions.touch(&id, &alice).unwrap().version, "2025-11-25");
         assert!(matches!(
@@ -154,10 +175,16 @@ mod tests {
         let sessions = Sessions::new(Duration::from_secs(60), 10_000);
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
-        let bobs = sessions.create(&bob, "2025-11-25", false).unwrap();
-        let first = sessions.create(&alice, "2025-11-25", false).unwrap();
+        let bobs = sessions
+            .create(&bob, "2025-11-25", ClientAnswers::default())
+            .unwrap();
+        let first = sessions
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
         for _ in 0..MAX_SESSIONS_PER_CALLER {
-            sessions.create(&alice, "2025-11-25", true).unwrap();
+            sessions
+                .create(&alice, "2025-11-25", ClientAnswers::default())
+                .unwrap();
         }
         assert!(
             sessions.touch(&first, &alice).is_err(),
@@ -173,14 +200,20 @@ mod tests {
     fn idle_sessions_expire_and_the_oldest_makes_room() {
         let alice = Caller::new("alice", None).unwrap();
         let expired = Sessions::new(Duration::ZERO, 10);
-        let id = expired.create(&alice, "2025-11-25", false).unwrap();
+        let id = expired
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
         assert!(matches!(
             expired.touch(&id, &alice),
             Err(McpError::SessionNotFound)
         ));
         let small = Sessions::new(Duration::from_secs(60), 1);
-        let first = small.create(&alice, "2025-11-25", false).unwrap();
-        let second = small.create(&alice, "2025-11-25", false).unwrap();
+        let first = small
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
+        let second = small
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
         assert!(small.touch(&first, &alice).is_err());
         assert!(small.touch(&second, &alice).is_ok());
     }

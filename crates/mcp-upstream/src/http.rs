@@ -26,8 +26,14 @@ use mcp_wire::tools::{ForwardParams, ListParams, WithMeta};
 use mcp_wire::{CallToolParams, encode_header_value, sse};
 use serde_json::value::RawValue;
 
+use crate::module::CallLink;
 use crate::rpc;
-use crate::{Module, ModuleError, ToolCall};
+use crate::{Module, ModuleError, ToolCall, refuse_ask};
+
+/// A message's params as a tree (a module's request or notification, read whole).
+fn tree(params: Option<jsonrpc::RawJson>) -> Option<Value> {
+    params.and_then(|p| serde_json::from_str(p.0.get()).ok())
+}
 
 /// A response's result as sent, or its error.
 type RawOutcome = Result<Box<RawValue>, ErrorObject>;
@@ -139,6 +145,7 @@ impl HttpModule {
         body: Vec<u8>,
         headers: HeaderMap,
         expect: Option<&RequestId>,
+        link: Option<&CallLink>,
     ) -> Result<(StatusCode, HeaderMap, Option<RawOutcome>), ModuleError> {
         // The module's own requests during this exchange are answered with these headers
         // (its session's).
@@ -194,10 +201,24 @@ impl HttpModule {
                         }
                         continue;
                     }
-                    // The module asks something while it handles the call: never leave it
-                    // waiting.
-                    if let Ok(Message::Request(asked)) = jsonrpc::parse(event.as_bytes()) {
-                        self.answer_module(&answer_headers, &asked).await;
+                    match jsonrpc::parse(event.as_bytes()) {
+                        // The module asks something while it handles the call: its client
+                        // answers, or the gateway does; never left waiting.
+                        Ok(Message::Request(asked)) => {
+                            let answer = match link {
+                                Some(link) => link.ask(&asked.method, tree(asked.params)).await,
+                                None => refuse_ask(&asked.method),
+                            };
+                            self.answer_module(&answer_headers, &asked.id, &asked.method, answer)
+                                .await;
+                        }
+                        // On the call's own stream, a notification is about the call.
+                        Ok(Message::Notification { method, params }) => {
+                            if let Some(link) = link {
+                                link.notification(&method, tree(params));
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -214,23 +235,17 @@ impl HttpModule {
             })?
     }
 
-    /// Answers a request the module sent on a call's stream: `ping` with `{}`; anything
-    /// else (`elicitation/create`, `sampling/createMessage`, `roots/list`) with `-32601`
-    /// until the gateway relays module requests to its clients — an answer, never silence,
-    /// so the module does not wait out its own timeout.
-    async fn answer_module(&self, headers: &HeaderMap, asked: &jsonrpc::Request) {
-        let answer = if asked.method == "ping" {
-            jsonrpc::result_bytes(&asked.id, &serde_json::Map::new())
-        } else {
-            let error = ErrorObject {
-                code: mcp_wire::codes::METHOD_NOT_FOUND,
-                message: format!(
-                    "mcp-gateway does not relay {} to its clients yet",
-                    asked.method
-                ),
-                data: None,
-            };
-            jsonrpc::error_bytes(jsonrpc::ErrorId::Known(&asked.id), &error)
+    /// POSTs the answer to a request the module sent on a call's stream.
+    async fn answer_module(
+        &self,
+        headers: &HeaderMap,
+        id: &RequestId,
+        method: &str,
+        answer: Result<Value, ErrorObject>,
+    ) {
+        let answer = match answer {
+            Ok(result) => jsonrpc::result_bytes(id, &result),
+            Err(error) => jsonrpc::error_bytes(jsonrpc::ErrorId::Known(id), &error),
         };
         let mut request = Request::new(Full::new(Bytes::from(answer)));
         *request.method_mut() = Method::POST;
@@ -239,10 +254,10 @@ impl HttpModule {
         match tokio::time::timeout(self.config.call_timeout, self.client.request(request)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                tracing::warn!(module = %self.config.name, error = %e, method = %asked.method, "could not answer the module's request");
+                tracing::warn!(module = %self.config.name, error = %e, method, "could not answer the module's request");
             }
             Err(_) => {
-                tracing::warn!(module = %self.config.name, method = %asked.method, "the module did not take the answer to its request in time");
+                tracing::warn!(module = %self.config.name, method, "the module did not take the answer to its request in time");
             }
         }
     }
@@ -266,7 +281,7 @@ impl HttpModule {
             HeaderValue::from_static(MODERN_VERSION),
         );
         headers.insert(MCP_METHOD, HeaderValue::from_static("server/discover"));
-        let (_, _, answer) = self.post(discover, headers, Some(&id)).await?;
+        let (_, _, answer) = self.post(discover, headers, Some(&id), None).await?;
         let discovered = match &answer {
             Some(Ok(raw)) => serde_json::from_str::<Value>(raw.get()).ok(),
             _ => None,
@@ -301,7 +316,7 @@ impl HttpModule {
     async fn handshake(&self) -> Result<Era, ModuleError> {
         let id = self.next_id();
         let init = jsonrpc::request_bytes(&id, "initialize", &rpc::initialize_params());
-        let (status, headers, answer) = self.post(init, self.headers(), Some(&id)).await?;
+        let (status, headers, answer) = self.post(init, self.headers(), Some(&id), None).await?;
         let result = match answer {
             Some(outcome) => {
                 rpc::parse_result(&self.config.name, &rpc::answer(&self.config.name, outcome)?)?
@@ -325,7 +340,7 @@ impl HttpModule {
             .unwrap_or(HeaderValue::from_static(rpc::UPSTREAM_LEGACY_VERSION));
         follow.insert(MCP_PROTOCOL_VERSION, version.clone());
         let initialized = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
-        self.post(initialized, follow, None).await?;
+        self.post(initialized, follow, None, None).await?;
         Ok(Era::Legacy { session, version })
     }
 
@@ -338,6 +353,7 @@ impl HttpModule {
         mut params: P,
         name: Option<&str>,
         mirrored: &[(HeaderName, HeaderValue)],
+        link: Option<&CallLink>,
     ) -> rpc::Answer {
         for attempt in 0..2 {
             let era = self.era().await?;
@@ -347,6 +363,12 @@ impl HttpModule {
                 Era::Modern => {
                     // Idempotent, so a retry may apply it again.
                     params.add_meta(modern_meta());
+                    if let Some(level) = link
+                        .and_then(|l| l.relay.log_level())
+                        .and_then(mcp_wire::mcp::log_level_meta)
+                    {
+                        params.add_meta(level);
+                    }
                     headers.insert(
                         MCP_PROTOCOL_VERSION,
                         HeaderValue::from_static(MODERN_VERSION),
@@ -367,7 +389,7 @@ impl HttpModule {
                 }
             }
             let body = jsonrpc::request_bytes(&id, method, &params);
-            let (status, _, answer) = self.post(body, headers, Some(&id)).await?;
+            let (status, _, answer) = self.post(body, headers, Some(&id), link).await?;
             if status == StatusCode::NOT_FOUND
                 && matches!(
                     era,
@@ -399,7 +421,7 @@ impl HttpModule {
 impl Module for HttpModule {
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         rpc::list_all(&self.config.name, "tools", |params| {
-            Box::pin(self.request("tools/list", params, None, &[]))
+            Box::pin(self.request("tools/list", params, None, &[], None))
         })
         .await
     }
@@ -411,7 +433,7 @@ impl Module for HttpModule {
         }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "prompts", |params| {
-                Box::pin(self.request("prompts/list", params, None, &[]))
+                Box::pin(self.request("prompts/list", params, None, &[], None))
             })
             .await,
         )
@@ -419,7 +441,8 @@ impl Module for HttpModule {
 
     async fn get_prompt(&self, params: CallToolParams) -> Result<Box<RawValue>, ModuleError> {
         let name = params.name.clone();
-        self.request("prompts/get", params, Some(&name), &[]).await
+        self.request("prompts/get", params, Some(&name), &[], None)
+            .await
     }
 
     async fn list_resources(&self) -> Result<Vec<Value>, ModuleError> {
@@ -429,7 +452,7 @@ impl Module for HttpModule {
         }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "resources", |params| {
-                Box::pin(self.request("resources/list", params, None, &[]))
+                Box::pin(self.request("resources/list", params, None, &[], None))
             })
             .await,
         )
@@ -442,7 +465,7 @@ impl Module for HttpModule {
         }
         rpc::none_if_unoffered(
             rpc::list_all(&self.config.name, "resourceTemplates", |params| {
-                Box::pin(self.request("resources/templates/list", params, None, &[]))
+                Box::pin(self.request("resources/templates/list", params, None, &[], None))
             })
             .await,
         )
@@ -450,12 +473,24 @@ impl Module for HttpModule {
 
     async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
         let uri = params.str("uri").unwrap_or_default().to_owned();
-        self.request("resources/read", params, Some(&uri), &[])
+        self.request("resources/read", params, Some(&uri), &[], None)
             .await
     }
 
+    async fn set_log_level(&self, level: &str) -> Result<(), ModuleError> {
+        self.era().await?;
+        if !self.offers.includes("logging") {
+            return Ok(());
+        }
+        let params = ForwardParams(rpc::level_params(level));
+        self.request("logging/setLevel", params, None, &[], None)
+            .await
+            .map(drop)
+    }
+
     async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
-        self.request("completion/complete", params, None, &[]).await
+        self.request("completion/complete", params, None, &[], None)
+            .await
     }
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
@@ -469,9 +504,14 @@ impl Module for HttpModule {
             let arguments = call.params.arguments.as_ref().and_then(|a| a.to_map().ok());
             param_header_values(call.mirrored, arguments.as_ref())
         };
+        let mut params = call.params;
+        // Progress arrives on the call's own stream: the client's token is sent as it is.
+        let link = call
+            .relay
+            .map(|relay| CallLink::new(relay, &mut params, None));
         // The module's era is the module's business: the gateway checks the result's
         // resultType (whatever the module) before passing it on.
-        self.request("tools/call", call.params, Some(&name), &mirrored)
+        self.request("tools/call", params, Some(&name), &mirrored, link.as_ref())
             .await
     }
 }

@@ -14,4 +14,4 @@ pub mod registry;
 mod rpc;
 pub mod stdio;
 
-pub use module::{Module, ModuleError, ToolCall};
+pub use module::{Module, ModuleError, RELAYED_REQUESTS, Relay, ToolCall, refuse_ask};

@@ -1,6 +1,9 @@
 //! The [`Module`] trait every upstream MCP server is reached through, and [`ModuleError`].
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
+use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
@@ -137,6 +140,12 @@ pub trait Module: Send + Sync + 'static {
         })
     }
 
+    /// `logging/setLevel` for a module that offers logging (others are not asked).
+    async fn set_log_level(&self, level: &str) -> Result<(), ModuleError> {
+        let _ = level;
+        Ok(())
+    }
+
     /// Fires when the module's tool list may have changed (a `list_changed` notification,
     /// or a restart).
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
@@ -148,11 +157,133 @@ pub trait Module: Send + Sync + 'static {
 }
 
 /// One `tools/call` for a module.
-#[derive(Debug)]
 pub struct ToolCall<'a> {
     /// The params to send, with the module's own tool name.
     pub params: CallToolParams,
     /// The parameters the tool's schema mirrors into `Mcp-Param-*` headers (sent to
     /// 2026-07-28 modules over HTTP).
     pub mirrored: &'a [ParamHeader],
+    /// Where the module's messages about this call go (its progress, log messages and own
+    /// requests); `None` when nobody listens (they are then answered as in [`refuse_ask`]).
+    pub relay: Option<Arc<dyn Relay>>,
+}
+
+/// Where a module's messages about one call go: towards the client that made the call.
+///
+/// The module clients ([`crate::HttpModule`], [`crate::StdioModule`]) decide which messages
+/// belong to the call and give the client's own `progressToken` back; the server side
+/// decides what the client may see (its log level) and how it is asked.
+#[async_trait]
+pub trait Relay: Send + Sync {
+    /// A notification for the client: `notifications/progress` (with the client's own
+    /// token) or `notifications/message`. Never waits: a client that does not read loses
+    /// what does not fit in its buffer, the call goes on.
+    fn notify(&self, method: &str, params: Value);
+
+    /// A request the module sent while handling the call (`elicitation/create`,
+    /// `sampling/createMessage`, `roots/list`): the client's answer, or the error the
+    /// module gets.
+    async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject>;
+
+    /// The rank (in `mcp_wire::mcp::LOG_LEVELS`) of the least severe log message the client
+    /// wants, told to a 2026-07-28 module with the call; `None`: it wants none.
+    fn log_level(&self) -> Option<u8>;
+}
+
+/// The methods a module may ask its client during a call.
+pub const RELAYED_REQUESTS: [&str; 3] =
+    ["elicitation/create", "sampling/createMessage", "roots/list"];
+
+/// The answer to a module's request nobody can take: `ping` is answered `{}`; anything else
+/// gets `-32601`, an answer, never silence, so the module does not wait out its timeout.
+pub fn refuse_ask(method: &str) -> Result<Value, ErrorObject> {
+    if method == "ping" {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    Err(ErrorObject {
+        code: mcp_wire::codes::METHOD_NOT_FOUND,
+        message: format!("{method} cannot be relayed: the call has no client that can answer it"),
+        data: None,
+    })
+}
+
+const PROGRESS_TOKEN: &str = "progressToken";
+
+/// One call's link to its client, as a module client holds it: the relay, and the
+/// progress token the module was given (a module's progress for another token is not this
+/// call's and is dropped).
+pub(crate) struct CallLink {
+    pub(crate) relay: Arc<dyn Relay>,
+    /// The client's own `progressToken`.
+    pub(crate) client_token: Option<Value>,
+    /// The token the module was sent instead (the same for HTTP, whose progress arrives on
+    /// the call's own stream; the gateway's own for stdio, shared by every call).
+    pub(crate) upstream_token: Option<Value>,
+}
+
+impl CallLink {
+    /// The link of a call with these params: the client's `progressToken` is replaced by
+    /// `upstream` when given (a stdio module's progress is told apart by it), else sent as
+    /// it is.
+    pub(crate) fn new(
+        relay: Arc<dyn Relay>,
+        params: &mut CallToolParams,
+        upstream: Option<Value>,
+    ) -> CallLink {
+        let meta = params.meta.as_mut();
+        let client_token = meta.as_ref().and_then(|m| m.get(PROGRESS_TOKEN)).cloned();
+        let upstream_token = match (meta, &client_token, upstream) {
+            (Some(meta), Some(_), Some(upstream)) => {
+                meta.insert(PROGRESS_TOKEN.into(), upstream.clone());
+                Some(upstream)
+            }
+            (_, token, _) => token.clone(),
+        };
+        CallLink {
+            relay,
+            client_token,
+            upstream_token,
+        }
+    }
+
+    /// Passes a module's notification about this call on: progress with the client's own
+    /// token, log messages as they are; anything else is not about a call.
+    pub(crate) fn notification(&self, method: &str, params: Option<Value>) {
+        match method {
+            "notifications/progress" => {
+                let Some(Value::Object(mut params)) = params else {
+                    return;
+                };
+                let (Some(client), Some(upstream)) = (&self.client_token, &self.upstream_token)
+                else {
+                    return;
+                };
+                if params.get(PROGRESS_TOKEN) != Some(upstream) {
+                    return;
+                }
+                params.insert(PROGRESS_TOKEN.into(), client.clone());
+                self.relay.notify(method, Value::Object(params));
+            }
+            "notifications/message" => {
+                if let Some(params @ Value::Object(_)) = params {
+                    self.relay.notify(method, params);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks the client (a module's request during the call); `ping` is the gateway's to
+    /// answer.
+    pub(crate) async fn ask(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        if RELAYED_REQUESTS.contains(&method) {
+            self.relay.ask(method, params).await
+        } else {
+            refuse_ask(method)
+        }
+    }
 }

@@ -227,6 +227,8 @@ pub struct Registry {
     failed_at: Mutex<Vec<Option<Instant>>>,
     /// Fires after each refresh of a module's tools.
     refreshed: tokio::sync::broadcast::Sender<()>,
+    /// The rank of the most verbose log level clients asked for (`u8::MAX`: none yet).
+    log_level: std::sync::atomic::AtomicU8,
 }
 
 impl Registry {
@@ -244,6 +246,7 @@ impl Registry {
             catalog: RwLock::new(BTreeMap::new()),
             prompts: RwLock::new(BTreeMap::new()),
             resources: RwLock::new(Resources::default()),
+            log_level: std::sync::atomic::AtomicU8::new(u8::MAX),
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
@@ -681,12 +684,35 @@ impl Registry {
         &self,
         entry: &ToolEntry,
         params: CallToolParams,
+        relay: Option<std::sync::Arc<dyn crate::Relay>>,
     ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
         let call = ToolCall {
             params,
             mirrored: &entry.mirrored,
+            relay,
         };
         self.modules[entry.module].module.call_tool(call).await
+    }
+
+    /// A client asked for log messages at `level` (a name from `LOG_LEVELS`): the modules
+    /// that offer logging are set to the most verbose level any client asked for (they are
+    /// shared; each client's own level is applied as their messages are relayed).
+    pub async fn set_log_level(&self, level: &str) {
+        let Some(rank) = mcp_wire::mcp::log_level_rank(level) else {
+            return;
+        };
+        let lowered = self
+            .log_level
+            .fetch_min(rank, std::sync::atomic::Ordering::AcqRel)
+            > rank;
+        if !lowered {
+            return;
+        }
+        for spec in &self.modules {
+            if let Err(e) = spec.module.set_log_level(level).await {
+                tracing::info!(module = %spec.name, error = %e, "the module did not take the log level");
+            }
+        }
     }
 
     /// Stops every module.

@@ -23,6 +23,13 @@ pub(crate) fn initialize_params() -> Value {
     mcp::initialize_params(UPSTREAM_LEGACY_VERSION)
 }
 
+/// `logging/setLevel`'s params.
+pub(crate) fn level_params(level: &str) -> serde_json::Map<String, Value> {
+    let mut params = serde_json::Map::new();
+    params.insert("level".into(), Value::String(level.to_owned()));
+    params
+}
+
 /// An answer: the result as sent, or why there is none.
 pub(crate) type Answer = Result<Box<RawValue>, ModuleError>;
 

@@ -9,6 +9,18 @@
 //! program needs to run ([`BASE_ENV`], `LC_*`), the names the operator lists in
 //! [`StdioConfig::inherit_env`], and the module's own configured variables. Its working
 //! directory is `/` unless configured, and it inherits no file descriptor besides stdio.
+//!
+//! # A module's messages during calls
+//!
+//! Nothing on a stdio connection says which call a module's request or log message is
+//! about. The gateway sends each call's `progressToken` as its own
+//! (`mcp-gateway-progress-{request id}`) and gives progress back to the call it names, with
+//! the client's token. A request (`elicitation/create`, `sampling/createMessage`,
+//! `roots/list`) or a log message goes to the call in flight when there is exactly one;
+//! with several calls in flight it cannot be told apart, so a request is answered with an
+//! error and a log message goes to the gateway's log only — never to a guessed client,
+//! which could be another caller's. A call the gateway gives up on (its client went away,
+//! or the call timed out) is cancelled with `notifications/cancelled`.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -26,8 +38,16 @@ use tokio::sync::{broadcast, mpsc, watch};
 use mcp_wire::codes;
 use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, Message};
 
+use std::collections::HashMap;
+
+use crate::module::CallLink;
 use crate::rpc::{self, Pending};
-use crate::{Module, ModuleError, ToolCall};
+use crate::{Module, ModuleError, ToolCall, refuse_ask};
+
+/// The `progressToken` a call with request id `id` is sent with.
+fn progress_token(id: &jsonrpc::RequestId) -> Value {
+    json!(format!("mcp-gateway-progress-{id}"))
+}
 use mcp_wire::CallToolParams;
 use mcp_wire::tools::ForwardParams;
 
@@ -90,6 +110,53 @@ struct Shared {
     changed: broadcast::Sender<()>,
     /// What the running process said it offers.
     offers: rpc::Offers,
+    /// The `tools/call`s in flight, by request id, with their link to the client (if any).
+    calls: Mutex<HashMap<String, Option<Arc<CallLink>>>>,
+}
+
+impl Shared {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Arc<CallLink>>>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The call a message without a reference belongs to: the only one in flight; `Err`
+    /// with how many are in flight otherwise.
+    fn only_call(&self) -> Result<Option<Arc<CallLink>>, usize> {
+        let calls = self.calls();
+        match calls.len() {
+            1 => Ok(calls.values().next().cloned().flatten()),
+            n => Err(n),
+        }
+    }
+}
+
+/// Cancels a request the gateway stops waiting for before its answer came (the future was
+/// dropped, or timed out): the module gets `notifications/cancelled`.
+struct InFlight<'a> {
+    shared: &'a Shared,
+    stdin: mpsc::Sender<Vec<u8>>,
+    id: jsonrpc::RequestId,
+    call: bool,
+    answered: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if self.call {
+            self.shared.calls().remove(&self.id.to_string());
+        }
+        if self.answered {
+            return;
+        }
+        self.shared.pending.forget(&self.id);
+        let params = json!({"requestId": self.id, "reason": "the gateway's caller went away or the call timed out"});
+        let line = jsonrpc::into_line(jsonrpc::notification_bytes(
+            "notifications/cancelled",
+            Some(&params),
+        ));
+        // Best effort: a full queue means the module is not reading anyway.
+        let _ = self.stdin.try_send(line);
+    }
 }
 
 /// A stdio module.
@@ -111,6 +178,7 @@ impl StdioModule {
             down_reason: Mutex::new("starting".into()),
             changed: broadcast::channel(16).0,
             offers: rpc::Offers::default(),
+            calls: Mutex::default(),
         });
         let (stop, stopped) = watch::channel(false);
         let call_timeout = config.call_timeout;
@@ -145,6 +213,16 @@ impl StdioModule {
     }
 
     async fn request<P: serde::Serialize + Sync>(&self, method: &str, params: &P) -> rpc::Answer {
+        self.send(method, |_| (params, None)).await
+    }
+
+    /// Sends a request whose params (and, for a `tools/call`, link to its client) are made
+    /// once its id is known, and waits for the answer (or cancels).
+    async fn send<P: serde::Serialize + Sync>(
+        &self,
+        method: &str,
+        params: impl FnOnce(&jsonrpc::RequestId) -> (P, Option<Option<Arc<CallLink>>>),
+    ) -> rpc::Answer {
         let name = &self.shared.name;
         let stdin = self
             .shared
@@ -165,9 +243,20 @@ impl StdioModule {
             });
         };
         let (id, answer) = self.shared.pending.register();
-        // One line, whatever whitespace passed-through text (a client's arguments) had.
-        let line = jsonrpc::into_line(jsonrpc::request_bytes(&id, method, params));
+        let (params, call) = params(&id);
+        let line = jsonrpc::into_line(jsonrpc::request_bytes(&id, method, &params));
+        let mut in_flight = InFlight {
+            shared: &self.shared,
+            stdin: stdin.clone(),
+            id: id.clone(),
+            call: call.is_some(),
+            answered: false,
+        };
+        if let Some(link) = call {
+            self.shared.calls().insert(id.to_string(), link);
+        }
         if stdin.send(line).await.is_err() {
+            in_flight.answered = true;
             self.shared.pending.forget(&id);
             return Err(ModuleError::Unavailable {
                 module: name.clone(),
@@ -175,18 +264,21 @@ impl StdioModule {
             });
         }
         match tokio::time::timeout(self.call_timeout, answer).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => Err(ModuleError::Failed {
-                module: name.clone(),
-                reason: "the connection closed".into(),
-            }),
-            Err(_) => {
-                self.shared.pending.forget(&id);
-                Err(ModuleError::Timeout {
+            Ok(Ok(answer)) => {
+                in_flight.answered = true;
+                answer
+            }
+            Ok(Err(_)) => {
+                in_flight.answered = true;
+                Err(ModuleError::Failed {
                     module: name.clone(),
-                    seconds: self.call_timeout.as_secs(),
+                    reason: "the connection closed".into(),
                 })
             }
+            Err(_) => Err(ModuleError::Timeout {
+                module: name.clone(),
+                seconds: self.call_timeout.as_secs(),
+            }),
         }
     }
 }
@@ -201,7 +293,15 @@ impl Module for StdioModule {
     }
 
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError> {
-        self.request("tools/call", &call.params).await
+        let ToolCall {
+            mut params, relay, ..
+        } = call;
+        self.send("tools/call", |id| {
+            let link = relay
+                .map(|relay| Arc::new(CallLink::new(relay, &mut params, Some(progress_token(id)))));
+            (params, Some(link))
+        })
+        .await
     }
 
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {
@@ -246,6 +346,15 @@ impl Module for StdioModule {
 
     async fn read_resource(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
         self.request("resources/read", &params).await
+    }
+
+    async fn set_log_level(&self, level: &str) -> Result<(), ModuleError> {
+        if !self.shared.offers.includes("logging") {
+            return Ok(());
+        }
+        self.request("logging/setLevel", &rpc::level_params(level))
+            .await
+            .map(drop)
     }
 
     async fn complete(&self, params: ForwardParams) -> Result<Box<RawValue>, ModuleError> {
@@ -493,9 +602,39 @@ async fn log_stderr(module: String, stderr: impl AsyncRead + Unpin) {
     }
 }
 
-/// Reads stdout: answers go to their waiters, `list_changed` fires the change feed, and
-/// requests from the module get an error (the gateway offers modules no client features
-/// yet), except `ping`.
+/// A module's notification: `list_changed` fires the change feed; progress goes to the call
+/// its token names, a log message to the only call in flight (else to the gateway's log).
+fn notification(shared: &Shared, method: &str, params: Option<Value>) {
+    match method {
+        "notifications/tools/list_changed" => {
+            let _ = shared.changed.send(());
+        }
+        "notifications/progress" => {
+            let token = params.as_ref().and_then(|p| p.get("progressToken"));
+            let link = token
+                .and_then(Value::as_str)
+                .and_then(|t| t.strip_prefix("mcp-gateway-progress-"))
+                .and_then(|id| shared.calls().get(id).cloned().flatten());
+            if let Some(link) = link {
+                link.notification(method, params);
+            }
+        }
+        "notifications/message" => match shared.only_call() {
+            Ok(Some(link)) => link.notification(method, params),
+            _ => {
+                let level = params
+                    .as_ref()
+                    .and_then(|p| p.get("level"))
+                    .and_then(Value::as_str);
+                tracing::info!(module = %shared.name, level, "a log message from the module outside a single call (not relayed)");
+            }
+        },
+        _ => {}
+    }
+}
+
+/// Reads stdout: answers go to their waiters, notifications to [`notification`], and
+/// requests to the call they are about (see the module docs), `ping` answered here.
 async fn read_messages(
     shared: Arc<Shared>,
     stdin: mpsc::Sender<Vec<u8>>,
@@ -531,24 +670,40 @@ async fn read_messages(
                     reason: "a response with neither a result nor an error object".into(),
                 }),
             ),
-            Ok(Message::Notification { method, .. }) => {
-                if method == "notifications/tools/list_changed" {
-                    let _ = shared.changed.send(());
-                }
+            Ok(Message::Notification { method, params }) => {
+                let params = params.and_then(|p| serde_json::from_str::<Value>(p.0.get()).ok());
+                notification(&shared, &method, params);
             }
             Ok(Message::Request(request)) => {
-                let mut out = if request.method == "ping" {
-                    jsonrpc::result_bytes(&request.id, &json!({}))
-                } else {
-                    let error = ErrorObject {
-                        code: codes::METHOD_NOT_FOUND,
-                        message: format!("method not found: {}", request.method),
-                        data: None,
-                    };
-                    jsonrpc::error_bytes(ErrorId::Known(&request.id), &error)
+                let link = match request.method.as_str() {
+                    "ping" => Ok(None),
+                    _ => shared.only_call(),
                 };
-                out.push(b'\n');
-                let _ = stdin.send(out).await;
+                let params = request
+                    .params
+                    .and_then(|p| serde_json::from_str::<Value>(p.0.get()).ok());
+                let stdin = stdin.clone();
+                let (id, method) = (request.id, request.method);
+                // Answered on its own task: the client may take a while, and other calls'
+                // answers keep arriving meanwhile.
+                tokio::spawn(async move {
+                    let answer = match link {
+                        Ok(Some(link)) => link.ask(&method, params).await,
+                        Ok(None) => refuse_ask(&method),
+                        Err(in_flight) => Err(ErrorObject {
+                            code: codes::INTERNAL_ERROR,
+                            message: format!(
+                                "{method} cannot be relayed: {in_flight} calls are in flight on this stdio connection and nothing tells which one it is about"
+                            ),
+                            data: None,
+                        }),
+                    };
+                    let out = match answer {
+                        Ok(result) => jsonrpc::result_bytes(&id, &result),
+                        Err(error) => jsonrpc::error_bytes(ErrorId::Known(&id), &error),
+                    };
+                    let _ = stdin.send(jsonrpc::into_line(out)).await;
+                });
             }
             // Never logged whole: it may carry a payload.
             Err(_) => {

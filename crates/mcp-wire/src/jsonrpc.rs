@@ -22,6 +22,16 @@ pub enum RequestId {
     String(String),
 }
 
+/// The id as text: the number, or the string as it is.
+impl std::fmt::Display for RequestId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => f.write_str(s),
+        }
+    }
+}
+
 /// One message a peer sent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
@@ -121,6 +131,9 @@ pub struct MetaHead<'a> {
     /// `io.modelcontextprotocol/clientCapabilities`, unparsed.
     #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
     pub client_capabilities: Option<&'a RawValue>,
+    /// `io.modelcontextprotocol/logLevel`.
+    #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
+    pub log_level: Option<Cow<'a, str>>,
 }
 
 impl<'a> ParamsHead<'a> {

@@ -101,6 +101,9 @@ pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabi
 pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 /// `_meta` key: the server's identity on modern results.
 pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+/// `_meta` key: the least severe log level a modern request wants messages at (none
+/// without it).
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 /// Prefix of the `_meta` keys that belong to one hop's protocol exchange.
 pub const META_PROTOCOL_PREFIX: &str = "io.modelcontextprotocol/";
 /// `_meta` key on `tools/call`: the id of the confirmation that approves this call.
@@ -129,10 +132,46 @@ pub fn server_info() -> Value {
 /// What the gateway serves: tools, prompts, resources and completions (lists are one page; no
 /// list-change notifications or subscriptions to clients yet).
 fn capabilities() -> Value {
-    json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false}, "resources": {}, "completions": {}})
+    json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false}, "resources": {}, "completions": {}, "logging": {}})
 }
 
 const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
+
+/// The MCP log levels (`LoggingLevel`), least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// A log level's rank in [`LOG_LEVELS`] (`None` for a name that is not a level).
+pub fn log_level_rank(level: &str) -> Option<u8> {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == level)
+        .and_then(|p| u8::try_from(p).ok())
+}
+
+/// `_meta` asking a 2026-07-28 server for log messages at the level of rank `rank` (and
+/// above); `None` for a rank that is not a level's.
+pub fn log_level_meta(rank: u8) -> Option<&'static Map<String, Value>> {
+    static METAS: std::sync::LazyLock<Vec<Map<String, Value>>> = std::sync::LazyLock::new(|| {
+        LOG_LEVELS
+            .iter()
+            .map(|level| {
+                let mut meta = Map::new();
+                meta.insert(META_LOG_LEVEL.into(), json!(level));
+                meta
+            })
+            .collect()
+    });
+    METAS.get(usize::from(rank))
+}
 
 /// The `initialize` result for a legacy session at `version`.
 pub fn initialize_result(version: &str) -> Value {
@@ -144,12 +183,18 @@ pub fn initialize_result(version: &str) -> Value {
     })
 }
 
-/// The `initialize` params the gateway sends to a legacy module at `version` (it declares
-/// no client capabilities of its own yet).
+/// The client capabilities the gateway declares to modules: what it can relay to its own
+/// clients (or answer itself when the call's client cannot: an elicitation is cancelled,
+/// anything else gets an error).
+pub fn upstream_capabilities() -> Value {
+    json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}})
+}
+
+/// The `initialize` params the gateway sends to a legacy module at `version`.
 pub fn initialize_params(version: &str) -> Value {
     json!({
         "protocolVersion": version,
-        "capabilities": {},
+        "capabilities": upstream_capabilities(),
         "clientInfo": GATEWAY,
     })
 }
@@ -170,7 +215,7 @@ pub fn modern_meta() -> &'static Map<String, Value> {
     static META: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
         let mut meta = Map::new();
         meta.insert(META_PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
-        meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
+        meta.insert(META_CLIENT_CAPABILITIES.into(), upstream_capabilities());
         meta.insert(META_CLIENT_INFO.into(), json!(GATEWAY));
         meta
     });
@@ -203,6 +248,15 @@ pub fn modern_result(mut result: Value, cacheable: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_levels_rank_from_debug_to_emergency_and_other_names_have_none() {
+        assert_eq!(log_level_rank("debug"), Some(0));
+        assert_eq!(log_level_rank("emergency"), Some(7));
+        assert!(log_level_rank("warning") > log_level_rank("info"));
+        assert_eq!(log_level_rank("verbose"), None);
+        assert_eq!(log_level_rank("DEBUG"), None);
+    }
 
     #[test]
     fn the_body_decides_the_era_before_a_stale_session_header() {

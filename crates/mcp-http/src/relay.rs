@@ -1,0 +1,289 @@
+//! A module's messages about a call, on their way to the client that made it: progress and
+//! log messages as notifications, and the module's own requests (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`) asked of the client. The module clients decide
+//! which messages belong to a call ([`mcp_upstream::Relay`]); this side decides what the
+//! client may see and how it is asked.
+//!
+//! A call answers with JSON when nothing came before its result; the first message turns
+//! the answer into an SSE stream scoped to the call: the messages as they come, then the
+//! result ([`relayed`]). A client that closes the stream cancels the call: the call's future
+//! is dropped, which closes the request to an HTTP module and sends
+//! `notifications/cancelled` to a stdio one.
+//!
+//! - A legacy session client is asked on the call's stream, by what it declared in
+//!   `initialize`; its answer arrives as a POSTed response ([`PendingAnswers`]).
+//! - A 2026-07-28 client cannot be asked on a stream (the spec forbids requests there):
+//!   its module's requests are answered with an error for now.
+//! - A client that cannot answer gets the module an error (sampling, roots) or `cancel`
+//!   (elicitation), never a hang.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::Response;
+use http_body_util::BodyExt;
+use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, RequestId};
+use mcp_wire::mcp::log_level_rank;
+use mcp_wire::{ResultBody, sse};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::ask::PendingAnswers;
+use crate::body::{Body, ChannelBody};
+use crate::error::McpError;
+
+/// Messages queued for one call's client; beyond this a client that does not read loses
+/// notifications (the call goes on).
+const QUEUE: usize = 256;
+/// Longest a module's request waits for the client's answer (the module's own call timeout
+/// usually ends it sooner).
+const ASK_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long writing one event may wait for a client that stopped reading.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which of a module's log messages the client sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LogFilter {
+    /// None (a 2026-07-28 request without `logLevel`).
+    Silent,
+    /// Those at this rank or above.
+    AtLeast(u8),
+}
+
+/// What a legacy session client declared it can answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientAnswers {
+    /// `elicitation` (form).
+    pub elicitation: bool,
+    /// `sampling`.
+    pub sampling: bool,
+    /// `roots`.
+    pub roots: bool,
+}
+
+impl ClientAnswers {
+    /// From `initialize`'s `capabilities`.
+    pub fn declared(capabilities: Option<&Value>) -> ClientAnswers {
+        let has = |name: &str| {
+            capabilities
+                .and_then(|c| c.get(name))
+                .is_some_and(Value::is_object)
+        };
+        ClientAnswers {
+            elicitation: crate::ask::can_elicit_form(capabilities),
+            sampling: has("sampling"),
+            roots: has("roots"),
+        }
+    }
+
+    fn can(&self, method: &str) -> bool {
+        match method {
+            "elicitation/create" => self.elicitation,
+            "sampling/createMessage" => self.sampling,
+            "roots/list" => self.roots,
+            _ => false,
+        }
+    }
+}
+
+/// How a call's client is asked: a legacy session's client, on the call's stream.
+pub(crate) struct SessionAsker {
+    pub(crate) answers: Arc<PendingAnswers>,
+    pub(crate) session: String,
+    pub(crate) can: ClientAnswers,
+}
+
+/// The relay of one call: a queue of JSON-RPC messages for the call's client.
+pub(crate) struct ClientRelay {
+    queue: mpsc::Sender<Vec<u8>>,
+    logs: LogFilter,
+    asker: Option<SessionAsker>,
+}
+
+impl ClientRelay {
+    /// A relay and the queue its messages arrive on.
+    pub(crate) fn new(
+        logs: LogFilter,
+        asker: Option<SessionAsker>,
+    ) -> (Arc<ClientRelay>, mpsc::Receiver<Vec<u8>>) {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        (Arc::new(ClientRelay { queue, logs, asker }), rx)
+    }
+}
+
+#[async_trait]
+impl mcp_upstream::Relay for ClientRelay {
+    fn notify(&self, method: &str, params: Value) {
+        if method == "notifications/message" {
+            let rank = params
+                .get("level")
+                .and_then(Value::as_str)
+                .and_then(log_level_rank);
+            let shown = match (self.logs, rank) {
+                (LogFilter::AtLeast(min), Some(rank)) => rank >= min,
+                _ => false,
+            };
+            if !shown {
+                return;
+            }
+        }
+        let message = jsonrpc::notification_bytes(method, Some(&params));
+        if self.queue.try_send(message).is_err() {
+            tracing::debug!(method, "a client that does not read lost a notification");
+        }
+    }
+
+    fn log_level(&self) -> Option<u8> {
+        match self.logs {
+            LogFilter::Silent => None,
+            LogFilter::AtLeast(rank) => Some(rank),
+        }
+    }
+
+    async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let Some(asker) = self.asker.as_ref().filter(|a| a.can.can(method)) else {
+            return cannot_ask(method);
+        };
+        let (id, answer) = asker.answers.register_relayed(&asker.session);
+        let request = jsonrpc::request_bytes(&id, method, &params);
+        let forget = || asker.answers.forget(&asker.session, &id);
+        if self.queue.send(request).await.is_err() {
+            forget();
+            return Err(gone(method));
+        }
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(ASK_TIMEOUT, answer) => answered,
+            () = self.queue.closed() => {
+                forget();
+                return Err(gone(method));
+            }
+        };
+        forget();
+        match answered {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(serde_json::from_value(error).unwrap_or(ErrorObject {
+                code: mcp_wire::codes::INTERNAL_ERROR,
+                message: "the client answered with an unreadable error".into(),
+                data: None,
+            })),
+            Ok(Err(_)) => Err(gone(method)),
+            Err(_) => Err(ErrorObject {
+                code: mcp_wire::codes::INTERNAL_ERROR,
+                message: format!("the client did not answer {method} in time"),
+                data: None,
+            }),
+        }
+    }
+}
+
+/// The answer for a request the call's client cannot take: an elicitation is cancelled
+/// (nobody saw it); anything else is an error.
+fn cannot_ask(method: &str) -> Result<Value, ErrorObject> {
+    if method == "elicitation/create" {
+        return Ok(json!({"action": "cancel"}));
+    }
+    Err(ErrorObject {
+        code: mcp_wire::codes::METHOD_NOT_FOUND,
+        message: format!("the client of this call cannot answer {method}"),
+        data: None,
+    })
+}
+
+fn gone(method: &str) -> ErrorObject {
+    ErrorObject {
+        code: mcp_wire::codes::INTERNAL_ERROR,
+        message: format!("the client went away before answering {method}"),
+        data: None,
+    }
+}
+
+/// The final message of a `tools/call` answered on a stream: its result (for a client of
+/// the era `modern`) or its error.
+pub(crate) fn final_message(
+    id: &RequestId,
+    outcome: Result<ResultBody, McpError>,
+    modern: bool,
+) -> Vec<u8> {
+    match outcome {
+        Ok(result) => jsonrpc::result_body_bytes(id, &result.for_client(modern)),
+        Err(e) => jsonrpc::error_bytes(ErrorId::Known(id), &e.to_error_object()),
+    }
+}
+
+/// What a relayed call answers with.
+pub(crate) enum Relayed<T> {
+    /// Nothing came before the result: answer as usual.
+    Done(T),
+    /// Messages came first: the SSE stream that carries them, then the final message.
+    Stream(Response<Body>),
+}
+
+/// Runs `call` with its relay's queue `queue`: its result as it is when no message came
+/// first, else an SSE stream of the messages then `last(result)`, the final JSON-RPC
+/// message. The call runs on its own task once streamed; a client that closes the stream
+/// drops it (cancelling the module's call).
+pub(crate) async fn relayed<T, F>(
+    call: F,
+    mut queue: mpsc::Receiver<Vec<u8>>,
+    last: impl FnOnce(T) -> Vec<u8> + Send + 'static,
+) -> Relayed<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    let mut call = Box::pin(call);
+    let first = tokio::select! {
+        biased;
+        Some(message) = queue.recv() => message,
+        result = &mut call => match queue.try_recv() {
+            // Messages that came with the result still go first.
+            Ok(message) => {
+                let (tx, body) = ChannelBody::new(16);
+                tokio::spawn(async move {
+                    let _ = send(&tx, &message).await && drain(&tx, &mut queue).await
+                        && send(&tx, &last(result)).await;
+                });
+                return Relayed::Stream(crate::response::sse_response(body.boxed()));
+            }
+            Err(_) => return Relayed::Done(result),
+        },
+    };
+    let (tx, body) = ChannelBody::new(16);
+    tokio::spawn(async move {
+        if !send(&tx, &first).await {
+            return;
+        }
+        loop {
+            tokio::select! {
+                biased;
+                Some(message) = queue.recv() => if !send(&tx, &message).await { return },
+                result = &mut call => {
+                    let _ = drain(&tx, &mut queue).await && send(&tx, &last(result)).await;
+                    return;
+                }
+                // The client closed the stream: dropping the call cancels it.
+                () = tx.closed() => return,
+            }
+        }
+    });
+    Relayed::Stream(crate::response::sse_response(body.boxed()))
+}
+
+async fn send(tx: &mpsc::Sender<Bytes>, message: &[u8]) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, tx.send(sse::event_bytes(message))).await,
+        Ok(Ok(()))
+    )
+}
+
+async fn drain(tx: &mpsc::Sender<Bytes>, queue: &mut mpsc::Receiver<Vec<u8>>) -> bool {
+    while let Ok(message) = queue.try_recv() {
+        if !send(tx, &message).await {
+            return false;
+        }
+    }
+    true
+}

@@ -1,0 +1,348 @@
+"""Fixture MCP server for the conformance tests.
+
+A small "everything" server written with the official Python `mcp` SDK (2.3.0,
+low-level `Server` API). It provides the tools, resources, prompts, completion
+and logging that the server scenarios of `@modelcontextprotocol/conformance`
+0.1.16 expect (modelled on the suite's examples/servers/typescript/
+everything-server.ts). It is the upstream server that the gateway is tested in
+front of, and it passes the 30 active scenarios when the suite is run against
+it directly.
+
+Usage: python fixture_server.py --port PORT
+Serves Streamable HTTP (stateful sessions, SSE responses) at
+http://127.0.0.1:PORT/mcp, 2025-11-25 only: its tools ask the client mid-call
+(sampling, elicitation), which a 2026-07-28 server cannot, so a 2026-07-28
+request (the gateway's `server/discover` probe) gets the spec's -32022 and the
+gateway falls back to `initialize`. Stops cleanly on SIGTERM or SIGINT.
+Depends only on the `mcp` SDK (and its dependencies) and the standard library.
+"""
+
+import argparse
+import json
+import signal
+import sys
+
+import anyio
+import uvicorn
+
+import mcp.types as types
+from mcp import MCPError
+from mcp.server.lowlevel import Server
+from mcp.shared.message import ServerMessageMetadata
+
+# 1x1 red PNG and a minimal WAV file, base64-encoded.
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
+
+NO_ARGS = {"type": "object", "properties": {}}
+
+
+def string_args(**props: str) -> dict:
+    return {
+        "type": "object",
+        "properties": {k: {"type": "string", "description": d} for k, d in props.items()},
+        "required": list(props),
+    }
+
+
+TOOLS = [
+    ("test_simple_text", "Returns a simple text content block", NO_ARGS),
+    ("test_image_content", "Returns an image content block (PNG)", NO_ARGS),
+    ("test_audio_content", "Returns an audio content block (WAV)", NO_ARGS),
+    ("test_embedded_resource", "Returns an embedded text resource", NO_ARGS),
+    ("test_multiple_content_types", "Returns text, image and resource content", NO_ARGS),
+    ("test_tool_with_logging", "Sends three log notifications while running", NO_ARGS),
+    ("test_tool_with_progress", "Sends three progress notifications while running", NO_ARGS),
+    ("test_error_handling", "Always fails with an isError result", NO_ARGS),
+    ("test_sampling", "Asks the client for an LLM completion", string_args(prompt="Prompt to send to the LLM")),
+    ("test_elicitation", "Asks the user for a username and email", string_args(message="Message shown to the user")),
+    ("test_elicitation_sep1034_defaults", "Elicits a form whose fields have defaults (SEP-1034)", NO_ARGS),
+    ("test_elicitation_sep1330_enums", "Elicits a form with every enum variant (SEP-1330)", NO_ARGS),
+]
+
+# Form schemas for the elicitation tools.
+USER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "username": {"type": "string", "description": "User's response"},
+        "email": {"type": "string", "description": "User's email address"},
+    },
+    "required": ["username", "email"],
+}
+DEFAULTS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {
+            "type": "string",
+            "description": "User status",
+            "enum": ["active", "inactive", "pending"],
+            "default": "active",
+        },
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+    "required": [],
+}
+OPTIONS = ["option1", "option2", "option3"]
+TITLED = [{"const": f"value{i}", "title": t} for i, t in enumerate(["First", "Second", "Third"], 1)]
+ENUMS_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "description": "Select one option", "enum": OPTIONS},
+        "titledSingle": {"type": "string", "description": "Select one option with titles", "oneOf": TITLED},
+        "legacyEnum": {
+            "type": "string",
+            "description": "Select one option (legacy)",
+            "enum": ["opt1", "opt2", "opt3"],
+            "enumNames": ["Option One", "Option Two", "Option Three"],
+        },
+        "untitledMulti": {
+            "type": "array",
+            "description": "Select multiple options",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {"type": "string", "enum": OPTIONS},
+        },
+        "titledMulti": {
+            "type": "array",
+            "description": "Select multiple options with titles",
+            "minItems": 1,
+            "maxItems": 3,
+            "items": {"anyOf": TITLED},
+        },
+    },
+    "required": [],
+}
+
+
+def text(s: str) -> dict:
+    return {"type": "text", "text": s}
+
+
+def image() -> dict:
+    return {"type": "image", "data": PNG, "mimeType": "image/png"}
+
+
+def embedded(uri: str, mime: str, body: str) -> dict:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": body}}
+
+
+async def list_tools(ctx, params):
+    return {"tools": [{"name": n, "description": d, "inputSchema": s} for n, d, s in TOOLS]}
+
+
+async def call_tool(ctx, params: types.CallToolRequestParams):
+    name, args = params.name, params.arguments or {}
+    session = ctx.session
+    related = ServerMessageMetadata(related_request_id=ctx.request_id)
+
+    async def log(message: str) -> None:
+        # Request-scoped, so it rides this call's SSE stream before the result.
+        note = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level="info", logger="fixture", data=message)
+        )
+        await session.send_notification(note, related_request_id=ctx.request_id)
+
+    async def elicit(message: str, schema: dict) -> list[dict]:
+        r = await session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        return [text(f"Elicitation result: action={r.action}, content={json.dumps(r.content or {})}")]
+
+    if name == "test_simple_text":
+        content = [text("This is a simple text response for testing.")]
+    elif name == "test_image_content":
+        content = [image()]
+    elif name == "test_audio_content":
+        content = [{"type": "audio", "data": WAV, "mimeType": "audio/wav"}]
+    elif name == "test_embedded_resource":
+        content = [embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")]
+    elif name == "test_multiple_content_types":
+        content = [
+            text("Multiple content types test:"),
+            image(),
+            embedded("test://mixed-content-resource", "application/json", '{"test": "data", "value": 123}'),
+        ]
+    elif name == "test_tool_with_logging":
+        for i, message in enumerate(["Tool execution started", "Tool processing data", "Tool execution completed"]):
+            if i:
+                await anyio.sleep(0.05)
+            await log(message)
+        content = [text("Tool with logging executed successfully")]
+    elif name == "test_tool_with_progress":
+        for step in (0, 50, 100):
+            if step:
+                await anyio.sleep(0.05)
+            await session.report_progress(step, 100, f"Completed step {step} of 100")
+        content = [text("Tool with progress executed successfully")]
+    elif name == "test_error_handling":
+        return {"content": [text("This tool intentionally returns an error for testing")], "isError": True}
+    elif name == "test_sampling":
+        request = types.CreateMessageRequest(
+            params=types.CreateMessageRequestParams(
+                messages=[types.SamplingMessage(role="user", content=text(args.get("prompt", "")))],
+                max_tokens=100,
+            )
+        )
+        r = await session.send_request(request, types.CreateMessageResult, metadata=related)
+        reply = r.content.text if isinstance(r.content, types.TextContent) else str(r.content)
+        content = [text(f"LLM response: {reply}")]
+    elif name == "test_elicitation":
+        content = await elicit(args.get("message", "Please provide your information"), USER_SCHEMA)
+    elif name == "test_elicitation_sep1034_defaults":
+        content = await elicit("Please review and update the form fields with defaults", DEFAULTS_SCHEMA)
+    elif name == "test_elicitation_sep1330_enums":
+        content = await elicit("Please select options from the enum fields", ENUMS_SCHEMA)
+    else:
+        return {"content": [text(f"Unknown tool: {name}")], "isError": True}
+    return {"content": content}
+
+
+RESOURCES = {
+    "test://static-text": ("static-text", "text/plain", "text", "This is the content of the static text resource."),
+    "test://static-binary": ("static-binary", "image/png", "blob", PNG),
+    "test://watched-resource": ("watched-resource", "text/plain", "text", "Watched resource content"),
+}
+TEMPLATE_PREFIX, TEMPLATE_SUFFIX = "test://template/", "/data"
+
+
+async def list_resources(ctx, params):
+    return {
+        "resources": [
+            {"uri": uri, "name": name, "description": f"Test resource {name}", "mimeType": mime}
+            for uri, (name, mime, _, _) in RESOURCES.items()
+        ]
+    }
+
+
+async def list_resource_templates(ctx, params):
+    template = {"uriTemplate": "test://template/{id}/data", "name": "template", "mimeType": "application/json"}
+    return {"resourceTemplates": [template]}
+
+
+async def read_resource(ctx, params: types.ReadResourceRequestParams):
+    uri = str(params.uri)
+    if uri in RESOURCES:
+        _, mime, field, body = RESOURCES[uri]
+        return {"contents": [{"uri": uri, "mimeType": mime, field: body}]}
+    if uri.startswith(TEMPLATE_PREFIX) and uri.endswith(TEMPLATE_SUFFIX):
+        id_ = uri[len(TEMPLATE_PREFIX) : -len(TEMPLATE_SUFFIX)]
+        body = json.dumps({"id": id_, "templateTest": True, "data": f"Data for ID: {id_}"})
+        return {"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}
+    raise MCPError(code=-32002, message=f"Resource not found: {uri}", data={"uri": uri})
+
+
+async def subscribe(ctx, params):
+    return {}
+
+
+PROMPTS = [
+    {"name": "test_simple_prompt", "description": "A simple prompt without arguments"},
+    {
+        "name": "test_prompt_with_arguments",
+        "description": "A prompt with required arguments",
+        "arguments": [
+            {"name": "arg1", "description": "First test argument", "required": True},
+            {"name": "arg2", "description": "Second test argument", "required": True},
+        ],
+    },
+    {
+        "name": "test_prompt_with_embedded_resource",
+        "description": "A prompt that includes an embedded resource",
+        "arguments": [{"name": "resourceUri", "description": "URI of the resource to embed", "required": True}],
+    },
+    {"name": "test_prompt_with_image", "description": "A prompt that includes image content"},
+]
+
+
+async def list_prompts(ctx, params):
+    return {"prompts": PROMPTS}
+
+
+async def get_prompt(ctx, params: types.GetPromptRequestParams):
+    args = params.arguments or {}
+    if params.name == "test_simple_prompt":
+        contents = [text("This is a simple prompt for testing.")]
+    elif params.name == "test_prompt_with_arguments":
+        contents = [text(f"Prompt with arguments: arg1='{args.get('arg1')}', arg2='{args.get('arg2')}'")]
+    elif params.name == "test_prompt_with_embedded_resource":
+        uri = args.get("resourceUri", "test://example-resource")
+        contents = [
+            embedded(uri, "text/plain", "Embedded resource content for testing."),
+            text("Please process the embedded resource above."),
+        ]
+    elif params.name == "test_prompt_with_image":
+        contents = [image(), text("Please analyze the image above.")]
+    else:
+        raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
+    return {"messages": [{"role": "user", "content": c} for c in contents]}
+
+
+async def complete(ctx, params: types.CompleteRequestParams):
+    candidates = ["paris", "park", "party"] if params.argument.name == "arg1" else []
+    values = [v for v in candidates if v.startswith(params.argument.value)]
+    return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+
+
+async def set_level(ctx, params: types.SetLevelRequestParams):
+    return {}
+
+
+def build_server() -> Server:
+    server = Server(
+        "mcp-conformance-fixture",
+        version="1.0.0",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_resource_templates,
+        on_read_resource=read_resource,
+        on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=subscribe,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
+        on_completion=complete,
+    )
+    # Registered this way (not on_set_logging_level=) to avoid the SDK's deprecation warning;
+    # its presence is what advertises the `logging` capability.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    return server
+
+
+def legacy_only(app):
+    """Refuses 2026-07-28 requests (by their MCP-Protocol-Version header) with -32022."""
+
+    async def wrapped(scope, receive, send):
+        if scope["type"] == "http":
+            version = dict(scope["headers"]).get(b"mcp-protocol-version", b"").decode("latin-1")
+            if version == "2026-07-28":
+                body = json.dumps({
+                    "jsonrpc": "2.0", "id": None,
+                    "error": {"code": -32022, "message": "Unsupported protocol version",
+                              "data": {"supported": ["2025-11-25"], "requested": version}},
+                }).encode()
+                await send({"type": "http.response.start", "status": 400,
+                            "headers": [(b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return wrapped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args()
+    app = legacy_only(build_server().streamable_http_app(host=args.host))
+    # uvicorn catches SIGTERM/SIGINT and shuts down (the short graceful timeout ends open SSE
+    # streams), then re-raises the signal; these handlers turn that into exit status 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=1)
+    uvicorn.Server(config).run()
+
+
+if __name__ == "__main__":
+    main()
