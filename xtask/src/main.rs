@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+mod conformance;
 mod layering;
 mod node;
 mod postgres;
@@ -13,7 +14,10 @@ const USAGE: &str = "usage: cargo xtask <task>
 
 tasks:
   test                           fmt, clippy, layering check, all tests against a
-                                 throwaway PostgreSQL, docs (exactly what CI runs)
+                                 throwaway PostgreSQL, the conformance suite, docs
+                                 (exactly what CI runs)
+  conformance                    the MCP conformance suite (server scenarios) against the
+                                 fixture server, directly and through the gateway
   migrate [--database-url URL]   apply the embedded migrations (default: $DATABASE_URL)
   bench [--quick]                the gateway's cost per call against a direct call and a
                                  null proxy (release builds, throwaway PostgreSQL), then
@@ -26,6 +30,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["test"] => test::run(),
+        ["conformance"] => conformance::run(),
         ["migrate", rest @ ..] => migrate(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
         ["bench", rest @ ..] => bench_gateway(rest),

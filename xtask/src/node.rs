@@ -65,7 +65,7 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
 }
 
 /// A virtualenv with the Python SDK; returns its interpreter.
-fn python_sdk() -> Result<PathBuf> {
+pub(crate) fn python_sdk() -> Result<PathBuf> {
     let venv = workspace_root().join("target/xtask-cache/venv");
     let python = venv.join("bin/python");
     let marker = venv.join(".mcp-gateway-installed");

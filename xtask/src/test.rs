@@ -93,6 +93,7 @@ pub(crate) fn run() -> Result<()> {
     // Stop and delete the cluster whether or not the tests passed.
     drop(cluster);
     tests?;
+    step("conformance", crate::conformance::run)?;
     step("doc", || {
         let mut cmd = cargo();
         cmd.args(["doc", "--workspace", "--no-deps"])

@@ -78,6 +78,9 @@ pub enum McpError {
     /// No route.
     #[error("not found")]
     NotFound,
+    /// The client does not take what the request is answered with.
+    #[error("not acceptable: {0}")]
+    NotAcceptable(String),
     /// A REST body that is not what the endpoint takes.
     #[error("bad request body: {0}")]
     BadBody(String),
@@ -125,7 +128,9 @@ impl McpError {
             | McpError::Forbidden { .. }
             | McpError::BadOrigin
             | McpError::BadHost => -32001,
-            McpError::PayloadTooLarge { .. } | McpError::BodyTimeout => -32600,
+            McpError::PayloadTooLarge { .. }
+            | McpError::BodyTimeout
+            | McpError::NotAcceptable(_) => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) => -32603,
             McpError::Upstream { code, .. } => *code,
@@ -151,6 +156,7 @@ impl McpError {
             McpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            McpError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             McpError::MethodNotFound(_) if era == Some(Era::Modern) => StatusCode::NOT_FOUND,
             McpError::InvalidParams(_) if era == Some(Era::Modern) => StatusCode::BAD_REQUEST,

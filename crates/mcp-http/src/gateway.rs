@@ -217,6 +217,35 @@ impl Gateway {
         passed_on(&format!("prompt {name}"), answered)
     }
 
+    /// Fires after a module's tools, prompts or resources were listed anew.
+    pub fn catalog_changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.registry.refreshed()
+    }
+
+    /// The URIs modules say were updated.
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.registry.resource_updates()
+    }
+
+    /// `resources/subscribe` (`subscribe` false: `unsubscribe`) for `uri`, to its module.
+    pub async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), McpError> {
+        match self.registry.subscribe_resource(uri, subscribe).await {
+            None => Err(McpError::InvalidParams(format!("unknown resource {uri}"))),
+            Some(Ok(())) => Ok(()),
+            Some(Err(ModuleError::Rpc {
+                code,
+                message,
+                data,
+                ..
+            })) => Err(McpError::Upstream {
+                code,
+                message,
+                data,
+            }),
+            Some(Err(err)) => Err(McpError::Internal(format!("resource {uri}: {err}"))),
+        }
+    }
+
     /// `logging/setLevel` from a client, for the modules (see `Registry::set_log_level`).
     pub async fn set_log_level(&self, level: &str) {
         self.registry.set_log_level(level).await;

@@ -5,6 +5,7 @@
 use http::HeaderMap;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
+use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::{Value, json};
 
@@ -17,6 +18,37 @@ use crate::gateway::{CallOutcome, Classified};
 use crate::relay::{self, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
+use crate::sessions::Session;
+
+impl McpService {
+    /// A session's `resources/subscribe` (`subscribe` false: `unsubscribe`). The module is
+    /// asked when the first session subscribes to the URI and when the last one leaves; a
+    /// module that refuses leaves the session as it was.
+    async fn subscribe(
+        &self,
+        session_id: &str,
+        session: &Session,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<(), McpError> {
+        let changed = session
+            .channel
+            .set_subscription(uri, subscribe)
+            .map_err(|cap| {
+                McpError::InvalidParams(format!(
+                    "this session already subscribes to {cap} resources; unsubscribe from some first"
+                ))
+            })?;
+        if !changed || self.sessions.others_subscribed(uri, session_id) {
+            return Ok(());
+        }
+        let asked = self.gateway.subscribe_resource(uri, subscribe).await;
+        if asked.is_err() && subscribe {
+            let _ = session.channel.set_subscription(uri, false);
+        }
+        asked
+    }
+}
 
 /// `logging/setLevel`'s params.
 #[derive(serde::Deserialize)]
@@ -64,6 +96,16 @@ impl McpService {
         }
         let result: ResultBody = match request.method.as_str() {
             "ping" => json!({}).into(),
+            method @ ("resources/subscribe" | "resources/unsubscribe") => {
+                principal.require(SCOPE_TOOLS_CALL)?;
+                let params: ForwardParams = request.params_as()?;
+                let uri = params.str("uri").ok_or_else(|| {
+                    McpError::InvalidParams(format!("{method} needs a string `uri`"))
+                })?;
+                self.subscribe(&session_id, &session, uri, method == "resources/subscribe")
+                    .await?;
+                json!({}).into()
+            }
             "logging/setLevel" => {
                 let params: LevelParams = request.params_as()?;
                 let rank = mcp::log_level_rank(&params.level).ok_or_else(|| {

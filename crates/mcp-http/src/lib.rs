@@ -15,6 +15,7 @@ pub mod body;
 pub mod error;
 pub mod gateway;
 mod legacy;
+pub mod listen;
 mod modern;
 mod relay;
 pub mod response;

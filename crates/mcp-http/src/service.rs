@@ -71,7 +71,7 @@ impl Default for ServiceConfig {
 pub struct McpService {
     pub(crate) gateway: Arc<Gateway>,
     pub(crate) auth: Auth,
-    pub(crate) sessions: Sessions,
+    pub(crate) sessions: Arc<Sessions>,
     pub(crate) config: ServiceConfig,
     pub(crate) states: Arc<RequestStates>,
     pub(crate) answers: Arc<ask::PendingAnswers>,
@@ -184,6 +184,48 @@ impl McpService {
     }
 }
 
+/// Passes the catalog's changes and modules' resource updates to the sessions' streams
+/// (for as long as the sessions exist).
+fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changes = gateway.catalog_changes();
+    let weak = Arc::downgrade(sessions);
+    tokio::spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(()) | Err(RecvError::Lagged(_)) => {}
+                Err(RecvError::Closed) => return,
+            }
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            for list in ["tools", "prompts", "resources"] {
+                let method = format!("notifications/{list}/list_changed");
+                sessions.notify_all(&jsonrpc::notification_bytes::<Value>(&method, None));
+            }
+        }
+    });
+    let mut updates = gateway.resource_updates();
+    let weak = Arc::downgrade(sessions);
+    tokio::spawn(async move {
+        loop {
+            let uri = match updates.recv().await {
+                Ok(uri) => uri,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            let message = jsonrpc::notification_bytes(
+                "notifications/resources/updated",
+                Some(&json!({"uri": uri})),
+            );
+            sessions.notify_subscribers(&uri, &message);
+        }
+    });
+}
+
 pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
@@ -194,7 +236,11 @@ pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 impl McpService {
     /// The service.
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
-        let sessions = Sessions::new(config.session_idle_timeout, config.max_sessions);
+        let sessions = Arc::new(Sessions::new(
+            config.session_idle_timeout,
+            config.max_sessions,
+        ));
+        notify_sessions(&gateway, &sessions);
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
@@ -324,9 +370,39 @@ impl McpService {
                 },
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
             },
-            // No server-initiated stream (yet): the spec's answer is 405.
+            Method::GET => self.listen(&parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
         }
+    }
+
+    /// `GET /mcp`: a legacy session's stream (see `listen`). Without a session there is no
+    /// stream to offer (2026-07-28 has none): 405.
+    fn listen(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+        let Some(session_id) = header_text(headers, "mcp-session-id") else {
+            return response::rpc_error(&McpError::MethodNotAllowed, None, None);
+        };
+        let fail = |e: McpError| response::rpc_error(&e, None, Some(Era::Legacy));
+        if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
+            return fail(e);
+        }
+        if !response::accepts_sse(headers) {
+            return fail(McpError::NotAcceptable(
+                "GET /mcp is an event stream: Accept must include text/event-stream".into(),
+            ));
+        }
+        let session = match self.sessions.touch(&session_id, &principal.caller) {
+            Ok(session) => session,
+            Err(e) => return fail(e),
+        };
+        let last_event_id =
+            header_text(headers, "last-event-id").and_then(|v| v.trim().parse().ok());
+        crate::listen::stream(
+            session.channel,
+            self.sessions.clone(),
+            session_id,
+            principal.caller.clone(),
+            last_event_id,
+        )
     }
 
     /// Whether an error whose request id could not be read is written with `"id": null`:

@@ -3,13 +3,14 @@
 //! expiry. A session of another caller is indistinguishable from an unknown one (404).
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use elicitation_store::Caller;
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::error::McpError;
+use crate::listen::SessionChannel;
 use crate::relay::ClientAnswers;
 
 /// What a session remembers from its `initialize`.
@@ -23,6 +24,8 @@ pub struct Session {
     /// The lowest rank of log message the client wants (`logging/setLevel`); all until it
     /// sets one.
     pub log_level: u8,
+    /// Its events, subscriptions and GET stream.
+    pub channel: Arc<SessionChannel>,
     caller: Caller,
     last_seen: Instant,
 }
@@ -64,7 +67,13 @@ impl Sessions {
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions.retain(|_, s| now.duration_since(s.last_seen) < self.idle_timeout);
+        sessions.retain(|_, s| {
+            let live = now.duration_since(s.last_seen) < self.idle_timeout;
+            if !live {
+                s.channel.close();
+            }
+            live
+        });
         // A caller that opens too many sessions ends its own oldest, not someone else's.
         let own: Vec<(&String, &Session)> = sessions
             .iter()
@@ -82,8 +91,8 @@ impl Sessions {
         } else {
             None
         };
-        if let Some(oldest) = evict {
-            sessions.remove(&oldest);
+        if let Some(oldest) = evict.and_then(|oldest| sessions.remove(&oldest)) {
+            oldest.channel.close();
         }
         sessions.insert(
             id.clone(),
@@ -91,6 +100,7 @@ impl Sessions {
                 version,
                 answers,
                 log_level: 0,
+                channel: Arc::default(),
                 caller: caller.clone(),
                 last_seen: now,
             },
@@ -106,8 +116,10 @@ impl Sessions {
             s.caller == *caller && now.duration_since(s.last_seen) < self.idle_timeout
         });
         if !live {
-            if sessions.get(id).is_some_and(|s| s.caller == *caller) {
-                sessions.remove(id);
+            if sessions.get(id).is_some_and(|s| s.caller == *caller)
+                && let Some(expired) = sessions.remove(id)
+            {
+                expired.channel.close();
             }
             return Err(McpError::SessionNotFound);
         }
@@ -133,11 +145,50 @@ impl Sessions {
     /// Ends the caller's session `id`.
     pub fn remove(&self, id: &str, caller: &Caller) -> Result<(), McpError> {
         self.touch(id, caller)?;
-        self.sessions
+        let removed = self
+            .sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(id);
+        if let Some(session) = removed {
+            session.channel.close();
+        }
         Ok(())
+    }
+
+    /// Queues `message` for every live session's stream.
+    pub fn notify_all(&self, message: &[u8]) {
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            session.channel.push(message);
+        }
+    }
+
+    /// Queues `message` for the streams of the sessions subscribed to `uri`.
+    pub fn notify_subscribers(&self, uri: &str, message: &[u8]) {
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            if session.channel.subscribed(uri) {
+                session.channel.push(message);
+            }
+        }
+    }
+
+    /// Whether any live session other than `except` subscribed to `uri`.
+    pub fn others_subscribed(&self, uri: &str, except: &str) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|(id, s)| id != except && s.channel.subscribed(uri))
     }
 }
 

@@ -477,6 +477,19 @@ impl Module for HttpModule {
             .await
     }
 
+    async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let mut params = serde_json::Map::new();
+        params.insert("uri".into(), Value::String(uri.to_owned()));
+        self.request(method, ForwardParams(params), None, &[], None)
+            .await
+            .map(drop)
+    }
+
     async fn set_log_level(&self, level: &str) -> Result<(), ModuleError> {
         self.era().await?;
         if !self.offers.includes("logging") {

@@ -146,9 +146,25 @@ pub trait Module: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Fires when the module's tool list may have changed (a `list_changed` notification,
-    /// or a restart).
+    /// `resources/subscribe` (or, `subscribe` false, `resources/unsubscribe`) for `uri`.
+    async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        let _ = (uri, subscribe);
+        Err(ModuleError::Rpc {
+            module: String::new(),
+            code: mcp_wire::codes::METHOD_NOT_FOUND,
+            message: "this module offers no resource subscriptions".into(),
+            data: None,
+        })
+    }
+
+    /// Fires when the module's tools, prompts or resources may have changed (a
+    /// `list_changed` notification, or a restart).
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
+        None
+    }
+
+    /// The URIs of `notifications/resources/updated` the module sends.
+    fn resource_updates(&self) -> Option<broadcast::Receiver<String>> {
         None
     }
 
@@ -170,7 +186,7 @@ pub struct ToolCall<'a> {
 
 /// Where a module's messages about one call go: towards the client that made the call.
 ///
-/// The module clients ([`crate::HttpModule`], [`crate::StdioModule`]) decide which messages
+/// The module clients ([`crate::http::HttpModule`], [`crate::stdio::StdioModule`]) decide which messages
 /// belong to the call and give the client's own `progressToken` back; the server side
 /// decides what the client may see (its log level) and how it is asked.
 #[async_trait]

@@ -229,6 +229,8 @@ pub struct Registry {
     refreshed: tokio::sync::broadcast::Sender<()>,
     /// The rank of the most verbose log level clients asked for (`u8::MAX`: none yet).
     log_level: std::sync::atomic::AtomicU8,
+    /// Every module's `notifications/resources/updated` URIs.
+    updated: tokio::sync::broadcast::Sender<String>,
 }
 
 impl Registry {
@@ -247,6 +249,7 @@ impl Registry {
             prompts: RwLock::new(BTreeMap::new()),
             resources: RwLock::new(Resources::default()),
             log_level: std::sync::atomic::AtomicU8::new(u8::MAX),
+            updated: tokio::sync::broadcast::channel(256).0,
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
@@ -299,6 +302,26 @@ impl Registry {
                     });
                 }
             }
+        }
+        for spec in &registry.modules {
+            let (Some(mut updates), out) =
+                (spec.module.resource_updates(), registry.updated.clone())
+            else {
+                continue;
+            };
+            tokio::spawn(async move {
+                loop {
+                    match updates.recv().await {
+                        Ok(uri) => {
+                            let _ = out.send(uri);
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                            tracing::warn!(missed = n, "resource updates were dropped");
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
         }
         for (index, feed) in feeds.into_iter().enumerate() {
             if let Some(mut changes) = feed {
@@ -475,9 +498,41 @@ impl Registry {
         let _ = self.refreshed.send(());
     }
 
-    /// Fires after each refresh of a module's tool list.
+    /// Fires after each refresh of a module's tools, prompts and resources.
     pub fn refreshed(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.refreshed.subscribe()
+    }
+
+    /// The URIs modules say were updated (`notifications/resources/updated`).
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.updated.subscribe()
+    }
+
+    /// `resources/subscribe` (`subscribe` false: `unsubscribe`) for `uri`, to the module the
+    /// URI belongs to; `None` when no module claims it.
+    pub async fn subscribe_resource(
+        &self,
+        uri: &str,
+        subscribe: bool,
+    ) -> Option<Result<(), ModuleError>> {
+        let module = match self.module_of(uri) {
+            Ok(Some(module)) => module,
+            Ok(None) => return None,
+            Err(reason) => {
+                return Some(Err(ModuleError::Rpc {
+                    module: String::new(),
+                    code: -32602,
+                    message: reason,
+                    data: None,
+                }));
+            }
+        };
+        Some(
+            self.modules[module]
+                .module
+                .subscribe_resource(uri, subscribe)
+                .await,
+        )
     }
 
     /// Every listed tool object, ordered by name. Modules whose listing failed a while ago

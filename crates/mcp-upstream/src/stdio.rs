@@ -112,6 +112,8 @@ struct Shared {
     offers: rpc::Offers,
     /// The `tools/call`s in flight, by request id, with their link to the client (if any).
     calls: Mutex<HashMap<String, Option<Arc<CallLink>>>>,
+    /// `notifications/resources/updated`, by URI.
+    updated: broadcast::Sender<String>,
 }
 
 impl Shared {
@@ -179,6 +181,7 @@ impl StdioModule {
             changed: broadcast::channel(16).0,
             offers: rpc::Offers::default(),
             calls: Mutex::default(),
+            updated: broadcast::channel(64).0,
         });
         let (stop, stopped) = watch::channel(false);
         let call_timeout = config.call_timeout;
@@ -361,8 +364,21 @@ impl Module for StdioModule {
         self.request("completion/complete", &params).await
     }
 
+    async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        let method = if subscribe {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        self.request(method, &json!({"uri": uri})).await.map(drop)
+    }
+
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
         Some(self.shared.changed.subscribe())
+    }
+
+    fn resource_updates(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.shared.updated.subscribe())
     }
 
     async fn shutdown(&self) {
@@ -606,8 +622,19 @@ async fn log_stderr(module: String, stderr: impl AsyncRead + Unpin) {
 /// its token names, a log message to the only call in flight (else to the gateway's log).
 fn notification(shared: &Shared, method: &str, params: Option<Value>) {
     match method {
-        "notifications/tools/list_changed" => {
+        "notifications/tools/list_changed"
+        | "notifications/prompts/list_changed"
+        | "notifications/resources/list_changed" => {
             let _ = shared.changed.send(());
+        }
+        "notifications/resources/updated" => {
+            if let Some(uri) = params
+                .as_ref()
+                .and_then(|p| p.get("uri"))
+                .and_then(Value::as_str)
+            {
+                let _ = shared.updated.send(uri.to_owned());
+            }
         }
         "notifications/progress" => {
             let token = params.as_ref().and_then(|p| p.get("progressToken"));

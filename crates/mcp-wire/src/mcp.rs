@@ -131,8 +131,27 @@ pub fn server_info() -> Value {
 
 /// What the gateway serves: tools, prompts, resources and completions (lists are one page; no
 /// list-change notifications or subscriptions to clients yet).
-fn capabilities() -> Value {
-    json!({"tools": {"listChanged": false}, "prompts": {"listChanged": false}, "resources": {}, "completions": {}, "logging": {}})
+/// What the gateway serves. A legacy session gets list changes and resource updates on
+/// its GET stream; 2026-07-28 clients have no stream for them here (no
+/// `subscriptions/listen` yet), so nothing is promised to them.
+fn capabilities(session: bool) -> Value {
+    if session {
+        json!({
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "completions": {},
+            "logging": {},
+        })
+    } else {
+        json!({
+            "tools": {"listChanged": false},
+            "prompts": {"listChanged": false},
+            "resources": {},
+            "completions": {},
+            "logging": {},
+        })
+    }
 }
 
 const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
@@ -177,7 +196,7 @@ pub fn log_level_meta(rank: u8) -> Option<&'static Map<String, Value>> {
 pub fn initialize_result(version: &str) -> Value {
     json!({
         "protocolVersion": version,
-        "capabilities": capabilities(),
+        "capabilities": capabilities(true),
         "serverInfo": GATEWAY,
         "instructions": INSTRUCTIONS,
     })
@@ -203,7 +222,7 @@ pub fn initialize_params(version: &str) -> Value {
 pub fn discover_result() -> Value {
     json!({
         "supportedVersions": supported_versions(),
-        "capabilities": capabilities(),
+        "capabilities": capabilities(false),
         "instructions": INSTRUCTIONS,
         "ttlMs": 0,
         "cacheScope": "private",

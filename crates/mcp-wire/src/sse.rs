@@ -16,7 +16,25 @@ pub fn event(data: &str) -> Bytes {
 /// (a module's result) cannot end the line or the event and forge another (SSE ends a line
 /// at CR as well as LF).
 pub fn event_bytes(data: &[u8]) -> Bytes {
-    let mut out = Vec::with_capacity(data.len() + 24);
+    framed(None, data)
+}
+
+/// Like [`event_bytes`], with an event `id` (a resumable stream's).
+pub fn event_with_id(id: u64, data: &[u8]) -> Bytes {
+    framed(Some(id), data)
+}
+
+/// The priming event of a resumable stream: its `id` (the last event's, from which a
+/// reconnecting client resumes), the reconnection delay `retry_ms`, and empty data.
+pub fn priming(id: u64, retry_ms: u64) -> Bytes {
+    Bytes::from(format!("id: {id}\nretry: {retry_ms}\ndata: \n\n"))
+}
+
+fn framed(id: Option<u64>, data: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(data.len() + 48);
+    if let Some(id) = id {
+        out.extend_from_slice(format!("id: {id}\n").as_bytes());
+    }
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend(data.iter().map(|b| match b {
         b'\n' | b'\r' => b' ',

@@ -1,0 +1,218 @@
+//! What reaches a legacy session outside its calls, on its `GET /mcp` stream: the catalog's
+//! `notifications/{tools,prompts,resources}/list_changed` and
+//! `notifications/resources/updated` for the URIs it subscribed to.
+//!
+//! Each session keeps its last [`BUFFER`] events, numbered; the stream starts with a priming
+//! event (the last id, `retry:`), and a client that reconnects with `Last-Event-ID` gets
+//! what it missed that is still buffered. A session has at most one stream: a new one takes
+//! over and the old one ends (each event goes out on one stream only, as the spec asks).
+//! The stream ends with its session (DELETE, expiry) and keeps the session alive while open.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use bytes::Bytes;
+use elicitation_store::Caller;
+use http::Response;
+use http_body_util::BodyExt;
+use mcp_wire::sse;
+use tokio::sync::watch;
+
+use crate::body::{Body, ChannelBody};
+use crate::sessions::Sessions;
+
+/// Events a session keeps for a client that reconnects.
+pub const BUFFER: usize = 64;
+/// Most resources one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 256;
+/// The reconnection delay the stream suggests.
+const RETRY_MS: u64 = 3_000;
+/// How often an idle stream sends an SSE comment (and keeps its session alive).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long writing one event may wait for a client that stopped reading.
+const SEND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One session's events, subscriptions and stream.
+#[derive(Debug)]
+pub struct SessionChannel {
+    events: Mutex<VecDeque<(u64, Bytes)>>,
+    /// The id of the last event (0: none yet); streams wait on it.
+    last: watch::Sender<u64>,
+    /// The resource URIs the session subscribed to.
+    subscriptions: Mutex<BTreeSet<String>>,
+    /// Which stream is the session's current one.
+    generation: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl Default for SessionChannel {
+    fn default() -> Self {
+        SessionChannel {
+            events: Mutex::default(),
+            last: watch::channel(0).0,
+            subscriptions: Mutex::default(),
+            generation: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        }
+    }
+}
+
+impl SessionChannel {
+    /// Queues a JSON-RPC notification for the session's stream.
+    pub fn push(&self, message: &[u8]) {
+        let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = *self.last.borrow() + 1;
+        if events.len() == BUFFER {
+            events.pop_front();
+        }
+        events.push_back((id, sse::event_with_id(id, message)));
+        drop(events);
+        self.last.send_replace(id);
+    }
+
+    /// The buffered events after `last`, with their ids.
+    fn after(&self, last: u64) -> Vec<(u64, Bytes)> {
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter(|(id, _)| *id > last)
+            .cloned()
+            .collect()
+    }
+
+    /// Ends the session's stream (the session ended).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.last.send_modify(|_| {});
+    }
+
+    /// Whether the session subscribed to `uri`.
+    pub fn subscribed(&self, uri: &str) -> bool {
+        self.subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(uri)
+    }
+
+    /// Adds (or removes) a subscription; whether that changed anything. `Err` at the cap.
+    pub fn set_subscription(&self, uri: &str, subscribe: bool) -> Result<bool, usize> {
+        let mut subscriptions = self
+            .subscriptions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !subscribe {
+            return Ok(subscriptions.remove(uri));
+        }
+        if subscriptions.contains(uri) {
+            return Ok(false);
+        }
+        if subscriptions.len() >= MAX_SUBSCRIPTIONS {
+            return Err(MAX_SUBSCRIPTIONS);
+        }
+        subscriptions.insert(uri.to_owned());
+        Ok(true)
+    }
+}
+
+/// The session's GET stream: priming event, what it missed after `last_event_id`, then
+/// events as they come.
+pub fn stream(
+    channel: Arc<SessionChannel>,
+    sessions: Arc<Sessions>,
+    session: String,
+    caller: Caller,
+    last_event_id: Option<u64>,
+) -> Response<Body> {
+    let generation = channel.generation.fetch_add(1, Ordering::AcqRel) + 1;
+    // Waking the previous stream makes it notice it was taken over.
+    channel.last.send_modify(|_| {});
+    let (tx, body) = ChannelBody::new(16);
+    tokio::spawn(async move {
+        let mut last = channel.last.subscribe();
+        let current = *last.borrow_and_update();
+        let mut sent = last_event_id.unwrap_or(current).min(current);
+        if !send(&tx, sse::priming(current, RETRY_MS)).await {
+            return;
+        }
+        let mut keep_alive =
+            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        loop {
+            if channel.closed.load(Ordering::Acquire)
+                || channel.generation.load(Ordering::Acquire) != generation
+            {
+                return;
+            }
+            last.borrow_and_update();
+            for (id, event) in channel.after(sent) {
+                if !send(&tx, event).await {
+                    return;
+                }
+                sent = id;
+            }
+            tokio::select! {
+                changed = last.changed() => if changed.is_err() { return },
+                _ = keep_alive.tick() => {
+                    if sessions.touch(&session, &caller).is_err()
+                        || !send(&tx, sse::comment("keep-alive")).await
+                    {
+                        return;
+                    }
+                }
+                () = tx.closed() => return,
+            }
+        }
+    });
+    crate::response::sse_response(body.boxed())
+}
+
+async fn send(tx: &tokio::sync::mpsc::Sender<Bytes>, event: Bytes) -> bool {
+    matches!(
+        tokio::time::timeout(SEND_TIMEOUT, tx.send(event)).await,
+        Ok(Ok(()))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_keeps_its_last_events_numbered_and_drops_the_oldest() {
+        let channel = SessionChannel::default();
+        for i in 0..(BUFFER + 3) {
+            channel.push(format!("{{\"n\":{i}}}").as_bytes());
+        }
+        let all = channel.after(0);
+        assert_eq!(all.len(), BUFFER);
+        let first = String::from_utf8(all[0].1.to_vec()).unwrap();
+        assert!(first.starts_with("id: 4\n"), "{first}");
+        let missed = channel.after(u64::try_from(BUFFER).unwrap() + 1);
+        assert_eq!(missed.len(), 2);
+        assert_eq!(missed[1].0, 67);
+        assert!(
+            String::from_utf8(missed[1].1.to_vec())
+                .unwrap()
+                .contains("\"n\":66")
+        );
+    }
+
+    #[test]
+    fn subscriptions_are_a_set_with_a_cap() {
+        let channel = SessionChannel::default();
+        assert_eq!(channel.set_subscription("a://1", true), Ok(true));
+        assert_eq!(channel.set_subscription("a://1", true), Ok(false));
+        assert!(channel.subscribed("a://1"));
+        assert_eq!(channel.set_subscription("a://1", false), Ok(true));
+        assert_eq!(channel.set_subscription("a://1", false), Ok(false));
+        for i in 0..MAX_SUBSCRIPTIONS {
+            channel.set_subscription(&format!("a://{i}"), true).unwrap();
+        }
+        assert_eq!(
+            channel.set_subscription("a://more", true),
+            Err(MAX_SUBSCRIPTIONS)
+        );
+    }
+}

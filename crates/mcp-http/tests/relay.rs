@@ -1,0 +1,621 @@
+//! A module's messages about a call reach the client that made it, and the session's GET
+//! stream carries what happens outside calls: the service driven in process, with a real
+//! stdio module (`fixtures/chatty_module.py`) that talks during its calls.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use elicitation_store::MemoryStore;
+use gating_core::GatePolicy;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_http::gateway::Gateway;
+use mcp_http::service::{Body, McpService, ServiceConfig};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use mcp_upstream::stdio::{StdioConfig, StdioModule};
+use serde_json::{Value, json};
+
+/// May call tools, not answer the gate's confirmations.
+const AGENT: &str = "agent-token";
+/// May answer confirmations.
+const HUMAN: &str = "human-token";
+
+struct Harness {
+    service: Arc<McpService>,
+}
+
+async fn harness() -> Harness {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/chatty_module.py"
+    );
+    let module = Arc::new(StdioModule::start(StdioConfig {
+        name: "chatty".into(),
+        command: "python3".into(),
+        args: vec![script.into()],
+        env: Vec::new(),
+        inherit_env: Vec::new(),
+        cwd: None,
+        call_timeout: Duration::from_secs(30),
+    }));
+    assert!(module.ready(Duration::from_secs(30)).await);
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "chatty".into(),
+        prefix: "chatty".into(),
+        trust_annotations: true,
+        module,
+    }])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        Arc::new(MemoryStore::default()),
+        GatePolicy::default(),
+        false,
+    ));
+    let grant = |token: &str, scopes: &[&str]| TokenGrant {
+        subject: "alice".into(),
+        tenant: None,
+        token_sha256: token_sha256(token),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let auth = Auth::tokens(vec![
+        grant(AGENT, &[SCOPE_TOOLS_CALL]),
+        grant(HUMAN, &[SCOPE_RESPOND]),
+    ])
+    .unwrap();
+    Harness {
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+    }
+}
+
+/// One raw SSE event: its id (if any) and data.
+#[derive(Debug)]
+struct Event {
+    id: Option<u64>,
+    retry: bool,
+    data: String,
+}
+
+impl Event {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.data).unwrap()
+    }
+}
+
+/// Reads the events of a streaming response.
+struct Events {
+    body: Body,
+    text: String,
+}
+
+impl Events {
+    async fn next(&mut self) -> Event {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let block: String = self.text.drain(..end + 2).collect();
+                let mut event = Event {
+                    id: None,
+                    retry: false,
+                    data: String::new(),
+                };
+                let mut comment = true;
+                for line in block.lines() {
+                    if let Some(id) = line.strip_prefix("id: ") {
+                        event.id = Some(id.parse().unwrap());
+                        comment = false;
+                    } else if line.starts_with("retry: ") {
+                        event.retry = true;
+                    } else if let Some(data) = line.strip_prefix("data: ") {
+                        event.data.push_str(data);
+                        comment = false;
+                    } else if line.starts_with("data:") {
+                        comment = false;
+                    }
+                }
+                if comment {
+                    continue;
+                }
+                return event;
+            }
+            let frame = tokio::time::timeout(Duration::from_secs(30), self.body.frame())
+                .await
+                .expect("an event within 30 s")
+                .expect("the stream is open")
+                .unwrap();
+            if let Some(data) = frame.data_ref() {
+                self.text.push_str(std::str::from_utf8(data).unwrap());
+            }
+        }
+    }
+
+    /// Messages until the JSON-RPC response (the one with `id`).
+    async fn until_response(&mut self) -> (Vec<Value>, Value) {
+        let mut before = Vec::new();
+        loop {
+            let message = self.next().await.json();
+            if message.get("id").is_some() && message.get("method").is_none() {
+                return (before, message);
+            }
+            before.push(message);
+        }
+    }
+}
+
+/// What the service answered: JSON, or a stream of events.
+enum Answer {
+    Json(Value),
+    Stream(Events),
+}
+
+impl Answer {
+    fn stream(self) -> Events {
+        match self {
+            Answer::Stream(events) => events,
+            Answer::Json(value) => panic!("expected a stream, got {value}"),
+        }
+    }
+
+    fn json(self) -> Value {
+        match self {
+            Answer::Json(value) => value,
+            Answer::Stream(_) => panic!("expected JSON, got a stream"),
+        }
+    }
+}
+
+async fn exchange(
+    h: &Harness,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (StatusCode, Answer) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri("/mcp")
+        .header("host", "127.0.0.1:8080");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(body).unwrap()
+    };
+    let response = h
+        .service
+        .handle(request.body(Full::new(Bytes::from(bytes))).unwrap())
+        .await;
+    let status = response.status();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v == "text/event-stream");
+    if sse {
+        return (
+            status,
+            Answer::Stream(Events {
+                body: response.into_body(),
+                text: String::new(),
+            }),
+        );
+    }
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap()
+    };
+    (status, Answer::Json(value))
+}
+
+/// A legacy session.
+struct Session<'a> {
+    h: &'a Harness,
+    token: &'static str,
+    id: String,
+}
+
+impl<'a> Session<'a> {
+    async fn open(h: &'a Harness, token: &'static str, capabilities: Value) -> Session<'a> {
+        let auth = format!("Bearer {token}");
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
+        let mut request = Request::builder()
+            .method("POST")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:8080")
+            .header("authorization", auth)
+            .header("accept", "application/json, text/event-stream");
+        request = request.header("content-type", "application/json");
+        let response = h
+            .service
+            .handle(
+                request
+                    .body(Full::new(Bytes::from(serde_json::to_vec(&init).unwrap())))
+                    .unwrap(),
+            )
+            .await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let id = response.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        Session { h, token, id }
+    }
+
+    async fn send(
+        &self,
+        method: &str,
+        extra: &[(&str, &str)],
+        body: &Value,
+    ) -> (StatusCode, Answer) {
+        let auth = format!("Bearer {}", self.token);
+        let mut headers = vec![
+            ("authorization", auth.as_str()),
+            ("mcp-session-id", self.id.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("accept", "application/json, text/event-stream"),
+        ];
+        headers.extend_from_slice(extra);
+        exchange(self.h, method, &headers, body).await
+    }
+
+    async fn request(&self, id: i64, method: &str, params: Value) -> Answer {
+        let (status, answer) = self
+            .send(
+                "POST",
+                &[],
+                &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        answer
+    }
+
+    async fn call(&self, id: i64, tool: &str, meta: Value) -> Answer {
+        let mut params = json!({"name": tool, "arguments": {}});
+        if !meta.is_null() {
+            params["_meta"] = meta;
+        }
+        self.request(id, "tools/call", params).await
+    }
+
+    async fn listen(&self, last_event_id: Option<u64>) -> Events {
+        let last = last_event_id.map(|id| id.to_string());
+        let mut extra = Vec::new();
+        if let Some(last) = &last {
+            extra.push(("last-event-id", last.as_str()));
+        }
+        let (status, answer) = self.send("GET", &extra, &Value::Null).await;
+        assert_eq!(status, StatusCode::OK);
+        answer.stream()
+    }
+}
+
+fn text(result: &Value) -> String {
+    result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_and_log_messages_stream_to_the_session_client_with_its_own_token_and_level() {
+    let h = harness().await;
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let mut events = s
+        .call(
+            2,
+            "chatty__progress",
+            json!({"progressToken": "client-token-1"}),
+        )
+        .await
+        .stream();
+    let (before, result) = events.until_response().await;
+    assert_eq!(text(&result), "progressed");
+    let progress: Vec<&Value> = before
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 3, "{before:?}");
+    for (event, expected) in progress.iter().zip([0, 50, 100]) {
+        assert_eq!(
+            event["params"]["progressToken"], "client-token-1",
+            "the client's own token"
+        );
+        assert_eq!(event["params"]["progress"], expected);
+    }
+
+    // At level info, the module's debug message is not the client's.
+    let set = s
+        .request(3, "logging/setLevel", json!({"level": "info"}))
+        .await
+        .json();
+    assert_eq!(set["result"], json!({}), "{set}");
+    let (before, result) = s
+        .call(4, "chatty__log", Value::Null)
+        .await
+        .stream()
+        .until_response()
+        .await;
+    assert_eq!(text(&result), "logged");
+    let levels: Vec<&Value> = before.iter().map(|m| &m["params"]["level"]).collect();
+    assert_eq!(levels, [&json!("info")], "{before:?}");
+
+    let bad = s
+        .request(5, "logging/setLevel", json!({"level": "loud"}))
+        .await
+        .json();
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modules_elicitation_is_asked_of_the_client_and_its_answer_goes_back_but_is_never_a_confirmation()
+ {
+    let h = harness().await;
+    // An agent token: it may answer the module's question (the module asked its client),
+    // never the gate's.
+    let s = Session::open(&h, AGENT, json!({"elicitation": {}})).await;
+    let mut events = s.call(2, "chatty__ask", Value::Null).await.stream();
+    let asked = events.next().await.json();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Your name?");
+    let relay_id = asked["id"].clone();
+    assert!(
+        relay_id.as_str().unwrap().starts_with("mcp-gateway-relay-"),
+        "{relay_id}"
+    );
+    let (status, _) = s
+        .send("POST", &[], &json!({"jsonrpc": "2.0", "id": relay_id, "result": {"action": "accept", "content": {"name": "Ada"}}}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, result) = events.until_response().await;
+    let answer: Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(
+        answer,
+        json!({"action": "accept", "content": {"name": "Ada"}})
+    );
+
+    // Nothing reached the store: a module's question is not a gate confirmation.
+    let request = Request::builder()
+        .method("GET")
+        .uri("/v1/mcp/elicitations")
+        .header("host", "127.0.0.1:8080")
+        .header("authorization", format!("Bearer {HUMAN}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = h.service.handle(request).await;
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    assert_eq!(body["elicitations"], json!([]), "{body}");
+
+    // An answer to an id the gateway never asked is refused for an agent (it could be a
+    // guess at a confirmation's).
+    let (status, _) = s
+        .send("POST", &[], &json!({"jsonrpc": "2.0", "id": "mcp-gateway-relay-999", "result": {"action": "accept"}}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_cannot_answer_gets_the_module_a_cancel_or_an_error_never_a_hang() {
+    let h = harness().await;
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let answer: Value =
+        serde_json::from_str(&text(&s.call(2, "chatty__ask", Value::Null).await.json())).unwrap();
+    assert_eq!(answer, json!({"action": "cancel"}));
+    let answer: Value = serde_json::from_str(&text(
+        &s.call(3, "chatty__sample", Value::Null).await.json(),
+    ))
+    .unwrap();
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+
+    // A client with sampling is asked.
+    let s = Session::open(&h, AGENT, json!({"sampling": {}})).await;
+    let mut events = s.call(2, "chatty__sample", Value::Null).await.stream();
+    let asked = events.next().await.json();
+    assert_eq!(asked["method"], "sampling/createMessage");
+    let reply =
+        json!({"role": "assistant", "content": {"type": "text", "text": "hello"}, "model": "m"});
+    s.send(
+        "POST",
+        &[],
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": reply}),
+    )
+    .await;
+    let (_, result) = events.until_response().await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&text(&result)).unwrap(),
+        reply
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_calls_in_flight_a_stdio_modules_request_is_refused_not_guessed() {
+    let h = harness().await;
+    let waiting = Session::open(&h, AGENT, json!({"elicitation": {}})).await;
+    let mut first = waiting
+        .call(2, "chatty__wait", json!({"progressToken": 1}))
+        .await
+        .stream();
+    assert_eq!(
+        first.next().await.json()["method"],
+        "notifications/progress"
+    );
+    // Another client's call asks while the first is in flight: nothing tells whose question
+    // it is, so neither client is asked.
+    let asking = Session::open(&h, AGENT, json!({"elicitation": {}})).await;
+    let answer = asking.call(2, "chatty__ask", Value::Null).await.json();
+    let answer: Value = serde_json::from_str(&text(&answer)).unwrap();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2 calls are in flight"),
+        "{answer}"
+    );
+
+    // Closing the first call's stream cancels it at the module.
+    drop(first);
+    let mut cancelled = Value::Null;
+    for _ in 0..100 {
+        cancelled = serde_json::from_str(&text(
+            &asking
+                .call(3, "chatty__cancelled", Value::Null)
+                .await
+                .json(),
+        ))
+        .unwrap();
+        if cancelled.as_array().is_some_and(|c| !c.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cancelled.as_array().map(Vec::len), Some(1), "{cancelled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_stream_carries_list_changes_and_subscribed_updates_and_resumes_after_a_reconnect()
+ {
+    let h = harness().await;
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let mut stream = s.listen(None).await;
+    let priming = stream.next().await;
+    assert_eq!(
+        (priming.id, priming.retry, priming.data.as_str()),
+        (Some(0), true, "")
+    );
+
+    // Not subscribed: an update is not this session's.
+    assert_eq!(
+        text(&s.call(2, "chatty__touch", Value::Null).await.json()),
+        "touched"
+    );
+    let subscribed = s
+        .request(3, "resources/subscribe", json!({"uri": "test://watched"}))
+        .await
+        .json();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    s.call(5, "chatty__touch", Value::Null).await.json();
+    let updated = stream.next().await;
+    assert_eq!(updated.id, Some(1));
+    assert_eq!(updated.json()["method"], "notifications/resources/updated");
+    assert_eq!(updated.json()["params"]["uri"], "test://watched");
+
+    // The module changes its prompts: every list may have changed.
+    s.call(6, "chatty__grow", Value::Null).await.json();
+    let mut methods = Vec::new();
+    for _ in 0..3 {
+        methods.push(
+            stream.next().await.json()["method"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    assert_eq!(
+        methods,
+        [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+    let listed = s.request(7, "prompts/list", json!({})).await.json();
+    assert_eq!(
+        listed["result"]["prompts"].as_array().unwrap().len(),
+        2,
+        "{listed}"
+    );
+
+    // A reconnect after event 2 gets 3 and 4 again, after its priming event; the old
+    // stream was taken over.
+    let mut again = s.listen(Some(2)).await;
+    let priming = again.next().await;
+    assert_eq!(priming.id, Some(4));
+    assert_eq!(again.next().await.id, Some(3));
+    assert_eq!(again.next().await.id, Some(4));
+
+    // The module was subscribed once; the last unsubscribe unsubscribes it.
+    let gone = s
+        .request(8, "resources/unsubscribe", json!({"uri": "test://watched"}))
+        .await
+        .json();
+    assert_eq!(gone["result"], json!({}));
+    let seen: Value = serde_json::from_str(&text(
+        &s.call(9, "chatty__subscriptions", Value::Null).await.json(),
+    ))
+    .unwrap();
+    assert_eq!(
+        seen,
+        json!([
+            ["resources/subscribe", "test://watched"],
+            ["resources/unsubscribe", "test://watched"]
+        ])
+    );
+
+    // DELETE ends the session and its stream.
+    let (status, _) = s.send("DELETE", &[], &Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    let ended = tokio::time::timeout(Duration::from_secs(10), again.body.frame())
+        .await
+        .unwrap();
+    assert!(ended.is_none(), "the stream ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_client_gets_progress_streamed_and_log_messages_only_when_it_asks() {
+    let h = harness().await;
+    let call = |id: i64, tool: &str, meta: Value| {
+        let mut full = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        for (k, v) in meta.as_object().unwrap() {
+            full[k] = v.clone();
+        }
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}, "_meta": full}});
+        let h = &h;
+        let tool = tool.to_owned();
+        async move {
+            let headers = [
+                ("authorization", "Bearer agent-token"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", tool.as_str()),
+                ("accept", "application/json, text/event-stream"),
+            ];
+            exchange(h, "POST", &headers, &body).await.1
+        }
+    };
+    let (before, result) = call(1, "chatty__progress", json!({"progressToken": 9}))
+        .await
+        .stream()
+        .until_response()
+        .await;
+    assert_eq!(result["result"]["resultType"], "complete", "{result}");
+    assert_eq!(before.len(), 3);
+    assert!(before.iter().all(|m| m["params"]["progressToken"] == 9));
+
+    // Without logLevel, no log message: nothing came first, so plain JSON.
+    let quiet = call(2, "chatty__log", json!({})).await.json();
+    assert_eq!(text(&quiet), "logged");
+    let (before, _) = call(
+        3,
+        "chatty__log",
+        json!({"io.modelcontextprotocol/logLevel": "debug"}),
+    )
+    .await
+    .stream()
+    .until_response()
+    .await;
+    assert_eq!(before.len(), 2, "{before:?}");
+}
