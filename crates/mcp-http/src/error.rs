@@ -106,6 +106,9 @@ pub enum McpError {
         /// The module's `data`.
         data: Option<Value>,
     },
+    /// The client cancelled the request (`notifications/cancelled`).
+    #[error("request cancelled")]
+    Cancelled,
     /// A bug or an unexpected failure; details go to the log only.
     #[error("internal error")]
     Internal(String),
@@ -133,6 +136,8 @@ impl McpError {
             | McpError::NotAcceptable(_) => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) => -32603,
+            // What LSP uses; MCP names no code (the client no longer waits for the answer).
+            McpError::Cancelled => -32800,
             McpError::Upstream { code, .. } => *code,
         }
     }
@@ -170,7 +175,7 @@ impl McpError {
             McpError::Store(e) => store_status(e, era),
             McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             // The request was fine; the module answered it with an error.
-            McpError::Upstream { .. } => StatusCode::OK,
+            McpError::Upstream { .. } | McpError::Cancelled => StatusCode::OK,
         }
     }
 

@@ -164,12 +164,14 @@ impl McpService {
                         );
                         let gateway = self.gateway.clone();
                         let caller = principal.clone();
+                        let channel = session.channel.clone();
+                        let id = request.id.clone();
                         let call = async move {
                             let relay: Arc<dyn mcp_upstream::Relay> = relay;
-                            gateway
-                                .run(&caller, classified, Some(relay))
+                            let run = gateway.run(&caller, classified, Some(relay));
+                            channel
+                                .cancellable(&id, async { run.await.into_reply() })
                                 .await
-                                .into_reply()
                         };
                         let id = request.id.clone();
                         let last = move |outcome| relay::final_message(&id, outcome, false);

@@ -8,7 +8,8 @@
 //! over and the old one ends (each event goes out on one stream only, as the spec asks).
 //! The stream ends with its session (DELETE, expiry) and keeps the session alive while open.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -17,10 +18,12 @@ use bytes::Bytes;
 use elicitation_store::Caller;
 use http::Response;
 use http_body_util::BodyExt;
+use mcp_wire::jsonrpc::RequestId;
 use mcp_wire::sse;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::body::{Body, ChannelBody};
+use crate::error::McpError;
 use crate::sessions::Sessions;
 
 /// Events a session keeps for a client that reconnects.
@@ -34,9 +37,12 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long writing one event may wait for a client that stopped reading.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// One session's events, subscriptions and stream.
+/// One session's events, subscriptions and stream, and its calls in flight (which the
+/// client may cancel).
 #[derive(Debug)]
 pub struct SessionChannel {
+    /// The session's `tools/call`s in flight, by the client's request id.
+    calls: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
     events: Mutex<VecDeque<(u64, Bytes)>>,
     /// The id of the last event (0: none yet); streams wait on it.
     last: watch::Sender<u64>,
@@ -50,6 +56,7 @@ pub struct SessionChannel {
 impl Default for SessionChannel {
     fn default() -> Self {
         SessionChannel {
+            calls: Mutex::default(),
             events: Mutex::default(),
             last: watch::channel(0).0,
             subscriptions: Mutex::default(),
@@ -81,6 +88,35 @@ impl SessionChannel {
             .filter(|(id, _)| *id > last)
             .cloned()
             .collect()
+    }
+
+    /// Runs `call`, the session's request `id`, until it ends or the client cancels it
+    /// (`notifications/cancelled`): then the call is dropped, which cancels it at its
+    /// module, and the answer is `Cancelled`.
+    pub async fn cancellable<T>(
+        &self,
+        id: &RequestId,
+        call: impl Future<Output = Result<T, McpError>>,
+    ) -> Result<T, McpError> {
+        let (tx, rx) = oneshot::channel();
+        self.calls().insert(id.clone(), tx);
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            Ok(()) = rx => Err(McpError::Cancelled),
+        };
+        self.calls().remove(id);
+        outcome
+    }
+
+    /// Cancels the session's call `id`, if it is in flight.
+    pub fn cancel(&self, id: &RequestId) {
+        if let Some(call) = self.calls().remove(id) {
+            let _ = call.send(());
+        }
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<()>>> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Ends the session's stream (the session ended).

@@ -78,6 +78,13 @@ pub struct McpService {
     pub(crate) streams: StreamSlots,
 }
 
+/// `notifications/cancelled`'s params.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Cancelled {
+    request_id: jsonrpc::RequestId,
+}
+
 /// Most messages in one batch (each may be a forwarded call).
 const MAX_BATCH: usize = 100;
 
@@ -545,15 +552,24 @@ impl McpService {
     ) -> Response<Body> {
         let mut request = match message {
             Message::Request(request) => request,
-            Message::Notification { params, .. } => {
+            Message::Notification { method, params } => {
                 // Notifications are accepted (202); in a legacy session the session must exist.
                 let head = jsonrpc::ParamsHead::of(params.as_deref());
                 let modern = head.meta_version().is_some()
                     || header_text(headers, "mcp-protocol-version").as_deref()
                         == Some(MODERN_VERSION);
                 if let Some(id) = header_text(headers, "mcp-session-id").filter(|_| !modern) {
-                    if let Err(e) = self.sessions.touch(&id, &principal.caller) {
-                        return response::rpc_error(&e, None, Some(Era::Legacy));
+                    match self.sessions.touch(&id, &principal.caller) {
+                        Err(e) => return response::rpc_error(&e, None, Some(Era::Legacy)),
+                        Ok(session) if method == "notifications/cancelled" => {
+                            let cancelled = params
+                                .as_ref()
+                                .and_then(|p| serde_json::from_str::<Cancelled>(p.0.get()).ok());
+                            if let Some(cancelled) = cancelled {
+                                session.channel.cancel(&cancelled.request_id);
+                            }
+                        }
+                        Ok(_) => {}
                     }
                 } else if !modern {
                     return response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));

@@ -619,3 +619,35 @@ async fn a_modern_client_gets_progress_streamed_and_log_messages_only_when_it_as
     .await;
     assert_eq!(before.len(), 2, "{before:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_clients_cancel_ends_the_call_and_reaches_the_module() {
+    let h = harness().await;
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let mut call = s
+        .call(7, "chatty__wait", json!({"progressToken": "w"}))
+        .await
+        .stream();
+    assert_eq!(call.next().await.json()["params"]["progressToken"], "w");
+    // Another session cannot cancel it (ids are per session).
+    let other = Session::open(&h, AGENT, json!({})).await;
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    let (status, _) = other.send("POST", &[], &cancel).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), call.next())
+            .await
+            .is_err(),
+        "the call goes on"
+    );
+    let (status, _) = s.send("POST", &[], &cancel).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let (_, answer) = call.until_response().await;
+    assert_eq!(answer["error"]["code"], -32800, "{answer}");
+    let cancelled: Value = serde_json::from_str(&text(
+        &s.call(8, "chatty__cancelled", Value::Null).await.json(),
+    ))
+    .unwrap();
+    assert_eq!(cancelled.as_array().map(Vec::len), Some(1), "{cancelled}");
+}
