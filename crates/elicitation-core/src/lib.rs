@@ -11,6 +11,7 @@
 //! (ids take their random bits from the caller), no storage, no network. Stores and
 //! transports build on it.
 
+mod form;
 mod id;
 mod kind;
 mod record;
@@ -18,6 +19,7 @@ mod schema;
 mod spec;
 mod validate;
 
+pub use form::FormField;
 pub use id::ElicitationId;
 pub use kind::{CancelReason, ElicitationStatus, ElicitationType, UnknownLabel};
 pub use record::{

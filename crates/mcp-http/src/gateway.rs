@@ -246,6 +246,19 @@ impl Gateway {
         }
     }
 
+    /// The inbox where a module's questions to `principal` wait for a person when its
+    /// client cannot answer them; none where confirmations need an authenticated caller
+    /// and this one is not.
+    pub(crate) fn inbox(&self, principal: &Principal) -> Option<crate::relay::Inbox> {
+        if self.require_authenticated_caller && !principal.authenticated {
+            return None;
+        }
+        Some(crate::relay::Inbox {
+            store: self.store.clone(),
+            caller: principal.caller.clone(),
+        })
+    }
+
     /// `logging/setLevel` from a client, for the modules (see `Registry::set_log_level`).
     pub async fn set_log_level(&self, level: &str) {
         self.registry.set_log_level(level).await;

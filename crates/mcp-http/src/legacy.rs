@@ -161,6 +161,7 @@ impl McpService {
                                 session: session_id,
                                 can: session.answers,
                             }),
+                            self.gateway.inbox(principal),
                         );
                         let gateway = self.gateway.clone();
                         let caller = principal.clone();

@@ -74,7 +74,8 @@ impl McpService {
                             .and_then(|m| m.log_level.as_deref())
                             .and_then(mcp::log_level_rank)
                             .map_or(LogFilter::Silent, LogFilter::AtLeast);
-                        let (relay, queue) = ClientRelay::new(logs, None);
+                        let (relay, queue) =
+                            ClientRelay::new(logs, None, self.gateway.inbox(principal));
                         let caller = principal.clone();
                         let call = async move {
                             let relay: Arc<dyn mcp_upstream::Relay> = relay;

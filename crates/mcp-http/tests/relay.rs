@@ -403,15 +403,139 @@ async fn a_modules_elicitation_is_asked_of_the_client_and_its_answer_goes_back_b
     assert_eq!(status, StatusCode::FORBIDDEN);
 }
 
+/// The REST API, as the person.
+async fn rest(h: &Harness, method: &str, path: &str, body: &Value) -> (StatusCode, Value) {
+    let bytes = if body.is_null() {
+        Vec::new()
+    } else {
+        serde_json::to_vec(body).unwrap()
+    };
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1:8080")
+        .header("authorization", format!("Bearer {HUMAN}"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(bytes)))
+        .unwrap();
+    let response = h.service.handle(request).await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// The person's one pending elicitation, once it is there.
+async fn pending(h: &Harness) -> Value {
+    for _ in 0..200 {
+        let (_, listed) = rest(h, "GET", "/v1/mcp/elicitations", &Value::Null).await;
+        if let Some(first) = listed["elicitations"].get(0) {
+            return first.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no pending elicitation");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_cannot_answer_gets_the_module_a_cancel_or_an_error_never_a_hang() {
-    let h = harness().await;
+async fn a_question_the_client_cannot_answer_waits_for_a_person_and_their_answer_reaches_the_module()
+ {
+    let h = Arc::new(harness().await);
     let s = Session::open(&h, AGENT, json!({})).await;
-    let answer: Value =
-        serde_json::from_str(&text(&s.call(2, "chatty__ask", Value::Null).await.json())).unwrap();
+    let id = s.id.clone();
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let s = Session {
+                h: &h,
+                token: AGENT,
+                id,
+            };
+            text(&s.call(2, "chatty__ask", Value::Null).await.json())
+        })
+    };
+    let asked = pending(&h).await;
+    assert_eq!(asked["type"], "string_input", "{asked}");
+    assert_eq!(asked["message"], "Your name?");
+    assert!(
+        asked.get("tool").is_none(),
+        "a question, not a confirmation: {asked}"
+    );
+    let path = format!(
+        "/v1/mcp/elicitations/{}/respond",
+        asked["id"].as_str().unwrap()
+    );
+    let (status, _) = rest(&h, "POST", &path, &json!({"value": "Ada"})).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_str(&call.await.unwrap()).unwrap();
+    assert_eq!(
+        answer,
+        json!({"action": "accept", "content": {"name": "Ada"}})
+    );
+
+    // A declined question is declined for the module.
+    let id = s.id.clone();
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let s = Session {
+                h: &h,
+                token: AGENT,
+                id,
+            };
+            text(&s.call(3, "chatty__ask", Value::Null).await.json())
+        })
+    };
+    let asked = pending(&h).await;
+    let path = format!(
+        "/v1/mcp/elicitations/{}/cancel",
+        asked["id"].as_str().unwrap()
+    );
+    rest(&h, "POST", &path, &json!({"reason": "declined"})).await;
+    let answer: Value = serde_json::from_str(&call.await.unwrap()).unwrap();
+    assert_eq!(answer, json!({"action": "decline"}));
+
+    // The client cancels its call while the question waits: the question is withdrawn.
+    let id = s.id.clone();
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let s = Session {
+                h: &h,
+                token: AGENT,
+                id,
+            };
+            s.call(6, "chatty__ask", Value::Null).await.json()
+        })
+    };
+    let asked = pending(&h).await;
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}});
+    s.send("POST", &[], &cancel).await;
+    assert_eq!(call.await.unwrap()["error"]["code"], -32800);
+    let path = format!("/v1/mcp/elicitations/{}", asked["id"].as_str().unwrap());
+    let mut withdrawn = Value::Null;
+    for _ in 0..200 {
+        withdrawn = rest(&h, "GET", &path, &Value::Null).await.1;
+        if withdrawn["status"] != "pending" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(withdrawn["status"], "cancelled", "{withdrawn}");
+    assert_eq!(withdrawn["cancel_reason"], "cancelled_by_caller");
+
+    // A form no stored type fits is cancelled at once; sampling without a client that
+    // samples is an error: never a hang.
+    let answer: Value = serde_json::from_str(&text(
+        &s.call(4, "chatty__ask_two", Value::Null).await.json(),
+    ))
+    .unwrap();
     assert_eq!(answer, json!({"action": "cancel"}));
     let answer: Value = serde_json::from_str(&text(
-        &s.call(3, "chatty__sample", Value::Null).await.json(),
+        &s.call(5, "chatty__sample", Value::Null).await.json(),
     ))
     .unwrap();
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
@@ -433,6 +557,53 @@ async fn a_client_that_cannot_answer_gets_the_module_a_cancel_or_an_error_never_
     assert_eq!(
         serde_json::from_str::<Value>(&text(&result)).unwrap(),
         reply
+    );
+}
+
+/// The attack: a module asks a yes/no question, the person says yes, and the agent names
+/// that answer as the confirmation of a destructive call. It is not one: the call is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_yes_to_a_modules_question_never_confirms_a_gated_call() {
+    let h = Arc::new(harness().await);
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let id = s.id.clone();
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let s = Session {
+                h: &h,
+                token: AGENT,
+                id,
+            };
+            text(&s.call(2, "chatty__ask_ok", Value::Null).await.json())
+        })
+    };
+    let asked = pending(&h).await;
+    assert_eq!(asked["type"], "confirmation");
+    let question = asked["id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/mcp/elicitations/{question}/respond");
+    let (status, _) = rest(&h, "POST", &path, &json!({"confirmed": true})).await;
+    assert_eq!(status, StatusCode::OK);
+    let answer: Value = serde_json::from_str(&call.await.unwrap()).unwrap();
+    assert_eq!(answer, json!({"action": "accept", "content": {"ok": true}}));
+
+    let held = s
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "chatty__destroy", "arguments": {}, "_meta": {"confirmation_id": question}}),
+        )
+        .await
+        .json();
+    let result = &held["result"];
+    assert_ne!(text(&held), "destroyed", "{held}");
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "held anew: {held}"
+    );
+    assert_ne!(
+        result["structuredContent"]["elicitation"]["id"],
+        json!(question)
     );
 }
 

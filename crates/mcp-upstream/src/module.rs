@@ -235,6 +235,8 @@ pub(crate) struct CallLink {
     /// The token the module was sent instead (the same for HTTP, whose progress arrives on
     /// the call's own stream; the gateway's own for stdio, shared by every call).
     pub(crate) upstream_token: Option<Value>,
+    /// Set once the call is over: a request still asking the client gives up.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 impl CallLink {
@@ -259,7 +261,13 @@ impl CallLink {
             relay,
             client_token,
             upstream_token,
+            ended: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// The call is over (answered, failed, cancelled): requests still asking give up.
+    pub(crate) fn end(&self) {
+        self.ended.send_replace(true);
     }
 
     /// Passes a module's notification about this call on: progress with the client's own
@@ -296,10 +304,17 @@ impl CallLink {
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
-        if RELAYED_REQUESTS.contains(&method) {
-            self.relay.ask(method, params).await
-        } else {
-            refuse_ask(method)
+        if !RELAYED_REQUESTS.contains(&method) {
+            return refuse_ask(method);
+        }
+        let mut ended = self.ended.subscribe();
+        tokio::select! {
+            answer = self.relay.ask(method, params) => answer,
+            _ = ended.wait_for(|ended| *ended) => Err(ErrorObject {
+                code: mcp_wire::codes::INTERNAL_ERROR,
+                message: format!("the call ended before the client answered {method}"),
+                data: None,
+            }),
         }
     }
 }

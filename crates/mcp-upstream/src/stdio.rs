@@ -144,8 +144,10 @@ struct InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if self.call {
-            self.shared.calls().remove(&self.id.to_string());
+        if self.call
+            && let Some(Some(link)) = self.shared.calls().remove(&self.id.to_string())
+        {
+            link.end();
         }
         if self.answered {
             return;
