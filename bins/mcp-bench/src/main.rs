@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
+mod idle;
 mod load;
 mod procstat;
 mod proxy;

@@ -28,19 +28,19 @@ const HUMAN: &str = "bench-human-token";
 const SEAL_KEY: &str = "bench:BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 /// A process under test.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id().unwrap_or(0)
     }
 }
 
 /// Starts `command` and waits for the line that says where it listens.
-async fn start(mut command: Command, marker: &str) -> Result<Proc> {
+pub(crate) async fn start(mut command: Command, marker: &str) -> Result<Proc> {
     command
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -124,6 +124,37 @@ fn modern(tool: &str, token: Option<&str>, arguments: Value, meta: Value) -> Req
         .expect("a valid request")
 }
 
+/// A modern request of `method` naming `name` (`Mcp-Name`) with these params.
+fn modern_named(method: &str, name: &str, mut params: Value) -> Request<Full<Bytes>> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let body =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .unwrap_or_default();
+    Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("mcp-name", name)
+        .header("authorization", format!("Bearer {AGENT}"))
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid request")
+}
+
+fn prompt(name: &str) -> Request<Full<Bytes>> {
+    modern_named("prompts/get", name, json!({"name": name, "arguments": {}}))
+}
+
+fn resource() -> Request<Full<Bytes>> {
+    modern_named("resources/read", "bench://r", json!({"uri": "bench://r"}))
+}
+
 fn legacy(tool: &str, session: &str) -> Request<Full<Bytes>> {
     legacy_as(tool, session, AGENT)
 }
@@ -143,7 +174,8 @@ fn legacy_as(tool: &str, session: &str, token: &str) -> Request<Full<Bytes>> {
         .expect("a valid request")
 }
 
-/// The answer of a forwarded call: the upstream's fixed "ok".
+/// The answer of a forwarded call (or prompts/get, resources/read): the upstream's fixed
+/// "ok".
 fn forwarded() -> Check {
     const OK: &[u8] = b"\"text\":\"ok\"";
     Arc::new(|status, body| status == 200 && body.windows(OK.len()).any(|w| w == OK))
@@ -435,6 +467,47 @@ pub(crate) async fn run(options: Options) -> Result<()> {
                 )
                 .await?,
             );
+            // prompts/get and resources/read: the same measure against the null proxy.
+            let routed: [(&str, &str, MakeRequest, MakeRequest); 2] = [
+                (
+                    "null proxy prompts/get",
+                    "gateway prompts/get",
+                    Arc::new(|_| prompt("greet")),
+                    Arc::new(|_| prompt("up__greet")),
+                ),
+                (
+                    "null proxy resources/read",
+                    "gateway resources/read",
+                    Arc::new(|_| resource()),
+                    Arc::new(|_| resource()),
+                ),
+            ];
+            for (proxied, through, direct_request, gateway_request) in routed {
+                rows.push(
+                    measure(
+                        proxied,
+                        proxy.addr,
+                        proxy.pid(),
+                        c,
+                        total(c),
+                        direct_request,
+                        forwarded(),
+                    )
+                    .await?,
+                );
+                rows.push(
+                    measure(
+                        through,
+                        gateway.addr,
+                        gateway.pid(),
+                        c,
+                        total(c),
+                        gateway_request,
+                        forwarded(),
+                    )
+                    .await?,
+                );
+            }
         }
         let ids = Arc::new(ready_confirmations(gateway.addr, destructive_total(c)).await?);
         let confirmed: MakeRequest = Arc::new(move |i| {
@@ -472,6 +545,16 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         .await?;
         rss_after.push(procstat::rss_mib(gateway.pid()).0);
     }
+
+    // Idle sessions with their GET streams open.
+    let idle = crate::idle::measure(
+        &options.gateway,
+        &dir,
+        upstream.addr,
+        1_000,
+        Duration::from_secs(if options.quick { 5 } else { 35 }),
+    )
+    .await?;
 
     // PostgreSQL.
     let db = TestDb::new().await;
@@ -520,7 +603,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         }
     }
 
-    let report = report(&rows, idle_rss, &rss_after, round_trips);
+    let report = report(&rows, idle_rss, &rss_after, round_trips, &idle);
     println!("{}", report.0);
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
     std::fs::create_dir_all(&out)?;
@@ -540,6 +623,7 @@ fn report(
     idle_rss: f64,
     rss_after: &[f64],
     round_trips: Option<f64>,
+    idle: &crate::idle::IdleMemory,
 ) -> (String, Value) {
     let mut md = String::from(
         "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n",
@@ -575,11 +659,23 @@ fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 9] = [
+    let lines: [Ratio; 11] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
             "null proxy",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "gateway prompts/get CPU/call ÷ null proxy",
+            "gateway prompts/get",
+            "null proxy prompts/get",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "gateway resources/read CPU/call ÷ null proxy",
+            "gateway resources/read",
+            "null proxy resources/read",
             |a, b| a.cpu_per_10k / b.cpu_per_10k,
         ),
         (
@@ -664,13 +760,24 @@ fn report(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let per_session_kib = (idle.open - idle.before) * 1024.0 / idle.sessions as f64;
+    let _ = writeln!(
+        md,
+        "{} idle sessions, each with its GET stream open: RSS {:.1} MiB before, {:.1} MiB open ({per_session_kib:.1} KiB per session), {:.1} MiB after {} s idle.",
+        idle.sessions,
+        idle.before,
+        idle.open,
+        idle.later,
+        idle.idle.as_secs()
+    );
     if let Some(trips) = round_trips {
         let _ = writeln!(
             md,
             "PostgreSQL transactions (= network round trips) per confirmed destructive call, conc. 16: {trips:.2}."
         );
     }
-    let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips});
+    let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
+        "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs()}});
     (md, json)
 }
 

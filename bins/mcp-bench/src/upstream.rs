@@ -1,5 +1,6 @@
 //! The fast upstream module: a minimal Streamable HTTP MCP server with a read-only tool
-//! (`read`) and a destructive one (`delete`) that answer small fixed results, in both eras.
+//! (`read`) and a destructive one (`delete`), a prompt (`greet`) and a resource
+//! (`bench://r`) that answer small fixed results, in both eras.
 //! It parses only what it must, so the measured cost is the gateway's, not this server's.
 
 use std::convert::Infallible;
@@ -36,13 +37,28 @@ fn answer(message: &Value) -> (StatusCode, Option<Value>, bool) {
     };
     let mut result = match method {
         "initialize" => {
-            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "bench-upstream", "version": "1"}})
+            json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "prompts": {}, "resources": {}}, "serverInfo": {"name": "bench-upstream", "version": "1"}})
         }
         "server/discover" => {
-            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"})
+            json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}, "resources": {}}, "ttlMs": 0, "cacheScope": "public"})
         }
         "tools/list" => json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
         "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
+        "prompts/list" => {
+            json!({"prompts": [{"name": "greet", "description": "Greets (benchmark)."}], "ttlMs": 0, "cacheScope": "public"})
+        }
+        "prompts/get" => {
+            json!({"messages": [{"role": "user", "content": {"type": "text", "text": "ok"}}]})
+        }
+        "resources/list" => {
+            json!({"resources": [{"uri": "bench://r", "name": "r"}], "ttlMs": 0, "cacheScope": "public"})
+        }
+        "resources/templates/list" => {
+            json!({"resourceTemplates": [], "ttlMs": 0, "cacheScope": "public"})
+        }
+        "resources/read" => {
+            json!({"contents": [{"uri": "bench://r", "text": "ok"}], "ttlMs": 0, "cacheScope": "public"})
+        }
         "ping" => json!({}),
         _ => {
             let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "method not found"}});
