@@ -24,7 +24,7 @@ use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use crate::streams::StreamSlots;
 use mcp_wire::CallToolParams;
-use mcp_wire::tools::{ForwardParams, ListParams, list_result};
+use mcp_wire::tools::{ForwardParams, ListParams, list_page};
 
 pub use crate::body::Body;
 
@@ -127,17 +127,6 @@ fn is_loopback_host(name: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// `tools/list` is one page (the gateway issues no `nextCursor`), so any `cursor` is one the
-/// gateway never gave out: `-32602`, as the spec asks for an invalid cursor.
-pub(crate) fn refuse_cursor(cursor: Option<&Value>) -> Result<(), McpError> {
-    match cursor {
-        None | Some(Value::Null) => Ok(()),
-        Some(_) => Err(McpError::InvalidParams(
-            "invalid cursor: this list has a single page".into(),
-        )),
-    }
-}
-
 impl McpService {
     /// The methods both eras serve alike — the catalogs and what is routed by name, URI or
     /// reference: the result and whether it is a cacheable one (lists, `resources/read`);
@@ -149,8 +138,9 @@ impl McpService {
     ) -> Option<Result<(ResultBody, bool), McpError>> {
         let list = |key: &str, items: Vec<Value>| -> Result<(ResultBody, bool), McpError> {
             let params: ListParams = request.params_as()?;
-            refuse_cursor(params.cursor.as_ref())?;
-            Ok((list_result(key, items).into(), true))
+            let page = list_page(key, items, params.cursor.as_ref())
+                .map_err(|e| McpError::InvalidParams(e.to_string()))?;
+            Ok((page.into(), true))
         };
         let method = request.method.as_str();
         if !matches!(

@@ -280,12 +280,47 @@ impl WithMeta for CallToolParams {
     }
 }
 
-/// A list result of one page (no `nextCursor`) with its items under `key` (`tools`,
-/// `prompts`); the items are moved in.
-pub fn list_result(key: &str, items: Vec<Value>) -> Value {
+/// Most items on one page of an aggregated list.
+///
+/// The catalog can change between pages (a module restarts): a page is then read from the
+/// catalog as it is, and a cursor past its end is refused, so the client lists again.
+pub const PAGE_SIZE: usize = 100;
+
+/// Why a list's `cursor` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid cursor: not one this gateway gave out for {key}")]
+pub struct BadCursor {
+    /// The list.
+    pub key: String,
+}
+
+/// One page of the list of `items` under `key` (`tools`, `prompts`, …): the page `cursor`
+/// names (the first without one), with `nextCursor` when more follow. A cursor is the list's
+/// name and the offset of its page (`prompts:100`); one for another list, past the end, or
+/// not the gateway's, is refused. The items are moved in.
+pub fn list_page(key: &str, items: Vec<Value>, cursor: Option<&Value>) -> Result<Value, BadCursor> {
+    let bad = || BadCursor {
+        key: key.to_owned(),
+    };
+    let start = match cursor {
+        None | Some(Value::Null) => 0,
+        Some(Value::String(cursor)) => cursor
+            .strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .and_then(|offset| offset.parse::<usize>().ok())
+            .filter(|offset| *offset > 0 && *offset < items.len() && offset % PAGE_SIZE == 0)
+            .ok_or_else(bad)?,
+        Some(_) => return Err(bad()),
+    };
+    let total = items.len();
+    let end = (start + PAGE_SIZE).min(total);
     let mut result = Map::new();
-    result.insert(key.into(), Value::Array(items));
-    Value::Object(result)
+    let page: Vec<Value> = items.into_iter().skip(start).take(end - start).collect();
+    result.insert(key.into(), Value::Array(page));
+    if end < total {
+        result.insert("nextCursor".into(), Value::String(format!("{key}:{end}")));
+    }
+    Ok(Value::Object(result))
 }
 
 /// `elicitation/create` params in form mode.
@@ -349,6 +384,38 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_long_list_comes_in_pages_each_naming_the_next_and_only_its_own_cursors_are_taken() {
+        let items = |n: usize| (0..n).map(|i| json!(i)).collect::<Vec<_>>();
+        let first = list_page("prompts", items(250), None).unwrap();
+        assert_eq!(first["prompts"].as_array().unwrap().len(), PAGE_SIZE);
+        assert_eq!(first["nextCursor"], "prompts:100");
+        let second = list_page("prompts", items(250), Some(&first["nextCursor"])).unwrap();
+        assert_eq!(second["prompts"][0], 100);
+        let last = list_page("prompts", items(250), Some(&second["nextCursor"])).unwrap();
+        assert_eq!(last["prompts"].as_array().unwrap().len(), 50);
+        assert!(last.get("nextCursor").is_none());
+        let exact = list_page("tools", items(100), None).unwrap();
+        assert!(
+            exact.get("nextCursor").is_none(),
+            "a full single page has no next"
+        );
+        for bad in [
+            json!("tools:100"),
+            json!("prompts:300"),
+            json!("prompts:0"),
+            json!("prompts:50"),
+            json!("bogus"),
+            json!(100),
+        ] {
+            assert!(
+                list_page("prompts", items(250), Some(&bad)).is_err(),
+                "{bad}"
+            );
+        }
+        assert!(list_page("prompts", items(3), Some(&Value::Null)).is_ok());
+    }
 
     #[test]
     fn call_params_keep_unknown_fields_and_drop_the_exchange_upstream() {
