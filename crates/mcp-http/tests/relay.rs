@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{Body, McpService, ServiceConfig};
+use mcp_upstream::http::{HttpConfig, HttpModule};
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use mcp_upstream::stdio::{StdioConfig, StdioModule};
 use serde_json::{Value, json};
@@ -44,9 +45,39 @@ async fn harness() -> Harness {
         call_timeout: Duration::from_secs(30),
     }));
     assert!(module.ready(Duration::from_secs(30)).await);
+    harness_over("chatty", module).await
+}
+
+/// A harness over an HTTP module served by a Python fixture (which prints its port); the
+/// child lives as long as the returned handle.
+async fn http_harness(fixture: &str, name: &str) -> (Harness, tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt;
+    let script = format!("{}/tests/fixtures/{fixture}", env!("CARGO_MANIFEST_DIR"));
+    let mut child = tokio::process::Command::new("python3")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let module = Arc::new(HttpModule::new(HttpConfig {
+        name: name.into(),
+        url: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
+        headers: Vec::new(),
+        call_timeout: Duration::from_secs(30),
+    }));
+    (harness_over(name, module).await, child)
+}
+
+async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harness {
     let registry = Registry::start(vec![ModuleSpec {
-        name: "chatty".into(),
-        prefix: "chatty".into(),
+        name: name.into(),
+        prefix: name.into(),
         trust_annotations: true,
         module,
     }])
@@ -821,4 +852,29 @@ async fn a_session_clients_cancel_ends_the_call_and_reaches_the_module() {
     ))
     .unwrap();
     assert_eq!(cancelled.as_array().map(Vec::len), Some(1), "{cancelled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_modules_input_request_is_asked_of_a_session_client_and_sent_back_with_its_state()
+{
+    let (h, _module) = http_harness("modern_mrtr_module.py", "mrtr").await;
+    let s = Session::open(&h, AGENT, json!({"elicitation": {}})).await;
+    let mut events = s.call(2, "mrtr__ask", Value::Null).await.stream();
+    let asked = events.next().await.json();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert_eq!(asked["params"]["message"], "Who are you?");
+    let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+    s.send(
+        "POST",
+        &[],
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer}),
+    )
+    .await;
+    let (_, result) = events.until_response().await;
+    let got: Value = serde_json::from_str(&text(&result)).unwrap();
+    assert_eq!(
+        got,
+        json!({"state": "state-1", "responses": {"who": answer}})
+    );
+    assert!(result["result"].get("resultType").is_none(), "{result}");
 }

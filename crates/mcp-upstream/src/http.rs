@@ -30,6 +30,26 @@ use crate::module::CallLink;
 use crate::rpc;
 use crate::{Module, ModuleError, ToolCall, refuse_ask};
 
+/// Most rounds of a module's `input_required` answered for one call.
+const MAX_INPUT_ROUNDS: usize = 8;
+
+/// A module's `input_required` result: its input requests (key → `{method, params}`) and
+/// its `requestState`; `None` for any other result.
+fn input_required(result: &RawValue) -> Option<(serde_json::Map<String, Value>, Option<String>)> {
+    if mcp_wire::result::inspect(result).ok()?.as_deref() != Some("input_required") {
+        return None;
+    }
+    let mut result: serde_json::Map<String, Value> = serde_json::from_str(result.get()).ok()?;
+    let requests = match result.remove("inputRequests") {
+        Some(Value::Object(requests)) => requests,
+        _ => serde_json::Map::new(),
+    };
+    let state = result
+        .remove("requestState")
+        .and_then(|s| s.as_str().map(str::to_owned));
+    Some((requests, state))
+}
+
 /// A message's params as a tree (a module's request or notification, read whole).
 fn tree(params: Option<jsonrpc::RawJson>) -> Option<Value> {
     params.and_then(|p| serde_json::from_str(p.0.get()).ok())
@@ -524,7 +544,52 @@ impl Module for HttpModule {
             .map(|relay| CallLink::new(relay, &mut params, None));
         // The module's era is the module's business: the gateway checks the result's
         // resultType (whatever the module) before passing it on.
-        self.request("tools/call", params, Some(&name), &mirrored, link.as_ref())
-            .await
+        // Kept only where it may be sent again: a 2026-07-28 module's call with a client to
+        // ask (the era is known once the module was reached, before any call).
+        let modern = matches!(self.known_era(), Some(Era::Modern));
+        let resend = (modern && link.is_some()).then(|| params.clone());
+        let mut result = self
+            .request("tools/call", params, Some(&name), &mirrored, link.as_ref())
+            .await?;
+        // A 2026-07-28 module that needs input answers `input_required`: its requests are
+        // asked of the call's client (as a legacy module's would be) and the call is sent
+        // again with the answers and the module's state, until it completes.
+        let (Some(link), Some(params)) = (link, resend) else {
+            return Ok(result);
+        };
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let Some((requests, state)) = input_required(&result) else {
+                return Ok(result);
+            };
+            let mut responses = serde_json::Map::new();
+            for (key, request) in requests {
+                let method = request
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let answer = link.ask(method, request.get("params").cloned()).await;
+                match answer {
+                    Ok(answer) => {
+                        responses.insert(key, answer);
+                    }
+                    Err(error) => {
+                        return Err(ModuleError::Protocol {
+                            module: self.config.name.clone(),
+                            reason: format!(
+                                "its input request {method} could not be answered: {}",
+                                error.message
+                            ),
+                        });
+                    }
+                }
+            }
+            let mut again = params.clone();
+            again.input_responses = Some(responses);
+            again.request_state = state;
+            result = self
+                .request("tools/call", again, Some(&name), &mirrored, Some(&link))
+                .await?;
+        }
+        Ok(result)
     }
 }

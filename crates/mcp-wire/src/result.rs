@@ -127,7 +127,7 @@ pub fn usable(raw: &RawValue) -> Result<(), String> {
         Ok(None) => Ok(()),
         Ok(Some(kind)) if kind == "complete" => Ok(()),
         Ok(Some(kind)) => Err(format!(
-            "the module answered with resultType {kind:?}; the gateway does not bridge module input requests yet"
+            "the module answered with resultType {kind:?}, which the gateway could not complete with its client"
         )),
         Err(why) => Err(why.to_owned()),
     }
