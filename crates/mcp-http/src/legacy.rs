@@ -15,7 +15,7 @@ use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Classified};
-use crate::relay::{self, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
+use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
@@ -156,11 +156,11 @@ impl McpService {
                     {
                         let (relay, queue) = ClientRelay::new(
                             LogFilter::AtLeast(session.log_level),
-                            Some(SessionAsker {
+                            Some(Asker::Session(SessionAsker {
                                 answers: self.answers.clone(),
                                 session: session_id,
                                 can: session.answers,
-                            }),
+                            })),
                             self.gateway.inbox(principal),
                         );
                         let gateway = self.gateway.clone();

@@ -12,6 +12,7 @@
 pub mod ask;
 pub mod auth;
 pub mod body;
+mod bridge;
 pub mod error;
 pub mod gateway;
 mod legacy;

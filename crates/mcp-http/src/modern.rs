@@ -15,8 +15,9 @@ use std::sync::Arc;
 
 use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
+use crate::bridge::{self, Running};
 use crate::error::McpError;
-use crate::relay::{self, ClientRelay, LogFilter, Relayed};
+use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed};
 use crate::response;
 use crate::service::{McpService, Reply};
 
@@ -58,29 +59,55 @@ impl McpService {
                     let capabilities = meta
                         .and_then(|m| m.client_capabilities)
                         .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());
-                    let can_elicit =
-                        ask::can_elicit_form(capabilities.as_ref()) && ask::may_answer(principal);
-                    let mrtr = ask::Mrtr {
-                        gateway: self.gateway.clone(),
-                        states: self.states.clone(),
-                    };
-                    if !response::accepts_sse(headers) {
-                        (mrtr.call(principal, params, can_elicit, None).await?, false)
+                    let logs = meta
+                        .and_then(|m| m.log_level.as_deref())
+                        .and_then(mcp::log_level_rank)
+                        .map_or(LogFilter::Silent, LogFilter::AtLeast);
+                    let bridges = self.bridges.clone();
+                    let bridged = params
+                        .request_state
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with(bridge::STATE_PREFIX));
+                    // The call runs on its own task, its module's progress and (if asked
+                    // for) log messages streamed to the client, its module's questions
+                    // asked through input_required (`bridge`); a retry that answers one
+                    // resumes the call it names.
+                    let (running, queue) = if bridged {
+                        let mut params = params;
+                        let state = params.request_state.take().unwrap_or_default();
+                        let responses = params.input_responses.take();
+                        let running =
+                            bridges.resume(&principal.caller, &params.name, &state, responses)?;
+                        let queue = running.relay().reattach();
+                        (running, queue)
                     } else {
-                        // The module's progress and (if asked for) log messages stream to
-                        // the client; it cannot be asked mid-call (no requests on a modern
-                        // stream).
-                        let logs = meta
-                            .and_then(|m| m.log_level.as_deref())
-                            .and_then(mcp::log_level_rank)
-                            .map_or(LogFilter::Silent, LogFilter::AtLeast);
-                        let (relay, queue) =
-                            ClientRelay::new(logs, None, self.gateway.inbox(principal));
-                        let caller = principal.clone();
-                        let call = async move {
-                            let relay: Arc<dyn mcp_upstream::Relay> = relay;
-                            mrtr.call(&caller, params, can_elicit, Some(relay)).await
+                        let can_elicit = ask::can_elicit_form(capabilities.as_ref())
+                            && ask::may_answer(principal);
+                        let (asker, asks) =
+                            Running::asker(ClientAnswers::declared(capabilities.as_ref()));
+                        let (relay, queue) = ClientRelay::new(
+                            logs,
+                            Some(Asker::Mrtr(asker)),
+                            self.gateway.inbox(principal),
+                        );
+                        let mrtr = ask::Mrtr {
+                            gateway: self.gateway.clone(),
+                            states: self.states.clone(),
                         };
+                        let caller = principal.clone();
+                        let module_relay: Arc<dyn mcp_upstream::Relay> = relay.clone();
+                        let call = async move {
+                            mrtr.call(&caller, params, can_elicit, Some(module_relay))
+                                .await
+                        };
+                        (Running::start(call, asks, relay), queue)
+                    };
+                    let (caller, tool) = (principal.caller.clone(), entry.qualified.clone());
+                    let call = async move { bridges.drive(caller, tool, running).await };
+                    if !response::accepts_sse(headers) {
+                        drop(queue);
+                        (call.await?, false)
+                    } else {
                         let id = request.id.clone();
                         let last = move |outcome| relay::final_message(&id, outcome, true);
                         match relay::relayed(call, queue, last).await {

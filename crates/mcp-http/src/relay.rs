@@ -205,11 +205,29 @@ impl Drop for Withdraw {
     }
 }
 
-/// The relay of one call: a queue of JSON-RPC messages for the call's client.
+/// How a call's client is asked.
+pub(crate) enum Asker {
+    /// A legacy session's client, on the call's stream.
+    Session(SessionAsker),
+    /// A 2026-07-28 client, through `input_required` (see `bridge`).
+    Mrtr(crate::bridge::MrtrAsker),
+}
+
+impl Asker {
+    fn can(&self, method: &str) -> bool {
+        match self {
+            Asker::Session(asker) => asker.can.can(method),
+            Asker::Mrtr(asker) => asker.can.can(method),
+        }
+    }
+}
+
+/// The relay of one call: a queue of JSON-RPC messages for the call's client (replaced when
+/// a bridged call resumes on another request).
 pub(crate) struct ClientRelay {
-    queue: mpsc::Sender<Vec<u8>>,
+    queue: std::sync::Mutex<mpsc::Sender<Vec<u8>>>,
     logs: LogFilter,
-    asker: Option<SessionAsker>,
+    asker: Option<Asker>,
     inbox: Option<Inbox>,
 }
 
@@ -217,17 +235,34 @@ impl ClientRelay {
     /// A relay and the queue its messages arrive on.
     pub(crate) fn new(
         logs: LogFilter,
-        asker: Option<SessionAsker>,
+        asker: Option<Asker>,
         inbox: Option<Inbox>,
     ) -> (Arc<ClientRelay>, mpsc::Receiver<Vec<u8>>) {
         let (queue, rx) = mpsc::channel(QUEUE);
         let relay = ClientRelay {
-            queue,
+            queue: std::sync::Mutex::new(queue),
             logs,
             asker,
             inbox,
         };
         (Arc::new(relay), rx)
+    }
+
+    /// A new queue for the relay's messages (the call resumed on another request).
+    pub(crate) fn reattach(&self) -> mpsc::Receiver<Vec<u8>> {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        *self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = queue;
+        rx
+    }
+
+    fn queue(&self) -> mpsc::Sender<Vec<u8>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -248,7 +283,7 @@ impl mcp_upstream::Relay for ClientRelay {
             }
         }
         let message = jsonrpc::notification_bytes(method, Some(&params));
-        if self.queue.try_send(message).is_err() {
+        if self.queue().try_send(message).is_err() {
             tracing::debug!(method, "a client that does not read lost a notification");
         }
     }
@@ -261,24 +296,29 @@ impl mcp_upstream::Relay for ClientRelay {
     }
 
     async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
-        let Some(asker) = self.asker.as_ref().filter(|a| a.can.can(method)) else {
-            return match &self.inbox {
-                Some(inbox) if method == "elicitation/create" => {
-                    Ok(inbox.ask(params.as_ref()).await)
-                }
-                _ => cannot_ask(method),
-            };
+        let asker = match self.asker.as_ref().filter(|a| a.can(method)) {
+            Some(Asker::Session(asker)) => asker,
+            Some(Asker::Mrtr(asker)) => return asker.ask(method, params).await,
+            None => {
+                return match &self.inbox {
+                    Some(inbox) if method == "elicitation/create" => {
+                        Ok(inbox.ask(params.as_ref()).await)
+                    }
+                    _ => cannot_ask(method),
+                };
+            }
         };
+        let queue = self.queue();
         let (id, answer) = asker.answers.register_relayed(&asker.session);
         let request = jsonrpc::request_bytes(&id, method, &params);
         let forget = || asker.answers.forget(&asker.session, &id);
-        if self.queue.send(request).await.is_err() {
+        if queue.send(request).await.is_err() {
             forget();
             return Err(gone(method));
         }
         let answered = tokio::select! {
             answered = tokio::time::timeout(ASK_TIMEOUT, answer) => answered,
-            () = self.queue.closed() => {
+            () = queue.closed() => {
                 forget();
                 return Err(gone(method));
             }
@@ -303,7 +343,7 @@ impl mcp_upstream::Relay for ClientRelay {
 
 /// The answer for a request the call's client cannot take: an elicitation is cancelled
 /// (nobody saw it); anything else is an error.
-fn cannot_ask(method: &str) -> Result<Value, ErrorObject> {
+pub(crate) fn cannot_ask(method: &str) -> Result<Value, ErrorObject> {
     if method == "elicitation/create" {
         return Ok(json!({"action": "cancel"}));
     }

@@ -76,6 +76,7 @@ pub struct McpService {
     pub(crate) states: Arc<RequestStates>,
     pub(crate) answers: Arc<ask::PendingAnswers>,
     pub(crate) streams: StreamSlots,
+    pub(crate) bridges: Arc<crate::bridge::Bridges>,
 }
 
 /// `notifications/cancelled`'s params.
@@ -247,6 +248,7 @@ impl McpService {
             config,
             states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
+            bridges: Arc::default(),
         }
     }
 

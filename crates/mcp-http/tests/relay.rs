@@ -25,6 +25,8 @@ use serde_json::{Value, json};
 const AGENT: &str = "agent-token";
 /// May answer confirmations.
 const HUMAN: &str = "human-token";
+/// Another caller's agent.
+const BOB: &str = "bob-token";
 
 struct Harness {
     service: Arc<McpService>,
@@ -90,7 +92,7 @@ async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harn
         false,
     ));
     let grant = |token: &str, scopes: &[&str]| TokenGrant {
-        subject: "alice".into(),
+        subject: if token == BOB { "bob" } else { "alice" }.into(),
         tenant: None,
         token_sha256: token_sha256(token),
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
@@ -98,6 +100,7 @@ async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harn
     let auth = Auth::tokens(vec![
         grant(AGENT, &[SCOPE_TOOLS_CALL]),
         grant(HUMAN, &[SCOPE_RESPOND]),
+        grant(BOB, &[SCOPE_TOOLS_CALL]),
     ])
     .unwrap();
     Harness {
@@ -877,4 +880,101 @@ async fn a_modern_modules_input_request_is_asked_of_a_session_client_and_sent_ba
         json!({"state": "state-1", "responses": {"who": answer}})
     );
     assert!(result["result"].get("resultType").is_none(), "{result}");
+}
+
+/// A modern `tools/call` of `tool` by `token` with these extra params (`_meta` besides the
+/// protocol's, `requestState`, `inputResponses`).
+async fn modern_call(
+    h: &Harness,
+    token: &str,
+    id: i64,
+    tool: &str,
+    capabilities: Value,
+    extra: Value,
+) -> Answer {
+    let mut params = json!({"name": tool, "arguments": {}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("authorization", auth.as_str()),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    exchange(h, "POST", &headers, &body).await.1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_modules_question_reaches_a_modern_client_as_input_required_and_its_answer_goes_back()
+ {
+    let h = harness().await;
+    let elicit = json!({"elicitation": {}});
+    let first = modern_call(&h, AGENT, 1, "chatty__ask", elicit.clone(), json!({}))
+        .await
+        .json();
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["input"]["method"],
+        "elicitation/create"
+    );
+    assert_eq!(
+        result["inputRequests"]["input"]["params"]["message"],
+        "Your name?"
+    );
+    let state = result["requestState"].clone();
+    let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+    let retry = json!({"requestState": state, "inputResponses": {"input": answer}});
+
+    // Another caller holding the state gets nothing, and the call is not spent for its
+    // owner; nor is another tool's call.
+    let stolen = modern_call(&h, BOB, 2, "chatty__ask", elicit.clone(), retry.clone())
+        .await
+        .json();
+    assert_eq!(stolen["error"]["code"], -32602, "{stolen}");
+    let other = modern_call(&h, AGENT, 2, "chatty__log", elicit.clone(), retry.clone())
+        .await
+        .json();
+    assert_eq!(other["error"]["code"], -32602, "{other}");
+
+    let done = modern_call(&h, AGENT, 3, "chatty__ask", elicit.clone(), retry.clone())
+        .await
+        .json();
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    let got: Value = serde_json::from_str(&text(&done)).unwrap();
+    assert_eq!(got, answer, "the module got the client's answer");
+    let again = modern_call(&h, AGENT, 4, "chatty__ask", elicit, retry)
+        .await
+        .json();
+    assert_eq!(
+        again["error"]["code"], -32602,
+        "a state is used once: {again}"
+    );
+
+    // A client without elicitation is not asked: its question waits for a person (inbox).
+    let h = Arc::new(h);
+    let call = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            modern_call(&h, AGENT, 5, "chatty__ask", json!({}), json!({}))
+                .await
+                .json()
+        })
+    };
+    let asked = pending(&h).await;
+    let path = format!(
+        "/v1/mcp/elicitations/{}/respond",
+        asked["id"].as_str().unwrap()
+    );
+    rest(&h, "POST", &path, &json!({"value": "Bo"})).await;
+    let done = call.await.unwrap();
+    let got: Value = serde_json::from_str(&text(&done)).unwrap();
+    assert_eq!(got, json!({"action": "accept", "content": {"name": "Bo"}}));
 }

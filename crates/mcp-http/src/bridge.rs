@@ -1,0 +1,311 @@
+//! A module's requests during a 2026-07-28 client's call, asked through multi round-trip
+//! requests: the call runs on its own task; when its module asks (`elicitation/create`,
+//! `sampling/createMessage`, `roots/list`), the client's request is answered
+//! `input_required` with the module's request as its one input request and a
+//! `requestState` naming the suspended call; the client's retry carries the answer, which
+//! goes to the module, and the call goes on — to its result or the next question.
+//!
+//! The module's call stays open in this process meanwhile (a legacy module cannot be asked
+//! later), so the state is a handle to this process's memory, not a sealed token: 32 random
+//! bytes, bound to the caller and the tool, usable once, forgotten (and the call cancelled)
+//! after [`SUSPEND_TIMEOUT`]. With several gateway instances, the retry must reach the
+//! instance that holds the call; elsewhere it is refused as an invalid state (`-32602`)
+//! and the client starts the call again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use elicitation_store::Caller;
+use mcp_wire::ResultBody;
+use mcp_wire::jsonrpc::ErrorObject;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use crate::error::McpError;
+use crate::relay::{ClientAnswers, ClientRelay};
+
+/// The prefix of a bridged call's `requestState`.
+pub(crate) const STATE_PREFIX: &str = "mcp-gateway-bridge-";
+/// How long a suspended call waits for the client's retry.
+pub(crate) const SUSPEND_TIMEOUT: Duration = Duration::from_secs(600);
+/// The key of the one input request of a bridged call's `input_required`.
+const INPUT_KEY: &str = "input";
+/// Most suspended calls at once (the oldest is cancelled to make room).
+const MAX_SUSPENDED: usize = 10_000;
+
+/// A module's request waiting for the client.
+pub(crate) struct Asked {
+    method: String,
+    params: Option<Value>,
+    reply: oneshot::Sender<Result<Value, ErrorObject>>,
+}
+
+/// Asks a 2026-07-28 client: hands the request to the request that drives the call.
+pub(crate) struct MrtrAsker {
+    pub(crate) can: ClientAnswers,
+    tx: mpsc::Sender<Asked>,
+}
+
+impl MrtrAsker {
+    pub(crate) async fn ask(
+        &self,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        let (reply, answer) = oneshot::channel();
+        let asked = Asked {
+            method: method.to_owned(),
+            params,
+            reply,
+        };
+        let gone = || ErrorObject {
+            code: mcp_wire::codes::INTERNAL_ERROR,
+            message: format!("the client went away before answering {method}"),
+            data: None,
+        };
+        self.tx.send(asked).await.map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())?
+    }
+}
+
+/// A call in flight on its own task, and where its module's requests arrive.
+pub(crate) struct Running {
+    task: JoinHandle<Result<ResultBody, McpError>>,
+    asks: mpsc::Receiver<Asked>,
+    relay: Arc<ClientRelay>,
+}
+
+impl Running {
+    /// An asker for the call's relay, and what `start` needs besides the relay.
+    pub(crate) fn asker(can: ClientAnswers) -> (MrtrAsker, mpsc::Receiver<Asked>) {
+        let (tx, asks) = mpsc::channel(1);
+        (MrtrAsker { can, tx }, asks)
+    }
+
+    /// Starts `call` on its own task.
+    pub(crate) fn start(
+        call: impl Future<Output = Result<ResultBody, McpError>> + Send + 'static,
+        asks: mpsc::Receiver<Asked>,
+        relay: Arc<ClientRelay>,
+    ) -> Running {
+        Running {
+            task: tokio::spawn(call),
+            asks,
+            relay,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Nobody waits for the call any more: cancel it (its module call with it).
+        self.task.abort();
+    }
+}
+
+struct Suspended {
+    caller: Caller,
+    tool: String,
+    running: Running,
+    asked: Asked,
+    since: Instant,
+}
+
+/// The suspended calls of this process.
+pub(crate) struct Bridges {
+    suspended: Mutex<HashMap<String, Suspended>>,
+    rng: SystemRandom,
+}
+
+impl Default for Bridges {
+    fn default() -> Self {
+        Bridges {
+            suspended: Mutex::default(),
+            rng: SystemRandom::new(),
+        }
+    }
+}
+
+impl Bridges {
+    /// Runs `running` until it ends or its module asks; a question suspends it and answers
+    /// `input_required`.
+    pub(crate) async fn drive(
+        self: &Arc<Self>,
+        caller: Caller,
+        tool: String,
+        mut running: Running,
+    ) -> Result<ResultBody, McpError> {
+        let asked = tokio::select! {
+            biased;
+            Some(asked) = running.asks.recv() => asked,
+            done = &mut running.task => {
+                return done.unwrap_or_else(|e| Err(McpError::Internal(format!("the call's task failed: {e}"))));
+            }
+        };
+        let mut token = [0u8; 32];
+        self.rng
+            .fill(&mut token)
+            .map_err(|_| McpError::Internal("the system random source failed".into()))?;
+        let state: String = std::iter::once(STATE_PREFIX.to_owned())
+            .chain(token.iter().map(|b| format!("{b:02x}")))
+            .collect();
+        let mut request = Map::new();
+        request.insert("method".into(), Value::String(asked.method.clone()));
+        if let Some(params) = &asked.params {
+            request.insert("params".into(), params.clone());
+        }
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": {INPUT_KEY: request},
+            "requestState": state,
+        });
+        let mut suspended = self
+            .suspended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        suspended.retain(|_, s| now.duration_since(s.since) < SUSPEND_TIMEOUT);
+        if suspended.len() >= MAX_SUSPENDED
+            && let Some(oldest) = suspended
+                .iter()
+                .min_by_key(|(_, s)| s.since)
+                .map(|(k, _)| k.clone())
+        {
+            suspended.remove(&oldest);
+        }
+        suspended.insert(
+            state,
+            Suspended {
+                caller,
+                tool,
+                running,
+                asked,
+                since: now,
+            },
+        );
+        Ok(result.into())
+    }
+
+    /// Resumes the call `state` names for `caller` and `tool` with the client's answer
+    /// (`inputResponses`): the answer goes to the module and the call goes on. A state that
+    /// is not this caller's call of this tool, spent, or expired is `-32602`, and a call
+    /// named by another caller is left as it is.
+    pub(crate) fn resume(
+        self: &Arc<Self>,
+        caller: &Caller,
+        tool: &str,
+        state: &str,
+        responses: Option<Map<String, Value>>,
+    ) -> Result<Running, McpError> {
+        let invalid = || McpError::InvalidParams("Invalid or expired requestState".into());
+        let mut suspended = self
+            .suspended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fits = suspended.get(state).is_some_and(|s| {
+            s.caller == *caller && s.tool == tool && s.since.elapsed() < SUSPEND_TIMEOUT
+        });
+        if !fits {
+            return Err(invalid());
+        }
+        let resumed = suspended.remove(state).ok_or_else(invalid)?;
+        drop(suspended);
+        let answer = responses
+            .and_then(|mut r| r.remove(INPUT_KEY))
+            .ok_or_else(|| ErrorObject {
+                code: mcp_wire::codes::INVALID_PARAMS,
+                message: format!("the client gave no answer to {}", resumed.asked.method),
+                data: None,
+            });
+        let _ = resumed.asked.reply.send(answer);
+        Ok(resumed.running)
+    }
+}
+
+impl Running {
+    /// The relay of the call (its messages go to the request that resumes it).
+    pub(crate) fn relay(&self) -> &Arc<ClientRelay> {
+        &self.relay
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(name: &str) -> Caller {
+        Caller::new(name, None).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_suspended_call_resumes_once_for_its_caller_and_tool_only() {
+        let bridges = Arc::new(Bridges::default());
+        let (relay, _queue) = ClientRelay::new(crate::relay::LogFilter::Silent, None, None);
+        let (asker, asks) = Running::asker(ClientAnswers {
+            elicitation: true,
+            ..ClientAnswers::default()
+        });
+        let call = async move {
+            let answer = asker
+                .ask("elicitation/create", Some(json!({"message": "?"})))
+                .await;
+            Ok(ResultBody::Value(json!({"got": answer.ok()})))
+        };
+        let running = Running::start(call, asks, relay);
+        let first = bridges
+            .drive(caller("alice"), "m__t".into(), running)
+            .await
+            .unwrap();
+        let ResultBody::Value(first) = first else {
+            panic!()
+        };
+        assert_eq!(first["resultType"], "input_required");
+        assert_eq!(
+            first["inputRequests"]["input"]["method"],
+            "elicitation/create"
+        );
+        let state = first["requestState"].as_str().unwrap().to_owned();
+        assert!(state.starts_with(STATE_PREFIX));
+
+        let answer = || {
+            Some(
+                json!({"input": {"action": "accept"}})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )
+        };
+        assert!(
+            bridges
+                .resume(&caller("bob"), "m__t", &state, answer())
+                .is_err(),
+            "another caller"
+        );
+        assert!(
+            bridges
+                .resume(&caller("alice"), "m__x", &state, answer())
+                .is_err(),
+            "another tool"
+        );
+        let running = bridges
+            .resume(&caller("alice"), "m__t", &state, answer())
+            .unwrap();
+        assert!(
+            bridges
+                .resume(&caller("alice"), "m__t", &state, answer())
+                .is_err(),
+            "spent"
+        );
+        let done = bridges
+            .drive(caller("alice"), "m__t".into(), running)
+            .await
+            .unwrap();
+        let ResultBody::Value(done) = done else {
+            panic!()
+        };
+        assert_eq!(done["got"], json!({"action": "accept"}));
+    }
+}
