@@ -726,3 +726,114 @@ async fn a_module_cannot_be_configured_to_receive_the_gateways_secrets() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The conformance fixture (official Python SDK, 2025-11-25) as an HTTP module `fx`, with
+/// its tools allowed; returns the fixture process (alive while held) and the gateway.
+async fn behind_the_gateway_the_fixture(dir: &Path) -> (tokio::process::Child, Gateway) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let fixture = Command::new(env_or_panic("MCP_INTEROP_PYTHON"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/conformance/fixture_server.py"
+        ))
+        .args(["--port", &port.to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    for _ in 0..300 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut config = format!(
+        r#"
+listen = "127.0.0.1:0"
+[store]
+kind = "memory"
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{client}"
+scopes = ["tools:call", "elicitations:respond"]
+[[modules]]
+name = "fx"
+transport = "http"
+url = "http://127.0.0.1:{port}/mcp"
+"#,
+        client = token_sha256(CLIENT),
+    );
+    for tool in [
+        "test_tool_with_logging",
+        "test_tool_with_progress",
+        "test_elicitation",
+        "test_sampling",
+    ] {
+        config.push_str(&format!(
+            "[[policy]]\ntool = \"fx__{tool}\"\ngate = \"allow\"\n"
+        ));
+    }
+    let path = dir.join("relay.toml");
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(&path, config).unwrap();
+    (fixture, Gateway::start(&path).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_sees_a_modules_progress_logs_elicitation_and_sampling_through_the_gateway()
+{
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-relay-{}", std::process::id()));
+    let (_fixture, gateway) = behind_the_gateway_the_fixture(&dir).await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_relay_client.py"
+    );
+    for mode in ["legacy", "auto"] {
+        let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+        command
+            .arg(script)
+            .arg(format!("{}/mcp", gateway.base))
+            .args([CLIENT, mode]);
+        let seen = run_client(command, &format!("python relay {mode}")).await;
+        let version = if mode == "auto" {
+            "2026-07-28"
+        } else {
+            "2025-11-25"
+        };
+        assert_eq!(seen["protocol_version"], version, "{seen}");
+        assert_eq!(
+            seen["progress"],
+            json!([0.0, 50.0, 100.0]),
+            "{mode}: {seen}"
+        );
+        let logs = seen["logs"].as_array().unwrap();
+        assert!(
+            logs.len() >= 3,
+            "{mode}: log messages during the call: {seen}"
+        );
+        assert_eq!(
+            seen["elicited"].as_array().unwrap().len(),
+            1,
+            "{mode}: {seen}"
+        );
+        let elicited = seen["texts"]["fx__test_elicitation"][0].as_str().unwrap();
+        assert!(
+            elicited.contains("action=accept") && elicited.contains("ada@example.com"),
+            "{mode}: the module got the client's answer: {elicited}"
+        );
+        let sampled = seen["texts"]["fx__test_sampling"][0].as_str().unwrap();
+        assert!(sampled.contains("sampled by python"), "{mode}: {sampled}");
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
