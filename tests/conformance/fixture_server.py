@@ -58,6 +58,8 @@ TOOLS = [
     ("test_elicitation", "Asks the user for a username and email", string_args(message="Message shown to the user")),
     ("test_elicitation_sep1034_defaults", "Elicits a form whose fields have defaults (SEP-1034)", NO_ARGS),
     ("test_elicitation_sep1330_enums", "Elicits a form with every enum variant (SEP-1330)", NO_ARGS),
+    # Not a conformance fixture: the gateway's own interop test of list changes.
+    ("grow_tools", "Adds the tool added_tool and announces it on the session's GET stream", NO_ARGS),
 ]
 
 # Form schemas for the elicitation tools.
@@ -149,6 +151,12 @@ async def call_tool(ctx, params: types.CallToolRequestParams):
         r = await session.elicit_form(message, schema, related_request_id=ctx.request_id)
         return [text(f"Elicitation result: action={r.action}, content={json.dumps(r.content or {})}")]
 
+    if name == "grow_tools":
+        if not any(t[0] == "added_tool" for t in TOOLS):
+            TOOLS.append(("added_tool", "Added by grow_tools", NO_ARGS))
+        # Not related to this request: it goes out on the session's GET stream.
+        await session.send_tool_list_changed()
+        return {"content": [text("grown")]}
     if name == "test_simple_text":
         content = [text("This is a simple text response for testing.")]
     elif name == "test_image_content":

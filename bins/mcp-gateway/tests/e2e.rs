@@ -766,14 +766,20 @@ mode = "tokens"
 subject = "alice"
 token_sha256 = "{client}"
 scopes = ["tools:call", "elicitations:respond"]
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{agent}"
+scopes = ["tools:call"]
 [[modules]]
 name = "fx"
 transport = "http"
 url = "http://127.0.0.1:{port}/mcp"
 "#,
         client = token_sha256(CLIENT),
+        agent = token_sha256(AGENT),
     );
     for tool in [
+        "grow_tools",
         "test_tool_with_logging",
         "test_tool_with_progress",
         "test_elicitation",
@@ -834,6 +840,68 @@ async fn the_python_sdk_sees_a_modules_progress_logs_elicitation_and_sampling_th
         let sampled = seen["texts"]["fx__test_sampling"][0].as_str().unwrap();
         assert!(sampled.contains("sampled by python"), "{mode}: {sampled}");
     }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_modules_list_change_reaches_a_session_stream_and_the_new_tool_is_listed() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-lists-{}", std::process::id()));
+    let (_fixture, gateway) = behind_the_gateway_the_fixture(&dir).await;
+    let mut session = Session::open(&gateway).await;
+    // The session's stream.
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder()
+        .method("GET")
+        .uri(format!("{}/mcp", gateway.base))
+        .header("authorization", format!("Bearer {AGENT}"))
+        .header("mcp-session-id", &session.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    let mut next_chunk = async || {
+        let frame = tokio::time::timeout(Duration::from_secs(20), body.frame())
+            .await
+            .expect("the stream says something within 20 s")
+            .expect("the stream is open")
+            .unwrap();
+        frame
+            .data_ref()
+            .map(|d| String::from_utf8_lossy(d).into_owned())
+            .unwrap_or_default()
+    };
+    while !seen.contains("retry:") {
+        seen.push_str(&next_chunk().await);
+    }
+    let grown = session.call("fx__grow_tools", json!({}), None).await;
+    assert_eq!(text(&grown), "grown", "{grown}");
+    while !seen.contains("notifications/tools/list_changed") {
+        seen.push_str(&next_chunk().await);
+    }
+    let auth = format!("Bearer {AGENT}");
+    let (_, _, listed) = http(
+        "POST",
+        &format!("{}/mcp", gateway.base),
+        &[
+            ("authorization", &auth),
+            ("mcp-session-id", &session.id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})),
+    )
+    .await;
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"fx__added_tool"), "{names:?}");
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -168,6 +168,9 @@ pub async fn serve(
         });
     }
     drop(listener);
+    // Sessions' GET streams would keep their connections open forever: end them, so the
+    // drain waits only for calls in flight.
+    service.end_session_streams();
     if tokio::time::timeout(DRAIN, graceful.shutdown())
         .await
         .is_err()

@@ -259,6 +259,11 @@ impl McpService {
         self
     }
 
+    /// Ends the legacy sessions' GET streams (at shutdown, so connections can drain).
+    pub fn end_session_streams(&self) {
+        self.sessions.end_streams();
+    }
+
     /// Long-lived SSE streams `caller` holds open now.
     pub fn open_streams(&self, caller: &elicitation_store::Caller) -> usize {
         self.streams.open_for(caller)

@@ -156,6 +156,18 @@ impl Sessions {
         Ok(())
     }
 
+    /// Ends every session's stream (the gateway is shutting down); the sessions stay.
+    pub fn end_streams(&self) {
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            session.channel.close();
+        }
+    }
+
     /// Queues `message` for every live session's stream.
     pub fn notify_all(&self, message: &[u8]) {
         for session in self

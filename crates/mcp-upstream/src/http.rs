@@ -13,7 +13,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
-use tokio::sync::Mutex;
+use std::sync::Arc;
+use tokio::sync::{Mutex, broadcast};
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
@@ -87,8 +88,13 @@ enum Era {
 pub struct HttpModule {
     config: HttpConfig,
     client: Client<HttpConnector, Full<Bytes>>,
-    /// The module's era once known (read on every call, so a plain mutex around a clone).
-    era: std::sync::Mutex<Option<Era>>,
+    /// The module's era once known (read on every call, so a plain mutex around a clone;
+    /// shared with the task that listens to the module's own stream).
+    era: Arc<std::sync::Mutex<Option<Era>>>,
+    /// What the module's own stream says: its lists changed, a resource was updated.
+    feeds: Feeds,
+    /// The task that listens to the module's own stream, once the module was reached.
+    listener: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Held while finding out the era, so only one caller probes.
     connecting: Mutex<()>,
     next_id: AtomicI64,
@@ -128,7 +134,12 @@ impl HttpModule {
             base_headers,
             config,
             client,
-            era: std::sync::Mutex::new(None),
+            era: Arc::default(),
+            feeds: Feeds {
+                changed: broadcast::channel(16).0,
+                updated: broadcast::channel(64).0,
+            },
+            listener: std::sync::Mutex::default(),
             connecting: Mutex::new(()),
             next_id: AtomicI64::new(0),
         }
@@ -323,6 +334,20 @@ impl HttpModule {
             .era
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(found.clone());
+        let mut listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if listener.is_none() {
+            *listener = Some(tokio::spawn(listen(Listener {
+                name: self.config.name.clone(),
+                url: self.config.url.clone(),
+                client: self.client.clone(),
+                headers: self.headers(),
+                era: self.era.clone(),
+                feeds: self.feeds.clone(),
+            })));
+        }
         Ok(found)
     }
 
@@ -497,6 +522,25 @@ impl Module for HttpModule {
             .await
     }
 
+    fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
+        Some(self.feeds.changed.subscribe())
+    }
+
+    fn resource_updates(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.feeds.updated.subscribe())
+    }
+
+    async fn shutdown(&self) {
+        let listener = self
+            .listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+    }
+
     async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
         let method = if subscribe {
             "resources/subscribe"
@@ -591,5 +635,188 @@ impl Module for HttpModule {
                 .await?;
         }
         Ok(result)
+    }
+}
+
+impl Drop for HttpModule {
+    fn drop(&mut self) {
+        if let Some(listener) = self
+            .listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            listener.abort();
+        }
+    }
+}
+
+/// Where the module's own stream reports.
+#[derive(Clone)]
+struct Feeds {
+    changed: broadcast::Sender<()>,
+    updated: broadcast::Sender<String>,
+}
+
+/// What the task that listens to a module's own stream needs.
+struct Listener {
+    name: String,
+    url: Uri,
+    client: Client<HttpConnector, Full<Bytes>>,
+    headers: HeaderMap,
+    era: Arc<std::sync::Mutex<Option<Era>>>,
+    feeds: Feeds,
+}
+
+/// Listens to the module's own stream — a legacy module's `GET` stream, a 2026-07-28
+/// module's `subscriptions/listen` — for its list changes and resource updates, and
+/// reconnects (with back-off, re-listing what may have changed meanwhile) when it ends. A
+/// module that offers no such stream (405, 501, or a JSON-RPC error) is not asked again.
+async fn listen(l: Listener) {
+    let mut backoff = Duration::from_secs(1);
+    let mut connected_before = false;
+    loop {
+        let era = l
+            .era
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut headers = l.headers.clone();
+        headers.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        let request = match &era {
+            None => None,
+            Some(Era::Legacy { session, version }) => {
+                if let Some(session) = session {
+                    headers.insert(MCP_SESSION_ID, session.clone());
+                }
+                headers.insert(MCP_PROTOCOL_VERSION, version.clone());
+                headers.remove(header::CONTENT_TYPE);
+                let mut request = Request::new(Full::new(Bytes::new()));
+                *request.method_mut() = Method::GET;
+                Some(request)
+            }
+            Some(Era::Modern) => {
+                headers.insert(
+                    MCP_PROTOCOL_VERSION,
+                    HeaderValue::from_static(MODERN_VERSION),
+                );
+                headers.insert(MCP_METHOD, HeaderValue::from_static("subscriptions/listen"));
+                let mut params = ListParams::default();
+                params.add_meta(modern_meta());
+                let mut body = serde_json::to_value(&params).unwrap_or_default();
+                body["notifications"] = serde_json::json!({
+                    "toolsListChanged": true,
+                    "promptsListChanged": true,
+                    "resourcesListChanged": true,
+                });
+                let id = RequestId::String("mcp-gateway-listen".into());
+                let bytes = jsonrpc::request_bytes(&id, "subscriptions/listen", &body);
+                let mut request = Request::new(Full::new(Bytes::from(bytes)));
+                *request.method_mut() = Method::POST;
+                Some(request)
+            }
+        };
+        if let Some(mut request) = request {
+            *request.uri_mut() = l.url.clone();
+            *request.headers_mut() = headers;
+            match l.client.request(request).await {
+                Ok(response) => {
+                    let status = response.status();
+                    let is_sse = response
+                        .headers()
+                        .get(header::CONTENT_TYPE)
+                        .and_then(|v| v.to_str().ok())
+                        .is_some_and(|v| v.starts_with("text/event-stream"));
+                    let refused = matches!(
+                        status,
+                        StatusCode::METHOD_NOT_ALLOWED
+                            | StatusCode::NOT_IMPLEMENTED
+                            | StatusCode::BAD_REQUEST
+                    ) || (status.is_success() && !is_sse);
+                    if refused {
+                        tracing::info!(module = %l.name, %status, "the module offers no stream of its own: its list changes are seen only when it restarts");
+                        return;
+                    }
+                    if status.is_success() {
+                        if connected_before {
+                            // It may have changed while the stream was down.
+                            let _ = l.feeds.changed.send(());
+                        }
+                        connected_before = true;
+                        backoff = Duration::from_secs(1);
+                        read_stream(&l, response.into_body()).await;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(module = %l.name, error = %e, "the module's stream could not be opened");
+                }
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// Reads the module's own stream until it ends.
+async fn read_stream(l: &Listener, mut body: hyper::body::Incoming) {
+    let mut parser = sse::Parser::default();
+    while let Some(Ok(frame)) = body.frame().await {
+        let Some(data) = frame.data_ref() else {
+            continue;
+        };
+        let Ok(events) = parser.feed(data) else {
+            return;
+        };
+        for event in events {
+            match jsonrpc::parse(event.as_bytes()) {
+                Ok(Message::Notification { method, params }) => match method.as_str() {
+                    "notifications/tools/list_changed"
+                    | "notifications/prompts/list_changed"
+                    | "notifications/resources/list_changed" => {
+                        let _ = l.feeds.changed.send(());
+                    }
+                    "notifications/resources/updated" => {
+                        let uri = tree(params)
+                            .and_then(|p| p.get("uri").and_then(Value::as_str).map(str::to_owned));
+                        if let Some(uri) = uri {
+                            let _ = l.feeds.updated.send(uri);
+                        }
+                    }
+                    _ => {}
+                },
+                // A request outside any call has no client to ask: answered here.
+                Ok(Message::Request(asked)) => {
+                    let answer = match refuse_ask(&asked.method) {
+                        Ok(result) => jsonrpc::result_bytes(&asked.id, &result),
+                        Err(error) => {
+                            jsonrpc::error_bytes(jsonrpc::ErrorId::Known(&asked.id), &error)
+                        }
+                    };
+                    let era = l
+                        .era
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    let mut headers = l.headers.clone();
+                    if let Some(Era::Legacy { session, version }) = era {
+                        if let Some(session) = session {
+                            headers.insert(MCP_SESSION_ID, session);
+                        }
+                        headers.insert(MCP_PROTOCOL_VERSION, version);
+                    }
+                    let mut request = Request::new(Full::new(Bytes::from(answer)));
+                    *request.method_mut() = Method::POST;
+                    *request.uri_mut() = l.url.clone();
+                    *request.headers_mut() = headers;
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(10), l.client.request(request))
+                            .await;
+                }
+                _ => {}
+            }
+        }
     }
 }
