@@ -346,6 +346,10 @@ pub struct StreamContext {
     pub request_id: RequestId,
     /// The gated call, as classified.
     pub call: Box<GatedCall>,
+    /// What the session's client can answer (its module's questions, once the call runs).
+    pub client: crate::relay::ClientAnswers,
+    /// The session's log level (a rank).
+    pub log_level: u8,
 }
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
@@ -438,11 +442,39 @@ async fn converse(
             }
             None => {}
         }
-        match c
+        // Once approved the call runs: its module's messages travel on this stream too.
+        let asker = crate::relay::SessionAsker {
+            answers: c.answers.clone(),
+            session: c.session.clone(),
+            can: c.client,
+        };
+        let (relay, mut queue) = crate::relay::ClientRelay::new(
+            crate::relay::LogFilter::AtLeast(c.log_level),
+            Some(crate::relay::Asker::Session(asker)),
+            c.gateway.inbox(&c.principal),
+        );
+        let relay: Arc<dyn mcp_upstream::Relay> = relay;
+        let resolving = c
             .gateway
-            .resolve(&c.principal, &c.call, Some(current.id), None)
-            .await
-        {
+            .resolve(&c.principal, &c.call, Some(current.id), Some(relay));
+        tokio::pin!(resolving);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                Some(message) = queue.recv() => {
+                    if !deliver(tx, sse::event_bytes(&message)).await {
+                        return None;
+                    }
+                }
+                outcome = &mut resolving => break outcome,
+            }
+        };
+        while let Ok(message) = queue.try_recv() {
+            if !deliver(tx, sse::event_bytes(&message)).await {
+                return None;
+            }
+        }
+        match outcome {
             CallOutcome::NeedsConfirmation(next) if next.askable_natively => {
                 current = next.confirmation
             }

@@ -141,6 +141,8 @@ impl McpService {
                                     principal: principal.clone(),
                                     request_id: request.id.clone(),
                                     call,
+                                    client: session.answers,
+                                    log_level: session.log_level,
                                 };
                                 return Ok(Reply::Stream(ask::stream_confirmation(
                                     context,

@@ -27,6 +27,8 @@ const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
 /// Another caller's agent.
 const BOB: &str = "bob-token";
+/// A person's client: calls tools and answers confirmations.
+const CLIENT: &str = "client-token";
 
 struct Harness {
     service: Arc<McpService>,
@@ -101,6 +103,7 @@ async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harn
         grant(AGENT, &[SCOPE_TOOLS_CALL]),
         grant(HUMAN, &[SCOPE_RESPOND]),
         grant(BOB, &[SCOPE_TOOLS_CALL]),
+        grant(CLIENT, &[SCOPE_TOOLS_CALL, SCOPE_RESPOND]),
     ])
     .unwrap();
     Harness {
@@ -977,4 +980,31 @@ async fn a_legacy_modules_question_reaches_a_modern_client_as_input_required_and
     let done = call.await.unwrap();
     let got: Value = serde_json::from_str(&text(&done)).unwrap();
     assert_eq!(got, json!({"action": "accept", "content": {"name": "Bo"}}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gated_calls_module_messages_follow_the_confirmation_on_the_same_stream() {
+    let h = harness().await;
+    let s = Session::open(&h, CLIENT, json!({"elicitation": {}})).await;
+    let mut events = s.call(2, "chatty__destroy", Value::Null).await.stream();
+    let asked = events.next().await.json();
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    assert!(
+        asked["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("mcp-gateway-confirm-")
+    );
+    let answer = json!({"action": "accept", "content": {"confirmed": true}});
+    s.send(
+        "POST",
+        &[],
+        &json!({"jsonrpc": "2.0", "id": asked["id"], "result": answer}),
+    )
+    .await;
+    let (before, result) = events.until_response().await;
+    assert_eq!(text(&result), "destroyed", "{result}");
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["method"], "notifications/message");
+    assert_eq!(before[0]["params"]["data"], "destroying");
 }
