@@ -39,7 +39,10 @@ impl McpService {
                     "this session already subscribes to {cap} resources; unsubscribe from some first"
                 ))
             })?;
-        if !changed || self.sessions.others_subscribed(uri, session_id) {
+        if !changed
+            || self.sessions.others_subscribed(uri, session_id)
+            || self.listeners.subscribed(uri)
+        {
             return Ok(());
         }
         let asked = self.gateway.subscribe_resource(uri, subscribe).await;

@@ -252,3 +252,140 @@ mod tests {
         );
     }
 }
+
+/// The 2026-07-28 `subscriptions/listen` streams open now, and the resources each
+/// subscribed to (so a module is unsubscribed only when nobody listens any more).
+#[derive(Debug, Default)]
+pub struct Listeners {
+    next: AtomicU64,
+    uris: Mutex<HashMap<u64, BTreeSet<String>>>,
+}
+
+impl Listeners {
+    /// A new listener of `uris`; its id.
+    pub fn register(&self, uris: BTreeSet<String>) -> u64 {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.lock().insert(id, uris);
+        id
+    }
+
+    /// Ends listener `id`; the resources it subscribed to.
+    pub fn remove(&self, id: u64) -> BTreeSet<String> {
+        self.lock().remove(&id).unwrap_or_default()
+    }
+
+    /// Whether any listener subscribed to `uri`.
+    pub fn subscribed(&self, uri: &str) -> bool {
+        self.lock().values().any(|uris| uris.contains(uri))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, BTreeSet<String>>> {
+        self.uris.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// What a `subscriptions/listen` asks for (`notifications`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListenFor {
+    /// `notifications/tools/list_changed`.
+    #[serde(default)]
+    pub tools_list_changed: bool,
+    /// `notifications/prompts/list_changed`.
+    #[serde(default)]
+    pub prompts_list_changed: bool,
+    /// `notifications/resources/list_changed`.
+    #[serde(default)]
+    pub resources_list_changed: bool,
+    /// `notifications/resources/updated` for these URIs.
+    #[serde(default)]
+    pub resource_subscriptions: Vec<String>,
+}
+
+/// `subscriptions/listen`'s params.
+#[derive(Debug, serde::Deserialize)]
+pub struct ListenParams {
+    /// What to listen for.
+    #[serde(default)]
+    pub notifications: ListenFor,
+}
+
+/// A `subscriptions/listen` stream: the acknowledgement (what is honoured), then the
+/// catalog's changes and the subscribed resources' updates, each with
+/// `_meta["io.modelcontextprotocol/subscriptionId"]`; at shutdown the graceful close (the
+/// request's result). `on_end` runs when the stream ends, whatever the reason.
+pub fn modern_stream(
+    id: RequestId,
+    honoured: ListenFor,
+    mut changes: tokio::sync::broadcast::Receiver<()>,
+    mut updates: tokio::sync::broadcast::Receiver<String>,
+    mut closing: watch::Receiver<bool>,
+    on_end: impl FnOnce() + Send + 'static,
+) -> Response<Body> {
+    use tokio::sync::broadcast::error::RecvError;
+    let (tx, body) = ChannelBody::new(16);
+    tokio::spawn(async move {
+        let meta = serde_json::json!({"io.modelcontextprotocol/subscriptionId": id});
+        let notice = |method: &str, mut params: serde_json::Value| {
+            params["_meta"] = meta.clone();
+            sse::event_bytes(&mcp_wire::jsonrpc::notification_bytes(
+                method,
+                Some(&params),
+            ))
+        };
+        let acknowledged = notice(
+            "notifications/subscriptions/acknowledged",
+            serde_json::json!({"notifications": {
+                "toolsListChanged": honoured.tools_list_changed,
+                "promptsListChanged": honoured.prompts_list_changed,
+                "resourcesListChanged": honoured.resources_list_changed,
+                "resourceSubscriptions": honoured.resource_subscriptions,
+            }}),
+        );
+        if send(&tx, acknowledged).await {
+            let mut keep_alive =
+                tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+            loop {
+                let mut finished = false;
+                let events = tokio::select! {
+                    changed = changes.recv() => match changed {
+                        Ok(()) | Err(RecvError::Lagged(_)) => [
+                            ("tools", honoured.tools_list_changed),
+                            ("prompts", honoured.prompts_list_changed),
+                            ("resources", honoured.resources_list_changed),
+                        ]
+                        .into_iter()
+                        .filter(|(_, on)| *on)
+                        .map(|(list, _)| notice(&format!("notifications/{list}/list_changed"), serde_json::json!({})))
+                        .collect(),
+                        Err(RecvError::Closed) => break,
+                    },
+                    updated = updates.recv() => match updated {
+                        Ok(uri) if honoured.resource_subscriptions.contains(&uri) => {
+                            vec![notice("notifications/resources/updated", serde_json::json!({"uri": uri}))]
+                        }
+                        Ok(_) | Err(RecvError::Lagged(_)) => Vec::new(),
+                        Err(RecvError::Closed) => break,
+                    },
+                    _ = keep_alive.tick() => vec![sse::comment("keep-alive")],
+                    closed = closing.wait_for(|closing| *closing) => {
+                        drop(closed);
+                        finished = true;
+                        let done = serde_json::json!({"resultType": "complete", "_meta": meta});
+                        vec![sse::event_bytes(&mcp_wire::jsonrpc::result_bytes(&id, &done))]
+                    }
+                    () = tx.closed() => break,
+                };
+                let mut open = true;
+                for event in events {
+                    open = open && send(&tx, event).await;
+                }
+                if !open || finished {
+                    break;
+                }
+            }
+        }
+        on_end();
+    });
+    crate::response::sse_response(body.boxed())
+}

@@ -17,6 +17,7 @@ use crate::ask;
 use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::bridge::{self, Running};
 use crate::error::McpError;
+use crate::listen::{self, ListenParams};
 use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed};
 use crate::response;
 use crate::service::{McpService, Reply};
@@ -40,6 +41,9 @@ impl McpService {
         } else {
             match request.method.as_str() {
                 "server/discover" => (mcp::discover_result().into(), true),
+                "subscriptions/listen" => {
+                    return self.subscriptions_listen(headers, principal, request).await;
+                }
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     let params: CallToolParams = request.params_as()?;
@@ -125,6 +129,71 @@ impl McpService {
             forwarded => forwarded.for_client(true),
         };
         Ok(Reply::Result(result, None))
+    }
+}
+
+impl McpService {
+    /// `subscriptions/listen`: a stream of the catalog's changes and the subscribed
+    /// resources' updates (see `listen::modern_stream`). A resource is subscribed at its
+    /// module when its first listener (session or stream) comes, and unsubscribed when the
+    /// last one goes; one the module refuses (or no module claims) is not honoured.
+    async fn subscriptions_listen(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+        request: &Request,
+    ) -> Result<Reply, McpError> {
+        principal.require(SCOPE_TOOLS_CALL)?;
+        if !response::accepts_sse(headers) {
+            return Err(McpError::NotAcceptable(
+                "subscriptions/listen answers with an event stream: Accept must include text/event-stream".into(),
+            ));
+        }
+        let params: ListenParams = request.params_as()?;
+        let mut honoured = params.notifications;
+        let asked = std::mem::take(&mut honoured.resource_subscriptions);
+        if asked.len() > listen::MAX_SUBSCRIPTIONS {
+            return Err(McpError::InvalidParams(format!(
+                "at most {} resource subscriptions per stream",
+                listen::MAX_SUBSCRIPTIONS
+            )));
+        }
+        let mut uris = std::collections::BTreeSet::new();
+        for uri in asked {
+            if uris.contains(&uri) {
+                continue;
+            }
+            let watched =
+                self.sessions.others_subscribed(&uri, "") || self.listeners.subscribed(&uri);
+            if watched || self.gateway.subscribe_resource(&uri, true).await.is_ok() {
+                uris.insert(uri);
+            }
+        }
+        honoured.resource_subscriptions = uris.iter().cloned().collect();
+        let listener = self.listeners.register(uris);
+        let (gateway, sessions, listeners) = (
+            self.gateway.clone(),
+            self.sessions.clone(),
+            self.listeners.clone(),
+        );
+        let on_end = move || {
+            let left = listeners.remove(listener);
+            tokio::spawn(async move {
+                for uri in left {
+                    if !sessions.others_subscribed(&uri, "") && !listeners.subscribed(&uri) {
+                        let _ = gateway.subscribe_resource(&uri, false).await;
+                    }
+                }
+            });
+        };
+        Ok(Reply::Stream(listen::modern_stream(
+            request.id.clone(),
+            honoured,
+            self.gateway.catalog_changes(),
+            self.gateway.resource_updates(),
+            self.closing.subscribe(),
+            on_end,
+        )))
     }
 }
 

@@ -77,6 +77,9 @@ pub struct McpService {
     pub(crate) answers: Arc<ask::PendingAnswers>,
     pub(crate) streams: StreamSlots,
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
+    pub(crate) listeners: Arc<crate::listen::Listeners>,
+    /// Set at shutdown: long-lived streams end.
+    pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// `notifications/cancelled`'s params.
@@ -249,6 +252,8 @@ impl McpService {
             states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
             bridges: Arc::default(),
+            listeners: Arc::default(),
+            closing: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -259,9 +264,11 @@ impl McpService {
         self
     }
 
-    /// Ends the legacy sessions' GET streams (at shutdown, so connections can drain).
+    /// Ends the long-lived streams — sessions' GET streams, `subscriptions/listen` — at
+    /// shutdown, so connections can drain.
     pub fn end_session_streams(&self) {
         self.sessions.end_streams();
+        self.closing.send_replace(true);
     }
 
     /// Long-lived SSE streams `caller` holds open now.

@@ -1008,3 +1008,94 @@ async fn a_gated_calls_module_messages_follow_the_confirmation_on_the_same_strea
     assert_eq!(before[0]["method"], "notifications/message");
     assert_eq!(before[0]["params"]["data"], "destroying");
 }
+
+async fn modern_listen(h: &Harness, id: i64, notifications: Value) -> Events {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": notifications,
+    }});
+    let headers = [
+        ("authorization", "Bearer agent-token"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let (status, answer) = exchange(h, "POST", &headers, &body).await;
+    assert_eq!(status, StatusCode::OK);
+    answer.stream()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_listen_stream_carries_what_it_asked_for_and_ends_gracefully_at_shutdown() {
+    let h = harness().await;
+    let asked = json!({"promptsListChanged": true, "resourceSubscriptions": ["test://watched"]});
+    let mut stream = modern_listen(&h, 41, asked).await;
+    let ack = stream.next().await.json();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        41
+    );
+    let honoured = &ack["params"]["notifications"];
+    assert_eq!(honoured["promptsListChanged"], true);
+    assert_eq!(honoured["toolsListChanged"], false);
+    assert_eq!(honoured["resourceSubscriptions"], json!(["test://watched"]));
+
+    let s = Session::open(&h, AGENT, json!({})).await;
+    s.call(2, "chatty__touch", Value::Null).await.json();
+    let updated = stream.next().await.json();
+    assert_eq!(
+        updated["method"], "notifications/resources/updated",
+        "{updated}"
+    );
+    assert_eq!(updated["params"]["uri"], "test://watched");
+    assert_eq!(
+        updated["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        41
+    );
+    s.call(3, "chatty__grow", Value::Null).await.json();
+    let changed = stream.next().await.json();
+    assert_eq!(
+        changed["method"], "notifications/prompts/list_changed",
+        "only what it asked for: {changed}"
+    );
+
+    // The stream goes: the module is unsubscribed (nobody else listens).
+    drop(stream);
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        seen = serde_json::from_str(&text(
+            &s.call(4, "chatty__subscriptions", Value::Null).await.json(),
+        ))
+        .unwrap();
+        if seen.as_array().map(Vec::len) == Some(2) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        seen,
+        json!([
+            ["resources/subscribe", "test://watched"],
+            ["resources/unsubscribe", "test://watched"]
+        ])
+    );
+
+    // At shutdown a listen stream ends with its result.
+    let mut stream = modern_listen(&h, 42, json!({"toolsListChanged": true})).await;
+    stream.next().await;
+    h.service.end_session_streams();
+    let (_, last) = stream.until_response().await;
+    assert_eq!(last["id"], 42);
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        42
+    );
+}

@@ -131,27 +131,16 @@ pub fn server_info() -> Value {
 
 /// What the gateway serves: tools, prompts, resources and completions (lists are one page; no
 /// list-change notifications or subscriptions to clients yet).
-/// What the gateway serves. A legacy session gets list changes and resource updates on
-/// its GET stream; 2026-07-28 clients have no stream for them here (no
-/// `subscriptions/listen` yet), so nothing is promised to them.
-fn capabilities(session: bool) -> Value {
-    if session {
-        json!({
-            "tools": {"listChanged": true},
-            "prompts": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "completions": {},
-            "logging": {},
-        })
-    } else {
-        json!({
-            "tools": {"listChanged": false},
-            "prompts": {"listChanged": false},
-            "resources": {},
-            "completions": {},
-            "logging": {},
-        })
-    }
+/// What the gateway serves: list changes and resource updates reach a legacy session on
+/// its GET stream, a 2026-07-28 client on `subscriptions/listen`.
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": true},
+        "prompts": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "completions": {},
+        "logging": {},
+    })
 }
 
 const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
@@ -196,7 +185,7 @@ pub fn log_level_meta(rank: u8) -> Option<&'static Map<String, Value>> {
 pub fn initialize_result(version: &str) -> Value {
     json!({
         "protocolVersion": version,
-        "capabilities": capabilities(true),
+        "capabilities": capabilities(),
         "serverInfo": GATEWAY,
         "instructions": INSTRUCTIONS,
     })
@@ -222,7 +211,7 @@ pub fn initialize_params(version: &str) -> Value {
 pub fn discover_result() -> Value {
     json!({
         "supportedVersions": supported_versions(),
-        "capabilities": capabilities(false),
+        "capabilities": capabilities(),
         "instructions": INSTRUCTIONS,
         "ttlMs": 0,
         "cacheScope": "private",
