@@ -35,7 +35,7 @@ pub(crate) async fn measure(
 ) -> Result<IdleMemory> {
     let callers = sessions.div_ceil(PER_CALLER);
     let mut config = String::from(
-        "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[http]\nmax_connections = 4096\n[auth]\nmode = \"tokens\"\n",
+        "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[http]\nmax_connections = 4096\nmax_streams_per_caller = 64\n[auth]\nmode = \"tokens\"\n",
     );
     for i in 0..callers {
         config.push_str(&format!(

@@ -341,7 +341,7 @@ pub struct StreamContext {
     /// Its negotiated version.
     pub version: &'static str,
     /// The caller.
-    pub principal: Principal,
+    pub principal: Arc<Principal>,
     /// The client's `tools/call` id.
     pub request_id: RequestId,
     /// The gated call, as classified.
@@ -451,7 +451,7 @@ async fn converse(
         let (relay, mut queue) = crate::relay::ClientRelay::new(
             crate::relay::LogFilter::AtLeast(c.log_level),
             Some(crate::relay::Asker::Session(asker)),
-            c.gateway.inbox(&c.principal),
+            c.gateway.inbox(&c.principal, &c.call.entry),
         );
         let relay: Arc<dyn mcp_upstream::Relay> = relay;
         let resolving = c
@@ -467,6 +467,8 @@ async fn converse(
                     }
                 }
                 outcome = &mut resolving => break outcome,
+                // The client went away: the call is dropped (cancelled at its module).
+                () = tx.closed() => return None,
             }
         };
         while let Ok(message) = queue.try_recv() {

@@ -22,7 +22,6 @@ use mcp_wire::jsonrpc::ErrorObject;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 use crate::error::McpError;
 use crate::relay::{ClientAnswers, ClientRelay};
@@ -33,7 +32,9 @@ pub(crate) const STATE_PREFIX: &str = "mcp-gateway-bridge-";
 pub(crate) const SUSPEND_TIMEOUT: Duration = Duration::from_secs(600);
 /// The key of the one input request of a bridged call's `input_required`.
 const INPUT_KEY: &str = "input";
-/// Most suspended calls at once (the oldest is cancelled to make room).
+/// Most suspended calls of one caller (its own oldest is cancelled to make room).
+const MAX_SUSPENDED_PER_CALLER: usize = 64;
+/// Most suspended calls at once (beyond, a module's question is refused).
 const MAX_SUSPENDED: usize = 10_000;
 
 /// A module's request waiting for the client.
@@ -71,9 +72,11 @@ impl MrtrAsker {
     }
 }
 
-/// A call in flight on its own task, and where its module's requests arrive.
+/// A call in flight, and where its module's requests arrive. The call is a future polled
+/// by whichever request drives it (no task of its own): dropped with `Running`, which
+/// cancels its module call.
 pub(crate) struct Running {
-    task: JoinHandle<Result<ResultBody, McpError>>,
+    call: std::pin::Pin<Box<dyn Future<Output = Result<ResultBody, McpError>> + Send>>,
     asks: mpsc::Receiver<Asked>,
     relay: Arc<ClientRelay>,
 }
@@ -85,24 +88,17 @@ impl Running {
         (MrtrAsker { can, tx }, asks)
     }
 
-    /// Starts `call` on its own task.
+    /// The call, ready to be driven.
     pub(crate) fn start(
         call: impl Future<Output = Result<ResultBody, McpError>> + Send + 'static,
         asks: mpsc::Receiver<Asked>,
         relay: Arc<ClientRelay>,
     ) -> Running {
         Running {
-            task: tokio::spawn(call),
+            call: Box::pin(call),
             asks,
             relay,
         }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // Nobody waits for the call any more: cancel it (its module call with it).
-        self.task.abort();
     }
 }
 
@@ -138,55 +134,75 @@ impl Bridges {
         tool: String,
         mut running: Running,
     ) -> Result<ResultBody, McpError> {
-        let asked = tokio::select! {
-            biased;
-            Some(asked) = running.asks.recv() => asked,
-            done = &mut running.task => {
-                return done.unwrap_or_else(|e| Err(McpError::Internal(format!("the call's task failed: {e}"))));
+        loop {
+            let asked = loop {
+                tokio::select! {
+                    biased;
+                    Some(asked) = running.asks.recv() => {
+                        // A question whose asker gave up (its call ended) needs no answer.
+                        if !asked.reply.is_closed() {
+                            break asked;
+                        }
+                    }
+                    done = &mut running.call => return done,
+                }
+            };
+            let mut token = [0u8; 32];
+            self.rng
+                .fill(&mut token)
+                .map_err(|_| McpError::Internal("the system random source failed".into()))?;
+            let state: String = std::iter::once(STATE_PREFIX.to_owned())
+                .chain(token.iter().map(|b| format!("{b:02x}")))
+                .collect();
+            let mut request = Map::new();
+            request.insert("method".into(), Value::String(asked.method.clone()));
+            if let Some(params) = &asked.params {
+                request.insert("params".into(), params.clone());
             }
-        };
-        let mut token = [0u8; 32];
-        self.rng
-            .fill(&mut token)
-            .map_err(|_| McpError::Internal("the system random source failed".into()))?;
-        let state: String = std::iter::once(STATE_PREFIX.to_owned())
-            .chain(token.iter().map(|b| format!("{b:02x}")))
-            .collect();
-        let mut request = Map::new();
-        request.insert("method".into(), Value::String(asked.method.clone()));
-        if let Some(params) = &asked.params {
-            request.insert("params".into(), params.clone());
-        }
-        let result = json!({
-            "resultType": "input_required",
-            "inputRequests": {INPUT_KEY: request},
-            "requestState": state,
-        });
-        let mut suspended = self
-            .suspended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        suspended.retain(|_, s| now.duration_since(s.since) < SUSPEND_TIMEOUT);
-        if suspended.len() >= MAX_SUSPENDED
-            && let Some(oldest) = suspended
+            let result = json!({
+                "resultType": "input_required",
+                "inputRequests": {INPUT_KEY: request},
+                "requestState": state,
+            });
+            let mut suspended = self
+                .suspended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            suspended.retain(|_, s| now.duration_since(s.since) < SUSPEND_TIMEOUT);
+            // A caller makes room among its own calls, never another caller's.
+            let oldest_own = suspended
                 .iter()
+                .filter(|(_, s)| s.caller == caller)
                 .min_by_key(|(_, s)| s.since)
-                .map(|(k, _)| k.clone())
-        {
-            suspended.remove(&oldest);
+                .map(|(k, _)| k.clone());
+            let own = suspended.values().filter(|s| s.caller == caller).count();
+            if own >= MAX_SUSPENDED_PER_CALLER
+                && let Some(oldest) = oldest_own
+            {
+                suspended.remove(&oldest);
+            }
+            if suspended.len() >= MAX_SUSPENDED {
+                drop(suspended);
+                let _ = asked.reply.send(Err(ErrorObject {
+                    code: mcp_wire::codes::INTERNAL_ERROR,
+                    message: "the gateway holds too many calls waiting for their clients".into(),
+                    data: None,
+                }));
+                continue;
+            }
+            suspended.insert(
+                state,
+                Suspended {
+                    caller,
+                    tool,
+                    running,
+                    asked,
+                    since: now,
+                },
+            );
+            return Ok(result.into());
         }
-        suspended.insert(
-            state,
-            Suspended {
-                caller,
-                tool,
-                running,
-                asked,
-                since: now,
-            },
-        );
-        Ok(result.into())
     }
 
     /// Resumes the call `state` names for `caller` and `tool` with the client's answer

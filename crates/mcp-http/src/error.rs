@@ -106,6 +106,9 @@ pub enum McpError {
         /// The module's `data`.
         data: Option<Value>,
     },
+    /// The caller holds as many long-lived streams as it may.
+    #[error("this caller already holds {0} open streams; close one first")]
+    TooManyStreams(usize),
     /// The client cancelled the request (`notifications/cancelled`).
     #[error("request cancelled")]
     Cancelled,
@@ -123,6 +126,7 @@ impl McpError {
                 -32600
             }
             McpError::MethodNotFound(_) | McpError::MethodNotAllowed | McpError::NotFound => -32601,
+            McpError::TooManyStreams(_) => -32600,
             McpError::InvalidParams(_) | McpError::UnknownTool(_) | McpError::BadBody(_) => -32602,
             McpError::InvalidResponse { .. } => -32602,
             McpError::HeaderMismatch(_) => -32020,
@@ -162,6 +166,7 @@ impl McpError {
             McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             McpError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            McpError::TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
             McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             McpError::MethodNotFound(_) if era == Some(Era::Modern) => StatusCode::NOT_FOUND,
             McpError::InvalidParams(_) if era == Some(Era::Modern) => StatusCode::BAD_REQUEST,

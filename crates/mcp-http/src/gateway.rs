@@ -119,6 +119,16 @@ pub enum Classified {
     Gated(Box<GatedCall>),
 }
 
+impl Classified {
+    /// The tool called.
+    pub fn entry(&self) -> &Arc<ToolEntry> {
+        match self {
+            Classified::Forward(entry, _) | Classified::Deny(entry) => entry,
+            Classified::Gated(call) => &call.entry,
+        }
+    }
+}
+
 /// What the gate did with a call (for the audit trail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Audit {
@@ -246,16 +256,21 @@ impl Gateway {
         }
     }
 
-    /// The inbox where a module's questions to `principal` wait for a person when its
-    /// client cannot answer them; none where confirmations need an authenticated caller
+    /// The inbox where the questions of `tool`'s module to `principal` wait for a person
+    /// when its client cannot answer them; none where confirmations need an authenticated caller
     /// and this one is not.
-    pub(crate) fn inbox(&self, principal: &Principal) -> Option<crate::relay::Inbox> {
+    pub(crate) fn inbox(
+        &self,
+        principal: &Principal,
+        tool: &Arc<ToolEntry>,
+    ) -> Option<crate::relay::Inbox> {
         if self.require_authenticated_caller && !principal.authenticated {
             return None;
         }
         Some(crate::relay::Inbox {
             store: self.store.clone(),
             caller: principal.caller.clone(),
+            tool: tool.clone(),
         })
     }
 

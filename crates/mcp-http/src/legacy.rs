@@ -64,7 +64,7 @@ impl McpService {
     pub(crate) async fn legacy(
         &self,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
         request: &mut Request,
         streaming: Streaming,
     ) -> Result<Reply, McpError> {
@@ -166,7 +166,7 @@ impl McpService {
                                 session: session_id,
                                 can: session.answers,
                             })),
-                            self.gateway.inbox(principal),
+                            self.gateway.inbox(principal, classified.entry()),
                         );
                         let gateway = self.gateway.clone();
                         let caller = principal.clone();

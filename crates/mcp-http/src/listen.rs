@@ -69,13 +69,13 @@ impl Default for SessionChannel {
 impl SessionChannel {
     /// Queues a JSON-RPC notification for the session's stream.
     pub fn push(&self, message: &[u8]) {
+        // Numbered and published under the lock: two pushes never share an id.
         let mut events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
         let id = *self.last.borrow() + 1;
         if events.len() == BUFFER {
             events.pop_front();
         }
         events.push_back((id, sse::event_with_id(id, message)));
-        drop(events);
         self.last.send_replace(id);
     }
 
@@ -99,7 +99,18 @@ impl SessionChannel {
         call: impl Future<Output = Result<T, McpError>>,
     ) -> Result<T, McpError> {
         let (tx, rx) = oneshot::channel();
-        self.calls().insert(id.clone(), tx);
+        // A second call under an id already in flight is not cancellable by it (the id
+        // names the first).
+        let registered = match self.calls().entry(id.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(tx);
+                true
+            }
+        };
+        if !registered {
+            return call.await;
+        }
         let outcome = tokio::select! {
             outcome = call => outcome,
             Ok(()) = rx => Err(McpError::Cancelled),
@@ -161,12 +172,14 @@ pub fn stream(
     session: String,
     caller: Caller,
     last_event_id: Option<u64>,
+    slot: crate::streams::StreamSlot,
 ) -> Response<Body> {
     let generation = channel.generation.fetch_add(1, Ordering::AcqRel) + 1;
     // Waking the previous stream makes it notice it was taken over.
     channel.last.send_modify(|_| {});
     let (tx, body) = ChannelBody::new(16);
     tokio::spawn(async move {
+        let _slot = slot;
         let mut last = channel.last.subscribe();
         let current = *last.borrow_and_update();
         let mut sent = last_event_id.unwrap_or(current).min(current);
@@ -320,11 +333,13 @@ pub fn modern_stream(
     mut changes: tokio::sync::broadcast::Receiver<()>,
     mut updates: tokio::sync::broadcast::Receiver<String>,
     mut closing: watch::Receiver<bool>,
+    slot: crate::streams::StreamSlot,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Response<Body> {
     use tokio::sync::broadcast::error::RecvError;
     let (tx, body) = ChannelBody::new(16);
     tokio::spawn(async move {
+        let _slot = slot;
         let meta = serde_json::json!({"io.modelcontextprotocol/subscriptionId": id});
         let notice = |method: &str, mut params: serde_json::Value| {
             params["_meta"] = meta.clone();

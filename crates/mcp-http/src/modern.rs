@@ -27,7 +27,7 @@ impl McpService {
     pub(crate) async fn modern(
         &self,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
         request: &Request,
         head: &ParamsHead<'_>,
     ) -> Result<Reply, McpError> {
@@ -92,7 +92,7 @@ impl McpService {
                         let (relay, queue) = ClientRelay::new(
                             logs,
                             Some(Asker::Mrtr(asker)),
-                            self.gateway.inbox(principal),
+                            self.gateway.inbox(principal, &entry),
                         );
                         let mrtr = ask::Mrtr {
                             gateway: self.gateway.clone(),
@@ -150,6 +150,10 @@ impl McpService {
             ));
         }
         let params: ListenParams = request.params_as()?;
+        let slot = self
+            .streams
+            .try_open(&principal.caller)
+            .ok_or(McpError::TooManyStreams(self.config.max_streams_per_caller))?;
         let mut honoured = params.notifications;
         let asked = std::mem::take(&mut honoured.resource_subscriptions);
         if asked.len() > listen::MAX_SUBSCRIPTIONS {
@@ -192,6 +196,7 @@ impl McpService {
             self.gateway.catalog_changes(),
             self.gateway.resource_updates(),
             self.closing.subscribe(),
+            slot,
             on_end,
         )))
     }

@@ -116,6 +116,9 @@ pub(crate) struct SessionAsker {
 pub(crate) struct Inbox {
     pub(crate) store: Arc<dyn ElicitationStore>,
     pub(crate) caller: Caller,
+    /// The tool whose module asks (named in the question, so it never passes for the
+    /// gateway's own confirmation).
+    pub(crate) tool: Arc<mcp_upstream::registry::ToolEntry>,
 }
 
 impl Inbox {
@@ -133,6 +136,13 @@ impl Inbox {
         let (true, Some(message), Some(field)) = (is_form, message, field) else {
             return cancel;
         };
+        // Attributed, and shown as text: a module cannot pass its question off as the
+        // gateway's confirmation of a call.
+        let message = format!(
+            "A question from the module of the tool `{}` while it runs (not a confirmation of a tool call): {}",
+            self.tool.qualified,
+            gating_core::visible(message)
+        );
         let Ok(spec) = ElicitationSpec::new(message, field.spec.clone()) else {
             return cancel;
         };
@@ -310,20 +320,20 @@ impl mcp_upstream::Relay for ClientRelay {
         };
         let queue = self.queue();
         let (id, answer) = asker.answers.register_relayed(&asker.session);
+        // Forgotten however this ends (answered, refused, or dropped with its call).
+        let _waiting = Forget {
+            answers: &asker.answers,
+            session: &asker.session,
+            id: &id,
+        };
         let request = jsonrpc::request_bytes(&id, method, &params);
-        let forget = || asker.answers.forget(&asker.session, &id);
         if queue.send(request).await.is_err() {
-            forget();
             return Err(gone(method));
         }
         let answered = tokio::select! {
             answered = tokio::time::timeout(ASK_TIMEOUT, answer) => answered,
-            () = queue.closed() => {
-                forget();
-                return Err(gone(method));
-            }
+            () = queue.closed() => return Err(gone(method)),
         };
-        forget();
         match answered {
             Ok(Ok(Ok(result))) => Ok(result),
             Ok(Ok(Err(error))) => Err(serde_json::from_value(error).unwrap_or(ErrorObject {
@@ -338,6 +348,19 @@ impl mcp_upstream::Relay for ClientRelay {
                 data: None,
             }),
         }
+    }
+}
+
+/// Forgets a relayed request's waiter when dropped.
+struct Forget<'a> {
+    answers: &'a PendingAnswers,
+    session: &'a str,
+    id: &'a RequestId,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.answers.forget(self.session, self.id);
     }
 }
 

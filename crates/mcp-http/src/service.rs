@@ -407,12 +407,16 @@ impl McpService {
         };
         let last_event_id =
             header_text(headers, "last-event-id").and_then(|v| v.trim().parse().ok());
+        let Some(slot) = self.streams.try_open(&principal.caller) else {
+            return fail(McpError::TooManyStreams(self.config.max_streams_per_caller));
+        };
         crate::listen::stream(
             session.channel,
             self.sessions.clone(),
             session_id,
             principal.caller.clone(),
             last_event_id,
+            slot,
         )
     }
 
@@ -435,7 +439,7 @@ impl McpService {
     async fn post(
         &self,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
         bytes: &[u8],
     ) -> Response<Body> {
         let unreadable = |id: Option<jsonrpc::RequestId>, e: jsonrpc::EnvelopeError| {
@@ -460,7 +464,7 @@ impl McpService {
     async fn batch(
         &self,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
         items: Vec<Result<Message, jsonrpc::Unreadable>>,
     ) -> Response<Body> {
         let null_id = self.null_id(headers, principal);
@@ -551,7 +555,7 @@ impl McpService {
     async fn message(
         &self,
         headers: &HeaderMap,
-        principal: &Principal,
+        principal: &Arc<Principal>,
         message: Message,
     ) -> Response<Body> {
         let mut request = match message {

@@ -495,7 +495,10 @@ async fn a_question_the_client_cannot_answer_waits_for_a_person_and_their_answer
     };
     let asked = pending(&h).await;
     assert_eq!(asked["type"], "string_input", "{asked}");
-    assert_eq!(asked["message"], "Your name?");
+    assert_eq!(
+        asked["message"],
+        "A question from the module of the tool `chatty__ask` while it runs (not a confirmation of a tool call): Your name?"
+    );
     assert!(
         asked.get("tool").is_none(),
         "a question, not a confirmation: {asked}"
@@ -666,7 +669,7 @@ async fn with_two_calls_in_flight_a_stdio_modules_request_is_refused_not_guessed
         answer["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("2 calls are in flight"),
+            .contains("2 requests are in flight"),
         "{answer}"
     );
 
@@ -687,6 +690,12 @@ async fn with_two_calls_in_flight_a_stdio_modules_request_is_refused_not_guessed
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(cancelled.as_array().map(Vec::len), Some(1), "{cancelled}");
+
+    // The cancelled call may still be running at the module (it never answered): a
+    // question now could be its, so the next caller's client is not asked either.
+    let answer = asking.call(4, "chatty__ask", Value::Null).await.json();
+    let answer: Value = serde_json::from_str(&text(&answer)).unwrap();
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1098,4 +1107,51 @@ async fn a_modern_listen_stream_carries_what_it_asked_for_and_ends_gracefully_at
         last["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         42
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_caller_cannot_hold_more_long_lived_streams_than_its_cap() {
+    let h = harness().await;
+    let cap = ServiceConfig::default().max_streams_per_caller;
+    let mut open = Vec::new();
+    for i in 0..cap {
+        let id = i64::try_from(i).unwrap();
+        let mut stream = modern_listen(&h, id, json!({"toolsListChanged": true})).await;
+        stream.next().await;
+        open.push(stream);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 99, "method": "subscriptions/listen", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+        "notifications": {"toolsListChanged": true},
+    }});
+    let headers = [
+        ("authorization", "Bearer agent-token"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    let (status, answer) = exchange(&h, "POST", &headers, &body).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(answer.json()["error"]["code"], -32600);
+    // A session's GET stream counts too; another caller is unaffected.
+    let s = Session::open(&h, AGENT, json!({})).await;
+    let (status, _) = s.send("GET", &[], &Value::Null).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let bob = Session::open(&h, BOB, json!({})).await;
+    let (status, _) = bob.send("GET", &[], &Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    // A stream closed frees its place.
+    drop(open.pop());
+    let mut freed = StatusCode::TOO_MANY_REQUESTS;
+    for _ in 0..100 {
+        freed = s.send("GET", &[], &Value::Null).await.0;
+        if freed == StatusCode::OK {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(freed, StatusCode::OK);
 }

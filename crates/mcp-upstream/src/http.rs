@@ -33,6 +33,8 @@ use crate::{Module, ModuleError, ToolCall, refuse_ask};
 
 /// Most rounds of a module's `input_required` answered for one call.
 const MAX_INPUT_ROUNDS: usize = 8;
+/// Most input requests of one `input_required` round.
+const MAX_INPUT_REQUESTS: usize = 4;
 
 /// A module's `input_required` result: its input requests (key → `{method, params}`) and
 /// its `requestState`; `None` for any other result.
@@ -601,40 +603,53 @@ impl Module for HttpModule {
         let (Some(link), Some(params)) = (link, resend) else {
             return Ok(result);
         };
-        for _ in 0..MAX_INPUT_ROUNDS {
-            let Some((requests, state)) = input_required(&result) else {
-                return Ok(result);
-            };
-            let mut responses = serde_json::Map::new();
-            for (key, request) in requests {
-                let method = request
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let answer = link.ask(method, request.get("params").cloned()).await;
-                match answer {
-                    Ok(answer) => {
-                        responses.insert(key, answer);
-                    }
-                    Err(error) => {
-                        return Err(ModuleError::Protocol {
-                            module: self.config.name.clone(),
-                            reason: format!(
+        // The rounds, and the client's answers in them, share the call's timeout.
+        let rounds = async {
+            for _ in 0..MAX_INPUT_ROUNDS {
+                let Some((requests, state)) = input_required(&result) else {
+                    return Ok(result);
+                };
+                if requests.len() > MAX_INPUT_REQUESTS {
+                    return Err(self.protocol(format!(
+                        "input_required with {} input requests; at most {MAX_INPUT_REQUESTS} are asked",
+                        requests.len()
+                    )));
+                }
+                let mut responses = serde_json::Map::new();
+                for (key, request) in requests {
+                    let method = request
+                        .get("method")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    match link.ask(method, request.get("params").cloned()).await {
+                        Ok(answer) => {
+                            responses.insert(key, answer);
+                        }
+                        Err(error) => {
+                            return Err(self.protocol(format!(
                                 "its input request {method} could not be answered: {}",
                                 error.message
-                            ),
-                        });
+                            )));
+                        }
                     }
                 }
+                let mut again = params.clone();
+                again.input_responses = Some(responses);
+                again.request_state = state;
+                result = self
+                    .request("tools/call", again, Some(&name), &mirrored, Some(&link))
+                    .await?;
             }
-            let mut again = params.clone();
-            again.input_responses = Some(responses);
-            again.request_state = state;
-            result = self
-                .request("tools/call", again, Some(&name), &mirrored, Some(&link))
-                .await?;
-        }
-        Ok(result)
+            Ok(result)
+        };
+        tokio::time::timeout(self.config.call_timeout, rounds)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ModuleError::Timeout {
+                    module: self.config.name.clone(),
+                    seconds: self.config.call_timeout.as_secs(),
+                })
+            })
     }
 }
 

@@ -16,11 +16,13 @@
 //! about. The gateway sends each call's `progressToken` as its own
 //! (`mcp-gateway-progress-{request id}`) and gives progress back to the call it names, with
 //! the client's token. A request (`elicitation/create`, `sampling/createMessage`,
-//! `roots/list`) or a log message goes to the call in flight when there is exactly one;
-//! with several calls in flight it cannot be told apart, so a request is answered with an
-//! error and a log message goes to the gateway's log only — never to a guessed client,
-//! which could be another caller's. A call the gateway gives up on (its client went away,
-//! or the call timed out) is cancelled with `notifications/cancelled`.
+//! `roots/list`) or a log message goes to the call in flight when it is the only request
+//! in flight (of any method); otherwise it cannot be told apart, so a request is answered
+//! with an error and a log message goes to the gateway's log only — never to a guessed
+//! client, which could be another caller's. A request the gateway gives up on (its client
+//! went away, or the call timed out) is cancelled with `notifications/cancelled` and still
+//! counts as in flight for the module's call timeout (the module may still be on it). At
+//! most 16 of the module's own requests are answered at once; more are refused at once.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -110,23 +112,41 @@ struct Shared {
     changed: broadcast::Sender<()>,
     /// What the running process said it offers.
     offers: rpc::Offers,
-    /// The `tools/call`s in flight, by request id, with their link to the client (if any).
-    calls: Mutex<HashMap<String, Option<Arc<CallLink>>>>,
+    /// Every request in flight, by request id: a `tools/call`'s link to its client, `None`
+    /// for any other request; and, until the module's call timeout has passed, the
+    /// requests the gateway gave up on (the module may still be working on them).
+    calls: Mutex<HashMap<String, InFlightEntry>>,
     /// `notifications/resources/updated`, by URI.
     updated: broadcast::Sender<String>,
+    /// Bounds the module's own requests being answered at once.
+    asking: Arc<tokio::sync::Semaphore>,
 }
 
+/// One request in the table of [`Shared::calls`].
+struct InFlightEntry {
+    link: Option<Arc<CallLink>>,
+    /// For a request given up on: until when it still counts.
+    until: Option<Instant>,
+}
+
+/// Most of a module's own requests answered at once (beyond: answered with an error).
+const MAX_MODULE_REQUESTS: usize = 16;
+
 impl Shared {
-    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Arc<CallLink>>>> {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<String, InFlightEntry>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The call a message without a reference belongs to: the only one in flight; `Err`
-    /// with how many are in flight otherwise.
+    /// The call a message without a reference belongs to: the only request in flight (a
+    /// `tools/call` with a client); `Err` with how many are in flight otherwise. Requests
+    /// the gateway gave up on still count for a while, so a late message of a cancelled
+    /// call never reaches the next caller's client.
     fn only_call(&self) -> Result<Option<Arc<CallLink>>, usize> {
-        let calls = self.calls();
+        let mut calls = self.calls();
+        let now = Instant::now();
+        calls.retain(|_, entry| entry.until.is_none_or(|until| until > now));
         match calls.len() {
-            1 => Ok(calls.values().next().cloned().flatten()),
+            1 => Ok(calls.values().next().and_then(|entry| entry.link.clone())),
             n => Err(n),
         }
     }
@@ -138,15 +158,25 @@ struct InFlight<'a> {
     shared: &'a Shared,
     stdin: mpsc::Sender<Vec<u8>>,
     id: jsonrpc::RequestId,
-    call: bool,
     answered: bool,
+    /// How long a request given up on still counts as in flight.
+    grace: Duration,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        if self.call
-            && let Some(Some(link)) = self.shared.calls().remove(&self.id.to_string())
-        {
+        let key = self.id.to_string();
+        let mut calls = self.shared.calls();
+        let link = if self.answered {
+            calls.remove(&key).and_then(|entry| entry.link)
+        } else {
+            calls.get_mut(&key).and_then(|entry| {
+                entry.until = Some(Instant::now() + self.grace);
+                entry.link.take()
+            })
+        };
+        drop(calls);
+        if let Some(link) = link {
             link.end();
         }
         if self.answered {
@@ -184,6 +214,7 @@ impl StdioModule {
             offers: rpc::Offers::default(),
             calls: Mutex::default(),
             updated: broadcast::channel(64).0,
+            asking: Arc::new(tokio::sync::Semaphore::new(MAX_MODULE_REQUESTS)),
         });
         let (stop, stopped) = watch::channel(false);
         let call_timeout = config.call_timeout;
@@ -226,7 +257,7 @@ impl StdioModule {
     async fn send<P: serde::Serialize + Sync>(
         &self,
         method: &str,
-        params: impl FnOnce(&jsonrpc::RequestId) -> (P, Option<Option<Arc<CallLink>>>),
+        params: impl FnOnce(&jsonrpc::RequestId) -> (P, Option<Arc<CallLink>>),
     ) -> rpc::Answer {
         let name = &self.shared.name;
         let stdin = self
@@ -254,18 +285,23 @@ impl StdioModule {
             shared: &self.shared,
             stdin: stdin.clone(),
             id: id.clone(),
-            call: call.is_some(),
             answered: false,
+            grace: self.call_timeout,
         };
-        if let Some(link) = call {
-            self.shared.calls().insert(id.to_string(), link);
-        }
-        if stdin.send(line).await.is_err() {
+        self.shared.calls().insert(
+            id.to_string(),
+            InFlightEntry {
+                link: call,
+                until: None,
+            },
+        );
+        let sent = tokio::time::timeout(self.call_timeout, stdin.send(line)).await;
+        if !matches!(sent, Ok(Ok(()))) {
             in_flight.answered = true;
             self.shared.pending.forget(&id);
             return Err(ModuleError::Unavailable {
                 module: name.clone(),
-                reason: "the process is stopping".into(),
+                reason: "the process is stopping or does not read its input".into(),
             });
         }
         match tokio::time::timeout(self.call_timeout, answer).await {
@@ -304,7 +340,7 @@ impl Module for StdioModule {
         self.send("tools/call", |id| {
             let link = relay
                 .map(|relay| Arc::new(CallLink::new(relay, &mut params, Some(progress_token(id)))));
-            (params, Some(link))
+            (params, link)
         })
         .await
     }
@@ -643,7 +679,7 @@ fn notification(shared: &Shared, method: &str, params: Option<Value>) {
             let link = token
                 .and_then(Value::as_str)
                 .and_then(|t| t.strip_prefix("mcp-gateway-progress-"))
-                .and_then(|id| shared.calls().get(id).cloned().flatten());
+                .and_then(|id| shared.calls().get(id).and_then(|e| e.link.clone()));
             if let Some(link) = link {
                 link.notification(method, params);
             }
@@ -686,6 +722,13 @@ async fn read_messages(
         }
         // Answers first, their results left unparsed; anything else is read whole.
         if let Some(response) = jsonrpc::parse_response(text) {
+            // A request given up on is over once the module answers it after all.
+            let mut calls = shared.calls();
+            let key = response.id.to_string();
+            if calls.get(&key).is_some_and(|entry| entry.until.is_some()) {
+                calls.remove(&key);
+            }
+            drop(calls);
             let answer = rpc::answer(&shared.name, response.outcome);
             shared.pending.resolve(&response.id, answer);
             continue;
@@ -713,16 +756,33 @@ async fn read_messages(
                     .and_then(|p| serde_json::from_str::<Value>(p.0.get()).ok());
                 let stdin = stdin.clone();
                 let (id, method) = (request.id, request.method);
+                // A module that asks more at once than anyone answers is refused at once.
+                let Ok(permit) = shared.asking.clone().try_acquire_owned() else {
+                    let error = ErrorObject {
+                        code: codes::INTERNAL_ERROR,
+                        message: format!(
+                            "{method} refused: the module has {MAX_MODULE_REQUESTS} requests waiting for answers already"
+                        ),
+                        data: None,
+                    };
+                    let _ = stdin.try_send(jsonrpc::into_line(jsonrpc::error_bytes(
+                        ErrorId::Known(&id),
+                        &error,
+                    )));
+                    continue;
+                };
+                let answer_timeout = Duration::from_secs(30);
                 // Answered on its own task: the client may take a while, and other calls'
                 // answers keep arriving meanwhile.
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let answer = match link {
                         Ok(Some(link)) => link.ask(&method, params).await,
                         Ok(None) => refuse_ask(&method),
                         Err(in_flight) => Err(ErrorObject {
                             code: codes::INTERNAL_ERROR,
                             message: format!(
-                                "{method} cannot be relayed: {in_flight} calls are in flight on this stdio connection and nothing tells which one it is about"
+                                "{method} cannot be relayed: {in_flight} requests are in flight on this stdio connection and nothing tells which one it is about"
                             ),
                             data: None,
                         }),
@@ -731,7 +791,9 @@ async fn read_messages(
                         Ok(result) => jsonrpc::result_bytes(&id, &result),
                         Err(error) => jsonrpc::error_bytes(ErrorId::Known(&id), &error),
                     };
-                    let _ = stdin.send(jsonrpc::into_line(out)).await;
+                    let _ =
+                        tokio::time::timeout(answer_timeout, stdin.send(jsonrpc::into_line(out)))
+                            .await;
                 });
             }
             // Never logged whole: it may carry a payload.
