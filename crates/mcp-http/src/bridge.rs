@@ -23,8 +23,10 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::auth::Principal;
 use crate::error::McpError;
 use crate::relay::{ClientAnswers, ClientRelay};
+use mcp_upstream::registry::ToolEntry;
 
 /// The prefix of a bridged call's `requestState`.
 pub(crate) const STATE_PREFIX: &str = "mcp-gateway-bridge-";
@@ -103,8 +105,8 @@ impl Running {
 }
 
 struct Suspended {
-    caller: Caller,
-    tool: String,
+    principal: Arc<Principal>,
+    tool: Arc<ToolEntry>,
     running: Running,
     asked: Asked,
     since: Instant,
@@ -130,8 +132,8 @@ impl Bridges {
     /// `input_required`.
     pub(crate) async fn drive(
         self: &Arc<Self>,
-        caller: Caller,
-        tool: String,
+        principal: Arc<Principal>,
+        tool: Arc<ToolEntry>,
         mut running: Running,
     ) -> Result<ResultBody, McpError> {
         loop {
@@ -171,12 +173,16 @@ impl Bridges {
             let now = Instant::now();
             suspended.retain(|_, s| now.duration_since(s.since) < SUSPEND_TIMEOUT);
             // A caller makes room among its own calls, never another caller's.
+            let caller = &principal.caller;
             let oldest_own = suspended
                 .iter()
-                .filter(|(_, s)| s.caller == caller)
+                .filter(|(_, s)| s.principal.caller == *caller)
                 .min_by_key(|(_, s)| s.since)
                 .map(|(k, _)| k.clone());
-            let own = suspended.values().filter(|s| s.caller == caller).count();
+            let own = suspended
+                .values()
+                .filter(|s| s.principal.caller == *caller)
+                .count();
             if own >= MAX_SUSPENDED_PER_CALLER
                 && let Some(oldest) = oldest_own
             {
@@ -194,7 +200,7 @@ impl Bridges {
             suspended.insert(
                 state,
                 Suspended {
-                    caller,
+                    principal,
                     tool,
                     running,
                     asked,
@@ -222,7 +228,9 @@ impl Bridges {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         let fits = suspended.get(state).is_some_and(|s| {
-            s.caller == *caller && s.tool == tool && s.since.elapsed() < SUSPEND_TIMEOUT
+            s.principal.caller == *caller
+                && s.tool.qualified == tool
+                && s.since.elapsed() < SUSPEND_TIMEOUT
         });
         if !fits {
             return Err(invalid());
@@ -245,83 +253,5 @@ impl Running {
     /// The relay of the call (its messages go to the request that resumes it).
     pub(crate) fn relay(&self) -> &Arc<ClientRelay> {
         &self.relay
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn caller(name: &str) -> Caller {
-        Caller::new(name, None).unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_suspended_call_resumes_once_for_its_caller_and_tool_only() {
-        let bridges = Arc::new(Bridges::default());
-        let (relay, _queue) = ClientRelay::new(crate::relay::LogFilter::Silent, None, None);
-        let (asker, asks) = Running::asker(ClientAnswers {
-            elicitation: true,
-            ..ClientAnswers::default()
-        });
-        let call = async move {
-            let answer = asker
-                .ask("elicitation/create", Some(json!({"message": "?"})))
-                .await;
-            Ok(ResultBody::Value(json!({"got": answer.ok()})))
-        };
-        let running = Running::start(call, asks, relay);
-        let first = bridges
-            .drive(caller("alice"), "m__t".into(), running)
-            .await
-            .unwrap();
-        let ResultBody::Value(first) = first else {
-            panic!()
-        };
-        assert_eq!(first["resultType"], "input_required");
-        assert_eq!(
-            first["inputRequests"]["input"]["method"],
-            "elicitation/create"
-        );
-        let state = first["requestState"].as_str().unwrap().to_owned();
-        assert!(state.starts_with(STATE_PREFIX));
-
-        let answer = || {
-            Some(
-                json!({"input": {"action": "accept"}})
-                    .as_object()
-                    .unwrap()
-                    .clone(),
-            )
-        };
-        assert!(
-            bridges
-                .resume(&caller("bob"), "m__t", &state, answer())
-                .is_err(),
-            "another caller"
-        );
-        assert!(
-            bridges
-                .resume(&caller("alice"), "m__x", &state, answer())
-                .is_err(),
-            "another tool"
-        );
-        let running = bridges
-            .resume(&caller("alice"), "m__t", &state, answer())
-            .unwrap();
-        assert!(
-            bridges
-                .resume(&caller("alice"), "m__t", &state, answer())
-                .is_err(),
-            "spent"
-        );
-        let done = bridges
-            .drive(caller("alice"), "m__t".into(), running)
-            .await
-            .unwrap();
-        let ResultBody::Value(done) = done else {
-            panic!()
-        };
-        assert_eq!(done["got"], json!({"action": "accept"}));
     }
 }

@@ -106,7 +106,7 @@ impl McpService {
                         };
                         (Running::start(call, asks, relay), queue)
                     };
-                    let (caller, tool) = (principal.caller.clone(), entry.qualified.clone());
+                    let (caller, tool) = (principal.clone(), entry.clone());
                     let call = async move { bridges.drive(caller, tool, running).await };
                     if !response::accepts_sse(headers) {
                         drop(queue);

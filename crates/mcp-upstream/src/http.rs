@@ -39,7 +39,11 @@ const MAX_INPUT_REQUESTS: usize = 4;
 /// A module's `input_required` result: its input requests (key → `{method, params}`) and
 /// its `requestState`; `None` for any other result.
 fn input_required(result: &RawValue) -> Option<(serde_json::Map<String, Value>, Option<String>)> {
-    if mcp_wire::result::inspect(result).ok()?.as_deref() != Some("input_required") {
+    // Most results are not: a cheap look first (an escaped spelling is read by `inspect`
+    // later, and refused as a result that is not `complete`).
+    if !result.get().contains("input_required")
+        || mcp_wire::result::inspect(result).ok()?.as_deref() != Some("input_required")
+    {
         return None;
     }
     let mut result: serde_json::Map<String, Value> = serde_json::from_str(result.get()).ok()?;
@@ -394,10 +398,23 @@ impl HttpModule {
     /// Sends a request in the module's era; a legacy session the module forgot (404) is
     /// re-established once. `name` and `mirrored` are a modern request's `Mcp-Name` and
     /// `Mcp-Param-*` headers.
-    async fn request<P: WithMeta + Send>(
+    async fn request<P: WithMeta + Send + Sync>(
         &self,
         method: &'static str,
         mut params: P,
+        name: Option<&str>,
+        mirrored: &[(HeaderName, HeaderValue)],
+        link: Option<&CallLink>,
+    ) -> rpc::Answer {
+        self.request_with(method, &mut params, name, mirrored, link)
+            .await
+    }
+
+    /// [`HttpModule::request`] with params the caller keeps (to send them again).
+    async fn request_with<P: WithMeta + Send + Sync>(
+        &self,
+        method: &'static str,
+        params: &mut P,
         name: Option<&str>,
         mirrored: &[(HeaderName, HeaderValue)],
         link: Option<&CallLink>,
@@ -590,17 +607,19 @@ impl Module for HttpModule {
             .map(|relay| CallLink::new(relay, &mut params, None));
         // The module's era is the module's business: the gateway checks the result's
         // resultType (whatever the module) before passing it on.
-        // Kept only where it may be sent again: a 2026-07-28 module's call with a client to
-        // ask (the era is known once the module was reached, before any call).
-        let modern = matches!(self.known_era(), Some(Era::Modern));
-        let resend = (modern && link.is_some()).then(|| params.clone());
         let mut result = self
-            .request("tools/call", params, Some(&name), &mirrored, link.as_ref())
+            .request_with(
+                "tools/call",
+                &mut params,
+                Some(&name),
+                &mirrored,
+                link.as_ref(),
+            )
             .await?;
         // A 2026-07-28 module that needs input answers `input_required`: its requests are
         // asked of the call's client (as a legacy module's would be) and the call is sent
         // again with the answers and the module's state, until it completes.
-        let (Some(link), Some(params)) = (link, resend) else {
+        let Some(link) = link else {
             return Ok(result);
         };
         // The rounds, and the client's answers in them, share the call's timeout.
@@ -633,11 +652,16 @@ impl Module for HttpModule {
                         }
                     }
                 }
-                let mut again = params.clone();
-                again.input_responses = Some(responses);
-                again.request_state = state;
+                params.input_responses = Some(responses);
+                params.request_state = state;
                 result = self
-                    .request("tools/call", again, Some(&name), &mirrored, Some(&link))
+                    .request_with(
+                        "tools/call",
+                        &mut params,
+                        Some(&name),
+                        &mirrored,
+                        Some(&link),
+                    )
                     .await?;
             }
             Ok(result)
