@@ -226,6 +226,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         allowed_hosts: config.http.allowed_hosts.clone(),
         max_streams_per_caller: config.http.max_streams_per_caller,
         session_idle_timeout: config.http.session_idle_timeout,
+        secure_cookies: config.http.secure_cookies,
         ..ServiceConfig::default()
     };
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing

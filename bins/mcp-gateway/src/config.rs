@@ -156,6 +156,9 @@ pub(crate) struct HttpConfig {
     pub(crate) max_connections: usize,
     #[serde(default = "default_max_streams_per_caller")]
     pub(crate) max_streams_per_caller: usize,
+    /// The approvals page's cookie is `Secure` (set when clients reach the gateway over TLS).
+    #[serde(default)]
+    pub(crate) secure_cookies: bool,
 }
 
 impl Default for HttpConfig {
@@ -170,6 +173,7 @@ impl Default for HttpConfig {
             idle_timeout: default_idle_timeout(),
             max_connections: default_max_connections(),
             max_streams_per_caller: default_max_streams_per_caller(),
+            secure_cookies: false,
         }
     }
 }

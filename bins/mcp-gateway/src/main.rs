@@ -169,7 +169,18 @@ async fn serve(config: Option<Config>) -> Result<()> {
     let address = listener.local_addr()?;
     tracing::info!(%address, "mcp-gateway listening");
     // One line on stdout that scripts (and the end-to-end tests) can wait for.
-    println!("mcp-gateway listening on http://{address}/mcp");
+    // One write, errors ignored: whoever started the gateway may read the first line and
+    // close the pipe (a failed print must not stop the gateway).
+    {
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(
+            format!(
+                "mcp-gateway listening on http://{address}/mcp\napprovals page: http://{address}/approvals\n"
+            )
+            .as_bytes(),
+        );
+        let _ = std::io::stdout().flush();
+    }
     if demo {
         print_demo_help(address);
     }
@@ -228,10 +239,13 @@ fn connection_cap(configured: usize) -> usize {
 }
 
 fn print_demo_help(address: std::net::SocketAddr) {
-    println!(
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stdout(),
         r#"
 mcp-gateway demo: MCP endpoint http://{address}/mcp  (memory store, no auth, loopback only)
 The `demo` module keeps a notebook: demo__list_notes (read-only), demo__add_note, demo__delete_note (destructive).
+Held calls wait for you on the approvals page: http://{address}/approvals
 
 Try it (the README walks through it):
   S=$(curl -si http://{address}/mcp -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' \

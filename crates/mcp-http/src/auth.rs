@@ -172,7 +172,7 @@ impl Auth {
     pub fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, McpError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
-            Auth::Tokens(tokens) => {
+            Auth::Tokens(_) => {
                 let Some(value) = headers.get(http::header::AUTHORIZATION) else {
                     return Err(McpError::Unauthorized {
                         invalid_token: false,
@@ -188,11 +188,22 @@ impl Auth {
                     .ok_or(McpError::Unauthorized {
                         invalid_token: true,
                     })?;
-                let mut key = [0u8; 32];
-                key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
-                tokens.get(&key).cloned().ok_or(McpError::Unauthorized {
+                self.token(token).ok_or(McpError::Unauthorized {
                     invalid_token: true,
                 })
+            }
+        }
+    }
+
+    /// The principal of a bearer token (mode `tokens`); `None` for an unknown one. In mode
+    /// `none`, the one local caller.
+    pub fn token(&self, token: &str) -> Option<Arc<Principal>> {
+        match self {
+            Auth::None(principal) => Some(principal.clone()),
+            Auth::Tokens(tokens) => {
+                let mut key = [0u8; 32];
+                key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
+                tokens.get(&key).cloned()
             }
         }
     }

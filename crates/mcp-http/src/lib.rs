@@ -9,6 +9,7 @@
 //! `gating-core`) nor how elicitations change or persist (`elicitation-core`,
 //! `elicitation-store`).
 
+pub mod approvals;
 pub mod ask;
 pub mod auth;
 pub mod body;

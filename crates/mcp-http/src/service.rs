@@ -51,6 +51,9 @@ pub struct ServiceConfig {
     /// Most long-lived SSE streams (a legacy session's confirmation stream) one caller may
     /// hold open; beyond it, a gated call gets the held result instead of a stream.
     pub max_streams_per_caller: usize,
+    /// Whether the approvals page's cookie is `Secure` (the gateway is reached over TLS,
+    /// directly or through a proxy).
+    pub secure_cookies: bool,
 }
 
 impl Default for ServiceConfig {
@@ -63,6 +66,7 @@ impl Default for ServiceConfig {
             session_idle_timeout: Duration::from_secs(30 * 60),
             max_sessions: 10_000,
             max_streams_per_caller: 16,
+            secure_cookies: false,
         }
     }
 }
@@ -78,6 +82,7 @@ pub struct McpService {
     pub(crate) streams: StreamSlots,
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
+    pub(crate) web: crate::approvals::WebSessions,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
@@ -253,6 +258,7 @@ impl McpService {
             answers: Arc::default(),
             bridges: Arc::default(),
             listeners: Arc::default(),
+            web: crate::approvals::WebSessions::default(),
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -333,32 +339,37 @@ impl McpService {
         if path == "/healthz" {
             return response::json(StatusCode::OK, &json!({"status": "ok"}));
         }
-        if path != "/mcp" && !is_rest {
+        let is_page = path == crate::approvals::PREFIX
+            || path.starts_with(&format!("{}/", crate::approvals::PREFIX));
+        if path != "/mcp" && !is_rest && !is_page {
             return fail(McpError::NotFound);
         }
         if !self.origin_allowed(&parts.headers) {
             return fail(McpError::BadOrigin);
         }
+        if is_page {
+            // The page authenticates with its own session cookie (or a sign-in form).
+            let bytes = match self.read_body(body).await {
+                Ok(bytes) => bytes,
+                Err(e) => return fail(e),
+            };
+            return self
+                .approvals(
+                    &parts.method,
+                    &path,
+                    parts.uri.query(),
+                    &parts.headers,
+                    &bytes,
+                )
+                .await;
+        }
         let principal = match self.auth.authenticate(&parts.headers) {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
-        let collect = Limited::new(body, self.config.body_limit).collect();
-        let Ok(collected) = tokio::time::timeout(self.config.body_read_timeout, collect).await
-        else {
-            return fail(McpError::BodyTimeout);
-        };
-        let bytes = match collected {
-            Ok(collected) => collected.to_bytes(),
-            Err(e)
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                return fail(McpError::PayloadTooLarge {
-                    limit: self.config.body_limit,
-                });
-            }
-            Err(e) => return fail(McpError::BadBody(format!("reading the body failed: {e}"))),
+        let bytes = match self.read_body(body).await {
+            Ok(bytes) => bytes,
+            Err(e) => return fail(e),
         };
         if is_rest {
             let request = rest::RestRequest {
@@ -418,6 +429,31 @@ impl McpService {
             last_event_id,
             slot,
         )
+    }
+
+    /// The whole body, within the size limit and the read timeout.
+    async fn read_body<B>(&self, body: B) -> Result<Bytes, McpError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let collect = Limited::new(body, self.config.body_limit).collect();
+        let Ok(collected) = tokio::time::timeout(self.config.body_read_timeout, collect).await
+        else {
+            return Err(McpError::BodyTimeout);
+        };
+        match collected {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(e)
+                if e.downcast_ref::<http_body_util::LengthLimitError>()
+                    .is_some() =>
+            {
+                Err(McpError::PayloadTooLarge {
+                    limit: self.config.body_limit,
+                })
+            }
+            Err(e) => Err(McpError::BadBody(format!("reading the body failed: {e}"))),
+        }
     }
 
     /// Whether an error whose request id could not be read is written with `"id": null`:

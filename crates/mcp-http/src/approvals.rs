@@ -1,0 +1,598 @@
+//! The approvals page, `/approvals`: where a person sees what waits for them — the gate's
+//! confirmations and modules' questions — and answers it in the browser.
+//!
+//! - **Sign-in** (auth `tokens`): once, with a token that has `elicitations:respond`; the
+//!   gateway keeps a web session (in this process's memory) and sets an `HttpOnly`,
+//!   `SameSite=Strict` cookie on `/approvals` (`Secure` when `ServiceConfig::secure_cookies`)
+//!   that expires with it. With auth `none` (loopback only) the page opens a session itself.
+//! - **Answers** are plain form posts, so Approve/Decline work without JavaScript; every
+//!   state-changing post carries the session's form token (`csrf`), and the `Origin` check of
+//!   the API applies. The page's small script only reloads it when the person's elicitations
+//!   change (`/approvals/events`).
+//! - **Rendering** (`html`): everything from agents, modules and people is text.
+
+mod html;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use elicitation_core::{CancelReason, ElicitationId, RespondOutcome};
+use elicitation_store::ListQuery;
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::{Value, json};
+
+use crate::auth::{Auth, Principal, SCOPE_RESPOND};
+use crate::body::{Body, ChannelBody, full};
+use crate::error::McpError;
+use crate::service::McpService;
+
+/// Where the page lives.
+pub const PREFIX: &str = "/approvals";
+/// The session cookie.
+const COOKIE: &str = "mcp_gateway_approvals";
+/// How long a sign-in lasts.
+const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
+/// Most web sessions at once (the oldest ends to make room).
+const MAX_SESSIONS: usize = 10_000;
+/// How many answered elicitations the page shows.
+const HISTORY: usize = 20;
+/// How often the events stream looks for changes.
+const POLL: Duration = Duration::from_secs(2);
+
+const STYLE: &str = include_str!("approvals/style.css");
+const SCRIPT: &str = include_str!("approvals/app.js");
+/// Scripts and styles from the gateway only, forms to it only, no framing.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// One signed-in browser.
+struct WebSession {
+    principal: Arc<Principal>,
+    csrf: String,
+    expires: Instant,
+}
+
+/// The page's sessions.
+pub struct WebSessions {
+    sessions: Mutex<HashMap<String, WebSession>>,
+    rng: SystemRandom,
+}
+
+impl Default for WebSessions {
+    fn default() -> Self {
+        WebSessions {
+            sessions: Mutex::default(),
+            rng: SystemRandom::new(),
+        }
+    }
+}
+
+impl WebSessions {
+    fn random(&self) -> Option<String> {
+        let mut bytes = [0u8; 32];
+        self.rng.fill(&mut bytes).ok()?;
+        Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// A new session for `principal`: its id and form token.
+    fn open(&self, principal: Arc<Principal>) -> Option<(String, String)> {
+        let (id, csrf) = (self.random()?, self.random()?);
+        let now = Instant::now();
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions.retain(|_, s| s.expires > now);
+        if sessions.len() >= MAX_SESSIONS
+            && let Some(oldest) = sessions
+                .iter()
+                .min_by_key(|(_, s)| s.expires)
+                .map(|(k, _)| k.clone())
+        {
+            sessions.remove(&oldest);
+        }
+        sessions.insert(
+            id.clone(),
+            WebSession {
+                principal,
+                csrf: csrf.clone(),
+                expires: now + SESSION_TTL,
+            },
+        );
+        Some((id, csrf))
+    }
+
+    /// The live session `id`: its principal and form token.
+    fn get(&self, id: &str) -> Option<(Arc<Principal>, String)> {
+        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .get(id)
+            .filter(|s| s.expires > Instant::now())
+            .map(|s| (s.principal.clone(), s.csrf.clone()))
+    }
+
+    fn close(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+    }
+}
+
+/// The session cookie's value in a request.
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value.to_owned())
+}
+
+/// A form body's fields (repeated names kept in order).
+fn form(body: &[u8]) -> Vec<(String, String)> {
+    form_urlencoded::parse(body)
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Whether the form's token is the session's (compared in constant time).
+fn csrf_ok(fields: &[(String, String)], expected: &str) -> bool {
+    field(fields, "csrf").is_some_and(|given| {
+        given.len() == expected.len()
+            && given
+                .bytes()
+                .zip(expected.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    })
+}
+
+fn with_headers(mut response: Response<Body>, content_type: &'static str) -> Response<Body> {
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    response
+}
+
+fn html(status: StatusCode, page: String) -> Response<Body> {
+    let mut response = Response::new(full(page));
+    *response.status_mut() = status;
+    with_headers(response, "text/html; charset=utf-8")
+}
+
+fn redirect(to: &str) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(to) = HeaderValue::from_str(to) {
+        response.headers_mut().insert(header::LOCATION, to);
+    }
+    with_headers(response, "text/plain; charset=utf-8")
+}
+
+impl McpService {
+    fn set_cookie(&self, response: &mut Response<Body>, value: &str, max_age: u64) {
+        let secure = if self.config.secure_cookies {
+            "; Secure"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{COOKIE}={value}; Path={PREFIX}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+        );
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+
+    /// Serves everything under `/approvals` (the host and origin checks are done).
+    pub(crate) async fn approvals(
+        &self,
+        method: &Method,
+        path: &str,
+        query: Option<&str>,
+        headers: &HeaderMap,
+        body: &[u8],
+    ) -> Response<Body> {
+        let rest = path[PREFIX.len()..].trim_start_matches('/');
+        let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+        match (method, segments.as_slice()) {
+            (&Method::GET, ["style.css"]) => {
+                with_headers(Response::new(full(STYLE)), "text/css; charset=utf-8")
+            }
+            (&Method::GET, ["app.js"]) => with_headers(
+                Response::new(full(SCRIPT)),
+                "text/javascript; charset=utf-8",
+            ),
+            (&Method::POST, ["sign-in"]) => self.sign_in(body),
+            (&Method::GET, []) => {
+                let notice = query
+                    .and_then(|q| q.strip_prefix("done="))
+                    .map(|done| match done {
+                        "approved" => "Approved.",
+                        "declined" => "Declined.",
+                        "cancelled" => "Cancelled.",
+                        _ => "Answered.",
+                    });
+                match self.web_session(headers) {
+                    Some((_, principal, csrf)) => {
+                        self.render(&principal, &csrf, notice, None, StatusCode::OK)
+                            .await
+                    }
+                    None => self.first_visit(),
+                }
+            }
+            (&Method::GET, ["events"]) => match self.web_session(headers) {
+                Some((_, principal, _)) => self.events(principal),
+                None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
+            },
+            (&Method::POST, action) => {
+                let Some((session, principal, csrf)) = self.web_session(headers) else {
+                    return html(
+                        StatusCode::UNAUTHORIZED,
+                        html::sign_in(Some("Please sign in again.")),
+                    );
+                };
+                let fields = form(body);
+                if !csrf_ok(&fields, &csrf) {
+                    return html(
+                        StatusCode::FORBIDDEN,
+                        html::sign_in(Some(
+                            "That form is stale or did not come from this page; nothing was changed.",
+                        )),
+                    );
+                }
+                match action {
+                    ["sign-out"] => {
+                        self.web.close(&session);
+                        let mut response = redirect(PREFIX);
+                        self.set_cookie(&mut response, "", 0);
+                        response
+                    }
+                    [id, "respond"] => self.respond(&principal, &csrf, id, &fields).await,
+                    [id, "cancel"] => {
+                        let Ok(id) = id.parse::<ElicitationId>() else {
+                            return html(
+                                StatusCode::NOT_FOUND,
+                                html::sign_in(Some("No such elicitation.")),
+                            );
+                        };
+                        let store = self.gateway.store();
+                        match store
+                            .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
+                            .await
+                        {
+                            Ok(_) => redirect("/approvals?done=cancelled"),
+                            Err(e) => {
+                                let e = McpError::from(e);
+                                self.render(
+                                    &principal,
+                                    &csrf,
+                                    Some(&e.to_string()),
+                                    None,
+                                    e.status(None),
+                                )
+                                .await
+                            }
+                        }
+                    }
+                    _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+                }
+            }
+            _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+        }
+    }
+
+    /// The request's web session: its id, principal and form token.
+    fn web_session(&self, headers: &HeaderMap) -> Option<(String, Arc<Principal>, String)> {
+        let id = cookie(headers)?;
+        let (principal, csrf) = self.web.get(&id)?;
+        Some((id, principal, csrf))
+    }
+
+    /// No session yet: sign in, or (auth `none`) a session opened here.
+    fn first_visit(&self) -> Response<Body> {
+        let Auth::None(principal) = &self.auth else {
+            return html(StatusCode::OK, html::sign_in(None));
+        };
+        let Some((id, _)) = self.web.open(principal.clone()) else {
+            return html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                html::sign_in(Some("The system random source failed.")),
+            );
+        };
+        let mut response = redirect(PREFIX);
+        self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
+        response
+    }
+
+    fn sign_in(&self, body: &[u8]) -> Response<Body> {
+        let fields = form(body);
+        let token = field(&fields, "token").unwrap_or_default().trim();
+        let principal = match &self.auth {
+            Auth::None(principal) => Some(principal.clone()),
+            Auth::Tokens(_) if token.is_empty() => None,
+            Auth::Tokens(_) => self.auth.token(token),
+        };
+        let Some(principal) = principal else {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                html::sign_in(Some("That token is not known here.")),
+            );
+        };
+        if !principal.scopes.contains(SCOPE_RESPOND) {
+            return html(
+                StatusCode::FORBIDDEN,
+                html::sign_in(Some(
+                    "That token may not answer elicitations (it lacks elicitations:respond).",
+                )),
+            );
+        }
+        let Some((id, _)) = self.web.open(principal) else {
+            return html(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                html::sign_in(Some("The system random source failed.")),
+            );
+        };
+        let mut response = redirect(PREFIX);
+        self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
+        response
+    }
+
+    async fn render(
+        &self,
+        principal: &Principal,
+        csrf: &str,
+        notice: Option<&str>,
+        error: Option<html::ItemError<'_>>,
+        status: StatusCode,
+    ) -> Response<Body> {
+        let store = self.gateway.store();
+        let caller = &principal.caller;
+        let views = |listed: Vec<elicitation_store::Listed>| -> Vec<Value> {
+            listed
+                .into_iter()
+                .filter_map(Result::ok)
+                .map(|stored| crate::rest::view(&stored))
+                .collect()
+        };
+        let pending = match store
+            .list(
+                caller,
+                ListQuery::pending(elicitation_store::MAX_LIST_LIMIT),
+            )
+            .await
+        {
+            Ok(listed) => views(listed),
+            Err(e) => {
+                return html(
+                    McpError::from(e).status(None),
+                    html::sign_in(Some(
+                        "The elicitation store is unavailable; try again shortly.",
+                    )),
+                );
+            }
+        };
+        let mut all = ListQuery::pending(HISTORY * 2);
+        all.status = None;
+        let history: Vec<Value> = match store.list(caller, all).await {
+            Ok(listed) => views(listed)
+                .into_iter()
+                .filter(|v| v.get("status").and_then(Value::as_str) != Some("pending"))
+                .take(HISTORY)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        let subject = principal.caller.subject_id().to_owned();
+        let frame = html::Frame {
+            signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
+            csrf,
+            notice,
+        };
+        let page = html::page(
+            &frame,
+            &pending,
+            &history,
+            error.as_ref(),
+            time::OffsetDateTime::now_utc(),
+        );
+        html(status, page)
+    }
+
+    /// An answer from the page: the form's fields as the type's response.
+    async fn respond(
+        &self,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+        fields: &[(String, String)],
+    ) -> Response<Body> {
+        let store = self.gateway.store();
+        let caller = &principal.caller;
+        let Ok(eid) = id.parse::<ElicitationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such elicitation.")),
+            );
+        };
+        let stored = match store.get(caller, eid).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                let e = McpError::from(e);
+                return self
+                    .render(principal, csrf, Some(&e.to_string()), None, e.status(None))
+                    .await;
+            }
+        };
+        let kind = stored.elicitation.kind().to_string();
+        let (payload, done) = match kind.as_str() {
+            "confirmation" => match field(fields, "decision") {
+                Some("approve") => (json!({"confirmed": true}), "approved"),
+                Some("decline") => (json!({"confirmed": false}), "declined"),
+                _ => (json!({}), "answered"),
+            },
+            "string_input" => (
+                json!({"value": field(fields, "value").unwrap_or_default()}),
+                "answered",
+            ),
+            "single_choice" => (
+                field(fields, "choice").map_or(json!({}), |c| json!({"choice": c})),
+                "answered",
+            ),
+            "multi_choice" => {
+                let choices: Vec<&str> = fields
+                    .iter()
+                    .filter(|(k, _)| k == "choices")
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                (json!({"choices": choices}), "answered")
+            }
+            _ => (json!({}), "answered"),
+        };
+        match store.respond(caller, eid, payload).await {
+            Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
+                redirect(&format!("/approvals?done={done}"))
+            }
+            Ok(RespondOutcome::Invalid {
+                errors,
+                retries_left,
+            }) => {
+                let messages = errors.iter().map(ToString::to_string).collect();
+                let error = html::ItemError {
+                    id,
+                    messages,
+                    retries_left,
+                };
+                self.render(
+                    principal,
+                    csrf,
+                    None,
+                    Some(error),
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await
+            }
+            Ok(RespondOutcome::ValidationFailed { .. }) => {
+                self.render(
+                    principal,
+                    csrf,
+                    Some("That answer was invalid too often: the question is closed."),
+                    None,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await
+            }
+            Err(e) => {
+                let e = McpError::from(e);
+                self.render(principal, csrf, Some(&e.to_string()), None, e.status(None))
+                    .await
+            }
+        }
+    }
+
+    /// `text/event-stream` of `changed` events when the person's pending elicitations change
+    /// (looked for every [`POLL`], so it works whatever the store and however many gateway
+    /// instances share it).
+    fn events(&self, principal: Arc<Principal>) -> Response<Body> {
+        let Some(slot) = self.streams.try_open(&principal.caller) else {
+            return crate::response::error(
+                &McpError::TooManyStreams(self.config.max_streams_per_caller),
+                crate::response::Surface::Problem,
+            );
+        };
+        let store = self.gateway.store().clone();
+        let mut closing = self.closing.subscribe();
+        let (tx, body) = ChannelBody::new(4);
+        tokio::spawn(async move {
+            let _slot = slot;
+            let mut seen: Option<Vec<String>> = None;
+            let mut tick = tokio::time::interval(POLL);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = tx.closed() => return,
+                    _ = closing.wait_for(|c| *c) => return,
+                }
+                let query = ListQuery::pending(elicitation_store::MAX_LIST_LIMIT);
+                let Ok(Ok(listed)) =
+                    tokio::time::timeout(POLL, store.list(&principal.caller, query)).await
+                else {
+                    continue;
+                };
+                let now: Vec<String> = listed
+                    .iter()
+                    .map(|l| match l {
+                        Ok(s) => s.elicitation.id.to_string(),
+                        Err(u) => u.id.to_string(),
+                    })
+                    .collect();
+                let event = match &seen {
+                    None => Bytes::from_static(b": watching\n\n"),
+                    Some(before) if *before != now => {
+                        Bytes::from_static(b"event: changed\ndata: {}\n\n")
+                    }
+                    Some(_) => Bytes::from_static(b": unchanged\n\n"),
+                };
+                seen = Some(now);
+                if tokio::time::timeout(Duration::from_secs(30), tx.send(event))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        crate::response::sse_response(body.boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cookie_is_found_among_others_and_a_lookalike_is_not_it() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; mcp_gateway_approvals_x=2; mcp_gateway_approvals=abc"),
+        );
+        assert_eq!(cookie(&headers).as_deref(), Some("abc"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("mcp_gateway_approvals_x=2"),
+        );
+        assert_eq!(cookie(&headers), None);
+    }
+
+    #[test]
+    fn a_form_token_must_match_exactly() {
+        let fields = form(b"csrf=abc&decision=approve");
+        assert!(csrf_ok(&fields, "abc"));
+        assert!(!csrf_ok(&fields, "abd"));
+        assert!(!csrf_ok(&form(b"decision=approve"), "abc"));
+        assert!(!csrf_ok(&form(b"csrf="), "abc"));
+    }
+}

@@ -1,0 +1,311 @@
+//! The approvals page's HTML, written by hand from the REST API's views of elicitations
+//! (`rest::view`). Everything that came from an agent, a module or a person is text: shown
+//! through `gating_core::visible` (control and bidi characters escaped) and HTML-escaped, so
+//! an argument or message can never become markup.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+/// `text` safe inside HTML text and attribute values (quoted).
+pub(crate) fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Untrusted text, shown: deceptive characters made visible, then escaped.
+pub(crate) fn shown(text: &str) -> String {
+    escape(&gating_core::visible(text))
+}
+
+/// What one page shows besides the lists.
+pub(crate) struct Frame<'a> {
+    /// Who is signed in (`None` with auth `none`).
+    pub(crate) signed_in_as: Option<&'a str>,
+    /// The form token of the page's session.
+    pub(crate) csrf: &'a str,
+    /// A notice at the top (an answer refused, say).
+    pub(crate) notice: Option<&'a str>,
+}
+
+/// A problem with an answer, shown next to its item.
+pub(crate) struct ItemError<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) messages: Vec<String>,
+    pub(crate) retries_left: u8,
+}
+
+fn document(title: &str, body: &str) -> String {
+    format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><link rel=\"stylesheet\" href=\"/approvals/style.css\"><script src=\"/approvals/app.js\" defer></script></head><body>{body}</body></html>\n",
+        escape(title)
+    )
+}
+
+/// The sign-in page.
+pub(crate) fn sign_in(problem: Option<&str>) -> String {
+    let mut body = String::from("<main><h1>mcp-gateway approvals</h1>");
+    if let Some(problem) = problem {
+        let _ = write!(
+            body,
+            "<p class=\"error\" role=\"alert\">{}</p>",
+            escape(problem)
+        );
+    }
+    body.push_str(
+        "<form method=\"post\" action=\"/approvals/sign-in\"><label for=\"token\">Your token (one with <code>elicitations:respond</code>)</label> <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus> <button type=\"submit\">Sign in</button></form></main>",
+    );
+    document("Sign in — mcp-gateway approvals", &body)
+}
+
+/// The page: what waits for the person, and what they answered lately.
+pub(crate) fn page(
+    frame: &Frame<'_>,
+    pending: &[Value],
+    history: &[Value],
+    error: Option<&ItemError<'_>>,
+    now: time::OffsetDateTime,
+) -> String {
+    let mut body = String::from("<header><h1>Approvals</h1>");
+    if let Some(who) = frame.signed_in_as {
+        let _ = write!(
+            body,
+            "<form method=\"post\" action=\"/approvals/sign-out\" class=\"who\">Signed in as <strong>{}</strong> <input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\">Sign out</button></form>",
+            shown(who),
+            escape(frame.csrf)
+        );
+    }
+    body.push_str("</header><main>");
+    if let Some(notice) = frame.notice {
+        let _ = write!(
+            body,
+            "<p class=\"notice\" role=\"status\">{}</p>",
+            escape(notice)
+        );
+    }
+    let _ = write!(
+        body,
+        "<section aria-labelledby=\"waiting\"><h2 id=\"waiting\">Waiting for you ({})</h2>",
+        pending.len()
+    );
+    if pending.is_empty() {
+        body.push_str("<p class=\"empty\">Nothing waits for you.</p>");
+    }
+    for item in pending {
+        let item_error = error.filter(|e| item.get("id").and_then(Value::as_str) == Some(e.id));
+        body.push_str(&pending_item(item, frame.csrf, item_error, now));
+    }
+    body.push_str("</section><section aria-labelledby=\"history\"><h2 id=\"history\">Lately</h2>");
+    if history.is_empty() {
+        body.push_str("<p class=\"empty\">Nothing answered yet.</p>");
+    } else {
+        body.push_str(
+            "<table><thead><tr><th>When</th><th>What</th><th>Outcome</th></tr></thead><tbody>",
+        );
+        for item in history {
+            body.push_str(&history_row(item));
+        }
+        body.push_str("</tbody></table>");
+    }
+    body.push_str("</section></main>");
+    document("Approvals — mcp-gateway", &body)
+}
+
+fn text<'a>(item: &'a Value, key: &str) -> &'a str {
+    item.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn time_left(item: &Value, now: time::OffsetDateTime) -> String {
+    let expires = time::OffsetDateTime::parse(
+        text(item, "expires_at"),
+        &time::format_description::well_known::Rfc3339,
+    );
+    match expires {
+        Ok(expires) if expires > now => {
+            let left = (expires - now).whole_seconds();
+            if left >= 60 {
+                format!("{} min {} s left", left / 60, left % 60)
+            } else {
+                format!("{left} s left")
+            }
+        }
+        _ => "expiring".into(),
+    }
+}
+
+fn pending_item(
+    item: &Value,
+    csrf: &str,
+    error: Option<&ItemError<'_>>,
+    now: time::OffsetDateTime,
+) -> String {
+    let id = escape(text(item, "id"));
+    let kind = text(item, "type");
+    let mut out = format!("<article class=\"item\" id=\"e-{id}\"><h3>");
+    match item.get("tool").and_then(Value::as_str) {
+        Some(tool) => {
+            let _ = write!(out, "The agent wants to run <code>{}</code>", shown(tool));
+        }
+        None => out.push_str("A question"),
+    }
+    let _ = write!(
+        out,
+        "</h3><p class=\"meta\">{} · <span class=\"left\">{}</span></p><p class=\"message\">{}</p>",
+        escape(kind),
+        escape(&time_left(item, now)),
+        shown(text(item, "message"))
+    );
+    if let Some(arguments) = item.get("arguments") {
+        // The JSON's own line breaks are layout (those inside strings are escaped by
+        // serde_json): each line is shown, the breaks kept.
+        let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
+        let lines: Vec<String> = pretty.lines().map(shown).collect();
+        let _ = write!(
+            out,
+            "<details open><summary>Arguments</summary><pre>{}</pre></details>",
+            lines.join("\n")
+        );
+    }
+    if let Some(error) = error {
+        out.push_str("<div class=\"error\" role=\"alert\"><ul>");
+        for message in &error.messages {
+            let _ = write!(out, "<li>{}</li>", escape(message));
+        }
+        let _ = write!(out, "</ul><p>{} tries left.</p></div>", error.retries_left);
+    }
+    let hidden = format!(
+        "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
+        escape(csrf)
+    );
+    let _ = write!(
+        out,
+        "<form method=\"post\" action=\"/approvals/{id}/respond\" class=\"answer\">{hidden}"
+    );
+    let schema = item
+        .get("response_schema")
+        .and_then(|s| s.get("properties"));
+    match kind {
+        "confirmation" => out.push_str(
+            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button>",
+        ),
+        "string_input" => {
+            let field = schema.and_then(|p| p.get("value"));
+            let bound = |key: &str| field.and_then(|f| f.get(key)).and_then(Value::as_u64);
+            let mut attrs = String::new();
+            if let Some(min) = bound("minLength") {
+                let _ = write!(attrs, " minlength=\"{min}\"");
+            }
+            if let Some(max) = bound("maxLength") {
+                let _ = write!(attrs, " maxlength=\"{max}\"");
+            }
+            let _ = write!(
+                out,
+                "<label for=\"v-{id}\">Your answer</label> <input id=\"v-{id}\" name=\"value\" type=\"text\"{attrs}> <button type=\"submit\">Submit</button>"
+            );
+        }
+        "single_choice" | "multi_choice" => {
+            let multi = kind == "multi_choice";
+            let key = if multi { "choices" } else { "choice" };
+            let field = schema.and_then(|p| p.get(key));
+            let options = if multi {
+                field.and_then(|f| f.get("items")).and_then(|i| i.get("enum"))
+            } else {
+                field.and_then(|f| f.get("enum"))
+            };
+            let mut legend = String::from("Choose");
+            if multi {
+                let bound = |k: &str| field.and_then(|f| f.get(k)).and_then(Value::as_u64);
+                match (bound("minItems"), bound("maxItems")) {
+                    (Some(min), Some(max)) => legend = format!("Choose {min} to {max}"),
+                    (Some(min), None) => legend = format!("Choose at least {min}"),
+                    (None, Some(max)) => legend = format!("Choose at most {max}"),
+                    (None, None) => legend = "Choose any".into(),
+                }
+            }
+            let _ = write!(out, "<fieldset><legend>{}</legend>", escape(&legend));
+            let input = if multi { "checkbox" } else { "radio" };
+            for (n, option) in options.and_then(Value::as_array).into_iter().flatten().enumerate() {
+                let option = option.as_str().unwrap_or_default();
+                let _ = write!(
+                    out,
+                    "<label><input type=\"{input}\" name=\"{key}\" value=\"{}\" id=\"o-{id}-{n}\"> {}</label>",
+                    escape(option),
+                    shown(option)
+                );
+            }
+            out.push_str("</fieldset><button type=\"submit\">Submit</button>");
+        }
+        _ => out.push_str("<p>This type is answered through the REST API.</p>"),
+    }
+    let _ = write!(
+        out,
+        "</form><form method=\"post\" action=\"/approvals/{id}/cancel\" class=\"cancel\">{hidden}<button type=\"submit\">Cancel</button></form></article>"
+    );
+    out
+}
+
+fn history_row(item: &Value) -> String {
+    let status = text(item, "status");
+    let outcome = match (status, item.get("response")) {
+        ("responded", Some(response)) if text(item, "type") == "confirmation" => {
+            if response.get("confirmed") == Some(&Value::Bool(true)) {
+                "approved".to_owned()
+            } else {
+                "declined".to_owned()
+            }
+        }
+        ("responded", Some(response)) => format!(
+            "answered {}",
+            serde_json::to_string(response).unwrap_or_default()
+        ),
+        ("cancelled", _) => match text(item, "cancel_reason") {
+            "declined" => "declined".to_owned(),
+            _ => "cancelled".to_owned(),
+        },
+        (other, _) => other.to_owned(),
+    };
+    let when = [
+        text(item, "responded_at"),
+        text(item, "cancelled_at"),
+        text(item, "expires_at"),
+    ]
+    .into_iter()
+    .find(|t| !t.is_empty())
+    .unwrap_or_default();
+    let what = match item.get("tool").and_then(Value::as_str) {
+        Some(tool) => format!("<code>{}</code>", shown(tool)),
+        None => shown(text(item, "message")),
+    };
+    format!(
+        "<tr><td>{}</td><td>{what}</td><td>{}</td></tr>",
+        escape(when),
+        shown(&outcome)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_from_agents_never_becomes_markup_and_deceptive_characters_show() {
+        let hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&\u{202e}gnp.exe";
+        let out = shown(hostile);
+        assert!(
+            !out.contains('<') && !out.contains('>') && !out.contains('"'),
+            "{out}"
+        );
+        assert!(!out.contains('\u{202e}'), "{out}");
+        assert!(out.contains("&lt;script&gt;"), "{out}");
+    }
+}

@@ -1,0 +1,517 @@
+//! The approvals page, driven in process as a browser would (form posts, the cookie, the
+//! form token): sign-in, a held call shown and approved or declined, questions of each type,
+//! hostile text shown as text, cross-site and stale posts refused, sign-out.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::Bytes;
+use elicitation_core::{ElicitationSpec, ResponseSpec};
+use elicitation_store::{Caller, ElicitationStore, MemoryStore};
+use gating_core::GatePolicy;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_http::gateway::Gateway;
+use mcp_http::service::{McpService, ServiceConfig};
+use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use serde_json::{Value, json};
+
+const AGENT: &str = "agent-token";
+const HUMAN: &str = "human-token";
+
+struct Harness {
+    service: Arc<McpService>,
+    store: Arc<dyn ElicitationStore>,
+    deleted: Arc<AtomicUsize>,
+}
+
+async fn harness() -> Harness {
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let counter = deleted.clone();
+    let module = InProcessModule::new(
+        "test",
+        vec![InProcessTool::new(
+            json!({"name": "delete", "description": "Deletes.", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": false, "destructiveHint": true}}),
+            move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok(text_result("deleted", false))
+            },
+        )],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        store.clone(),
+        GatePolicy::default(),
+        false,
+    ));
+    let grant = |token: &str, scopes: &[&str]| TokenGrant {
+        subject: "alice".into(),
+        tenant: None,
+        token_sha256: token_sha256(token),
+        scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+    };
+    let auth = Auth::tokens(vec![
+        grant(AGENT, &[SCOPE_TOOLS_CALL]),
+        grant(HUMAN, &[SCOPE_RESPOND]),
+    ])
+    .unwrap();
+    Harness {
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        store,
+        deleted,
+    }
+}
+
+#[derive(Debug)]
+struct Page {
+    status: StatusCode,
+    headers: http::HeaderMap,
+    body: String,
+}
+
+async fn send(h: &Harness, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Page {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1:8080");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = h
+        .service
+        .handle(
+            request
+                .body(Full::new(Bytes::from(body.to_owned())))
+                .unwrap(),
+        )
+        .await;
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = String::from_utf8(
+        response
+            .into_body()
+            .collect()
+            .await
+            .unwrap()
+            .to_bytes()
+            .to_vec(),
+    )
+    .unwrap();
+    Page {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A browser: its cookie, and the form token of the last page it saw.
+struct Browser<'a> {
+    h: &'a Harness,
+    cookie: String,
+    csrf: String,
+}
+
+impl<'a> Browser<'a> {
+    async fn sign_in(h: &'a Harness, token: &str) -> Result<Browser<'a>, Page> {
+        let form = format!("token={token}");
+        let page = send(
+            h,
+            "POST",
+            "/approvals/sign-in",
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("origin", "http://127.0.0.1:8080"),
+            ],
+            &form,
+        )
+        .await;
+        if page.status != StatusCode::SEE_OTHER {
+            return Err(page);
+        }
+        let set = page.headers["set-cookie"].to_str().unwrap().to_owned();
+        let cookie = set.split(';').next().unwrap().to_owned();
+        let mut browser = Browser {
+            h,
+            cookie,
+            csrf: String::new(),
+        };
+        browser.get().await;
+        Ok(browser)
+    }
+
+    async fn get(&mut self) -> Page {
+        let page = send(self.h, "GET", "/approvals", &[("cookie", &self.cookie)], "").await;
+        if let Some(start) = page.body.find("name=\"csrf\" value=\"") {
+            let rest = &page.body[start + 19..];
+            self.csrf = rest[..rest.find('"').unwrap()].to_owned();
+        }
+        page
+    }
+
+    async fn post(&self, path: &str, fields: &str) -> Page {
+        let form = format!("csrf={}&{fields}", self.csrf);
+        send(
+            self.h,
+            "POST",
+            path,
+            &[
+                ("cookie", &self.cookie),
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("origin", "http://127.0.0.1:8080"),
+            ],
+            &form,
+        )
+        .await
+    }
+}
+
+/// The agent's `tools/call` over a modern request: the result.
+async fn agent_call(h: &Harness, arguments: Value, confirmation: Option<&str>) -> Value {
+    let mut meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    if let Some(id) = confirmation {
+        meta["confirmation_id"] = json!(id);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test__delete", "arguments": arguments, "_meta": meta}});
+    let page = send(
+        h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "test__delete"),
+            ("accept", "application/json"),
+            ("content-type", "application/json"),
+        ],
+        &body.to_string(),
+    )
+    .await;
+    serde_json::from_str::<Value>(&page.body).unwrap()["result"].clone()
+}
+
+fn held_id(result: &Value) -> String {
+    result["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not held: {result}"))
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_token_that_may_answer_signs_in_and_the_cookie_is_locked_down() {
+    let h = harness().await;
+    let first = send(&h, "GET", "/approvals", &[], "").await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert!(first.body.contains("Sign in"), "{}", first.body);
+    assert!(
+        first.headers["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("default-src 'none'")
+    );
+    assert_eq!(
+        Browser::sign_in(&h, AGENT).await.err().unwrap().status,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        Browser::sign_in(&h, "nope").await.err().unwrap().status,
+        StatusCode::UNAUTHORIZED
+    );
+    let page = send(
+        &h,
+        "POST",
+        "/approvals/sign-in",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &format!("token={HUMAN}"),
+    )
+    .await;
+    let cookie = page.headers["set-cookie"].to_str().unwrap();
+    for flag in ["HttpOnly", "SameSite=Strict", "Path=/approvals", "Max-Age="] {
+        assert!(cookie.contains(flag), "{cookie}");
+    }
+    assert!(!cookie.contains("Secure"), "plain HTTP here: {cookie}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_shown_as_text_and_approve_lets_exactly_one_re_call_through() {
+    let h = harness().await;
+    let hostile = json!({"path": "<script>alert(1)</script>", "note": "<img src=x onerror=alert(2)>", "name": "\u{202e}fdp.exe"});
+    let held = agent_call(&h, hostile.clone(), None).await;
+    let id = held_id(&held);
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(
+        page.body.contains(&format!("id=\"e-{id}\"")),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains("<code>test__delete</code>"));
+    assert!(
+        page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains("<script>alert") && !page.body.contains("<img src=x"),
+        "{}",
+        page.body
+    );
+    assert!(
+        !page.body.contains('\u{202e}'),
+        "bidi override shown escaped"
+    );
+    assert!(page.body.contains(">Approve</button>") && page.body.contains(">Decline</button>"));
+
+    let approved = browser
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+    let done = agent_call(&h, hostile.clone(), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    let again = agent_call(&h, hostile, Some(&id)).await;
+    let anew = held_id(&again);
+    assert_ne!(anew, id, "a used approval holds the call anew");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1, "forwarded once");
+    let page = browser.get().await;
+    let (waiting, lately) = page.body.split_once("Lately").unwrap();
+    assert!(
+        waiting.contains(&format!("id=\"e-{anew}\""))
+            && !waiting.contains(&format!("id=\"e-{id}\"")),
+        "{waiting}"
+    );
+    assert!(
+        page.body.contains("<pre>{\n  &quot;name&quot;"),
+        "arguments keep their lines: {waiting}"
+    );
+    assert!(lately.contains("approved"), "{lately}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decline_rejects_the_call_and_posts_from_elsewhere_change_nothing() {
+    let h = harness().await;
+    let id = held_id(&agent_call(&h, json!({"path": "/x"}), None).await);
+    let browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+
+    // No form token, a wrong one, another site's origin, no cookie: nothing changes.
+    let path = format!("/approvals/{id}/respond");
+    let without = send(
+        &h,
+        "POST",
+        &path,
+        &[
+            ("cookie", &browser.cookie),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        "decision=approve",
+    )
+    .await;
+    assert_eq!(without.status, StatusCode::FORBIDDEN);
+    let wrong = send(
+        &h,
+        "POST",
+        &path,
+        &[
+            ("cookie", &browser.cookie),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        "csrf=00&decision=approve",
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::FORBIDDEN);
+    let cross_site = send(
+        &h,
+        "POST",
+        &path,
+        &[
+            ("cookie", &browser.cookie),
+            ("origin", "http://evil.example.com"),
+            ("content-type", "application/x-www-form-urlencoded"),
+        ],
+        &format!("csrf={}&decision=approve", browser.csrf),
+    )
+    .await;
+    assert_eq!(cross_site.status, StatusCode::FORBIDDEN);
+    let no_cookie = send(
+        &h,
+        "POST",
+        &path,
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &format!("csrf={}&decision=approve", browser.csrf),
+    )
+    .await;
+    assert_eq!(no_cookie.status, StatusCode::UNAUTHORIZED);
+    let still = h
+        .store
+        .get(&Caller::new("alice", None).unwrap(), id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(still.elicitation.status.to_string(), "pending");
+
+    let declined = browser.post(&path, "decision=decline").await;
+    assert_eq!(declined.status, StatusCode::SEE_OTHER);
+    let refused = agent_call(&h, json!({"path": "/x"}), Some(&id)).await;
+    assert_eq!(
+        refused["structuredContent"]["user_rejected"], true,
+        "{refused}"
+    );
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+
+    // Signing out ends the session: its cookie opens nothing any more.
+    let out = browser.post("/approvals/sign-out", "").await;
+    assert_eq!(out.status, StatusCode::SEE_OTHER);
+    assert!(
+        out.headers["set-cookie"]
+            .to_str()
+            .unwrap()
+            .contains("Max-Age=0")
+    );
+    let after = send(&h, "GET", "/approvals", &[("cookie", &browser.cookie)], "").await;
+    assert!(after.body.contains("Sign in"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_question_type_gets_its_control_and_an_invalid_answer_shows_the_error_and_tries_left()
+{
+    let h = harness().await;
+    let alice = Caller::new("alice", None).unwrap();
+    let ttl = time::Duration::minutes(5);
+    let ask = |response: ResponseSpec| ElicitationSpec::new("Pick", response).unwrap();
+    let text = h
+        .store
+        .create(
+            &alice,
+            ask(ResponseSpec::StringInput {
+                min_length: Some(3),
+                max_length: Some(5),
+            }),
+            ttl,
+        )
+        .await
+        .unwrap();
+    let one = h
+        .store
+        .create(
+            &alice,
+            ask(ResponseSpec::SingleChoice {
+                options: vec!["red".into(), "<b>blue</b>".into()],
+            }),
+            ttl,
+        )
+        .await
+        .unwrap();
+    let many = h
+        .store
+        .create(
+            &alice,
+            ask(ResponseSpec::MultiChoice {
+                options: vec!["a".into(), "b".into(), "c".into()],
+                min_items: Some(1),
+                max_items: Some(2),
+            }),
+            ttl,
+        )
+        .await
+        .unwrap();
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(
+        page.body.contains(&format!(
+            "id=\"v-{}\" name=\"value\" type=\"text\" minlength=\"3\" maxlength=\"5\"",
+            text.id
+        )),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("type=\"radio\" name=\"choice\" value=\"&lt;b&gt;blue&lt;/b&gt;\""),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("type=\"checkbox\" name=\"choices\" value=\"a\"")
+    );
+    assert!(page.body.contains("Choose 1 to 2"));
+
+    let short = browser
+        .post(&format!("/approvals/{}/respond", text.id), "value=ab")
+        .await;
+    assert_eq!(short.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        short.body.contains("role=\"alert\"") && short.body.contains("2 tries left"),
+        "{}",
+        short.body
+    );
+    let ok = browser
+        .post(&format!("/approvals/{}/respond", text.id), "value=abcd")
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let ok = browser
+        .post(
+            &format!("/approvals/{}/respond", one.id),
+            "choice=%3Cb%3Eblue%3C%2Fb%3E",
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let ok = browser
+        .post(
+            &format!("/approvals/{}/respond", many.id),
+            "choices=a&choices=c",
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::SEE_OTHER);
+    let mut answers = Vec::new();
+    for id in [text.id, one.id, many.id] {
+        answers.push(
+            h.store
+                .get(&alice, id)
+                .await
+                .unwrap()
+                .elicitation
+                .response
+                .unwrap(),
+        );
+    }
+    assert_eq!(
+        answers,
+        [
+            json!({"value": "abcd"}),
+            json!({"choice": "<b>blue</b>"}),
+            json!({"choices": ["a", "c"]})
+        ]
+    );
+
+    // Cancel on any item.
+    let gone = h
+        .store
+        .create(&alice, ask(ResponseSpec::Confirmation), ttl)
+        .await
+        .unwrap();
+    browser.get().await;
+    let cancelled = browser
+        .post(&format!("/approvals/{}/cancel", gone.id), "")
+        .await;
+    assert_eq!(cancelled.status, StatusCode::SEE_OTHER);
+    let read = h.store.get(&alice, gone.id).await.unwrap();
+    assert_eq!(read.elicitation.status.to_string(), "cancelled");
+}
