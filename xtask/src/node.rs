@@ -14,8 +14,11 @@ const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/sdk@1.32.2",
 ];
-/// The official Python SDK, pinned.
-const PYTHON_SDK: &str = "mcp==2.3.0";
+/// The official Python SDK, and Playwright (which drives the system Chromium in the browser
+/// tests), pinned.
+const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "playwright==1.65.2"];
+/// Where the browser tests find Chromium (Debian's `chromium` package).
+const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Installs the packages (once) and returns the environment the tests need.
 pub(crate) fn install() -> Result<Vec<(String, String)>> {
@@ -57,6 +60,7 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
         }
     }
     let python = python_sdk()?;
+    chromium()?;
     Ok(vec![
         ("MCP_FILESYSTEM_SERVER".into(), bin.display().to_string()),
         ("MCP_INTEROP_NODE_DIR".into(), dir.display().to_string()),
@@ -69,7 +73,8 @@ pub(crate) fn python_sdk() -> Result<PathBuf> {
     let venv = workspace_root().join("target/xtask-cache/venv");
     let python = venv.join("bin/python");
     let marker = venv.join(".mcp-gateway-installed");
-    if std::fs::read_to_string(&marker).is_ok_and(|m| m == PYTHON_SDK) {
+    let wanted = PYTHON_PACKAGES.join(" ");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
         return Ok(python);
     }
     let python3_ok = Command::new("python3")
@@ -82,7 +87,7 @@ pub(crate) fn python_sdk() -> Result<PathBuf> {
         );
     }
     println!(
-        "xtask: creating a virtualenv with {PYTHON_SDK} in {}",
+        "xtask: creating a virtualenv with {wanted} in {}",
         venv.display()
     );
     let created = Command::new("python3")
@@ -102,13 +107,46 @@ pub(crate) fn python_sdk() -> Result<PathBuf> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            PYTHON_SDK,
         ])
+        .args(PYTHON_PACKAGES)
         .status()
         .context("run pip")?;
     if !installed.success() {
-        bail!("pip could not install {PYTHON_SDK}");
+        bail!("pip could not install {wanted}");
     }
-    std::fs::write(&marker, PYTHON_SDK)?;
+    std::fs::write(&marker, wanted)?;
     Ok(python)
+}
+
+/// Debian's Chromium for the browser tests: installed with apt when missing and we are root
+/// (Playwright's own browser download cannot work here; it drives this one).
+fn chromium() -> Result<()> {
+    if std::path::Path::new(CHROMIUM).exists() {
+        return Ok(());
+    }
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    if !(root && std::path::Path::new("/usr/bin/apt-get").exists()) {
+        bail!(
+            "{CHROMIUM} was not found: the browser tests drive Debian's Chromium. Install it (`sudo apt-get install chromium`), then run `cargo xtask test` again."
+        );
+    }
+    println!("xtask: {CHROMIUM} not found; installing the `chromium` package with apt-get");
+    let update = Command::new("apt-get").args(["update", "-qq"]).status()?;
+    let install = Command::new("apt-get")
+        .args([
+            "install",
+            "-y",
+            "-qq",
+            "--no-install-recommends",
+            "chromium",
+        ])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()?;
+    if !update.success() || !install.success() || !std::path::Path::new(CHROMIUM).exists() {
+        bail!("`apt-get install chromium` failed; install Chromium by hand");
+    }
+    Ok(())
 }

@@ -905,3 +905,57 @@ async fn an_http_modules_list_change_reaches_a_session_stream_and_the_new_tool_i
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The approvals page in headless Chromium (Debian's package, driven by Playwright for
+/// Python): sign-in, a held `write_file` of the real filesystem server appearing without a
+/// reload, Approve (the re-call runs once), Decline, hostile arguments inert, a cross-site
+/// form post refused, sign-out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_and_declines_in_a_real_browser() {
+    let scene = Scene::new("browser", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let shot = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/browser"));
+    std::fs::create_dir_all(&shot).unwrap();
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/browser/approvals_browser.py"
+        ))
+        .arg(&gateway.base)
+        .args([HUMAN, AGENT])
+        .arg(&scene.sandbox)
+        .arg(shot.join("approvals.png"));
+    let seen = run_client(command, "the browser").await;
+    assert_eq!(seen["signed_in"], true, "{seen}");
+    let arguments = seen["arguments_text"].as_str().unwrap();
+    assert!(
+        arguments.contains("<script>alert(1)</script>"),
+        "shown as text: {arguments}"
+    );
+    assert!(
+        arguments.contains("\\u202e"),
+        "the override is shown escaped: {arguments}"
+    );
+    assert_eq!(seen["script_tags_in_item"], 0, "{seen}");
+    assert_eq!(seen["dialogs"], json!([]), "no script ran: {seen}");
+    assert_ne!(seen["approved_call"]["isError"], true, "{seen}");
+    assert!(
+        std::fs::read_to_string(scene.file("approved.txt"))
+            .unwrap()
+            .contains("<script>")
+    );
+    assert_eq!(
+        seen["approved_again"]["structuredContent"]["elicitation_required"], true,
+        "used once: {seen}"
+    );
+    assert_eq!(
+        seen["declined_call"]["structuredContent"]["user_rejected"], true,
+        "{seen}"
+    );
+    assert!(!scene.file("declined.txt").exists());
+    assert_eq!(seen["forged_still_waiting"], true, "{seen}");
+    assert!(!scene.file("forged.txt").exists());
+    assert_eq!(seen["signed_out"], true, "{seen}");
+    gateway.stop().await;
+}

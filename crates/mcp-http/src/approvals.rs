@@ -172,7 +172,9 @@ fn with_headers(mut response: Response<Body>, content_type: &'static str) -> Res
     );
     headers.insert(
         header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
+        // Not `no-referrer`: with it a browser sends `Origin: null` on the page's own form
+        // posts, which the origin check must refuse.
+        HeaderValue::from_static("same-origin"),
     );
     response
 }

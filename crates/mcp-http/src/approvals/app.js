@@ -3,7 +3,8 @@
 // it reloads — unless the person is typing, then it says so and waits.
 "use strict";
 (function () {
-  if (!window.EventSource) return;
+  // Only the signed-in page follows changes (the sign-in page has no list).
+  if (!window.EventSource || !document.getElementById("waiting")) return;
   var events = new EventSource("/approvals/events");
   events.addEventListener("changed", function () {
     var active = document.activeElement;

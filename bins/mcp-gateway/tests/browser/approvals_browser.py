@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The approvals page in a real browser: headless Chromium (Debian's), driven by Playwright.
+
+usage: approvals_browser.py BASE_URL HUMAN_TOKEN AGENT_TOKEN SANDBOX SCREENSHOT
+
+The agent (plain HTTP, 2026-07-28 requests) calls fs__write_file; the person signs in on the
+page, sees the held call appear without reloading, approves one call and declines another;
+hostile arguments must stay inert text; a cross-site form post must be refused; sign-out must
+end the session. Prints one JSON line of what happened; exits non-zero on anything else.
+"""
+import json
+import sys
+import urllib.request
+
+from playwright.sync_api import sync_playwright
+
+BASE, HUMAN, AGENT, SANDBOX, SHOT = sys.argv[1:6]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def agent_call(path, content, confirmation=None):
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    if confirmation:
+        meta["confirmation_id"] = confirmation
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "fs__write_file", "arguments": {"path": path, "content": content}, "_meta": meta}}
+    request = urllib.request.Request(BASE + "/mcp", data=json.dumps(body).encode(), method="POST", headers={
+        "authorization": "Bearer " + AGENT, "content-type": "application/json",
+        "accept": "application/json, text/event-stream", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call", "mcp-name": "fs__write_file"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["result"]
+
+
+def held_id(result):
+    return result["structuredContent"]["elicitation"]["id"]
+
+
+def main():
+    out = {}
+    dialogs = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(BASE + "/approvals")
+        page.fill("#token", HUMAN)
+        page.click("text=Sign in")
+        page.wait_for_selector("text=Waiting for you (0)")
+        out["signed_in"] = True
+
+        # A held call appears without a reload.
+        hostile = "<script>alert(1)</script><img src=x onerror=alert(2)> \u202eevil"
+        target = SANDBOX + "/approved.txt"
+        first = held_id(agent_call(target, hostile))
+        page.wait_for_selector(f"#e-{first}", timeout=15000)
+        item = page.locator(f"#e-{first}")
+        out["arguments_text"] = item.locator("pre").inner_text()
+        out["script_tags_in_item"] = item.locator("script, img").count()
+        page.screenshot(path=SHOT, full_page=True)
+
+        # Approve: the agent's re-call runs once.
+        item.get_by_role("button", name="Approve").click()
+        page.wait_for_selector("text=Approved.")
+        out["approved_call"] = agent_call(target, hostile, first)
+        out["approved_again"] = agent_call(target, hostile, first)
+
+        # Decline: the re-call is rejected.
+        declined_target = SANDBOX + "/declined.txt"
+        second = held_id(agent_call(declined_target, "no"))
+        page.wait_for_selector(f"#e-{second}", timeout=15000)
+        page.locator(f"#e-{second}").get_by_role("button", name="Decline").click()
+        page.wait_for_selector("text=Declined.")
+        out["declined_call"] = agent_call(declined_target, "no", second)
+
+        # A form on another site posting an approval is refused, and changes nothing.
+        third = held_id(agent_call(SANDBOX + "/forged.txt", "forged"))
+        page.wait_for_selector(f"#e-{third}", timeout=15000)
+        evil = browser.new_page()
+        evil.set_content(f'<form id="f" method="post" action="{BASE}/approvals/{third}/respond">'
+                         '<input name="decision" value="approve"></form>')
+        with evil.expect_navigation():
+            evil.evaluate("document.getElementById('f').submit()")
+        out["cross_site_status_text"] = evil.content()[:400]
+        page.reload()
+        out["forged_still_waiting"] = page.locator(f"#e-{third}").count() == 1
+
+        # Sign-out ends the session.
+        page.click("text=Sign out")
+        page.wait_for_selector("text=Sign in")
+        page.goto(BASE + "/approvals")
+        out["signed_out"] = page.locator("#token").count() == 1
+        out["dialogs"] = dialogs
+        browser.close()
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
