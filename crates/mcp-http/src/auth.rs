@@ -16,6 +16,9 @@ use crate::error::McpError;
 pub const SCOPE_TOOLS_CALL: &str = "tools:call";
 /// Answers and cancels elicitations through the REST API.
 pub const SCOPE_RESPOND: &str = "elicitations:respond";
+/// May ask the caller's person questions through the REST API (`POST
+/// /v1/mcp/elicitations`) and read their answers: for a trusted backend service.
+pub const SCOPE_CREATE: &str = "elicitations:create";
 
 /// An authenticated (or, in mode `none`, assumed) caller and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,7 +147,7 @@ impl Auth {
                     }
                 })?;
             for scope in &grant.scopes {
-                if scope != SCOPE_TOOLS_CALL && scope != SCOPE_RESPOND {
+                if ![SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE].contains(&scope.as_str()) {
                     return Err(AuthConfigError::UnknownScope {
                         subject,
                         scope: scope.clone(),

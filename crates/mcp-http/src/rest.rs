@@ -9,13 +9,14 @@
 //! RFC 9457 problem details, built by [`McpError::problem`].
 
 use elicitation_core::{
-    CancelReason, ElicitationId, ElicitationStatus, RespondOutcome, response_schema,
+    CancelReason, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
+    response_schema,
 };
 use elicitation_store::{ListQuery, StoreError, StoredElicitation};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::auth::{Principal, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use crate::auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::Gateway;
 
@@ -59,9 +60,21 @@ pub async fn handle(
                 .collect();
             Ok((http::StatusCode::OK, json!({"elicitations": items})))
         }
+        (&http::Method::POST, []) => {
+            principal.require(SCOPE_CREATE)?;
+            let (spec, ttl) = create_body(request.body)?;
+            let created = store.create(caller, spec, ttl).await?;
+            let shown = read_view(store.get(caller, created.id).await, created.id)?;
+            Ok((http::StatusCode::CREATED, shown))
+        }
         (&http::Method::GET, [id]) => {
-            principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
+            principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE])?;
             let id = parse_id(id)?;
+            if let Some(wait) = wait_query(request.query)? {
+                // Long poll: until the elicitation is no longer pending, or the wait is over.
+                let deadline = tokio::time::Instant::now() + wait;
+                store.wait_for_change(caller, id, deadline).await?;
+            }
             Ok((
                 http::StatusCode::OK,
                 read_view(store.get(caller, id).await, id)?,
@@ -113,6 +126,66 @@ pub async fn handle(
         (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
         _ => Err(McpError::NotFound),
     }
+}
+
+/// Longest long poll.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Longest life of an elicitation created through the API (and its default).
+const MAX_CREATE_TTL_SECONDS: u64 = 24 * 60 * 60;
+const DEFAULT_CREATE_TTL_SECONDS: u64 = 10 * 60;
+
+/// `POST /v1/mcp/elicitations`'s body: `{"message", "response": {"type", …}, "ttl_seconds"?}`.
+fn create_body(body: &[u8]) -> Result<(ElicitationSpec, time::Duration), McpError> {
+    let bad = |why: String| McpError::BadBody(why);
+    let mut value: Value = serde_json::from_slice(body)
+        .map_err(|e| bad(format!("the body must be a JSON object: {e}")))?;
+    let object = value
+        .as_object_mut()
+        .ok_or_else(|| bad("the body must be a JSON object".into()))?;
+    let ttl = match object.remove("ttl_seconds") {
+        None => DEFAULT_CREATE_TTL_SECONDS,
+        Some(ttl) => ttl
+            .as_u64()
+            .filter(|t| (1..=MAX_CREATE_TTL_SECONDS).contains(t))
+            .ok_or_else(|| bad(format!("ttl_seconds must be 1 to {MAX_CREATE_TTL_SECONDS}")))?,
+    };
+    if let Some(unknown) = object
+        .keys()
+        .find(|k| !["message", "response"].contains(&k.as_str()))
+    {
+        return Err(bad(format!("unknown field {unknown:?}")));
+    }
+    let spec: ElicitationSpec =
+        serde_json::from_value(value).map_err(|e| bad(format!("not an elicitation: {e}")))?;
+    let ttl = i64::try_from(ttl).map_err(|_| bad("ttl_seconds is too large".into()))?;
+    Ok((spec, time::Duration::seconds(ttl)))
+}
+
+/// `?wait=30s` (or `wait=30`): how long a read may wait for an answer, at most [`MAX_WAIT`].
+fn wait_query(query: Option<&str>) -> Result<Option<std::time::Duration>, McpError> {
+    let mut wait = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "wait" {
+            return Err(McpError::BadBody(format!(
+                "unknown query parameter {key:?}"
+            )));
+        }
+        let seconds = value
+            .strip_suffix('s')
+            .unwrap_or(value)
+            .parse::<u64>()
+            .ok()
+            .filter(|s| *s <= MAX_WAIT.as_secs())
+            .ok_or_else(|| {
+                McpError::BadBody(format!(
+                    "wait must be 0 to {} seconds, as 30s",
+                    MAX_WAIT.as_secs()
+                ))
+            })?;
+        wait = Some(std::time::Duration::from_secs(seconds));
+    }
+    Ok(wait)
 }
 
 /// An id that cannot exist is simply not found.

@@ -14,7 +14,9 @@ use elicitation_store::{Caller, ElicitationStore, MemoryStore};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_http::auth::{
+    Auth, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
+};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -23,6 +25,8 @@ use serde_json::{Value, json};
 
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
+/// A trusted backend service of alice's: asks her questions.
+const SERVICE: &str = "service-token";
 
 struct Harness {
     service: Arc<McpService>,
@@ -68,6 +72,7 @@ async fn harness() -> Harness {
     let auth = Auth::tokens(vec![
         grant(AGENT, &[SCOPE_TOOLS_CALL]),
         grant(HUMAN, &[SCOPE_RESPOND]),
+        grant(SERVICE, &[SCOPE_CREATE]),
     ])
     .unwrap();
     Harness {
@@ -514,4 +519,98 @@ async fn each_question_type_gets_its_control_and_an_invalid_answer_shows_the_err
     assert_eq!(cancelled.status, StatusCode::SEE_OTHER);
     let read = h.store.get(&alice, gone.id).await.unwrap();
     assert_eq!(read.elicitation.status.to_string(), "cancelled");
+}
+
+async fn rest(
+    h: &Harness,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let auth = format!("Bearer {token}");
+    let text = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let page = send(
+        h,
+        method,
+        path,
+        &[
+            ("authorization", &auth),
+            ("content-type", "application/json"),
+        ],
+        &text,
+    )
+    .await;
+    (
+        page.status,
+        serde_json::from_str(&page.body).unwrap_or(Value::Null),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backend_service_asks_a_question_the_person_answers_on_the_page_and_a_long_poll_returns_it()
+ {
+    let h = Arc::new(harness().await);
+    let question = json!({"message": "Which region?", "response": {"type": "single_choice", "options": ["eu", "us"]}, "ttl_seconds": 300});
+    let (status, _) = rest(&h, AGENT, "POST", "/v1/mcp/elicitations", question.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "an agent may not ask");
+    for bad in [
+        json!({"message": "x", "response": {"type": "single_choice", "options": []}}),
+        json!({"message": "x", "response": {"type": "confirmation"}, "ttl_seconds": 0}),
+        json!({"message": "x", "response": {"type": "confirmation"}, "extra": 1}),
+        json!({"message": "", "response": {"type": "confirmation"}}),
+    ] {
+        let (status, body) = rest(&h, SERVICE, "POST", "/v1/mcp/elicitations", bad.clone()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad} → {body}");
+    }
+    let (status, created) = rest(&h, SERVICE, "POST", "/v1/mcp/elicitations", question).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["status"], "pending");
+
+    let waiting = {
+        let h = h.clone();
+        let id = id.clone();
+        tokio::spawn(async move {
+            rest(
+                &h,
+                SERVICE,
+                "GET",
+                &format!("/v1/mcp/elicitations/{id}?wait=30s"),
+                Value::Null,
+            )
+            .await
+        })
+    };
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(
+        page.body.contains("Which region?")
+            && page
+                .body
+                .contains("type=\"radio\" name=\"choice\" value=\"us\""),
+        "{}",
+        page.body
+    );
+    let answered = browser
+        .post(&format!("/approvals/{id}/respond"), "choice=us")
+        .await;
+    assert_eq!(answered.status, StatusCode::SEE_OTHER);
+    let (status, read) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(read["status"], "responded", "{read}");
+    assert_eq!(read["response"], json!({"choice": "us"}));
+    let (status, _) = rest(
+        &h,
+        SERVICE,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}?wait=999s"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }
