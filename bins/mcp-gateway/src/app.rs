@@ -227,6 +227,8 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         max_streams_per_caller: config.http.max_streams_per_caller,
         session_idle_timeout: config.http.session_idle_timeout,
         secure_cookies: config.http.secure_cookies,
+        native: config.gate.native,
+        public_url: config.http.public_url.clone(),
         ..ServiceConfig::default()
     };
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing

@@ -159,6 +159,9 @@ pub(crate) struct HttpConfig {
     /// The approvals page's cookie is `Secure` (set when clients reach the gateway over TLS).
     #[serde(default)]
     pub(crate) secure_cookies: bool,
+    /// The gateway's address as people reach it, for the approvals page's URLs.
+    #[serde(default)]
+    pub(crate) public_url: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -174,6 +177,7 @@ impl Default for HttpConfig {
             max_connections: default_max_connections(),
             max_streams_per_caller: default_max_streams_per_caller(),
             secure_cookies: false,
+            public_url: None,
         }
     }
 }
@@ -207,6 +211,9 @@ pub(crate) struct GateConfig {
     pub(crate) default_ttl: Duration,
     #[serde(default)]
     pub(crate) gate_open_world: bool,
+    /// How a client is asked natively: `auto`, `form`, `url` or `off`.
+    #[serde(default)]
+    pub(crate) native: mcp_http::ask::NativeMode,
 }
 
 impl Default for GateConfig {
@@ -214,6 +221,7 @@ impl Default for GateConfig {
         GateConfig {
             default_ttl: default_ttl(),
             gate_open_world: false,
+            native: mcp_http::ask::NativeMode::Auto,
         }
     }
 }
@@ -552,6 +560,14 @@ impl Config {
         {
             bail!(
                 "[store] max_records_per_caller and max_bytes_per_caller must be at least 1 and at most max_records and max_bytes"
+            );
+        }
+        if let Some(url) = &self.http.public_url
+            && (!(url.starts_with("http://") || url.starts_with("https://"))
+                || url.parse::<http::Uri>().is_err())
+        {
+            bail!(
+                "[http] public_url must be an http:// or https:// URL, like https://gateway.example.com; got {url:?}"
             );
         }
         if self.http.max_connections == 0 || self.http.max_streams_per_caller == 0 {

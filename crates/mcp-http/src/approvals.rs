@@ -243,7 +243,25 @@ impl McpService {
                         self.render(&principal, &csrf, notice, None, StatusCode::OK)
                             .await
                     }
-                    None => self.first_visit(),
+                    None => self.first_visit(PREFIX),
+                }
+            }
+            (&Method::GET, ["e", id]) => {
+                let Ok(id) = id.parse::<ElicitationId>() else {
+                    return html(
+                        StatusCode::NOT_FOUND,
+                        html::sign_in(Some("No such elicitation.")),
+                    );
+                };
+                match self.web_session(headers) {
+                    Some((_, principal, csrf)) => self.render_one(&principal, &csrf, id).await,
+                    None => match &self.auth {
+                        Auth::None(_) => self.first_visit(&format!("{PREFIX}/e/{id}")),
+                        Auth::Tokens(_) => html(
+                            StatusCode::OK,
+                            html::sign_in_to(None, Some(&format!("{PREFIX}/e/{id}"))),
+                        ),
+                    },
                 }
             }
             (&Method::GET, ["events"]) => match self.web_session(headers) {
@@ -315,7 +333,7 @@ impl McpService {
     }
 
     /// No session yet: sign in, or (auth `none`) a session opened here.
-    fn first_visit(&self) -> Response<Body> {
+    fn first_visit(&self, to: &str) -> Response<Body> {
         let Auth::None(principal) = &self.auth else {
             return html(StatusCode::OK, html::sign_in(None));
         };
@@ -325,7 +343,7 @@ impl McpService {
                 html::sign_in(Some("The system random source failed.")),
             );
         };
-        let mut response = redirect(PREFIX);
+        let mut response = redirect(to);
         self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
         response
     }
@@ -358,9 +376,58 @@ impl McpService {
                 html::sign_in(Some("The system random source failed.")),
             );
         };
-        let mut response = redirect(PREFIX);
+        // Only a page of one confirmation is a place to go on to (no open redirect).
+        let next = field(&fields, "next")
+            .and_then(|n| n.strip_prefix("/approvals/e/"))
+            .and_then(|id| id.parse::<ElicitationId>().ok())
+            .map_or_else(|| PREFIX.to_owned(), |id| format!("{PREFIX}/e/{id}"));
+        let mut response = redirect(&next);
         self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
         response
+    }
+
+    /// The page of one elicitation (where a URL-mode elicitation sends the person): that
+    /// item to answer while it waits, else where it stands.
+    async fn render_one(
+        &self,
+        principal: &Principal,
+        csrf: &str,
+        id: ElicitationId,
+    ) -> Response<Body> {
+        let store = self.gateway.store();
+        let stored = match store.get(&principal.caller, id).await {
+            Ok(stored) => stored,
+            Err(e) => {
+                let e = McpError::from(e);
+                return html(e.status(None), html::sign_in(Some(&e.to_string())));
+            }
+        };
+        let view = crate::rest::view(&stored);
+        let subject = principal.caller.subject_id().to_owned();
+        let status = view
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
+        let frame = html::Frame {
+            signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
+            csrf,
+            notice: notice.as_deref(),
+        };
+        let (pending, history) = if status == "pending" {
+            (vec![view], Vec::new())
+        } else {
+            (Vec::new(), vec![view])
+        };
+        let page = html::page(
+            &frame,
+            &pending,
+            &history,
+            None,
+            time::OffsetDateTime::now_utc(),
+        );
+        html(StatusCode::OK, page)
     }
 
     async fn render(

@@ -24,7 +24,9 @@ use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, RequestId};
 use mcp_wire::mcp::elicitation_has_mode;
 use mcp_wire::sse;
-use mcp_wire::tools::{ElicitFormParams, ElicitResult, InputRequest, InputRequiredResult};
+use mcp_wire::tools::{
+    ElicitFormParams, ElicitResult, ElicitUrlParams, InputRequest, InputRequiredResult,
+};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -53,6 +55,64 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Such a client gets the held result, answered by a person elsewhere.
 pub fn may_answer(principal: &Principal) -> bool {
     principal.scopes.contains(SCOPE_RESPOND)
+}
+
+/// How the gateway may ask the person natively (`[gate] native`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NativeMode {
+    /// A form when the client can show one and the message shows every argument; else the
+    /// approvals page's URL when the client takes URLs; else the held result.
+    #[default]
+    Auto,
+    /// Forms only.
+    Form,
+    /// The approvals page's URL only.
+    Url,
+    /// Never: every gated call gets the held result.
+    Off,
+}
+
+/// How one confirmation is asked natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AskBy {
+    /// A form the client shows (its answer is the person's).
+    Form,
+    /// The approvals page's URL for this one confirmation (the person answers there).
+    Url,
+}
+
+impl NativeMode {
+    /// How to ask, given what the client can do (`form`: shows forms and may answer;
+    /// `url`: opens URLs) and whether the message shows every argument.
+    pub(crate) fn choose(self, form: bool, url: bool, shows_all: bool) -> Option<AskBy> {
+        let by_form = (form && shows_all).then_some(AskBy::Form);
+        let by_url = url.then_some(AskBy::Url);
+        match self {
+            NativeMode::Off => None,
+            NativeMode::Form => by_form,
+            NativeMode::Url => by_url,
+            NativeMode::Auto => by_form.or(by_url),
+        }
+    }
+}
+
+/// Whether declared client capabilities include URL-mode elicitation.
+pub fn can_elicit_url(capabilities: Option<&Value>) -> bool {
+    matches!(capabilities.and_then(|c| c.get("elicitation")), Some(Value::Object(modes)) if modes.contains_key("url"))
+}
+
+/// The approvals page of one confirmation.
+pub(crate) fn page_url(base: &str, id: ElicitationId) -> String {
+    format!("{}/approvals/e/{id}", base.trim_end_matches('/'))
+}
+
+/// The message a URL-mode elicitation shows.
+pub(crate) fn url_message(confirmation: &Elicitation) -> String {
+    format!(
+        "A person must approve or decline this call on the gateway's approvals page. {}",
+        confirmation.spec.message()
+    )
 }
 
 /// Whether declared client capabilities include form elicitation (`{}` counts as form).
@@ -108,6 +168,19 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
     }
 }
 
+/// What a 2026-07-28 client can be asked with, and how the gateway may ask.
+#[derive(Debug, Clone, Default)]
+pub struct ClientAsks {
+    /// It declared form elicitation.
+    pub form: bool,
+    /// It declared URL-mode elicitation.
+    pub url: bool,
+    /// `[gate] native`.
+    pub native: NativeMode,
+    /// The base URL of the approvals page (`None`: URL mode is not offered).
+    pub page: Option<String>,
+}
+
 /// The modern (multi round-trip) path.
 pub struct Mrtr {
     /// The gateway.
@@ -124,7 +197,7 @@ impl Mrtr {
         &self,
         principal: &Principal,
         mut params: CallToolParams,
-        can_elicit: bool,
+        asks: ClientAsks,
         relay: Option<Arc<dyn mcp_upstream::Relay>>,
     ) -> Result<ResultBody, McpError> {
         let responses = params.input_responses.take();
@@ -137,14 +210,11 @@ impl Mrtr {
         let confirmation = match state {
             Some(state) => {
                 let answer = responses.and_then(|mut r| r.remove(CONFIRM_KEY));
-                // Only a person's client may answer (see `may_answer`); checked before the
-                // state is spent.
-                if answer.is_some() {
-                    principal.require(SCOPE_RESPOND)?;
-                }
-                let claims = self.verify(principal, &call, &state)?;
+                let claims = self.verify(principal, &call, &state, answer.is_some())?;
                 let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
-                if let Some(answer) = answer {
+                // A URL-mode answer says only that the person went to the page; the person's
+                // answer is the one given there.
+                if let Some(answer) = answer.filter(|_| !claims.url) {
                     record(&self.gateway, principal, id, answer).await;
                 }
                 Some(id)
@@ -153,13 +223,24 @@ impl Mrtr {
         };
         match self
             .gateway
-            .resolve(principal, &call, confirmation, None)
+            .resolve(principal, &call, confirmation, relay)
             .await
         {
-            CallOutcome::NeedsConfirmation(pending) if can_elicit && pending.askable_natively => {
-                Ok(self
-                    .input_required(principal, &pending.confirmation, &call)
-                    .into())
+            CallOutcome::NeedsConfirmation(pending) => {
+                let form = asks.form && may_answer(principal);
+                let url = asks.url && asks.page.is_some();
+                match asks.native.choose(form, url, pending.askable_natively) {
+                    Some(by) => Ok(self
+                        .input_required(
+                            principal,
+                            &pending.confirmation,
+                            &call,
+                            by,
+                            asks.page.as_deref(),
+                        )
+                        .into()),
+                    None => CallOutcome::NeedsConfirmation(pending).into_reply(),
+                }
             }
             outcome => outcome.into_reply(),
         }
@@ -170,6 +251,7 @@ impl Mrtr {
         principal: &Principal,
         call: &GatedCall,
         token: &str,
+        answered: bool,
     ) -> Result<StateClaims, McpError> {
         let now = time::OffsetDateTime::now_utc();
         let opened = self.states.open(token, now).map_err(|e| {
@@ -184,6 +266,11 @@ impl Mrtr {
             return Err(McpError::InvalidParams(
                 "requestState does not belong to this caller and call".into(),
             ));
+        }
+        // Only a person's client may answer a form (see `may_answer`): checked before the
+        // state is spent.
+        if answered && !claims.url {
+            principal.require(SCOPE_RESPOND)?;
         }
         // Only now is the state spent: a stolen state sent with other arguments does not
         // burn it for its owner.
@@ -200,6 +287,8 @@ impl Mrtr {
         principal: &Principal,
         confirmation: &Elicitation,
         call: &GatedCall,
+        by: AskBy,
+        page: Option<&str>,
     ) -> Value {
         let claims = StateClaims {
             sub: principal.caller.subject_id().to_owned(),
@@ -208,10 +297,32 @@ impl Mrtr {
             dig: call.binding.digest.to_string(),
             eid: confirmation.id.to_string(),
             exp: confirmation.expires_at.unix_timestamp(),
+            url: by == AskBy::Url,
         };
         let Some(state) = self.states.seal(&claims) else {
             return gating_core::held_result(confirmation);
         };
+        if let (AskBy::Url, Some(page)) = (by, page) {
+            let url = page_url(page, confirmation.id);
+            let message = url_message(confirmation);
+            let id = confirmation.id.to_string();
+            let params = ElicitUrlParams {
+                mode: "url",
+                message: &message,
+                elicitation_id: &id,
+                url: &url,
+            };
+            let result = InputRequiredResult::one(
+                CONFIRM_KEY,
+                InputRequest {
+                    method: "elicitation/create",
+                    params,
+                },
+                state,
+            );
+            return serde_json::to_value(result)
+                .unwrap_or_else(|_| gating_core::held_result(confirmation));
+        }
         with_elicit_params(confirmation, true, |params| {
             let result = InputRequiredResult::one(
                 CONFIRM_KEY,
@@ -266,11 +377,7 @@ impl PendingAnswers {
         ))
     }
 
-    fn register(&self, session: &str, id: &RequestId) -> oneshot::Receiver<Result<Value, Value>> {
-        self.insert(session, id, true)
-    }
-
-    fn insert(
+    pub(crate) fn insert(
         &self,
         session: &str,
         id: &RequestId,
@@ -350,6 +457,10 @@ pub struct StreamContext {
     pub client: crate::relay::ClientAnswers,
     /// The session's log level (a rank).
     pub log_level: u8,
+    /// How the person is asked.
+    pub(crate) by: AskBy,
+    /// The approvals page's base URL (URL mode).
+    pub(crate) page: Option<String>,
 }
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
@@ -393,10 +504,27 @@ async fn converse(
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
         let server_id = c.answers.fresh_id(current.id);
-        let answer = c.answers.register(&c.session, &server_id);
-        let ask = with_elicit_params(&current, with_mode, |params| {
-            jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
-        });
+        let by_url = c.by == AskBy::Url;
+        // A URL-mode answer is not the person's (they answer on the page), so any client
+        // may give it; a form's answer only a client that may confirm.
+        let answer = c.answers.insert(&c.session, &server_id, !by_url);
+        let ask = match (c.by, c.page.as_deref()) {
+            (AskBy::Url, Some(page)) => {
+                let url = page_url(page, current.id);
+                let message = url_message(&current);
+                let id = current.id.to_string();
+                let params = ElicitUrlParams {
+                    mode: "url",
+                    message: &message,
+                    elicitation_id: &id,
+                    url: &url,
+                };
+                jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
+            }
+            _ => with_elicit_params(&current, with_mode, |params| {
+                jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
+            }),
+        };
         if !deliver(tx, sse::event_bytes(&ask)).await {
             c.answers.forget(&c.session, &server_id);
             return None;
@@ -412,9 +540,22 @@ async fn converse(
         tokio::pin!(changed, answer);
         let mut keep_alive =
             tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        let mut went = false;
         let answered = loop {
             tokio::select! {
-                answered = &mut answer => break answered.ok(),
+                answered = &mut answer, if !went => match answered.ok() {
+                    // URL mode: the person went to the page (accept) — wait for their answer
+                    // there; anything else, they did not: the held result.
+                    Some(Ok(result)) if by_url => {
+                        if result.get("action").and_then(Value::as_str) == Some("accept") {
+                            went = true;
+                        } else {
+                            c.answers.forget(&c.session, &server_id);
+                            return Some(answer_with(Ok(gating_core::held_result(&current).into())));
+                        }
+                    }
+                    other => break other,
+                },
                 _ = &mut changed => break None,
                 // The client went away: stop asking (the confirmation stays pending, for
                 // the REST API or a retry) and free the stream.
@@ -433,8 +574,20 @@ async fn converse(
             }
         };
         c.answers.forget(&c.session, &server_id);
+        if by_url && with_mode {
+            // The page's answer is in: the client may close what it opened.
+            let params = serde_json::json!({"elicitationId": current.id.to_string()});
+            let done =
+                jsonrpc::notification_bytes("notifications/elicitation/complete", Some(&params));
+            if !deliver(tx, sse::event_bytes(&done)).await {
+                return None;
+            }
+        }
         match answered {
-            Some(Ok(result)) => record(&c.gateway, &c.principal, current.id, result).await,
+            Some(Ok(result)) if !by_url => {
+                record(&c.gateway, &c.principal, current.id, result).await
+            }
+            Some(Ok(_)) => {}
             // The client refused to ask (it errored): leave the question to the REST API.
             Some(Err(error)) => {
                 tracing::info!(elicitation_id = %current.id, ?error, "the client did not elicit; answering with the held result");
@@ -477,7 +630,7 @@ async fn converse(
             }
         }
         match outcome {
-            CallOutcome::NeedsConfirmation(next) if next.askable_natively => {
+            CallOutcome::NeedsConfirmation(next) if next.askable_natively || by_url => {
                 current = next.confirmation
             }
             outcome => return Some(answer_with(outcome.into_reply())),

@@ -122,8 +122,13 @@ impl McpService {
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;
-                let may_ask = session.answers.elicitation
-                    && ask::may_answer(principal)
+                // A form only for a client that may confirm; the page's URL for any client
+                // that opens URLs (the person answers on the page).
+                let form = session.answers.elicitation && ask::may_answer(principal);
+                let page = self.page_base(headers);
+                let url = session.answers.elicitation_url && page.is_some();
+                let may_ask = (form || url)
+                    && self.config.native != ask::NativeMode::Off
                     && streaming == Streaming::Allowed;
                 match self.gateway.classify(params).await? {
                     Classified::Gated(call) if may_ask => {
@@ -132,9 +137,12 @@ impl McpService {
                             // Beyond the caller's stream cap, the held result (answered out
                             // of band).
                             CallOutcome::NeedsConfirmation(pending)
-                                if pending.askable_natively
-                                    && let Some(slot) =
-                                        self.streams.try_open(&principal.caller) =>
+                                if let Some(by) = self.config.native.choose(
+                                    form,
+                                    url,
+                                    pending.askable_natively,
+                                ) && let Some(slot) =
+                                    self.streams.try_open(&principal.caller) =>
                             {
                                 let context = ask::StreamContext {
                                     gateway: self.gateway.clone(),
@@ -146,6 +154,8 @@ impl McpService {
                                     call,
                                     client: session.answers,
                                     log_level: session.log_level,
+                                    by,
+                                    page,
                                 };
                                 return Ok(Reply::Stream(ask::stream_confirmation(
                                     context,

@@ -85,8 +85,12 @@ impl McpService {
                         let queue = running.relay().reattach();
                         (running, queue)
                     } else {
-                        let can_elicit = ask::can_elicit_form(capabilities.as_ref())
-                            && ask::may_answer(principal);
+                        let client_asks = ask::ClientAsks {
+                            form: ask::can_elicit_form(capabilities.as_ref()),
+                            url: ask::can_elicit_url(capabilities.as_ref()),
+                            native: self.config.native,
+                            page: self.page_base(headers),
+                        };
                         let (asker, asks) =
                             Running::asker(ClientAnswers::declared(capabilities.as_ref()));
                         let (relay, queue) = ClientRelay::new(
@@ -101,7 +105,7 @@ impl McpService {
                         let caller = principal.clone();
                         let module_relay: Arc<dyn mcp_upstream::Relay> = relay.clone();
                         let call = async move {
-                            mrtr.call(&caller, params, can_elicit, Some(module_relay))
+                            mrtr.call(&caller, params, client_asks, Some(module_relay))
                                 .await
                         };
                         (Running::start(call, asks, relay), queue)

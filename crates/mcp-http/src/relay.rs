@@ -73,6 +73,8 @@ pub(crate) enum LogFilter {
 pub struct ClientAnswers {
     /// `elicitation` (form).
     pub elicitation: bool,
+    /// `elicitation.url`.
+    pub elicitation_url: bool,
     /// `sampling`.
     pub sampling: bool,
     /// `roots`.
@@ -89,6 +91,7 @@ impl ClientAnswers {
         };
         ClientAnswers {
             elicitation: crate::ask::can_elicit_form(capabilities),
+            elicitation_url: crate::ask::can_elicit_url(capabilities),
             sampling: has("sampling"),
             roots: has("roots"),
         }

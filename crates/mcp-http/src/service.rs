@@ -54,6 +54,11 @@ pub struct ServiceConfig {
     /// Whether the approvals page's cookie is `Secure` (the gateway is reached over TLS,
     /// directly or through a proxy).
     pub secure_cookies: bool,
+    /// How the gate asks the person natively (`[gate] native`).
+    pub native: ask::NativeMode,
+    /// The gateway's address as people reach it (`https://gw.example.com`), for the
+    /// approvals page's URLs; without it, the request's `Host` over `http`.
+    pub public_url: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -67,6 +72,8 @@ impl Default for ServiceConfig {
             max_sessions: 10_000,
             max_streams_per_caller: 16,
             secure_cookies: false,
+            native: ask::NativeMode::Auto,
+            public_url: None,
         }
     }
 }
@@ -429,6 +436,20 @@ impl McpService {
             last_event_id,
             slot,
         )
+    }
+
+    /// The base URL of the approvals page for a request: the configured public URL, else
+    /// `http://` and the request's `Host` (which the host check vetted with auth `none`).
+    pub(crate) fn page_base(&self, headers: &HeaderMap) -> Option<String> {
+        if let Some(url) = &self.config.public_url {
+            return Some(url.clone());
+        }
+        let host = headers.get(header::HOST)?.to_str().ok()?;
+        let safe = !host.is_empty()
+            && host
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
+        safe.then(|| format!("http://{host}"))
     }
 
     /// The whole body, within the size limit and the read timeout.

@@ -33,6 +33,10 @@ pub struct StateClaims {
     pub eid: String,
     /// Expiry, Unix seconds.
     pub exp: i64,
+    /// The client was sent the approvals page's URL (URL mode): its answer says only
+    /// whether the person went there, and is never recorded as theirs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub url: bool,
 }
 
 /// An opened, unexpired, not yet used state.
@@ -170,6 +174,7 @@ mod tests {
             dig: "00".repeat(32),
             eid: "0190f7b2-0000-7000-8000-000000000000".into(),
             exp,
+            url: false,
         }
     }
 

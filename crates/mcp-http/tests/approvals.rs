@@ -614,3 +614,190 @@ async fn a_backend_service_asks_a_question_the_person_answers_on_the_page_and_a_
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+/// A modern `tools/call` of `test__delete` declaring `capabilities`, with extra params.
+async fn modern_call_with(h: &Harness, capabilities: Value, extra: Value) -> Value {
+    let mut params = json!({"name": "test__delete", "arguments": {"path": "/u"}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let page = send(
+        h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "test__delete"),
+            ("accept", "application/json"),
+            ("content-type", "application/json"),
+        ],
+        &body.to_string(),
+    )
+    .await;
+    serde_json::from_str::<Value>(&page.body).unwrap()["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_mode_client_is_sent_to_the_page_and_only_the_persons_answer_there_approves() {
+    let h = harness().await;
+    let url_only = json!({"elicitation": {"url": {}}});
+    let first = modern_call_with(&h, url_only.clone(), json!({})).await;
+    assert_eq!(first["resultType"], "input_required", "{first}");
+    let asked = &first["inputRequests"]["confirm"]["params"];
+    assert_eq!(asked["mode"], "url", "{first}");
+    let id = asked["elicitationId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        asked["url"],
+        format!("http://127.0.0.1:8080/approvals/e/{id}")
+    );
+
+    // The client says it went there (accept): that is not an approval.
+    let accept = json!({"action": "accept", "content": {"confirmed": true}});
+    let retry =
+        json!({"requestState": first["requestState"], "inputResponses": {"confirm": accept}});
+    let again = modern_call_with(&h, url_only.clone(), retry).await;
+    assert_eq!(
+        again["resultType"], "input_required",
+        "still waiting: {again}"
+    );
+    assert_eq!(
+        again["inputRequests"]["confirm"]["params"]["elicitationId"],
+        json!(id)
+    );
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+
+    // The person opens the link: exactly that call, and approves it.
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = send(
+        &h,
+        "GET",
+        &format!("/approvals/e/{id}"),
+        &[("cookie", &browser.cookie)],
+        "",
+    )
+    .await;
+    assert!(
+        page.body.contains(&format!("id=\"e-{id}\"")) && page.body.contains("Waiting for you (1)"),
+        "{}",
+        page.body
+    );
+    browser.get().await;
+    let approved = browser
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER);
+    let retry = json!({"requestState": again["requestState"], "inputResponses": {"confirm": {"action": "accept"}}});
+    let done = modern_call_with(&h, url_only, retry).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+
+    // Not signed in, the link asks to sign in first and comes back to it.
+    let fresh = send(&h, "GET", &format!("/approvals/e/{id}"), &[], "").await;
+    assert!(
+        fresh
+            .body
+            .contains(&format!("name=\"next\" value=\"/approvals/e/{id}\"")),
+        "{}",
+        fresh.body
+    );
+    let signed = send(
+        &h,
+        "POST",
+        "/approvals/sign-in",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &format!("token={HUMAN}&next=%2Fapprovals%2Fe%2F{id}"),
+    )
+    .await;
+    assert_eq!(
+        signed.headers["location"],
+        format!("/approvals/e/{id}").as_str()
+    );
+    let elsewhere = send(
+        &h,
+        "POST",
+        "/approvals/sign-in",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        &format!("token={HUMAN}&next=https%3A%2F%2Fevil.example.com"),
+    )
+    .await;
+    assert_eq!(
+        elsewhere.headers["location"], "/approvals",
+        "no open redirect"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_client_with_url_mode_waits_on_its_stream_until_the_person_answers_on_the_page() {
+    let h = Arc::new(harness().await);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"url": {}}}, "clientInfo": {"name": "t", "version": "1"}}});
+    let opened = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("authorization", "Bearer agent-token"),
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        &init.to_string(),
+    )
+    .await;
+    let session = opened.headers["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let call = {
+        let h = h.clone();
+        let session = session.clone();
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "test__delete", "arguments": {"path": "/s"}}});
+            send(
+                &h,
+                "POST",
+                "/mcp",
+                &[
+                    ("authorization", "Bearer agent-token"),
+                    ("mcp-session-id", &session),
+                    ("content-type", "application/json"),
+                    ("accept", "application/json, text/event-stream"),
+                ],
+                &body.to_string(),
+            )
+            .await
+            .body
+        })
+    };
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let mut id = String::new();
+    for _ in 0..200 {
+        let page = browser.get().await;
+        if let Some(start) = page.body.find("id=\"e-") {
+            id = page.body[start + 6..start + 42].to_owned();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+    let approved = browser
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER);
+    let stream = call.await.unwrap();
+    assert!(
+        stream.contains("\"mode\":\"url\"") && stream.contains(&format!("/approvals/e/{id}")),
+        "{stream}"
+    );
+    let complete = stream
+        .find("notifications/elicitation/complete")
+        .expect("the client is told");
+    let result = stream.find("\"text\":\"deleted\"").expect("the call ran");
+    assert!(complete < result, "{stream}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+}

@@ -1437,20 +1437,34 @@ async fn modern_retry_without_answers_uses_the_rest_answer(h: Harness) {
 }
 
 async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness) {
-    for capabilities in ["{}", r#"{"elicitation": {"url": {}}}"#] {
-        let (_, reply) = modern_call(
-            &h,
-            CLIENT,
-            1,
-            "test__delete",
-            json!({"path": "/h"}),
-            json!({}),
-            capabilities,
-        )
-        .await;
-        assert_eq!(reply["result"]["resultType"], "complete");
-        held_id(&reply["result"]);
-    }
+    let (_, reply) = modern_call(
+        &h,
+        CLIENT,
+        1,
+        "test__delete",
+        json!({"path": "/h"}),
+        json!({}),
+        "{}",
+    )
+    .await;
+    assert_eq!(reply["result"]["resultType"], "complete");
+    held_id(&reply["result"]);
+    // A URL-mode client is sent to the approvals page instead (tests/approvals.rs).
+    let (_, reply) = modern_call(
+        &h,
+        CLIENT,
+        2,
+        "test__delete",
+        json!({"path": "/h"}),
+        json!({}),
+        r#"{"elicitation": {"url": {}}}"#,
+    )
+    .await;
+    assert_eq!(reply["result"]["resultType"], "input_required", "{reply}");
+    assert_eq!(
+        reply["result"]["inputRequests"]["confirm"]["params"]["mode"],
+        "url"
+    );
 }
 
 /// Reads SSE events from a streaming response until `want` of them arrived.

@@ -336,6 +336,20 @@ pub struct ElicitFormParams<'a> {
     pub requested_schema: &'a Value,
 }
 
+/// `elicitation/create` params in URL mode: the person is sent to `url`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitUrlParams<'a> {
+    /// `"url"`.
+    pub mode: &'static str,
+    /// What the person is asked.
+    pub message: &'a str,
+    /// The elicitation's id (for `notifications/elicitation/complete`).
+    pub elicitation_id: &'a str,
+    /// Where the person answers.
+    pub url: &'a str,
+}
+
 /// A client's answer to `elicitation/create`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ElicitResult {

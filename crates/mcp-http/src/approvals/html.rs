@@ -54,6 +54,11 @@ fn document(title: &str, body: &str) -> String {
 
 /// The sign-in page.
 pub(crate) fn sign_in(problem: Option<&str>) -> String {
+    sign_in_to(problem, None)
+}
+
+/// The sign-in page, going on to `next` (a page of the approvals, checked by the caller).
+pub(crate) fn sign_in_to(problem: Option<&str>, next: Option<&str>) -> String {
     let mut body = String::from("<main><h1>mcp-gateway approvals</h1>");
     if let Some(problem) = problem {
         let _ = write!(
@@ -62,8 +67,16 @@ pub(crate) fn sign_in(problem: Option<&str>) -> String {
             escape(problem)
         );
     }
+    body.push_str("<form method=\"post\" action=\"/approvals/sign-in\">");
+    if let Some(next) = next {
+        let _ = write!(
+            body,
+            "<input type=\"hidden\" name=\"next\" value=\"{}\">",
+            escape(next)
+        );
+    }
     body.push_str(
-        "<form method=\"post\" action=\"/approvals/sign-in\"><label for=\"token\">Your token (one with <code>elicitations:respond</code>)</label> <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus> <button type=\"submit\">Sign in</button></form></main>",
+        "<label for=\"token\">Your token (one with <code>elicitations:respond</code>)</label> <input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"current-password\" required autofocus> <button type=\"submit\">Sign in</button></form></main>",
     );
     document("Sign in — mcp-gateway approvals", &body)
 }
