@@ -229,6 +229,13 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
         public_url: config.http.public_url.clone(),
+        upload_dir: Some(
+            config
+                .uploads
+                .dir
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("mcp-gateway-uploads")),
+        ),
         ..ServiceConfig::default()
     };
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing

@@ -28,6 +28,16 @@ pub(crate) struct Config {
     pub(crate) modules: Vec<ModuleConfig>,
     #[serde(default)]
     pub(crate) policy: Vec<PolicyConfig>,
+    #[serde(default)]
+    pub(crate) uploads: UploadsConfig,
+}
+
+/// `[uploads]`: where files answering `file_upload` elicitations are kept.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UploadsConfig {
+    /// A directory (default: `mcp-gateway-uploads` in the system's temporary directory).
+    pub(crate) dir: Option<std::path::PathBuf>,
 }
 
 fn default_listen() -> SocketAddr {

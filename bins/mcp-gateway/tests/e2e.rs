@@ -24,6 +24,8 @@ const HUMAN: &str = "e2e-human-token";
 /// The person's MCP client (an SDK with an elicitation handler): calls tools and answers
 /// confirmations natively.
 const CLIENT: &str = "e2e-client-token";
+/// A backend service of alice's: asks her questions through the REST API.
+const SERVICE: &str = "e2e-service-token";
 
 fn filesystem_server() -> String {
     std::env::var("MCP_FILESYSTEM_SERVER").unwrap_or_else(|_| {
@@ -64,6 +66,12 @@ scopes = ["elicitations:respond"]
 subject = "alice"
 token_sha256 = "{client}"
 scopes = ["tools:call", "elicitations:respond"]
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{service}"
+scopes = ["elicitations:create"]
+[uploads]
+dir = "{uploads}"
 [[modules]]
 name = "fs"
 transport = "stdio"
@@ -74,6 +82,8 @@ trust_annotations = true
             agent = token_sha256(AGENT),
             human = token_sha256(HUMAN),
             client = token_sha256(CLIENT),
+            service = token_sha256(SERVICE),
+            uploads = dir.join("uploads").display(),
             server = filesystem_server(),
             sandbox = sandbox.display(),
         );
@@ -925,7 +935,8 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
         .arg(&gateway.base)
         .args([HUMAN, AGENT])
         .arg(&scene.sandbox)
-        .arg(shot.join("approvals.png"));
+        .arg(shot.join("approvals.png"))
+        .arg(SERVICE);
     let seen = run_client(command, "the browser").await;
     assert_eq!(seen["signed_in"], true, "{seen}");
     let arguments = seen["arguments_text"].as_str().unwrap();
@@ -956,6 +967,12 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
     assert!(!scene.file("declined.txt").exists());
     assert_eq!(seen["forged_still_waiting"], true, "{seen}");
     assert!(!scene.file("forged.txt").exists());
+    assert_eq!(seen["upload"]["status"], "responded", "{seen}");
+    assert_eq!(
+        seen["upload"]["response"]["sha256"], seen["upload_sha256"],
+        "{seen}"
+    );
+    assert_eq!(seen["downloaded_same"], true, "{seen}");
     assert_eq!(seen["signed_out"], true, "{seen}");
     gateway.stop().await;
 }

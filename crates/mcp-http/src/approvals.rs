@@ -234,6 +234,7 @@ impl McpService {
                     .and_then(|q| q.strip_prefix("done="))
                     .map(|done| match done {
                         "approved" => "Approved.",
+                        "uploaded" => "Uploaded.",
                         "declined" => "Declined.",
                         "cancelled" => "Cancelled.",
                         _ => "Answered.",
@@ -268,6 +269,7 @@ impl McpService {
                 Some((_, principal, _)) => self.events(principal),
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
+            (&Method::POST, [id, "upload"]) => self.upload(headers, id, body).await,
             (&Method::POST, action) => {
                 let Some((session, principal, csrf)) = self.web_session(headers) else {
                     return html(
@@ -322,6 +324,119 @@ impl McpService {
                 }
             }
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+        }
+    }
+
+    /// A file the page uploads to answer a `file_upload` elicitation: the raw bytes as the
+    /// body (the page's script sends them; the form token in `X-CSRF-Token`, the name in
+    /// `X-File-Name`, URI-encoded). The gateway keeps the file, computes its size and
+    /// SHA-256, and records the type's response; an answer that is not recorded leaves no
+    /// file behind. Answers JSON.
+    async fn upload(&self, headers: &HeaderMap, id: &str, body: &[u8]) -> Response<Body> {
+        let answer = |status: StatusCode, body: Value| {
+            let mut response = Response::new(full(body.to_string()));
+            *response.status_mut() = status;
+            with_headers(response, "application/json")
+        };
+        let Some((_, principal, csrf)) = self.web_session(headers) else {
+            return answer(
+                StatusCode::UNAUTHORIZED,
+                json!({"error": "please sign in again"}),
+            );
+        };
+        let given = headers
+            .get("x-csrf-token")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        if !csrf_ok(&[("csrf".to_owned(), given.to_owned())], &csrf) {
+            return answer(
+                StatusCode::FORBIDDEN,
+                json!({"error": "the request did not come from this page"}),
+            );
+        }
+        let Some(uploads) = &self.uploads else {
+            return answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({"error": "this gateway keeps no uploads (configure [uploads] dir)"}),
+            );
+        };
+        let Ok(eid) = id.parse::<ElicitationId>() else {
+            return answer(
+                StatusCode::NOT_FOUND,
+                json!({"error": "no such elicitation"}),
+            );
+        };
+        let store = self.gateway.store();
+        let caller = &principal.caller;
+        match store.get(caller, eid).await {
+            Ok(stored) if stored.elicitation.kind().to_string() == "file_upload" => {}
+            Ok(_) => {
+                return answer(
+                    StatusCode::BAD_REQUEST,
+                    json!({"error": "this elicitation does not ask for a file"}),
+                );
+            }
+            Err(e) => {
+                let e = McpError::from(e);
+                return answer(e.status(None), json!({"error": e.to_string()}));
+            }
+        }
+        let name = headers
+            .get("x-file-name")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| {
+                form_urlencoded::parse(format!("n={v}").as_bytes())
+                    .next()
+                    .map(|(_, n)| n.into_owned())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        let saved = match uploads.save(caller, &name, content_type, body).await {
+            Ok(saved) => saved,
+            Err(e) => {
+                let error_id = crate::error::new_error_id();
+                tracing::error!(%error_id, error = %e, "an upload could not be kept");
+                return answer(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    json!({"error": format!("the file could not be kept (error id {error_id})")}),
+                );
+            }
+        };
+        let payload = json!({
+            "upload_id": saved.upload_id,
+            "file_name": saved.file_name,
+            "content_type": saved.content_type,
+            "size_bytes": saved.size_bytes,
+            "sha256": saved.sha256,
+        });
+        match store.respond(caller, eid, payload.clone()).await {
+            Ok(RespondOutcome::Recorded) => answer(StatusCode::OK, json!({"recorded": payload})),
+            Ok(RespondOutcome::Invalid {
+                errors,
+                retries_left,
+            }) => {
+                uploads.remove(caller, &saved.upload_id).await;
+                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                answer(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    json!({"errors": errors, "retries_left": retries_left}),
+                )
+            }
+            Ok(other) => {
+                uploads.remove(caller, &saved.upload_id).await;
+                answer(
+                    StatusCode::CONFLICT,
+                    json!({"error": format!("not recorded: {other:?}")}),
+                )
+            }
+            Err(e) => {
+                uploads.remove(caller, &saved.upload_id).await;
+                let e = McpError::from(e);
+                answer(e.status(None), json!({"error": e.to_string()}))
+            }
         }
     }
 

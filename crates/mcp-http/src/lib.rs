@@ -26,6 +26,7 @@ pub mod service;
 pub mod sessions;
 pub mod state;
 pub mod streams;
+pub mod uploads;
 
 mod serve;
 

@@ -59,6 +59,8 @@ pub struct ServiceConfig {
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
     /// approvals page's URLs; without it, the request's `Host` over `http`.
     pub public_url: Option<String>,
+    /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
+    pub upload_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServiceConfig {
@@ -74,6 +76,7 @@ impl Default for ServiceConfig {
             secure_cookies: false,
             native: ask::NativeMode::Auto,
             public_url: None,
+            upload_dir: None,
         }
     }
 }
@@ -90,6 +93,7 @@ pub struct McpService {
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
     pub(crate) web: crate::approvals::WebSessions,
+    pub(crate) uploads: Option<crate::uploads::Uploads>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
@@ -254,6 +258,7 @@ impl McpService {
             config.max_sessions,
         ));
         notify_sessions(&gateway, &sessions);
+        let uploads = config.upload_dir.clone().map(crate::uploads::Uploads::new);
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
@@ -266,6 +271,7 @@ impl McpService {
             bridges: Arc::default(),
             listeners: Arc::default(),
             web: crate::approvals::WebSessions::default(),
+            uploads,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -346,9 +352,10 @@ impl McpService {
         if path == "/healthz" {
             return response::json(StatusCode::OK, &json!({"status": "ok"}));
         }
+        let is_upload = path.starts_with("/v1/mcp/uploads/");
         let is_page = path == crate::approvals::PREFIX
             || path.starts_with(&format!("{}/", crate::approvals::PREFIX));
-        if path != "/mcp" && !is_rest && !is_page {
+        if path != "/mcp" && !is_rest && !is_page && !is_upload {
             return fail(McpError::NotFound);
         }
         if !self.origin_allowed(&parts.headers) {
@@ -374,6 +381,9 @@ impl McpService {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
+        if is_upload {
+            return self.download(&parts.method, &path, &principal).await;
+        }
         let bytes = match self.read_body(body).await {
             Ok(bytes) => bytes,
             Err(e) => return fail(e),
@@ -436,6 +446,42 @@ impl McpService {
             last_event_id,
             slot,
         )
+    }
+
+    /// `GET /v1/mcp/uploads/{upload_id}`: an uploaded file, for its caller's services
+    /// (scope `elicitations:create`), as an attachment of opaque bytes.
+    async fn download(&self, method: &Method, path: &str, principal: &Principal) -> Response<Body> {
+        let problem = |e: McpError| response::error(&e, Surface::Problem);
+        if method != Method::GET {
+            return problem(McpError::MethodNotAllowed);
+        }
+        if let Err(e) = principal.require(crate::auth::SCOPE_CREATE) {
+            return problem(e);
+        }
+        let id = &path["/v1/mcp/uploads/".len()..];
+        let Some(uploads) = &self.uploads else {
+            return problem(McpError::NotFound);
+        };
+        match uploads.open(&principal.caller, id).await {
+            Some(bytes) => {
+                let mut response = Response::new(crate::body::full(bytes));
+                let headers = response.headers_mut();
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                );
+                headers.insert(
+                    header::CONTENT_DISPOSITION,
+                    HeaderValue::from_static("attachment"),
+                );
+                headers.insert(
+                    header::X_CONTENT_TYPE_OPTIONS,
+                    HeaderValue::from_static("nosniff"),
+                );
+                response
+            }
+            None => problem(McpError::NotFound),
+        }
     }
 
     /// The base URL of the approvals page for a request: the configured public URL, else

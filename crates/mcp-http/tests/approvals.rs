@@ -28,6 +28,8 @@ const HUMAN: &str = "human-token";
 /// A trusted backend service of alice's: asks her questions.
 const SERVICE: &str = "service-token";
 
+static UPLOAD_DIRS: AtomicUsize = AtomicUsize::new(0);
+
 struct Harness {
     service: Arc<McpService>,
     store: Arc<dyn ElicitationStore>,
@@ -76,7 +78,18 @@ async fn harness() -> Harness {
     ])
     .unwrap();
     Harness {
-        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        service: Arc::new(McpService::new(
+            gateway,
+            auth,
+            ServiceConfig {
+                upload_dir: Some(std::env::temp_dir().join(format!(
+                    "mcp-approvals-uploads-{}-{}",
+                    std::process::id(),
+                    UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
+                ))),
+                ..ServiceConfig::default()
+            },
+        )),
         store,
         deleted,
     }
@@ -800,4 +813,102 @@ async fn a_session_client_with_url_mode_waits_on_its_stream_until_the_person_ans
     let result = stream.find("\"text\":\"deleted\"").expect("the call ran");
     assert!(complete < result, "{stream}");
     assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_uploaded_on_the_page_is_recorded_with_its_hash_and_only_its_callers_service_downloads_it()
+ {
+    let h = harness().await;
+    let ask =
+        json!({"message": "The signed contract, please", "response": {"type": "file_upload"}});
+    let (status, created) = rest(&h, SERVICE, "POST", "/v1/mcp/elicitations", ask).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(
+        page.body
+            .contains(&format!("data-upload=\"/approvals/{id}/upload\"")),
+        "{}",
+        page.body
+    );
+
+    let upload = |csrf: String| {
+        let h = &h;
+        let cookie = browser.cookie.clone();
+        let path = format!("/approvals/{id}/upload");
+        async move {
+            send(
+                h,
+                "POST",
+                &path,
+                &[
+                    ("cookie", &cookie),
+                    ("origin", "http://127.0.0.1:8080"),
+                    ("content-type", "text/plain"),
+                    ("x-file-name", "..%2F..%2Fr%C3%A9sum%C3%A9.txt"),
+                    ("x-csrf-token", &csrf),
+                ],
+                "the contract",
+            )
+            .await
+        }
+    };
+    let forged = upload("00".repeat(32)).await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let done = upload(browser.csrf.clone()).await;
+    assert_eq!(done.status, StatusCode::OK, "{}", done.body);
+    let (_, read) = rest(
+        &h,
+        SERVICE,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}?wait=5s"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(read["status"], "responded", "{read}");
+    let response = &read["response"];
+    assert_eq!(response["file_name"], "résumé.txt");
+    assert_eq!(response["content_type"], "text/plain");
+    assert_eq!(response["size_bytes"], 12);
+    let expected: String = ring::digest::digest(&ring::digest::SHA256, b"the contract")
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(response["sha256"], expected.as_str());
+
+    let path = format!(
+        "/v1/mcp/uploads/{}",
+        response["upload_id"].as_str().unwrap()
+    );
+    let file = send(
+        &h,
+        "GET",
+        &path,
+        &[("authorization", "Bearer service-token")],
+        "",
+    )
+    .await;
+    assert_eq!(file.status, StatusCode::OK);
+    assert_eq!(file.body, "the contract");
+    assert_eq!(file.headers["content-type"], "application/octet-stream");
+    let agent = send(
+        &h,
+        "GET",
+        &path,
+        &[("authorization", "Bearer agent-token")],
+        "",
+    )
+    .await;
+    assert_eq!(agent.status, StatusCode::FORBIDDEN);
+    let missing = send(
+        &h,
+        "GET",
+        "/v1/mcp/uploads/..%2F..%2Fetc%2Fpasswd",
+        &[("authorization", "Bearer service-token")],
+        "",
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
 }

@@ -1,20 +1,22 @@
 #!/usr/bin/env python3
 """The approvals page in a real browser: headless Chromium (Debian's), driven by Playwright.
 
-usage: approvals_browser.py BASE_URL HUMAN_TOKEN AGENT_TOKEN SANDBOX SCREENSHOT
+usage: approvals_browser.py BASE_URL HUMAN_TOKEN AGENT_TOKEN SANDBOX SCREENSHOT SERVICE_TOKEN
 
 The agent (plain HTTP, 2026-07-28 requests) calls fs__write_file; the person signs in on the
 page, sees the held call appear without reloading, approves one call and declines another;
 hostile arguments must stay inert text; a cross-site form post must be refused; sign-out must
 end the session. Prints one JSON line of what happened; exits non-zero on anything else.
 """
+import hashlib
 import json
+import os
 import sys
 import urllib.request
 
 from playwright.sync_api import sync_playwright
 
-BASE, HUMAN, AGENT, SANDBOX, SHOT = sys.argv[1:6]
+BASE, HUMAN, AGENT, SANDBOX, SHOT, SERVICE = sys.argv[1:7]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -33,6 +35,15 @@ def agent_call(path, content, confirmation=None):
         "mcp-method": "tools/call", "mcp-name": "fs__write_file"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["result"]
+
+
+def service(method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(BASE + path, data=data, method=method, headers={
+        "authorization": "Bearer " + SERVICE, "content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        raw = response.read()
+        return json.loads(raw) if response.headers.get("content-type", "").startswith("application/json") else raw
 
 
 def held_id(result):
@@ -87,6 +98,23 @@ def main():
         out["cross_site_status_text"] = evil.content()[:400]
         page.reload()
         out["forged_still_waiting"] = page.locator(f"#e-{third}").count() == 1
+
+        # A file asked for by a backend service, uploaded in the page, round-trips.
+        asked = service("POST", "/v1/mcp/elicitations",
+                        {"message": "The signed contract, please", "response": {"type": "file_upload"}})
+        page.reload()
+        page.wait_for_selector(f"#e-{asked['id']}", timeout=15000)
+        contract = os.path.join(SANDBOX, "contract.pdf")
+        content = os.urandom(4096) + b"%PDF-1.7 signed"
+        with open(contract, "wb") as f:
+            f.write(content)
+        out["upload_sha256"] = hashlib.sha256(content).hexdigest()
+        page.set_input_files(f"#f-{asked['id']}", contract)
+        page.locator(f"#e-{asked['id']}").get_by_role("button", name="Upload").click()
+        page.wait_for_selector("text=Uploaded.")
+        out["upload"] = service("GET", f"/v1/mcp/elicitations/{asked['id']}?wait=5s")
+        downloaded = service("GET", "/v1/mcp/uploads/" + out["upload"]["response"]["upload_id"])
+        out["downloaded_same"] = downloaded == content
 
         # Sign-out ends the session.
         page.click("text=Sign out")

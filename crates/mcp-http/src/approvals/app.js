@@ -3,6 +3,32 @@
 // it reloads — unless the person is typing, then it says so and waits.
 "use strict";
 (function () {
+  // Uploads: the file's bytes as the body, the page's form token in a header.
+  document.querySelectorAll("button.upload").forEach(function (button) {
+    button.addEventListener("click", function () {
+      var input = document.getElementById(button.getAttribute("data-for"));
+      var status = button.parentElement.querySelector(".upload-status");
+      var file = input && input.files && input.files[0];
+      if (!file) { status.textContent = " Choose a file first."; return; }
+      var csrf = document.querySelector("input[name=csrf]").value;
+      status.textContent = " Uploading…";
+      fetch(input.getAttribute("data-upload"), {
+        method: "POST",
+        body: file,
+        credentials: "same-origin",
+        headers: {
+          "content-type": file.type || "application/octet-stream",
+          "x-file-name": encodeURIComponent(file.name),
+          "x-csrf-token": csrf
+        }
+      }).then(function (response) {
+        return response.json().then(function (body) {
+          if (response.ok) { window.location.replace("/approvals?done=uploaded"); return; }
+          status.textContent = " " + (body.error || (body.errors || []).join("; ") || "The upload failed.");
+        });
+      }, function () { status.textContent = " The upload failed."; });
+    });
+  });
   // Only the signed-in page follows changes (the sign-in page has no list).
   if (!window.EventSource || !document.getElementById("waiting")) return;
   var events = new EventSource("/approvals/events");

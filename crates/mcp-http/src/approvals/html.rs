@@ -258,6 +258,12 @@ fn pending_item(
             }
             out.push_str("</fieldset><button type=\"submit\">Submit</button>");
         }
+        "file_upload" => {
+            let _ = write!(
+                out,
+                "<label for=\"f-{id}\">Your file</label> <input id=\"f-{id}\" type=\"file\" data-upload=\"/approvals/{id}/upload\"> <button type=\"button\" class=\"upload\" data-for=\"f-{id}\">Upload</button><noscript> Uploading needs JavaScript.</noscript><span class=\"upload-status\" role=\"status\"></span>"
+            );
+        }
         _ => out.push_str("<p>This type is answered through the REST API.</p>"),
     }
     let _ = write!(
