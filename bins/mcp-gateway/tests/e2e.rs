@@ -78,12 +78,22 @@ transport = "stdio"
 command = "{server}"
 args = ["{sandbox}"]
 trust_annotations = true
+[[modules]]
+name = "chatty"
+transport = "stdio"
+command = "python3"
+args = ["{chatty}"]
+trust_annotations = true
 "#,
             agent = token_sha256(AGENT),
             human = token_sha256(HUMAN),
             client = token_sha256(CLIENT),
             service = token_sha256(SERVICE),
             uploads = dir.join("uploads").display(),
+            chatty = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../crates/mcp-http/tests/fixtures/chatty_module.py"
+            ),
             server = filesystem_server(),
             sandbox = sandbox.display(),
         );
@@ -967,6 +977,23 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
     assert!(!scene.file("declined.txt").exists());
     assert_eq!(seen["forged_still_waiting"], true, "{seen}");
     assert!(!scene.file("forged.txt").exists());
+    assert_eq!(
+        seen["module_answer"],
+        json!({"action": "accept", "content": {"colour": "green"}}),
+        "the module got the person's choice: {seen}"
+    );
+    assert!(
+        seen["invalid_shown"]
+            .as_str()
+            .unwrap()
+            .contains("2 tries left"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["invalid_then_valid"]["response"],
+        json!({"value": "long enough"}),
+        "{seen}"
+    );
     assert_eq!(seen["upload"]["status"], "responded", "{seen}");
     assert_eq!(
         seen["upload"]["response"]["sha256"], seen["upload_sha256"],

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import urllib.request
 
 from playwright.sync_api import sync_playwright
@@ -44,6 +45,20 @@ def service(method, path, body=None):
     with urllib.request.urlopen(request, timeout=60) as response:
         raw = response.read()
         return json.loads(raw) if response.headers.get("content-type", "").startswith("application/json") else raw
+
+
+def agent_tool(name):
+    """A 2025-era request of the agent's for a tool without arguments (its client cannot elicit)."""
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": name, "arguments": {}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}}
+    request = urllib.request.Request(BASE + "/mcp", data=json.dumps(body).encode(), method="POST", headers={
+        "authorization": "Bearer " + AGENT, "content-type": "application/json",
+        "accept": "application/json", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call", "mcp-name": name})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read())["result"]
 
 
 def held_id(result):
@@ -98,6 +113,33 @@ def main():
         out["cross_site_status_text"] = evil.content()[:400]
         page.reload()
         out["forged_still_waiting"] = page.locator(f"#e-{third}").count() == 1
+
+        # A module's question (its client cannot elicit) waits on the page; the person's
+        # choice reaches the module.
+        box = {}
+        worker = threading.Thread(target=lambda: box.update(result=agent_tool("chatty__ask_choice")))
+        worker.start()
+        page.wait_for_selector("text=Which colour?", timeout=15000)
+        question = page.locator("article.item", has_text="Which colour?")
+        question.get_by_label("green").check()
+        question.get_by_role("button", name="Submit").click()
+        worker.join(30)
+        out["module_answer"] = json.loads(box["result"]["content"][0]["text"])
+
+        # An invalid answer is shown next to the question with the tries left.
+        asked = service("POST", "/v1/mcp/elicitations", {"message": "A name of 5+ characters",
+                        "response": {"type": "string_input", "min_length": 5}})
+        page.reload()
+        item = page.locator(f"#e-{asked['id']}")
+        item.locator("input[name=value]").evaluate("e => e.removeAttribute('minlength')")
+        item.locator("input[name=value]").fill("ab")
+        item.get_by_role("button", name="Submit").click()
+        page.wait_for_selector("text=tries left")
+        out["invalid_shown"] = page.locator(f"#e-{asked['id']} .error").inner_text()
+        page.locator(f"#e-{asked['id']} input[name=value]").fill("long enough")
+        page.locator(f"#e-{asked['id']}").get_by_role("button", name="Submit").click()
+        page.wait_for_selector("text=Answered.")
+        out["invalid_then_valid"] = service("GET", f"/v1/mcp/elicitations/{asked['id']}")
 
         # A file asked for by a backend service, uploaded in the page, round-trips.
         asked = service("POST", "/v1/mcp/elicitations",
