@@ -185,8 +185,18 @@ impl HttpModule {
         link: Option<&CallLink>,
     ) -> Result<(StatusCode, HeaderMap, Option<RawOutcome>), ModuleError> {
         // The module's own requests during this exchange are answered with these headers
-        // (its session's).
-        let answer_headers = headers.clone();
+        // (its session's), less those that describe the request being answered to.
+        let mut answer_headers = headers.clone();
+        answer_headers.remove(MCP_METHOD);
+        answer_headers.remove(MCP_NAME);
+        let mirrored: Vec<HeaderName> = answer_headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("mcp-param-"))
+            .cloned()
+            .collect();
+        for name in mirrored {
+            answer_headers.remove(name);
+        }
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.config.url.clone();

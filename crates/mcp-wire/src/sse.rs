@@ -67,11 +67,15 @@ impl Parser {
     pub fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, EventTooLarge> {
         self.buffer.extend_from_slice(bytes);
         let mut events = Vec::new();
-        while let Some(end) = self.buffer.iter().position(|b| *b == b'\n') {
-            let mut line: Vec<u8> = self.buffer.drain(..=end).collect();
-            line.pop();
+        // Lines are read in place and the buffer is shifted once per feed, so a frame of
+        // many short lines costs linear time.
+        let mut start = 0;
+        while let Some(offset) = self.buffer[start..].iter().position(|b| *b == b'\n') {
+            let end = start + offset;
+            let mut line = &self.buffer[start..end];
+            start = end + 1;
             if line.last() == Some(&b'\r') {
-                line.pop();
+                line = &line[..line.len() - 1];
             }
             if line.is_empty() {
                 if self.has_data {
@@ -90,7 +94,11 @@ impl Parser {
                 self.has_data = true;
             }
             // Other fields (event, id, retry) and comments are not needed here.
+            if self.data.len() > MAX_EVENT_BYTES {
+                return Err(EventTooLarge);
+            }
         }
+        self.buffer.drain(..start);
         if self.buffer.len() + self.data.len() > MAX_EVENT_BYTES {
             return Err(EventTooLarge);
         }
@@ -101,6 +109,15 @@ impl Parser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_of_many_empty_lines_then_an_event_yields_just_the_event() {
+        let mut frame = vec![b'\n'; 200_000];
+        frame.extend_from_slice(b"data: {\"x\":1}\n\n");
+        let mut parser = Parser::default();
+        assert_eq!(parser.feed(&frame).unwrap(), vec!["{\"x\":1}".to_owned()]);
+        assert!(parser.buffer.is_empty());
+    }
 
     #[test]
     fn events_round_trip_through_the_parser_in_any_chunking() {
