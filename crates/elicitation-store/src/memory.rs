@@ -371,6 +371,8 @@ impl MemoryStore {
             .or_default()
             .push(id);
         state.entries.insert(id, entry);
+        drop(state);
+        self.notify(id);
         Ok(())
     }
 
@@ -556,6 +558,10 @@ impl ElicitationStore for MemoryStore {
             }
             Ok(redeemed)
         })?
+    }
+
+    fn changes(&self) -> Option<broadcast::Receiver<ElicitationId>> {
+        Some(self.changes.subscribe())
     }
 
     async fn wait_for_change(

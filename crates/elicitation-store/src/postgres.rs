@@ -643,6 +643,10 @@ impl ElicitationStore for PostgresStore {
         })
     }
 
+    fn changes(&self) -> Option<broadcast::Receiver<ElicitationId>> {
+        Some(self.changes.subscribe())
+    }
+
     async fn wait_for_change(
         &self,
         caller: &Caller,

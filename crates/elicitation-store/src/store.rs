@@ -241,6 +241,13 @@ pub trait ElicitationStore: Send + Sync + 'static {
         }
     }
 
+    /// The ids of elicitations created or changed from now on (on every instance sharing the
+    /// store), for whoever follows a caller's list; `None` for a store without a feed (the
+    /// follower then reads the list now and then).
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<ElicitationId>> {
+        None
+    }
+
     /// Waits until the elicitation is no longer pending, or until `deadline`, and returns
     /// it as it then is.
     async fn wait_for_change(

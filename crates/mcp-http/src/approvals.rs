@@ -8,7 +8,7 @@
 //! - **Answers** are plain form posts, so Approve/Decline work without JavaScript; every
 //!   state-changing post carries the session's form token (`csrf`), and the `Origin` check of
 //!   the API applies. The page's small script only reloads it when the person's elicitations
-//!   change (`/approvals/events`).
+//!   change (`/approvals/events`, which follows the store's change feed).
 //! - **Rendering** (`html`): everything from agents, modules and people is text.
 
 mod html;
@@ -40,8 +40,10 @@ const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 const MAX_SESSIONS: usize = 10_000;
 /// How many answered elicitations the page shows.
 const HISTORY: usize = 20;
-/// How often the events stream looks for changes.
+/// How often the events stream reads the list of a store without a change feed.
 const POLL: Duration = Duration::from_secs(2);
+/// How often it reads the list anyway (expiries, a missed notification).
+const RECHECK: Duration = Duration::from_secs(30);
 
 const STYLE: &str = include_str!("approvals/style.css");
 const SCRIPT: &str = include_str!("approvals/app.js");
@@ -696,9 +698,10 @@ impl McpService {
         }
     }
 
-    /// `text/event-stream` of `changed` events when the person's pending elicitations change
-    /// (looked for every [`POLL`], so it works whatever the store and however many gateway
-    /// instances share it).
+    /// `text/event-stream` of `changed` events when the person's pending elicitations change:
+    /// the store's change feed (on PostgreSQL, its notifications from every instance) says
+    /// when to look; the list is read again then, and every [`RECHECK`] in any case (a
+    /// store without a feed is read every [`POLL`]).
     fn events(&self, principal: Arc<Principal>) -> Response<Body> {
         let Some(slot) = self.streams.try_open(&principal.caller) else {
             return crate::response::error(
@@ -707,15 +710,28 @@ impl McpService {
             );
         };
         let store = self.gateway.store().clone();
+        let mut feed = store.changes();
+        let every = if feed.is_some() { RECHECK } else { POLL };
         let mut closing = self.closing.subscribe();
         let (tx, body) = ChannelBody::new(4);
         tokio::spawn(async move {
+            use tokio::sync::broadcast::error::RecvError;
             let _slot = slot;
             let mut seen: Option<Vec<String>> = None;
-            let mut tick = tokio::time::interval(POLL);
+            let mut tick = tokio::time::interval(every);
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
+                    changed = async {
+                        match feed.as_mut() {
+                            Some(feed) => feed.recv().await.map(drop),
+                            None => std::future::pending().await,
+                        }
+                    } => {
+                        if matches!(changed, Err(RecvError::Closed)) {
+                            feed = None;
+                        }
+                    }
                     () = tx.closed() => return,
                     _ = closing.wait_for(|c| *c) => return,
                 }
@@ -737,7 +753,7 @@ impl McpService {
                     Some(before) if *before != now => {
                         Bytes::from_static(b"event: changed\ndata: {}\n\n")
                     }
-                    Some(_) => Bytes::from_static(b": unchanged\n\n"),
+                    Some(_) => continue,
                 };
                 seen = Some(now);
                 if tokio::time::timeout(Duration::from_secs(30), tx.send(event))

@@ -3,6 +3,9 @@
 // it reloads — unless the person is typing, then it says so and waits.
 "use strict";
 (function () {
+  // Set once the page itself changes the list (a form, an upload): its own next page follows.
+  var submitting = false;
+  var events = null;
   // Uploads: the file's bytes as the body, the page's form token in a header.
   document.querySelectorAll("button.upload").forEach(function (button) {
     button.addEventListener("click", function () {
@@ -12,6 +15,8 @@
       if (!file) { status.textContent = " Choose a file first."; return; }
       var csrf = document.querySelector("input[name=csrf]").value;
       status.textContent = " Uploading…";
+      submitting = true;
+      if (events) events.close();
       fetch(input.getAttribute("data-upload"), {
         method: "POST",
         body: file,
@@ -24,6 +29,7 @@
       }).then(function (response) {
         return response.json().then(function (body) {
           if (response.ok) { window.location.replace("/approvals?done=uploaded"); return; }
+          submitting = false;
           status.textContent = " " + (body.error || (body.errors || []).join("; ") || "The upload failed.");
         });
       }, function () { status.textContent = " The upload failed."; });
@@ -31,8 +37,10 @@
   });
   // Only the signed-in page follows changes (the sign-in page has no list).
   if (!window.EventSource || !document.getElementById("waiting")) return;
-  var events = new EventSource("/approvals/events");
+  events = new EventSource("/approvals/events");
+  document.addEventListener("submit", function () { submitting = true; events.close(); }, true);
   events.addEventListener("changed", function () {
+    if (submitting) return;
     var active = document.activeElement;
     var typing = active && (active.tagName === "INPUT" && active.type === "text");
     if (!typing) { window.location.replace("/approvals"); return; }
