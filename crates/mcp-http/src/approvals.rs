@@ -121,6 +121,22 @@ impl WebSessions {
     }
 }
 
+/// A short fingerprint of a list of ids (which pending elicitations a page shows).
+fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for id in ids {
+        context.update(id.as_bytes());
+        context.update(b"\n");
+    }
+    context
+        .finish()
+        .as_ref()
+        .iter()
+        .take(8)
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// The session cookie's value in a request.
 fn cookie(headers: &HeaderMap) -> Option<String> {
     headers
@@ -268,7 +284,13 @@ impl McpService {
                 }
             }
             (&Method::GET, ["events"]) => match self.web_session(headers) {
-                Some((_, principal, _)) => self.events(principal),
+                Some((_, principal, _)) => {
+                    // What the page showed: a change since is announced at once.
+                    let seen = query
+                        .and_then(|q| q.strip_prefix("seen="))
+                        .map(str::to_owned);
+                    self.events(principal, seen)
+                }
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
             (&Method::POST, [id, "upload"]) => self.upload(headers, id, body).await,
@@ -531,6 +553,7 @@ impl McpService {
             signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
             csrf,
             notice: notice.as_deref(),
+            seen: None,
         };
         let (pending, history) = if status == "pending" {
             (vec![view], Vec::new())
@@ -592,10 +615,16 @@ impl McpService {
             Err(_) => Vec::new(),
         };
         let subject = principal.caller.subject_id().to_owned();
+        let seen = fingerprint(
+            pending
+                .iter()
+                .filter_map(|v| v.get("id").and_then(Value::as_str)),
+        );
         let frame = html::Frame {
             signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
             csrf,
             notice,
+            seen: Some(&seen),
         };
         let page = html::page(
             &frame,
@@ -702,7 +731,7 @@ impl McpService {
     /// the store's change feed (on PostgreSQL, its notifications from every instance) says
     /// when to look; the list is read again then, and every [`RECHECK`] in any case (a
     /// store without a feed is read every [`POLL`]).
-    fn events(&self, principal: Arc<Principal>) -> Response<Body> {
+    fn events(&self, principal: Arc<Principal>, shown: Option<String>) -> Response<Body> {
         let Some(slot) = self.streams.try_open(&principal.caller) else {
             return crate::response::error(
                 &McpError::TooManyStreams(self.config.max_streams_per_caller),
@@ -717,7 +746,7 @@ impl McpService {
         tokio::spawn(async move {
             use tokio::sync::broadcast::error::RecvError;
             let _slot = slot;
-            let mut seen: Option<Vec<String>> = None;
+            let mut seen: Option<String> = shown;
             let mut tick = tokio::time::interval(every);
             loop {
                 tokio::select! {
@@ -741,13 +770,13 @@ impl McpService {
                 else {
                     continue;
                 };
-                let now: Vec<String> = listed
+                // The rows the page shows (it leaves out unreadable ones).
+                let ids: Vec<String> = listed
                     .iter()
-                    .map(|l| match l {
-                        Ok(s) => s.elicitation.id.to_string(),
-                        Err(u) => u.id.to_string(),
-                    })
+                    .filter_map(|l| l.as_ref().ok())
+                    .map(|s| s.elicitation.id.to_string())
                     .collect();
+                let now = fingerprint(ids.iter().map(String::as_str));
                 let event = match &seen {
                     None => Bytes::from_static(b": watching\n\n"),
                     Some(before) if *before != now => {

@@ -508,6 +508,20 @@ impl Registry {
         self.updated.subscribe()
     }
 
+    /// The module `uri` belongs to (see `module_of`): `None` when none claims it; a URI two
+    /// modules could claim is the caller's `-32602`.
+    fn owner(&self, uri: &str) -> Option<Result<usize, ModuleError>> {
+        match self.module_of(uri) {
+            Ok(found) => found.map(Ok),
+            Err(reason) => Some(Err(ModuleError::Rpc {
+                module: String::new(),
+                code: -32602,
+                message: reason,
+                data: None,
+            })),
+        }
+    }
+
     /// `resources/subscribe` (`subscribe` false: `unsubscribe`) for `uri`, to the module the
     /// URI belongs to; `None` when no module claims it.
     pub async fn subscribe_resource(
@@ -515,17 +529,9 @@ impl Registry {
         uri: &str,
         subscribe: bool,
     ) -> Option<Result<(), ModuleError>> {
-        let module = match self.module_of(uri) {
-            Ok(Some(module)) => module,
-            Ok(None) => return None,
-            Err(reason) => {
-                return Some(Err(ModuleError::Rpc {
-                    module: String::new(),
-                    code: -32602,
-                    message: reason,
-                    data: None,
-                }));
-            }
+        let module = match self.owner(uri)? {
+            Ok(module) => module,
+            Err(e) => return Some(Err(e)),
         };
         Some(
             self.modules[module]
@@ -634,17 +640,9 @@ impl Registry {
         params: ForwardParams,
     ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
         let uri = params.str("uri")?.to_owned();
-        let module = match self.module_of(&uri) {
-            Ok(Some(module)) => module,
-            Ok(None) => return None,
-            Err(reason) => {
-                return Some(Err(ModuleError::Rpc {
-                    module: String::new(),
-                    code: -32602,
-                    message: reason,
-                    data: None,
-                }));
-            }
+        let module = match self.owner(&uri)? {
+            Ok(module) => module,
+            Err(e) => return Some(Err(e)),
         };
         Some(
             self.modules[module]
@@ -676,17 +674,9 @@ impl Registry {
             }
             "ref/resource" => {
                 let uri = reference.get("uri").and_then(Value::as_str)?.to_owned();
-                match self.module_of(&uri) {
-                    Ok(Some(module)) => module,
-                    Ok(None) => return None,
-                    Err(reason) => {
-                        return Some(Err(ModuleError::Rpc {
-                            module: String::new(),
-                            code: -32602,
-                            message: reason,
-                            data: None,
-                        }));
-                    }
+                match self.owner(&uri)? {
+                    Ok(module) => module,
+                    Err(e) => return Some(Err(e)),
                 }
             }
             _ => return None,

@@ -111,8 +111,7 @@ def main():
         with evil.expect_navigation():
             evil.evaluate("document.getElementById('f').submit()")
         out["cross_site_status_text"] = evil.content()[:400]
-        page.reload()
-        out["forged_still_waiting"] = page.locator(f"#e-{third}").count() == 1
+        out["forged_still_waiting"] = service("GET", f"/v1/mcp/elicitations/{third}")["status"] == "pending"
 
         # A module's question (its client cannot elicit) waits on the page; the person's
         # choice reaches the module.
@@ -129,7 +128,7 @@ def main():
         # An invalid answer is shown next to the question with the tries left.
         asked = service("POST", "/v1/mcp/elicitations", {"message": "A name of 5+ characters",
                         "response": {"type": "string_input", "min_length": 5}})
-        page.reload()
+        page.wait_for_selector(f"#e-{asked['id']}", timeout=15000)
         item = page.locator(f"#e-{asked['id']}")
         item.locator("input[name=value]").evaluate("e => e.removeAttribute('minlength')")
         item.locator("input[name=value]").fill("ab")
@@ -144,7 +143,6 @@ def main():
         # A file asked for by a backend service, uploaded in the page, round-trips.
         asked = service("POST", "/v1/mcp/elicitations",
                         {"message": "The signed contract, please", "response": {"type": "file_upload"}})
-        page.reload()
         page.wait_for_selector(f"#e-{asked['id']}", timeout=15000)
         contract = os.path.join(SANDBOX, "contract.pdf")
         content = os.urandom(4096) + b"%PDF-1.7 signed"

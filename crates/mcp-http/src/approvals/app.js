@@ -35,9 +35,12 @@
       }, function () { status.textContent = " The upload failed."; });
     });
   });
-  // Only the signed-in page follows changes (the sign-in page has no list).
-  if (!window.EventSource || !document.getElementById("waiting")) return;
-  events = new EventSource("/approvals/events");
+  // Only the signed-in list follows changes (not the sign-in page, nor one confirmation's
+  // page); it tells the feed what it shows, so a change made while it loaded counts too.
+  var waiting = document.getElementById("waiting");
+  var seen = waiting && waiting.getAttribute("data-seen");
+  if (!window.EventSource || !seen) return;
+  events = new EventSource("/approvals/events?seen=" + encodeURIComponent(seen));
   document.addEventListener("submit", function () { submitting = true; events.close(); }, true);
   events.addEventListener("changed", function () {
     if (submitting) return;

@@ -36,6 +36,9 @@ pub(crate) struct Frame<'a> {
     pub(crate) csrf: &'a str,
     /// A notice at the top (an answer refused, say).
     pub(crate) notice: Option<&'a str>,
+    /// The fingerprint of the pending list shown, which the page's script gives the change
+    /// feed to compare with (`None`: the page does not follow changes).
+    pub(crate) seen: Option<&'a str>,
 }
 
 /// A problem with an answer, shown next to its item.
@@ -106,9 +109,13 @@ pub(crate) fn page(
             escape(notice)
         );
     }
+    let seen = frame
+        .seen
+        .map(|seen| format!(" data-seen=\"{}\"", escape(seen)))
+        .unwrap_or_default();
     let _ = write!(
         body,
-        "<section aria-labelledby=\"waiting\"><h2 id=\"waiting\">Waiting for you ({})</h2>",
+        "<section aria-labelledby=\"waiting\"><h2 id=\"waiting\"{seen}>Waiting for you ({})</h2>",
         pending.len()
     );
     if pending.is_empty() {
