@@ -485,7 +485,7 @@ impl McpService {
     }
 
     /// The base URL of the approvals page for a request: the configured public URL, else
-    /// `http://` and the request's `Host` (which the host check vetted with auth `none`).
+    /// `http://` and the request's `Host` when it is a loopback or configured host name.
     pub(crate) fn page_base(&self, headers: &HeaderMap) -> Option<String> {
         if let Some(url) = &self.config.public_url {
             return Some(url.clone());
@@ -495,7 +495,17 @@ impl McpService {
             && host
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
-        safe.then(|| format!("http://{host}"))
+        // A client chooses its Host: only a loopback one or a configured one may become a
+        // link a person follows (else a client could send the person to its own sign-in
+        // page); without `public_url` elsewhere, URL mode is not offered.
+        let name = host_name(host);
+        let known = is_loopback_host(name)
+            || self
+                .config
+                .allowed_hosts
+                .iter()
+                .any(|allowed| allowed.eq_ignore_ascii_case(name));
+        (safe && known).then(|| format!("http://{host}"))
     }
 
     /// The whole body, within the size limit and the read timeout.

@@ -103,10 +103,11 @@ struct Page {
 }
 
 async fn send(h: &Harness, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Page {
-    let mut request = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "127.0.0.1:8080");
+    let mut request = Request::builder().method(method).uri(path);
+    // Every HTTP/1.1 client sends Host: the gateway's own, unless the test says otherwise.
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request = request.header("host", "127.0.0.1:8080");
+    }
     for (k, v) in headers {
         request = request.header(*k, *v);
     }
@@ -911,4 +912,35 @@ async fn a_file_uploaded_on_the_page_is_recorded_with_its_hash_and_only_its_call
     )
     .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_cannot_make_the_gateway_send_the_person_to_a_host_of_its_choosing() {
+    let h = harness().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test__delete", "arguments": {"path": "/p"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"url": {}}}}}});
+    let page = send(
+        &h,
+        "POST",
+        "/mcp",
+        &[
+            ("host", "login.evil.example.com"),
+            ("authorization", "Bearer agent-token"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "test__delete"),
+            ("accept", "application/json"),
+            ("content-type", "application/json"),
+        ],
+        &body.to_string(),
+    )
+    .await;
+    let result = &serde_json::from_str::<Value>(&page.body).unwrap()["result"];
+    assert!(!page.body.contains("evil.example.com"), "{}", page.body);
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "the held result: {result}"
+    );
 }
