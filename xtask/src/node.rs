@@ -14,9 +14,10 @@ const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/sdk@1.32.2",
 ];
-/// The official Python SDK, and Playwright (which drives the system Chromium in the browser
-/// tests), pinned.
-const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "playwright==1.65.2"];
+/// The official Python SDK, Playwright (which drives the system Chromium in the browser
+/// tests) and moto's server (the S3-compatible service the upload store is tested against),
+/// pinned.
+const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "playwright==1.65.2", "moto[s3,server]==5.2.5"];
 /// Where the browser tests find Chromium (Debian's `chromium` package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 

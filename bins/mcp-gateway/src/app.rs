@@ -229,13 +229,6 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
         public_url: config.http.public_url.clone(),
-        upload_dir: Some(
-            config
-                .uploads
-                .dir
-                .clone()
-                .unwrap_or_else(|| std::env::temp_dir().join("mcp-gateway-uploads")),
-        ),
         ..ServiceConfig::default()
     };
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing
@@ -244,9 +237,12 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Ok(keys) => RequestStates::new(keys.derive_key(STATE_KEY_INFO)),
         Err(_) => RequestStates::ephemeral(),
     };
+    let uploads = mcp_http::uploads::Uploads::open(&config.uploads.resolve()?)?;
     Ok(App {
         service: Arc::new(
-            McpService::new(gateway, auth, service_config).with_request_states(states),
+            McpService::new(gateway, auth, service_config)
+                .with_request_states(states)
+                .with_uploads(uploads),
         ),
         store,
         registry,

@@ -38,6 +38,79 @@ pub(crate) struct Config {
 pub(crate) struct UploadsConfig {
     /// A directory (default: `mcp-gateway-uploads` in the system's temporary directory).
     pub(crate) dir: Option<std::path::PathBuf>,
+    /// An S3-compatible bucket instead of a directory (`[uploads.s3]`).
+    pub(crate) s3: Option<S3Config>,
+    /// A key prefix inside the directory or bucket (default `uploads`).
+    pub(crate) prefix: Option<String>,
+    /// The largest file taken, in bytes (default 25 MiB), whatever an elicitation allows.
+    pub(crate) max_bytes: Option<u64>,
+}
+
+/// `[uploads.s3]`: an S3-compatible bucket. Credentials come from the environment
+/// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), never this file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct S3Config {
+    pub(crate) bucket: String,
+    /// The service's URL when it is not AWS (MinIO, Ceph, …).
+    pub(crate) endpoint: Option<String>,
+    pub(crate) region: Option<String>,
+}
+
+impl UploadsConfig {
+    /// The blob store this section configures.
+    pub(crate) fn resolve(&self) -> Result<mcp_http::uploads::UploadsConfig> {
+        let location = match (&self.dir, &self.s3) {
+            (Some(_), Some(_)) => {
+                bail!("[uploads] has both dir and s3: files are kept in one place; remove one")
+            }
+            (_, Some(s3)) => {
+                if s3.bucket.trim().is_empty() {
+                    bail!("[uploads.s3] bucket is empty");
+                }
+                if let Some(endpoint) = &s3.endpoint
+                    && !(endpoint.starts_with("https://") || endpoint.starts_with("http://"))
+                {
+                    bail!("[uploads.s3] endpoint {endpoint:?} must be an http:// or https:// URL");
+                }
+                mcp_http::uploads::BlobLocation::S3 {
+                    bucket: s3.bucket.clone(),
+                    endpoint: s3.endpoint.clone(),
+                    region: s3.region.clone(),
+                }
+            }
+            (dir, None) => mcp_http::uploads::BlobLocation::Dir(
+                dir.clone()
+                    .unwrap_or_else(|| std::env::temp_dir().join("mcp-gateway-uploads")),
+            ),
+        };
+        let prefix = self.prefix.clone().unwrap_or_else(|| "uploads".into());
+        if prefix.is_empty()
+            || !prefix.split('/').all(|part| {
+                !part.is_empty()
+                    && part != "."
+                    && part != ".."
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            })
+        {
+            bail!(
+                "[uploads] prefix {prefix:?} must be path segments of letters, digits, '-', '_' or '.' separated by '/'"
+            );
+        }
+        let max_bytes = self
+            .max_bytes
+            .unwrap_or(mcp_http::uploads::DEFAULT_MAX_BYTES);
+        if max_bytes == 0 {
+            bail!("[uploads] max_bytes must be at least 1");
+        }
+        Ok(mcp_http::uploads::UploadsConfig {
+            location,
+            prefix,
+            max_bytes,
+        })
+    }
 }
 
 fn default_listen() -> SocketAddr {
@@ -284,12 +357,14 @@ fn reveals(value: &str, secret: &str) -> bool {
 
 /// Whether `name` is one of the gateway's own secret variables, which no module may inherit:
 /// its seal keys and configuration (`MCP_GATEWAY_*`) and its database credentials.
-fn is_gateway_secret_env(name: &str) -> bool {
+/// With an S3 upload store, its credentials (`AWS_*` from the environment) are too.
+fn is_gateway_secret_env(name: &str, s3_uploads: bool) -> bool {
     name.starts_with("MCP_GATEWAY_")
         || matches!(
             name,
             "DATABASE_URL" | "PGPASSWORD" | "PGPASSFILE" | "PGSERVICEFILE"
         )
+        || (s3_uploads && name.starts_with("AWS_"))
 }
 
 fn default_call_timeout() -> Duration {
@@ -476,10 +551,18 @@ impl Config {
             let material = entry.split_once(':').map_or(entry.as_str(), |(_, m)| m);
             secrets.push(("seal key", material.trim().to_owned()));
         }
+        if self.uploads.s3.is_some() {
+            for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
+                if let Ok(value) = std::env::var(name) {
+                    secrets.push(("upload store credentials", value));
+                }
+            }
+        }
         secrets
     }
 
     fn check(&self) -> Result<()> {
+        self.uploads.resolve()?;
         if self.auth.mode == AuthMode::None && !self.listen.ip().is_loopback() {
             bail!(
                 "auth mode \"none\" is only allowed on a loopback address, but listen = {}; configure [auth] mode = \"tokens\"",
@@ -523,7 +606,7 @@ impl Config {
                 _ => {}
             }
             for name in &m.inherit_env {
-                if is_gateway_secret_env(name) {
+                if is_gateway_secret_env(name, self.uploads.s3.is_some()) {
                     bail!(
                         "module {:?}: inherit_env lists {name}, a secret of the gateway's; modules never receive it (give the module its own credentials in env)",
                         m.name
@@ -645,6 +728,20 @@ mod tests {
             (
                 "[[modules]]\nname = \"m\"\ntransport = \"demo\"\nprefix = \"a b\"",
                 "prefix",
+            ),
+            (
+                "[uploads]\ndir = \"/tmp/u\"\n[uploads.s3]\nbucket = \"b\"",
+                "both dir and s3",
+            ),
+            ("[uploads]\nprefix = \"../up\"", "prefix"),
+            ("[uploads]\nmax_bytes = 0", "at least 1"),
+            (
+                "[uploads.s3]\nbucket = \"b\"\nendpoint = \"s3.internal\"",
+                "http:// or https://",
+            ),
+            (
+                "[uploads.s3]\nbucket = \"b\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"AWS_SECRET_ACCESS_KEY\"]",
+                "a secret of the gateway's",
             ),
         ];
         for (text, expected) in cases {

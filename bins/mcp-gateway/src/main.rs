@@ -189,6 +189,10 @@ async fn serve(config: Option<Config>) -> Result<()> {
         app.store.clone(),
         Arc::new(SystemClock),
         config.store.sweep_interval,
+        {
+            let service = app.service.clone();
+            move |expired| service.expired(expired)
+        },
         async {
             let _ = sweeper_stopped.await;
         },

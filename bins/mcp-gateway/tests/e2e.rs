@@ -42,6 +42,12 @@ struct Scene {
 
 impl Scene {
     fn new(name: &str, store: &str) -> Scene {
+        Scene::with_uploads(name, store, None)
+    }
+
+    /// A scene whose uploads go where `uploads` (an `[uploads]` section) says; by default a
+    /// directory of the scene's.
+    fn with_uploads(name: &str, store: &str, uploads: Option<&str>) -> Scene {
         let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let sandbox = dir.join("sandbox");
@@ -70,8 +76,7 @@ scopes = ["tools:call", "elicitations:respond"]
 subject = "alice"
 token_sha256 = "{service}"
 scopes = ["elicitations:create"]
-[uploads]
-dir = "{uploads}"
+{uploads}
 [[modules]]
 name = "fs"
 transport = "stdio"
@@ -89,7 +94,10 @@ trust_annotations = true
             human = token_sha256(HUMAN),
             client = token_sha256(CLIENT),
             service = token_sha256(SERVICE),
-            uploads = dir.join("uploads").display(),
+            uploads = uploads.map_or_else(
+                || format!("[uploads]\ndir = \"{}\"", dir.join("uploads").display()),
+                str::to_owned
+            ),
             chatty = concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/../../crates/mcp-http/tests/fixtures/chatty_module.py"
@@ -1000,6 +1008,228 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
         "{seen}"
     );
     assert_eq!(seen["downloaded_same"], true, "{seen}");
+    assert!(
+        seen["url_mode_link"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{}/approvals/e/", gateway.base)),
+        "{seen}"
+    );
+    assert_eq!(seen["url_mode_call"]["is_error"], false, "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(scene.file("url-mode.txt")).unwrap(),
+        "via url mode"
+    );
     assert_eq!(seen["signed_out"], true, "{seen}");
+    gateway.stop().await;
+}
+
+// ---- the upload blob store on an S3-compatible service ----
+
+/// An S3-compatible service on loopback: moto's server (from PyPI, in the interop
+/// virtualenv), with one empty bucket.
+struct S3Service {
+    _child: Child,
+    endpoint: String,
+}
+
+impl S3Service {
+    async fn start(bucket: &str) -> S3Service {
+        let python = PathBuf::from(env_or_panic("MCP_INTEROP_PYTHON"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(python.with_file_name("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("moto_server is in the interop virtualenv (cargo xtask test installs it)");
+        let endpoint = format!("http://127.0.0.1:{port}");
+        for _ in 0..300 {
+            let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+            let request = http::Request::put(format!("{endpoint}/{bucket}"))
+                .body(Full::new(Bytes::new()))
+                .unwrap();
+            if let Ok(response) = client.request(request).await
+                && response.status().is_success()
+            {
+                return S3Service {
+                    _child: child,
+                    endpoint,
+                };
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the S3-compatible service did not start");
+    }
+
+    /// The keys in `bucket` (from its XML listing).
+    async fn keys(&self, bucket: &str) -> Vec<String> {
+        let (status, body) = raw(
+            "GET",
+            &format!("{}/{bucket}?list-type=2", self.endpoint),
+            &[],
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        body.split("<Key>")
+            .skip(1)
+            .filter_map(|rest| rest.split("</Key>").next())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// One HTTP request with a raw body; the status and the body as text.
+async fn raw(method: &str, url: &str, headers: &[(&str, &str)], body: Bytes) -> (u16, String) {
+    let (status, _, body) = raw_with_headers(method, url, headers, body).await;
+    (status, body)
+}
+
+async fn raw_with_headers(
+    method: &str,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> (u16, http::HeaderMap, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let mut request = http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    let response = client
+        .request(request.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_answered_on_the_page_is_kept_in_an_s3_bucket_and_downloads_from_it() {
+    const BUCKET: &str = "approvals-uploads";
+    let s3 = S3Service::start(BUCKET).await;
+    let uploads = format!(
+        "[uploads]\nprefix = \"gw/uploads\"\n[uploads.s3]\nbucket = \"{BUCKET}\"\nendpoint = \"{}\"\nregion = \"us-east-1\"",
+        s3.endpoint
+    );
+    let scene = Scene::with_uploads("s3", "[store]\nkind = \"memory\"", Some(&uploads));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command
+        .env("AWS_ACCESS_KEY_ID", "e2e-access-key")
+        .env("AWS_SECRET_ACCESS_KEY", "e2e-secret-key");
+    let gateway = Gateway::start_with(&scene.config, command).await;
+    let base = &gateway.base;
+
+    let service = format!("Bearer {SERVICE}");
+    let ask = json!({"message": "The signed contract", "response": {"type": "file_upload", "content_types": ["application/pdf"]}});
+    let (status, _, created) = http(
+        "POST",
+        &format!("{base}/v1/mcp/elicitations"),
+        &[("authorization", &service)],
+        Some(&ask),
+    )
+    .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap();
+
+    // The person signs in on the page and uploads the file, as the page's script does.
+    let origin = base.as_str();
+    let (status, headers, body) = raw_with_headers(
+        "POST",
+        &format!("{base}/approvals/sign-in"),
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", origin),
+        ],
+        Bytes::from(format!("token={HUMAN}")),
+    )
+    .await;
+    assert_eq!(status, 303, "{body}");
+    let cookie = headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (status, page) = raw(
+        "GET",
+        &format!("{base}/approvals"),
+        &[("cookie", &cookie)],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    assert!(page.contains("accept=\"application/pdf\""), "{page}");
+    let contract = Bytes::from_static(b"%PDF-1.7 the contract");
+    let (status, answered) = raw(
+        "POST",
+        &format!("{base}/approvals/{id}/upload"),
+        &[
+            ("cookie", &cookie),
+            ("origin", origin),
+            ("content-type", "application/pdf"),
+            ("x-file-name", "contract.pdf"),
+            ("x-csrf-token", &csrf),
+        ],
+        contract.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answered}");
+    let answered: Value = serde_json::from_str(&answered).unwrap();
+    let upload_id = answered["recorded"]["upload_id"].as_str().unwrap();
+
+    // The file is in the bucket, under the prefix and the elicitation, named by the id only.
+    let keys = s3.keys(BUCKET).await;
+    let eid = id.replace('-', "");
+    assert_eq!(
+        keys,
+        vec![format!("gw/uploads/{eid}/{}", &upload_id[32..])],
+        "{keys:?}"
+    );
+    // The backend downloads it through the gateway.
+    let (status, downloaded) = raw(
+        "GET",
+        &format!("{base}/v1/mcp/uploads/{upload_id}"),
+        &[("authorization", &service)],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200, "{downloaded}");
+    assert_eq!(downloaded.as_bytes(), &contract[..]);
+    // A second answer is not recorded, and leaves nothing behind in the bucket.
+    let (status, again) = raw(
+        "POST",
+        &format!("{base}/approvals/{id}/upload"),
+        &[
+            ("cookie", &cookie),
+            ("origin", origin),
+            ("content-type", "application/pdf"),
+            ("x-file-name", "other.pdf"),
+            ("x-csrf-token", &csrf),
+        ],
+        Bytes::from_static(b"%PDF other"),
+    )
+    .await;
+    assert_eq!(status, 409, "{again}");
+    assert_eq!(s3.keys(BUCKET).await, keys);
     gateway.stop().await;
 }

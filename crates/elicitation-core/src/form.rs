@@ -65,7 +65,7 @@ impl FormField {
             ResponseSpec::StringInput { .. } => "value",
             ResponseSpec::SingleChoice { .. } => "choice",
             ResponseSpec::MultiChoice { .. } => "choices",
-            ResponseSpec::FileUpload => return None,
+            ResponseSpec::FileUpload { .. } => return None,
         };
         let mut content = Map::new();
         content.insert(self.property.clone(), response.get(key)?.clone());

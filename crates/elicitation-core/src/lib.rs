@@ -27,5 +27,7 @@ pub use record::{
     truncate_to_micros,
 };
 pub use schema::response_schema;
-pub use spec::{ElicitationSpec, MAX_MESSAGE_CHARS, ResponseSpec, SpecError};
+pub use spec::{
+    ElicitationSpec, MAX_MESSAGE_CHARS, ResponseSpec, SpecError, content_type_accepted,
+};
 pub use validate::{Expected, Problem, Violation, validate_response};

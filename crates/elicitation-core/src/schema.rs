@@ -101,7 +101,7 @@ fn refine(spec: &ResponseSpec, name: &str, property: &mut Value) {
             }
         }
         ResponseSpec::Confirmation => set(property, "title", json!("Confirm")),
-        ResponseSpec::FileUpload => match name {
+        ResponseSpec::FileUpload { .. } => match name {
             "sha256" => {
                 set(property, "minLength", json!(SHA256_HEX_LEN));
                 set(property, "maxLength", json!(SHA256_HEX_LEN));
@@ -111,7 +111,15 @@ fn refine(spec: &ResponseSpec, name: &str, property: &mut Value) {
                     json!("SHA-256 of the file, lowercase hex"),
                 );
             }
-            "size_bytes" => {}
+            "size_bytes" => {
+                if let ResponseSpec::FileUpload {
+                    max_bytes: Some(max),
+                    ..
+                } = spec
+                {
+                    set(property, "maximum", json!(max));
+                }
+            }
             _ => set(property, "minLength", json!(1)),
         },
     }
@@ -165,7 +173,7 @@ mod tests {
             string["properties"]["value"],
             json!({"type": "string", "minLength": 2})
         );
-        let file = response_schema(&ResponseSpec::FileUpload);
+        let file = response_schema(&ResponseSpec::any_file());
         assert_eq!(
             file["required"],
             json!([
@@ -201,7 +209,7 @@ mod tests {
                 max_items: None,
             },
             ResponseSpec::Confirmation,
-            ResponseSpec::FileUpload,
+            ResponseSpec::any_file(),
         ];
         for spec in specs {
             let schema = response_schema(&spec);

@@ -44,8 +44,17 @@ pub enum ResponseSpec {
     },
     /// `{"confirmed": boolean}`
     Confirmation,
-    /// `{"upload_id", "file_name", "content_type", "size_bytes", "sha256"}`
-    FileUpload,
+    /// `{"upload_id", "file_name", "content_type", "size_bytes", "sha256"}`, with an optional
+    /// size limit and the content types accepted.
+    FileUpload {
+        /// Largest file accepted, in bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_bytes: Option<u64>,
+        /// The content types accepted, each `type/subtype` or `type/*` (lowercase); empty:
+        /// any.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        content_types: Vec<String>,
+    },
 }
 
 impl ResponseSpec {
@@ -56,7 +65,7 @@ impl ResponseSpec {
             ResponseSpec::SingleChoice { .. } => ElicitationType::SingleChoice,
             ResponseSpec::MultiChoice { .. } => ElicitationType::MultiChoice,
             ResponseSpec::Confirmation => ElicitationType::Confirmation,
-            ResponseSpec::FileUpload => ElicitationType::FileUpload,
+            ResponseSpec::FileUpload { .. } => ElicitationType::FileUpload,
         }
     }
 
@@ -85,9 +94,64 @@ impl ResponseSpec {
                     _ => Ok(()),
                 }
             }
-            ResponseSpec::Confirmation | ResponseSpec::FileUpload => Ok(()),
+            ResponseSpec::Confirmation => Ok(()),
+            ResponseSpec::FileUpload { content_types, .. } => {
+                let mut seen = BTreeSet::new();
+                for pattern in content_types {
+                    if !is_content_type_pattern(pattern) {
+                        return Err(SpecError::BadContentType {
+                            pattern: pattern.clone(),
+                        });
+                    }
+                    if !seen.insert(pattern.as_str()) {
+                        return Err(SpecError::DuplicateOption {
+                            option: pattern.clone(),
+                        });
+                    }
+                }
+                Ok(())
+            }
         }
     }
+
+    /// A file upload accepting any file of any size.
+    pub const fn any_file() -> Self {
+        ResponseSpec::FileUpload {
+            max_bytes: None,
+            content_types: Vec::new(),
+        }
+    }
+}
+
+/// A lowercase MIME token (RFC 9110 `token`, at most 63 characters).
+fn is_mime_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$&-^_.+".contains(&b))
+}
+
+/// `type/subtype` or `type/*`, lowercase, without parameters.
+fn is_content_type_pattern(pattern: &str) -> bool {
+    match pattern.split_once('/') {
+        Some((kind, "*")) => is_mime_token(kind),
+        Some((kind, sub)) => is_mime_token(kind) && is_mime_token(sub),
+        None => false,
+    }
+}
+
+/// Whether `content_type` (a recorded `type/subtype`) is accepted by `patterns` (empty:
+/// everything is).
+pub fn content_type_accepted(patterns: &[String], content_type: &str) -> bool {
+    patterns.is_empty()
+        || patterns
+            .iter()
+            .any(|pattern| match pattern.strip_suffix("/*") {
+                Some(kind) => content_type
+                    .split_once('/')
+                    .is_some_and(|(k, _)| k.eq_ignore_ascii_case(kind)),
+                None => pattern.eq_ignore_ascii_case(content_type),
+            })
 }
 
 fn check_bounds(min: Option<u32>, max: Option<u32>) -> Result<(), SpecError> {
@@ -146,6 +210,12 @@ pub enum SpecError {
         min: u32,
         /// The upper bound.
         max: u32,
+    },
+    /// An accepted content type that is not `type/subtype` or `type/*` in lowercase.
+    #[error("content type {pattern:?} is not a lowercase type/subtype or type/*")]
+    BadContentType {
+        /// The pattern as given.
+        pattern: String,
     },
     /// More choices are required than there are options.
     #[error("min_items {min_items} is more than the {options} options offered")]
@@ -242,7 +312,11 @@ mod tests {
                 max_items: Some(2),
             },
             ResponseSpec::Confirmation,
-            ResponseSpec::FileUpload,
+            ResponseSpec::any_file(),
+            ResponseSpec::FileUpload {
+                max_bytes: Some(1024),
+                content_types: options(&["image/*", "application/pdf"]),
+            },
         ];
         for spec in specs {
             let json = serde_json::to_value(&spec).unwrap();
@@ -320,6 +394,56 @@ mod tests {
         for (got, want) in cases {
             assert_eq!(got, Err(want));
         }
+        for bad in [
+            "image",
+            "Image/png",
+            "image/png; q=1",
+            "*/*",
+            "/png",
+            "a b/c",
+        ] {
+            let spec = ResponseSpec::FileUpload {
+                max_bytes: None,
+                content_types: options(&[bad]),
+            };
+            assert_eq!(
+                spec.check(),
+                Err(SpecError::BadContentType {
+                    pattern: bad.into()
+                }),
+                "{bad}"
+            );
+        }
+        let twice = ResponseSpec::FileUpload {
+            max_bytes: None,
+            content_types: options(&["text/plain", "text/plain"]),
+        };
+        assert!(matches!(
+            twice.check(),
+            Err(SpecError::DuplicateOption { .. })
+        ));
+    }
+
+    #[test]
+    fn content_types_match_exactly_or_by_wildcard() {
+        let accepted = options(&["image/*", "application/pdf"]);
+        assert!(content_type_accepted(&accepted, "image/png"));
+        assert!(content_type_accepted(&accepted, "application/pdf"));
+        assert!(!content_type_accepted(&accepted, "application/pdfx"));
+        assert!(!content_type_accepted(&accepted, "imagex/png"));
+        assert!(!content_type_accepted(&accepted, "text/html"));
+        assert!(content_type_accepted(&[], "text/html"));
+    }
+
+    #[test]
+    fn a_bare_file_upload_spec_still_reads() {
+        let spec: ResponseSpec =
+            serde_json::from_value(serde_json::json!({"type": "file_upload"})).unwrap();
+        assert_eq!(spec, ResponseSpec::any_file());
+        assert_eq!(
+            serde_json::to_value(&spec).unwrap(),
+            serde_json::json!({"type": "file_upload"})
+        );
     }
 
     #[test]

@@ -103,6 +103,18 @@ pub enum Problem {
         /// The maximum count.
         max: u32,
     },
+    /// A file larger than allowed.
+    #[error("the file must be at most {max} bytes")]
+    TooLarge {
+        /// The limit in bytes.
+        max: u64,
+    },
+    /// A file of a content type the elicitation does not accept.
+    #[error("must be one of: {accepted}")]
+    ContentTypeNotAccepted {
+        /// The accepted types, comma-separated.
+        accepted: String,
+    },
     /// Not a 64-character lowercase hex string.
     #[error("must be 64 lowercase hex digits")]
     NotSha256Hex,
@@ -235,11 +247,30 @@ fn check_constraints(
             }
         }
         ResponseSpec::Confirmation => {}
-        ResponseSpec::FileUpload => {
+        ResponseSpec::FileUpload {
+            max_bytes,
+            content_types,
+        } => {
             for name in ["upload_id", "file_name", "content_type"] {
                 if string(name).is_some_and(str::is_empty) {
                     at(name, Problem::TooShort { min: 1 });
                 }
+            }
+            if let Some(given) = string("content_type").filter(|t| !t.is_empty())
+                && !crate::spec::content_type_accepted(content_types, given)
+            {
+                at(
+                    "content_type",
+                    Problem::ContentTypeNotAccepted {
+                        accepted: content_types.join(", "),
+                    },
+                );
+            }
+            let size = object.get("size_bytes").and_then(Value::as_u64);
+            if let (Some(max), Some(size)) = (max_bytes, size)
+                && size > *max
+            {
+                at("size_bytes", Problem::TooLarge { max: *max });
             }
             if string("sha256").is_some_and(|hex| !is_sha256_hex(hex)) {
                 at("sha256", Problem::NotSha256Hex);

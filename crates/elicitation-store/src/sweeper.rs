@@ -4,13 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Clock, ElicitationStore};
+use crate::{Clock, ElicitationStore, ExpiredElicitation};
 
-/// Runs `store.expire_due` every `every` until `stop` resolves.
+/// Runs `store.expire_due` every `every` until `stop` resolves, handing what each sweep
+/// expired to `on_expired` (to remove what was kept for them, such as uploads).
 pub async fn sweep(
     store: Arc<dyn ElicitationStore>,
     clock: Arc<dyn Clock>,
     every: Duration,
+    on_expired: impl Fn(Vec<ExpiredElicitation>) + Send,
     stop: impl std::future::Future<Output = ()>,
 ) {
     tokio::pin!(stop);
@@ -19,7 +21,10 @@ pub async fn sweep(
     loop {
         tokio::select! {
             _ = ticks.tick() => match store.expire_due(clock.now()).await {
-                Ok(expired) if !expired.is_empty() => tracing::info!(count = expired.len(), "expired overdue elicitations"),
+                Ok(expired) if !expired.is_empty() => {
+                    tracing::info!(count = expired.len(), "expired overdue elicitations");
+                    on_expired(expired);
+                }
                 Ok(_) => {}
                 Err(e) => tracing::warn!(error = %e, "the expiry sweep failed; retrying on the next tick"),
             },

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use elicitation_core::{CancelReason, ElicitationId, RespondOutcome};
+use elicitation_core::{CancelReason, ElicitationId, RespondOutcome, ResponseSpec};
 use elicitation_store::ListQuery;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use http_body_util::BodyExt;
@@ -234,7 +234,7 @@ impl McpService {
         path: &str,
         query: Option<&str>,
         headers: &HeaderMap,
-        body: &[u8],
+        body: &Bytes,
     ) -> Response<Body> {
         let rest = path[PREFIX.len()..].trim_start_matches('/');
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
@@ -293,7 +293,7 @@ impl McpService {
                 }
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
-            (&Method::POST, [id, "upload"]) => self.upload(headers, id, body).await,
+            (&Method::POST, [id, "upload"]) => self.upload(headers, id, body.clone()).await,
             (&Method::POST, action) => {
                 let Some((session, principal, csrf)) = self.web_session(headers) else {
                     return html(
@@ -330,7 +330,10 @@ impl McpService {
                             .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
                             .await
                         {
-                            Ok(_) => redirect("/approvals?done=cancelled"),
+                            Ok(_) => {
+                                self.discard_uploads([id]);
+                                redirect("/approvals?done=cancelled")
+                            }
                             Err(e) => {
                                 let e = McpError::from(e);
                                 self.render(
@@ -356,7 +359,7 @@ impl McpService {
     /// `X-File-Name`, URI-encoded). The gateway keeps the file, computes its size and
     /// SHA-256, and records the type's response; an answer that is not recorded leaves no
     /// file behind. Answers JSON.
-    async fn upload(&self, headers: &HeaderMap, id: &str, body: &[u8]) -> Response<Body> {
+    async fn upload(&self, headers: &HeaderMap, id: &str, body: Bytes) -> Response<Body> {
         let answer = |status: StatusCode, body: Value| {
             let mut response = Response::new(full(body.to_string()));
             *response.status_mut() = status;
@@ -381,7 +384,7 @@ impl McpService {
         let Some(uploads) = &self.uploads else {
             return answer(
                 StatusCode::SERVICE_UNAVAILABLE,
-                json!({"error": "this gateway keeps no uploads (configure [uploads] dir)"}),
+                json!({"error": "this gateway keeps no uploads (configure [uploads])"}),
             );
         };
         let Ok(eid) = id.parse::<ElicitationId>() else {
@@ -392,18 +395,29 @@ impl McpService {
         };
         let store = self.gateway.store();
         let caller = &principal.caller;
-        match store.get(caller, eid).await {
-            Ok(stored) if stored.elicitation.kind().to_string() == "file_upload" => {}
-            Ok(_) => {
-                return answer(
-                    StatusCode::BAD_REQUEST,
-                    json!({"error": "this elicitation does not ask for a file"}),
-                );
-            }
+        let max_bytes = match store.get(caller, eid).await {
+            Ok(stored) => match stored.elicitation.spec.response() {
+                ResponseSpec::FileUpload { max_bytes, .. } => *max_bytes,
+                _ => {
+                    return answer(
+                        StatusCode::BAD_REQUEST,
+                        json!({"error": "this elicitation does not ask for a file"}),
+                    );
+                }
+            },
             Err(e) => {
                 let e = McpError::from(e);
                 return answer(e.status(None), json!({"error": e.to_string()}));
             }
+        };
+        // A file over the question's own limit is refused before it is kept; it costs no
+        // retry (the page checks the same limit before sending).
+        let size = u64::try_from(body.len()).unwrap_or(u64::MAX);
+        if let Some(max) = max_bytes.filter(|max| size > *max) {
+            return answer(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                json!({"error": format!("the file is {size} bytes; this question takes at most {max}")}),
+            );
         }
         let name = headers
             .get("x-file-name")
@@ -418,46 +432,46 @@ impl McpService {
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok());
-        let saved = match uploads.save(caller, &name, content_type, body).await {
+        let saved = match uploads.save(eid, &name, content_type, body).await {
             Ok(saved) => saved,
             Err(e) => {
-                let error_id = crate::error::new_error_id();
-                tracing::error!(%error_id, error = %e, "an upload could not be kept");
+                let e = McpError::BlobStore(e.to_string());
+                let problem = e.problem();
                 return answer(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    json!({"error": format!("the file could not be kept (error id {error_id})")}),
+                    e.status(None),
+                    json!({"error": problem.get("detail").cloned().unwrap_or_default()}),
                 );
             }
         };
-        let payload = json!({
-            "upload_id": saved.upload_id,
-            "file_name": saved.file_name,
-            "content_type": saved.content_type,
-            "size_bytes": saved.size_bytes,
-            "sha256": saved.sha256,
-        });
-        match store.respond(caller, eid, payload.clone()).await {
-            Ok(RespondOutcome::Recorded) => answer(StatusCode::OK, json!({"recorded": payload})),
+        let payload = saved.payload();
+        let recorded = store.respond(caller, eid, payload.clone()).await;
+        if !matches!(recorded, Ok(RespondOutcome::Recorded)) {
+            uploads.remove(&saved.upload_id).await;
+        }
+        match recorded {
+            Ok(RespondOutcome::Recorded) => {
+                // Files of earlier attempts that were never recorded (a crash between
+                // keeping and recording) go now.
+                if let Err(e) = uploads.remove_for(eid, Some(&saved.upload_id)).await {
+                    tracing::warn!(elicitation = %eid, error = %e, "earlier unrecorded uploads could not be removed");
+                }
+                answer(StatusCode::OK, json!({"recorded": payload}))
+            }
             Ok(RespondOutcome::Invalid {
                 errors,
                 retries_left,
             }) => {
-                uploads.remove(caller, &saved.upload_id).await;
                 let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
                 answer(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     json!({"errors": errors, "retries_left": retries_left}),
                 )
             }
-            Ok(other) => {
-                uploads.remove(caller, &saved.upload_id).await;
-                answer(
-                    StatusCode::CONFLICT,
-                    json!({"error": format!("not recorded: {other:?}")}),
-                )
-            }
+            Ok(other) => answer(
+                StatusCode::CONFLICT,
+                json!({"error": format!("not recorded: {other:?}")}),
+            ),
             Err(e) => {
-                uploads.remove(caller, &saved.upload_id).await;
                 let e = McpError::from(e);
                 answer(e.status(None), json!({"error": e.to_string()}))
             }
@@ -465,7 +479,10 @@ impl McpService {
     }
 
     /// The request's web session: its id, principal and form token.
-    fn web_session(&self, headers: &HeaderMap) -> Option<(String, Arc<Principal>, String)> {
+    pub(crate) fn web_session(
+        &self,
+        headers: &HeaderMap,
+    ) -> Option<(String, Arc<Principal>, String)> {
         let id = cookie(headers)?;
         let (principal, csrf) = self.web.get(&id)?;
         Some((id, principal, csrf))

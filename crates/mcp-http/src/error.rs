@@ -112,6 +112,9 @@ pub enum McpError {
     /// The client cancelled the request (`notifications/cancelled`).
     #[error("request cancelled")]
     Cancelled,
+    /// The upload blob store failed; details go to the log only.
+    #[error("the upload store failed: {0}")]
+    BlobStore(String),
     /// A bug or an unexpected failure; details go to the log only.
     #[error("internal error")]
     Internal(String),
@@ -139,7 +142,7 @@ impl McpError {
             | McpError::BodyTimeout
             | McpError::NotAcceptable(_) => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
-            McpError::Store(_) | McpError::Internal(_) => -32603,
+            McpError::Store(_) | McpError::Internal(_) | McpError::BlobStore(_) => -32603,
             // What LSP uses; MCP names no code (the client no longer waits for the answer).
             McpError::Cancelled => -32800,
             McpError::Upstream { code, .. } => *code,
@@ -179,6 +182,7 @@ impl McpError {
             }
             McpError::Store(e) => store_status(e, era),
             McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            McpError::BlobStore(_) => StatusCode::SERVICE_UNAVAILABLE,
             // The request was fine; the module answered it with an error.
             McpError::Upstream { .. } | McpError::Cancelled => StatusCode::OK,
         }
@@ -207,7 +211,7 @@ impl McpError {
     /// client's: its details stay in the log, under an error id the client is given.
     fn is_ours(&self) -> bool {
         match self {
-            McpError::Internal(_) => true,
+            McpError::Internal(_) | McpError::BlobStore(_) => true,
             McpError::Store(e) => !e.is_caller_error(),
             _ => false,
         }
@@ -244,6 +248,7 @@ impl McpError {
         let text = match self {
             McpError::Store(StoreError::Unavailable(_)) => "the store is unavailable; try again",
             McpError::Store(_) => "the store failed",
+            McpError::BlobStore(_) => "the upload store is unavailable; try again",
             _ => "internal error",
         };
         format!("{text} (error id {error_id})")

@@ -228,6 +228,16 @@ fn list_query(query: Option<&str>) -> Result<ListQuery, McpError> {
     Ok(list)
 }
 
+/// The elicitation a successful request to `rest` (the path after [`PREFIX`]) cancelled:
+/// `POST /{id}/cancel`.
+pub(crate) fn cancelled(method: &http::Method, rest: &str) -> Option<ElicitationId> {
+    let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    match (method, segments.as_slice()) {
+        (&http::Method::POST, [id, "cancel"]) => id.parse().ok(),
+        _ => None,
+    }
+}
+
 /// The optional cancel body: `{"reason": "declined" | "cancelled_by_person" | "cancelled_by_caller"}`.
 fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -283,6 +293,7 @@ pub fn view(stored: &StoredElicitation) -> Value {
         "type": e.kind(),
         "status": e.status,
         "message": e.spec.message(),
+        "response_spec": e.spec.response(),
         "response_schema": response_schema(e.spec.response()),
         "response": e.response,
         "retries": e.retries,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use elicitation_core::ElicitationId;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
@@ -59,8 +60,6 @@ pub struct ServiceConfig {
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
     /// approvals page's URLs; without it, the request's `Host` over `http`.
     pub public_url: Option<String>,
-    /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
-    pub upload_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServiceConfig {
@@ -76,7 +75,6 @@ impl Default for ServiceConfig {
             secure_cookies: false,
             native: ask::NativeMode::Auto,
             public_url: None,
-            upload_dir: None,
         }
     }
 }
@@ -93,7 +91,8 @@ pub struct McpService {
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
     pub(crate) web: crate::approvals::WebSessions,
-    pub(crate) uploads: Option<crate::uploads::Uploads>,
+    /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
+    pub(crate) uploads: Option<Arc<crate::uploads::Uploads>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
@@ -258,7 +257,6 @@ impl McpService {
             config.max_sessions,
         ));
         notify_sessions(&gateway, &sessions);
-        let uploads = config.upload_dir.clone().map(crate::uploads::Uploads::new);
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
@@ -271,7 +269,7 @@ impl McpService {
             bridges: Arc::default(),
             listeners: Arc::default(),
             web: crate::approvals::WebSessions::default(),
-            uploads,
+            uploads: None,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -281,6 +279,50 @@ impl McpService {
     pub fn with_request_states(mut self, states: RequestStates) -> Self {
         self.states = Arc::new(states);
         self
+    }
+
+    /// Keeps files answering `file_upload` elicitations in `uploads` (without it, the page
+    /// refuses them).
+    pub fn with_uploads(mut self, uploads: crate::uploads::Uploads) -> Self {
+        self.uploads = Some(Arc::new(uploads));
+        self
+    }
+
+    /// Removes the files kept for elicitations that expired or were cancelled (in the
+    /// background; a failure is logged and the files stay until the next attempt or the
+    /// store's retention).
+    pub fn discard_uploads(&self, finished: impl IntoIterator<Item = ElicitationId>) {
+        let Some(uploads) = self.uploads.clone() else {
+            return;
+        };
+        let finished: Vec<ElicitationId> = finished.into_iter().collect();
+        if finished.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for id in finished {
+                match uploads.remove_for(id, None).await {
+                    Ok(0) => {}
+                    Ok(removed) => {
+                        tracing::info!(elicitation = %id, removed, "removed the uploads of a finished elicitation")
+                    }
+                    Err(e) => {
+                        tracing::warn!(elicitation = %id, error = %e, "the uploads of a finished elicitation could not be removed")
+                    }
+                }
+            }
+        });
+    }
+
+    /// What the store's sweeper expired: the files kept for expired `file_upload`
+    /// elicitations are removed.
+    pub fn expired(&self, expired: Vec<elicitation_store::ExpiredElicitation>) {
+        self.discard_uploads(
+            expired
+                .into_iter()
+                .filter(|e| e.elicitation.kind() == elicitation_core::ElicitationType::FileUpload)
+                .map(|e| e.elicitation.id),
+        );
     }
 
     /// Ends the long-lived streams — sessions' GET streams, `subscriptions/listen` — at
@@ -362,8 +404,20 @@ impl McpService {
             return fail(McpError::BadOrigin);
         }
         if is_page {
-            // The page authenticates with its own session cookie (or a sign-in form).
-            let bytes = match self.read_body(body).await {
+            // The page authenticates with its own session cookie (or a sign-in form). A
+            // file upload may be larger than other bodies, so it is read only for a signed-in
+            // person.
+            let limit = match &self.uploads {
+                Some(uploads) if parts.method == Method::POST && path.ends_with("/upload") => {
+                    if self.web_session(&parts.headers).is_some() {
+                        usize::try_from(uploads.max_bytes()).unwrap_or(usize::MAX)
+                    } else {
+                        self.config.body_limit.min(1024)
+                    }
+                }
+                _ => self.config.body_limit,
+            };
+            let bytes = match self.read_body_limited(body, limit).await {
                 Ok(bytes) => bytes,
                 Err(e) => return fail(e),
             };
@@ -396,7 +450,12 @@ impl McpService {
                 body: &bytes,
             };
             return match rest::handle(&self.gateway, &principal, request).await {
-                Ok((status, body)) => response::json(status, &body),
+                Ok((status, body)) => {
+                    if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
+                        self.discard_uploads([id]);
+                    }
+                    response::json(status, &body)
+                }
                 Err(e) => response::error(&e, Surface::Problem),
             };
         }
@@ -462,8 +521,32 @@ impl McpService {
         let Some(uploads) = &self.uploads else {
             return problem(McpError::NotFound);
         };
-        match uploads.open(&principal.caller, id).await {
-            Some(bytes) => {
+        // The upload must be the recorded answer of one of the caller's elicitations.
+        let Some((elicitation, _)) = crate::uploads::parse_upload_id(id) else {
+            return problem(McpError::NotFound);
+        };
+        let recorded = match self
+            .gateway
+            .store()
+            .get(&principal.caller, elicitation)
+            .await
+        {
+            Ok(stored) => {
+                stored
+                    .elicitation
+                    .response
+                    .as_ref()
+                    .and_then(|r| r.get("upload_id"))
+                    .and_then(Value::as_str)
+                    == Some(id)
+            }
+            Err(e) => return problem(McpError::from(e)),
+        };
+        if !recorded {
+            return problem(McpError::NotFound);
+        }
+        match uploads.read(id).await {
+            Ok(Some(bytes)) => {
                 let mut response = Response::new(crate::body::full(bytes));
                 let headers = response.headers_mut();
                 headers.insert(
@@ -480,7 +563,8 @@ impl McpService {
                 );
                 response
             }
-            None => problem(McpError::NotFound),
+            Ok(None) => problem(McpError::NotFound),
+            Err(e) => problem(McpError::BlobStore(e.to_string())),
         }
     }
 
@@ -514,7 +598,15 @@ impl McpService {
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let collect = Limited::new(body, self.config.body_limit).collect();
+        self.read_body_limited(body, self.config.body_limit).await
+    }
+
+    async fn read_body_limited<B>(&self, body: B, limit: usize) -> Result<Bytes, McpError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let collect = Limited::new(body, limit).collect();
         let Ok(collected) = tokio::time::timeout(self.config.body_read_timeout, collect).await
         else {
             return Err(McpError::BodyTimeout);
@@ -525,9 +617,7 @@ impl McpService {
                 if e.downcast_ref::<http_body_util::LengthLimitError>()
                     .is_some() =>
             {
-                Err(McpError::PayloadTooLarge {
-                    limit: self.config.body_limit,
-                })
+                Err(McpError::PayloadTooLarge { limit })
             }
             Err(e) => Err(McpError::BadBody(format!("reading the body failed: {e}"))),
         }

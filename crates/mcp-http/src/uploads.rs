@@ -1,18 +1,71 @@
-//! Files people upload to answer `file_upload` elicitations: a local directory, one folder
-//! per caller (named by a hash of the caller, so nothing of the caller's name reaches the
-//! file system), each file named by a random upload id. The gateway computes the size and
-//! SHA-256 itself; the requester downloads the file with the upload id, scoped to its caller.
+//! Files people upload to answer `file_upload` elicitations, kept in a blob store: a local
+//! directory by default, an S3-compatible bucket when configured (both through
+//! `object_store`, so the gateway's code is the same for either).
+//!
+//! Each file is stored under `{prefix}/{elicitation}/{random}`, and its upload id is the
+//! elicitation's id and the random part together (64 hex digits): the id names the
+//! elicitation it answers, so a download is allowed only when that elicitation is the
+//! caller's and recorded exactly this upload as its answer, and everything kept for an
+//! elicitation can be removed when it expires or is cancelled. Nothing of the caller's name
+//! or the file's name reaches the store's keys. The gateway computes the size and SHA-256
+//! itself.
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
-use elicitation_store::Caller;
+use bytes::Bytes;
+use elicitation_core::ElicitationId;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use ring::digest::{SHA256, digest};
 use ring::rand::{SecureRandom, SystemRandom};
+
+/// Largest upload the gateway takes unless configured otherwise: 25 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 25 * 1024 * 1024;
+
+/// Where uploads are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlobLocation {
+    /// A local directory (created when needed).
+    Dir(std::path::PathBuf),
+    /// An S3-compatible bucket. Credentials come from the environment
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), never from the
+    /// configuration file.
+    S3 {
+        /// The bucket.
+        bucket: String,
+        /// The service's URL, for a service other than AWS (MinIO, Ceph, …).
+        endpoint: Option<String>,
+        /// The region (default: `AWS_REGION`, else `us-east-1`).
+        region: Option<String>,
+    },
+}
+
+/// The blob store's configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadsConfig {
+    /// Where files are kept.
+    pub location: BlobLocation,
+    /// A key prefix inside the location (default `uploads`).
+    pub prefix: String,
+    /// The largest file taken, whatever an elicitation allows.
+    pub max_bytes: u64,
+}
+
+impl UploadsConfig {
+    /// Files in `dir`, at most [`DEFAULT_MAX_BYTES`] each.
+    pub fn dir(dir: impl Into<std::path::PathBuf>) -> Self {
+        UploadsConfig {
+            location: BlobLocation::Dir(dir.into()),
+            prefix: "uploads".into(),
+            max_bytes: DEFAULT_MAX_BYTES,
+        }
+    }
+}
 
 /// What the gateway recorded of one upload: the `file_upload` response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
-    /// The random id (64 hex digits).
+    /// The elicitation's id and a random part, 64 hex digits.
     pub upload_id: String,
     /// The name the person's browser gave (cleaned).
     pub file_name: String,
@@ -24,10 +77,39 @@ pub struct Upload {
     pub sha256: String,
 }
 
+impl Upload {
+    /// The `file_upload` response payload.
+    pub fn payload(&self) -> serde_json::Value {
+        serde_json::json!({
+            "upload_id": self.upload_id,
+            "file_name": self.file_name,
+            "content_type": self.content_type,
+            "size_bytes": self.size_bytes,
+            "sha256": self.sha256,
+        })
+    }
+}
+
+/// The blob store could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadsError {
+    /// The store's configuration is unusable.
+    #[error("the upload store cannot be opened: {0}")]
+    Open(String),
+    /// The store failed.
+    #[error("the upload store failed: {0}")]
+    Store(#[from] object_store::Error),
+    /// The system random source failed.
+    #[error("the system random source failed")]
+    Random,
+}
+
 /// The blob store.
 #[derive(Debug)]
 pub struct Uploads {
-    dir: PathBuf,
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    max_bytes: u64,
     rng: SystemRandom,
 }
 
@@ -46,7 +128,7 @@ pub fn clean_name(name: &str) -> String {
     }
 }
 
-/// A content type as recorded: a plain `type/subtype` (parameters dropped), else
+/// A content type as recorded: a plain lowercase `type/subtype` (parameters dropped), else
 /// `application/octet-stream`.
 pub fn clean_content_type(given: Option<&str>) -> String {
     let essence = given
@@ -68,66 +150,154 @@ pub fn clean_content_type(given: Option<&str>) -> String {
     }
 }
 
+/// The elicitation an upload id belongs to, and the id's random part; `None` for anything
+/// that is not an upload id.
+pub fn parse_upload_id(upload_id: &str) -> Option<(ElicitationId, &str)> {
+    if upload_id.len() != 64
+        || !upload_id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let (elicitation, random) = upload_id.split_at(32);
+    let uuid = uuid::Uuid::try_parse(elicitation).ok()?;
+    Some((ElicitationId::from_uuid(uuid), random))
+}
+
 impl Uploads {
-    /// Files under `dir` (created when needed).
-    pub fn new(dir: PathBuf) -> Self {
-        Uploads {
-            dir,
+    /// Opens the store `config` names (a directory is created when missing).
+    pub fn open(config: &UploadsConfig) -> Result<Self, UploadsError> {
+        let store: Arc<dyn ObjectStore> = match &config.location {
+            BlobLocation::Dir(dir) => {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    UploadsError::Open(format!("cannot create {}: {e}", dir.display()))
+                })?;
+                Arc::new(
+                    object_store::local::LocalFileSystem::new_with_prefix(dir)
+                        .map_err(|e| UploadsError::Open(e.to_string()))?,
+                )
+            }
+            BlobLocation::S3 {
+                bucket,
+                endpoint,
+                region,
+            } => {
+                let mut builder =
+                    object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+                if let Some(endpoint) = endpoint {
+                    builder = builder
+                        .with_endpoint(endpoint)
+                        .with_allow_http(endpoint.starts_with("http://"));
+                }
+                if let Some(region) = region {
+                    builder = builder.with_region(region);
+                }
+                Arc::new(
+                    builder
+                        .build()
+                        .map_err(|e| UploadsError::Open(e.to_string()))?,
+                )
+            }
+        };
+        Ok(Uploads {
+            store,
+            prefix: Path::from(config.prefix.as_str()),
+            max_bytes: config.max_bytes,
             rng: SystemRandom::new(),
-        }
+        })
     }
 
-    fn caller_dir(&self, caller: &Caller) -> PathBuf {
-        let key = format!(
-            "{}\n{}",
-            caller.subject_id(),
-            caller.tenant_id().unwrap_or_default()
-        );
-        self.dir.join(hex(digest(&SHA256, key.as_bytes()).as_ref()))
+    /// The largest file taken.
+    pub const fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
-    /// Keeps `bytes` for `caller`.
+    fn folder(&self, elicitation: ElicitationId) -> Path {
+        self.prefix
+            .clone()
+            .join(elicitation.as_uuid().simple().to_string().as_str())
+    }
+
+    fn key(&self, upload_id: &str) -> Option<Path> {
+        let (elicitation, random) = parse_upload_id(upload_id)?;
+        Some(self.folder(elicitation).join(random))
+    }
+
+    /// Keeps `bytes` as an answer to `elicitation`.
     pub async fn save(
         &self,
-        caller: &Caller,
+        elicitation: ElicitationId,
         file_name: &str,
         content_type: Option<&str>,
-        bytes: &[u8],
-    ) -> std::io::Result<Upload> {
-        let mut id = [0u8; 32];
+        bytes: Bytes,
+    ) -> Result<Upload, UploadsError> {
+        let mut random = [0u8; 16];
         self.rng
-            .fill(&mut id)
-            .map_err(|_| std::io::Error::other("the system random source failed"))?;
-        let upload_id = hex(&id);
-        let dir = self.caller_dir(caller);
-        tokio::fs::create_dir_all(&dir).await?;
-        let path = dir.join(&upload_id);
-        let partial = dir.join(format!("{upload_id}.partial"));
-        tokio::fs::write(&partial, bytes).await?;
-        tokio::fs::rename(&partial, &path).await?;
+            .fill(&mut random)
+            .map_err(|_| UploadsError::Random)?;
+        let upload_id = format!("{}{}", elicitation.as_uuid().simple(), hex(&random));
+        let sha256 = hex(digest(&SHA256, &bytes).as_ref());
+        let size_bytes = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        let key = self.key(&upload_id).ok_or(UploadsError::Random)?;
+        self.store.put(&key, PutPayload::from_bytes(bytes)).await?;
         Ok(Upload {
             upload_id,
             file_name: clean_name(file_name),
             content_type: clean_content_type(content_type),
-            size_bytes: u64::try_from(bytes.len()).unwrap_or(u64::MAX),
-            sha256: hex(digest(&SHA256, bytes).as_ref()),
+            size_bytes,
+            sha256,
         })
     }
 
-    /// The caller's upload `upload_id`; `None` when there is none (or the id is not one).
-    pub async fn open(&self, caller: &Caller, upload_id: &str) -> Option<Vec<u8>> {
-        let valid = upload_id.len() == 64 && upload_id.bytes().all(|b| b.is_ascii_hexdigit());
-        if !valid {
-            return None;
+    /// The bytes of upload `upload_id`; `None` when there is none (or the id is not one).
+    /// Whether the asker may have them is the caller's to decide (see the module docs).
+    pub async fn read(&self, upload_id: &str) -> Result<Option<Bytes>, UploadsError> {
+        let Some(key) = self.key(upload_id) else {
+            return Ok(None);
+        };
+        match self.store.get(&key).await {
+            Ok(found) => Ok(Some(found.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        tokio::fs::read(self.caller_dir(caller).join(upload_id))
-            .await
-            .ok()
     }
 
-    /// Removes the caller's upload (an answer that was not recorded).
-    pub async fn remove(&self, caller: &Caller, upload_id: &str) {
-        let _ = tokio::fs::remove_file(self.caller_dir(caller).join(upload_id)).await;
+    /// Removes one upload (an answer that was not recorded).
+    pub async fn remove(&self, upload_id: &str) {
+        if let Some(key) = self.key(upload_id)
+            && let Err(e) = self.store.delete(&key).await
+            && !matches!(e, object_store::Error::NotFound { .. })
+        {
+            tracing::warn!(error = %e, "an unrecorded upload could not be removed");
+        }
+    }
+
+    /// Removes everything kept for `elicitation` except `keep` (its recorded answer, if
+    /// any): files of answers that were never recorded, or all of them once it expired or
+    /// was cancelled. Returns how many were removed.
+    pub async fn remove_for(
+        &self,
+        elicitation: ElicitationId,
+        keep: Option<&str>,
+    ) -> Result<usize, UploadsError> {
+        let keep = keep.and_then(|id| self.key(id));
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&self.folder(elicitation)))
+            .await?;
+        let mut removed = 0;
+        for object in listed.objects {
+            if Some(&object.location) == keep.as_ref() {
+                continue;
+            }
+            match self.store.delete(&object.location).await {
+                Ok(()) => removed += 1,
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(removed)
     }
 }
 
@@ -152,14 +322,37 @@ mod tests {
         assert_eq!(clean_content_type(None), "application/octet-stream");
     }
 
+    fn id(n: u8) -> ElicitationId {
+        ElicitationId::v7(time::OffsetDateTime::now_utc(), [n; 10])
+    }
+
+    #[test]
+    fn upload_ids_name_their_elicitation_and_nothing_else_parses() {
+        let e = id(1);
+        let upload_id = format!("{}{}", e.as_uuid().simple(), "ab".repeat(16));
+        assert_eq!(
+            parse_upload_id(&upload_id),
+            Some((e, "ab".repeat(16).as_str()))
+        );
+        for bad in [
+            "",
+            "../x",
+            &upload_id.to_uppercase(),
+            &upload_id[..63],
+            &format!("{upload_id}0"),
+            &format!("{}/{}", &upload_id[..31], &upload_id[32..]),
+        ] {
+            assert_eq!(parse_upload_id(bad), None, "{bad}");
+        }
+    }
+
     #[tokio::test]
-    async fn an_upload_is_its_callers_only_and_ids_cannot_walk_the_file_system() {
+    async fn a_file_round_trips_and_is_removed_with_its_elicitation() {
         let dir = std::env::temp_dir().join(format!("mcp-uploads-{}", std::process::id()));
-        let uploads = Uploads::new(dir.clone());
-        let alice = Caller::new("alice", None).unwrap();
-        let bob = Caller::new("bob", None).unwrap();
+        let uploads = Uploads::open(&UploadsConfig::dir(&dir)).unwrap();
+        let (e, other) = (id(1), id(2));
         let up = uploads
-            .save(&alice, "r.txt", Some("text/plain"), b"hello")
+            .save(e, "r.txt", Some("text/plain"), Bytes::from_static(b"hello"))
             .await
             .unwrap();
         assert_eq!(up.size_bytes, 5);
@@ -167,9 +360,27 @@ mod tests {
             up.sha256,
             "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
         );
-        assert_eq!(uploads.open(&alice, &up.upload_id).await.unwrap(), b"hello");
-        assert_eq!(uploads.open(&bob, &up.upload_id).await, None);
-        assert_eq!(uploads.open(&alice, "../x").await, None);
+        assert_eq!(parse_upload_id(&up.upload_id).map(|(e, _)| e), Some(e));
+        assert_eq!(
+            uploads.read(&up.upload_id).await.unwrap().as_deref(),
+            Some(&b"hello"[..])
+        );
+        assert_eq!(uploads.read("../x").await.unwrap(), None);
+        let stray = uploads
+            .save(e, "old.txt", None, Bytes::from_static(b"old"))
+            .await
+            .unwrap();
+        let elsewhere = uploads
+            .save(other, "o.txt", None, Bytes::from_static(b"o"))
+            .await
+            .unwrap();
+        // Keeping the recorded answer removes only the stray one.
+        assert_eq!(uploads.remove_for(e, Some(&up.upload_id)).await.unwrap(), 1);
+        assert_eq!(uploads.read(&stray.upload_id).await.unwrap(), None);
+        assert!(uploads.read(&up.upload_id).await.unwrap().is_some());
+        assert_eq!(uploads.remove_for(e, None).await.unwrap(), 1);
+        assert_eq!(uploads.read(&up.upload_id).await.unwrap(), None);
+        assert!(uploads.read(&elsewhere.upload_id).await.unwrap().is_some());
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -19,6 +19,7 @@ use mcp_http::auth::{
 };
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
+use mcp_http::uploads::{Uploads, UploadsConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
@@ -34,6 +35,8 @@ struct Harness {
     service: Arc<McpService>,
     store: Arc<dyn ElicitationStore>,
     deleted: Arc<AtomicUsize>,
+    /// The service's upload store, as a second handle on the same directory.
+    uploads: Uploads,
 }
 
 async fn harness() -> Harness {
@@ -77,21 +80,19 @@ async fn harness() -> Harness {
         grant(SERVICE, &[SCOPE_CREATE]),
     ])
     .unwrap();
+    let uploads = UploadsConfig::dir(std::env::temp_dir().join(format!(
+        "mcp-approvals-uploads-{}-{}",
+        std::process::id(),
+        UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
+    )));
     Harness {
-        service: Arc::new(McpService::new(
-            gateway,
-            auth,
-            ServiceConfig {
-                upload_dir: Some(std::env::temp_dir().join(format!(
-                    "mcp-approvals-uploads-{}-{}",
-                    std::process::id(),
-                    UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
-                ))),
-                ..ServiceConfig::default()
-            },
-        )),
+        service: Arc::new(
+            McpService::new(gateway, auth, ServiceConfig::default())
+                .with_uploads(Uploads::open(&uploads).unwrap()),
+        ),
         store,
         deleted,
+        uploads: Uploads::open(&uploads).unwrap(),
     }
 }
 
@@ -943,4 +944,144 @@ async fn a_client_cannot_make_the_gateway_send_the_person_to_a_host_of_its_choos
         result["structuredContent"]["elicitation_required"], true,
         "the held result: {result}"
     );
+}
+
+/// The page's upload of `body` as `content_type` for elicitation `id`.
+async fn upload_file(
+    h: &Harness,
+    browser: &Browser<'_>,
+    id: &str,
+    content_type: &str,
+    body: &str,
+) -> Page {
+    send(
+        h,
+        "POST",
+        &format!("/approvals/{id}/upload"),
+        &[
+            ("cookie", &browser.cookie),
+            ("origin", "http://127.0.0.1:8080"),
+            ("content-type", content_type),
+            ("x-file-name", "f.bin"),
+            ("x-csrf-token", &browser.csrf),
+        ],
+        body,
+    )
+    .await
+}
+
+async fn ask_for_a_file(h: &Harness, response: Value) -> String {
+    let ask = json!({"message": "A file, please", "response": response});
+    let (status, created) = rest(h, SERVICE, "POST", "/v1/mcp/elicitations", ask).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_is_held_to_the_questions_size_and_content_types() {
+    let h = harness().await;
+    let id = ask_for_a_file(
+        &h,
+        json!({"type": "file_upload", "max_bytes": 5, "content_types": ["image/*"]}),
+    )
+    .await;
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(page.body.contains("accept=\"image/*\""), "{}", page.body);
+    assert!(page.body.contains("at most 5 bytes"), "{}", page.body);
+
+    // Too large: refused before it is kept, and it costs no retry.
+    let big = upload_file(&h, &browser, &id, "image/png", "123456").await;
+    assert_eq!(big.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", big.body);
+    assert!(big.body.contains("at most 5"), "{}", big.body);
+    // The wrong type: the core's validation says so, with the retries left.
+    let wrong = upload_file(&h, &browser, &id, "text/html", "<b>").await;
+    assert_eq!(
+        wrong.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        wrong.body
+    );
+    let wrong: Value = serde_json::from_str(&wrong.body).unwrap();
+    assert_eq!(
+        wrong["errors"][0], "content_type: must be one of: image/*",
+        "{wrong}"
+    );
+    assert_eq!(wrong["retries_left"], 2, "{wrong}");
+    // Neither left a file behind.
+    let eid = id.parse().unwrap();
+    assert_eq!(h.uploads.remove_for(eid, None).await.unwrap(), 0);
+
+    let ok = upload_file(&h, &browser, &id, "image/png", "\u{89}PNG").await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
+    let ok: Value = serde_json::from_str(&ok.body).unwrap();
+    assert_eq!(ok["recorded"]["content_type"], "image/png");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_of_cancelled_and_expired_elicitations_are_removed_and_strays_never_download() {
+    let h = harness().await;
+    // A file kept for an answer that was never recorded (the gateway stopped in between).
+    let cancelled = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
+    let stray = h
+        .uploads
+        .save(
+            cancelled.parse().unwrap(),
+            "s.txt",
+            None,
+            Bytes::from_static(b"stray"),
+        )
+        .await
+        .unwrap();
+    // It is the caller's elicitation, but not its recorded answer: no download.
+    let path = format!("/v1/mcp/uploads/{}", stray.upload_id);
+    let file = send(
+        &h,
+        "GET",
+        &path,
+        &[("authorization", "Bearer service-token")],
+        "",
+    )
+    .await;
+    assert_eq!(file.status, StatusCode::NOT_FOUND, "{}", file.body);
+
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{cancelled}/cancel"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    eventually_gone(&h, &stray.upload_id).await;
+
+    // Expiry: the sweeper hands what it expired to the service.
+    let expiring = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
+    let stray = h
+        .uploads
+        .save(
+            expiring.parse().unwrap(),
+            "s.txt",
+            None,
+            Bytes::from_static(b"stray"),
+        )
+        .await
+        .unwrap();
+    let later = time::OffsetDateTime::now_utc() + time::Duration::days(30);
+    let expired = h.store.expire_due(later).await.unwrap();
+    assert_eq!(expired.len(), 1);
+    h.service.expired(expired);
+    eventually_gone(&h, &stray.upload_id).await;
+}
+
+/// Waits (up to 10 s) until the upload is removed; removal runs in the background.
+async fn eventually_gone(h: &Harness, upload_id: &str) {
+    for _ in 0..200 {
+        if h.uploads.read(upload_id).await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("upload {upload_id} was not removed");
 }

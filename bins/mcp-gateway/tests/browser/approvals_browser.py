@@ -8,13 +8,19 @@ page, sees the held call appear without reloading, approves one call and decline
 hostile arguments must stay inert text; a cross-site form post must be refused; sign-out must
 end the session. Prints one JSON line of what happened; exits non-zero on anything else.
 """
+import asyncio
 import hashlib
 import json
 import os
+import queue
 import sys
 import threading
 import urllib.request
 
+import mcp.types as types
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from playwright.sync_api import sync_playwright
 
 BASE, HUMAN, AGENT, SANDBOX, SHOT, SERVICE = sys.argv[1:7]
@@ -63,6 +69,26 @@ def agent_tool(name):
 
 def held_id(result):
     return result["structuredContent"]["elicitation"]["id"]
+
+
+def url_mode_call(path, urls):
+    """A session client of the official Python SDK whose token may not answer: the gateway
+    sends it the page's URL (URL mode); it hands the URL to the person and waits."""
+    async def run():
+        async def on_elicit(ctx, params):
+            url = getattr(params, "url", None)
+            if not url:
+                return types.ElicitResult(action="cancel")
+            urls.put(url)
+            return types.ElicitResult(action="accept")
+
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT}"})
+        transport = streamable_http_client(BASE + "/mcp", http_client=http)
+        async with Client(transport, mode="legacy", elicitation_callback=on_elicit) as client:
+            result = await client.call_tool("fs__write_file", {"path": path, "content": "via url mode"})
+            return {"is_error": bool(result.is_error), "structured": result.structured_content,
+                    "text": [c.text for c in result.content if getattr(c, "type", "") == "text"]}
+    return asyncio.run(run())
 
 
 def main():
@@ -155,6 +181,20 @@ def main():
         out["upload"] = service("GET", f"/v1/mcp/elicitations/{asked['id']}?wait=5s")
         downloaded = service("GET", "/v1/mcp/uploads/" + out["upload"]["response"]["upload_id"])
         out["downloaded_same"] = downloaded == content
+
+        # A URL-mode client: the person follows its link, approves there, and the client's
+        # call completes.
+        urls = queue.Queue()
+        box = {}
+        worker = threading.Thread(target=lambda: box.update(result=url_mode_call(SANDBOX + "/url-mode.txt", urls)))
+        worker.start()
+        link = urls.get(timeout=30)
+        out["url_mode_link"] = link
+        page.goto(link)
+        page.get_by_role("button", name="Approve").click()
+        page.wait_for_selector("text=Approved.")
+        worker.join(30)
+        out["url_mode_call"] = box.get("result")
 
         # Sign-out ends the session.
         page.click("text=Sign out")

@@ -122,8 +122,27 @@ fn validate_string_and_choice_types() {
 }
 
 #[test]
+fn validate_file_upload_holds_the_file_to_the_specs_limits() {
+    let spec = ResponseSpec::FileUpload {
+        max_bytes: Some(10),
+        content_types: vec!["image/*".into(), "application/pdf".into()],
+    };
+    let sha = "a".repeat(64);
+    let file = |content_type: &str, size: u64| json!({"upload_id": "u1", "file_name": "f", "content_type": content_type, "size_bytes": size, "sha256": sha});
+    assert_eq!(check(&spec, file("image/png", 10)), Ok(()));
+    assert_eq!(check(&spec, file("application/pdf", 0)), Ok(()));
+    assert_eq!(
+        check(&spec, file("text/html", 11)),
+        Err(vec![
+            "content_type: must be one of: image/*, application/pdf".into(),
+            "size_bytes: the file must be at most 10 bytes".into(),
+        ])
+    );
+}
+
+#[test]
 fn validate_file_upload_reports_every_violation() {
-    let spec = ResponseSpec::FileUpload;
+    let spec = ResponseSpec::any_file();
     let sha = "a".repeat(64);
     let good = json!({"upload_id": "u1", "file_name": "r.pdf", "content_type": "application/pdf", "size_bytes": 0, "sha256": sha});
     assert_eq!(check(&spec, good), Ok(()));
@@ -208,7 +227,7 @@ fn every_spec() -> Vec<ResponseSpec> {
             max_items: Some(1),
         },
         ResponseSpec::Confirmation,
-        ResponseSpec::FileUpload,
+        ResponseSpec::any_file(),
     ]
 }
 

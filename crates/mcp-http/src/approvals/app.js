@@ -13,6 +13,11 @@
       var status = button.parentElement.querySelector(".upload-status");
       var file = input && input.files && input.files[0];
       if (!file) { status.textContent = " Choose a file first."; return; }
+      var max = input.getAttribute("data-max-bytes");
+      if (max !== null && file.size > Number(max)) {
+        status.textContent = " The file is " + file.size + " bytes; this question takes at most " + max + ".";
+        return;
+      }
       var csrf = document.querySelector("input[name=csrf]").value;
       status.textContent = " Uploading…";
       submitting = true;

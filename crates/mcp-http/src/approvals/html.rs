@@ -266,9 +266,35 @@ fn pending_item(
             out.push_str("</fieldset><button type=\"submit\">Submit</button>");
         }
         "file_upload" => {
+            let spec = item.get("response_spec");
+            let max_bytes = spec.and_then(|s| s.get("max_bytes")).and_then(Value::as_u64);
+            let types: Vec<&str> = spec
+                .and_then(|s| s.get("content_types"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let mut limits = Vec::new();
+            let mut attrs = String::new();
+            if !types.is_empty() {
+                limits.push(format!("of type {}", types.join(", ")));
+                let _ = write!(attrs, " accept=\"{}\"", escape(&types.join(",")));
+            }
+            if let Some(max) = max_bytes {
+                limits.push(format!("at most {max} bytes"));
+                let _ = write!(attrs, " data-max-bytes=\"{max}\"");
+            }
+            if !limits.is_empty() {
+                let _ = write!(
+                    out,
+                    "<p class=\"limits\">A file {}.</p>",
+                    escape(&limits.join(", "))
+                );
+            }
             let _ = write!(
                 out,
-                "<label for=\"f-{id}\">Your file</label> <input id=\"f-{id}\" type=\"file\" data-upload=\"/approvals/{id}/upload\"> <button type=\"button\" class=\"upload\" data-for=\"f-{id}\">Upload</button><noscript> Uploading needs JavaScript.</noscript><span class=\"upload-status\" role=\"status\"></span>"
+                "<label for=\"f-{id}\">Your file</label> <input id=\"f-{id}\" type=\"file\"{attrs} data-upload=\"/approvals/{id}/upload\"> <button type=\"button\" class=\"upload\" data-for=\"f-{id}\">Upload</button><noscript> Uploading needs JavaScript.</noscript><span class=\"upload-status\" role=\"status\"></span>"
             );
         }
         _ => out.push_str("<p>This type is answered through the REST API.</p>"),
