@@ -23,8 +23,8 @@ pub use form::FormField;
 pub use id::ElicitationId;
 pub use kind::{CancelReason, ElicitationStatus, ElicitationType, UnknownLabel};
 pub use record::{
-    Answer, AnswerOutcome, ElicitAction, Elicitation, MAX_RETRIES, RespondOutcome, TransitionError,
-    truncate_to_micros,
+    Answer, AnswerOutcome, ElicitAction, Elicitation, MAX_ANSWERED_BY_CHARS, MAX_RETRIES,
+    RespondOutcome, TransitionError, answered_by, truncate_to_micros,
 };
 pub use schema::response_schema;
 pub use spec::{

@@ -106,6 +106,10 @@ pub struct Elicitation {
     /// When the answer was recorded.
     #[serde(with = "time::serde::rfc3339::option")]
     pub responded_at: Option<OffsetDateTime>,
+    /// Who recorded the answer, as the gateway described them (for example `alice on the
+    /// approvals page`); `None` when not said. At most [`MAX_ANSWERED_BY_CHARS`] characters.
+    #[serde(default)]
+    pub answered_by: Option<String>,
     /// When it was cancelled.
     #[serde(with = "time::serde::rfc3339::option")]
     pub cancelled_at: Option<OffsetDateTime>,
@@ -114,6 +118,17 @@ pub struct Elicitation {
     /// When an approved confirmation authorised its one call.
     #[serde(with = "time::serde::rfc3339::option")]
     pub consumed_at: Option<OffsetDateTime>,
+}
+
+/// Longest recorded [`Elicitation::answered_by`], in characters (longer is cut).
+pub const MAX_ANSWERED_BY_CHARS: usize = 256;
+
+/// `by` as recorded: control characters dropped, at most [`MAX_ANSWERED_BY_CHARS`].
+pub fn answered_by(by: &str) -> String {
+    by.chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_ANSWERED_BY_CHARS)
+        .collect()
 }
 
 /// `t` without its sub-microsecond part.
@@ -145,6 +160,7 @@ impl Elicitation {
             cancelled_at: None,
             cancel_reason: None,
             consumed_at: None,
+            answered_by: None,
         }
     }
 

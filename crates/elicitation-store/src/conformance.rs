@@ -123,9 +123,15 @@ pub(crate) async fn confirmation_round_trip_accept_and_decline(
         h.store.confirmation_state(&alice(), id, &b).await.unwrap(),
         None
     );
+    // Who answered is recorded with the answer, cleaned of control characters.
     assert_eq!(
         h.store
-            .respond(&alice(), id, json!({"confirmed": true}))
+            .respond_as(
+                &alice(),
+                id,
+                json!({"confirmed": true}),
+                Some("alice on the\napprovals page")
+            )
             .await
             .unwrap(),
         RespondOutcome::Recorded
@@ -135,6 +141,10 @@ pub(crate) async fn confirmation_round_trip_accept_and_decline(
     assert_eq!(got.elicitation.status, ElicitationStatus::Responded);
     assert_eq!(got.elicitation.response, Some(json!({"confirmed": true})));
     assert_eq!(got.elicitation.responded_at, Some(h.clock_now()));
+    assert_eq!(
+        got.elicitation.answered_by.as_deref(),
+        Some("alice on theapprovals page")
+    );
     assert_eq!(got.call.map(|c| c.arguments), Some(args.clone()));
 
     let declined = h
@@ -148,7 +158,7 @@ pub(crate) async fn confirmation_round_trip_accept_and_decline(
         ElicitAction::Decline,
         None,
     );
-    h.store.apply(&alice(), id, answer).await.unwrap();
+    h.store.apply(&alice(), id, answer, None).await.unwrap();
     assert_eq!(
         h.store.confirmation_state(&alice(), id, &b).await.unwrap(),
         Some(false)
@@ -879,7 +889,7 @@ pub(crate) async fn choice_elicitations_record_and_cancel_with_reasons(
             .unwrap();
         let answer =
             elicitation_core::Answer::from_action(ElicitationType::SingleChoice, action, None);
-        h.store.apply(&alice(), e.id, answer).await.unwrap();
+        h.store.apply(&alice(), e.id, answer, None).await.unwrap();
         reasons.push(
             h.store
                 .get(&alice(), e.id)

@@ -482,17 +482,21 @@ impl ElicitationStore for MemoryStore {
         Ok(found.into_iter().map(Ok).collect())
     }
 
-    async fn respond(
+    async fn respond_as(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
+        answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
         let now = self.clock.now();
         let response_bytes = json_bytes(&payload);
         let outcome = self.with_entry(caller, id, |entry| {
             entry.refuse_if_overdue(now)?;
             let outcome = entry.elicitation.respond(payload, now);
+            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
+                entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
+            }
             let event = match &outcome {
                 Ok(RespondOutcome::Recorded) => Some(Event::Responded),
                 Ok(RespondOutcome::ValidationFailed { .. }) => Some(Event::ValidationFailed),

@@ -463,13 +463,15 @@ impl ElicitationStore for PostgresStore {
             .collect()
     }
 
-    async fn respond(
+    async fn respond_as(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
+        answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
         let now = self.now();
+        let answered_by = answered_by.map(elicitation_core::answered_by);
         let spec = self.spec_of(caller, id).await?;
         let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
         match validate_response(&spec, &payload) {
@@ -500,6 +502,7 @@ impl ElicitationStore for PostgresStore {
                             &sealed.key_id,
                             &confirmed,
                             &now,
+                            &answered_by,
                         ],
                     )
                     .await?;

@@ -187,14 +187,26 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// [`Unreadable`] in its place; it never fails the listing.
     async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError>;
 
-    /// Answers an elicitation (see [`Elicitation::respond`]). Concurrent answers are
-    /// recorded exactly once.
+    /// Answers an elicitation (see [`Elicitation::respond`]), recording who answered
+    /// ([`Elicitation::answered_by`], cleaned by [`elicitation_core::answered_by`]; `None`:
+    /// not said). Concurrent answers are recorded exactly once.
+    async fn respond_as(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<RespondOutcome, StoreError>;
+
+    /// Answers an elicitation without saying who answered (see [`Self::respond_as`]).
     async fn respond(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
-    ) -> Result<RespondOutcome, StoreError>;
+    ) -> Result<RespondOutcome, StoreError> {
+        self.respond_as(caller, id, payload, None).await
+    }
 
     /// Cancels a pending elicitation and returns it.
     async fn cancel(
@@ -282,16 +294,18 @@ pub trait ElicitationStore: Send + Sync + 'static {
         self.list(caller, ListQuery::pending(limit)).await
     }
 
-    /// Applies an MCP answer (see [`Answer::from_action`]).
+    /// Applies an MCP answer (see [`Answer::from_action`]); `answered_by` as for
+    /// [`Self::respond_as`].
     async fn apply(
         &self,
         caller: &Caller,
         id: ElicitationId,
         answer: Answer,
+        answered_by: Option<&str>,
     ) -> Result<AnswerOutcome, StoreError> {
         match answer {
             Answer::Respond(payload) => self
-                .respond(caller, id, payload)
+                .respond_as(caller, id, payload, answered_by)
                 .await
                 .map(AnswerOutcome::Responded),
             Answer::Cancel(reason) => self

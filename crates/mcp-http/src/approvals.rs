@@ -444,7 +444,10 @@ impl McpService {
             }
         };
         let payload = saved.payload();
-        let recorded = store.respond(caller, eid, payload.clone()).await;
+        let by = principal.answered_by(crate::auth::AnsweredVia::Page);
+        let recorded = store
+            .respond_as(caller, eid, payload.clone(), Some(&by))
+            .await;
         if !matches!(recorded, Ok(RespondOutcome::Recorded)) {
             uploads.remove(&saved.upload_id).await;
         }
@@ -703,7 +706,8 @@ impl McpService {
             }
             _ => (json!({}), "answered"),
         };
-        match store.respond(caller, eid, payload).await {
+        let by = principal.answered_by(crate::auth::AnsweredVia::Page);
+        match store.respond_as(caller, eid, payload, Some(&by)).await {
             Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
                 redirect(&format!("/approvals?done={done}"))
             }

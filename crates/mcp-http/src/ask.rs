@@ -154,7 +154,12 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
     let answer = Answer::from_action(ElicitationType::Confirmation, action, content);
     let applied = tokio::time::timeout(
         STORE_TIMEOUT,
-        gateway.store().apply(&principal.caller, id, answer),
+        gateway.store().apply(
+            &principal.caller,
+            id,
+            answer,
+            Some(&principal.answered_by(crate::auth::AnsweredVia::Client)),
+        ),
     )
     .await;
     match applied {

@@ -31,7 +31,34 @@ pub struct Principal {
     pub authenticated: bool,
 }
 
+/// Where a person answered, for [`Principal::answered_by`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredVia {
+    /// The approvals page.
+    Page,
+    /// The REST API.
+    Rest,
+    /// Natively, in the caller's MCP client.
+    Client,
+}
+
 impl Principal {
+    /// Who answered, as recorded with the answer: the principal's subject (and tenant) and
+    /// where, e.g. `alice on the approvals page`.
+    pub fn answered_by(&self, via: AnsweredVia) -> String {
+        let who = match (self.authenticated, self.caller.tenant_id()) {
+            (false, _) => "the local user".to_owned(),
+            (true, Some(tenant)) => format!("{} ({tenant})", self.caller.subject_id()),
+            (true, None) => self.caller.subject_id().to_owned(),
+        };
+        let place = match via {
+            AnsweredVia::Page => "on the approvals page",
+            AnsweredVia::Rest => "through the REST API",
+            AnsweredVia::Client => "in the MCP client",
+        };
+        format!("{who} {place}")
+    }
+
     /// Fails with 403 unless the principal has `scope`.
     pub fn require(&self, scope: &'static str) -> Result<(), McpError> {
         if self.scopes.contains(scope) {

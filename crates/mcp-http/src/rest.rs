@@ -86,7 +86,8 @@ pub async fn handle(
             let payload: Value = serde_json::from_slice(request.body).map_err(|e| {
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
-            let outcome = store.respond(caller, id, payload).await?;
+            let by = principal.answered_by(crate::auth::AnsweredVia::Rest);
+            let outcome = store.respond_as(caller, id, payload, Some(&by)).await?;
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",
                 RespondOutcome::AlreadyRecorded => "already_recorded",
@@ -300,6 +301,7 @@ pub fn view(stored: &StoredElicitation) -> Value {
         "created_at": time(Some(e.created_at)),
         "expires_at": time(Some(e.expires_at)),
         "responded_at": time(e.responded_at),
+        "answered_by": e.answered_by,
         "cancelled_at": time(e.cancelled_at),
         "cancel_reason": e.cancel_reason,
         "consumed_at": time(e.consumed_at),

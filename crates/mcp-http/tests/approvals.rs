@@ -323,6 +323,17 @@ async fn a_held_call_is_shown_as_text_and_approve_lets_exactly_one_re_call_throu
         "arguments keep their lines: {waiting}"
     );
     assert!(lately.contains("approved"), "{lately}");
+    // History says who answered, and where.
+    assert!(lately.contains("alice on the approvals page"), "{lately}");
+    let (_, read) = rest(
+        &h,
+        SERVICE,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(read["answered_by"], "alice on the approvals page", "{read}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

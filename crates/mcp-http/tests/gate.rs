@@ -95,14 +95,17 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.list(caller, query).await
     }
-    async fn respond(
+    async fn respond_as(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
+        answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
         self.check().await?;
-        self.inner.respond(caller, id, payload).await
+        self.inner
+            .respond_as(caller, id, payload, answered_by)
+            .await
     }
     async fn cancel(
         &self,

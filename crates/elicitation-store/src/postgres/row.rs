@@ -134,6 +134,9 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         cancelled_at: maybe_time("cancelled_at")?,
         cancel_reason,
         consumed_at: maybe_time("consumed_at")?,
+        answered_by: row
+            .try_get("answered_by")
+            .map_err(|e| StoreError::Backend(Box::new(e)))?,
     };
     Ok(RawRow {
         caller,

@@ -8,7 +8,7 @@ macro_rules! columns {
          message_sealed, message_key_id, spec, \
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
-         cancel_reason::text AS cancel_reason"
+         cancel_reason::text AS cancel_reason, answered_by"
     };
 }
 
@@ -76,16 +76,16 @@ pub(super) const LIST: &str = concat!(
 );
 
 /// Records a valid answer: `$4` sealed response, `$5` its key id, `$6` confirmed (NULL
-/// unless a confirmation), `$7` now.
+/// unless a confirmation), `$7` now, `$8` who answered (or NULL).
 pub(super) const RESPOND_VALID: &str = concat!(
-    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7 ",
+    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8 ",
     "WHERE id = $1 AND ",
     caller_is!(),
     " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name), ",
     audit_from_changed!(
         "$7",
         "elicitation_responded",
-        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean))"
+        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text))"
     ),
     "SELECT count(*) FROM changed"
 );

@@ -771,6 +771,10 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
             "UPDATE mcp_elicitations SET retries = 1 WHERE id = $1",
         ),
         (
+            used,
+            "UPDATE mcp_elicitations SET answered_by = 'mallory on the approvals page' WHERE id = $1",
+        ),
+        (
             declined,
             "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1",
         ),

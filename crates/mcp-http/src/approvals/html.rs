@@ -130,7 +130,7 @@ pub(crate) fn page(
         body.push_str("<p class=\"empty\">Nothing answered yet.</p>");
     } else {
         body.push_str(
-            "<table><thead><tr><th>When</th><th>What</th><th>Outcome</th></tr></thead><tbody>",
+            "<table><thead><tr><th>When</th><th>What</th><th>Outcome</th><th>By</th></tr></thead><tbody>",
         );
         for item in history {
             body.push_str(&history_row(item));
@@ -338,10 +338,22 @@ fn history_row(item: &Value) -> String {
         Some(tool) => format!("<code>{}</code>", shown(tool)),
         None => shown(text(item, "message")),
     };
+    // Who: recorded with an answer; a cancellation says whose it was; expiry is nobody's.
+    let who = match (status, text(item, "cancel_reason")) {
+        ("responded", _) => item
+            .get("answered_by")
+            .and_then(Value::as_str)
+            .unwrap_or("(not recorded)")
+            .to_owned(),
+        ("cancelled", "cancelled_by_caller") => "whoever asked".to_owned(),
+        ("cancelled", _) => "a person".to_owned(),
+        _ => "—".to_owned(),
+    };
     format!(
-        "<tr><td>{}</td><td>{what}</td><td>{}</td></tr>",
+        "<tr><td>{}</td><td>{what}</td><td>{}</td><td>{}</td></tr>",
         escape(when),
-        shown(&outcome)
+        shown(&outcome),
+        shown(&who)
     )
 }
 
