@@ -1034,16 +1034,7 @@ async fn uploads_of_cancelled_and_expired_elicitations_are_removed_and_strays_ne
     let h = harness().await;
     // A file kept for an answer that was never recorded (the gateway stopped in between).
     let cancelled = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
-    let stray = h
-        .uploads
-        .save(
-            cancelled.parse().unwrap(),
-            "s.txt",
-            None,
-            Bytes::from_static(b"stray"),
-        )
-        .await
-        .unwrap();
+    let stray = keep_a_stray(&h, &cancelled).await;
     // It is the caller's elicitation, but not its recorded answer: no download.
     let path = format!("/v1/mcp/uploads/{}", stray.upload_id);
     let file = send(
@@ -1069,21 +1060,25 @@ async fn uploads_of_cancelled_and_expired_elicitations_are_removed_and_strays_ne
 
     // Expiry: the sweeper hands what it expired to the service.
     let expiring = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
-    let stray = h
-        .uploads
-        .save(
-            expiring.parse().unwrap(),
-            "s.txt",
-            None,
-            Bytes::from_static(b"stray"),
-        )
-        .await
-        .unwrap();
+    let stray = keep_a_stray(&h, &expiring).await;
     let later = time::OffsetDateTime::now_utc() + time::Duration::days(30);
     let expired = h.store.expire_due(later).await.unwrap();
     assert_eq!(expired.len(), 1);
     h.service.expired(expired);
     eventually_gone(&h, &stray.upload_id).await;
+}
+
+/// A file kept for elicitation `id` whose answer was never recorded.
+async fn keep_a_stray(h: &Harness, id: &str) -> mcp_http::uploads::Upload {
+    h.uploads
+        .save(
+            id.parse().unwrap(),
+            "s.txt",
+            None,
+            Bytes::from_static(b"stray"),
+        )
+        .await
+        .unwrap()
 }
 
 /// Waits (up to 10 s) until the upload is removed; removal runs in the background.
