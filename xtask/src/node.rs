@@ -9,10 +9,12 @@ use anyhow::{Context, Result, bail};
 
 use crate::test::workspace_root;
 
-/// The official filesystem MCP server and TypeScript SDK, pinned.
+/// The official filesystem MCP server and TypeScript SDK, and oidc-provider (the authorization
+/// server of the OAuth tests), pinned.
 const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/sdk@1.32.2",
+    "oidc-provider@9.13.3",
 ];
 /// The official Python SDK, Playwright (which drives the system Chromium in the browser
 /// tests) and moto's server (the S3-compatible service the upload store is tested against),
@@ -26,8 +28,9 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
     let dir = workspace_root().join("target/xtask-cache/node");
     let bin: PathBuf = dir.join("node_modules/.bin/mcp-server-filesystem");
     let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
-    let installed =
-        std::fs::read_to_string(&sdk).is_ok_and(|p| p.contains("\"version\": \"1.32.2\""));
+    let installed = std::fs::read_to_string(&sdk)
+        .is_ok_and(|p| p.contains("\"version\": \"1.32.2\""))
+        && dir.join("node_modules/oidc-provider/package.json").exists();
     if !bin.exists() || !installed {
         let npm_ok = Command::new("npm")
             .arg("--version")

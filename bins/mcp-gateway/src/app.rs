@@ -151,7 +151,7 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     })
 }
 
-fn auth(config: &Config) -> Result<Auth> {
+async fn auth(config: &Config) -> Result<Auth> {
     Ok(match config.auth.mode {
         AuthMode::None => Auth::none(),
         AuthMode::Tokens => Auth::tokens(
@@ -167,7 +167,17 @@ fn auth(config: &Config) -> Result<Auth> {
                 })
                 .collect(),
         )?,
-        AuthMode::Jwt => bail!("auth mode \"jwt\" is not available in this version"),
+        AuthMode::Jwt => {
+            let Some(jwt) = &config.auth.jwt else {
+                bail!("auth mode \"jwt\" needs an [auth.jwt] section");
+            };
+            let jwt = Arc::new(mcp_http::auth::jwt::JwtAuth::new(jwt.resolve()?)?);
+            // Keys are fetched now and kept fresh in the background; an issuer that cannot
+            // be reached now is retried (its tokens are refused until it can).
+            jwt.refresh_all().await;
+            drop(jwt.spawn_refresh());
+            Auth::Jwt(jwt)
+        }
     })
 }
 
@@ -189,7 +199,7 @@ fn policy(config: &Config) -> GatePolicy {
 }
 
 pub(crate) async fn build(config: &Config) -> Result<App> {
-    let auth = auth(config)?;
+    let auth = auth(config).await?;
     if config.auth.mode == AuthMode::None
         && let Some(m) = config
             .modules

@@ -206,6 +206,164 @@ pub(crate) struct AuthConfig {
     pub(crate) mode: AuthMode,
     #[serde(default)]
     pub(crate) tokens: Vec<TokenConfig>,
+    /// Mode `jwt`: `[auth.jwt]`.
+    pub(crate) jwt: Option<JwtConfig>,
+}
+
+/// `[auth.jwt]`: the gateway as an OAuth resource server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtConfig {
+    /// The gateway's resource URL (the audience tokens must carry).
+    pub(crate) resource: String,
+    /// A claim naming the caller's tenant.
+    pub(crate) tenant_claim: Option<String>,
+    #[serde(default = "default_leeway", with = "duration")]
+    pub(crate) leeway: Duration,
+    #[serde(default)]
+    pub(crate) scopes: JwtScopes,
+    #[serde(default)]
+    pub(crate) issuers: Vec<JwtIssuer>,
+}
+
+/// `[auth.jwt.scopes]`: the token scope names that grant the gateway's scopes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtScopes {
+    #[serde(default = "scope_tools_call")]
+    pub(crate) tools_call: String,
+    #[serde(default = "scope_respond")]
+    pub(crate) respond: String,
+    #[serde(default = "scope_create")]
+    pub(crate) create: String,
+}
+
+impl Default for JwtScopes {
+    fn default() -> Self {
+        JwtScopes {
+            tools_call: scope_tools_call(),
+            respond: scope_respond(),
+            create: scope_create(),
+        }
+    }
+}
+
+fn scope_tools_call() -> String {
+    mcp_http::auth::SCOPE_TOOLS_CALL.into()
+}
+fn scope_respond() -> String {
+    mcp_http::auth::SCOPE_RESPOND.into()
+}
+fn scope_create() -> String {
+    mcp_http::auth::SCOPE_CREATE.into()
+}
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `[[auth.jwt.issuers]]`: one trusted issuer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtIssuer {
+    pub(crate) issuer: String,
+    /// A short name for its subjects (default: the issuer's host).
+    pub(crate) name: Option<String>,
+    pub(crate) jwks_url: Option<String>,
+    pub(crate) jwks_file: Option<std::path::PathBuf>,
+    #[serde(default = "default_algorithms")]
+    pub(crate) algorithms: Vec<String>,
+    #[serde(default = "default_grace", with = "duration")]
+    pub(crate) grace: Duration,
+    #[serde(default = "default_jwks_refresh", with = "duration")]
+    pub(crate) refresh_interval: Duration,
+    #[serde(default = "default_jwks_min_refresh", with = "duration")]
+    pub(crate) min_refresh_interval: Duration,
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".into()]
+}
+fn default_grace() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_jwks_min_refresh() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl JwtConfig {
+    /// The checked configuration of mode `jwt`.
+    pub(crate) fn resolve(&self) -> Result<mcp_http::auth::jwt::JwtConfig> {
+        use mcp_http::auth::jwt::{IssuerConfig, JwksSource, ScopeNames, is_secure_or_loopback};
+        let mut issuers = Vec::new();
+        for i in &self.issuers {
+            let jwks = match (&i.jwks_url, &i.jwks_file) {
+                (Some(url), None) => {
+                    if !is_secure_or_loopback(url) {
+                        bail!(
+                            "issuer {:?}: jwks_url {url:?} must be https:// (http:// only on loopback)",
+                            i.issuer
+                        );
+                    }
+                    JwksSource::Url(url.clone())
+                }
+                (None, Some(file)) => JwksSource::File(file.clone()),
+                _ => bail!(
+                    "issuer {:?}: give exactly one of jwks_url and jwks_file",
+                    i.issuer
+                ),
+            };
+            let mut algorithms = Vec::new();
+            for name in &i.algorithms {
+                let algorithm: mcp_http::auth::jwt::Algorithm = name.parse().map_err(|_| {
+                    anyhow::anyhow!("issuer {:?}: unknown algorithm {name:?}", i.issuer)
+                })?;
+                algorithms.push(algorithm);
+            }
+            let name = match &i.name {
+                Some(name) => name.clone(),
+                None => i
+                    .issuer
+                    .split("://")
+                    .nth(1)
+                    .and_then(|rest| rest.split(['/', ':']).next())
+                    .filter(|host| !host.is_empty())
+                    .unwrap_or(&i.issuer)
+                    .to_owned(),
+            };
+            if i.grace < i.refresh_interval {
+                bail!(
+                    "issuer {:?}: grace must be at least refresh_interval (keys are trusted for grace after each fetch)",
+                    i.issuer
+                );
+            }
+            issuers.push(IssuerConfig {
+                issuer: i.issuer.clone(),
+                name,
+                jwks,
+                algorithms,
+                grace: i.grace,
+                refresh_interval: i.refresh_interval,
+                min_refresh_interval: i.min_refresh_interval,
+            });
+        }
+        let config = mcp_http::auth::jwt::JwtConfig {
+            resource: self.resource.clone(),
+            issuers,
+            scopes: ScopeNames {
+                tools_call: self.scopes.tools_call.clone(),
+                respond: self.scopes.respond.clone(),
+                create: self.scopes.create.clone(),
+            },
+            tenant_claim: self.tenant_claim.clone(),
+            leeway: self.leeway,
+        };
+        // The same checks the gateway makes when it starts.
+        mcp_http::auth::jwt::JwtAuth::new(config.clone())?;
+        Ok(config)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -569,8 +727,13 @@ impl Config {
                 self.listen
             );
         }
-        if self.auth.mode == AuthMode::Jwt {
-            bail!("auth mode \"jwt\" is not available in this version; use \"tokens\"");
+        match (&self.auth.mode, &self.auth.jwt) {
+            (AuthMode::Jwt, None) => bail!("auth mode \"jwt\" needs an [auth.jwt] section"),
+            (AuthMode::Jwt, Some(jwt)) => {
+                jwt.resolve()?;
+            }
+            (_, Some(_)) => bail!("[auth.jwt] is set but auth mode is not \"jwt\""),
+            (_, None) => {}
         }
         for (i, m) in self.modules.iter().enumerate() {
             if self.modules[..i].iter().any(|o| o.name == m.name) {
@@ -688,6 +851,26 @@ mod tests {
     }
 
     #[test]
+    fn the_example_files_jwt_section_parses_and_checks() {
+        // The commented-out [auth] alternative of the example file, as an operator would
+        // enable it.
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let jwt: String = text
+            .lines()
+            .skip_while(|l| *l != "# [auth]")
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{}\n", l.trim_start_matches('#').trim_start()))
+            .collect();
+        assert!(jwt.contains("mode = \"jwt\""), "{jwt}");
+        let config: Config = toml::from_str(&jwt).unwrap();
+        config.check().unwrap();
+        let resolved = config.auth.jwt.unwrap().resolve().unwrap();
+        assert_eq!(resolved.issuers[0].name, "login.example.com");
+        assert_eq!(resolved.scopes.tools_call, "mcp.tools");
+    }
+
+    #[test]
     fn sizes_take_binary_units_or_bytes() {
         assert_eq!(bytes::parse("512"), Ok(512));
         assert_eq!(bytes::parse("2KiB"), Ok(2048));
@@ -711,7 +894,23 @@ mod tests {
     fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
         let cases = [
             ("listen = \"0.0.0.0:8080\"", "loopback"),
-            ("[auth]\nmode = \"jwt\"", "jwt"),
+            ("[auth]\nmode = \"jwt\"", "needs an [auth.jwt] section"),
+            (
+                "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"",
+                "at least one [[auth.jwt.issuers]]",
+            ),
+            (
+                "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"\njwks_url = \"https://idp/jwks\"\nalgorithms = [\"HS256\"]",
+                "not accepted",
+            ),
+            (
+                "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"\njwks_url = \"http://idp/jwks\"",
+                "must be https://",
+            ),
+            (
+                "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"",
+                "exactly one of jwks_url and jwks_file",
+            ),
             (
                 "[[modules]]\nname = \"fs\"\ntransport = \"stdio\"",
                 "needs command",

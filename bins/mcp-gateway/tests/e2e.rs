@@ -1233,3 +1233,213 @@ async fn a_file_answered_on_the_page_is_kept_in_an_s3_bucket_and_downloads_from_
     assert_eq!(s3.keys(BUCKET).await, keys);
     gateway.stop().await;
 }
+
+// ---- OAuth: the gateway as a resource server of a real authorization server ----
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `oidc-provider` (npm) on loopback: see tests/oauth/idp.mjs.
+struct Idp {
+    _child: Child,
+    script: PathBuf,
+    issuer: String,
+}
+
+impl Idp {
+    async fn start() -> Idp {
+        // ESM resolves packages from the script's folder: run it from the npm cache.
+        let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
+        let script = dir.join(format!("idp_{}_{}.mjs", std::process::id(), free_port()));
+        std::fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oauth/idp.mjs"),
+            &script,
+        )
+        .unwrap();
+        let mut child = Command::new("node")
+            .arg(&script)
+            .arg(free_port().to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the authorization server starts")
+            .unwrap()
+            .expect("it prints its issuer");
+        let issuer = serde_json::from_str::<Value>(&line).unwrap()["issuer"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        Idp {
+            _child: child,
+            script,
+            issuer,
+        }
+    }
+
+    /// An access token by client_credentials for `resource`.
+    async fn token(&self, client: &str, scope: &str, resource: &str) -> String {
+        let basic = base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            format!("{client}:{client}-secret"),
+        );
+        let form = format!(
+            "grant_type=client_credentials&scope={}&resource={}",
+            scope.replace(' ', "+"),
+            resource.replace(':', "%3A").replace('/', "%2F")
+        );
+        let (status, body) = raw(
+            "POST",
+            &format!("{}/token", self.issuer),
+            &[
+                ("content-type", "application/x-www-form-urlencoded"),
+                ("authorization", &format!("Basic {basic}")),
+            ],
+            Bytes::from(form),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<Value>(&body).unwrap()["access_token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+impl Drop for Idp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.script);
+    }
+}
+
+/// A 2026-07-28 `tools/call` of `tool` with `token`: the status and `WWW-Authenticate`.
+async fn call_with_token(base: &str, tool: &str, token: &str) -> (u16, String) {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (status, headers, _) = raw_with_headers(
+        "POST",
+        &format!("{base}/mcp"),
+        &[
+            ("authorization", &format!("Bearer {token}")),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+            ("accept", "application/json"),
+            ("content-type", "application/json"),
+        ],
+        Bytes::from(body.to_string()),
+    )
+    .await;
+    let challenge = headers
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, challenge)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth_client_discovers_the_authorization_server_and_calls_a_tool_with_its_token() {
+    let idp = Idp::start().await;
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let resource = format!("{base}/mcp");
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-oauth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "127.0.0.1:{port}"
+[auth]
+mode = "jwt"
+[auth.jwt]
+resource = "{resource}"
+[auth.jwt.scopes]
+tools_call = "mcp.tools"
+respond = "mcp.approve"
+create = "mcp.ask"
+[[auth.jwt.issuers]]
+issuer = "{issuer}"
+jwks_url = "{issuer}/jwks"
+algorithms = ["ES256", "RS256"]
+[uploads]
+dir = "{uploads}"
+[[modules]]
+name = "demo"
+transport = "demo"
+"#,
+            issuer = idp.issuer,
+            uploads = dir.join("uploads").display(),
+        ),
+    )
+    .unwrap();
+    let gateway = Gateway::start(&config).await;
+    assert_eq!(gateway.base, base);
+
+    // The official Python SDK: 401 → protected resource metadata → the authorization
+    // server's metadata → a client_credentials token for this resource → the tool.
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/python_oauth_client.py"
+        ))
+        .arg(&resource)
+        .args([
+            idp.issuer.as_str(),
+            "agent",
+            "agent-secret",
+            "demo__list_notes",
+        ]);
+    let seen = run_client(command, "the python oauth client").await;
+    assert_eq!(seen["got_token"], true, "{seen}");
+    assert_eq!(seen["is_error"], false, "{seen}");
+    assert!(
+        seen["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("demo__list_notes")),
+        "{seen}"
+    );
+
+    // The authorization server's own tokens, refused for what is wrong with them.
+    let good = idp.token("agent", "mcp.tools", &resource).await;
+    assert_eq!(
+        call_with_token(&base, "demo__list_notes", &good).await.0,
+        200
+    );
+    let elsewhere = idp
+        .token("agent", "mcp.tools", "https://other.example.com/mcp")
+        .await;
+    let (status, challenge) = call_with_token(&base, "demo__list_notes", &elsewhere).await;
+    assert_eq!(status, 401, "a token for another resource");
+    assert!(
+        challenge.contains("error=\"invalid_token\"")
+            && challenge.contains(&format!(
+                "resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+            )),
+        "{challenge}"
+    );
+    let reader = idp.token("reader", "mcp.approve", &resource).await;
+    let (status, challenge) = call_with_token(&base, "demo__list_notes", &reader).await;
+    assert_eq!(status, 403, "a token without mcp.tools");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\"")
+            && challenge.contains("scope=\"mcp.tools\""),
+        "{challenge}"
+    );
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -246,7 +246,7 @@ impl McpService {
                 Response::new(full(SCRIPT)),
                 "text/javascript; charset=utf-8",
             ),
-            (&Method::POST, ["sign-in"]) => self.sign_in(body),
+            (&Method::POST, ["sign-in"]) => self.sign_in(body).await,
             (&Method::GET, []) => {
                 let notice = query
                     .and_then(|q| q.strip_prefix("done="))
@@ -276,7 +276,7 @@ impl McpService {
                     Some((_, principal, csrf)) => self.render_one(&principal, &csrf, id).await,
                     None => match &self.auth {
                         Auth::None(_) => self.first_visit(&format!("{PREFIX}/e/{id}")),
-                        Auth::Tokens(_) => html(
+                        Auth::Tokens(_) | Auth::Jwt(_) => html(
                             StatusCode::OK,
                             html::sign_in_to(None, Some(&format!("{PREFIX}/e/{id}"))),
                         ),
@@ -507,13 +507,13 @@ impl McpService {
         response
     }
 
-    fn sign_in(&self, body: &[u8]) -> Response<Body> {
+    async fn sign_in(&self, body: &[u8]) -> Response<Body> {
         let fields = form(body);
         let token = field(&fields, "token").unwrap_or_default().trim();
         let principal = match &self.auth {
             Auth::None(principal) => Some(principal.clone()),
-            Auth::Tokens(_) if token.is_empty() => None,
-            Auth::Tokens(_) => self.auth.token(token),
+            Auth::Tokens(_) | Auth::Jwt(_) if token.is_empty() => None,
+            Auth::Tokens(_) | Auth::Jwt(_) => self.auth.token(token).await,
         };
         let Some(principal) = principal else {
             return html(
@@ -570,7 +570,7 @@ impl McpService {
             .to_owned();
         let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
         let frame = html::Frame {
-            signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
+            signed_in_as: (!matches!(self.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice: notice.as_deref(),
             seen: None,
@@ -641,7 +641,7 @@ impl McpService {
                 .filter_map(|v| v.get("id").and_then(Value::as_str)),
         );
         let frame = html::Frame {
-            signed_in_as: matches!(self.auth, Auth::Tokens(_)).then_some(subject.as_str()),
+            signed_in_as: (!matches!(self.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice,
             seen: Some(&seen),

@@ -12,6 +12,8 @@ use ring::digest::{SHA256, digest};
 
 use crate::error::McpError;
 
+pub mod jwt;
+
 /// Lists and calls tools.
 pub const SCOPE_TOOLS_CALL: &str = "tools:call";
 /// Answers and cancels elicitations through the REST API.
@@ -133,6 +135,8 @@ pub enum Auth {
     None(Arc<Principal>),
     /// Bearer tokens, by SHA-256 (a request shares its principal: no copy per request).
     Tokens(HashMap<[u8; 32], Arc<Principal>>),
+    /// OAuth access tokens: JWTs of trusted issuers, for this gateway.
+    Jwt(Arc<jwt::JwtAuth>),
 }
 
 fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
@@ -199,10 +203,10 @@ impl Auth {
     }
 
     /// The principal of a request: 401 without valid credentials.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, McpError> {
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, McpError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
-            Auth::Tokens(_) => {
+            Auth::Tokens(_) | Auth::Jwt(_) => {
                 let Some(value) = headers.get(http::header::AUTHORIZATION) else {
                     return Err(McpError::Unauthorized {
                         invalid_token: false,
@@ -218,16 +222,16 @@ impl Auth {
                     .ok_or(McpError::Unauthorized {
                         invalid_token: true,
                     })?;
-                self.token(token).ok_or(McpError::Unauthorized {
+                self.token(token).await.ok_or(McpError::Unauthorized {
                     invalid_token: true,
                 })
             }
         }
     }
 
-    /// The principal of a bearer token (mode `tokens`); `None` for an unknown one. In mode
-    /// `none`, the one local caller.
-    pub fn token(&self, token: &str) -> Option<Arc<Principal>> {
+    /// The principal of a bearer token; `None` for an unknown or invalid one (mode `jwt`
+    /// logs why). In mode `none`, the one local caller.
+    pub async fn token(&self, token: &str) -> Option<Arc<Principal>> {
         match self {
             Auth::None(principal) => Some(principal.clone()),
             Auth::Tokens(tokens) => {
@@ -235,6 +239,21 @@ impl Auth {
                 key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
                 tokens.get(&key).cloned()
             }
+            Auth::Jwt(jwt) => match jwt.principal(token).await {
+                Ok(principal) => Some(Arc::new(principal)),
+                Err(why) => {
+                    tracing::info!(reason = %why, "a bearer token was refused");
+                    None
+                }
+            },
+        }
+    }
+
+    /// The token scope name for one of the gateway's scopes (differs in mode `jwt`).
+    pub fn external_scope(&self, scope: &str) -> String {
+        match self {
+            Auth::Jwt(jwt) => jwt.config().scopes.external(scope),
+            _ => scope.to_owned(),
         }
     }
 }
@@ -260,8 +279,8 @@ mod tests {
         map
     }
 
-    #[test]
-    fn tokens_map_to_their_subject_and_scopes() {
+    #[tokio::test]
+    async fn tokens_map_to_their_subject_and_scopes() {
         let auth = Auth::tokens(vec![TokenGrant {
             subject: "agent-1".into(),
             tenant: None,
@@ -269,7 +288,10 @@ mod tests {
             scopes: vec![SCOPE_TOOLS_CALL.into()],
         }])
         .unwrap();
-        let p = auth.authenticate(&headers(Some("Bearer s3cret"))).unwrap();
+        let p = auth
+            .authenticate(&headers(Some("Bearer s3cret")))
+            .await
+            .unwrap();
         assert_eq!(p.caller.subject_id(), "agent-1");
         assert!(p.authenticated);
         assert!(p.require(SCOPE_TOOLS_CALL).is_ok());
@@ -277,7 +299,11 @@ mod tests {
             p.require(SCOPE_RESPOND),
             Err(McpError::Forbidden { .. })
         ));
-        assert!(auth.authenticate(&headers(Some("bearer s3cret"))).is_ok());
+        assert!(
+            auth.authenticate(&headers(Some("bearer s3cret")))
+                .await
+                .is_ok()
+        );
         for bad in [
             None,
             Some("Bearer nope"),
@@ -286,7 +312,7 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    auth.authenticate(&headers(bad)),
+                    auth.authenticate(&headers(bad)).await,
                     Err(McpError::Unauthorized { .. })
                 ),
                 "{bad:?}"

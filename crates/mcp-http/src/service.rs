@@ -378,6 +378,18 @@ impl McpService {
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let mut response = self.route(request).await;
+        if let Auth::Jwt(jwt) = &self.auth {
+            oauth_challenge(jwt, &mut response);
+        }
+        response
+    }
+
+    async fn route<B>(&self, request: Request<B>) -> Response<Body>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
         let (parts, body) = request.into_parts();
         let path = parts.uri.path().to_owned();
         let is_rest = path == rest::PREFIX || path.starts_with(&format!("{}/", rest::PREFIX));
@@ -393,6 +405,9 @@ impl McpService {
         }
         if path == "/healthz" {
             return response::json(StatusCode::OK, &json!({"status": "ok"}));
+        }
+        if path == PRM_PATH || path.starts_with(&format!("{PRM_PATH}/")) {
+            return self.protected_resource_metadata(&parts.method);
         }
         let is_upload = path.starts_with("/v1/mcp/uploads/");
         let is_page = path == crate::approvals::PREFIX
@@ -431,7 +446,7 @@ impl McpService {
                 )
                 .await;
         }
-        let principal = match self.auth.authenticate(&parts.headers) {
+        let principal = match self.auth.authenticate(&parts.headers).await {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
@@ -471,6 +486,23 @@ impl McpService {
             Method::GET => self.listen(&parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
         }
+    }
+
+    /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728), in mode `jwt`: where
+    /// clients find the authorization servers and scopes. Public, so any origin may read it.
+    fn protected_resource_metadata(&self, method: &Method) -> Response<Body> {
+        let Auth::Jwt(jwt) = &self.auth else {
+            return response::error(&McpError::NotFound, Surface::Problem);
+        };
+        if method != Method::GET {
+            return response::error(&McpError::MethodNotAllowed, Surface::Problem);
+        }
+        let mut response = response::json(StatusCode::OK, &jwt.metadata());
+        response.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+        response
     }
 
     /// `GET /mcp`: a legacy session's stream (see `listen`). Without a session there is no
@@ -842,6 +874,51 @@ impl McpService {
             }
             Err(e) => response::rpc_error(&e, Some(&request.id), Some(era)),
         }
+    }
+}
+
+/// Where the protected resource metadata is served (and under it, the path-suffixed form).
+const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// Mode `jwt`: a 401 or 403 challenge says where the resource's metadata is and which scope
+/// (in the identity provider's names) is needed, so a client can discover the authorization
+/// server and step up (MCP authorization; RFC 9728 §5.1, RFC 6750 §3).
+fn oauth_challenge(jwt: &crate::auth::jwt::JwtAuth, response: &mut Response<Body>) {
+    let Some(current) = response
+        .headers()
+        .get(header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return;
+    };
+    let config = jwt.config();
+    let metadata = crate::auth::jwt::metadata_url(&config.resource);
+    let challenge = if current.contains("insufficient_scope") {
+        let scope = current
+            .split("scope=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or_default();
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{metadata}\"",
+            config.scopes.external(scope)
+        )
+    } else {
+        let error = if current.contains("invalid_token") {
+            ", error=\"invalid_token\""
+        } else {
+            ""
+        };
+        format!(
+            "Bearer resource_metadata=\"{metadata}\", scope=\"{}\"{error}",
+            config.scopes.all().join(" ")
+        )
+    };
+    if let Ok(value) = HeaderValue::from_str(&challenge) {
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, value);
     }
 }
 

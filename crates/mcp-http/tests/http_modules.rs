@@ -23,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 fn principal() -> Principal {
     match Auth::none() {
         Auth::None(p) => (*p).clone(),
-        Auth::Tokens(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 

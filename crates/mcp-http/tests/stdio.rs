@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 fn principal() -> Principal {
     match mcp_http::auth::Auth::none() {
         mcp_http::auth::Auth::None(p) => (*p).clone(),
-        mcp_http::auth::Auth::Tokens(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 

@@ -382,7 +382,7 @@ async fn the_gateways_error_result_for_a_tool_with_an_output_schema_has_no_struc
 fn principal() -> Principal {
     match Auth::none() {
         Auth::None(p) => (*p).clone(),
-        Auth::Tokens(_) => unreachable!(),
+        _ => unreachable!(),
     }
 }
 

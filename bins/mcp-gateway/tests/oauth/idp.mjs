@@ -1,0 +1,61 @@
+// A real OpenID provider for the tests: `oidc-provider` (npm, 9.x) on loopback, issuing JWT
+// access tokens for the gateway with client_credentials, bound to the requested resource
+// (RFC 8707) and signed with its own keys (RS256 and ES256), published at /jwks.
+//
+// usage: node idp.mjs PORT
+// Prints one JSON line {"issuer": …} once it listens. Clients:
+//   agent  / agent-secret   — may get mcp.tools mcp.approve mcp.ask
+//   reader / reader-secret  — may get mcp.approve only
+import { generateKeyPairSync } from "node:crypto";
+import Provider from "oidc-provider";
+
+const port = Number(process.argv[2]);
+const issuer = `http://127.0.0.1:${port}`;
+const key = (type, options, kid, alg) => ({
+  ...generateKeyPairSync(type, options).privateKey.export({ format: "jwk" }),
+  kid,
+  alg,
+  use: "sig",
+});
+
+const client = (id, scope) => ({
+  client_id: id,
+  client_secret: `${id}-secret`,
+  grant_types: ["client_credentials"],
+  redirect_uris: [],
+  response_types: [],
+  scope,
+});
+
+const provider = new Provider(issuer, {
+  clients: [client("agent", "mcp.tools mcp.approve mcp.ask"), client("reader", "mcp.approve")],
+  jwks: {
+    keys: [
+      key("ec", { namedCurve: "P-256" }, "ec-1", "ES256"),
+      key("rsa", { modulusLength: 2048 }, "rsa-1", "RS256"),
+    ],
+  },
+  scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask"],
+  features: {
+    devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: () => undefined,
+      useGrantedResource: () => true,
+      // Any resource the client names becomes the token's audience: the gateway must refuse
+      // a token meant for another resource.
+      getResourceServerInfo: (_ctx, resource) => ({
+        scope: "mcp.tools mcp.approve mcp.ask",
+        audience: resource,
+        accessTokenTTL: 300,
+        accessTokenFormat: "jwt",
+        jwt: { sign: { alg: process.env.IDP_ALG || "ES256" } },
+      }),
+    },
+  },
+});
+
+provider.listen(port, "127.0.0.1", () => {
+  console.log(JSON.stringify({ issuer }));
+});

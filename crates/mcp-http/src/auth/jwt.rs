@@ -1,0 +1,588 @@
+//! Mode `jwt`: the gateway as an OAuth 2.1 resource server. A bearer token is a JWT signed by
+//! one of the configured issuers, for this gateway (its `aud` is the gateway's resource URL),
+//! valid now; its `sub` (with the issuer's name) is the caller and its scopes, mapped from
+//! the names the organisation's identity provider issues, are the principal's.
+//!
+//! Keys come from each issuer's JWKS (a URL, or a file), cached: refreshed when a token names
+//! a key the cache does not have (at most once per `min_refresh_interval`), and in the
+//! background as the JWKS's cache headers (or `refresh_interval`) say. While the JWKS cannot
+//! be fetched, the cached keys keep working for `grace` after the last successful fetch; past
+//! that, every token of the issuer is refused (fail closed). Only asymmetric keys are used
+//! (RSA, EC, OKP): a JWKS's `oct` keys are ignored, and HMAC algorithms cannot be configured,
+//! so a public key can never be used as an HMAC secret.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use elicitation_store::Caller;
+pub use jsonwebtoken::Algorithm;
+use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
+use jsonwebtoken::{DecodingKey, Validation};
+use serde_json::Value;
+
+use super::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+
+/// Where an issuer's keys are published.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JwksSource {
+    /// An `https://` URL (or `http://` on loopback, for tests and sidecars).
+    Url(String),
+    /// A JSON file with the key set.
+    File(PathBuf),
+}
+
+/// One trusted token issuer.
+#[derive(Debug, Clone)]
+pub struct IssuerConfig {
+    /// Its `iss`, exactly.
+    pub issuer: String,
+    /// A short name for its subjects: the caller is `{sub}@{name}`.
+    pub name: String,
+    /// Its keys.
+    pub jwks: JwksSource,
+    /// Accepted algorithms (asymmetric only).
+    pub algorithms: Vec<Algorithm>,
+    /// How long keys are trusted after the last successful fetch: while the JWKS cannot be
+    /// fetched, the cached keys keep working this long, then nothing is accepted.
+    pub grace: Duration,
+    /// How often the JWKS is fetched when its cache headers say nothing.
+    pub refresh_interval: Duration,
+    /// At most one fetch for an unknown key per this.
+    pub min_refresh_interval: Duration,
+}
+
+/// The token scope names that grant the gateway's scopes.
+#[derive(Debug, Clone)]
+pub struct ScopeNames {
+    /// Grants `tools:call`.
+    pub tools_call: String,
+    /// Grants `elicitations:respond`.
+    pub respond: String,
+    /// Grants `elicitations:create`.
+    pub create: String,
+}
+
+impl Default for ScopeNames {
+    fn default() -> Self {
+        ScopeNames {
+            tools_call: SCOPE_TOOLS_CALL.into(),
+            respond: SCOPE_RESPOND.into(),
+            create: SCOPE_CREATE.into(),
+        }
+    }
+}
+
+impl ScopeNames {
+    /// The token's name for one of the gateway's scopes.
+    pub fn external(&self, scope: &str) -> String {
+        match scope {
+            SCOPE_TOOLS_CALL => self.tools_call.clone(),
+            SCOPE_RESPOND => self.respond.clone(),
+            SCOPE_CREATE => self.create.clone(),
+            other => other.to_owned(),
+        }
+    }
+
+    /// Every token scope name the gateway understands.
+    pub fn all(&self) -> Vec<String> {
+        vec![
+            self.tools_call.clone(),
+            self.respond.clone(),
+            self.create.clone(),
+        ]
+    }
+}
+
+/// Mode `jwt`'s configuration.
+#[derive(Debug, Clone)]
+pub struct JwtConfig {
+    /// The gateway's resource URL (`https://gw.example.com/mcp`): the audience tokens must
+    /// carry (RFC 8707), and the `resource` of its protected resource metadata.
+    pub resource: String,
+    /// The trusted issuers.
+    pub issuers: Vec<IssuerConfig>,
+    /// Scope names.
+    pub scopes: ScopeNames,
+    /// A claim naming the caller's tenant, if the organisation has tenants.
+    pub tenant_claim: Option<String>,
+    /// Clock skew allowed for `exp` and `nbf`.
+    pub leeway: Duration,
+}
+
+/// A JWT configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JwtConfigError {
+    /// No issuer.
+    #[error("auth mode \"jwt\" needs at least one [[auth.jwt.issuers]] entry")]
+    NoIssuers,
+    /// An algorithm that is not an asymmetric signature.
+    #[error(
+        "issuer {issuer:?}: algorithm {algorithm} is not accepted (RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, EdDSA)"
+    )]
+    Algorithm {
+        /// The issuer.
+        issuer: String,
+        /// The algorithm.
+        algorithm: String,
+    },
+    /// The resource is not an absolute http(s) URL.
+    #[error(
+        "the resource {0:?} must be the gateway's absolute https:// URL (http:// only on loopback)"
+    )]
+    Resource(String),
+    /// Two issuers with one `iss`.
+    #[error("issuer {0:?} is configured twice")]
+    Duplicate(String),
+}
+
+/// Why a token was refused (logged for the operator; the client gets `invalid_token`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Not a JWT, or an unusable header or claims.
+    #[error("not a valid JWT: {0}")]
+    Malformed(String),
+    /// An algorithm the issuer is not configured for (`none` included).
+    #[error("algorithm not accepted")]
+    Algorithm,
+    /// No configured issuer has this `iss`.
+    #[error("unknown issuer {0:?}")]
+    Issuer(String),
+    /// The issuer has no key with this id (after a refresh), or none at all.
+    #[error("unknown key {0:?}")]
+    UnknownKey(String),
+    /// The issuer's keys are older than the grace period and cannot be refreshed.
+    #[error("the issuer's keys could not be refreshed within the grace period")]
+    KeysExpired,
+    /// Signature, time or audience checks failed.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+struct Keys {
+    by_kid: HashMap<String, Arc<DecodingKey>>,
+    /// Keys without a `kid` (used only when the set has exactly one key).
+    anonymous: Vec<Arc<DecodingKey>>,
+    /// The keys work until then: the last successful fetch plus the grace period. Past it
+    /// (the issuer unreachable), nothing is accepted.
+    valid_until: Option<Instant>,
+    last_attempt: Option<Instant>,
+    /// When the next background refresh is due.
+    next_refresh: Option<Instant>,
+}
+
+struct Issuer {
+    config: IssuerConfig,
+    keys: Mutex<Keys>,
+    fetch: tokio::sync::Mutex<()>,
+}
+
+/// Mode `jwt`.
+pub struct JwtAuth {
+    config: JwtConfig,
+    issuers: Vec<Issuer>,
+    http: reqwest::Client,
+}
+
+impl std::fmt::Debug for JwtAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JwtAuth")
+            .field("resource", &self.config.resource)
+            .field(
+                "issuers",
+                &self
+                    .issuers
+                    .iter()
+                    .map(|i| &i.config.issuer)
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+const ACCEPTED: [Algorithm; 9] = [
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// Whether `url` is `https://…`, or `http://` to a loopback host.
+pub fn is_secure_or_loopback(url: &str) -> bool {
+    if url.starts_with("https://") {
+        return true;
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return false;
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The RFC 9728 metadata URL of a resource: `/.well-known/oauth-protected-resource` inserted
+/// between its origin and its path.
+pub fn metadata_url(resource: &str) -> String {
+    let (scheme, rest) = resource.split_once("://").unwrap_or(("https", resource));
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let path = path.trim_end_matches('/');
+    format!("{scheme}://{authority}/.well-known/oauth-protected-resource{path}")
+}
+
+/// The claims read from a token (after its signature and times are checked).
+#[derive(serde::Deserialize)]
+struct Claims {
+    sub: String,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<Value>,
+    #[serde(flatten)]
+    rest: HashMap<String, Value>,
+}
+
+impl JwtAuth {
+    /// Checks `config` and loads what can be loaded now (files; URLs are fetched by
+    /// [`Self::refresh_all`] and on first use).
+    pub fn new(config: JwtConfig) -> Result<Self, JwtConfigError> {
+        if config.issuers.is_empty() {
+            return Err(JwtConfigError::NoIssuers);
+        }
+        if !is_secure_or_loopback(&config.resource) {
+            return Err(JwtConfigError::Resource(config.resource.clone()));
+        }
+        let mut seen = BTreeSet::new();
+        for issuer in &config.issuers {
+            if !seen.insert(issuer.issuer.as_str()) {
+                return Err(JwtConfigError::Duplicate(issuer.issuer.clone()));
+            }
+            if let Some(bad) = issuer.algorithms.iter().find(|a| !ACCEPTED.contains(a)) {
+                return Err(JwtConfigError::Algorithm {
+                    issuer: issuer.issuer.clone(),
+                    algorithm: format!("{bad:?}"),
+                });
+            }
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .build()
+            .unwrap_or_default();
+        let issuers = config
+            .issuers
+            .iter()
+            .map(|c| Issuer {
+                config: c.clone(),
+                keys: Mutex::new(Keys {
+                    by_kid: HashMap::new(),
+                    anonymous: Vec::new(),
+                    valid_until: None,
+                    last_attempt: None,
+                    next_refresh: None,
+                }),
+                fetch: tokio::sync::Mutex::new(()),
+            })
+            .collect();
+        Ok(JwtAuth {
+            config,
+            issuers,
+            http,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &JwtConfig {
+        &self.config
+    }
+
+    /// Fetches every issuer's keys now (at start-up, and from the background task). A
+    /// failure is logged; the cached keys stay within their grace period.
+    pub async fn refresh_all(&self) {
+        for issuer in &self.issuers {
+            if let Err(e) = self.fetch(issuer).await {
+                tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be fetched");
+            }
+        }
+    }
+
+    /// Refreshes each issuer's keys when due, until the returned task is dropped.
+    pub fn spawn_refresh(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                for issuer in &me.issuers {
+                    let due = {
+                        let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+                        keys.next_refresh.is_none_or(|at| Instant::now() >= at)
+                    };
+                    if due && let Err(e) = me.fetch(issuer).await {
+                        tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be refreshed");
+                    }
+                }
+            }
+        })
+    }
+
+    async fn fetch(&self, issuer: &Issuer) -> Result<(), String> {
+        let _one = issuer.fetch.lock().await;
+        let started = Instant::now();
+        {
+            let mut keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            keys.last_attempt = Some(started);
+            // A failed fetch is retried after the shorter interval.
+            keys.next_refresh = Some(
+                started
+                    + issuer
+                        .config
+                        .min_refresh_interval
+                        .max(Duration::from_secs(1)),
+            );
+        }
+        let (text, max_age) = match &issuer.config.jwks {
+            JwksSource::File(path) => (
+                tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| format!("{}: {e}", path.display()))?,
+                None,
+            ),
+            JwksSource::Url(url) => {
+                let response = self
+                    .http
+                    .get(url)
+                    .header("accept", "application/json")
+                    .send()
+                    .await
+                    .map_err(|e| format!("{url}: {e}"))?;
+                if !response.status().is_success() {
+                    return Err(format!("{url}: status {}", response.status()));
+                }
+                let max_age = response
+                    .headers()
+                    .get("cache-control")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(cache_max_age);
+                let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+                (text, max_age)
+            }
+        };
+        let set: JwkSet = serde_json::from_str(&text).map_err(|e| format!("not a JWK set: {e}"))?;
+        let mut by_kid = HashMap::new();
+        let mut anonymous = Vec::new();
+        for jwk in &set.keys {
+            // Symmetric keys are never used: a public key must not become an HMAC secret.
+            if matches!(jwk.algorithm, AlgorithmParameters::OctetKey(_)) {
+                continue;
+            }
+            let Ok(key) = DecodingKey::from_jwk(jwk) else {
+                continue;
+            };
+            let key = Arc::new(key);
+            match &jwk.common.key_id {
+                Some(kid) => {
+                    by_kid.insert(kid.clone(), key);
+                }
+                None => anonymous.push(key),
+            }
+        }
+        let interval = max_age
+            .map(|s| {
+                Duration::from_secs(s)
+                    .clamp(Duration::from_secs(60), Duration::from_secs(24 * 3600))
+            })
+            .unwrap_or(issuer.config.refresh_interval);
+        let mut keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.by_kid = by_kid;
+        keys.anonymous = anonymous;
+        keys.valid_until = Some(started + issuer.config.grace);
+        keys.next_refresh = Some(started + interval);
+        Ok(())
+    }
+
+    /// The key `kid` of `issuer`, if its cache is within the grace period.
+    fn cached(
+        &self,
+        issuer: &Issuer,
+        kid: Option<&str>,
+    ) -> Result<Option<Arc<DecodingKey>>, Refusal> {
+        let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        if keys.valid_until.is_some_and(|until| Instant::now() > until) {
+            // No successful fetch within the grace period.
+            return Err(Refusal::KeysExpired);
+        }
+        Ok(match kid {
+            Some(kid) => keys.by_kid.get(kid).cloned(),
+            None if keys.by_kid.len() + keys.anonymous.len() == 1 => keys
+                .anonymous
+                .first()
+                .or_else(|| keys.by_kid.values().next())
+                .cloned(),
+            None => None,
+        })
+    }
+
+    async fn key(&self, issuer: &Issuer, kid: Option<&str>) -> Result<Arc<DecodingKey>, Refusal> {
+        match self.cached(issuer, kid) {
+            Ok(Some(key)) => return Ok(key),
+            // An unknown key (the issuer may have rotated), or keys past their grace period
+            // (the issuer may be back): fetch again, at most once per min_refresh_interval.
+            Ok(None) | Err(Refusal::KeysExpired) => {}
+            Err(other) => return Err(other),
+        }
+        let may_fetch = {
+            let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            keys.last_attempt
+                .is_none_or(|at| at.elapsed() >= issuer.config.min_refresh_interval)
+        };
+        if may_fetch && let Err(e) = self.fetch(issuer).await {
+            tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be fetched");
+        }
+        self.cached(issuer, kid)?
+            .ok_or_else(|| Refusal::UnknownKey(kid.unwrap_or("(none)").to_owned()))
+    }
+
+    /// The principal of a bearer token, or why it is refused.
+    pub async fn principal(&self, token: &str) -> Result<Principal, Refusal> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| Refusal::Malformed(e.to_string()))?;
+        let unverified: Value = jsonwebtoken::dangerous::insecure_decode_claims(token)
+            .map_err(|e| Refusal::Malformed(e.to_string()))?;
+        let iss = unverified
+            .get("iss")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let issuer = self
+            .issuers
+            .iter()
+            .find(|i| i.config.issuer == iss)
+            .ok_or_else(|| Refusal::Issuer(iss.to_owned()))?;
+        if !issuer.config.algorithms.contains(&header.alg) {
+            return Err(Refusal::Algorithm);
+        }
+        let key = self.key(issuer, header.kid.as_deref()).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[&issuer.config.issuer]);
+        validation.set_audience(&[&self.config.resource]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
+        validation.leeway = self.config.leeway.as_secs();
+        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
+        let claims = data.claims;
+        let mut granted: BTreeSet<String> = BTreeSet::new();
+        let mut names: Vec<String> = claims
+            .scope
+            .as_deref()
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        match &claims.scp {
+            Some(Value::String(s)) => names.extend(s.split_whitespace().map(str::to_owned)),
+            Some(Value::Array(items)) => {
+                names.extend(items.iter().filter_map(Value::as_str).map(str::to_owned));
+            }
+            _ => {}
+        }
+        let map = &self.config.scopes;
+        for name in &names {
+            for (external, internal) in [
+                (&map.tools_call, SCOPE_TOOLS_CALL),
+                (&map.respond, SCOPE_RESPOND),
+                (&map.create, SCOPE_CREATE),
+            ] {
+                if name == external {
+                    granted.insert(internal.to_owned());
+                }
+            }
+        }
+        let tenant = match &self.config.tenant_claim {
+            Some(claim) => match claims.rest.get(claim) {
+                Some(Value::String(t)) if !t.is_empty() => Some(t.clone()),
+                None | Some(Value::Null) => None,
+                Some(_) => {
+                    return Err(Refusal::Malformed(format!("claim {claim} is not a string")));
+                }
+            },
+            None => None,
+        };
+        let subject = format!("{}@{}", claims.sub, issuer.config.name);
+        let caller = Caller::new(subject, tenant)
+            .map_err(|e| Refusal::Malformed(format!("the subject cannot be a caller: {e}")))?;
+        Ok(Principal {
+            caller,
+            scopes: granted,
+            authenticated: true,
+        })
+    }
+
+    /// The protected resource metadata (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        serde_json::json!({
+            "resource": self.config.resource,
+            "authorization_servers": self.config.issuers.iter().map(|i| i.issuer.clone()).collect::<Vec<_>>(),
+            "scopes_supported": self.config.scopes.all(),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcp-gateway",
+        })
+    }
+}
+
+/// `max-age` of a `Cache-Control` value.
+fn cache_max_age(value: &str) -> Option<u64> {
+    value.split(',').find_map(|part| {
+        part.trim()
+            .strip_prefix("max-age=")
+            .and_then(|n| n.trim().parse().ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_urls_insert_the_well_known_path() {
+        assert_eq!(
+            metadata_url("https://gw.example.com/mcp"),
+            "https://gw.example.com/.well-known/oauth-protected-resource/mcp"
+        );
+        assert_eq!(
+            metadata_url("https://gw.example.com"),
+            "https://gw.example.com/.well-known/oauth-protected-resource"
+        );
+    }
+
+    #[test]
+    fn only_https_or_loopback_http_is_trusted() {
+        assert!(is_secure_or_loopback("https://idp.example.com/jwks"));
+        assert!(is_secure_or_loopback("http://127.0.0.1:8080/jwks"));
+        assert!(is_secure_or_loopback("http://localhost/jwks"));
+        assert!(is_secure_or_loopback("http://[::1]:9/jwks"));
+        assert!(!is_secure_or_loopback("http://idp.example.com/jwks"));
+        assert!(!is_secure_or_loopback("http://127.0.0.1.evil.com/jwks"));
+        assert!(!is_secure_or_loopback("ftp://x"));
+    }
+
+    #[test]
+    fn cache_control_max_age_is_read() {
+        assert_eq!(cache_max_age("public, max-age=300"), Some(300));
+        assert_eq!(cache_max_age("no-store"), None);
+    }
+}

@@ -1,0 +1,538 @@
+//! Mode `jwt`: access tokens of trusted issuers, for this gateway, accepted; every way a token
+//! can be wrong refused with 401 and a challenge that points at the protected resource
+//! metadata (or 403 `insufficient_scope` with the scope to step up to); keys rotated without a
+//! restart; an unreachable issuer's keys kept for the grace period, then refused.
+//!
+//! Tokens are signed here with keys made for the test (ES256 and EdDSA by ring, RS256 from a
+//! test-only key in `fixtures/`), so each refusal is exactly one thing wrong.
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use bytes::Bytes;
+use elicitation_store::{ElicitationStore, MemoryStore};
+use gating_core::GatePolicy;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use mcp_http::auth::Auth;
+use mcp_http::auth::jwt::{IssuerConfig, JwksSource, JwtAuth, JwtConfig, ScopeNames};
+use mcp_http::gateway::Gateway;
+use mcp_http::service::{McpService, ServiceConfig};
+use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use ring::rand::SystemRandom;
+use ring::signature::{self, KeyPair as _};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://idp.example.com/";
+const RESOURCE: &str = "https://gw.example.com/mcp";
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A signing key of the test's issuer, with its public JWK.
+struct SigningKey {
+    kid: String,
+    alg: Algorithm,
+    encoding: EncodingKey,
+    jwk: Value,
+}
+
+impl SigningKey {
+    fn es256(kid: &str) -> SigningKey {
+        let rng = SystemRandom::new();
+        let alg = &signature::ECDSA_P256_SHA256_FIXED_SIGNING;
+        let pkcs8 = signature::EcdsaKeyPair::generate_pkcs8(alg, &rng).unwrap();
+        let pair = signature::EcdsaKeyPair::from_pkcs8(alg, pkcs8.as_ref(), &rng).unwrap();
+        let point = pair.public_key().as_ref();
+        SigningKey {
+            kid: kid.into(),
+            alg: Algorithm::ES256,
+            encoding: EncodingKey::from_ec_der(pkcs8.as_ref()),
+            jwk: json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig", "alg": "ES256",
+                "x": B64.encode(&point[1..33]), "y": B64.encode(&point[33..65])}),
+        }
+    }
+
+    fn eddsa(kid: &str) -> SigningKey {
+        let rng = SystemRandom::new();
+        let pkcs8 = signature::Ed25519KeyPair::generate_pkcs8(&rng).unwrap();
+        let pair = signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).unwrap();
+        SigningKey {
+            kid: kid.into(),
+            alg: Algorithm::EdDSA,
+            encoding: EncodingKey::from_ed_der(pkcs8.as_ref()),
+            jwk: json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "use": "sig", "alg": "EdDSA",
+                "x": B64.encode(pair.public_key().as_ref())}),
+        }
+    }
+
+    fn rs256(kid: &str) -> SigningKey {
+        // A test-only key (PKCS#1 DER), never used anywhere else.
+        let der = std::fs::read(fixture("jwt_rsa_test_key.der")).unwrap();
+        let mut jwk: Value =
+            serde_json::from_slice(&std::fs::read(fixture("jwt_rsa_test_key.pub.json")).unwrap())
+                .unwrap();
+        jwk["kid"] = json!(kid);
+        jwk["alg"] = json!("RS256");
+        SigningKey {
+            kid: kid.into(),
+            alg: Algorithm::RS256,
+            encoding: EncodingKey::from_rsa_der(&der),
+            jwk,
+        }
+    }
+
+    fn sign(&self, claims: &Value) -> String {
+        let mut header = Header::new(self.alg);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, claims, &self.encoding).unwrap()
+    }
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn now() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp()
+}
+
+/// Valid claims: this issuer, this audience, a minute to live, the scope to call tools.
+fn claims() -> Value {
+    json!({"iss": ISSUER, "aud": RESOURCE, "sub": "alice", "iat": now(), "nbf": now() - 5,
+           "exp": now() + 60, "scope": "openid mcp.tools"})
+}
+
+fn write_jwks(path: &Path, keys: &[&SigningKey]) {
+    let set = json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()});
+    std::fs::write(path, set.to_string()).unwrap();
+}
+
+fn issuer(jwks: JwksSource, grace: Duration) -> IssuerConfig {
+    IssuerConfig {
+        issuer: ISSUER.into(),
+        name: "idp".into(),
+        jwks,
+        algorithms: vec![Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA],
+        grace,
+        refresh_interval: Duration::from_secs(300),
+        min_refresh_interval: Duration::ZERO,
+    }
+}
+
+struct Harness {
+    service: McpService,
+    jwks_file: PathBuf,
+}
+
+async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
+    let module = InProcessModule::new(
+        "test",
+        vec![InProcessTool::new(
+            json!({"name": "echo", "description": "Echoes.", "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": true}}),
+            |_| Ok(text_result("echo", false)),
+        )],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let gateway = Arc::new(Gateway::new(registry, store, GatePolicy::default(), true));
+    let jwt = JwtAuth::new(JwtConfig {
+        resource: RESOURCE.into(),
+        issuers: vec![issuer],
+        scopes: ScopeNames {
+            tools_call: "mcp.tools".into(),
+            respond: "mcp.approve".into(),
+            create: "mcp.ask".into(),
+        },
+        tenant_claim: Some("org".into()),
+        leeway: Duration::from_secs(5),
+    })
+    .unwrap();
+    let jwt = Arc::new(jwt);
+    jwt.refresh_all().await;
+    Harness {
+        service: McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default()),
+        jwks_file,
+    }
+}
+
+async fn harness(keys: &[&SigningKey]) -> Harness {
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-jwt-{}-{}",
+        std::process::id(),
+        DIRS.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jwks.json");
+    write_jwks(&file, keys);
+    harness_with(
+        issuer(JwksSource::File(file.clone()), Duration::from_secs(3600)),
+        file,
+    )
+    .await
+}
+
+struct Answer {
+    status: StatusCode,
+    challenge: String,
+    body: Value,
+}
+
+async fn send(service: &McpService, method: &str, path: &str, token: Option<&str>) -> Answer {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "gw.example.com");
+    let mut body = String::new();
+    if path == "/mcp" {
+        body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "test__echo", "arguments": {}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string();
+        request = request
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "test__echo")
+            .header("accept", "application/json")
+            .header("content-type", "application/json");
+    }
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = service
+        .handle(request.body(Full::new(Bytes::from(body))).unwrap())
+        .await;
+    let status = response.status();
+    let challenge = response
+        .headers()
+        .get("www-authenticate")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        challenge,
+        body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    }
+}
+
+const METADATA: &str =
+    "resource_metadata=\"https://gw.example.com/.well-known/oauth-protected-resource/mcp\"";
+
+fn assert_refused(answer: &Answer, what: &str) {
+    assert_eq!(
+        answer.status,
+        StatusCode::UNAUTHORIZED,
+        "{what}: {:?}",
+        answer.body
+    );
+    assert!(
+        answer.challenge.starts_with("Bearer ")
+            && answer.challenge.contains(METADATA)
+            && answer.challenge.contains("error=\"invalid_token\"")
+            && answer
+                .challenge
+                .contains("scope=\"mcp.tools mcp.approve mcp.ask\""),
+        "{what}: {}",
+        answer.challenge
+    );
+}
+
+fn assert_accepted(answer: &Answer, what: &str) {
+    assert_eq!(answer.status, StatusCode::OK, "{what}: {:?}", answer.body);
+    assert_eq!(
+        answer.body["result"]["content"][0]["text"], "echo",
+        "{what}: {:?}",
+        answer.body
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_of_each_configured_algorithm_are_accepted() {
+    let (rsa, ec, ed) = (
+        SigningKey::rs256("r1"),
+        SigningKey::es256("e1"),
+        SigningKey::eddsa("d1"),
+    );
+    let h = harness(&[&rsa, &ec, &ed]).await;
+    for key in [&rsa, &ec, &ed] {
+        let answer = send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await;
+        assert_accepted(&answer, &format!("{:?}", key.alg));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_wrong_token_is_refused_with_a_challenge_that_names_the_metadata() {
+    let key = SigningKey::es256("k1");
+    let stranger = SigningKey::es256("k1");
+    let h = harness(&[&key]).await;
+    let with = |patch: Value| {
+        let mut c = claims();
+        for (k, v) in patch.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    };
+    let payload = B64.encode(claims().to_string());
+    let rsa_public_pem = std::fs::read(fixture("jwt_rsa_test_key.pub.pem")).unwrap();
+    let hs256_with_public_key = {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some("k1".into());
+        // The attack: sign with HMAC, using a public key (the issuer's JWK as published, or a
+        // PEM) as the secret, hoping the verifier uses it as one.
+        let secret = key.jwk.to_string();
+        let a = jsonwebtoken::encode(
+            &header,
+            &claims(),
+            &EncodingKey::from_secret(secret.as_bytes()).unwrap(),
+        )
+        .unwrap();
+        let b = jsonwebtoken::encode(
+            &header,
+            &claims(),
+            &EncodingKey::from_secret(&rsa_public_pem).unwrap(),
+        )
+        .unwrap();
+        [a, b]
+    };
+    let cases: Vec<(&str, String)> = vec![
+        ("expired", key.sign(&with(json!({"exp": now() - 120})))),
+        (
+            "not yet valid",
+            key.sign(&with(json!({"nbf": now() + 120}))),
+        ),
+        (
+            "wrong issuer",
+            key.sign(&with(json!({"iss": "https://evil.example.com/"}))),
+        ),
+        (
+            "wrong audience",
+            key.sign(&with(json!({"aud": "https://other.example.com/mcp"}))),
+        ),
+        ("no audience", {
+            let mut c = claims();
+            c.as_object_mut().unwrap().remove("aud");
+            key.sign(&c)
+        }),
+        ("no expiry", {
+            let mut c = claims();
+            c.as_object_mut().unwrap().remove("exp");
+            key.sign(&c)
+        }),
+        (
+            "alg none",
+            format!("{}.{payload}.", B64.encode(r#"{"alg":"none","kid":"k1"}"#)),
+        ),
+        ("alg none, signature kept", {
+            let good = key.sign(&claims());
+            let signature = good.rsplit('.').next().unwrap().to_owned();
+            format!(
+                "{}.{payload}.{signature}",
+                B64.encode(r#"{"alg":"none","kid":"k1"}"#)
+            )
+        }),
+        (
+            "HS256 with the JWK as secret",
+            hs256_with_public_key[0].clone(),
+        ),
+        (
+            "HS256 with a public PEM as secret",
+            hs256_with_public_key[1].clone(),
+        ),
+        ("unknown kid", {
+            let mut other = SigningKey::es256("k2");
+            other.kid = "k2".into();
+            other.sign(&claims())
+        }),
+        (
+            "signed by another key under the same kid",
+            stranger.sign(&claims()),
+        ),
+        ("tampered claims", {
+            let good = key.sign(&claims());
+            let parts: Vec<&str> = good.split('.').collect();
+            let forged = B64.encode(with(json!({"sub": "admin"})).to_string());
+            format!("{}.{forged}.{}", parts[0], parts[2])
+        }),
+        ("not a JWT", "not-a-jwt".into()),
+    ];
+    for (what, token) in &cases {
+        let answer = send(&h.service, "POST", "/mcp", Some(token)).await;
+        assert_refused(&answer, what);
+    }
+    // No token at all: 401, a challenge without an error, pointing at the metadata.
+    let none = send(&h.service, "POST", "/mcp", None).await;
+    assert_eq!(none.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        none.challenge.contains(METADATA) && !none.challenge.contains("error="),
+        "{}",
+        none.challenge
+    );
+    // The right token still works after all that.
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "valid",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_without_the_scope_gets_403_insufficient_scope_with_the_scope_to_ask_for() {
+    let key = SigningKey::es256("k1");
+    let h = harness(&[&key]).await;
+    let mut c = claims();
+    c["scope"] = json!("openid mcp.approve");
+    let answer = send(&h.service, "POST", "/mcp", Some(&key.sign(&c))).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN, "{:?}", answer.body);
+    assert!(
+        answer.challenge.contains("error=\"insufficient_scope\"")
+            && answer.challenge.contains("scope=\"mcp.tools\"")
+            && answer.challenge.contains(METADATA),
+        "{}",
+        answer.challenge
+    );
+    // `scp` as an array (some identity providers) grants the same.
+    let mut c = claims();
+    c.as_object_mut().unwrap().remove("scope");
+    c["scp"] = json!(["mcp.tools"]);
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&c))).await,
+        "scp",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protected_resource_metadata_names_the_issuer_and_scopes() {
+    let key = SigningKey::es256("k1");
+    let h = harness(&[&key]).await;
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let answer = send(&h.service, "GET", path, None).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}");
+        assert_eq!(
+            answer.body,
+            json!({"resource": RESOURCE, "authorization_servers": [ISSUER],
+                   "scopes_supported": ["mcp.tools", "mcp.approve", "mcp.ask"],
+                   "bearer_methods_supported": ["header"], "resource_name": "mcp-gateway"})
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_rotate_without_a_restart() {
+    let (old, new) = (SigningKey::es256("2026-11"), SigningKey::eddsa("2026-12"));
+    let h = harness(&[&old]).await;
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&old.sign(&claims()))).await,
+        "old",
+    );
+    // The new key is not published yet: refused.
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&new.sign(&claims()))).await,
+        "unpublished",
+    );
+    // Published beside the old one: a token naming it makes the gateway fetch again.
+    write_jwks(&h.jwks_file, &[&old, &new]);
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&new.sign(&claims()))).await,
+        "new",
+    );
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&old.sign(&claims()))).await,
+        "old still",
+    );
+    // The old key is withdrawn: once the set is fetched again, its tokens are refused.
+    write_jwks(&h.jwks_file, &[&new]);
+    let probe = SigningKey::es256("unknown");
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&probe.sign(&claims()))).await,
+        "probe",
+    );
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&old.sign(&claims()))).await,
+        "withdrawn",
+    );
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&new.sign(&claims()))).await,
+        "new still",
+    );
+}
+
+/// A JWKS endpoint on loopback that can be stopped (the issuer going down).
+async fn serve_jwks(body: String) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let body = body.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |_req| {
+                    let body = body.clone();
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .header("content-type", "application/json")
+                                .header("cache-control", "max-age=60")
+                                // No kept-alive connection outlives the server.
+                                .header("connection", "close")
+                                .body(Full::new(Bytes::from(body)))
+                                .unwrap(),
+                        )
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    (url, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_issuer_keeps_working_for_the_grace_period_then_fails_closed() {
+    let key = SigningKey::es256("k1");
+    let (url, server) = serve_jwks(json!({"keys": [key.jwk]}).to_string()).await;
+    let mut config = issuer(JwksSource::Url(url), Duration::from_secs(2));
+    config.refresh_interval = Duration::from_secs(1);
+    let h = harness_with(config, PathBuf::new()).await;
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "fetched",
+    );
+    server.abort();
+    let _ = server.await;
+    // Down, within the grace period: the cached key still works.
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "within grace",
+    );
+    // Past it: refused, whatever the token.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "past grace",
+    );
+}
