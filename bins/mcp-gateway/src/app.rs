@@ -248,12 +248,20 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Err(_) => RequestStates::ephemeral(),
     };
     let uploads = mcp_http::uploads::Uploads::open(&config.uploads.resolve()?)?;
+    let sso = match (&auth, &config.auth.jwt) {
+        (Auth::Jwt(jwt), Some(section)) => section
+            .sso()?
+            .map(|sso| mcp_http::approvals::oidc::Sso::new(sso, jwt.clone())),
+        _ => None,
+    };
+    let mut service = McpService::new(gateway, auth, service_config)
+        .with_request_states(states)
+        .with_uploads(uploads);
+    if let Some(sso) = sso {
+        service = service.with_sso(sso);
+    }
     Ok(App {
-        service: Arc::new(
-            McpService::new(gateway, auth, service_config)
-                .with_request_states(states)
-                .with_uploads(uploads),
-        ),
+        service: Arc::new(service),
         store,
         registry,
     })

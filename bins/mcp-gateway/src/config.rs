@@ -224,6 +224,67 @@ pub(crate) struct JwtConfig {
     pub(crate) scopes: JwtScopes,
     #[serde(default)]
     pub(crate) issuers: Vec<JwtIssuer>,
+    /// Single sign-on for the approvals page.
+    pub(crate) sso: Option<SsoConfig>,
+}
+
+/// `[auth.jwt.sso]`: the approvals page signs people in at an issuer (OpenID Connect,
+/// authorization code with PKCE). The client secret, if any, comes from the environment
+/// (`MCP_GATEWAY_OIDC_CLIENT_SECRET`), never this file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SsoConfig {
+    /// One of the issuers (default: the first).
+    pub(crate) issuer: Option<String>,
+    pub(crate) client_id: String,
+    /// The gateway's URL as people reach it (default: the resource's origin).
+    pub(crate) base_url: Option<String>,
+}
+
+/// Where the approvals page's OpenID Connect client secret is read from.
+pub(crate) const OIDC_SECRET_ENV: &str = "MCP_GATEWAY_OIDC_CLIENT_SECRET";
+
+impl JwtConfig {
+    /// The page's single sign-on, if configured.
+    pub(crate) fn sso(&self) -> Result<Option<mcp_http::approvals::oidc::SsoConfig>> {
+        let Some(sso) = &self.sso else {
+            return Ok(None);
+        };
+        let issuer = match &sso.issuer {
+            Some(issuer) => {
+                if !self.issuers.iter().any(|i| &i.issuer == issuer) {
+                    bail!("[auth.jwt.sso] issuer {issuer:?} is not one of [[auth.jwt.issuers]]");
+                }
+                issuer.clone()
+            }
+            None => match self.issuers.first() {
+                Some(first) => first.issuer.clone(),
+                None => bail!("[auth.jwt.sso] needs an issuer in [[auth.jwt.issuers]]"),
+            },
+        };
+        if sso.client_id.trim().is_empty() {
+            bail!("[auth.jwt.sso] client_id is empty");
+        }
+        let base = match &sso.base_url {
+            Some(base) => base.trim_end_matches('/').to_owned(),
+            None => {
+                let (scheme, rest) = self.resource.split_once("://").unwrap_or(("https", ""));
+                format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
+            }
+        };
+        if !mcp_http::auth::jwt::is_secure_or_loopback(&base) {
+            bail!("[auth.jwt.sso] base_url {base:?} must be https:// (http:// only on loopback)");
+        }
+        Ok(Some(mcp_http::approvals::oidc::SsoConfig {
+            issuer,
+            client_id: sso.client_id.clone(),
+            client_secret: std::env::var(OIDC_SECRET_ENV)
+                .ok()
+                .filter(|s| !s.is_empty()),
+            redirect_url: format!("{base}/approvals/oidc/callback"),
+            after_sign_out_url: format!("{base}/approvals"),
+        }))
+    }
 }
 
 /// `[auth.jwt.scopes]`: the token scope names that grant the gateway's scopes.
@@ -709,6 +770,9 @@ impl Config {
             let material = entry.split_once(':').map_or(entry.as_str(), |(_, m)| m);
             secrets.push(("seal key", material.trim().to_owned()));
         }
+        if let Ok(secret) = std::env::var(OIDC_SECRET_ENV) {
+            secrets.push(("OpenID Connect client secret", secret));
+        }
         if self.uploads.s3.is_some() {
             for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
                 if let Ok(value) = std::env::var(name) {
@@ -731,6 +795,7 @@ impl Config {
             (AuthMode::Jwt, None) => bail!("auth mode \"jwt\" needs an [auth.jwt] section"),
             (AuthMode::Jwt, Some(jwt)) => {
                 jwt.resolve()?;
+                jwt.sso()?;
             }
             (_, Some(_)) => bail!("[auth.jwt] is set but auth mode is not \"jwt\""),
             (_, None) => {}

@@ -1252,7 +1252,8 @@ struct Idp {
 }
 
 impl Idp {
-    async fn start() -> Idp {
+    /// The authorization server; with `gateway`, also the approvals page's SSO client.
+    async fn start(gateway: Option<&str>) -> Idp {
         // ESM resolves packages from the script's folder: run it from the npm cache.
         let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
         let script = dir.join(format!("idp_{}_{}.mjs", std::process::id(), free_port()));
@@ -1264,6 +1265,7 @@ impl Idp {
         let mut child = Command::new("node")
             .arg(&script)
             .arg(free_port().to_string())
+            .args(gateway)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -1279,6 +1281,9 @@ impl Idp {
             .as_str()
             .unwrap()
             .to_owned();
+        // Keep reading what it prints (its development pages log), so it never writes to a
+        // closed pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
         Idp {
             _child: child,
             script,
@@ -1350,7 +1355,7 @@ async fn call_with_token(base: &str, tool: &str, token: &str) -> (u16, String) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_oauth_client_discovers_the_authorization_server_and_calls_a_tool_with_its_token() {
-    let idp = Idp::start().await;
+    let idp = Idp::start(None).await;
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let resource = format!("{base}/mcp");
@@ -1440,6 +1445,119 @@ transport = "demo"
             && challenge.contains("scope=\"mcp.tools\""),
         "{challenge}"
     );
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The approvals page's single sign-on in a real browser (see
+/// tests/browser/approvals_sso_browser.py), against oidc-provider's own login pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider() {
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let resource = format!("{base}/mcp");
+    let idp = Idp::start(Some(&base)).await;
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-sso-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "127.0.0.1:{port}"
+[auth]
+mode = "jwt"
+[auth.jwt]
+resource = "{resource}"
+[auth.jwt.scopes]
+tools_call = "mcp.tools"
+respond = "mcp.approve"
+create = "mcp.ask"
+[auth.jwt.sso]
+client_id = "approvals"
+[[auth.jwt.issuers]]
+issuer = "{issuer}"
+jwks_url = "{issuer}/jwks"
+algorithms = ["ES256", "RS256"]
+[uploads]
+dir = "{uploads}"
+[[modules]]
+name = "demo"
+transport = "demo"
+"#,
+            issuer = idp.issuer,
+            uploads = dir.join("uploads").display(),
+        ),
+    )
+    .unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command.env("MCP_GATEWAY_OIDC_CLIENT_SECRET", "approvals-secret");
+    let gateway = Gateway::start_with(&config, command).await;
+    let agent = idp.token("alice", "mcp.tools", &resource).await;
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/browser/approvals_sso_browser.py"
+        ))
+        .arg(&base)
+        .arg(&agent);
+    let seen = run_client(command, "the SSO browser").await;
+    let idp_host = idp.issuer.trim_start_matches("http://");
+    assert_eq!(seen["login_page_host"], idp_host, "{seen}");
+    assert!(
+        seen["signed_in_text"]
+            .as_str()
+            .unwrap()
+            .contains("alice@127.0.0.1"),
+        "{seen}"
+    );
+    assert_eq!(seen["approved_call"]["isError"], false, "{seen}");
+    assert_ne!(
+        seen["approved_call"]["structuredContent"]["elicitation_required"], true,
+        "{seen}"
+    );
+    assert_eq!(seen["signed_out"], true, "{seen}");
+
+    // The way back is bound to the browser that left: another browser's `state` (login
+    // CSRF: an attacker's sign-in finished in the victim's browser), a bad code, and a
+    // replay are all refused.
+    let (status, headers, _) = raw_with_headers(
+        "GET",
+        &format!("{base}/approvals/oidc/start"),
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 303);
+    let location = headers["location"].to_str().unwrap().to_owned();
+    assert!(
+        location.starts_with(&format!("{}/auth?", idp.issuer))
+            && location.contains("code_challenge_method=S256")
+            && location.contains("nonce="),
+        "{location}"
+    );
+    let state = location
+        .split("state=")
+        .nth(1)
+        .and_then(|rest| rest.split('&').next())
+        .unwrap()
+        .to_owned();
+    let bound = headers["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        bound.starts_with(&format!("mcp_gateway_oidc={state};")) && bound.contains("HttpOnly"),
+        "{bound}"
+    );
+    let callback = format!("{base}/approvals/oidc/callback?state={state}&code=forged");
+    let (status, page) = raw("GET", &callback, &[], Bytes::new()).await;
+    assert_eq!(status, 400, "without the browser's cookie: {page}");
+    let cookie = format!("mcp_gateway_oidc={state}");
+    let (status, page) = raw("GET", &callback, &[("cookie", &cookie)], Bytes::new()).await;
+    assert_eq!(status, 400, "a code the provider never issued: {page}");
+    assert!(page.contains("did not sign you in"), "{page}");
+    let (status, page) = raw("GET", &callback, &[("cookie", &cookie)], Bytes::new()).await;
+    assert_eq!(status, 400, "a replay: {page}");
+    assert!(page.contains("unknown or has expired"), "{page}");
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -12,6 +12,7 @@
 //! - **Rendering** (`html`): everything from agents, modules and people is text.
 
 mod html;
+pub mod oidc;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,6 +56,8 @@ struct WebSession {
     principal: Arc<Principal>,
     csrf: String,
     expires: Instant,
+    /// The identity provider's ID token (single sign-on), for its sign-out.
+    id_token: Option<String>,
 }
 
 /// The page's sessions.
@@ -81,6 +84,15 @@ impl WebSessions {
 
     /// A new session for `principal`: its id and form token.
     fn open(&self, principal: Arc<Principal>) -> Option<(String, String)> {
+        self.open_with(principal, None)
+    }
+
+    /// A new session, with the ID token of a single sign-on.
+    fn open_with(
+        &self,
+        principal: Arc<Principal>,
+        id_token: Option<String>,
+    ) -> Option<(String, String)> {
         let (id, csrf) = (self.random()?, self.random()?);
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
@@ -99,6 +111,7 @@ impl WebSessions {
                 principal,
                 csrf: csrf.clone(),
                 expires: now + SESSION_TTL,
+                id_token,
             },
         );
         Some((id, csrf))
@@ -113,11 +126,13 @@ impl WebSessions {
             .map(|s| (s.principal.clone(), s.csrf.clone()))
     }
 
-    fn close(&self, id: &str) {
+    /// Ends session `id`; returns its ID token, if it had one.
+    fn close(&self, id: &str) -> Option<String> {
         self.sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+            .remove(id)
+            .and_then(|s| s.id_token)
     }
 }
 
@@ -139,15 +154,23 @@ fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
 
 /// The session cookie's value in a request.
 fn cookie(headers: &HeaderMap) -> Option<String> {
+    cookie_named(headers, COOKIE)
+}
+
+/// The value of cookie `wanted` in a request.
+fn cookie_named(headers: &HeaderMap, wanted: &str) -> Option<String> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(name, _)| *name == wanted)
         .map(|(_, value)| value.to_owned())
 }
+
+/// The cookie that binds a single sign-on under way to the browser that started it.
+const SSO_COOKIE: &str = "mcp_gateway_oidc";
 
 /// A form body's fields (repeated names kept in order).
 fn form(body: &[u8]) -> Vec<(String, String)> {
@@ -247,6 +270,8 @@ impl McpService {
                 "text/javascript; charset=utf-8",
             ),
             (&Method::POST, ["sign-in"]) => self.sign_in(body).await,
+            (&Method::GET, ["oidc", "start"]) => self.sso_start(query).await,
+            (&Method::GET, ["oidc", "callback"]) => self.sso_callback(headers, query).await,
             (&Method::GET, []) => {
                 let notice = query
                     .and_then(|q| q.strip_prefix("done="))
@@ -278,7 +303,11 @@ impl McpService {
                         Auth::None(_) => self.first_visit(&format!("{PREFIX}/e/{id}")),
                         Auth::Tokens(_) | Auth::Jwt(_) => html(
                             StatusCode::OK,
-                            html::sign_in_to(None, Some(&format!("{PREFIX}/e/{id}"))),
+                            html::sign_in_with(
+                                None,
+                                Some(&format!("{PREFIX}/e/{id}")),
+                                self.sso.is_some(),
+                            ),
                         ),
                     },
                 }
@@ -312,8 +341,18 @@ impl McpService {
                 }
                 match action {
                     ["sign-out"] => {
-                        self.web.close(&session);
-                        let mut response = redirect(PREFIX);
+                        let id_token = self.web.close(&session);
+                        // Signed in through the identity provider: sign out there too.
+                        let to = match &self.sso {
+                            Some(sso) => sso.sign_out_url(id_token.as_deref()).await,
+                            None => None,
+                        };
+                        let mut response = match to {
+                            Some(to) => {
+                                html(StatusCode::OK, html::continue_to("Signed out here", &to))
+                            }
+                            None => redirect(PREFIX),
+                        };
                         self.set_cookie(&mut response, "", 0);
                         response
                     }
@@ -491,10 +530,118 @@ impl McpService {
         Some((id, principal, csrf))
     }
 
+    /// Single sign-on, step one: off to the identity provider, coming back to `next` (a
+    /// page of one elicitation, else the list).
+    async fn sso_start(&self, query: Option<&str>) -> Response<Body> {
+        let Some(sso) = &self.sso else {
+            return html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page.")));
+        };
+        let fields = form(query.unwrap_or_default().as_bytes());
+        let next = field(&fields, "next")
+            .and_then(|n| n.strip_prefix("/approvals/e/"))
+            .and_then(|id| id.parse::<ElicitationId>().ok())
+            .map_or_else(|| PREFIX.to_owned(), |id| format!("{PREFIX}/e/{id}"));
+        match sso.start(next).await {
+            Ok(start) => {
+                let mut response = redirect(&start.url);
+                self.set_named_cookie(
+                    &mut response,
+                    SSO_COOKIE,
+                    &start.state,
+                    "/approvals/oidc",
+                    "Lax",
+                    600,
+                );
+                response
+            }
+            Err(e) => html(
+                StatusCode::BAD_GATEWAY,
+                html::sign_in_with(Some(&e.to_string()), None, true),
+            ),
+        }
+    }
+
+    /// Single sign-on, step two: the identity provider's answer.
+    async fn sso_callback(&self, headers: &HeaderMap, query: Option<&str>) -> Response<Body> {
+        let Some(sso) = &self.sso else {
+            return html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page.")));
+        };
+        let fields = form(query.unwrap_or_default().as_bytes());
+        let state = field(&fields, "state").unwrap_or_default();
+        let bound = cookie_named(headers, SSO_COOKIE);
+        let signed_in = sso
+            .finish(
+                state,
+                bound.as_deref(),
+                field(&fields, "code"),
+                field(&fields, "error"),
+            )
+            .await;
+        let fail = |status: StatusCode, problem: &str| {
+            let mut response = html(status, html::sign_in_with(Some(problem), None, true));
+            self.set_named_cookie(&mut response, SSO_COOKIE, "", "/approvals/oidc", "Lax", 0);
+            response
+        };
+        let signed_in = match signed_in {
+            Ok(signed_in) => signed_in,
+            Err(e) => return fail(StatusCode::BAD_REQUEST, &e.to_string()),
+        };
+        if !signed_in.principal.scopes.contains(SCOPE_RESPOND) {
+            return fail(
+                StatusCode::FORBIDDEN,
+                "Your account may not answer elicitations here (the identity provider did not grant the scope for it).",
+            );
+        }
+        let Some((id, _)) = self
+            .web
+            .open_with(Arc::new(signed_in.principal), Some(signed_in.id_token))
+        else {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The system random source failed.",
+            );
+        };
+        // A page of this site goes on (not a redirect): the session cookie is SameSite=Strict,
+        // and a browser does not send it on a redirect chain that began at the provider.
+        let mut response = html(
+            StatusCode::OK,
+            html::continue_to("Signed in", &signed_in.next),
+        );
+        self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
+        self.set_named_cookie(&mut response, SSO_COOKIE, "", "/approvals/oidc", "Lax", 0);
+        response
+    }
+
+    fn set_named_cookie(
+        &self,
+        response: &mut Response<Body>,
+        name: &str,
+        value: &str,
+        path: &str,
+        same_site: &str,
+        max_age: u64,
+    ) {
+        let secure = if self.config.secure_cookies {
+            "; Secure"
+        } else {
+            ""
+        };
+        let text = format!(
+            "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}"
+        );
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+
     /// No session yet: sign in, or (auth `none`) a session opened here.
     fn first_visit(&self, to: &str) -> Response<Body> {
         let Auth::None(principal) = &self.auth else {
-            return html(StatusCode::OK, html::sign_in(None));
+            let next = (to != PREFIX).then_some(to);
+            return html(
+                StatusCode::OK,
+                html::sign_in_with(None, next, self.sso.is_some()),
+            );
         };
         let Some((id, _)) = self.web.open(principal.clone()) else {
             return html(

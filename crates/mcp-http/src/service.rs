@@ -93,6 +93,8 @@ pub struct McpService {
     pub(crate) web: crate::approvals::WebSessions,
     /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
     pub(crate) uploads: Option<Arc<crate::uploads::Uploads>>,
+    /// Single sign-on for the approvals page (mode `jwt`).
+    pub(crate) sso: Option<Arc<crate::approvals::oidc::Sso>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
 }
@@ -270,6 +272,7 @@ impl McpService {
             listeners: Arc::default(),
             web: crate::approvals::WebSessions::default(),
             uploads: None,
+            sso: None,
             closing: tokio::sync::watch::channel(false).0,
         }
     }
@@ -285,6 +288,12 @@ impl McpService {
     /// refuses them).
     pub fn with_uploads(mut self, uploads: crate::uploads::Uploads) -> Self {
         self.uploads = Some(Arc::new(uploads));
+        self
+    }
+
+    /// Signs people in to the approvals page through `sso` (besides tokens).
+    pub fn with_sso(mut self, sso: crate::approvals::oidc::Sso) -> Self {
+        self.sso = Some(Arc::new(sso));
         self
     }
 

@@ -2,14 +2,20 @@
 // access tokens for the gateway with client_credentials, bound to the requested resource
 // (RFC 8707) and signed with its own keys (RS256 and ES256), published at /jwks.
 //
-// usage: node idp.mjs PORT
-// Prints one JSON line {"issuer": …} once it listens. Clients:
+// usage: node idp.mjs PORT [GATEWAY_BASE]
+// Prints one JSON line {"issuer": …} once it listens. Clients (client_credentials; a
+// token's sub is the client id):
 //   agent  / agent-secret   — may get mcp.tools mcp.approve mcp.ask
 //   reader / reader-secret  — may get mcp.approve only
+//   alice  / alice-secret   — may get mcp.tools (an agent acting as the person "alice")
+// With GATEWAY_BASE, also the approvals page's single sign-on client (authorization code
+// with PKCE): approvals / approvals-secret, with the development login pages (any login
+// and password; the login becomes the sub).
 import { generateKeyPairSync } from "node:crypto";
 import Provider from "oidc-provider";
 
 const port = Number(process.argv[2]);
+const gateway = process.argv[3];
 const issuer = `http://127.0.0.1:${port}`;
 const key = (type, options, kid, alg) => ({
   ...generateKeyPairSync(type, options).privateKey.export({ format: "jwk" }),
@@ -28,7 +34,24 @@ const client = (id, scope) => ({
 });
 
 const provider = new Provider(issuer, {
-  clients: [client("agent", "mcp.tools mcp.approve mcp.ask"), client("reader", "mcp.approve")],
+  clients: [
+    client("agent", "mcp.tools mcp.approve mcp.ask"),
+    client("reader", "mcp.approve"),
+    client("alice", "mcp.tools"),
+    ...(gateway
+      ? [
+          {
+            client_id: "approvals",
+            client_secret: "approvals-secret",
+            grant_types: ["authorization_code"],
+            response_types: ["code"],
+            redirect_uris: [`${gateway}/approvals/oidc/callback`],
+            post_logout_redirect_uris: [`${gateway}/approvals`],
+            scope: "openid mcp.approve",
+          },
+        ]
+      : []),
+  ],
   jwks: {
     keys: [
       key("ec", { namedCurve: "P-256" }, "ec-1", "ES256"),
@@ -37,7 +60,7 @@ const provider = new Provider(issuer, {
   },
   scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask"],
   features: {
-    devInteractions: { enabled: false },
+    devInteractions: { enabled: true },
     clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,

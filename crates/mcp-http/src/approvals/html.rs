@@ -49,8 +49,12 @@ pub(crate) struct ItemError<'a> {
 }
 
 fn document(title: &str, body: &str) -> String {
+    document_with_head(title, "", body)
+}
+
+fn document_with_head(title: &str, head: &str, body: &str) -> String {
     format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{}</title><link rel=\"stylesheet\" href=\"/approvals/style.css\"><script src=\"/approvals/app.js\" defer></script></head><body>{body}</body></html>\n",
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">{head}<title>{}</title><link rel=\"stylesheet\" href=\"/approvals/style.css\"><script src=\"/approvals/app.js\" defer></script></head><body>{body}</body></html>\n",
         escape(title)
     )
 }
@@ -62,12 +66,45 @@ pub(crate) fn sign_in(problem: Option<&str>) -> String {
 
 /// The sign-in page, going on to `next` (a page of the approvals, checked by the caller).
 pub(crate) fn sign_in_to(problem: Option<&str>, next: Option<&str>) -> String {
+    sign_in_with(problem, next, false)
+}
+
+/// A page of this site that says `what` and goes on to `next` (checked by the caller): after
+/// a single sign-on, to the page (a redirect would not carry the SameSite=Strict cookie);
+/// after signing out, to the identity provider's sign-out (a redirect after a form post
+/// would be held to the page's `form-action 'self'`).
+pub(crate) fn continue_to(what: &str, next: &str) -> String {
+    let next = escape(next);
+    let head = format!("<meta http-equiv=\"refresh\" content=\"0;url={next}\">");
+    let body = format!(
+        "<main><h1>mcp-gateway approvals</h1><p>{}. <a href=\"{next}\">Continue</a></p></main>",
+        escape(what)
+    );
+    document_with_head(&format!("{what} — mcp-gateway approvals"), &head, &body)
+}
+
+/// The sign-in page; with `sso`, first the way through the identity provider.
+pub(crate) fn sign_in_with(problem: Option<&str>, next: Option<&str>, sso: bool) -> String {
     let mut body = String::from("<main><h1>mcp-gateway approvals</h1>");
     if let Some(problem) = problem {
         let _ = write!(
             body,
             "<p class=\"error\" role=\"alert\">{}</p>",
             escape(problem)
+        );
+    }
+    if sso {
+        let start = match next {
+            Some(next) => format!(
+                "/approvals/oidc/start?next={}",
+                form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
+            ),
+            None => "/approvals/oidc/start".to_owned(),
+        };
+        let _ = write!(
+            body,
+            "<p><a class=\"sso\" href=\"{}\">Sign in with your organisation's account</a></p><p>Or with a token:</p>",
+            escape(&start)
         );
     }
     body.push_str("<form method=\"post\" action=\"/approvals/sign-in\">");

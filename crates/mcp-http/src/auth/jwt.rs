@@ -532,6 +532,44 @@ impl JwtAuth {
         })
     }
 
+    /// The caller subject of `sub` at `issuer` (`None`: not a configured issuer).
+    pub fn subject(&self, issuer: &str, sub: &str) -> Option<String> {
+        self.issuers
+            .iter()
+            .find(|i| i.config.issuer == issuer)
+            .map(|i| format!("{sub}@{}", i.config.name))
+    }
+
+    /// The claims of an OpenID Connect ID token of `issuer` for `client_id`, once its
+    /// signature (the issuer's keys, its algorithms), issuer, audience and times check out.
+    pub async fn id_token_claims(
+        &self,
+        token: &str,
+        issuer: &str,
+        client_id: &str,
+    ) -> Result<Value, Refusal> {
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|e| Refusal::Malformed(e.to_string()))?;
+        let issuer = self
+            .issuers
+            .iter()
+            .find(|i| i.config.issuer == issuer)
+            .ok_or_else(|| Refusal::Issuer(issuer.to_owned()))?;
+        if !issuer.config.algorithms.contains(&header.alg) {
+            return Err(Refusal::Algorithm);
+        }
+        let key = self.key(issuer, header.kid.as_deref()).await?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = vec![header.alg];
+        validation.set_issuer(&[&issuer.config.issuer]);
+        validation.set_audience(&[client_id]);
+        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.leeway = self.config.leeway.as_secs();
+        jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .map(|data| data.claims)
+            .map_err(|e| Refusal::Invalid(e.to_string()))
+    }
+
     /// The protected resource metadata (RFC 9728).
     pub fn metadata(&self) -> Value {
         serde_json::json!({

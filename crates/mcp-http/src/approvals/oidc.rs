@@ -1,0 +1,335 @@
+//! Single sign-on for the approvals page: OpenID Connect, authorization code with PKCE,
+//! against one of the configured JWT issuers (found through its discovery document).
+//!
+//! The person is sent to the identity provider with a fresh `state`, `nonce` and PKCE
+//! verifier (kept here, for ten minutes, and bound to the browser by a cookie of their own),
+//! and comes back with a code. The gateway exchanges it for tokens and signs the person in
+//! with the **access token** — checked exactly as a bearer token for this gateway's resource,
+//! so the person's scopes decide, as everywhere — after checking that the **ID token** is the
+//! provider's, for this client, carries the nonce, and names the same subject.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use ring::digest::{SHA256, digest};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::Deserialize;
+
+use crate::auth::Principal;
+use crate::auth::jwt::JwtAuth;
+
+/// How long a sign-in may take at the identity provider.
+const PENDING_TTL: Duration = Duration::from_secs(600);
+/// Most sign-ins under way at once (older ones are dropped first).
+const MAX_PENDING: usize = 10_000;
+
+/// The page's OpenID Connect client.
+#[derive(Debug, Clone)]
+pub struct SsoConfig {
+    /// The issuer to sign in at (one of the JWT issuers).
+    pub issuer: String,
+    /// The gateway's client id there.
+    pub client_id: String,
+    /// Its secret (`None`: a public client, PKCE only).
+    pub client_secret: Option<String>,
+    /// Where the provider sends the person back: `…/approvals/oidc/callback`.
+    pub redirect_url: String,
+    /// Where the provider sends the person after signing out: `…/approvals`.
+    pub after_sign_out_url: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Discovery {
+    issuer: String,
+    authorization_endpoint: String,
+    token_endpoint: String,
+    #[serde(default)]
+    end_session_endpoint: Option<String>,
+}
+
+struct Pending {
+    verifier: String,
+    nonce: String,
+    next: String,
+    created: Instant,
+}
+
+/// Why a sign-in failed (shown to the person, who can try again).
+#[derive(Debug, thiserror::Error)]
+pub enum SsoError {
+    /// The identity provider cannot be used now.
+    #[error("the identity provider cannot be reached or answered oddly ({0}); try again")]
+    Provider(String),
+    /// The sign-in is unknown, expired, or was started in another browser.
+    #[error("this sign-in is unknown or has expired; start again")]
+    UnknownState,
+    /// The provider refused (the person cancelled, or is not allowed).
+    #[error("the identity provider did not sign you in: {0}")]
+    Refused(String),
+    /// The tokens did not check out.
+    #[error("the identity provider's tokens were not accepted: {0}")]
+    BadTokens(String),
+}
+
+/// The page's OpenID Connect client.
+pub struct Sso {
+    config: SsoConfig,
+    jwt: Arc<JwtAuth>,
+    http: reqwest::Client,
+    discovery: tokio::sync::Mutex<Option<Discovery>>,
+    pending: Mutex<HashMap<String, Pending>>,
+    rng: SystemRandom,
+}
+
+/// Where a sign-in starts: the provider's URL, and the state the browser must come back with.
+#[derive(Debug)]
+pub struct Start {
+    /// The authorization request.
+    pub url: String,
+    /// The `state`, also set as the browser-binding cookie.
+    pub state: String,
+}
+
+/// A finished sign-in.
+#[derive(Debug)]
+pub struct SignedIn {
+    /// Who signed in, with the access token's scopes.
+    pub principal: Principal,
+    /// The ID token, for the provider's sign-out.
+    pub id_token: String,
+    /// The page to go on to.
+    pub next: String,
+}
+
+#[derive(Deserialize)]
+struct TokenResponse {
+    access_token: String,
+    id_token: Option<String>,
+}
+
+fn encode(value: &str) -> String {
+    form_urlencoded::byte_serialize(value.as_bytes()).collect()
+}
+
+impl Sso {
+    /// The client, signing in at `config.issuer` (which `jwt` must trust).
+    pub fn new(config: SsoConfig, jwt: Arc<JwtAuth>) -> Self {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_default();
+        Sso {
+            config,
+            jwt,
+            http,
+            discovery: tokio::sync::Mutex::new(None),
+            pending: Mutex::new(HashMap::new()),
+            rng: SystemRandom::new(),
+        }
+    }
+
+    fn random(&self) -> Result<String, SsoError> {
+        let mut bytes = [0u8; 32];
+        self.rng
+            .fill(&mut bytes)
+            .map_err(|_| SsoError::Provider("the system random source failed".into()))?;
+        Ok(B64.encode(bytes))
+    }
+
+    async fn discovery(&self) -> Result<Discovery, SsoError> {
+        let mut cached = self.discovery.lock().await;
+        if let Some(found) = cached.as_ref() {
+            return Ok(found.clone());
+        }
+        let url = format!(
+            "{}/.well-known/openid-configuration",
+            self.config.issuer.trim_end_matches('/')
+        );
+        let found: Discovery = self
+            .http
+            .get(&url)
+            .send()
+            .await
+            .and_then(reqwest::Response::error_for_status)
+            .map_err(|e| SsoError::Provider(e.to_string()))?
+            .bytes()
+            .await
+            .map_err(|e| SsoError::Provider(e.to_string()))
+            .and_then(|body| {
+                serde_json::from_slice(&body)
+                    .map_err(|e| SsoError::Provider(format!("its discovery document: {e}")))
+            })?;
+        if found.issuer != self.config.issuer {
+            return Err(SsoError::Provider(format!(
+                "its discovery document names the issuer {:?}",
+                found.issuer
+            )));
+        }
+        *cached = Some(found.clone());
+        Ok(found)
+    }
+
+    /// Starts a sign-in that comes back to `next`.
+    pub async fn start(&self, next: String) -> Result<Start, SsoError> {
+        let discovery = self.discovery().await?;
+        let (state, nonce, verifier) = (self.random()?, self.random()?, self.random()?);
+        let challenge = B64.encode(digest(&SHA256, verifier.as_bytes()));
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+            pending.retain(|_, p| p.created.elapsed() < PENDING_TTL);
+            if pending.len() >= MAX_PENDING
+                && let Some(oldest) = pending
+                    .iter()
+                    .min_by_key(|(_, p)| p.created)
+                    .map(|(k, _)| k.clone())
+            {
+                pending.remove(&oldest);
+            }
+            pending.insert(
+                state.clone(),
+                Pending {
+                    verifier,
+                    nonce: nonce.clone(),
+                    next,
+                    created: Instant::now(),
+                },
+            );
+        }
+        let scope = format!("openid {}", self.jwt.config().scopes.respond);
+        let url = format!(
+            "{}{}response_type=code&client_id={}&redirect_uri={}&scope={}&state={}&nonce={}&code_challenge={challenge}&code_challenge_method=S256&resource={}",
+            discovery.authorization_endpoint,
+            if discovery.authorization_endpoint.contains('?') {
+                '&'
+            } else {
+                '?'
+            },
+            encode(&self.config.client_id),
+            encode(&self.config.redirect_url),
+            encode(&scope),
+            encode(&state),
+            encode(&nonce),
+            encode(&self.jwt.config().resource),
+        );
+        Ok(Start { url, state })
+    }
+
+    /// Finishes the sign-in `state` (which the browser's cookie must repeat) with the
+    /// provider's answer: `code`, or `error`.
+    pub async fn finish(
+        &self,
+        state: &str,
+        cookie: Option<&str>,
+        code: Option<&str>,
+        error: Option<&str>,
+    ) -> Result<SignedIn, SsoError> {
+        if cookie != Some(state) {
+            return Err(SsoError::UnknownState);
+        }
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(state)
+            .filter(|p| p.created.elapsed() < PENDING_TTL)
+            .ok_or(SsoError::UnknownState)?;
+        if let Some(error) = error {
+            return Err(SsoError::Refused(error.chars().take(200).collect()));
+        }
+        let code = code.ok_or_else(|| SsoError::Refused("no code".into()))?;
+        let discovery = self.discovery().await?;
+        let mut form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self.config.redirect_url.as_str()),
+            ("code_verifier", pending.verifier.as_str()),
+            ("resource", self.jwt.config().resource.as_str()),
+        ];
+        let mut request = self.http.post(&discovery.token_endpoint);
+        match &self.config.client_secret {
+            Some(secret) => {
+                request = request.basic_auth(encode(&self.config.client_id), Some(encode(secret)));
+            }
+            None => form.push(("client_id", self.config.client_id.as_str())),
+        }
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let response = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| SsoError::Provider(e.to_string()))?;
+        if !response.status().is_success() {
+            let status = response.status();
+            let text = response.text().await.unwrap_or_default();
+            return Err(SsoError::Refused(format!(
+                "the token request failed ({status}): {}",
+                text.chars().take(200).collect::<String>()
+            )));
+        }
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| SsoError::Provider(e.to_string()))?;
+        let tokens: TokenResponse =
+            serde_json::from_slice(&body).map_err(|e| SsoError::BadTokens(e.to_string()))?;
+        let principal = self
+            .jwt
+            .principal(&tokens.access_token)
+            .await
+            .map_err(|e| SsoError::BadTokens(format!("the access token: {e}")))?;
+        let id_token = tokens
+            .id_token
+            .ok_or_else(|| SsoError::BadTokens("no ID token".into()))?;
+        let claims = self
+            .jwt
+            .id_token_claims(&id_token, &self.config.issuer, &self.config.client_id)
+            .await
+            .map_err(|e| SsoError::BadTokens(format!("the ID token: {e}")))?;
+        if claims.get("nonce").and_then(serde_json::Value::as_str) != Some(pending.nonce.as_str()) {
+            return Err(SsoError::BadTokens(
+                "the ID token's nonce does not match".into(),
+            ));
+        }
+        let sub = claims
+            .get("sub")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        if self.jwt.subject(&self.config.issuer, sub).as_deref()
+            != Some(principal.caller.subject_id())
+        {
+            return Err(SsoError::BadTokens(
+                "the ID token and the access token name different people".into(),
+            ));
+        }
+        Ok(SignedIn {
+            principal,
+            id_token,
+            next: pending.next,
+        })
+    }
+
+    /// Where to send the person after signing out here: the provider's end-session endpoint
+    /// when it has one.
+    pub async fn sign_out_url(&self, id_token: Option<&str>) -> Option<String> {
+        let discovery = self.discovery().await.ok()?;
+        let end = discovery.end_session_endpoint?;
+        let mut url = format!(
+            "{end}{}client_id={}&post_logout_redirect_uri={}",
+            if end.contains('?') { '&' } else { '?' },
+            encode(&self.config.client_id),
+            encode(&self.config.after_sign_out_url)
+        );
+        if let Some(hint) = id_token {
+            url.push_str("&id_token_hint=");
+            url.push_str(&encode(hint));
+        }
+        Some(url)
+    }
+}
