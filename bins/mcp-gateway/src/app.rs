@@ -164,6 +164,7 @@ async fn auth(config: &Config) -> Result<Auth> {
                     tenant: t.tenant.clone(),
                     token_sha256: t.token_sha256.clone(),
                     scopes: t.scopes.clone(),
+                    groups: t.groups.clone(),
                 })
                 .collect(),
         )?,
@@ -222,12 +223,15 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         });
     }
     let registry = Registry::start(specs).await?;
-    let gateway = Arc::new(Gateway::new(
-        registry.clone(),
-        store.clone(),
-        policy(config),
-        durable,
-    ));
+    let approvers = config
+        .approvers
+        .iter()
+        .map(crate::config::ApproverConfig::resolve)
+        .collect::<Result<Vec<_>>>()?;
+    let gateway = Arc::new(
+        Gateway::new(registry.clone(), store.clone(), policy(config), durable)
+            .with_approvers(approvers),
+    );
     gateway.watch_policy_rules();
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,

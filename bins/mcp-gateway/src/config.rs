@@ -30,6 +30,8 @@ pub(crate) struct Config {
     pub(crate) policy: Vec<PolicyConfig>,
     #[serde(default)]
     pub(crate) uploads: UploadsConfig,
+    #[serde(default)]
+    pub(crate) approvers: Vec<ApproverConfig>,
 }
 
 /// `[uploads]`: where files answering `file_upload` elicitations are kept.
@@ -218,6 +220,9 @@ pub(crate) struct JwtConfig {
     pub(crate) resource: String,
     /// A claim naming the caller's tenant.
     pub(crate) tenant_claim: Option<String>,
+    /// The claim listing the caller's groups.
+    #[serde(default = "default_groups_claim")]
+    pub(crate) groups_claim: String,
     #[serde(default = "default_leeway", with = "duration")]
     pub(crate) leeway: Duration,
     #[serde(default)]
@@ -317,6 +322,9 @@ fn scope_respond() -> String {
 }
 fn scope_create() -> String {
     mcp_http::auth::SCOPE_CREATE.into()
+}
+fn default_groups_claim() -> String {
+    "groups".into()
 }
 fn default_leeway() -> Duration {
     Duration::from_secs(30)
@@ -419,6 +427,7 @@ impl JwtConfig {
                 create: self.scopes.create.clone(),
             },
             tenant_claim: self.tenant_claim.clone(),
+            groups_claim: self.groups_claim.clone(),
             leeway: self.leeway,
         };
         // The same checks the gateway makes when it starts.
@@ -435,6 +444,59 @@ pub(crate) struct TokenConfig {
     pub token_sha256: String,
     #[serde(default)]
     pub(crate) scopes: Vec<String>,
+    /// Approver groups the token's holder is a member of (`[[approvers]]`).
+    #[serde(default)]
+    pub(crate) groups: Vec<String>,
+}
+
+/// `[[approvers]]`: confirmations of matching tools are answered by a group.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApproverConfig {
+    /// A qualified tool name, or a prefix ending in `*`.
+    pub(crate) tools: String,
+    /// The group (a value of the groups claim, or of a token's `groups`).
+    pub(crate) group: String,
+    /// `"may"` (the group besides the caller), `"must"` (only the group) or `"four_eyes"`
+    /// (only the group, never the caller itself).
+    #[serde(default = "default_approval_mode")]
+    pub(crate) mode: String,
+}
+
+fn default_approval_mode() -> String {
+    "must".into()
+}
+
+impl ApproverConfig {
+    pub(crate) fn resolve(&self) -> Result<mcp_http::gateway::ApproverRule> {
+        let Some(mode) = elicitation_store::ApprovalMode::from_label(&self.mode) else {
+            bail!(
+                "[[approvers]] for {:?}: mode {:?} must be \"may\", \"must\" or \"four_eyes\"",
+                self.tools,
+                self.mode
+            );
+        };
+        if self.tools.is_empty() || self.tools[..self.tools.len() - 1].contains('*') {
+            bail!(
+                "[[approvers]] tools {:?} must be a tool name, or a prefix ending in one '*'",
+                self.tools
+            );
+        }
+        let group = self.group.trim();
+        if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
+            bail!(
+                "[[approvers]] for {:?}: group must be 1 to 256 characters",
+                self.tools
+            );
+        }
+        Ok(mcp_http::gateway::ApproverRule {
+            tools: self.tools.clone(),
+            approval: elicitation_store::Approval {
+                group: group.to_owned(),
+                mode,
+            },
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -785,6 +847,14 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
+        for rule in &self.approvers {
+            rule.resolve()?;
+        }
+        if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
+            bail!(
+                "[[approvers]] needs auth mode \"tokens\" or \"jwt\": with \"none\" everyone is the one local caller"
+            );
+        }
         if self.auth.mode == AuthMode::None && !self.listen.ip().is_loopback() {
             bail!(
                 "auth mode \"none\" is only allowed on a loopback address, but listen = {}; configure [auth] mode = \"tokens\"",

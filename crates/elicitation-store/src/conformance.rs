@@ -62,6 +62,7 @@ macro_rules! conformance_tests {
             choice_elicitations_record_and_cancel_with_reasons,
             bad_input_is_refused_with_typed_errors,
             arguments_read_back_exactly_as_digested,
+            approvers_answer_only_what_their_group_may,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1002,4 +1003,175 @@ pub(crate) async fn arguments_read_back_exactly_as_digested(make: impl AsyncFn(S
             .await
             .unwrap();
     }
+}
+
+pub(crate) async fn approvers_answer_only_what_their_group_may(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::{Approval, ApprovalMode, Approver};
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/etc"});
+    let b = binding("fs__delete", &args);
+    let rule = |mode| {
+        Some(Approval {
+            group: "sre".into(),
+            mode,
+        })
+    };
+    let held = |mode| request("fs__delete", args.clone()).with_approval(rule(mode));
+    let approver = |caller: Caller, groups: &[&str]| Approver {
+        caller,
+        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    };
+    let (alice_sre, bob_ops, bob_sre) = (
+        approver(alice(), &["sre"]),
+        approver(bob(), &["ops"]),
+        approver(bob(), &["ops", "sre"]),
+    );
+
+    // Four eyes: the rule reads back; neither the caller nor the caller as an approver may
+    // answer; another group sees nothing.
+    let four = h
+        .store
+        .create_confirmation(&alice(), held(ApprovalMode::FourEyes))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let read = h.store.get(&alice(), four).await.unwrap();
+    assert_eq!(read.call.unwrap().approval, rule(ApprovalMode::FourEyes));
+    assert!(matches!(
+        h.store
+            .respond(&alice(), four, json!({"confirmed": true}))
+            .await,
+        Err(StoreError::ApproverRequired { .. })
+    ));
+    assert!(matches!(
+        h.store
+            .approver_respond(&alice_sre, four, json!({"confirmed": true}), None)
+            .await,
+        Err(StoreError::FourEyes { .. })
+    ));
+    assert!(matches!(
+        h.store
+            .approver_respond(&bob_ops, four, json!({"confirmed": true}), None)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(
+        h.store
+            .approver_pending(&bob_ops, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        h.store
+            .confirmation_state(&alice(), four, &b)
+            .await
+            .unwrap(),
+        None
+    );
+
+    // A plain confirmation of alice's is nobody else's business.
+    let plain = h
+        .store
+        .create_confirmation(&alice(), request("fs__delete", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    assert!(matches!(
+        h.store
+            .approver_respond(&bob_sre, plain, json!({"confirmed": true}), None)
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+
+    // A member of the group sees it, with its caller, and approves it.
+    let pending = h.store.approver_pending(&bob_sre, 10).await.unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].0, alice());
+    assert_eq!(pending[0].1.elicitation.id, four);
+    assert_eq!(
+        pending[0].1.call.as_ref().map(|c| &c.arguments),
+        Some(&args)
+    );
+    assert!(matches!(
+        h.store
+            .approver_respond(&bob_sre, four, json!({"confirmed": "yes"}), None)
+            .await
+            .unwrap()
+            .1,
+        RespondOutcome::Invalid { .. }
+    ));
+    assert_eq!(
+        h.store
+            .approver_respond(
+                &bob_sre,
+                four,
+                json!({"confirmed": true}),
+                Some("bob on the approvals page")
+            )
+            .await
+            .unwrap(),
+        (alice(), RespondOutcome::Recorded)
+    );
+    assert!(h.store.is_confirmed(&alice(), four, &b).await.unwrap());
+    let read = h.store.get(&alice(), four).await.unwrap().elicitation;
+    assert_eq!(
+        read.answered_by.as_deref(),
+        Some("bob on the approvals page")
+    );
+    assert!(
+        h.store
+            .approver_pending(&bob_sre, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // May: the caller answers itself. Must: only through the group, the caller included
+    // when it is a member.
+    let may = h
+        .store
+        .create_confirmation(&alice(), held(ApprovalMode::May))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    assert_eq!(
+        h.store
+            .respond(&alice(), may, json!({"confirmed": true}))
+            .await
+            .unwrap(),
+        RespondOutcome::Recorded
+    );
+    let must = h
+        .store
+        .create_confirmation(&alice(), held(ApprovalMode::Must))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    assert!(matches!(
+        h.store
+            .respond(&alice(), must, json!({"confirmed": true}))
+            .await,
+        Err(StoreError::ApproverRequired { .. })
+    ));
+    assert_eq!(
+        h.store
+            .approver_respond(&alice_sre, must, json!({"confirmed": false}), None)
+            .await
+            .unwrap(),
+        (alice(), RespondOutcome::Recorded)
+    );
+    assert_eq!(
+        h.store
+            .confirmation_state(&alice(), must, &b)
+            .await
+            .unwrap(),
+        Some(false)
+    );
 }

@@ -10,6 +10,20 @@ type Source = Box<dyn std::error::Error + Send + Sync>;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The caller answered a confirmation that an approver group must answer.
+    #[error("confirmation {id} must be answered by a member of {group:?}")]
+    ApproverRequired {
+        /// The confirmation.
+        id: ElicitationId,
+        /// The group that answers it.
+        group: String,
+    },
+    /// An approver tried to answer their own call's four-eyes confirmation.
+    #[error("confirmation {id} needs a second person: its caller may not answer it")]
+    FourEyes {
+        /// The confirmation.
+        id: ElicitationId,
+    },
     /// No elicitation with this id belongs to the caller (it may not exist, or belong to
     /// someone else: the two are indistinguishable on purpose).
     #[error("elicitation {id} not found")]
@@ -102,6 +116,8 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound { .. }
+                | StoreError::ApproverRequired { .. }
+                | StoreError::FourEyes { .. }
                 | StoreError::Transition(_)
                 | StoreError::PendingLimit { .. }
                 | StoreError::CallerFull { .. }

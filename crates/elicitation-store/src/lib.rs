@@ -37,7 +37,8 @@ pub use migrate::migrate;
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
-    CallBinding, ConfirmationRequest, ElicitationStore, ExpiredElicitation, HeldCall, ListQuery,
-    Listed, MAX_LIST_LIMIT, MIN_TTL, Redeemed, StoredElicitation, Unreadable,
+    Approval, ApprovalMode, Approver, CallBinding, ConfirmationRequest, ElicitationStore,
+    ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, MIN_TTL, Redeemed,
+    StoredElicitation, Unreadable,
 };
 pub use sweeper::sweep;

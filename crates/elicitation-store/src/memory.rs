@@ -16,8 +16,9 @@ use tokio::sync::broadcast;
 use crate::audit::{self, Event};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
-    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, Listed, Redeemed, StoreError, StoredElicitation, SystemClock,
+    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore,
+    ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
+    StoredElicitation, SystemClock,
 };
 
 /// Limits of the memory store, by count and by bytes, per caller and in all.
@@ -413,6 +414,45 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// Records an answer to `caller`'s elicitation `id`, once `allowed` agrees.
+    fn respond_checked(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        allowed: impl FnOnce(&Entry) -> Result<(), StoreError>,
+    ) -> Result<RespondOutcome, StoreError> {
+        let now = self.clock.now();
+        let response_bytes = json_bytes(&payload);
+        let outcome = self.with_entry(caller, id, |entry| {
+            allowed(entry)?;
+            entry.refuse_if_overdue(now)?;
+            let outcome = entry
+                .elicitation
+                .respond(payload, now)
+                .map_err(StoreError::from);
+            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
+                entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
+            }
+            let event = match &outcome {
+                Ok(RespondOutcome::Recorded) => Some(Event::Responded),
+                Ok(RespondOutcome::ValidationFailed { .. }) => Some(Event::ValidationFailed),
+                _ => None,
+            };
+            if let Some(event) = event {
+                entry.audit(event);
+            }
+            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
+                entry.bytes += response_bytes;
+            }
+            outcome
+        })??;
+        Ok(outcome)
+    }
+}
+
 #[async_trait]
 impl ElicitationStore for MemoryStore {
     async fn create(
@@ -482,6 +522,75 @@ impl ElicitationStore for MemoryStore {
         Ok(found.into_iter().map(Ok).collect())
     }
 
+    async fn approver_pending(
+        &self,
+        approver: &Approver,
+        limit: usize,
+    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        let mut found: Vec<(Caller, StoredElicitation)> = state
+            .entries
+            .values()
+            .filter(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending)
+            .filter(|e| {
+                e.call
+                    .as_ref()
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| approver.groups.contains(&a.group))
+            })
+            .map(|e| (e.caller.clone(), e.stored(now)))
+            .collect();
+        found.sort_by(|(_, a), (_, b)| {
+            (b.elicitation.created_at, b.elicitation.id)
+                .cmp(&(a.elicitation.created_at, a.elicitation.id))
+        });
+        found.truncate(limit.min(MAX_LIST_LIMIT));
+        Ok(found)
+    }
+
+    async fn approver_respond(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<(Caller, RespondOutcome), StoreError> {
+        let owner = {
+            let state = self.lock();
+            state
+                .entries
+                .get(&id)
+                .filter(|e| {
+                    e.call
+                        .as_ref()
+                        .and_then(|c| c.approval.as_ref())
+                        .is_some_and(|a| approver.groups.contains(&a.group))
+                })
+                .map(|e| e.caller.clone())
+                .ok_or(StoreError::NotFound { id })?
+        };
+        let outcome =
+            self.respond_checked(&owner, id, payload, answered_by, |entry| {
+                match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
+                    Some(a)
+                        if a.approver_may_answer(
+                            &entry.caller,
+                            &approver.caller,
+                            &approver.groups,
+                        ) =>
+                    {
+                        Ok(())
+                    }
+                    Some(a) if approver.groups.contains(&a.group) => {
+                        Err(StoreError::FourEyes { id })
+                    }
+                    _ => Err(StoreError::NotFound { id }),
+                }
+            })?;
+        Ok((owner, outcome))
+    }
+
     async fn respond_as(
         &self,
         caller: &Caller,
@@ -489,28 +598,15 @@ impl ElicitationStore for MemoryStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
-        let now = self.clock.now();
-        let response_bytes = json_bytes(&payload);
-        let outcome = self.with_entry(caller, id, |entry| {
-            entry.refuse_if_overdue(now)?;
-            let outcome = entry.elicitation.respond(payload, now);
-            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
-                entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
+        self.respond_checked(caller, id, payload, answered_by, |entry| {
+            match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
+                Some(a) if !a.caller_may_answer() => Err(StoreError::ApproverRequired {
+                    id,
+                    group: a.group.clone(),
+                }),
+                _ => Ok(()),
             }
-            let event = match &outcome {
-                Ok(RespondOutcome::Recorded) => Some(Event::Responded),
-                Ok(RespondOutcome::ValidationFailed { .. }) => Some(Event::ValidationFailed),
-                _ => None,
-            };
-            if let Some(event) = event {
-                entry.audit(event);
-            }
-            if matches!(outcome, Ok(RespondOutcome::Recorded)) {
-                entry.bytes += response_bytes;
-            }
-            outcome
-        })??;
-        Ok(outcome)
+        })
     }
 
     async fn cancel(

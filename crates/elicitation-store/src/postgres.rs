@@ -31,8 +31,9 @@ use crate::audit::{self, Event, GateRecord, RejectReason};
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
-    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    HeldCall, ListQuery, Listed, Redeemed, StoreError, StoredElicitation, SystemClock, Unreadable,
+    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore,
+    ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
+    StoredElicitation, SystemClock, Unreadable,
 };
 
 mod listen;
@@ -245,6 +246,47 @@ impl PostgresStore {
         Ok(rows)
     }
 
+    /// Runs one statement as `approver`: its own rows, and the rows its groups answer.
+    async fn scoped_approver(
+        &self,
+        approver: &Approver,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let set_caller = client
+            .prepare_cached(sql::SET_CALLER)
+            .await
+            .map_err(map_db_error)?;
+        let set_groups = client
+            .prepare_cached(sql::SET_APPROVER_GROUPS)
+            .await
+            .map_err(map_db_error)?;
+        let statement = client
+            .prepare_cached(statement)
+            .await
+            .map_err(map_db_error)?;
+        let subject = approver.caller.subject_id();
+        let tenant = approver.caller.tenant_id().unwrap_or("");
+        let caller_params: [&(dyn ToSql + Sync); 2] = [&subject, &tenant];
+        let groups = Value::from(approver.groups.clone()).to_string();
+        let group_params: [&(dyn ToSql + Sync); 1] = [&groups];
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let (begin, set, set_groups, rows, commit) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&set_caller, &caller_params),
+            client.query(&set_groups, &group_params),
+            client.query(&statement, params),
+            client.batch_execute("COMMIT"),
+        );
+        begin.map_err(map_db_error)?;
+        set.map_err(map_db_error)?;
+        set_groups.map_err(map_db_error)?;
+        let rows = rows.map_err(map_db_error)?;
+        commit.map_err(map_db_error)?;
+        Ok(rows)
+    }
+
     fn remember_spec(&self, id: ElicitationId, spec: &ResponseSpec) {
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         if specs.len() >= SPEC_CACHE_CAPACITY {
@@ -323,6 +365,9 @@ impl PostgresStore {
         )?;
         let tool = call.map(|c| c.tool.as_str());
         let digest = call.map(|c| c.digest.as_bytes().as_slice());
+        let approval = call.and_then(|c| c.approval.as_ref());
+        let approver_group = approval.map(|a| a.group.as_str());
+        let approval_mode = approval.map(|a| a.mode.label());
         let limit = i64::try_from(self.max_pending_per_caller).unwrap_or(i64::MAX);
         let rows = self
             .scoped(
@@ -343,6 +388,8 @@ impl PostgresStore {
                     &elicitation.expires_at,
                     &limit,
                     &message.key_id,
+                    &approver_group,
+                    &approval_mode,
                 ],
             )
             .await?;
@@ -373,6 +420,100 @@ impl PostgresStore {
         decode(row, &self.keys)
     }
 
+    /// Records an answer to `caller`'s elicitation `id` by the caller itself, or by
+    /// `approver` (the SQL holds the approval rule too, whatever was checked before).
+    async fn respond_guarded(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        approver: Option<&Approver>,
+    ) -> Result<RespondOutcome, StoreError> {
+        let now = self.now();
+        let groups = approver.map(|a| Value::from(a.groups.clone()));
+        let approver_subject = approver.map(|a| a.caller.subject_id());
+        let approver_tenant = approver.map(|a| a.caller.tenant_id().unwrap_or(""));
+        let answered_by = answered_by.map(elicitation_core::answered_by);
+        let spec = self.spec_of(caller, id).await?;
+        let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
+        match validate_response(&spec, &payload) {
+            Ok(()) => {
+                let plaintext =
+                    serde_json::to_vec(&payload).map_err(|e| StoreError::Backend(Box::new(e)))?;
+                let sealed = self.keys.seal(
+                    &plaintext,
+                    SealContext {
+                        column: RESPONSE,
+                        id,
+                        caller,
+                        call: None,
+                    },
+                )?;
+                let confirmed = (spec.kind() == ElicitationType::Confirmation)
+                    .then(|| payload.get("confirmed").and_then(Value::as_bool))
+                    .flatten();
+                let rows = self
+                    .scoped(
+                        caller,
+                        sql::RESPOND_VALID,
+                        &[
+                            key.0,
+                            &key.1,
+                            &key.2,
+                            &sealed.blob,
+                            &sealed.key_id,
+                            &confirmed,
+                            &now,
+                            &answered_by,
+                            &groups,
+                            &approver_subject,
+                            &approver_tenant,
+                        ],
+                    )
+                    .await?;
+                if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
+                    audit::emit(Event::Responded, caller, id, None);
+                    return Ok(RespondOutcome::Recorded);
+                }
+            }
+            Err(errors) => {
+                let max = i16::from(MAX_RETRIES);
+                let rows = self
+                    .scoped(
+                        caller,
+                        sql::RESPOND_INVALID,
+                        &[
+                            key.0,
+                            &key.1,
+                            &key.2,
+                            &max,
+                            &now,
+                            &groups,
+                            &approver_subject,
+                            &approver_tenant,
+                        ],
+                    )
+                    .await?;
+                if let Some(row) = rows.first() {
+                    let retries: i16 = row.get(0);
+                    let status: &str = row.get(1);
+                    if status == ElicitationStatus::ValidationFailed.as_str() {
+                        audit::emit(Event::ValidationFailed, caller, id, None);
+                        return Ok(RespondOutcome::ValidationFailed { errors });
+                    }
+                    let used = u8::try_from(retries).unwrap_or(MAX_RETRIES);
+                    return Ok(RespondOutcome::Invalid {
+                        errors,
+                        retries_left: MAX_RETRIES.saturating_sub(used),
+                    });
+                }
+            }
+        }
+        self.refused_respond(caller, id, payload, now, approver)
+            .await
+    }
+
     /// After a guarded update matched nothing: explain why from the row as it is now.
     async fn refused_respond(
         &self,
@@ -380,8 +521,25 @@ impl PostgresStore {
         id: ElicitationId,
         payload: Value,
         now: OffsetDateTime,
+        approver: Option<&Approver>,
     ) -> Result<RespondOutcome, StoreError> {
-        let mut current = as_seen(self.select_one(caller, id).await?.elicitation, now);
+        let raw = self.select_one(caller, id).await?;
+        match (raw.approval(), approver) {
+            (Some(a), None) if !a.caller_may_answer() => {
+                return Err(StoreError::ApproverRequired {
+                    id,
+                    group: a.group.clone(),
+                });
+            }
+            (Some(a), Some(approver))
+                if !a.approver_may_answer(caller, &approver.caller, &approver.groups) =>
+            {
+                return Err(StoreError::FourEyes { id });
+            }
+            (None, Some(_)) => return Err(StoreError::NotFound { id }),
+            _ => {}
+        }
+        let mut current = as_seen(raw.elicitation, now);
         match current.respond(payload, now)? {
             RespondOutcome::AlreadyRecorded => Ok(RespondOutcome::AlreadyRecorded),
             // The row is pending after all: it changed under us in a way the guard did not
@@ -470,72 +628,62 @@ impl ElicitationStore for PostgresStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
+        self.respond_guarded(caller, id, payload, answered_by, None)
+            .await
+    }
+
+    async fn approver_pending(
+        &self,
+        approver: &Approver,
+        limit: usize,
+    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError> {
         let now = self.now();
-        let answered_by = answered_by.map(elicitation_core::answered_by);
-        let spec = self.spec_of(caller, id).await?;
-        let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
-        match validate_response(&spec, &payload) {
-            Ok(()) => {
-                let plaintext =
-                    serde_json::to_vec(&payload).map_err(|e| StoreError::Backend(Box::new(e)))?;
-                let sealed = self.keys.seal(
-                    &plaintext,
-                    SealContext {
-                        column: RESPONSE,
-                        id,
-                        caller,
-                        call: None,
-                    },
-                )?;
-                let confirmed = (spec.kind() == ElicitationType::Confirmation)
-                    .then(|| payload.get("confirmed").and_then(Value::as_bool))
-                    .flatten();
-                let rows = self
-                    .scoped(
-                        caller,
-                        sql::RESPOND_VALID,
-                        &[
-                            key.0,
-                            &key.1,
-                            &key.2,
-                            &sealed.blob,
-                            &sealed.key_id,
-                            &confirmed,
-                            &now,
-                            &answered_by,
-                        ],
-                    )
-                    .await?;
-                if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
-                    audit::emit(Event::Responded, caller, id, None);
-                    return Ok(RespondOutcome::Recorded);
+        let limit = i64::try_from(limit.min(MAX_LIST_LIMIT)).unwrap_or(0);
+        let rows = self
+            .scoped_approver(approver, sql::APPROVER_PENDING, &[&now, &limit])
+            .await?;
+        let mut found = Vec::new();
+        for row in &rows {
+            // A row that cannot be opened is skipped (and logged), never fatal to the list.
+            match decode(row, &self.keys).and_then(|raw| {
+                let caller = raw.caller.clone();
+                raw.into_stored(&self.keys).map(|stored| (caller, stored))
+            }) {
+                Ok((caller, mut stored)) => {
+                    stored.elicitation = as_seen(stored.elicitation, now);
+                    found.push((caller, stored));
                 }
-            }
-            Err(errors) => {
-                let max = i16::from(MAX_RETRIES);
-                let rows = self
-                    .scoped(
-                        caller,
-                        sql::RESPOND_INVALID,
-                        &[key.0, &key.1, &key.2, &max, &now],
-                    )
-                    .await?;
-                if let Some(row) = rows.first() {
-                    let retries: i16 = row.get(0);
-                    let status: &str = row.get(1);
-                    if status == ElicitationStatus::ValidationFailed.as_str() {
-                        audit::emit(Event::ValidationFailed, caller, id, None);
-                        return Ok(RespondOutcome::ValidationFailed { errors });
-                    }
-                    let used = u8::try_from(retries).unwrap_or(MAX_RETRIES);
-                    return Ok(RespondOutcome::Invalid {
-                        errors,
-                        retries_left: MAX_RETRIES.saturating_sub(used),
-                    });
-                }
+                Err(e) => tracing::warn!(error = %e, "an approver's row cannot be read"),
             }
         }
-        self.refused_respond(caller, id, payload, now).await
+        Ok(found)
+    }
+
+    async fn approver_respond(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<(Caller, RespondOutcome), StoreError> {
+        let rows = self
+            .scoped_approver(approver, sql::APPROVER_ONE, &[id.as_uuid()])
+            .await?;
+        let row = rows.first().ok_or(StoreError::NotFound { id })?;
+        let raw = decode(row, &self.keys)?;
+        let owner = raw.caller.clone();
+        let approval = raw.approval().cloned();
+        match approval {
+            Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {}
+            Some(a) if approver.groups.contains(&a.group) => {
+                return Err(StoreError::FourEyes { id });
+            }
+            _ => return Err(StoreError::NotFound { id }),
+        }
+        let outcome = self
+            .respond_guarded(&owner, id, payload, answered_by, Some(approver))
+            .await?;
+        Ok((owner, outcome))
     }
 
     async fn cancel(

@@ -38,6 +38,76 @@ pub struct ConfirmationRequest {
     pub message: String,
     /// How long the person has to answer (and the confirmation stays usable).
     pub ttl: Duration,
+    /// Who answers besides, or instead of, the caller (`None`: the caller).
+    pub approval: Option<Approval>,
+}
+
+/// Who may answer a confirmation: the members of an approver group, besides or instead of
+/// the caller whose call it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The group (a value of the caller's identity provider's groups claim).
+    pub group: String,
+    /// Whether the caller may answer too.
+    pub mode: ApprovalMode,
+}
+
+/// How an [`Approval`] binds the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalMode {
+    /// The group may answer, and so may the caller.
+    May,
+    /// Only the group answers (the caller too, when it is a member).
+    Must,
+    /// Only the group answers, and never the caller itself (four eyes).
+    FourEyes,
+}
+
+impl ApprovalMode {
+    /// The stored label.
+    pub const fn label(self) -> &'static str {
+        match self {
+            ApprovalMode::May => "may",
+            ApprovalMode::Must => "must",
+            ApprovalMode::FourEyes => "four_eyes",
+        }
+    }
+
+    /// The mode of a stored label.
+    pub fn from_label(label: &str) -> Option<Self> {
+        match label {
+            "may" => Some(ApprovalMode::May),
+            "must" => Some(ApprovalMode::Must),
+            "four_eyes" => Some(ApprovalMode::FourEyes),
+            _ => None,
+        }
+    }
+}
+
+impl Approval {
+    /// Whether the caller's own answer (without group membership) is accepted.
+    pub const fn caller_may_answer(&self) -> bool {
+        matches!(self.mode, ApprovalMode::May)
+    }
+
+    /// Whether `approver`, a member of `groups`, may answer a confirmation of `caller`.
+    pub fn approver_may_answer(
+        &self,
+        caller: &Caller,
+        approver: &Caller,
+        groups: &[String],
+    ) -> bool {
+        groups.contains(&self.group) && !(self.mode == ApprovalMode::FourEyes && caller == approver)
+    }
+}
+
+/// Someone answering confirmations of other callers, as a member of approver groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approver {
+    /// Who they are.
+    pub caller: Caller,
+    /// Their groups.
+    pub groups: Vec<String>,
 }
 
 impl ConfirmationRequest {
@@ -56,7 +126,15 @@ impl ConfirmationRequest {
             arguments,
             message: message.into(),
             ttl,
+            approval: None,
         }
+    }
+
+    /// The same request, answered by `approval`'s group.
+    #[must_use]
+    pub fn with_approval(mut self, approval: Option<Approval>) -> Self {
+        self.approval = approval;
+        self
     }
 }
 
@@ -118,6 +196,8 @@ pub struct HeldCall {
     pub digest: CallDigest,
     /// The arguments, opened.
     pub arguments: Value,
+    /// Who answers it besides, or instead of, the caller.
+    pub approval: Option<Approval>,
 }
 
 /// Which of a caller's elicitations to list.
@@ -187,7 +267,9 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// [`Unreadable`] in its place; it never fails the listing.
     async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError>;
 
-    /// Answers an elicitation (see [`Elicitation::respond`]), recording who answered
+    /// Answers an elicitation as its caller (see [`Elicitation::respond`]; a confirmation
+    /// whose [`Approval`] does not let the caller answer is refused with
+    /// [`StoreError::ApproverRequired`]), recording who answered
     /// ([`Elicitation::answered_by`], cleaned by [`elicitation_core::answered_by`]; `None`:
     /// not said). Concurrent answers are recorded exactly once.
     async fn respond_as(
@@ -197,6 +279,26 @@ pub trait ElicitationStore: Send + Sync + 'static {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError>;
+
+    /// The pending confirmations, of any caller, that `approver`'s groups answer (each with
+    /// its caller), newest first; at most `limit`.
+    async fn approver_pending(
+        &self,
+        approver: &Approver,
+        limit: usize,
+    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError>;
+
+    /// Answers another caller's confirmation as `approver` (see [`Approval`]): refused as
+    /// [`StoreError::NotFound`] unless its group is one of the approver's, and as
+    /// [`StoreError::FourEyes`] when the approver is the caller of a four-eyes confirmation.
+    /// Returns the confirmation's caller with the outcome.
+    async fn approver_respond(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<(Caller, RespondOutcome), StoreError>;
 
     /// Answers an elicitation without saying who answered (see [`Self::respond_as`]).
     async fn respond(
@@ -372,6 +474,7 @@ impl ConfirmationRequest {
             tool: self.binding.tool,
             digest: self.binding.digest,
             arguments: self.arguments,
+            approval: self.approval,
         };
         Ok(StoredElicitation {
             elicitation,

@@ -136,6 +136,70 @@ impl WebSessions {
     }
 }
 
+/// What waits for `principal`: its own pending elicitations, and the pending confirmations
+/// of other callers that its approver groups answer (`for`: whose), newest first. A
+/// confirmation it may not answer itself is marked `answerable: false`.
+async fn waiting_for(
+    store: &dyn elicitation_store::ElicitationStore,
+    principal: &Principal,
+) -> Result<Vec<Value>, elicitation_store::StoreError> {
+    let groups = &principal.groups;
+    let may_answer = |stored: &elicitation_store::StoredElicitation, own: bool| match stored
+        .call
+        .as_ref()
+        .and_then(|c| c.approval.as_ref())
+    {
+        None => true,
+        Some(a) => {
+            (own && a.caller_may_answer())
+                || (groups.contains(&a.group)
+                    && !(own && a.mode == elicitation_store::ApprovalMode::FourEyes))
+        }
+    };
+    let own = store
+        .list(
+            &principal.caller,
+            ListQuery::pending(elicitation_store::MAX_LIST_LIMIT),
+        )
+        .await?;
+    let mut items: Vec<Value> = own
+        .into_iter()
+        .filter_map(Result::ok)
+        .map(|stored| {
+            let mut item = crate::rest::view(&stored);
+            item["answerable"] = json!(may_answer(&stored, true));
+            item
+        })
+        .collect();
+    if let Some(approver) = principal.approver() {
+        for (owner, stored) in store
+            .approver_pending(&approver, elicitation_store::MAX_LIST_LIMIT)
+            .await?
+        {
+            if owner == principal.caller {
+                continue;
+            }
+            let mut item = crate::rest::view(&stored);
+            item["for"] = json!(match owner.tenant_id() {
+                Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
+                None => owner.subject_id().to_owned(),
+            });
+            item["answerable"] = json!(may_answer(&stored, false));
+            items.push(item);
+        }
+        items.sort_by(|a, b| {
+            let key = |v: &Value| {
+                v.get("created_at")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            key(b).cmp(&key(a))
+        });
+    }
+    Ok(items)
+}
+
 /// A short fingerprint of a list of ids (which pending elicitations a page shows).
 fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
@@ -754,14 +818,8 @@ impl McpService {
                 .map(|stored| crate::rest::view(&stored))
                 .collect()
         };
-        let pending = match store
-            .list(
-                caller,
-                ListQuery::pending(elicitation_store::MAX_LIST_LIMIT),
-            )
-            .await
-        {
-            Ok(listed) => views(listed),
+        let pending = match waiting_for(store.as_ref(), principal).await {
+            Ok(items) => items,
             Err(e) => {
                 return html(
                     McpError::from(e).status(None),
@@ -819,8 +877,15 @@ impl McpService {
                 html::sign_in(Some("No such elicitation.")),
             );
         };
-        let stored = match store.get(caller, eid).await {
-            Ok(stored) => stored,
+        let kind = match store.get(caller, eid).await {
+            Ok(stored) => stored.elicitation.kind().to_string(),
+            // Another caller's: only a confirmation its approver group answers can be
+            // answered here (the store decides).
+            Err(elicitation_store::StoreError::NotFound { .. })
+                if principal.approver().is_some() =>
+            {
+                "confirmation".to_owned()
+            }
             Err(e) => {
                 let e = McpError::from(e);
                 return self
@@ -828,7 +893,6 @@ impl McpService {
                     .await;
             }
         };
-        let kind = stored.elicitation.kind().to_string();
         let (payload, done) = match kind.as_str() {
             "confirmation" => match field(fields, "decision") {
                 Some("approve") => (json!({"confirmed": true}), "approved"),
@@ -854,7 +918,10 @@ impl McpService {
             _ => (json!({}), "answered"),
         };
         let by = principal.answered_by(crate::auth::AnsweredVia::Page);
-        match store.respond_as(caller, eid, payload, Some(&by)).await {
+        let answered = crate::rest::answer(store.as_ref(), principal, eid, payload, &by)
+            .await
+            .map(|(_, outcome)| outcome);
+        match answered {
             Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
                 redirect(&format!("/approvals?done={done}"))
             }
@@ -888,7 +955,6 @@ impl McpService {
                 .await
             }
             Err(e) => {
-                let e = McpError::from(e);
                 self.render(principal, csrf, Some(&e.to_string()), None, e.status(None))
                     .await
             }
@@ -932,17 +998,16 @@ impl McpService {
                     () = tx.closed() => return,
                     _ = closing.wait_for(|c| *c) => return,
                 }
-                let query = ListQuery::pending(elicitation_store::MAX_LIST_LIMIT);
-                let Ok(Ok(listed)) =
-                    tokio::time::timeout(POLL, store.list(&principal.caller, query)).await
+                let Ok(Ok(items)) =
+                    tokio::time::timeout(POLL, waiting_for(store.as_ref(), &principal)).await
                 else {
                     continue;
                 };
                 // The rows the page shows (it leaves out unreadable ones).
-                let ids: Vec<String> = listed
+                let ids: Vec<String> = items
                     .iter()
-                    .filter_map(|l| l.as_ref().ok())
-                    .map(|s| s.elicitation.id.to_string())
+                    .filter_map(|v| v.get("id").and_then(Value::as_str))
+                    .map(str::to_owned)
                     .collect();
                 let now = fingerprint(ids.iter().map(String::as_str));
                 let event = match &seen {

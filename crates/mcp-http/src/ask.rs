@@ -232,8 +232,13 @@ impl Mrtr {
             .await
         {
             CallOutcome::NeedsConfirmation(pending) => {
-                let form = asks.form && may_answer(principal);
-                let url = asks.url && asks.page.is_some();
+                // A confirmation an approver group must answer is not asked of the caller.
+                let caller_answers = self
+                    .gateway
+                    .approval_for(&call.entry.qualified)
+                    .is_none_or(|a| a.caller_may_answer());
+                let form = caller_answers && asks.form && may_answer(principal);
+                let url = caller_answers && asks.url && asks.page.is_some();
                 match asks.native.choose(form, url, pending.askable_natively) {
                     Some(by) => Ok(self
                         .input_required(

@@ -31,6 +31,8 @@ pub struct Principal {
     pub scopes: BTreeSet<String>,
     /// Whether credentials proved who this is (false in mode `none`).
     pub authenticated: bool,
+    /// The approver groups it is a member of (`[[approvers]]`).
+    pub groups: BTreeSet<String>,
 }
 
 /// Where a person answered, for [`Principal::answered_by`].
@@ -45,6 +47,14 @@ pub enum AnsweredVia {
 }
 
 impl Principal {
+    /// As an approver: who, and in which groups (`None` without groups).
+    pub fn approver(&self) -> Option<elicitation_store::Approver> {
+        (!self.groups.is_empty()).then(|| elicitation_store::Approver {
+            caller: self.caller.clone(),
+            groups: self.groups.iter().cloned().collect(),
+        })
+    }
+
     /// Who answered, as recorded with the answer: the principal's subject (and tenant) and
     /// where, e.g. `alice on the approvals page`.
     pub fn answered_by(&self, via: AnsweredVia) -> String {
@@ -90,6 +100,8 @@ pub struct TokenGrant {
     pub token_sha256: String,
     /// Granted scopes.
     pub scopes: Vec<String>,
+    /// Approver groups the token's holder is a member of.
+    pub groups: Vec<String>,
 }
 
 /// A token configuration that cannot work.
@@ -160,6 +172,7 @@ impl Auth {
                 .map(String::from)
                 .collect(),
             authenticated: false,
+            groups: BTreeSet::new(),
         }))
     }
 
@@ -194,6 +207,7 @@ impl Auth {
                 caller,
                 scopes: grant.scopes.into_iter().collect(),
                 authenticated: true,
+                groups: grant.groups.into_iter().collect(),
             };
             if map.insert(digest, Arc::new(principal)).is_some() {
                 return Err(AuthConfigError::Duplicate { subject });
@@ -286,6 +300,7 @@ mod tests {
             tenant: None,
             token_sha256: token_sha256("s3cret"),
             scopes: vec![SCOPE_TOOLS_CALL.into()],
+            groups: Vec::new(),
         }])
         .unwrap();
         let p = auth
@@ -327,6 +342,7 @@ mod tests {
             tenant: None,
             token_sha256: digest.into(),
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            groups: Vec::new(),
         };
         let good = token_sha256("x");
         assert!(matches!(

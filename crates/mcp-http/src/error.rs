@@ -335,6 +335,7 @@ pub fn new_error_id() -> String {
 fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
     match e {
         StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        StoreError::ApproverRequired { .. } | StoreError::FourEyes { .. } => StatusCode::FORBIDDEN,
         StoreError::Transition(_) => StatusCode::CONFLICT,
         StoreError::PendingLimit { .. }
         | StoreError::CallerFull { .. }

@@ -37,6 +37,26 @@ pub struct Gateway {
     store: Arc<dyn ElicitationStore>,
     policy: GatePolicy,
     require_authenticated_caller: bool,
+    approvers: Vec<ApproverRule>,
+}
+
+/// `[[approvers]]`: confirmations of the tools a pattern matches are answered by a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApproverRule {
+    /// A qualified tool name, or a prefix ending in `*` (`fs__*`, or `*` for every tool).
+    pub tools: String,
+    /// Who answers, and whether the caller may too.
+    pub approval: elicitation_store::Approval,
+}
+
+impl ApproverRule {
+    /// Whether the rule covers `tool`.
+    pub fn matches(&self, tool: &str) -> bool {
+        match self.tools.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => self.tools == tool,
+        }
+    }
 }
 
 /// What became of a `tools/call`.
@@ -151,7 +171,24 @@ impl Gateway {
             store,
             policy,
             require_authenticated_caller,
+            approvers: Vec::new(),
         }
+    }
+
+    /// Confirmations of the tools these rules match are answered by their groups (the
+    /// first matching rule decides).
+    #[must_use]
+    pub fn with_approvers(mut self, rules: Vec<ApproverRule>) -> Self {
+        self.approvers = rules;
+        self
+    }
+
+    /// Who answers confirmations of `tool` besides, or instead of, the caller.
+    pub fn approval_for(&self, tool: &str) -> Option<elicitation_store::Approval> {
+        self.approvers
+            .iter()
+            .find(|r| r.matches(tool))
+            .map(|r| r.approval.clone())
     }
 
     /// The store (the REST API answers through it).
@@ -494,6 +531,7 @@ impl Gateway {
             arguments: call.arguments.clone(),
             message: call.message.text.clone(),
             ttl: self.policy.ttl_for(&entry.qualified),
+            approval: self.approval_for(&entry.qualified),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {

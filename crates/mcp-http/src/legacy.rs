@@ -124,9 +124,15 @@ impl McpService {
                 let params: CallToolParams = request.params_as()?;
                 // A form only for a client that may confirm; the page's URL for any client
                 // that opens URLs (the person answers on the page).
-                let form = session.answers.elicitation && ask::may_answer(principal);
+                // A confirmation an approver group must answer is not asked of the caller.
+                let caller_answers = self
+                    .gateway
+                    .approval_for(&params.name)
+                    .is_none_or(|a| a.caller_may_answer());
+                let form =
+                    caller_answers && session.answers.elicitation && ask::may_answer(principal);
                 let page = self.page_base(headers);
-                let url = session.answers.elicitation_url && page.is_some();
+                let url = caller_answers && session.answers.elicitation_url && page.is_some();
                 let may_ask = (form || url)
                     && self.config.native != ask::NativeMode::Off
                     && streaming == Streaming::Allowed;

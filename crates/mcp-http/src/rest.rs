@@ -87,7 +87,7 @@ pub async fn handle(
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
             let by = principal.answered_by(crate::auth::AnsweredVia::Rest);
-            let outcome = store.respond_as(caller, id, payload, Some(&by)).await?;
+            let (owner, outcome) = answer(store.as_ref(), principal, id, payload, &by).await?;
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",
                 RespondOutcome::AlreadyRecorded => "already_recorded",
@@ -108,7 +108,7 @@ pub async fn handle(
                 }
             };
             // The answer is committed: a row that cannot be shown does not undo that.
-            let shown = read_view(store.get(caller, id).await, id)?;
+            let shown = read_view(store.get(&owner, id).await, id)?;
             Ok((
                 http::StatusCode::OK,
                 json!({"outcome": label, "elicitation": shown}),
@@ -229,6 +229,30 @@ fn list_query(query: Option<&str>) -> Result<ListQuery, McpError> {
     Ok(list)
 }
 
+/// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
+/// confirmation, or one its caller may not answer — as a member of its approver group (the
+/// store holds the rule: group, four eyes). Returns whose elicitation it is, and the outcome.
+pub(crate) async fn answer(
+    store: &dyn elicitation_store::ElicitationStore,
+    principal: &Principal,
+    id: ElicitationId,
+    payload: Value,
+    answered_by: &str,
+) -> Result<(elicitation_store::Caller, RespondOutcome), McpError> {
+    let own = store
+        .respond_as(&principal.caller, id, payload.clone(), Some(answered_by))
+        .await;
+    match (own, principal.approver()) {
+        (
+            Err(StoreError::NotFound { .. } | StoreError::ApproverRequired { .. }),
+            Some(approver),
+        ) => Ok(store
+            .approver_respond(&approver, id, payload, Some(answered_by))
+            .await?),
+        (own, _) => Ok((principal.caller.clone(), own?)),
+    }
+}
+
 /// The elicitation a successful request to `rest` (the path after [`PREFIX`]) cancelled:
 /// `POST /{id}/cancel`.
 pub(crate) fn cancelled(method: &http::Method, rest: &str) -> Option<ElicitationId> {
@@ -309,6 +333,12 @@ pub fn view(stored: &StoredElicitation) -> Value {
     if let (Some(call), Some(map)) = (&stored.call, out.as_object_mut()) {
         map.insert("tool".into(), json!(call.tool));
         map.insert("arguments".into(), call.arguments.clone());
+        if let Some(approval) = &call.approval {
+            map.insert(
+                "approval".into(),
+                json!({"group": approval.group, "mode": approval.mode.label()}),
+            );
+        }
     }
     out
 }

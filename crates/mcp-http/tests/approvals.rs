@@ -40,6 +40,14 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
+    harness_with(Vec::new()).await
+}
+
+/// Bob: a person of the `sre` approver group. Alice in `sre` too (another of her tokens).
+const BOB: &str = "bob-sre-token";
+const ALICE_SRE: &str = "alice-sre-token";
+
+async fn harness_with(approvers: Vec<mcp_http::gateway::ApproverRule>) -> Harness {
     let deleted = Arc::new(AtomicUsize::new(0));
     let counter = deleted.clone();
     let module = InProcessModule::new(
@@ -62,22 +70,30 @@ async fn harness() -> Harness {
     .await
     .unwrap();
     let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
-    let gateway = Arc::new(Gateway::new(
-        registry,
-        store.clone(),
-        GatePolicy::default(),
-        false,
-    ));
+    let gateway = Arc::new(
+        Gateway::new(registry, store.clone(), GatePolicy::default(), false)
+            .with_approvers(approvers),
+    );
     let grant = |token: &str, scopes: &[&str]| TokenGrant {
         subject: "alice".into(),
         tenant: None,
         token_sha256: token_sha256(token),
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        groups: Vec::new(),
+    };
+    let member = |subject: &str, token: &str| TokenGrant {
+        subject: subject.into(),
+        tenant: None,
+        token_sha256: token_sha256(token),
+        scopes: vec![SCOPE_RESPOND.into()],
+        groups: vec!["sre".into()],
     };
     let auth = Auth::tokens(vec![
         grant(AGENT, &[SCOPE_TOOLS_CALL]),
         grant(HUMAN, &[SCOPE_RESPOND]),
         grant(SERVICE, &[SCOPE_CREATE]),
+        member("bob", BOB),
+        member("alice", ALICE_SRE),
     ])
     .unwrap();
     let uploads = UploadsConfig::dir(std::env::temp_dir().join(format!(
@@ -1090,4 +1106,80 @@ async fn eventually_gone(h: &Harness, upload_id: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("upload {upload_id} was not removed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_never_by_the_caller() {
+    let h = harness_with(vec![mcp_http::gateway::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval {
+            group: "sre".into(),
+            mode: elicitation_store::ApprovalMode::FourEyes,
+        },
+    }])
+    .await;
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+
+    // Alice (the caller's person) sees it waiting for the group, with nothing to press.
+    let mut alice = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = alice.get().await;
+    let item = page.body.split(&format!("id=\"e-{id}\"")).nth(1).unwrap();
+    let item = &item[..item.find("</article>").unwrap()];
+    assert!(
+        item.contains("Waits for a member of <strong>sre</strong>") && !item.contains(">Approve<"),
+        "{item}"
+    );
+    // Neither her plain token nor her own membership of the group approves it: not on the
+    // page, not through the REST API.
+    let forged = alice
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    for token in [HUMAN, ALICE_SRE] {
+        let (status, body) = rest(
+            &h,
+            token,
+            "POST",
+            &format!("/v1/mcp/elicitations/{id}/respond"),
+            json!({"confirmed": true}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{token}: {body}");
+    }
+    let still = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(held_id(&still), id, "still held: {still}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+
+    // Bob, of the group, sees it for alice and approves it.
+    let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
+    let page = bob.get().await;
+    assert!(
+        page.body.contains(&format!("id=\"e-{id}\"")) && page.body.contains("for alice"),
+        "{}",
+        page.body
+    );
+    let approved = bob
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+    let done = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+
+    // The record names the approver, and alice's history shows it.
+    let stored = h
+        .store
+        .get(
+            &elicitation_store::Caller::new("alice", None).unwrap(),
+            id.parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.elicitation.answered_by.as_deref(),
+        Some("bob on the approvals page")
+    );
+    let page = alice.get().await;
+    let (_, lately) = page.body.split_once("Lately").unwrap();
+    assert!(lately.contains("bob on the approvals page"), "{lately}");
 }

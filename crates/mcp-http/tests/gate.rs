@@ -107,6 +107,26 @@ impl ElicitationStore for FaultyStore {
             .respond_as(caller, id, payload, answered_by)
             .await
     }
+    async fn approver_pending(
+        &self,
+        approver: &elicitation_store::Approver,
+        limit: usize,
+    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError> {
+        self.check().await?;
+        self.inner.approver_pending(approver, limit).await
+    }
+    async fn approver_respond(
+        &self,
+        approver: &elicitation_store::Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<(Caller, RespondOutcome), StoreError> {
+        self.check().await?;
+        self.inner
+            .approver_respond(approver, id, payload, answered_by)
+            .await
+    }
     async fn cancel(
         &self,
         caller: &Caller,
@@ -216,12 +236,14 @@ async fn harness(store: Arc<dyn ElicitationStore>, policy: GatePolicy) -> Harnes
             tenant: None,
             token_sha256: token_sha256(AGENT),
             scopes: vec![SCOPE_TOOLS_CALL.into()],
+            groups: Vec::new(),
         },
         TokenGrant {
             subject: "alice".into(),
             tenant: None,
             token_sha256: token_sha256(HUMAN),
             scopes: vec![SCOPE_RESPOND.into()],
+            groups: Vec::new(),
         },
     ])
     .unwrap();

@@ -162,6 +162,7 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
             create: "mcp.ask".into(),
         },
         tenant_claim: Some("org".into()),
+        groups_claim: "groups".into(),
         leeway: Duration::from_secs(5),
     })
     .unwrap();

@@ -98,6 +98,7 @@ async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harn
         tenant: None,
         token_sha256: token_sha256(token),
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        groups: Vec::new(),
     };
     let auth = Auth::tokens(vec![
         grant(AGENT, &[SCOPE_TOOLS_CALL]),

@@ -95,6 +95,7 @@ fn auth() -> Auth {
         tenant: None,
         token_sha256: token_sha256(token),
         scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        groups: Vec::new(),
     };
     Auth::tokens(vec![
         grant("alice", AGENT, &[SCOPE_TOOLS_CALL]),

@@ -11,7 +11,7 @@ use tokio_postgres::Row;
 use uuid::Uuid;
 
 use crate::seal::{KeyRing, SealContext, Sealed};
-use crate::{Caller, HeldCall, StoreError, StoredElicitation};
+use crate::{Approval, ApprovalMode, Caller, HeldCall, StoreError, StoredElicitation};
 
 pub(super) const REQUEST: &str = "request";
 pub(super) const RESPONSE: &str = "response";
@@ -21,6 +21,7 @@ pub(super) const MESSAGE: &str = "message";
 pub(super) struct RawRow {
     pub(super) caller: Caller,
     pub(super) elicitation: Elicitation,
+    approval: Option<Approval>,
     tool: Option<String>,
     digest: Option<Vec<u8>>,
     request: Option<Sealed>,
@@ -138,9 +139,24 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
             .try_get("answered_by")
             .map_err(|e| StoreError::Backend(Box::new(e)))?,
     };
+    let approval = match (
+        row.try_get::<_, Option<String>>("approver_group")
+            .map_err(get_err)?,
+        row.try_get::<_, Option<String>>("approval_mode")
+            .map_err(get_err)?,
+    ) {
+        (Some(group), Some(mode)) => Some(Approval {
+            group,
+            mode: ApprovalMode::from_label(&mode)
+                .ok_or_else(|| corrupt(id, format!("unknown approval mode {mode:?}")))?,
+        }),
+        (None, None) => None,
+        _ => return Err(corrupt(id, "an approval is only partly stored")),
+    };
     Ok(RawRow {
         caller,
         elicitation,
+        approval,
         tool: row.try_get("tool_name").map_err(get_err)?,
         digest: row.try_get("call_digest").map_err(get_err)?,
         request: sealed(
@@ -153,6 +169,11 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
 impl RawRow {
     pub(super) fn tool(&self) -> Option<&str> {
         self.tool.as_deref()
+    }
+
+    /// Who answers the confirmation besides, or instead of, its caller.
+    pub(super) fn approval(&self) -> Option<&Approval> {
+        self.approval.as_ref()
     }
 
     /// The full stored elicitation, opening the held call's arguments.
@@ -181,6 +202,7 @@ impl RawRow {
                     tool,
                     digest,
                     arguments,
+                    approval: self.approval,
                 })
             }
             (None, None, None) => None,

@@ -8,7 +8,7 @@ macro_rules! columns {
          message_sealed, message_key_id, spec, \
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
-         cancel_reason::text AS cancel_reason, answered_by"
+         cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode"
     };
 }
 
@@ -37,8 +37,8 @@ macro_rules! audit_from_changed {
 /// sealed message and `$14` its key id. Returns the number inserted (0 or 1).
 pub(super) const INSERT: &str = concat!(
     "WITH changed AS (",
-    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at) ",
-    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12 ",
+    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode) ",
+    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12, $15::text, $16::text ",
     "WHERE (SELECT count(*) FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND status = 'pending' AND expires_at > $11) < $13 ",
@@ -75,12 +75,35 @@ pub(super) const LIST: &str = concat!(
     " ORDER BY created_at DESC, id DESC LIMIT $5"
 );
 
+/// Who may answer: with `$a` NULL, the caller itself (rows without an approval, or whose
+/// approval lets the caller answer); else an approver whose groups are the JSON array `$a`,
+/// with subject `$s` and tenant `$t` (never the caller of a four-eyes row).
+macro_rules! answerer_may {
+    ($a:literal, $s:literal, $t:literal) => {
+        concat!(
+            " AND (CASE WHEN ",
+            $a,
+            "::jsonb IS NULL THEN (approval_mode IS NULL OR approval_mode = 'may') ",
+            "ELSE (approver_group IN (SELECT jsonb_array_elements_text(",
+            $a,
+            "::jsonb)) ",
+            "AND NOT (approval_mode = 'four_eyes' AND caller_subject = ",
+            $s,
+            "::text AND caller_tenant IS NOT DISTINCT FROM ",
+            $t,
+            "::text)) END)"
+        )
+    };
+}
+
 /// Records a valid answer: `$4` sealed response, `$5` its key id, `$6` confirmed (NULL
-/// unless a confirmation), `$7` now, `$8` who answered (or NULL).
+/// unless a confirmation), `$7` now, `$8` who answered (or NULL); `$9`–`$11` the answerer
+/// (see `answerer_may!`).
 pub(super) const RESPOND_VALID: &str = concat!(
     "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8 ",
     "WHERE id = $1 AND ",
     caller_is!(),
+    answerer_may!("$9", "$10", "$11"),
     " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name), ",
     audit_from_changed!(
         "$7",
@@ -90,12 +113,14 @@ pub(super) const RESPOND_VALID: &str = concat!(
     "SELECT count(*) FROM changed"
 );
 
-/// Counts an invalid answer; the `$4`-th is terminal. `$5` now. Returns retries and status.
+/// Counts an invalid answer; the `$4`-th is terminal. `$5` now; `$6`–`$8` the answerer (see
+/// `answerer_may!`). Returns retries and status.
 pub(super) const RESPOND_INVALID: &str = concat!(
     "WITH changed AS (UPDATE mcp_elicitations SET retries = retries + 1, ",
     "status = CASE WHEN retries + 1 >= $4::smallint THEN 'validation_failed'::mcp_elicitation_status ELSE status END ",
     "WHERE id = $1 AND ",
     caller_is!(),
+    answerer_may!("$6", "$7", "$8"),
     " AND status = 'pending' AND expires_at > $5 RETURNING id, tool_name, retries, status), ",
     "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
     "SELECT $5, 'elicitation_validation_failed', $2, $3::text, id, tool_name, '{}'::jsonb FROM changed WHERE status = 'validation_failed') ",
@@ -160,6 +185,25 @@ pub(super) const RECORD_GATE: &str = concat!(
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
 pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
+
+/// Sets the approver groups of the transaction (`$1`, a JSON array).
+pub(super) const SET_APPROVER_GROUPS: &str = "SELECT set_config('mcp.approver_groups', $1, true)";
+
+/// The pending confirmations the transaction's approver groups answer, newest first. `$1`
+/// now, `$2` limit.
+pub(super) const APPROVER_PENDING: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE approver_group = ANY (mcp_approver_groups())",
+    " AND status = 'pending' AND expires_at > $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+);
+
+/// One confirmation the transaction's approver groups answer. `$1` id.
+pub(super) const APPROVER_ONE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_elicitations WHERE id = $1 AND approver_group = ANY (mcp_approver_groups())"
+);
 
 pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed";
 

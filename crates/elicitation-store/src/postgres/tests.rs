@@ -228,6 +228,7 @@ async fn writer_role_cannot_delete_or_rewrite_the_caller() {
         "UPDATE mcp_elicitations SET request_sealed = NULL, request_key_id = NULL",
         "UPDATE mcp_elicitations SET message = 'Read it?'",
         "UPDATE mcp_elicitations SET expires_at = expires_at + interval '1 year'",
+        "UPDATE mcp_elicitations SET approver_group = 'everyone', approval_mode = 'may'",
         "DELETE FROM mcp_audit_events",
         "UPDATE mcp_audit_events SET event = 'tool_call_forwarded'",
         "TRUNCATE mcp_elicitations",
@@ -935,4 +936,81 @@ async fn the_writer_role_cannot_insert_an_answered_row_a_clear_message_or_undo_r
             "{statement}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_caller_sees_a_confirmation_only_through_its_approver_group() {
+    use crate::{Approval, ApprovalMode};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let approval = Some(Approval {
+        group: "sre".into(),
+        mode: ApprovalMode::FourEyes,
+    });
+    let id = store
+        .create_confirmation(
+            &alice(),
+            confirmation_request(json!({"p": 1})).with_approval(approval),
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let plain = store
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+
+    // Row-level security, as bob: nothing of alice's without a group, her approver rows
+    // (only those) with the group; never a change to the approval itself.
+    let writer = db.writer().await;
+    as_caller(&writer, "bob", "acme").await;
+    let count = |groups: &'static str| {
+        let writer = &writer;
+        async move {
+            writer
+                .query(
+                    "SELECT set_config('mcp.approver_groups', $1, false)",
+                    &[&groups],
+                )
+                .await
+                .unwrap();
+            let rows = writer
+                .query("SELECT id FROM mcp_elicitations", &[])
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|r| r.get::<_, uuid::Uuid>(0))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(count("").await.is_empty());
+    assert!(count("[\"ops\"]").await.is_empty());
+    assert_eq!(count("[\"ops\", \"sre\"]").await, vec![*id.as_uuid()]);
+    assert!(!count("[\"sre\"]").await.contains(plain.as_uuid()));
+    assert_eq!(
+        sqlstate(
+            writer
+                .execute("UPDATE mcp_elicitations SET approver_group = 'ops'", &[])
+                .await
+        ),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    // A forged groups setting that is not JSON fails the statement, never widens it.
+    writer
+        .query(
+            "SELECT set_config('mcp.approver_groups', 'sre', false)",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        writer
+            .query("SELECT id FROM mcp_elicitations", &[])
+            .await
+            .is_err()
+    );
 }

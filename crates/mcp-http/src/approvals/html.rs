@@ -215,6 +215,9 @@ fn pending_item(
         }
         None => out.push_str("A question"),
     }
+    if let Some(owner) = item.get("for").and_then(Value::as_str) {
+        let _ = write!(out, " <span class=\"for\">for {}</span>", shown(owner));
+    }
     let _ = write!(
         out,
         "</h3><p class=\"meta\">{} · <span class=\"left\">{}</span></p><p class=\"message\">{}</p>",
@@ -252,6 +255,18 @@ fn pending_item(
         .get("response_schema")
         .and_then(|s| s.get("properties"));
     match kind {
+        "confirmation" if item.get("answerable") == Some(&Value::Bool(false)) => {
+            let group = item
+                .get("approval")
+                .and_then(|a| a.get("group"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let _ = write!(
+                out,
+                "<p class=\"waits\">Waits for a member of <strong>{}</strong> to approve.</p>",
+                shown(group)
+            );
+        }
         "confirmation" => out.push_str(
             "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button>",
         ),

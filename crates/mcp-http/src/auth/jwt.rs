@@ -107,6 +107,9 @@ pub struct JwtConfig {
     pub scopes: ScopeNames,
     /// A claim naming the caller's tenant, if the organisation has tenants.
     pub tenant_claim: Option<String>,
+    /// The claim listing the caller's groups (an array of strings, or a space-separated
+    /// string), for `[[approvers]]`.
+    pub groups_claim: String,
     /// Clock skew allowed for `exp` and `nbf`.
     pub leeway: Duration,
 }
@@ -525,10 +528,20 @@ impl JwtAuth {
         let subject = format!("{}@{}", claims.sub, issuer.config.name);
         let caller = Caller::new(subject, tenant)
             .map_err(|e| Refusal::Malformed(format!("the subject cannot be a caller: {e}")))?;
+        let groups = match claims.rest.get(&self.config.groups_claim) {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            _ => BTreeSet::new(),
+        };
         Ok(Principal {
             caller,
             scopes: granted,
             authenticated: true,
+            groups,
         })
     }
 
