@@ -432,12 +432,33 @@ fn env_or_panic(name: &str) -> String {
     })
 }
 
-/// Runs a client script; returns the JSON line it printed last.
+/// Runs a client script; returns the JSON line it printed last. A script that does not
+/// finish in time is killed, and what it printed so far is shown.
 async fn run_client(mut command: Command, what: &str) -> Value {
-    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
-        .await
-        .expect("the client finishes")
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let logs = std::env::temp_dir().join(format!("mcp-e2e-client-{}-{n}", std::process::id()));
+    let (out_path, err_path) = (logs.with_extension("out"), logs.with_extension("err"));
+    let mut child = command
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .kill_on_drop(true)
+        .spawn()
         .unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(180), child.wait()).await;
+    let read = |path: &PathBuf| std::fs::read_to_string(path).unwrap_or_default();
+    let (stdout, stderr) = (read(&out_path), read(&err_path));
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    let Ok(status) = status else {
+        let _ = child.kill().await;
+        panic!("{what} did not finish in 180 s:\n{stdout}\n{stderr}");
+    };
+    let output = std::process::Output {
+        status: status.unwrap(),
+        stdout: stdout.into_bytes(),
+        stderr: stderr.into_bytes(),
+    };
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -1450,9 +1471,12 @@ transport = "demo"
 }
 
 /// The approvals page's single sign-on in a real browser (see
-/// tests/browser/approvals_sso_browser.py), against oidc-provider's own login pages.
+/// tests/browser/approvals_sso_browser.py), against oidc-provider's own login pages, with a
+/// four-eyes rule: the caller's person cannot approve, an approver of the group can, and the
+/// audit trail (PostgreSQL) names the approver.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider() {
+    let db = TestDb::new().await;
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let resource = format!("{base}/mcp");
@@ -1465,6 +1489,10 @@ async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider()
         format!(
             r#"
 listen = "127.0.0.1:{port}"
+[store]
+kind = "postgres"
+database_url = "{database}"
+seal_keys = ["e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="]
 [auth]
 mode = "jwt"
 [auth.jwt]
@@ -1475,6 +1503,10 @@ respond = "mcp.approve"
 create = "mcp.ask"
 [auth.jwt.sso]
 client_id = "approvals"
+[[approvers]]
+tools = "demo__delete_note"
+group = "sre"
+mode = "four_eyes"
 [[auth.jwt.issuers]]
 issuer = "{issuer}"
 jwks_url = "{issuer}/jwks"
@@ -1487,6 +1519,7 @@ transport = "demo"
 "#,
             issuer = idp.issuer,
             uploads = dir.join("uploads").display(),
+            database = TestDb::url(&db.writer),
         ),
     )
     .unwrap();
@@ -1506,10 +1539,23 @@ transport = "demo"
     let idp_host = idp.issuer.trim_start_matches("http://");
     assert_eq!(seen["login_page_host"], idp_host, "{seen}");
     assert!(
-        seen["signed_in_text"]
+        seen["caller_sees"]
             .as_str()
             .unwrap()
-            .contains("alice@127.0.0.1"),
+            .contains("Waits for a member of sre"),
+        "{seen}"
+    );
+    assert_eq!(seen["caller_buttons"], 0, "{seen}");
+    assert_eq!(seen["caller_forged_status"], 403, "{seen}");
+    assert_eq!(
+        seen["held_after_caller"]["structuredContent"]["elicitation_required"], true,
+        "{seen}"
+    );
+    assert!(
+        seen["approver_sees"]
+            .as_str()
+            .unwrap()
+            .contains("for alice@127.0.0.1"),
         "{seen}"
     );
     assert_eq!(seen["approved_call"]["isError"], false, "{seen}");
@@ -1518,6 +1564,24 @@ transport = "demo"
         "{seen}"
     );
     assert_eq!(seen["signed_out"], true, "{seen}");
+    // The audit trail names the approver on alice's row.
+    let audit = db
+        .admin()
+        .await
+        .query(
+            "SELECT caller_subject, detail->>'answered_by' FROM mcp_audit_events WHERE event = 'elicitation_responded'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let rows: Vec<(String, Option<String>)> = audit.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(
+        rows,
+        vec![(
+            "alice@127.0.0.1".to_owned(),
+            Some("bob@127.0.0.1 on the approvals page".to_owned())
+        )]
+    );
 
     // The way back is bound to the browser that left: another browser's `state` (login
     // CSRF: an attacker's sign-in finished in the victim's browser), a bad code, and a

@@ -71,6 +71,11 @@ def held_id(result):
     return result["structuredContent"]["elicitation"]["id"]
 
 
+def step(what):
+    """Progress on stderr: a run that stalls shows where."""
+    print(f"browser: {what}", file=sys.stderr, flush=True)
+
+
 def url_mode_call(path, urls):
     """A session client of the official Python SDK whose token may not answer: the gateway
     sends it the page's URL (URL mode); it hands the URL to the person and waits."""
@@ -96,13 +101,15 @@ def main():
     dialogs = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page()
+        context = browser.new_context()
+        page = context.new_page()
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(BASE + "/approvals")
         page.fill("#token", HUMAN)
         page.click("text=Sign in")
         page.wait_for_selector("text=Waiting for you (0)")
         out["signed_in"] = True
+        step("signed in")
 
         # A held call appears without a reload.
         hostile = "<script>alert(1)</script><img src=x onerror=alert(2)> \u202eevil"
@@ -114,12 +121,14 @@ def main():
         out["script_tags_in_item"] = item.locator("script, img").count()
         page.screenshot(path=SHOT, full_page=True)
 
+        step("held call shown")
         # Approve: the agent's re-call runs once.
         item.get_by_role("button", name="Approve").click()
         page.wait_for_selector("text=Approved.")
         out["approved_call"] = agent_call(target, hostile, first)
         out["approved_again"] = agent_call(target, hostile, first)
 
+        step("approved")
         # Decline: the re-call is rejected.
         declined_target = SANDBOX + "/declined.txt"
         second = held_id(agent_call(declined_target, "no"))
@@ -128,6 +137,7 @@ def main():
         page.wait_for_selector("text=Declined.")
         out["declined_call"] = agent_call(declined_target, "no", second)
 
+        step("declined")
         # A form on another site posting an approval is refused, and changes nothing.
         third = held_id(agent_call(SANDBOX + "/forged.txt", "forged"))
         page.wait_for_selector(f"#e-{third}", timeout=15000)
@@ -139,10 +149,11 @@ def main():
         out["cross_site_status_text"] = evil.content()[:400]
         out["forged_still_waiting"] = service("GET", f"/v1/mcp/elicitations/{third}")["status"] == "pending"
 
+        step("cross-site refused")
         # A module's question (its client cannot elicit) waits on the page; the person's
         # choice reaches the module.
         box = {}
-        worker = threading.Thread(target=lambda: box.update(result=agent_tool("chatty__ask_choice")))
+        worker = threading.Thread(daemon=True, target=lambda: box.update(result=agent_tool("chatty__ask_choice")))
         worker.start()
         page.wait_for_selector("text=Which colour?", timeout=15000)
         question = page.locator("article.item", has_text="Which colour?")
@@ -151,6 +162,7 @@ def main():
         worker.join(30)
         out["module_answer"] = json.loads(box["result"]["content"][0]["text"])
 
+        step("module question answered")
         # An invalid answer is shown next to the question with the tries left.
         asked = service("POST", "/v1/mcp/elicitations", {"message": "A name of 5+ characters",
                         "response": {"type": "string_input", "min_length": 5}})
@@ -166,6 +178,7 @@ def main():
         page.wait_for_selector("text=Answered.")
         out["invalid_then_valid"] = service("GET", f"/v1/mcp/elicitations/{asked['id']}")
 
+        step("invalid answer shown")
         # A file asked for by a backend service, uploaded in the page, round-trips.
         asked = service("POST", "/v1/mcp/elicitations",
                         {"message": "The signed contract, please", "response": {"type": "file_upload"}})
@@ -182,20 +195,27 @@ def main():
         downloaded = service("GET", "/v1/mcp/uploads/" + out["upload"]["response"]["upload_id"])
         out["downloaded_same"] = downloaded == content
 
+        step("upload done")
         # A URL-mode client: the person follows its link, approves there, and the client's
         # call completes.
         urls = queue.Queue()
         box = {}
-        worker = threading.Thread(target=lambda: box.update(result=url_mode_call(SANDBOX + "/url-mode.txt", urls)))
+        worker = threading.Thread(daemon=True, target=lambda: box.update(result=url_mode_call(SANDBOX + "/url-mode.txt", urls)))
         worker.start()
-        link = urls.get(timeout=30)
+        link = urls.get(timeout=60)
+        step("url mode link: " + link)
         out["url_mode_link"] = link
-        page.goto(link)
-        page.get_by_role("button", name="Approve").click()
-        page.wait_for_selector("text=Approved.")
-        worker.join(30)
+        # The person opens the link in a new tab (the list's own tab reloads by itself when
+        # the confirmation appears, which would abort a navigation in it).
+        tab = context.new_page()
+        tab.goto(link)
+        tab.get_by_role("button", name="Approve").click()
+        tab.wait_for_selector("text=Approved.")
+        tab.close()
+        worker.join(60)
         out["url_mode_call"] = box.get("result")
 
+        step("url mode done")
         # Sign-out ends the session.
         page.click("text=Sign out")
         page.wait_for_selector("text=Sign in")

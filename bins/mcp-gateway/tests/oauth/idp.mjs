@@ -10,7 +10,8 @@
 //   alice  / alice-secret   — may get mcp.tools (an agent acting as the person "alice")
 // With GATEWAY_BASE, also the approvals page's single sign-on client (authorization code
 // with PKCE): approvals / approvals-secret, with the development login pages (any login
-// and password; the login becomes the sub).
+// and password; the login becomes the sub). Access tokens carry a `groups` claim: the person
+// "bob" is in "sre", everyone else in no group.
 import { generateKeyPairSync } from "node:crypto";
 import Provider from "oidc-provider";
 
@@ -59,6 +60,7 @@ const provider = new Provider(issuer, {
     ],
   },
   scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask"],
+  extraTokenClaims: async (_ctx, token) => ({ groups: token.accountId === "bob" ? ["sre"] : [] }),
   features: {
     devInteractions: { enabled: true },
     clientCredentials: { enabled: true },
