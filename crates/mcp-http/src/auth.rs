@@ -253,8 +253,8 @@ impl Auth {
                 key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
                 tokens.get(&key).cloned()
             }
-            Auth::Jwt(jwt) => match jwt.principal(token).await {
-                Ok(principal) => Some(Arc::new(principal)),
+            Auth::Jwt(jwt) => match jwt.principal_cached(token).await {
+                Ok(principal) => Some(principal),
                 Err(why) => {
                     tracing::info!(reason = %why, "a bearer token was refused");
                     None

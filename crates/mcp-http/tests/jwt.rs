@@ -537,3 +537,64 @@ async fn an_unreachable_issuer_keeps_working_for_the_grace_period_then_fails_clo
         "past grace",
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_withdrawn() {
+    // The very same token string each time: after its first verification it is remembered.
+    let key = SigningKey::es256("k1");
+    let h = harness(&[&key]).await;
+    let token = key.sign(&claims());
+    for n in 0..3 {
+        assert_accepted(
+            &send(&h.service, "POST", "/mcp", Some(&token)).await,
+            &format!("#{n}"),
+        );
+    }
+    write_jwks(&h.jwks_file, &[]);
+    let probe = SigningKey::es256("unknown");
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&probe.sign(&claims()))).await,
+        "probe",
+    );
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&token)).await,
+        "withdrawn key",
+    );
+
+    // Expiry: within the leeway (5 s) it is accepted, then refused.
+    write_jwks(&h.jwks_file, &[&key]);
+    let mut c = claims();
+    c["exp"] = json!(now() - 3);
+    let expiring = key.sign(&c);
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&expiring)).await,
+        "within leeway",
+    );
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&expiring)).await,
+        "expired",
+    );
+
+    // Grace: an issuer gone for longer than its grace period fails even remembered tokens.
+    let (url, server) = serve_jwks(json!({"keys": [key.jwk]}).to_string()).await;
+    let mut config = issuer(JwksSource::Url(url), Duration::from_secs(2));
+    config.refresh_interval = Duration::from_secs(1);
+    let h = harness_with(config, PathBuf::new()).await;
+    let token = key.sign(&claims());
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&token)).await,
+        "fetched",
+    );
+    server.abort();
+    let _ = server.await;
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&token)).await,
+        "remembered",
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&token)).await,
+        "past grace",
+    );
+}
