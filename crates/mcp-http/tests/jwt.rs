@@ -480,6 +480,12 @@ async fn keys_rotate_without_a_restart() {
 
 /// A JWKS endpoint on loopback that can be stopped (the issuer going down).
 async fn serve_jwks(body: String) -> (String, tokio::task::JoinHandle<()>) {
+    serve(None, body).await
+}
+
+/// An endpoint on loopback answering every request with `body`, or with a redirect to
+/// `redirect`.
+async fn serve(redirect: Option<String>, body: String) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/jwks", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
@@ -488,12 +494,18 @@ async fn serve_jwks(body: String) -> (String, tokio::task::JoinHandle<()>) {
                 return;
             };
             let body = body.clone();
+            let redirect = redirect.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |_req| {
                     let body = body.clone();
+                    let redirect = redirect.clone();
                     async move {
+                        let mut response = http::Response::builder();
+                        if let Some(to) = redirect {
+                            response = response.status(302).header("location", to);
+                        }
                         Ok::<_, std::convert::Infallible>(
-                            http::Response::builder()
+                            response
                                 .header("content-type", "application/json")
                                 .header("cache-control", "max-age=60")
                                 // No kept-alive connection outlives the server.
@@ -596,5 +608,40 @@ async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_
     assert_refused(
         &send(&h.service, "POST", "/mcp", Some(&token)).await,
         "past grace",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_never_fetched_through_a_redirect_away_from_https() {
+    // The issuer's JWKS URL redirects to plain http on another host: the keys are not
+    // fetched from there, and tokens are refused. (This machine reaches no other host, so
+    // the refusal itself is the redirect policy's decision, `is_secure_or_loopback`, unit
+    // tested in auth::jwt; here: such a redirect never yields keys.)
+    let key = SigningKey::es256("k1");
+    let (url, _server) = serve(
+        Some("http://keys.example.com/jwks".into()),
+        json!({"keys": [key.jwk]}).to_string(),
+    )
+    .await;
+    let h = harness_with(
+        issuer(JwksSource::Url(url), Duration::from_secs(3600)),
+        PathBuf::new(),
+    )
+    .await;
+    assert_refused(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "redirected keys",
+    );
+    // A redirect that stays on loopback is followed.
+    let (target, _keys) = serve_jwks(json!({"keys": [key.jwk]}).to_string()).await;
+    let (url, _server) = serve(Some(target), String::new()).await;
+    let h = harness_with(
+        issuer(JwksSource::Url(url), Duration::from_secs(3600)),
+        PathBuf::new(),
+    )
+    .await;
+    assert_accepted(
+        &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
+        "loopback redirect",
     );
 }

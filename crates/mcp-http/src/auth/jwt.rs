@@ -295,9 +295,19 @@ impl JwtAuth {
                 });
             }
         }
+        // Keys are fetched over https (or http on loopback) only, redirects included.
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            if attempt.previous().len() >= 3 {
+                attempt.error("more than 3 redirects")
+            } else if is_secure_or_loopback(attempt.url().as_str()) {
+                attempt.follow()
+            } else {
+                attempt.error("a redirect away from https")
+            }
+        });
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(redirects)
             .build()
             .unwrap_or_default();
         let issuers = config
