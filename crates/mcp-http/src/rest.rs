@@ -49,7 +49,25 @@ pub async fn handle(
     match (request.method, segments.as_slice()) {
         (&http::Method::GET, []) => {
             principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
-            let query = list_query(request.query)?;
+            let (query, for_approval) = list_query(request.query)?;
+            if for_approval {
+                // The pending confirmations of other callers this principal's approver
+                // groups answer (none without groups).
+                principal.require(SCOPE_RESPOND)?;
+                let mut items = Vec::new();
+                if let Some(approver) = principal.approver() {
+                    for (owner, stored) in store.approver_pending(&approver, query.limit).await? {
+                        if owner == *caller {
+                            continue;
+                        }
+                        let mut item = view(&stored);
+                        item["for"] =
+                            json!({"subject": owner.subject_id(), "tenant": owner.tenant_id()});
+                        items.push(item);
+                    }
+                }
+                return Ok((http::StatusCode::OK, json!({"elicitations": items})));
+            }
             let found = store.list(caller, query).await?;
             let items: Vec<Value> = found
                 .into_iter()
@@ -194,11 +212,19 @@ fn parse_id(text: &str) -> Result<ElicitationId, McpError> {
     text.parse().map_err(|_| McpError::NotFound)
 }
 
-fn list_query(query: Option<&str>) -> Result<ListQuery, McpError> {
+/// The listing a query asks for, and whether it is an approver's (`for=approval`).
+fn list_query(query: Option<&str>) -> Result<(ListQuery, bool), McpError> {
     let mut list = ListQuery::pending(DEFAULT_LIMIT);
+    let mut for_approval = false;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
+            "for" if value == "approval" => for_approval = true,
+            "for" => {
+                return Err(McpError::BadBody(format!(
+                    "for must be \"approval\", not {value:?}"
+                )));
+            }
             "status" if value == "all" => list.status = None,
             "status" => {
                 list.status = Some(value.parse::<ElicitationStatus>().map_err(|_| {
@@ -226,7 +252,7 @@ fn list_query(query: Option<&str>) -> Result<ListQuery, McpError> {
             }
         }
     }
-    Ok(list)
+    Ok((list, for_approval))
 }
 
 /// Answers elicitation `id` as `principal`: as its caller, or — for another caller's

@@ -1150,7 +1150,36 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
     assert_eq!(held_id(&still), id, "still held: {still}");
     assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
 
-    // Bob, of the group, sees it for alice and approves it.
+    // Through the REST API, bob's approver listing has it (for alice); alice's has nothing.
+    let (status, listed) = rest(
+        &h,
+        BOB,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["elicitations"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(
+        listed["elicitations"][0]["for"]["subject"], "alice",
+        "{listed}"
+    );
+    assert_eq!(
+        listed["elicitations"][0]["approval"],
+        json!({"group": "sre", "mode": "four_eyes"})
+    );
+    let (_, none) = rest(
+        &h,
+        HUMAN,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(none["elicitations"], json!([]), "{none}");
+
+    // Bob, of the group, sees it for alice on the page and approves it.
     let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
     let page = bob.get().await;
     assert!(
