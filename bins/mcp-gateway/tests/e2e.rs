@@ -1347,6 +1347,51 @@ impl Drop for Idp {
     }
 }
 
+/// A gateway configuration in mode `jwt` on `port`, trusting `issuer` (the test IdP's scope
+/// names), with the demo module; `head` goes before `[auth]` (a store), `tail` after it
+/// (sso, approvers). Returns the scene's directory and the file.
+fn jwt_gateway_config(
+    name: &str,
+    port: u16,
+    issuer: &str,
+    head: &str,
+    tail: &str,
+) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "127.0.0.1:{port}"
+{head}
+[auth]
+mode = "jwt"
+[auth.jwt]
+resource = "http://127.0.0.1:{port}/mcp"
+[auth.jwt.scopes]
+tools_call = "mcp.tools"
+respond = "mcp.approve"
+create = "mcp.ask"
+[[auth.jwt.issuers]]
+issuer = "{issuer}"
+jwks_url = "{issuer}/jwks"
+algorithms = ["ES256", "RS256"]
+{tail}
+[uploads]
+dir = "{uploads}"
+[[modules]]
+name = "demo"
+transport = "demo"
+"#,
+            uploads = dir.join("uploads").display(),
+        ),
+    )
+    .unwrap();
+    (dir, config)
+}
+
 /// A 2026-07-28 `tools/call` of `tool` with `token`: the status and `WWW-Authenticate`.
 async fn call_with_token(base: &str, tool: &str, token: &str) -> (u16, String) {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -1380,37 +1425,7 @@ async fn an_oauth_client_discovers_the_authorization_server_and_calls_a_tool_wit
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
     let resource = format!("{base}/mcp");
-    let dir = std::env::temp_dir().join(format!("mcp-e2e-oauth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-listen = "127.0.0.1:{port}"
-[auth]
-mode = "jwt"
-[auth.jwt]
-resource = "{resource}"
-[auth.jwt.scopes]
-tools_call = "mcp.tools"
-respond = "mcp.approve"
-create = "mcp.ask"
-[[auth.jwt.issuers]]
-issuer = "{issuer}"
-jwks_url = "{issuer}/jwks"
-algorithms = ["ES256", "RS256"]
-[uploads]
-dir = "{uploads}"
-[[modules]]
-name = "demo"
-transport = "demo"
-"#,
-            issuer = idp.issuer,
-            uploads = dir.join("uploads").display(),
-        ),
-    )
-    .unwrap();
+    let (dir, config) = jwt_gateway_config("oauth", port, &idp.issuer, "", "");
     let gateway = Gateway::start(&config).await;
     assert_eq!(gateway.base, base);
 
@@ -1481,48 +1496,12 @@ async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider()
     let base = format!("http://127.0.0.1:{port}");
     let resource = format!("{base}/mcp");
     let idp = Idp::start(Some(&base)).await;
-    let dir = std::env::temp_dir().join(format!("mcp-e2e-sso-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-listen = "127.0.0.1:{port}"
-[store]
-kind = "postgres"
-database_url = "{database}"
-seal_keys = ["e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI="]
-[auth]
-mode = "jwt"
-[auth.jwt]
-resource = "{resource}"
-[auth.jwt.scopes]
-tools_call = "mcp.tools"
-respond = "mcp.approve"
-create = "mcp.ask"
-[auth.jwt.sso]
-client_id = "approvals"
-[[approvers]]
-tools = "demo__delete_note"
-group = "sre"
-mode = "four_eyes"
-[[auth.jwt.issuers]]
-issuer = "{issuer}"
-jwks_url = "{issuer}/jwks"
-algorithms = ["ES256", "RS256"]
-[uploads]
-dir = "{uploads}"
-[[modules]]
-name = "demo"
-transport = "demo"
-"#,
-            issuer = idp.issuer,
-            uploads = dir.join("uploads").display(),
-            database = TestDb::url(&db.writer),
-        ),
-    )
-    .unwrap();
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\"]",
+        TestDb::url(&db.writer)
+    );
+    let sso = "[auth.jwt.sso]\nclient_id = \"approvals\"\n[[approvers]]\ntools = \"demo__delete_note\"\ngroup = \"sre\"\nmode = \"four_eyes\"";
+    let (dir, config) = jwt_gateway_config("sso", port, &idp.issuer, &store, sso);
     let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
     command.env("MCP_GATEWAY_OIDC_CLIENT_SECRET", "approvals-secret");
     let gateway = Gateway::start_with(&config, command).await;

@@ -218,32 +218,7 @@ impl PostgresStore {
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let set_caller = client
-            .prepare_cached(sql::SET_CALLER)
-            .await
-            .map_err(map_db_error)?;
-        let statement = client
-            .prepare_cached(statement)
-            .await
-            .map_err(map_db_error)?;
-        let subject = caller.subject_id();
-        let tenant = caller.tenant_id().unwrap_or("");
-        let caller_params: [&(dyn ToSql + Sync); 2] = [&subject, &tenant];
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        // Each future sends its messages when first polled, in this order, before any
-        // answer arrives. If the statement fails, the server answers COMMIT with ROLLBACK.
-        let (begin, set, rows, commit) = tokio::join!(
-            client.batch_execute("BEGIN"),
-            client.query(&set_caller, &caller_params),
-            client.query(&statement, params),
-            client.batch_execute("COMMIT"),
-        );
-        begin.map_err(map_db_error)?;
-        set.map_err(map_db_error)?;
-        let rows = rows.map_err(map_db_error)?;
-        commit.map_err(map_db_error)?;
-        Ok(rows)
+        self.scoped_to(caller, "", statement, params).await
     }
 
     /// Runs one statement as `approver`: its own rows, and the rows its groups answer.
@@ -253,35 +228,43 @@ impl PostgresStore {
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let set_caller = client
-            .prepare_cached(sql::SET_CALLER)
+        let groups = Value::from(approver.groups.clone()).to_string();
+        self.scoped_to(&approver.caller, &groups, statement, params)
             .await
-            .map_err(map_db_error)?;
-        let set_groups = client
-            .prepare_cached(sql::SET_APPROVER_GROUPS)
+    }
+
+    /// Runs one statement in a transaction whose row-level security scope is `caller` and
+    /// the approver `groups` (a JSON array, or `""`), pipelined into one round trip.
+    async fn scoped_to(
+        &self,
+        caller: &Caller,
+        groups: &str,
+        statement: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let set_scope = client
+            .prepare_cached(sql::SET_CALLER)
             .await
             .map_err(map_db_error)?;
         let statement = client
             .prepare_cached(statement)
             .await
             .map_err(map_db_error)?;
-        let subject = approver.caller.subject_id();
-        let tenant = approver.caller.tenant_id().unwrap_or("");
-        let caller_params: [&(dyn ToSql + Sync); 2] = [&subject, &tenant];
-        let groups = Value::from(approver.groups.clone()).to_string();
-        let group_params: [&(dyn ToSql + Sync); 1] = [&groups];
+        let subject = caller.subject_id();
+        let tenant = caller.tenant_id().unwrap_or("");
+        let scope_params: [&(dyn ToSql + Sync); 3] = [&subject, &tenant, &groups];
         self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let (begin, set, set_groups, rows, commit) = tokio::join!(
+        // Each future sends its messages when first polled, in this order, before any
+        // answer arrives. If the statement fails, the server answers COMMIT with ROLLBACK.
+        let (begin, set, rows, commit) = tokio::join!(
             client.batch_execute("BEGIN"),
-            client.query(&set_caller, &caller_params),
-            client.query(&set_groups, &group_params),
+            client.query(&set_scope, &scope_params),
             client.query(&statement, params),
             client.batch_execute("COMMIT"),
         );
         begin.map_err(map_db_error)?;
         set.map_err(map_db_error)?;
-        set_groups.map_err(map_db_error)?;
         let rows = rows.map_err(map_db_error)?;
         commit.map_err(map_db_error)?;
         Ok(rows)

@@ -12,9 +12,9 @@ macro_rules! columns {
     };
 }
 
-/// `$1` subject, `$2` tenant (`''` for none).
-pub(super) const SET_CALLER: &str =
-    "SELECT set_config('mcp.caller_subject', $1, true), set_config('mcp.caller_tenant', $2, true)";
+/// `$1` subject, `$2` tenant (`''` for none), `$3` approver groups (a JSON array, `''` for
+/// none): the transaction's row-level security scope.
+pub(super) const SET_CALLER: &str = "SELECT set_config('mcp.caller_subject', $1, true), set_config('mcp.caller_tenant', $2, true), set_config('mcp.approver_groups', $3, true)";
 
 /// The caller filter, `$2` subject and `$3` tenant (NULL for none), after `$1` id.
 macro_rules! caller_is {
@@ -185,9 +185,6 @@ pub(super) const RECORD_GATE: &str = concat!(
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
 pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
-
-/// Sets the approver groups of the transaction (`$1`, a JSON array).
-pub(super) const SET_APPROVER_GROUPS: &str = "SELECT set_config('mcp.approver_groups', $1, true)";
 
 /// The pending confirmations the transaction's approver groups answer, newest first. `$1`
 /// now, `$2` limit.

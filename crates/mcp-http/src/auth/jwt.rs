@@ -554,21 +554,9 @@ impl JwtAuth {
             .iter()
             .position(|i| i.config.issuer == iss)
             .ok_or_else(|| Refusal::Issuer(iss.to_owned()))?;
-        let issuer = &self.issuers[index];
-        if !issuer.config.algorithms.contains(&header.alg) {
-            return Err(Refusal::Algorithm);
-        }
-        let key = self.key(issuer, header.kid.as_deref()).await?;
-        let mut validation = Validation::new(header.alg);
-        validation.algorithms = vec![header.alg];
-        validation.set_issuer(&[&issuer.config.issuer]);
-        validation.set_audience(&[&self.config.resource]);
-        validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.validate_nbf = true;
-        validation.leeway = self.config.leeway.as_secs();
-        let data = jsonwebtoken::decode::<Claims>(token, &key, &validation)
-            .map_err(|e| Refusal::Invalid(e.to_string()))?;
-        let claims = data.claims;
+        let claims: Claims = self
+            .checked_claims(token, &header, index, &self.config.resource)
+            .await?;
         let mut granted: BTreeSet<String> = BTreeSet::new();
         let mut names: Vec<String> = claims
             .scope
@@ -606,7 +594,7 @@ impl JwtAuth {
             },
             None => None,
         };
-        let subject = format!("{}@{}", claims.sub, issuer.config.name);
+        let subject = format!("{}@{}", claims.sub, self.issuers[index].config.name);
         let caller = Caller::new(subject, tenant)
             .map_err(|e| Refusal::Malformed(format!("the subject cannot be a caller: {e}")))?;
         let groups = match claims.rest.get(&self.config.groups_claim) {
@@ -648,11 +636,24 @@ impl JwtAuth {
     ) -> Result<Value, Refusal> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|e| Refusal::Malformed(e.to_string()))?;
-        let issuer = self
+        let index = self
             .issuers
             .iter()
-            .find(|i| i.config.issuer == issuer)
+            .position(|i| i.config.issuer == issuer)
             .ok_or_else(|| Refusal::Issuer(issuer.to_owned()))?;
+        self.checked_claims(token, &header, index, client_id).await
+    }
+
+    /// The claims of `token`, signed by issuer `index` with one of its algorithms and keys,
+    /// for `audience`, within its times (with leeway); `exp`, `iss`, `aud` and `sub` present.
+    async fn checked_claims<T: serde::de::DeserializeOwned>(
+        &self,
+        token: &str,
+        header: &jsonwebtoken::Header,
+        index: usize,
+        audience: &str,
+    ) -> Result<T, Refusal> {
+        let issuer = &self.issuers[index];
         if !issuer.config.algorithms.contains(&header.alg) {
             return Err(Refusal::Algorithm);
         }
@@ -660,10 +661,11 @@ impl JwtAuth {
         let mut validation = Validation::new(header.alg);
         validation.algorithms = vec![header.alg];
         validation.set_issuer(&[&issuer.config.issuer]);
-        validation.set_audience(&[client_id]);
+        validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+        validation.validate_nbf = true;
         validation.leeway = self.config.leeway.as_secs();
-        jsonwebtoken::decode::<Value>(token, &key, &validation)
+        jsonwebtoken::decode::<T>(token, &key, &validation)
             .map(|data| data.claims)
             .map_err(|e| Refusal::Invalid(e.to_string()))
     }
