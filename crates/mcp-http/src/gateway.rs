@@ -526,12 +526,28 @@ impl Gateway {
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
         }
+        let approval = self.approval_for(&entry.qualified);
+        // Whoever reads the confirmation (the agent's held result, the page, the REST API)
+        // learns who must answer it.
+        let message = match &approval {
+            Some(a) if !a.caller_may_answer() => format!(
+                "{} A member of the approver group \"{}\" must confirm it{}.",
+                call.message.text,
+                a.group,
+                if a.mode == elicitation_store::ApprovalMode::FourEyes {
+                    ", not the person the agent acts for"
+                } else {
+                    ""
+                }
+            ),
+            _ => call.message.text.clone(),
+        };
         let request = ConfirmationRequest {
             binding: binding.clone(),
             arguments: call.arguments.clone(),
-            message: call.message.text.clone(),
+            message,
             ttl: self.policy.ttl_for(&entry.qualified),
-            approval: self.approval_for(&entry.qualified),
+            approval,
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {

@@ -1118,7 +1118,16 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
         },
     }])
     .await;
-    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    let held = agent_call(&h, json!({"path": "/prod"}), None).await;
+    let id = held_id(&held);
+    // The agent learns who must confirm.
+    assert!(
+        held["structuredContent"]["elicitation"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("A member of the approver group \"sre\" must confirm it, not the person the agent acts for."),
+        "{held}"
+    );
 
     // Alice (the caller's person) sees it waiting for the group, with nothing to press.
     let mut alice = Browser::sign_in(&h, HUMAN).await.unwrap();
