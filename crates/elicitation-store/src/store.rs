@@ -90,6 +90,13 @@ impl Approval {
         matches!(self.mode, ApprovalMode::May)
     }
 
+    /// Whether `answerer`, a member of `groups`, may answer a confirmation of `caller` by
+    /// either path: as the caller itself, or as a member of the group.
+    pub fn may_answer(&self, caller: &Caller, answerer: &Caller, groups: &[String]) -> bool {
+        (caller == answerer && self.caller_may_answer())
+            || self.approver_may_answer(caller, answerer, groups)
+    }
+
     /// Whether `approver`, a member of `groups`, may answer a confirmation of `caller`.
     pub fn approver_may_answer(
         &self,
@@ -499,4 +506,43 @@ pub(crate) fn check_ttl(ttl: Duration) -> Result<(), StoreError> {
 pub(crate) fn as_seen(mut elicitation: Elicitation, now: OffsetDateTime) -> Elicitation {
     elicitation.status = elicitation.status_at(now);
     elicitation
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_approval_rule_decides_who_may_answer_by_either_path() {
+        let (alice, bob) = (
+            Caller::new("alice", None).unwrap(),
+            Caller::new("bob", None).unwrap(),
+        );
+        let sre = vec!["sre".to_owned()];
+        let none: Vec<String> = Vec::new();
+        let rule = |mode| Approval {
+            group: "sre".into(),
+            mode,
+        };
+        // (mode, answerer, answerer's groups) → may answer alice's confirmation?
+        let cases = [
+            (ApprovalMode::May, &alice, &none, true),
+            (ApprovalMode::May, &bob, &none, false),
+            (ApprovalMode::May, &bob, &sre, true),
+            (ApprovalMode::Must, &alice, &none, false),
+            (ApprovalMode::Must, &alice, &sre, true),
+            (ApprovalMode::Must, &bob, &sre, true),
+            (ApprovalMode::FourEyes, &alice, &sre, false),
+            (ApprovalMode::FourEyes, &alice, &none, false),
+            (ApprovalMode::FourEyes, &bob, &sre, true),
+            (ApprovalMode::FourEyes, &bob, &none, false),
+        ];
+        for (mode, answerer, groups, want) in cases {
+            assert_eq!(
+                rule(mode).may_answer(&alice, answerer, groups),
+                want,
+                "{mode:?} {answerer:?} {groups:?}"
+            );
+        }
+    }
 }

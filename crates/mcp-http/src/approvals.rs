@@ -143,18 +143,14 @@ async fn waiting_for(
     store: &dyn elicitation_store::ElicitationStore,
     principal: &Principal,
 ) -> Result<Vec<Value>, elicitation_store::StoreError> {
-    let groups = &principal.groups;
-    let may_answer = |stored: &elicitation_store::StoredElicitation, own: bool| match stored
-        .call
-        .as_ref()
-        .and_then(|c| c.approval.as_ref())
-    {
-        None => true,
-        Some(a) => {
-            (own && a.caller_may_answer())
-                || (groups.contains(&a.group)
-                    && !(own && a.mode == elicitation_store::ApprovalMode::FourEyes))
-        }
+    let groups: Vec<String> = principal.groups.iter().cloned().collect();
+    let may_answer = |owner: &elicitation_store::Caller,
+                      stored: &elicitation_store::StoredElicitation| {
+        stored
+            .call
+            .as_ref()
+            .and_then(|c| c.approval.as_ref())
+            .is_none_or(|a| a.may_answer(owner, &principal.caller, &groups))
     };
     let own = store
         .list(
@@ -167,7 +163,7 @@ async fn waiting_for(
         .filter_map(Result::ok)
         .map(|stored| {
             let mut item = crate::rest::view(&stored);
-            item["answerable"] = json!(may_answer(&stored, true));
+            item["answerable"] = json!(may_answer(&principal.caller, &stored));
             item
         })
         .collect();
@@ -184,7 +180,7 @@ async fn waiting_for(
                 Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
                 None => owner.subject_id().to_owned(),
             });
-            item["answerable"] = json!(may_answer(&stored, false));
+            item["answerable"] = json!(may_answer(&owner, &stored));
             items.push(item);
         }
         items.sort_by(|a, b| {

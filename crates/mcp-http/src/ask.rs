@@ -233,10 +233,7 @@ impl Mrtr {
         {
             CallOutcome::NeedsConfirmation(pending) => {
                 // A confirmation an approver group must answer is not asked of the caller.
-                let caller_answers = self
-                    .gateway
-                    .approval_for(&call.entry.qualified)
-                    .is_none_or(|a| a.caller_may_answer());
+                let caller_answers = self.gateway.caller_answers(&call.entry.qualified);
                 let form = caller_answers && asks.form && may_answer(principal);
                 let url = caller_answers && asks.url && asks.page.is_some();
                 match asks.native.choose(form, url, pending.askable_natively) {

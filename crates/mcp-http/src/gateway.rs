@@ -183,6 +183,13 @@ impl Gateway {
         self
     }
 
+    /// Whether the caller itself may answer confirmations of `tool` (no approver rule, or
+    /// one that lets it): only then is its client asked natively.
+    pub fn caller_answers(&self, tool: &str) -> bool {
+        self.approval_for(tool)
+            .is_none_or(|a| a.caller_may_answer())
+    }
+
     /// Who answers confirmations of `tool` besides, or instead of, the caller.
     pub fn approval_for(&self, tool: &str) -> Option<elicitation_store::Approval> {
         self.approvers

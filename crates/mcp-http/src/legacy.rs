@@ -125,10 +125,7 @@ impl McpService {
                 // A form only for a client that may confirm; the page's URL for any client
                 // that opens URLs (the person answers on the page).
                 // A confirmation an approver group must answer is not asked of the caller.
-                let caller_answers = self
-                    .gateway
-                    .approval_for(&params.name)
-                    .is_none_or(|a| a.caller_may_answer());
+                let caller_answers = self.gateway.caller_answers(&params.name);
                 let form =
                     caller_answers && session.answers.elicitation && ask::may_answer(principal);
                 let page = self.page_base(headers);
