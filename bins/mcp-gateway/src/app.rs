@@ -212,7 +212,10 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
             "auth is \"none\": every local process is the person, so a module running on this host can approve its own held calls through the REST API; use [auth] mode = \"tokens\" with modules you do not fully trust"
         );
     }
+    let metrics = Arc::new(mcp_http::metrics::Metrics::new());
     let (store, durable) = build_store(config).await?;
+    let store: Arc<dyn ElicitationStore> =
+        Arc::new(mcp_http::metrics::MeteredStore::new(store, metrics.clone()));
     let mut specs = Vec::new();
     for m in &config.modules {
         specs.push(ModuleSpec {
@@ -222,7 +225,15 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
             module: module(m).await?,
         });
     }
-    let registry = Registry::start(specs).await?;
+    let limits = &config.limits;
+    let registry = Registry::start_with(
+        specs,
+        mcp_upstream::registry::CallLimit {
+            max_per_module: limits.module_concurrency as usize,
+            wait: limits.module_queue_timeout,
+        },
+    )
+    .await?;
     let approvers = config
         .approvers
         .iter()
@@ -230,7 +241,18 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         .collect::<Result<Vec<_>>>()?;
     let gateway = Arc::new(
         Gateway::new(registry.clone(), store.clone(), policy(config), durable)
-            .with_approvers(approvers),
+            .with_approvers(approvers)
+            .with_metrics(metrics)
+            .with_limits(mcp_http::limits::Limits::new(
+                mcp_http::limits::Rate {
+                    per_minute: limits.calls_per_minute,
+                    burst: limits.calls_burst,
+                },
+                mcp_http::limits::Rate {
+                    per_minute: limits.confirmations_per_minute,
+                    burst: limits.confirmations_burst,
+                },
+            )),
     );
     gateway.watch_policy_rules();
     let service_config = ServiceConfig {
@@ -243,6 +265,13 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
         public_url: config.http.public_url.clone(),
+        required_modules: config
+            .modules
+            .iter()
+            .filter(|m| m.required)
+            .map(|m| m.name.clone())
+            .collect(),
+        metrics_on_main: config.metrics.listen.is_none(),
         ..ServiceConfig::default()
     };
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing

@@ -32,6 +32,74 @@ pub(crate) struct Config {
     pub(crate) uploads: UploadsConfig,
     #[serde(default)]
     pub(crate) approvers: Vec<ApproverConfig>,
+    #[serde(default)]
+    pub(crate) metrics: MetricsConfig,
+    #[serde(default)]
+    pub(crate) limits: LimitsConfig,
+}
+
+/// `[metrics]`: where the operations endpoints are served besides the main listener.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MetricsConfig {
+    /// A separate listener for `/metrics`, `/readyz` and `/healthz`, without
+    /// authentication; when set, `/metrics` is not served on the main listener.
+    pub(crate) listen: Option<SocketAddr>,
+}
+
+/// `[limits]`: per-caller rates and per-module concurrency.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsConfig {
+    /// Tool calls per minute per caller (a token bucket; 0: no limit).
+    #[serde(default = "default_calls_per_minute")]
+    pub(crate) calls_per_minute: u32,
+    /// Calls a caller may make at once above the rate.
+    #[serde(default = "default_calls_burst")]
+    pub(crate) calls_burst: u32,
+    /// Elicitations (confirmations among them) a caller may create per minute (0: no limit).
+    #[serde(default = "default_confirmations_per_minute")]
+    pub(crate) confirmations_per_minute: u32,
+    /// Confirmations a caller may create at once above the rate.
+    #[serde(default = "default_confirmations_burst")]
+    pub(crate) confirmations_burst: u32,
+    /// Calls one module runs at once (0: no limit); more wait up to `module_queue_timeout`.
+    #[serde(default = "default_module_concurrency")]
+    pub(crate) module_concurrency: u32,
+    #[serde(default = "default_module_queue_timeout", with = "duration")]
+    pub(crate) module_queue_timeout: Duration,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            calls_per_minute: default_calls_per_minute(),
+            calls_burst: default_calls_burst(),
+            confirmations_per_minute: default_confirmations_per_minute(),
+            confirmations_burst: default_confirmations_burst(),
+            module_concurrency: default_module_concurrency(),
+            module_queue_timeout: default_module_queue_timeout(),
+        }
+    }
+}
+
+fn default_calls_per_minute() -> u32 {
+    600
+}
+fn default_calls_burst() -> u32 {
+    60
+}
+fn default_confirmations_per_minute() -> u32 {
+    60
+}
+fn default_confirmations_burst() -> u32 {
+    20
+}
+fn default_module_concurrency() -> u32 {
+    64
+}
+fn default_module_queue_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
 /// `[uploads]`: where files answering `file_upload` elicitations are kept.
@@ -150,6 +218,9 @@ pub(crate) struct StoreConfig {
     pub(crate) max_bytes_per_caller: usize,
     #[serde(default = "default_sweep", with = "duration")]
     pub(crate) sweep_interval: Duration,
+    /// Finished elicitations older than this are erased (their audit trail stays).
+    #[serde(default, with = "duration::option")]
+    pub(crate) retention: Option<Duration>,
 }
 
 impl Default for StoreConfig {
@@ -166,6 +237,7 @@ impl Default for StoreConfig {
             max_bytes: default_max_bytes(),
             max_bytes_per_caller: default_max_bytes_per_caller(),
             sweep_interval: default_sweep(),
+            retention: None,
         }
     }
 }
@@ -302,6 +374,8 @@ pub(crate) struct JwtScopes {
     pub(crate) respond: String,
     #[serde(default = "scope_create")]
     pub(crate) create: String,
+    #[serde(default = "scope_metrics")]
+    pub(crate) metrics: String,
 }
 
 impl Default for JwtScopes {
@@ -310,6 +384,7 @@ impl Default for JwtScopes {
             tools_call: scope_tools_call(),
             respond: scope_respond(),
             create: scope_create(),
+            metrics: scope_metrics(),
         }
     }
 }
@@ -322,6 +397,9 @@ fn scope_respond() -> String {
 }
 fn scope_create() -> String {
     mcp_http::auth::SCOPE_CREATE.into()
+}
+fn scope_metrics() -> String {
+    mcp_http::auth::SCOPE_METRICS.into()
 }
 fn default_groups_claim() -> String {
     "groups".into()
@@ -425,6 +503,7 @@ impl JwtConfig {
                 tools_call: self.scopes.tools_call.clone(),
                 respond: self.scopes.respond.clone(),
                 create: self.scopes.create.clone(),
+                metrics: self.scopes.metrics.clone(),
             },
             tenant_claim: self.tenant_claim.clone(),
             groups_claim: self.groups_claim.clone(),
@@ -624,6 +703,9 @@ pub(crate) struct ModuleConfig {
     pub(crate) prefix: Option<String>,
     #[serde(default = "default_call_timeout", with = "duration")]
     pub(crate) call_timeout: Duration,
+    /// `/readyz` answers 503 while this module is down.
+    #[serde(default)]
+    pub(crate) required: bool,
 }
 
 /// Whether `value` gives away `secret`: contains it, or (a secret too short to search for
@@ -744,8 +826,8 @@ mod duration {
 
     use serde::Deserializer;
 
-    const UNITS: [(&str, u64); 3] = [("s", 1), ("m", 60), ("h", 3600)];
-    const EXAMPLE: &str = "\"30s\", \"10m\" or \"2h\"";
+    const UNITS: [(&str, u64); 4] = [("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)];
+    const EXAMPLE: &str = "\"30s\", \"10m\", \"2h\" or \"30d\"";
 
     #[cfg(test)]
     pub(super) fn parse(text: &str) -> Result<Duration, String> {
@@ -784,6 +866,7 @@ impl Config {
             trust_annotations: true,
             prefix: None,
             call_timeout: default_call_timeout(),
+            required: false,
         });
         config
     }
@@ -847,6 +930,19 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
+        if let Some(retention) = self.store.retention
+            && retention < Duration::from_secs(60)
+        {
+            bail!(
+                "[store] retention must be at least 1 minute (finished elicitations older than it are erased), not {}s",
+                retention.as_secs()
+            );
+        }
+        if self.limits.module_concurrency > 0 && self.limits.module_queue_timeout.is_zero() {
+            bail!(
+                "[limits] module_queue_timeout must be more than 0 when module_concurrency is set"
+            );
+        }
         for rule in &self.approvers {
             rule.resolve()?;
         }
@@ -1022,13 +1118,19 @@ mod tests {
         assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(duration::parse("45"), Ok(Duration::from_secs(45)));
         assert!(duration::parse("ten minutes").is_err());
-        assert!(duration::parse("5d").is_err());
+        assert_eq!(duration::parse("30d"), Ok(Duration::from_secs(30 * 86_400)));
+        assert!(duration::parse("5w").is_err());
     }
 
     #[test]
     fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
         let cases = [
             ("listen = \"0.0.0.0:8080\"", "loopback"),
+            ("[store]\nretention = \"30s\"", "at least 1 minute"),
+            (
+                "[limits]\nmodule_queue_timeout = \"0s\"",
+                "module_queue_timeout must be more than 0",
+            ),
             ("[auth]\nmode = \"jwt\"", "needs an [auth.jwt] section"),
             (
                 "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"",
@@ -1086,6 +1188,10 @@ mod tests {
         assert!(
             toml::from_str::<Config>("lisen = \"127.0.0.1:1\"").is_err(),
             "unknown keys are errors"
+        );
+        assert!(
+            toml::from_str::<Config>("[metrics]\nlisten = \"nowhere\"").is_err(),
+            "an operations listener is an address"
         );
     }
 }

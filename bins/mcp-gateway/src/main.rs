@@ -188,15 +188,35 @@ async fn serve(config: Option<Config>) -> Result<()> {
     let sweeper = tokio::spawn(elicitation_store::sweep(
         app.store.clone(),
         Arc::new(SystemClock),
-        config.store.sweep_interval,
+        elicitation_store::SweepOptions {
+            every: config.store.sweep_interval,
+            retention: config.store.retention,
+        },
         {
             let service = app.service.clone();
-            move |expired| service.expired(expired)
+            move |swept| service.swept(swept)
         },
         async {
             let _ = sweeper_stopped.await;
         },
     ));
+    let (stop_operations, operations_stopped) = tokio::sync::oneshot::channel::<()>();
+    let operations = match config.metrics.listen {
+        Some(at) => {
+            let listener = TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen on {at} ([metrics] listen)"))?;
+            tracing::info!(address = %listener.local_addr()?, "operations endpoints (/metrics, /readyz, /healthz) listening");
+            Some(tokio::spawn(mcp_http::serve_operations(
+                listener,
+                app.service.clone(),
+                async {
+                    let _ = operations_stopped.await;
+                },
+            )))
+        }
+        None => None,
+    };
     let serve_config = mcp_http::ServeConfig {
         header_read_timeout: config.http.header_read_timeout,
         idle_timeout: config.http.idle_timeout,
@@ -211,6 +231,10 @@ async fn serve(config: Option<Config>) -> Result<()> {
     .await;
     let _ = stop_sweeper.send(());
     let _ = sweeper.await;
+    let _ = stop_operations.send(());
+    if let Some(operations) = operations {
+        let _ = operations.await;
+    }
     app.registry.shutdown().await;
     tracing::info!("stopped");
     Ok(())

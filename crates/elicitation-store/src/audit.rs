@@ -74,11 +74,13 @@ pub enum RejectReason {
     StoreError,
     /// The store keeps confirmations only for authenticated callers.
     NoAuthenticatedCaller,
+    /// The caller made more calls, or asked for more confirmations, than its rate allows.
+    RateLimited,
 }
 
 impl RejectReason {
     /// Every reason.
-    pub const ALL: [RejectReason; 8] = [
+    pub const ALL: [RejectReason; 9] = [
         RejectReason::PolicyDenied,
         RejectReason::UserRejected,
         RejectReason::ConfirmationCancelled,
@@ -87,6 +89,7 @@ impl RejectReason {
         RejectReason::CallerFull,
         RejectReason::StoreError,
         RejectReason::NoAuthenticatedCaller,
+        RejectReason::RateLimited,
     ];
 
     /// The stored value.
@@ -100,6 +103,7 @@ impl RejectReason {
             RejectReason::CallerFull => "caller_full",
             RejectReason::StoreError => "store_error",
             RejectReason::NoAuthenticatedCaller => "no_authenticated_caller",
+            RejectReason::RateLimited => "rate_limited",
         }
     }
 }

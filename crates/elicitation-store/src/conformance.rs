@@ -63,6 +63,7 @@ macro_rules! conformance_tests {
             bad_input_is_refused_with_typed_errors,
             arguments_read_back_exactly_as_digested,
             approvers_answer_only_what_their_group_may,
+            retention_erases_only_what_is_finished_and_old,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1174,4 +1175,100 @@ pub(crate) async fn approvers_answer_only_what_their_group_may(
             .unwrap(),
         Some(false)
     );
+}
+
+/// Retention: finished elicitations whose every time (expiry, answer, cancellation,
+/// consumption) is before the cutoff are erased; pending ones, and an approval that could
+/// still authorise its call, are kept.
+pub(crate) async fn retention_erases_only_what_is_finished_and_old(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let short = |n: i64| {
+        let mut r = request("fs__rm", json!({ "n": n }));
+        r.ttl = Duration::seconds(10);
+        r
+    };
+    let create = async |caller: Caller, r: ConfirmationRequest| {
+        h.store
+            .create_confirmation(&caller, r)
+            .await
+            .unwrap()
+            .elicitation
+            .id
+    };
+    let expired = create(alice(), short(1)).await;
+    let cancelled = create(alice(), short(2)).await;
+    h.store
+        .cancel(&alice(), cancelled, CancelReason::CancelledByPerson)
+        .await
+        .unwrap();
+    let used = create(bob(), short(3)).await;
+    h.store
+        .respond(&bob(), used, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    h.store
+        .consume_confirmation(&bob(), used, &binding("fs__rm", &json!({"n": 3})))
+        .await
+        .unwrap();
+    // Approved, unused, and valid for ten minutes: it may still authorise its call.
+    let usable = create(alice(), request("fs__rm", json!({"n": 4}))).await;
+    h.store
+        .respond(&alice(), usable, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let pending = create(alice(), request("fs__rm", json!({"n": 5}))).await;
+    assert_eq!(h.store.pending_count().await.unwrap(), 2);
+
+    h.clock.advance(Duration::seconds(11));
+    let now = crate::Clock::now(&*h.clock);
+    assert_eq!(h.store.expire_due(now).await.unwrap().len(), 1);
+    let mut erased: Vec<_> = h
+        .store
+        .erase_finished(now)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            assert_eq!(e.kind, ElicitationType::Confirmation);
+            e.id
+        })
+        .collect();
+    erased.sort();
+    let mut want = vec![expired, cancelled, used];
+    want.sort();
+    assert_eq!(erased, want);
+    assert!(
+        h.store.erase_finished(now).await.unwrap().is_empty(),
+        "erased once"
+    );
+    for (caller, id) in [(alice(), expired), (alice(), cancelled), (bob(), used)] {
+        assert!(
+            matches!(
+                h.twin.get(&caller, id).await,
+                Err(StoreError::NotFound { .. })
+            ),
+            "{id} is gone"
+        );
+    }
+    // What may still be used is kept, and still works.
+    assert_eq!(
+        h.store
+            .consume_confirmation(&alice(), usable, &binding("fs__rm", &json!({"n": 4})))
+            .await
+            .unwrap()
+            .id,
+        usable
+    );
+    assert_eq!(
+        h.store
+            .get(&alice(), pending)
+            .await
+            .unwrap()
+            .elicitation
+            .status,
+        ElicitationStatus::Pending
+    );
+    assert_eq!(h.store.pending_count().await.unwrap(), 1);
 }

@@ -33,12 +33,12 @@ pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
 pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
-pub use migrate::migrate;
+pub use migrate::{latest_version, migrate};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, Approver, CallBinding, ConfirmationRequest, ElicitationStore,
-    ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, MIN_TTL, Redeemed,
-    StoredElicitation, Unreadable,
+    ErasedElicitation, ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, MIN_TTL,
+    Redeemed, StoredElicitation, Unreadable,
 };
-pub use sweeper::sweep;
+pub use sweeper::{SweepOptions, Swept, sweep, sweep_once};

@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 use crate::audit::{self, Event};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
-    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore,
+    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
     ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
     StoredElicitation, SystemClock,
 };
@@ -679,6 +679,48 @@ impl ElicitationStore for MemoryStore {
             || async { self.get(caller, id).await.map(|s| s.elicitation) },
         )
         .await
+    }
+
+    async fn erase_finished(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<Vec<ErasedElicitation>, StoreError> {
+        let mut state = self.lock();
+        let erased: Vec<ErasedElicitation> = state
+            .entries
+            .values()
+            .filter(|entry| {
+                let e = &entry.elicitation;
+                e.status != ElicitationStatus::Pending
+                    && [
+                        Some(e.expires_at),
+                        e.responded_at,
+                        e.cancelled_at,
+                        e.consumed_at,
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .all(|at| at <= before)
+            })
+            .map(|entry| ErasedElicitation {
+                id: entry.elicitation.id,
+                kind: entry.elicitation.kind(),
+            })
+            .collect();
+        for e in &erased {
+            state.remove(e.id);
+        }
+        Ok(erased)
+    }
+
+    async fn pending_count(&self) -> Result<u64, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        Ok(state
+            .entries
+            .values()
+            .filter(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending)
+            .count() as u64)
     }
 
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {

@@ -9,6 +9,17 @@ mod embedded {
     refinery::embed_migrations!("../../migrations");
 }
 
+/// The newest migration this build embeds: a database whose newest applied migration is
+/// older is not ready for it.
+pub fn latest_version() -> i32 {
+    embedded::migrations::runner()
+        .get_migrations()
+        .iter()
+        .map(|m| m.version())
+        .max()
+        .unwrap_or(0)
+}
+
 /// An arbitrary constant naming the advisory lock that serialises migration runs (refinery
 /// takes none, and two instances starting at once must not race).
 const MIGRATION_LOCK: i64 = 0x6d63_705f_6d69_6772;

@@ -31,7 +31,7 @@ use crate::audit::{self, Event, GateRecord, RejectReason};
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
-    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore,
+    Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
     ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
     StoredElicitation, SystemClock, Unreadable,
 };
@@ -826,6 +826,59 @@ impl ElicitationStore for PostgresStore {
             ],
         )
         .await?;
+        Ok(())
+    }
+
+    async fn erase_finished(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<Vec<ErasedElicitation>, StoreError> {
+        let before = truncate_to_micros(before);
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let statement = client
+            .prepare_cached(sql::ERASE_FINISHED)
+            .await
+            .map_err(map_db_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let rows = client
+            .query(&statement, &[&before, &EXPIRE_BATCH])
+            .await
+            .map_err(map_db_error)?;
+        let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
+        rows.iter()
+            .map(|row| {
+                let id = ElicitationId::from_uuid(row.get(0));
+                specs.remove(&id);
+                let kind: &str = row.get(1);
+                let kind: ElicitationType =
+                    kind.parse().map_err(|e| StoreError::Backend(Box::new(e)))?;
+                Ok(ErasedElicitation { id, kind })
+            })
+            .collect()
+    }
+
+    async fn pending_count(&self) -> Result<u64, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let count: i64 = client
+            .query_one(sql::PENDING_COUNT, &[])
+            .await
+            .map_err(map_db_error)?
+            .get(0);
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let version: Option<i32> = client
+            .query_one(sql::SCHEMA_VERSION, &[])
+            .await
+            .map_err(map_db_error)?
+            .get(0);
+        if version.unwrap_or(0) < crate::latest_version() {
+            return Err(StoreError::NotMigrated);
+        }
         Ok(())
     }
 

@@ -241,6 +241,16 @@ pub struct ExpiredElicitation {
     pub tool: Option<String>,
 }
 
+/// A finished elicitation the retention job erased (its record is gone; its audit trail
+/// stays).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ErasedElicitation {
+    /// Which.
+    pub id: ElicitationId,
+    /// Its type (a `file_upload`'s files are removed with it).
+    pub kind: elicitation_core::ElicitationType,
+}
+
 /// Where elicitations live. Every operation is scoped to a [`Caller`]: another caller's
 /// elicitation behaves exactly like a missing one ([`StoreError::NotFound`]).
 ///
@@ -381,6 +391,26 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// Moves every pending elicitation due at `now` to `expired` and returns them (the
     /// sweeper's primitive; across all callers).
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError>;
+
+    /// Erases every finished elicitation (not pending; expired, answered, cancelled and
+    /// consumed — whichever it was — at or before `before`) with its payloads, and returns
+    /// them; the audit trail stays (the retention job's primitive; across all callers, at
+    /// most a batch per call). An approved confirmation that could still authorise its call
+    /// is never finished in this sense.
+    async fn erase_finished(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<Vec<ErasedElicitation>, StoreError>;
+
+    /// How many elicitations, of all callers, wait for an answer now (a count, for the
+    /// operator).
+    async fn pending_count(&self) -> Result<u64, StoreError>;
+
+    /// Whether the store can serve now: reachable, with the migrations this build needs
+    /// applied ([`StoreError::NotMigrated`] otherwise).
+    async fn ping(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 
     /// Records in the store's own audit trail (the Postgres table; the memory store keeps
     /// none beyond the log) what the gate did with a call to `tool`: a refusal (with the

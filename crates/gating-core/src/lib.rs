@@ -9,7 +9,7 @@
 //!   confirmation is bound to.
 //! - The `CallToolResult` shapes the gate answers with: [`held_result`],
 //!   [`user_rejected_result`], [`cancelled_result`], [`expired_result`], [`denied_result`],
-//!   [`gate_unavailable_result`], [`upstream_error_result`].
+//!   [`gate_unavailable_result`], [`upstream_error_result`], [`rate_limited_result`].
 //!
 //! This crate does no IO and keeps no state: it neither stores confirmations nor forwards
 //! calls. The store and the HTTP service do that, asking this crate what to do.
@@ -29,5 +29,5 @@ pub use policy::{
 pub use result::{
     ConfirmationMessage, ResultParts, cancelled_result, confirmation_message, confirmation_prompt,
     denied_result, expired_result, gate_unavailable_result, held_result, held_result_parts,
-    upstream_error_result, user_rejected_result, visible,
+    rate_limited_result, upstream_error_result, user_rejected_result, visible,
 };

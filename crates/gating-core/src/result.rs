@@ -235,5 +235,21 @@ pub fn upstream_error_result(reason: &str, has_output_schema: bool) -> Value {
     result
 }
 
+/// A call refused because its caller is over a limit (`what` says which, `retry_after_secs`
+/// when to try again): an error result the agent can act on. Like
+/// [`upstream_error_result`], without `structuredContent` for a tool that declares an
+/// `outputSchema`.
+pub fn rate_limited_result(what: &str, retry_after_secs: u64, has_output_schema: bool) -> Value {
+    let parts = ResultParts {
+        text: format!("Not run: {what}. Try again in {retry_after_secs} s."),
+        structured: json!({"rate_limited": true, "retry_after_secs": retry_after_secs}),
+    };
+    let mut result = tool_result(&parts, true);
+    if has_output_schema && let Some(map) = result.as_object_mut() {
+        map.remove("structuredContent");
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests;

@@ -207,7 +207,7 @@ impl Mrtr {
     ) -> Result<ResultBody, McpError> {
         let responses = params.input_responses.take();
         let state = params.request_state.take();
-        let call = match self.gateway.classify(params).await? {
+        let call = match self.gateway.classify(principal, params).await? {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
             other => return self.gateway.run(principal, other, relay).await.into_reply(),

@@ -21,6 +21,8 @@ pub const SCOPE_RESPOND: &str = "elicitations:respond";
 /// May ask the caller's person questions through the REST API (`POST
 /// /v1/mcp/elicitations`) and read their answers: for a trusted backend service.
 pub const SCOPE_CREATE: &str = "elicitations:create";
+/// Reading `/metrics` on the main listener.
+pub const SCOPE_METRICS: &str = "metrics:read";
 
 /// An authenticated (or, in mode `none`, assumed) caller and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -163,11 +165,11 @@ fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
 }
 
 impl Auth {
-    /// Mode `none`: the caller `local`, with both scopes.
+    /// Mode `none`: the caller `local`, who may call tools, answer and read the metrics.
     pub fn none() -> Self {
         Auth::None(Arc::new(Principal {
             caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
-            scopes: [SCOPE_TOOLS_CALL, SCOPE_RESPOND]
+            scopes: [SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_METRICS]
                 .into_iter()
                 .map(String::from)
                 .collect(),
@@ -191,7 +193,9 @@ impl Auth {
                     }
                 })?;
             for scope in &grant.scopes {
-                if ![SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE].contains(&scope.as_str()) {
+                if ![SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE, SCOPE_METRICS]
+                    .contains(&scope.as_str())
+                {
                     return Err(AuthConfigError::UnknownScope {
                         subject,
                         scope: scope.clone(),

@@ -109,6 +109,14 @@ pub enum McpError {
     /// The caller holds as many long-lived streams as it may.
     #[error("this caller already holds {0} open streams; close one first")]
     TooManyStreams(usize),
+    /// The caller is over a rate limit; it may try again after this many seconds.
+    #[error("too many requests: {what}; try again in {retry_after} s")]
+    RateLimited {
+        /// Which limit.
+        what: &'static str,
+        /// Seconds until it may try again (`Retry-After`).
+        retry_after: u64,
+    },
     /// The client cancelled the request (`notifications/cancelled`).
     #[error("request cancelled")]
     Cancelled,
@@ -129,7 +137,7 @@ impl McpError {
                 -32600
             }
             McpError::MethodNotFound(_) | McpError::MethodNotAllowed | McpError::NotFound => -32601,
-            McpError::TooManyStreams(_) => -32600,
+            McpError::TooManyStreams(_) | McpError::RateLimited { .. } => -32600,
             McpError::InvalidParams(_) | McpError::UnknownTool(_) | McpError::BadBody(_) => -32602,
             McpError::InvalidResponse { .. } => -32602,
             McpError::HeaderMismatch(_) => -32020,
@@ -169,7 +177,9 @@ impl McpError {
             McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             McpError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
-            McpError::TooManyStreams(_) => StatusCode::TOO_MANY_REQUESTS,
+            McpError::TooManyStreams(_) | McpError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             McpError::InvalidResponse { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             McpError::MethodNotFound(_) if era == Some(Era::Modern) => StatusCode::NOT_FOUND,
             McpError::InvalidParams(_) if era == Some(Era::Modern) => StatusCode::BAD_REQUEST,

@@ -38,6 +38,8 @@ pub struct Gateway {
     policy: GatePolicy,
     require_authenticated_caller: bool,
     approvers: Vec<ApproverRule>,
+    metrics: Arc<crate::metrics::Metrics>,
+    limits: crate::limits::Limits,
 }
 
 /// `[[approvers]]`: confirmations of the tools a pattern matches are answered by a group.
@@ -137,13 +139,17 @@ pub enum Classified {
     Deny(Arc<ToolEntry>),
     /// Gated: forwarded only with a person's confirmation.
     Gated(Box<GatedCall>),
+    /// The caller is over its call rate: refused, to try again after the wait.
+    Limited(Arc<ToolEntry>, Duration),
 }
 
 impl Classified {
     /// The tool called.
     pub fn entry(&self) -> &Arc<ToolEntry> {
         match self {
-            Classified::Forward(entry, _) | Classified::Deny(entry) => entry,
+            Classified::Forward(entry, _)
+            | Classified::Deny(entry)
+            | Classified::Limited(entry, _) => entry,
             Classified::Gated(call) => &call.entry,
         }
     }
@@ -172,7 +178,39 @@ impl Gateway {
             policy,
             require_authenticated_caller,
             approvers: Vec::new(),
+            metrics: Arc::default(),
+            limits: crate::limits::Limits::default(),
         }
+    }
+
+    /// Holds each caller to these rates of calls and of confirmations.
+    #[must_use]
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The per-caller limits (the REST API's elicitations count against them too).
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.limits
+    }
+
+    /// Counts what happens to calls in `metrics` (the store should be a
+    /// [`crate::metrics::MeteredStore`] over the same metrics).
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Where calls are counted.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.metrics
+    }
+
+    /// The modules' catalog.
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
     }
 
     /// Confirmations of the tools these rules match are answered by their groups (the
@@ -360,8 +398,16 @@ impl Gateway {
 
     /// Step one of the gate: which tool, and does the policy forward, deny or gate it. A
     /// gated call's binding (the digest of its arguments) and message are made here, once.
-    pub async fn classify(&self, params: CallToolParams) -> Result<Classified, McpError> {
+    pub async fn classify(
+        &self,
+        principal: &Principal,
+        params: CallToolParams,
+    ) -> Result<Classified, McpError> {
         let entry = self.tool(&params.name).await?;
+        // Every call is classified once: the caller's call rate is counted here.
+        if let Err(wait) = self.limits.call(&principal.caller) {
+            return Ok(Classified::Limited(entry, wait));
+        }
         let unreadable = |e: serde_json::Error| {
             McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
         };
@@ -412,7 +458,7 @@ impl Gateway {
         principal: &Principal,
         params: CallToolParams,
     ) -> Result<CallOutcome, McpError> {
-        let classified = self.classify(params).await?;
+        let classified = self.classify(principal, params).await?;
         Ok(self.run(principal, classified, None).await)
     }
 
@@ -425,11 +471,23 @@ impl Gateway {
         classified: Classified,
         relay: Option<Arc<dyn Relay>>,
     ) -> CallOutcome {
-        match classified {
+        let started = std::time::Instant::now();
+        let mut upstream = Duration::ZERO;
+        let outcome = match classified {
+            Classified::Limited(entry, wait) => {
+                return self.limited(principal, &entry, "calls", wait);
+            }
             Classified::Forward(entry, params) => {
                 let forwarded = Audit::Forwarded { gated: false };
-                self.forward(principal, &entry, params, forwarded, None, relay)
-                    .await
+                self.forward(
+                    principal,
+                    &entry,
+                    params,
+                    (forwarded, None),
+                    relay,
+                    &mut upstream,
+                )
+                .await
             }
             Classified::Deny(entry) => {
                 self.refused(principal, &entry, RejectReason::PolicyDenied, None)
@@ -441,9 +499,12 @@ impl Gateway {
                     .params
                     .confirmation_id()
                     .and_then(|id| id.parse::<ElicitationId>().ok());
-                self.resolve(principal, &call, confirmation, relay).await
+                self.resolve_timed(principal, &call, confirmation, relay, &mut upstream)
+                    .await
             }
-        }
+        };
+        self.metrics.gateway_time(started.elapsed(), upstream);
+        outcome
     }
 
     /// Step two of the gate: what becomes of a gated call given the confirmation the caller
@@ -457,6 +518,24 @@ impl Gateway {
         call: &GatedCall,
         confirmation_id: Option<ElicitationId>,
         relay: Option<Arc<dyn Relay>>,
+    ) -> CallOutcome {
+        let started = std::time::Instant::now();
+        let mut upstream = Duration::ZERO;
+        let outcome = self
+            .resolve_timed(principal, call, confirmation_id, relay, &mut upstream)
+            .await;
+        self.metrics.gateway_time(started.elapsed(), upstream);
+        outcome
+    }
+
+    /// [`Gateway::resolve`], adding the module's time on a forwarded call to `upstream`.
+    async fn resolve_timed(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        confirmation_id: Option<ElicitationId>,
+        relay: Option<Arc<dyn Relay>>,
+        upstream: &mut Duration,
     ) -> CallOutcome {
         let entry = &*call.entry;
         let binding = &call.binding;
@@ -485,9 +564,9 @@ impl Gateway {
                             principal,
                             entry,
                             call.params.clone(),
-                            forwarded,
-                            Some(id),
+                            (forwarded, Some(id)),
                             relay,
+                            upstream,
                         )
                         .await;
                 }
@@ -549,6 +628,9 @@ impl Gateway {
             ),
             _ => call.message.text.clone(),
         };
+        if let Err(wait) = self.limits.elicitation(caller) {
+            return self.limited(principal, entry, "confirmations", wait);
+        }
         let request = ConfirmationRequest {
             binding: binding.clone(),
             arguments: call.arguments.clone(),
@@ -558,7 +640,7 @@ impl Gateway {
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
-                audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
+                self.audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
                 pending(stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
@@ -577,6 +659,34 @@ impl Gateway {
             }
             Err(e) => done(self.fail_closed(principal, entry, &e)),
         }
+    }
+
+    /// A call refused by a rate limit: logged and counted, never written to the store (a
+    /// caller over its rate must not be able to fill the audit trail).
+    fn limited(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        limit: &'static str,
+        wait: Duration,
+    ) -> CallOutcome {
+        self.metrics.limited(limit);
+        self.audit(
+            principal,
+            entry,
+            Audit::Rejected(RejectReason::RateLimited.label()),
+            None,
+        );
+        let what = match limit {
+            "calls" => "this caller is making tool calls faster than the gateway allows",
+            _ => "this caller is asking for confirmations faster than the gateway allows",
+        };
+        let has_output_schema = entry.tool.get("outputSchema").is_some();
+        CallOutcome::Done(gating_core::rate_limited_result(
+            what,
+            crate::limits::retry_after_secs(wait),
+            has_output_schema,
+        ))
     }
 
     async fn refused(
@@ -603,7 +713,7 @@ impl Gateway {
             GateRecord::Held => Audit::Held,
             GateRecord::Rejected(reason) => Audit::Rejected(reason.label()),
         };
-        audit(principal, entry, event, id);
+        self.audit(principal, entry, event, id);
         if let Err(e) =
             timed(
                 self.store
@@ -620,7 +730,7 @@ impl Gateway {
     fn fail_closed(&self, principal: &Principal, entry: &ToolEntry, error: &StoreError) -> Value {
         let error_id = crate::error::new_error_id();
         tracing::error!(tool = %entry.qualified, %error_id, error = %error, source = ?std::error::Error::source(error), "confirmation store failed; the call is not forwarded");
-        audit(
+        self.audit(
             principal,
             entry,
             Audit::Rejected(RejectReason::StoreError.label()),
@@ -648,24 +758,41 @@ impl Gateway {
         principal: &Principal,
         entry: &ToolEntry,
         params: CallToolParams,
-        event: Audit,
-        confirmation: Option<ElicitationId>,
+        (event, confirmation): (Audit, Option<ElicitationId>),
         relay: Option<Arc<dyn Relay>>,
+        upstream: &mut Duration,
     ) -> CallOutcome {
-        audit(principal, entry, event, confirmation);
-        // Passed on unparsed, so read at its top level first.
+        self.audit(principal, entry, event, confirmation);
+        let started = std::time::Instant::now();
         let answered = self
             .registry
             .call(entry, params.into_upstream(&entry.original), relay)
-            .await
-            .and_then(|result| {
-                mcp_wire::result::usable(&result)
-                    .map(|()| result)
-                    .map_err(|reason| ModuleError::Protocol {
-                        module: entry.module_name.clone(),
-                        reason,
-                    })
-            });
+            .await;
+        let took = started.elapsed();
+        *upstream += took;
+        self.metrics.module_time(&entry.module_name, took);
+        // Passed on unparsed, so read at its top level first.
+        let answered = answered.and_then(|result| {
+            mcp_wire::result::usable(&result)
+                .map(|()| result)
+                .map_err(|reason| ModuleError::Protocol {
+                    module: entry.module_name.clone(),
+                    reason,
+                })
+        });
+        let (outcome, reason) = match &answered {
+            Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
+            Ok(_) => ("forwarded", ""),
+            Err(ModuleError::Rpc { .. }) => ("module_error", "rpc_error"),
+            Err(ModuleError::Timeout { .. }) => ("module_error", "timeout"),
+            Err(ModuleError::Busy { .. }) => {
+                self.metrics.limited("module_concurrency");
+                ("module_error", "busy")
+            }
+            Err(_) => ("module_error", "failed"),
+        };
+        self.metrics
+            .tool_call(&entry.module_name, &entry.qualified, outcome, reason);
         match answered {
             Ok(result) => CallOutcome::Forwarded(result),
             Err(ModuleError::Rpc {
@@ -738,6 +865,30 @@ async fn timed<T>(
                 "the store did not answer in time".into(),
             ))
         })
+}
+
+impl Gateway {
+    /// One structured audit event (target `audit`), never with arguments or payloads; a
+    /// hold or a refusal is counted (a forward is counted once the module answered).
+    fn audit(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+        event: Audit,
+        elicitation: Option<ElicitationId>,
+    ) {
+        match event {
+            Audit::Held => self
+                .metrics
+                .tool_call(&entry.module_name, &entry.qualified, "held", ""),
+            Audit::Rejected(reason) => {
+                self.metrics
+                    .tool_call(&entry.module_name, &entry.qualified, "rejected", reason)
+            }
+            Audit::Forwarded { .. } => {}
+        }
+        audit(principal, entry, event, elicitation);
+    }
 }
 
 /// One structured audit event (target `audit`). Never arguments or payloads.

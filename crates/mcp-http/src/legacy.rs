@@ -133,7 +133,7 @@ impl McpService {
                 let may_ask = (form || url)
                     && self.config.native != ask::NativeMode::Off
                     && streaming == Streaming::Allowed;
-                match self.gateway.classify(params).await? {
+                match self.gateway.classify(principal, params).await? {
                     Classified::Gated(call) if may_ask => {
                         let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
                         match self.gateway.resolve(principal, &call, named, None).await {

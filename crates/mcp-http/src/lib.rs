@@ -17,7 +17,9 @@ mod bridge;
 pub mod error;
 pub mod gateway;
 mod legacy;
+pub mod limits;
 pub mod listen;
+pub mod metrics;
 mod modern;
 mod relay;
 pub mod response;
@@ -31,4 +33,4 @@ pub mod uploads;
 mod serve;
 
 pub use relay::ClientAnswers;
-pub use serve::{ServeConfig, serve};
+pub use serve::{ServeConfig, serve, serve_operations};

@@ -57,6 +57,11 @@ pub fn error(error: &McpError, surface: Surface<'_>) -> Response<Body> {
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
     }
+    if let McpError::RateLimited { retry_after, .. } = error {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+    }
     if matches!(error, McpError::MethodNotAllowed) {
         let allow = match surface {
             Surface::JsonRpc { .. } => "POST, DELETE",
@@ -91,6 +96,15 @@ fn bytes_response(status: StatusCode, content_type: &'static str, body: Vec<u8>)
         .headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
+}
+
+/// The Prometheus text exposition.
+pub fn metrics(text: String) -> Response<Body> {
+    bytes_response(
+        StatusCode::OK,
+        "text/plain; version=0.0.4; charset=utf-8",
+        text.into_bytes(),
+    )
 }
 
 /// A JSON body.

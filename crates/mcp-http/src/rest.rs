@@ -81,6 +81,13 @@ pub async fn handle(
         (&http::Method::POST, []) => {
             principal.require(SCOPE_CREATE)?;
             let (spec, ttl) = create_body(request.body)?;
+            if let Err(wait) = gateway.limits().elicitation(caller) {
+                gateway.metrics().limited("confirmations");
+                return Err(McpError::RateLimited {
+                    what: "this caller is creating elicitations faster than the gateway allows",
+                    retry_after: crate::limits::retry_after_secs(wait),
+                });
+            }
             let created = store.create(caller, spec, ttl).await?;
             let shown = read_view(store.get(caller, created.id).await, created.id)?;
             Ok((http::StatusCode::CREATED, shown))

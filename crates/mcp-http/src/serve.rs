@@ -120,6 +120,7 @@ pub async fn serve(
         };
         // Answers are written whole; don't let Nagle hold back their last segment.
         let _ = stream.set_nodelay(true);
+        let counted = service.gateway.metrics().connection();
         let service = service.clone();
         let (io, activity) = IdleIo::new(TokioIo::new(stream));
         let busy = activity.clone();
@@ -153,6 +154,7 @@ pub async fn serve(
         let open = open.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let _counted = counted;
             tokio::select! {
                 () = shed.notified() => {}
                 result = connection => {
@@ -177,6 +179,57 @@ pub async fn serve(
     {
         tracing::warn!("some connections did not finish within {DRAIN:?}");
     }
+}
+
+/// Serves the operations endpoints (`/healthz`, `/readyz`, `/metrics`) of `service` on
+/// `listener`, without authentication — bind it where only the operator's network reaches —
+/// until `shutdown` completes. Anything else is 404.
+pub async fn serve_operations(
+    listener: TcpListener,
+    service: Arc<McpService>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::debug!(error = %e, "accept failed on the operations listener");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let service = service.clone();
+        let handler = service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+            let service = service.clone();
+            async move {
+                let response = match service
+                    .operations(request.method(), request.uri().path())
+                    .await
+                {
+                    Some(response) => response,
+                    None => crate::response::error(
+                        &crate::error::McpError::NotFound,
+                        crate::response::Surface::Problem,
+                    ),
+                };
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        let connection = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(Duration::from_secs(10))
+            .serve_connection(TokioIo::new(stream), handler);
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(60), connection).await;
+        });
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(5), graceful.shutdown()).await;
 }
 
 /// The open connections, so that at the cap one that is only waiting can be closed.

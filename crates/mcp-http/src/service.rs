@@ -60,6 +60,11 @@ pub struct ServiceConfig {
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
     /// approvals page's URLs; without it, the request's `Host` over `http`.
     pub public_url: Option<String>,
+    /// Modules that must be up for `/readyz` to answer 200.
+    pub required_modules: Vec<String>,
+    /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
+    /// scope); off when a separate operations listener serves it.
+    pub metrics_on_main: bool,
 }
 
 impl Default for ServiceConfig {
@@ -75,6 +80,8 @@ impl Default for ServiceConfig {
             secure_cookies: false,
             native: ask::NativeMode::Auto,
             public_url: None,
+            required_modules: Vec::new(),
+            metrics_on_main: true,
         }
     }
 }
@@ -244,6 +251,9 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
     });
 }
 
+/// How long `/readyz` waits for the store.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
 pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
@@ -323,15 +333,89 @@ impl McpService {
         });
     }
 
-    /// What the store's sweeper expired: the files kept for expired `file_upload`
+    /// What the store's sweeper expired or erased: the files kept for those `file_upload`
     /// elicitations are removed.
-    pub fn expired(&self, expired: Vec<elicitation_store::ExpiredElicitation>) {
-        self.discard_uploads(
-            expired
-                .into_iter()
-                .filter(|e| e.elicitation.kind() == elicitation_core::ElicitationType::FileUpload)
-                .map(|e| e.elicitation.id),
-        );
+    pub fn swept(&self, swept: elicitation_store::Swept) {
+        use elicitation_core::ElicitationType::FileUpload;
+        let expired = swept
+            .expired
+            .into_iter()
+            .filter(|e| e.elicitation.kind() == FileUpload)
+            .map(|e| e.elicitation.id);
+        let erased = swept
+            .erased
+            .into_iter()
+            .filter(|e| e.kind == FileUpload)
+            .map(|e| e.id);
+        self.discard_uploads(expired.chain(erased));
+    }
+
+    /// `/metrics`: the Prometheus text exposition.
+    pub fn metrics_text(&self) -> String {
+        let registry = self.gateway.registry();
+        let modules = registry.health();
+        self.gateway.metrics().render(crate::metrics::Live {
+            sessions: self.sessions.len(),
+            streams: self.streams.open_total(),
+            modules: &modules,
+        })
+    }
+
+    /// `/readyz`: whether this instance can serve — the store reachable with its migrations
+    /// current, and every required module up. The reasons it cannot, if any.
+    pub async fn readiness(&self) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        match tokio::time::timeout(READY_TIMEOUT, self.gateway.store().ping()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(elicitation_store::StoreError::NotMigrated)) => {
+                problems.push(
+                    "the store's migrations are behind this gateway's (run `mcp-gateway migrate`)"
+                        .to_owned(),
+                );
+            }
+            Ok(Err(e)) => problems.push(format!("the store is unavailable: {e}")),
+            Err(_) => problems.push(format!(
+                "the store did not answer within {} s",
+                READY_TIMEOUT.as_secs()
+            )),
+        }
+        let health = self.gateway.registry().health();
+        for required in &self.config.required_modules {
+            match health.iter().find(|(name, _)| name == required) {
+                Some((_, h)) if h.up => {}
+                Some(_) => problems.push(format!("module {required:?} is down")),
+                None => problems.push(format!("module {required:?} is not configured")),
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// The operations endpoints (`/healthz`, `/readyz`, `/metrics`), without authentication:
+    /// for a listener only the operator's network reaches. `None` for any other path.
+    pub async fn operations(&self, method: &Method, path: &str) -> Option<Response<Body>> {
+        let response = match path {
+            "/healthz" => response::json(StatusCode::OK, &json!({"status": "ok"})),
+            "/readyz" => match self.readiness().await {
+                Ok(()) => response::json(StatusCode::OK, &json!({"status": "ready"})),
+                Err(problems) => response::json(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &json!({"status": "not ready", "problems": problems}),
+                ),
+            },
+            "/metrics" => response::metrics(self.metrics_text()),
+            _ => return None,
+        };
+        if method != Method::GET && method != Method::HEAD {
+            return Some(response::error(
+                &McpError::MethodNotAllowed,
+                Surface::Problem,
+            ));
+        }
+        Some(response)
     }
 
     /// Ends the long-lived streams — sessions' GET streams, `subscriptions/listen` — at
@@ -412,8 +496,19 @@ impl McpService {
         if !self.host_allowed(&parts.headers, &parts.uri) {
             return fail(McpError::BadHost);
         }
-        if path == "/healthz" {
-            return response::json(StatusCode::OK, &json!({"status": "ok"}));
+        if (path == "/healthz" || path == "/readyz")
+            && let Some(response) = self.operations(&parts.method, &path).await
+        {
+            return response;
+        }
+        if path == "/metrics" && self.config.metrics_on_main {
+            return match self.auth.authenticate(&parts.headers).await {
+                Ok(principal) => match principal.require(crate::auth::SCOPE_METRICS) {
+                    Ok(()) => response::metrics(self.metrics_text()),
+                    Err(e) => response::error(&e, Surface::Problem),
+                },
+                Err(e) => response::error(&e, Surface::Problem),
+            };
         }
         if path == PRM_PATH || path.starts_with(&format!("{PRM_PATH}/")) {
             return self.protected_resource_metadata(&parts.method);

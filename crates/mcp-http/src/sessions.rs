@@ -156,6 +156,19 @@ impl Sessions {
         Ok(())
     }
 
+    /// Sessions held now.
+    pub fn len(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.
     pub fn end_streams(&self) {
         for session in self

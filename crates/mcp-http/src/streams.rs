@@ -37,6 +37,12 @@ impl StreamSlots {
         })
     }
 
+    /// Streams open now, of all callers.
+    pub fn open_total(&self) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.values().sum()
+    }
+
     /// Streams `caller` holds open now.
     pub fn open_for(&self, caller: &Caller) -> usize {
         let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);

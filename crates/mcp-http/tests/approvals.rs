@@ -1080,7 +1080,10 @@ async fn uploads_of_cancelled_and_expired_elicitations_are_removed_and_strays_ne
     let later = time::OffsetDateTime::now_utc() + time::Duration::days(30);
     let expired = h.store.expire_due(later).await.unwrap();
     assert_eq!(expired.len(), 1);
-    h.service.expired(expired);
+    h.service.swept(elicitation_store::Swept {
+        expired,
+        erased: Vec::new(),
+    });
     eventually_gone(&h, &stray.upload_id).await;
 }
 

@@ -167,6 +167,20 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.expire_due(now).await
     }
+    async fn erase_finished(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<Vec<elicitation_store::ErasedElicitation>, StoreError> {
+        self.check().await?;
+        self.inner.erase_finished(before).await
+    }
+    async fn pending_count(&self) -> Result<u64, StoreError> {
+        self.check().await?;
+        self.inner.pending_count().await
+    }
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.check().await
+    }
     async fn record_gate(
         &self,
         caller: &Caller,
@@ -605,7 +619,13 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
         r#"{"name":"test__delete","arguments":{"path":"/tmp/x","path":"/etc","n":1.0}}"#,
     )
     .unwrap();
-    let Classified::Gated(call) = gateway.classify(params).await.unwrap() else {
+    let principal = mcp_http::auth::Principal {
+        caller: Caller::new("alice", None).unwrap(),
+        scopes: Default::default(),
+        authenticated: true,
+        groups: Default::default(),
+    };
+    let Classified::Gated(call) = gateway.classify(&principal, params).await.unwrap() else {
         panic!("delete is gated")
     };
     assert!(call.message.text.contains("/etc"), "{}", call.message.text);

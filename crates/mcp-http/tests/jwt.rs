@@ -160,6 +160,7 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
             tools_call: "mcp.tools".into(),
             respond: "mcp.approve".into(),
             create: "mcp.ask".into(),
+            metrics: "mcp.metrics".into(),
         },
         tenant_claim: Some("org".into()),
         groups_claim: "groups".into(),

@@ -14,4 +14,6 @@ pub mod registry;
 mod rpc;
 pub mod stdio;
 
-pub use module::{Module, ModuleError, RELAYED_REQUESTS, Relay, ToolCall, refuse_ask};
+pub use module::{
+    Module, ModuleError, ModuleHealth, RELAYED_REQUESTS, Relay, ToolCall, refuse_ask,
+};

@@ -49,6 +49,14 @@ pub enum ModuleError {
         /// The limit.
         seconds: u64,
     },
+    /// The module already runs as many calls as it may at once, and none ended in time.
+    #[error("module {module} is busy: it already runs {running} calls at once")]
+    Busy {
+        /// The module.
+        module: String,
+        /// Its limit.
+        running: usize,
+    },
     /// The module answered with something that is not MCP.
     #[error("module {module} sent an invalid answer: {reason}")]
     Protocol {
@@ -69,7 +77,9 @@ impl ModuleError {
             ModuleError::Failed { module, .. } => {
                 format!("module {module} failed during the call")
             }
-            ModuleError::Timeout { .. } | ModuleError::Rpc { .. } => self.to_string(),
+            ModuleError::Timeout { .. } | ModuleError::Rpc { .. } | ModuleError::Busy { .. } => {
+                self.to_string()
+            }
             ModuleError::Protocol { module, .. } => {
                 format!("module {module} sent an invalid answer")
             }
@@ -168,8 +178,26 @@ pub trait Module: Send + Sync + 'static {
         None
     }
 
+    /// Whether the module is up now, and how often it was restarted (for metrics and
+    /// readiness). A module without a process of its own is up.
+    fn health(&self) -> ModuleHealth {
+        ModuleHealth {
+            up: true,
+            restarts: 0,
+        }
+    }
+
     /// Stops the module (a child process is terminated).
     async fn shutdown(&self) {}
+}
+
+/// A module's state as the operator sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleHealth {
+    /// Up and answering (a stdio module: its process runs and finished its handshake).
+    pub up: bool,
+    /// Restarts since the gateway started it.
+    pub restarts: u64,
 }
 
 /// One `tools/call` for a module.

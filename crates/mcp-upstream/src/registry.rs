@@ -231,19 +231,47 @@ pub struct Registry {
     log_level: std::sync::atomic::AtomicU8,
     /// Every module's `notifications/resources/updated` URIs.
     updated: tokio::sync::broadcast::Sender<String>,
+    /// Each module's call slots, and how long a call waits for one.
+    call_slots: Vec<Option<Arc<tokio::sync::Semaphore>>>,
+    call_limit: CallLimit,
+}
+
+/// How many tool calls one module runs at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallLimit {
+    /// At most this many calls per module at once (0: no limit).
+    pub max_per_module: usize,
+    /// How long a call waits for a slot before it fails with [`ModuleError::Busy`].
+    pub wait: std::time::Duration,
 }
 
 impl Registry {
     /// Lists every module's tools and watches for changes. A module that cannot be listed
     /// now is tried again later; a name collision is a configuration error.
     pub async fn start(modules: Vec<ModuleSpec>) -> Result<Arc<Registry>, RegistryError> {
+        Self::start_with(modules, CallLimit::default()).await
+    }
+
+    /// [`Registry::start`], running at most `limit` calls per module at once.
+    pub async fn start_with(
+        modules: Vec<ModuleSpec>,
+        limit: CallLimit,
+    ) -> Result<Arc<Registry>, RegistryError> {
         for (i, m) in modules.iter().enumerate() {
             if modules[..i].iter().any(|other| other.name == m.name) {
                 return Err(RegistryError::DuplicateModule(m.name.clone()));
             }
         }
         let count = modules.len();
+        let call_slots = (0..count)
+            .map(|_| {
+                (limit.max_per_module > 0)
+                    .then(|| Arc::new(tokio::sync::Semaphore::new(limit.max_per_module)))
+            })
+            .collect();
         let registry = Arc::new(Registry {
+            call_slots,
+            call_limit: limit,
             modules,
             catalog: RwLock::new(BTreeMap::new()),
             prompts: RwLock::new(BTreeMap::new()),
@@ -564,6 +592,23 @@ impl Registry {
         self.lookup(name)
     }
 
+    /// Each module's name and health; a module whose last listing failed is down.
+    pub fn health(&self) -> Vec<(&str, crate::ModuleHealth)> {
+        let failed = self
+            .failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.modules
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let mut health = spec.module.health();
+                health.up &= failed.get(i).is_none_or(Option::is_none);
+                (spec.name.as_str(), health)
+            })
+            .collect()
+    }
+
     /// Lists again every module whose listing failed at least [`RETRY_LIST_AFTER`] ago.
     async fn retry_failed(&self) {
         let retry: Vec<usize> = {
@@ -735,6 +780,22 @@ impl Registry {
             params,
             mirrored: &entry.mirrored,
             relay,
+        };
+        let _slot = match self.call_slots.get(entry.module).and_then(Option::as_ref) {
+            None => None,
+            Some(slots) => {
+                match tokio::time::timeout(self.call_limit.wait, slots.clone().acquire_owned())
+                    .await
+                {
+                    Ok(Ok(permit)) => Some(permit),
+                    _ => {
+                        return Err(ModuleError::Busy {
+                            module: entry.module_name.clone(),
+                            running: self.call_limit.max_per_module,
+                        });
+                    }
+                }
+            }
         };
         self.modules[entry.module].module.call_tool(call).await
     }

@@ -120,6 +120,8 @@ struct Shared {
     updated: broadcast::Sender<String>,
     /// Bounds the module's own requests being answered at once.
     asking: Arc<tokio::sync::Semaphore>,
+    /// Times the process was started again after it ended.
+    restarts: std::sync::atomic::AtomicU64,
 }
 
 /// One request in the table of [`Shared::calls`].
@@ -215,6 +217,7 @@ impl StdioModule {
             calls: Mutex::default(),
             updated: broadcast::channel(64).0,
             asking: Arc::new(tokio::sync::Semaphore::new(MAX_MODULE_REQUESTS)),
+            restarts: std::sync::atomic::AtomicU64::new(0),
         });
         let (stop, stopped) = watch::channel(false);
         let call_timeout = config.call_timeout;
@@ -419,6 +422,21 @@ impl Module for StdioModule {
         Some(self.shared.updated.subscribe())
     }
 
+    fn health(&self) -> crate::module::ModuleHealth {
+        crate::module::ModuleHealth {
+            up: self
+                .shared
+                .stdin
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some(),
+            restarts: self
+                .shared
+                .restarts
+                .load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
     async fn shutdown(&self) {
         let _ = self.stop.send(true);
         let handle = self
@@ -471,6 +489,9 @@ async fn supervise(config: StdioConfig, shared: Arc<Shared>, mut stop: watch::Re
             _ = stop.changed() => return,
         }
         backoff = (backoff * 2).min(Duration::from_secs(30));
+        shared
+            .restarts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

@@ -184,6 +184,13 @@ pub(super) const RECORD_GATE: &str = concat!(
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
+/// `$1` cutoff, `$2` batch size.
+pub(super) const ERASE_FINISHED: &str = "SELECT id, type::text FROM mcp_erase_finished($1, $2)";
+
+pub(super) const PENDING_COUNT: &str = "SELECT mcp_pending_count()";
+
+pub(super) const SCHEMA_VERSION: &str = "SELECT mcp_schema_version()";
+
 pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
 
 /// The pending confirmations the transaction's approver groups answer, newest first. `$1`

@@ -1014,3 +1014,83 @@ async fn another_caller_sees_a_confirmation_only_through_its_approver_group() {
             .is_err()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_function() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(
+        &db,
+        &key_spec(&[("k1", 1)]),
+        clock.clone(),
+        Setup::default(),
+        1,
+    )
+    .await;
+    let mut request = confirmation_request(json!({"path": "/srv/secret-plans.txt"}));
+    request.ttl = Duration::seconds(5);
+    let id = store
+        .create_confirmation(&alice(), request)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .respond(&alice(), id, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    clock.advance(Duration::seconds(6));
+    let audit_before: i64 = db
+        .admin()
+        .await
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE elicitation_id = $1",
+            &[id.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(audit_before >= 2, "requested and responded");
+
+    // A future cutoff is capped at the database's clock: nothing recent goes early.
+    let far = crate::Clock::now(&*clock) + Duration::days(365);
+    let writer = db.writer().await;
+    let early: i64 = writer
+        .query_one(
+            "SELECT count(*) FROM mcp_erase_finished(now() - interval '1 hour', 100)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(early, 0);
+    // The writer still cannot delete by itself.
+    as_caller(&writer, "alice", "acme").await;
+    assert_eq!(
+        sqlstate(writer.execute("DELETE FROM mcp_elicitations", &[]).await),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+
+    let erased = store.erase_finished(far).await.unwrap();
+    assert_eq!(erased.len(), 1);
+    assert_eq!(erased[0].id, id);
+    let admin = db.admin().await;
+    let left: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM mcp_elicitations WHERE id = $1",
+            &[id.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 0, "the record and its sealed payloads are gone");
+    let audit_after: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE elicitation_id = $1",
+            &[id.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(audit_after, audit_before, "the audit trail stays");
+}

@@ -22,7 +22,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
 use serde_json::Value;
 
-use super::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use super::{Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 
 /// Where an issuer's keys are published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +62,8 @@ pub struct ScopeNames {
     pub respond: String,
     /// Grants `elicitations:create`.
     pub create: String,
+    /// Grants `metrics:read`.
+    pub metrics: String,
 }
 
 impl Default for ScopeNames {
@@ -70,6 +72,7 @@ impl Default for ScopeNames {
             tools_call: SCOPE_TOOLS_CALL.into(),
             respond: SCOPE_RESPOND.into(),
             create: SCOPE_CREATE.into(),
+            metrics: SCOPE_METRICS.into(),
         }
     }
 }
@@ -81,11 +84,13 @@ impl ScopeNames {
             SCOPE_TOOLS_CALL => self.tools_call.clone(),
             SCOPE_RESPOND => self.respond.clone(),
             SCOPE_CREATE => self.create.clone(),
+            SCOPE_METRICS => self.metrics.clone(),
             other => other.to_owned(),
         }
     }
 
-    /// Every token scope name the gateway understands.
+    /// The token scope names an MCP client may ask for (advertised in the metadata and the
+    /// challenge; the scraper's `metrics` scope is left out: no client needs it).
     pub fn all(&self) -> Vec<String> {
         vec![
             self.tools_call.clone(),
@@ -578,6 +583,7 @@ impl JwtAuth {
                 (&map.tools_call, SCOPE_TOOLS_CALL),
                 (&map.respond, SCOPE_RESPOND),
                 (&map.create, SCOPE_CREATE),
+                (&map.metrics, SCOPE_METRICS),
             ] {
                 if name == external {
                     granted.insert(internal.to_owned());
