@@ -26,7 +26,136 @@ use crate::config::{AuthMode, Config, ModuleConfig, StoreKind, Transport};
 pub(crate) struct App {
     pub(crate) service: Arc<McpService>,
     pub(crate) store: Arc<dyn ElicitationStore>,
-    pub(crate) registry: Arc<Registry>,
+    /// What a reload builds on; one reload at a time.
+    running: tokio::sync::Mutex<Running>,
+}
+
+/// What the running configuration built, kept for the next reload.
+struct Running {
+    /// The settings only a restart changes, as text to compare.
+    restart_only: String,
+    /// `[auth]`, as text to compare.
+    auth: String,
+    /// Each module's configuration (as text to compare), name and instance.
+    modules: Vec<RunningModule>,
+    metrics: Arc<mcp_http::metrics::Metrics>,
+    durable: bool,
+}
+
+#[derive(Clone)]
+struct RunningModule {
+    config: String,
+    name: String,
+    module: Arc<dyn Module>,
+}
+
+/// What a reload changed.
+#[derive(Debug, Default)]
+pub(crate) struct Reloaded {
+    pub(crate) added: Vec<String>,
+    pub(crate) removed: Vec<String>,
+    pub(crate) changed: Vec<String>,
+    /// Sections that differ but take a restart; their old values stay in force.
+    pub(crate) needs_restart: bool,
+}
+
+/// The settings a reload cannot change (listeners, the store, HTTP limits, uploads, the auth
+/// mode and the OAuth issuers), as text.
+fn restart_only(config: &Config) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        config.listen,
+        config.store,
+        config.http,
+        config.uploads,
+        config.metrics,
+        config.auth.mode,
+        config.auth.jwt,
+        config.gate.native
+    )
+}
+
+impl App {
+    /// The modules' catalog now.
+    pub(crate) fn registry(&self) -> Arc<Registry> {
+        self.service.gateway().registry().clone()
+    }
+
+    /// Applies `config` (already loaded and checked) without a restart: tokens, policy,
+    /// approvers, limits and modules — added, removed or changed. Calls in flight finish on
+    /// what they started with; a module that went away is stopped once they have. On an
+    /// error nothing changes.
+    pub(crate) async fn reload(&self, config: &Config) -> Result<Reloaded> {
+        let mut running = self.running.lock().await;
+        let mut report = Reloaded {
+            needs_restart: restart_only(config) != running.restart_only,
+            ..Reloaded::default()
+        };
+        let auth_text = format!("{:?}", config.auth);
+        // Tokens are reloaded; the mode and the OAuth issuers take a restart.
+        let auth = if auth_text != running.auth
+            && !report.needs_restart
+            && config.auth.mode == AuthMode::Tokens
+        {
+            auth(config).await?
+        } else {
+            (*self.service.auth()).clone()
+        };
+        let (gateway, modules) = build_gateway(
+            config,
+            self.store.clone(),
+            running.metrics.clone(),
+            running.durable,
+            &running.modules,
+        )
+        .await?;
+        for m in &modules {
+            match running.modules.iter().find(|o| o.name == m.name) {
+                None => report.added.push(m.name.clone()),
+                Some(old) if old.config != m.config => report.changed.push(m.name.clone()),
+                Some(_) => {}
+            }
+        }
+        let retired: Vec<RunningModule> = running
+            .modules
+            .iter()
+            .filter(|old| !modules.iter().any(|m| Arc::ptr_eq(&m.module, &old.module)))
+            .cloned()
+            .collect();
+        report.removed = running
+            .modules
+            .iter()
+            .filter(|old| !modules.iter().any(|m| m.name == old.name))
+            .map(|old| old.name.clone())
+            .collect();
+        let old_registry = self.registry();
+        self.service.reload(gateway, auth);
+        running.modules = modules;
+        if !report.needs_restart {
+            running.auth = auth_text;
+        }
+        stop_when_idle(old_registry, retired);
+        Ok(report)
+    }
+}
+
+/// Stops `retired` modules once no call holds the old catalog any more (or after the longest
+/// a call may take).
+fn stop_when_idle(old_registry: Arc<Registry>, retired: Vec<RunningModule>) {
+    if retired.is_empty() {
+        return;
+    }
+    tokio::spawn(async move {
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(600);
+        while Arc::strong_count(&old_registry) > 1 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        drop(old_registry);
+        for m in retired {
+            m.module.shutdown().await;
+            tracing::info!(module = %m.name, "stopped a module the reloaded configuration no longer runs");
+        }
+    });
 }
 
 fn seal_keys(config: &Config) -> Result<KeyRing> {
@@ -199,6 +328,131 @@ fn policy(config: &Config) -> GatePolicy {
     policy
 }
 
+/// What makes a module a different one (everything but `required`, which only readiness
+/// reads), as text to compare.
+fn module_fingerprint(m: &ModuleConfig) -> String {
+    format!(
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        m.transport,
+        m.command,
+        m.args,
+        m.env,
+        m.inherit_env,
+        m.cwd,
+        m.url,
+        m.headers,
+        m.trust_annotations,
+        m.prefix,
+        m.call_timeout
+    )
+}
+
+/// The catalog and the gateway over it: modules whose configuration is unchanged in
+/// `running` are reused, others started (and stopped again if building fails).
+async fn build_gateway(
+    config: &Config,
+    store: Arc<dyn ElicitationStore>,
+    metrics: Arc<mcp_http::metrics::Metrics>,
+    durable: bool,
+    running: &[RunningModule],
+) -> Result<(Arc<Gateway>, Vec<RunningModule>)> {
+    let mut modules = Vec::new();
+    let mut started = Vec::new();
+    let mut specs = Vec::new();
+    let mut built = Ok(());
+    for m in &config.modules {
+        let text = module_fingerprint(m);
+        let instance = match running
+            .iter()
+            .find(|r| r.name == m.name && r.config == text)
+        {
+            Some(r) => r.module.clone(),
+            None => match module(m).await {
+                Ok(new) => {
+                    started.push(new.clone());
+                    new
+                }
+                Err(e) => {
+                    built = Err(e);
+                    break;
+                }
+            },
+        };
+        modules.push(RunningModule {
+            config: text,
+            name: m.name.clone(),
+            module: instance.clone(),
+        });
+        specs.push(ModuleSpec {
+            name: m.name.clone(),
+            prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
+            trust_annotations: m.trust_annotations,
+            module: instance,
+        });
+    }
+    let gateway = match built {
+        Ok(()) => gateway_over(config, specs, store, metrics, durable).await,
+        Err(e) => Err(e),
+    };
+    match gateway {
+        Ok(gateway) => Ok((gateway, modules)),
+        Err(e) => {
+            for m in started {
+                m.shutdown().await;
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn gateway_over(
+    config: &Config,
+    specs: Vec<ModuleSpec>,
+    store: Arc<dyn ElicitationStore>,
+    metrics: Arc<mcp_http::metrics::Metrics>,
+    durable: bool,
+) -> Result<Arc<Gateway>> {
+    let limits = &config.limits;
+    let registry = Registry::start_with(
+        specs,
+        mcp_upstream::registry::CallLimit {
+            max_per_module: limits.module_concurrency as usize,
+            wait: limits.module_queue_timeout,
+        },
+    )
+    .await?;
+    let approvers = config
+        .approvers
+        .iter()
+        .map(crate::config::ApproverConfig::resolve)
+        .collect::<Result<Vec<_>>>()?;
+    let gateway = Arc::new(
+        Gateway::new(registry, store, policy(config), durable)
+            .with_approvers(approvers)
+            .with_required_modules(
+                config
+                    .modules
+                    .iter()
+                    .filter(|m| m.required)
+                    .map(|m| m.name.clone())
+                    .collect(),
+            )
+            .with_metrics(metrics)
+            .with_limits(mcp_http::limits::Limits::new(
+                mcp_http::limits::Rate {
+                    per_minute: limits.calls_per_minute,
+                    burst: limits.calls_burst,
+                },
+                mcp_http::limits::Rate {
+                    per_minute: limits.confirmations_per_minute,
+                    burst: limits.confirmations_burst,
+                },
+            )),
+    );
+    gateway.watch_policy_rules();
+    Ok(gateway)
+}
+
 pub(crate) async fn build(config: &Config) -> Result<App> {
     let auth = auth(config).await?;
     if config.auth.mode == AuthMode::None
@@ -216,45 +470,8 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     let (store, durable) = build_store(config).await?;
     let store: Arc<dyn ElicitationStore> =
         Arc::new(mcp_http::metrics::MeteredStore::new(store, metrics.clone()));
-    let mut specs = Vec::new();
-    for m in &config.modules {
-        specs.push(ModuleSpec {
-            name: m.name.clone(),
-            prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
-            trust_annotations: m.trust_annotations,
-            module: module(m).await?,
-        });
-    }
-    let limits = &config.limits;
-    let registry = Registry::start_with(
-        specs,
-        mcp_upstream::registry::CallLimit {
-            max_per_module: limits.module_concurrency as usize,
-            wait: limits.module_queue_timeout,
-        },
-    )
-    .await?;
-    let approvers = config
-        .approvers
-        .iter()
-        .map(crate::config::ApproverConfig::resolve)
-        .collect::<Result<Vec<_>>>()?;
-    let gateway = Arc::new(
-        Gateway::new(registry.clone(), store.clone(), policy(config), durable)
-            .with_approvers(approvers)
-            .with_metrics(metrics)
-            .with_limits(mcp_http::limits::Limits::new(
-                mcp_http::limits::Rate {
-                    per_minute: limits.calls_per_minute,
-                    burst: limits.calls_burst,
-                },
-                mcp_http::limits::Rate {
-                    per_minute: limits.confirmations_per_minute,
-                    burst: limits.confirmations_burst,
-                },
-            )),
-    );
-    gateway.watch_policy_rules();
+    let (gateway, modules) =
+        build_gateway(config, store.clone(), metrics.clone(), durable, &[]).await?;
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
         body_read_timeout: config.http.body_read_timeout,
@@ -265,12 +482,6 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
         public_url: config.http.public_url.clone(),
-        required_modules: config
-            .modules
-            .iter()
-            .filter(|m| m.required)
-            .map(|m| m.name.clone())
-            .collect(),
         metrics_on_main: config.metrics.listen.is_none(),
         ..ServiceConfig::default()
     };
@@ -296,6 +507,12 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     Ok(App {
         service: Arc::new(service),
         store,
-        registry,
+        running: tokio::sync::Mutex::new(Running {
+            restart_only: restart_only(config),
+            auth: format!("{:?}", config.auth),
+            modules,
+            metrics,
+            durable,
+        }),
     })
 }

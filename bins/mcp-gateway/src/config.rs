@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The whole file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Config {
     /// Where to listen.
@@ -39,7 +39,7 @@ pub(crate) struct Config {
 }
 
 /// `[metrics]`: where the operations endpoints are served besides the main listener.
-#[derive(Debug, Deserialize, Default, Clone)]
+#[derive(Debug, Serialize, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MetricsConfig {
     /// A separate listener for `/metrics`, `/readyz` and `/healthz`, without
@@ -48,7 +48,7 @@ pub(crate) struct MetricsConfig {
 }
 
 /// `[limits]`: per-caller rates and per-module concurrency.
-#[derive(Debug, Deserialize, Clone)]
+#[derive(Debug, Serialize, Deserialize, Clone)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct LimitsConfig {
     /// Tool calls per minute per caller (a token bucket; 0: no limit).
@@ -103,7 +103,7 @@ fn default_module_queue_timeout() -> Duration {
 }
 
 /// `[uploads]`: where files answering `file_upload` elicitations are kept.
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UploadsConfig {
     /// A directory (default: `mcp-gateway-uploads` in the system's temporary directory).
@@ -118,7 +118,7 @@ pub(crate) struct UploadsConfig {
 
 /// `[uploads.s3]`: an S3-compatible bucket. Credentials come from the environment
 /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`), never this file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct S3Config {
     pub(crate) bucket: String,
@@ -187,7 +187,7 @@ fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
 }
 
-#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Serialize, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum StoreKind {
     #[default]
@@ -195,13 +195,15 @@ pub(crate) enum StoreKind {
     Postgres,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StoreConfig {
     #[serde(default)]
     pub(crate) kind: StoreKind,
+    #[serde(serialize_with = "redact::url")]
     pub(crate) database_url: Option<String>,
     #[serde(default)]
+    #[serde(serialize_with = "redact::keys")]
     pub(crate) seal_keys: Vec<String>,
     pub(crate) seal_keys_file: Option<PathBuf>,
     #[serde(default = "default_pool_size")]
@@ -264,7 +266,7 @@ fn default_sweep() -> Duration {
     Duration::from_secs(30)
 }
 
-#[derive(Debug, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Serialize, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum AuthMode {
     #[default]
@@ -273,7 +275,7 @@ pub(crate) enum AuthMode {
     Jwt,
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuthConfig {
     #[serde(default)]
@@ -285,7 +287,7 @@ pub(crate) struct AuthConfig {
 }
 
 /// `[auth.jwt]`: the gateway as an OAuth resource server.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JwtConfig {
     /// The gateway's resource URL (the audience tokens must carry).
@@ -308,7 +310,7 @@ pub(crate) struct JwtConfig {
 /// `[auth.jwt.sso]`: the approvals page signs people in at an issuer (OpenID Connect,
 /// authorization code with PKCE). The client secret, if any, comes from the environment
 /// (`MCP_GATEWAY_OIDC_CLIENT_SECRET`), never this file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SsoConfig {
     /// One of the issuers (default: the first).
@@ -365,7 +367,7 @@ impl JwtConfig {
 }
 
 /// `[auth.jwt.scopes]`: the token scope names that grant the gateway's scopes.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JwtScopes {
     #[serde(default = "scope_tools_call")]
@@ -409,7 +411,7 @@ fn default_leeway() -> Duration {
 }
 
 /// `[[auth.jwt.issuers]]`: one trusted issuer.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct JwtIssuer {
     pub(crate) issuer: String,
@@ -515,7 +517,7 @@ impl JwtConfig {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TokenConfig {
     pub(crate) subject: String,
@@ -529,7 +531,7 @@ pub(crate) struct TokenConfig {
 }
 
 /// `[[approvers]]`: confirmations of matching tools are answered by a group.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ApproverConfig {
     /// A qualified tool name, or a prefix ending in `*`.
@@ -578,7 +580,7 @@ impl ApproverConfig {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HttpConfig {
     #[serde(default = "default_body_limit")]
@@ -647,7 +649,7 @@ fn default_max_streams_per_caller() -> usize {
     16
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct GateConfig {
     #[serde(default = "default_ttl", with = "duration")]
@@ -673,7 +675,7 @@ fn default_ttl() -> Duration {
     Duration::from_secs(600)
 }
 
-#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum Transport {
     Stdio,
@@ -682,7 +684,7 @@ pub(crate) enum Transport {
     Demo,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ModuleConfig {
     pub(crate) name: String,
@@ -690,13 +692,13 @@ pub(crate) struct ModuleConfig {
     pub(crate) command: Option<String>,
     #[serde(default)]
     pub(crate) args: Vec<String>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "redact::values")]
     pub(crate) env: BTreeMap<String, String>,
     #[serde(default)]
     pub(crate) inherit_env: Vec<String>,
     pub(crate) cwd: Option<PathBuf>,
     pub(crate) url: Option<String>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "redact::values")]
     pub(crate) headers: BTreeMap<String, String>,
     #[serde(default)]
     pub(crate) trust_annotations: bool,
@@ -734,7 +736,7 @@ fn default_call_timeout() -> Duration {
     Duration::from_secs(120)
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PolicyConfig {
     pub(crate) tool: String,
@@ -748,6 +750,18 @@ pub(crate) struct PolicyConfig {
 /// that `units` lists first with factor 1 is implied).
 mod quantity {
     use serde::{Deserialize, Deserializer, de::Error};
+
+    /// `n` in the largest unit that divides it (`0` and odd amounts in the smallest).
+    pub(super) fn format(n: u64, units: &[(&str, u64)]) -> String {
+        units
+            .iter()
+            .rev()
+            .find(|(_, factor)| n > 0 && n.is_multiple_of(*factor))
+            .map_or_else(
+                || format!("{n}{}", units.first().map_or("", |(u, _)| *u)),
+                |(unit, factor)| format!("{}{unit}", n / factor),
+            )
+    }
 
     /// Parses `text` against `units` (suffix, factor); `example` is named in errors.
     pub(super) fn parse(text: &str, units: &[(&str, u64)], example: &str) -> Result<u64, String> {
@@ -818,6 +832,62 @@ mod bytes {
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
         super::quantity::deserialize(d, &UNITS, EXAMPLE).map(saturate)
     }
+
+    pub(super) fn serialize<S: serde::Serializer>(n: &usize, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::quantity::format(*n as u64, &UNITS))
+    }
+}
+
+/// Secrets in the effective configuration `check-config` prints.
+mod redact {
+    use std::collections::BTreeMap;
+
+    use serde::Serializer;
+
+    const HIDDEN: &str = "<redacted>";
+
+    /// A URL without its password (`postgres://user:<redacted>@host/db`).
+    pub(super) fn url<S: Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+        match url {
+            None => s.serialize_none(),
+            Some(url) => {
+                let shown = match (url.find("://"), url.rfind('@')) {
+                    (Some(scheme), Some(at)) if at > scheme => {
+                        let userinfo = &url[scheme + 3..at];
+                        match userinfo.split_once(':') {
+                            Some((user, _)) => {
+                                format!("{}{user}:{HIDDEN}{}", &url[..scheme + 3], &url[at..])
+                            }
+                            None => url.clone(),
+                        }
+                    }
+                    _ => url.clone(),
+                };
+                // A password may also be a query parameter.
+                let shown = match shown.split_once("password=") {
+                    Some((before, _)) => format!("{before}password={HIDDEN}"),
+                    None => shown,
+                };
+                s.serialize_some(&shown)
+            }
+        }
+    }
+
+    /// Seal keys by id only.
+    pub(super) fn keys<S: Serializer>(keys: &[String], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(keys.iter().map(|k| match k.split_once(':') {
+            Some((id, _)) => format!("{id}:{HIDDEN}"),
+            None => HIDDEN.to_owned(),
+        }))
+    }
+
+    /// Names kept, values hidden (module environments and headers).
+    pub(super) fn values<S: Serializer>(
+        map: &BTreeMap<String, String>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_map(map.keys().map(|k| (k, HIDDEN)))
+    }
 }
 
 /// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
@@ -838,6 +908,10 @@ mod duration {
         super::quantity::deserialize(d, &UNITS, EXAMPLE).map(Duration::from_secs)
     }
 
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::quantity::format(d.as_secs(), &UNITS))
+    }
+
     pub(super) mod option {
         use super::*;
 
@@ -845,6 +919,16 @@ mod duration {
             d: D,
         ) -> Result<Option<Duration>, D::Error> {
             super::deserialize(d).map(Some)
+        }
+
+        pub(in super::super) fn serialize<S: serde::Serializer>(
+            d: &Option<Duration>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => super::serialize(d, s),
+                None => s.serialize_none(),
+            }
         }
     }
 }
@@ -869,6 +953,12 @@ impl Config {
             required: false,
         });
         config
+    }
+
+    /// The configuration as the gateway uses it — every default filled in — in TOML, with
+    /// secrets redacted (database passwords, seal keys, module environments and headers).
+    pub(crate) fn effective(&self) -> Result<String> {
+        toml::to_string_pretty(self).context("the configuration cannot be written out")
     }
 
     /// Reads and checks a configuration file.

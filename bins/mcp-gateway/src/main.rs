@@ -55,6 +55,12 @@ enum Command {
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
     },
+    /// Check a configuration file and print the effective configuration (every default
+    /// filled in, secrets redacted); exits non-zero with the reason if it is invalid.
+    CheckConfig {
+        /// The file to check.
+        file: PathBuf,
+    },
 }
 
 fn init_tracing(format: LogFormat) {
@@ -109,12 +115,22 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Some(Command::CheckConfig { file }) = &cli.command {
+        let config = Config::load(file)?;
+        let effective = config.effective()?;
+        println!(
+            "# {} is valid. The effective configuration (secrets redacted):\n\n{effective}",
+            file.display()
+        );
+        return Ok(());
+    }
     let config = match &cli.config {
         Some(path) => Some(Config::load(path)?),
         None => None,
     };
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => serve(config).await,
+        Command::Serve => serve(config, cli.config).await,
+        Command::CheckConfig { .. } => Ok(()),
         Command::Migrate { database_url } => {
             let url = database_url
                 .or_else(|| config.as_ref().and_then(|c| c.store.database_url.clone()))
@@ -159,10 +175,58 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: no new connections; finishing calls in flight");
 }
 
-async fn serve(config: Option<Config>) -> Result<()> {
+/// Reloads the configuration from `path` on every `SIGHUP` (until the process ends): an
+/// invalid file is refused with its reason and the running configuration stays.
+fn reload_on_hangup(app: Arc<app::App>, path: Option<PathBuf>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let mut hangups = match tokio::signal::unix::signal(
+            tokio::signal::unix::SignalKind::hangup(),
+        ) {
+            Ok(signal) => signal,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration reload is off");
+                return;
+            }
+        };
+        while hangups.recv().await.is_some() {
+            let Some(path) = &path else {
+                tracing::warn!(
+                    "SIGHUP: the demo runs without a configuration file; nothing to reload"
+                );
+                continue;
+            };
+            let config = match Config::load(path) {
+                Ok(config) => config,
+                Err(e) => {
+                    tracing::error!(file = %path.display(), error = format!("{e:#}"), "SIGHUP: the configuration is invalid; keeping the running one");
+                    continue;
+                }
+            };
+            match app.reload(&config).await {
+                Ok(done) => {
+                    if done.needs_restart {
+                        tracing::warn!(
+                            "SIGHUP: listen, [store], [http], [uploads], [metrics], the auth mode, [auth.jwt] and [gate] native take a restart; their running values stay"
+                        );
+                    }
+                    tracing::info!(file = %path.display(), added = ?done.added, removed = ?done.removed, changed = ?done.changed, "SIGHUP: configuration reloaded");
+                }
+                Err(e) => {
+                    tracing::error!(file = %path.display(), error = format!("{e:#}"), "SIGHUP: the configuration could not be applied; keeping the running one");
+                }
+            }
+        }
+    });
+    #[cfg(not(unix))]
+    let _ = (app, path);
+}
+
+async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
     let demo = config.is_none();
     let config = config.unwrap_or_else(Config::demo);
-    let app = app::build(&config).await?;
+    let app = Arc::new(app::build(&config).await?);
+    reload_on_hangup(app.clone(), path);
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -235,7 +299,7 @@ async fn serve(config: Option<Config>) -> Result<()> {
     if let Some(operations) = operations {
         let _ = operations.await;
     }
-    app.registry.shutdown().await;
+    app.registry().shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }

@@ -424,6 +424,255 @@ async fn a_bad_configuration_fails_with_a_clear_message() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_config_prints_the_effective_configuration_without_secrets() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-checkconfig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            r#"
+[store]
+kind = "postgres"
+database_url = "postgres://gw:hunter2-db-password@db.internal/mcp"
+seal_keys = ["k1:{key}"]
+retention = "30d"
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{agent}"
+scopes = ["tools:call"]
+[[modules]]
+name = "fs"
+transport = "stdio"
+command = "server"
+env = {{ API_KEY = "module-api-key-1234" }}
+[[modules]]
+name = "remote"
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+headers = {{ Authorization = "Bearer remote-secret-5678" }}
+"#,
+            key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+            agent = token_sha256(AGENT),
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("check-config")
+        .arg(&good)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("is valid"), "{stdout}");
+    // Defaults are filled in, in the file's own units.
+    assert!(stdout.contains("retention = \"30d\""), "{stdout}");
+    assert!(stdout.contains("calls_per_minute = 600"), "{stdout}");
+    assert!(stdout.contains("sweep_interval = \"30s\""), "{stdout}");
+    // Secrets are not.
+    for secret in [
+        "hunter2-db-password",
+        "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
+        "module-api-key-1234",
+        "remote-secret-5678",
+    ] {
+        assert!(!stdout.contains(secret), "{secret} leaked: {stdout}");
+    }
+    assert!(
+        stdout.contains("postgres://gw:<redacted>@db.internal/mcp"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("API_KEY = \"<redacted>\""), "{stdout}");
+    // The printed configuration is itself a valid one (secrets aside).
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[limits]\ncalls_per_minute = \"many\"").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("check-config")
+        .arg(&bad)
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("calls_per_minute"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tools/list` names of a 2026-07-28 request with `token`.
+async fn tool_names(base: &str, token: &str) -> Vec<String> {
+    let (status, _, body) = http(
+        "POST",
+        &format!("{base}/mcp"),
+        &[
+            ("authorization", &format!("Bearer {token}")),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+            ("accept", "application/json"),
+        ],
+        Some(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// How many live child processes of `parent` have `needle` in their command line.
+fn children_running(parent: u32, needle: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            // pid (comm) state ppid …; comm may hold spaces, so read after the last ')'.
+            let mut fields = stat[stat.rfind(')')? + 2..].split(' ');
+            let state = fields.next()?;
+            let ppid: u32 = fields.next()?.parse().ok()?;
+            let cmdline = std::fs::read(path.join("cmdline")).ok()?;
+            (ppid == parent && state != "Z" && String::from_utf8_lossy(&cmdline).contains(needle))
+                .then_some(())
+        })
+        .count()
+}
+
+fn hangup(gateway: &Gateway) {
+    let pid = gateway.child.id().unwrap().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_adds_and_removes_modules_and_revokes_a_token_while_a_call_finishes() {
+    let scene = Scene::new("reload", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let base = gateway.base.clone();
+    assert!(
+        !tool_names(&base, AGENT)
+            .await
+            .contains(&"extra__snoop".to_owned())
+    );
+    let (status, _) = call_with_token(&base, "fs__list_allowed_directories", CLIENT).await;
+    assert_eq!(status, 200, "the client's token works before the reload");
+    let gateway_pid = gateway.child.id().unwrap();
+    assert_eq!(children_running(gateway_pid, "chatty_module.py"), 1);
+
+    // A call in flight across the reload.
+    let in_flight = tokio::spawn({
+        let base = base.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "chatty__nap", "arguments": {"seconds": 3}, "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {}}}});
+            http(
+                "POST",
+                &format!("{base}/mcp"),
+                &[
+                    ("authorization", &format!("Bearer {AGENT}")),
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "chatty__nap"),
+                    ("accept", "application/json"),
+                ],
+                Some(&body),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The client's token is revoked, the module serving the call is removed, and a module
+    // is added.
+    let text = std::fs::read_to_string(&scene.config).unwrap();
+    let client_grant = format!(
+        "[[auth.tokens]]\nsubject = \"alice\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\", \"elicitations:respond\"]\n",
+        token_sha256(CLIENT)
+    );
+    assert!(text.contains(&client_grant));
+    let snoop = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/snoop_module.py"
+    );
+    let chatty_start = text.find("[[modules]]\nname = \"chatty\"").unwrap();
+    let without_chatty = text[..chatty_start].to_owned();
+    let reloaded = without_chatty.replace(&client_grant, "")
+        + &format!(
+            "[[modules]]\nname = \"extra\"\ntransport = \"stdio\"\ncommand = \"python3\"\nargs = [\"{snoop}\"]\ntrust_annotations = true\n"
+        );
+    std::fs::write(&scene.config, &reloaded).unwrap();
+    hangup(&gateway);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !tool_names(&base, AGENT)
+        .await
+        .contains(&"extra__snoop".to_owned())
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the added module's tools appear"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = in_flight.await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["result"]["content"][0]["text"], "napped",
+        "the call in flight finished: {body}"
+    );
+    let (status, _) = call_with_token(&base, "fs__list_allowed_directories", CLIENT).await;
+    assert_eq!(status, 401, "the revoked token is refused");
+    assert!(
+        !tool_names(&base, AGENT)
+            .await
+            .contains(&"chatty__nap".to_owned())
+    );
+    // The removed module's process is stopped once its call has ended.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while children_running(gateway_pid, "chatty_module.py") > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the removed module stops"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _) = call_with_token(&base, "extra__snoop", AGENT).await;
+    assert_eq!(status, 200, "the added module answers");
+
+    // An invalid file is refused; the running configuration stays.
+    std::fs::write(&scene.config, "[[modules]]\nname = \"broken\"\n").unwrap();
+    hangup(&gateway);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let names = tool_names(&base, AGENT).await;
+    assert!(names.contains(&"extra__snoop".to_owned()), "{names:?}");
+    assert!(
+        names.contains(&"fs__read_text_file".to_owned()),
+        "{names:?}"
+    );
+    let (status, _) = call_with_token(&base, "fs__list_allowed_directories", CLIENT).await;
+    assert_eq!(status, 401);
+    gateway.stop().await;
+}
+
 // ---- interop with the official SDKs as clients ----
 
 fn env_or_panic(name: &str) -> String {

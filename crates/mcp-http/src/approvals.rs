@@ -359,7 +359,7 @@ impl McpService {
                 };
                 match self.web_session(headers) {
                     Some((_, principal, csrf)) => self.render_one(&principal, &csrf, id).await,
-                    None => match &self.auth {
+                    None => match &*self.auth() {
                         Auth::None(_) => self.first_visit(&format!("{PREFIX}/e/{id}")),
                         Auth::Tokens(_) | Auth::Jwt(_) => html(
                             StatusCode::OK,
@@ -424,7 +424,7 @@ impl McpService {
                                 html::sign_in(Some("No such elicitation.")),
                             );
                         };
-                        let store = self.gateway.store();
+                        let store = self.gateway().store().clone();
                         match store
                             .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
                             .await
@@ -492,7 +492,7 @@ impl McpService {
                 json!({"error": "no such elicitation"}),
             );
         };
-        let store = self.gateway.store();
+        let store = self.gateway().store().clone();
         let caller = &principal.caller;
         let max_bytes = match store.get(caller, eid).await {
             Ok(stored) => match stored.elicitation.spec.response() {
@@ -696,7 +696,7 @@ impl McpService {
 
     /// No session yet: sign in, or (auth `none`) a session opened here.
     fn first_visit(&self, to: &str) -> Response<Body> {
-        let Auth::None(principal) = &self.auth else {
+        let Auth::None(principal) = &*self.auth() else {
             let next = (to != PREFIX).then_some(to);
             return html(
                 StatusCode::OK,
@@ -717,10 +717,10 @@ impl McpService {
     async fn sign_in(&self, body: &[u8]) -> Response<Body> {
         let fields = form(body);
         let token = field(&fields, "token").unwrap_or_default().trim();
-        let principal = match &self.auth {
+        let principal = match &*self.auth() {
             Auth::None(principal) => Some(principal.clone()),
             Auth::Tokens(_) | Auth::Jwt(_) if token.is_empty() => None,
-            Auth::Tokens(_) | Auth::Jwt(_) => self.auth.token(token).await,
+            Auth::Tokens(_) | Auth::Jwt(_) => self.auth().token(token).await,
         };
         let Some(principal) = principal else {
             return html(
@@ -760,7 +760,7 @@ impl McpService {
         csrf: &str,
         id: ElicitationId,
     ) -> Response<Body> {
-        let store = self.gateway.store();
+        let store = self.gateway().store().clone();
         let stored = match store.get(&principal.caller, id).await {
             Ok(stored) => stored,
             Err(e) => {
@@ -777,7 +777,7 @@ impl McpService {
             .to_owned();
         let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
         let frame = html::Frame {
-            signed_in_as: (!matches!(self.auth, Auth::None(_))).then_some(subject.as_str()),
+            signed_in_as: (!matches!(*self.auth(), Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice: notice.as_deref(),
             seen: None,
@@ -805,7 +805,7 @@ impl McpService {
         error: Option<html::ItemError<'_>>,
         status: StatusCode,
     ) -> Response<Body> {
-        let store = self.gateway.store();
+        let store = self.gateway().store().clone();
         let caller = &principal.caller;
         let views = |listed: Vec<elicitation_store::Listed>| -> Vec<Value> {
             listed
@@ -842,7 +842,7 @@ impl McpService {
                 .filter_map(|v| v.get("id").and_then(Value::as_str)),
         );
         let frame = html::Frame {
-            signed_in_as: (!matches!(self.auth, Auth::None(_))).then_some(subject.as_str()),
+            signed_in_as: (!matches!(*self.auth(), Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice,
             seen: Some(&seen),
@@ -865,7 +865,7 @@ impl McpService {
         id: &str,
         fields: &[(String, String)],
     ) -> Response<Body> {
-        let store = self.gateway.store();
+        let store = self.gateway().store().clone();
         let caller = &principal.caller;
         let Ok(eid) = id.parse::<ElicitationId>() else {
             return html(
@@ -968,7 +968,7 @@ impl McpService {
                 crate::response::Surface::Problem,
             );
         };
-        let store = self.gateway.store().clone();
+        let store = self.gateway().store().clone();
         let mut feed = store.changes();
         let every = if feed.is_some() { RECHECK } else { POLL };
         let mut closing = self.closing.subscribe();

@@ -58,7 +58,7 @@ pub fn may_answer(principal: &Principal) -> bool {
 }
 
 /// How the gateway may ask the person natively (`[gate] native`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NativeMode {
     /// A form when the client can show one and the message shows every argument; else the

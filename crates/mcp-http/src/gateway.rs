@@ -40,6 +40,7 @@ pub struct Gateway {
     approvers: Vec<ApproverRule>,
     metrics: Arc<crate::metrics::Metrics>,
     limits: crate::limits::Limits,
+    required: Vec<String>,
 }
 
 /// `[[approvers]]`: confirmations of the tools a pattern matches are answered by a group.
@@ -180,7 +181,20 @@ impl Gateway {
             approvers: Vec::new(),
             metrics: Arc::default(),
             limits: crate::limits::Limits::default(),
+            required: Vec::new(),
         }
+    }
+
+    /// `/readyz` answers 503 while any of these modules is down.
+    #[must_use]
+    pub fn with_required_modules(mut self, names: Vec<String>) -> Self {
+        self.required = names;
+        self
+    }
+
+    /// The modules that must be up for this instance to be ready.
+    pub fn required_modules(&self) -> &[String] {
+        &self.required
     }
 
     /// Holds each caller to these rates of calls and of confirmations.

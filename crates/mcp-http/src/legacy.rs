@@ -45,7 +45,7 @@ impl McpService {
         {
             return Ok(());
         }
-        let asked = self.gateway.subscribe_resource(uri, subscribe).await;
+        let asked = self.gateway().subscribe_resource(uri, subscribe).await;
         if asked.is_err() && subscribe {
             let _ = session.channel.set_subscription(uri, false);
         }
@@ -116,7 +116,7 @@ impl McpService {
                 })?;
                 self.sessions
                     .set_log_level(&session_id, &principal.caller, rank)?;
-                self.gateway.set_log_level(&params.level).await;
+                self.gateway().set_log_level(&params.level).await;
                 json!({}).into()
             }
             "tools/call" => {
@@ -125,7 +125,7 @@ impl McpService {
                 // A form only for a client that may confirm; the page's URL for any client
                 // that opens URLs (the person answers on the page).
                 // A confirmation an approver group must answer is not asked of the caller.
-                let caller_answers = self.gateway.caller_answers(&params.name);
+                let caller_answers = self.gateway().caller_answers(&params.name);
                 let form =
                     caller_answers && session.answers.elicitation && ask::may_answer(principal);
                 let page = self.page_base(headers);
@@ -133,10 +133,10 @@ impl McpService {
                 let may_ask = (form || url)
                     && self.config.native != ask::NativeMode::Off
                     && streaming == Streaming::Allowed;
-                match self.gateway.classify(principal, params).await? {
+                match self.gateway().classify(principal, params).await? {
                     Classified::Gated(call) if may_ask => {
                         let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
-                        match self.gateway.resolve(principal, &call, named, None).await {
+                        match self.gateway().resolve(principal, &call, named, None).await {
                             // Beyond the caller's stream cap, the held result (answered out
                             // of band).
                             CallOutcome::NeedsConfirmation(pending)
@@ -148,7 +148,7 @@ impl McpService {
                                     self.streams.try_open(&principal.caller) =>
                             {
                                 let context = ask::StreamContext {
-                                    gateway: self.gateway.clone(),
+                                    gateway: self.gateway().clone(),
                                     answers: self.answers.clone(),
                                     session: session_id,
                                     version: session.version,
@@ -179,9 +179,9 @@ impl McpService {
                                 session: session_id,
                                 can: session.answers,
                             })),
-                            self.gateway.inbox(principal, classified.entry()),
+                            self.gateway().inbox(principal, classified.entry()),
                         );
-                        let gateway = self.gateway.clone();
+                        let gateway = self.gateway().clone();
                         let caller = principal.clone();
                         let channel = session.channel.clone();
                         let id = request.id.clone();
@@ -200,7 +200,7 @@ impl McpService {
                         }
                     }
                     classified => self
-                        .gateway
+                        .gateway()
                         .run(principal, classified, None)
                         .await
                         .into_reply()?,

@@ -47,7 +47,7 @@ impl McpService {
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     let params: CallToolParams = request.params_as()?;
-                    let entry = self.gateway.tool(&params.name).await?;
+                    let entry = self.gateway().tool(&params.name).await?;
                     if !entry.mirrored.is_empty() {
                         let arguments = params
                             .arguments
@@ -96,10 +96,10 @@ impl McpService {
                         let (relay, queue) = ClientRelay::new(
                             logs,
                             Some(Asker::Mrtr(asker)),
-                            self.gateway.inbox(principal, &entry),
+                            self.gateway().inbox(principal, &entry),
                         );
                         let mrtr = ask::Mrtr {
-                            gateway: self.gateway.clone(),
+                            gateway: self.gateway().clone(),
                             states: self.states.clone(),
                         };
                         let caller = principal.clone();
@@ -173,14 +173,14 @@ impl McpService {
             }
             let watched =
                 self.sessions.others_subscribed(&uri, "") || self.listeners.subscribed(&uri);
-            if watched || self.gateway.subscribe_resource(&uri, true).await.is_ok() {
+            if watched || self.gateway().subscribe_resource(&uri, true).await.is_ok() {
                 uris.insert(uri);
             }
         }
         honoured.resource_subscriptions = uris.iter().cloned().collect();
         let listener = self.listeners.register(uris);
         let (gateway, sessions, listeners) = (
-            self.gateway.clone(),
+            self.gateway().clone(),
             self.sessions.clone(),
             self.listeners.clone(),
         );
@@ -197,8 +197,8 @@ impl McpService {
         Ok(Reply::Stream(listen::modern_stream(
             request.id.clone(),
             honoured,
-            self.gateway.catalog_changes(),
-            self.gateway.resource_updates(),
+            self.gateway().catalog_changes(),
+            self.gateway().resource_updates(),
             self.closing.subscribe(),
             slot,
             on_end,

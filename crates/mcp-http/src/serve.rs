@@ -120,7 +120,7 @@ pub async fn serve(
         };
         // Answers are written whole; don't let Nagle hold back their last segment.
         let _ = stream.set_nodelay(true);
-        let counted = service.gateway.metrics().connection();
+        let counted = service.gateway().metrics().connection();
         let service = service.clone();
         let (io, activity) = IdleIo::new(TokioIo::new(stream));
         let busy = activity.clone();

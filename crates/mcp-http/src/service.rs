@@ -60,8 +60,6 @@ pub struct ServiceConfig {
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
     /// approvals page's URLs; without it, the request's `Host` over `http`.
     pub public_url: Option<String>,
-    /// Modules that must be up for `/readyz` to answer 200.
-    pub required_modules: Vec<String>,
     /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
     /// scope); off when a separate operations listener serves it.
     pub metrics_on_main: bool,
@@ -80,7 +78,6 @@ impl Default for ServiceConfig {
             secure_cookies: false,
             native: ask::NativeMode::Auto,
             public_url: None,
-            required_modules: Vec::new(),
             metrics_on_main: true,
         }
     }
@@ -88,8 +85,10 @@ impl Default for ServiceConfig {
 
 /// The gateway's HTTP service.
 pub struct McpService {
-    pub(crate) gateway: Arc<Gateway>,
-    pub(crate) auth: Auth,
+    /// Swapped whole on a configuration reload; a request in flight keeps the one it began
+    /// with.
+    gateway: std::sync::RwLock<Arc<Gateway>>,
+    auth: std::sync::RwLock<Arc<Auth>>,
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) config: ServiceConfig,
     pub(crate) states: Arc<RequestStates>,
@@ -187,22 +186,27 @@ impl McpService {
             return Some(Err(e));
         }
         Some(match method {
-            "tools/list" => list("tools", self.gateway.list_tools().await),
-            "prompts/list" => list("prompts", self.gateway.list_prompts()),
-            "resources/list" => list("resources", self.gateway.list_resources()),
-            "resources/templates/list" => {
-                list("resourceTemplates", self.gateway.list_resource_templates())
-            }
+            "tools/list" => list("tools", self.gateway().list_tools().await),
+            "prompts/list" => list("prompts", self.gateway().list_prompts()),
+            "resources/list" => list("resources", self.gateway().list_resources()),
+            "resources/templates/list" => list(
+                "resourceTemplates",
+                self.gateway().list_resource_templates(),
+            ),
             "prompts/get" => match request.params_as::<CallToolParams>() {
-                Ok(params) => self.gateway.get_prompt(params).await.map(|r| (r, false)),
+                Ok(params) => self.gateway().get_prompt(params).await.map(|r| (r, false)),
                 Err(e) => Err(e.into()),
             },
             "resources/read" => match request.params_as::<ForwardParams>() {
-                Ok(params) => self.gateway.read_resource(params).await.map(|r| (r, true)),
+                Ok(params) => self
+                    .gateway()
+                    .read_resource(params)
+                    .await
+                    .map(|r| (r, true)),
                 Err(e) => Err(e.into()),
             },
             _ => match request.params_as::<ForwardParams>() {
-                Ok(params) => self.gateway.complete(params).await.map(|r| (r, false)),
+                Ok(params) => self.gateway().complete(params).await.map(|r| (r, false)),
                 Err(e) => Err(e.into()),
             },
         })
@@ -272,8 +276,8 @@ impl McpService {
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
-            gateway,
-            auth,
+            gateway: std::sync::RwLock::new(gateway),
+            auth: std::sync::RwLock::new(Arc::new(auth)),
             sessions,
             config,
             states: Arc::new(RequestStates::ephemeral()),
@@ -284,6 +288,42 @@ impl McpService {
             uploads: None,
             sso: None,
             closing: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// The gateway requests are served with now.
+    pub fn gateway(&self) -> Arc<Gateway> {
+        self.gateway
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// How requests are authenticated now.
+    pub fn auth(&self) -> Arc<Auth> {
+        self.auth
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// A reloaded configuration: new requests are served by `gateway` and authenticated by
+    /// `auth`; requests in flight finish with the ones they began with. Sessions' streams
+    /// follow the new catalog, and are told that every list may have changed.
+    pub fn reload(&self, gateway: Arc<Gateway>, auth: Auth) {
+        notify_sessions(&gateway, &self.sessions);
+        *self
+            .gateway
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = gateway;
+        *self
+            .auth
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(auth);
+        for list in ["tools", "prompts", "resources"] {
+            let method = format!("notifications/{list}/list_changed");
+            self.sessions
+                .notify_all(&jsonrpc::notification_bytes::<Value>(&method, None));
         }
     }
 
@@ -352,9 +392,9 @@ impl McpService {
 
     /// `/metrics`: the Prometheus text exposition.
     pub fn metrics_text(&self) -> String {
-        let registry = self.gateway.registry();
-        let modules = registry.health();
-        self.gateway.metrics().render(crate::metrics::Live {
+        let gateway = self.gateway();
+        let modules = gateway.registry().health();
+        gateway.metrics().render(crate::metrics::Live {
             sessions: self.sessions.len(),
             streams: self.streams.open_total(),
             modules: &modules,
@@ -365,7 +405,7 @@ impl McpService {
     /// current, and every required module up. The reasons it cannot, if any.
     pub async fn readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
-        match tokio::time::timeout(READY_TIMEOUT, self.gateway.store().ping()).await {
+        match tokio::time::timeout(READY_TIMEOUT, self.gateway().store().ping()).await {
             Ok(Ok(())) => {}
             Ok(Err(elicitation_store::StoreError::NotMigrated)) => {
                 problems.push(
@@ -379,8 +419,9 @@ impl McpService {
                 READY_TIMEOUT.as_secs()
             )),
         }
-        let health = self.gateway.registry().health();
-        for required in &self.config.required_modules {
+        let gateway = self.gateway();
+        let health = gateway.registry().health();
+        for required in gateway.required_modules() {
             match health.iter().find(|(name, _)| name == required) {
                 Some((_, h)) if h.up => {}
                 Some(_) => problems.push(format!("module {required:?} is down")),
@@ -443,7 +484,7 @@ impl McpService {
 
     /// With auth `none`, only loopback host names and the configured ones are served.
     fn host_allowed(&self, headers: &HeaderMap, uri: &http::Uri) -> bool {
-        if !matches!(self.auth, Auth::None(_)) {
+        if !matches!(*self.auth(), Auth::None(_)) {
             return true;
         }
         let host = match headers.get(header::HOST) {
@@ -472,7 +513,7 @@ impl McpService {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let mut response = self.route(request).await;
-        if let Auth::Jwt(jwt) = &self.auth {
+        if let Auth::Jwt(jwt) = &*self.auth() {
             oauth_challenge(jwt, &mut response);
         }
         response
@@ -502,7 +543,7 @@ impl McpService {
             return response;
         }
         if path == "/metrics" && self.config.metrics_on_main {
-            return match self.auth.authenticate(&parts.headers).await {
+            return match self.auth().authenticate(&parts.headers).await {
                 Ok(principal) => match principal.require(crate::auth::SCOPE_METRICS) {
                     Ok(()) => response::metrics(self.metrics_text()),
                     Err(e) => response::error(&e, Surface::Problem),
@@ -550,7 +591,7 @@ impl McpService {
                 )
                 .await;
         }
-        let principal = match self.auth.authenticate(&parts.headers).await {
+        let principal = match self.auth().authenticate(&parts.headers).await {
             Ok(p) => p,
             Err(e) => return fail(e),
         };
@@ -568,7 +609,7 @@ impl McpService {
                 query: parts.uri.query(),
                 body: &bytes,
             };
-            return match rest::handle(&self.gateway, &principal, request).await {
+            return match rest::handle(&self.gateway(), &principal, request).await {
                 Ok((status, body)) => {
                     if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
                         self.discard_uploads([id]);
@@ -595,7 +636,7 @@ impl McpService {
     /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728), in mode `jwt`: where
     /// clients find the authorization servers and scopes. Public, so any origin may read it.
     fn protected_resource_metadata(&self, method: &Method) -> Response<Body> {
-        let Auth::Jwt(jwt) = &self.auth else {
+        let Auth::Jwt(jwt) = &*self.auth() else {
             return response::error(&McpError::NotFound, Surface::Problem);
         };
         if method != Method::GET {
@@ -662,7 +703,7 @@ impl McpService {
             return problem(McpError::NotFound);
         };
         let recorded = match self
-            .gateway
+            .gateway()
             .store()
             .get(&principal.caller, elicitation)
             .await

@@ -80,6 +80,17 @@ async fn harness_with(
     config: ServiceConfig,
     deletes: Arc<AtomicUsize>,
 ) -> Harness {
+    harness_requiring(store, modules, limits, config, deletes, Vec::new()).await
+}
+
+async fn harness_requiring(
+    store: Arc<dyn ElicitationStore>,
+    modules: Vec<ModuleSpec>,
+    limits: Limits,
+    config: ServiceConfig,
+    deletes: Arc<AtomicUsize>,
+    required: Vec<String>,
+) -> Harness {
     let metrics = Arc::new(Metrics::new());
     let store: Arc<dyn ElicitationStore> = Arc::new(MeteredStore::new(store, metrics.clone()));
     let registry = Registry::start_with(
@@ -93,7 +104,8 @@ async fn harness_with(
     .unwrap();
     let gateway = Gateway::new(registry, store.clone(), GatePolicy::default(), false)
         .with_metrics(metrics)
-        .with_limits(limits);
+        .with_limits(limits)
+        .with_required_modules(required);
     let auth = Auth::tokens(vec![
         grant(AGENT, &[SCOPE_TOOLS_CALL, SCOPE_CREATE]),
         grant(HUMAN, &[SCOPE_RESPOND]),
@@ -569,23 +581,20 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
             module: broken,
         },
     ];
-    let ready = |required: &[&str]| ServiceConfig {
-        required_modules: required.iter().map(|s| (*s).to_owned()).collect(),
-        ..ServiceConfig::default()
-    };
-    let h = harness_with(
+    let h = harness_requiring(
         store.clone(),
         modules,
         no_limits(),
-        ready(&["test"]),
+        ServiceConfig::default(),
         deletes,
+        vec!["test".into()],
     )
     .await;
     let (status, _, body) = send(&h, "GET", "/readyz", None, None).await;
     assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
 
     // A required module that is down.
-    let h2 = harness_with(
+    let h2 = harness_requiring(
         store.clone(),
         vec![ModuleSpec {
             name: "broken".into(),
@@ -602,8 +611,9 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
             })),
         }],
         no_limits(),
-        ready(&["broken"]),
+        ServiceConfig::default(),
         Arc::default(),
+        vec!["broken".into()],
     )
     .await;
     let (status, _, body) = send(&h2, "GET", "/readyz", None, None).await;
