@@ -479,6 +479,12 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         allowed_hosts: config.http.allowed_hosts.clone(),
         max_streams_per_caller: config.http.max_streams_per_caller,
         session_idle_timeout: config.http.session_idle_timeout,
+        session_max_age: config.http.session_max_age,
+        // Session ids sealed under a key of the seal keys: every instance sharing them
+        // serves every session; without keys, this process only.
+        session_key: seal_keys(config).ok().map(|keys| {
+            mcp_http::sessions::SessionKey(keys.derive_key(mcp_http::sessions::SESSION_KEY_INFO))
+        }),
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
         public_url: config.http.public_url.clone(),

@@ -406,6 +406,9 @@ fn scope_metrics() -> String {
 fn default_groups_claim() -> String {
     "groups".into()
 }
+fn default_session_max_age() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
 fn default_leeway() -> Duration {
     Duration::from_secs(30)
 }
@@ -591,6 +594,8 @@ pub(crate) struct HttpConfig {
     pub(crate) allowed_hosts: Vec<String>,
     #[serde(default = "default_session_idle", with = "duration")]
     pub(crate) session_idle_timeout: Duration,
+    #[serde(default = "default_session_max_age", with = "duration")]
+    pub(crate) session_max_age: Duration,
     #[serde(default = "default_header_read_timeout", with = "duration")]
     pub(crate) header_read_timeout: Duration,
     #[serde(default = "default_body_read_timeout", with = "duration")]
@@ -616,6 +621,7 @@ impl Default for HttpConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle_timeout: default_session_idle(),
+            session_max_age: default_session_max_age(),
             header_read_timeout: default_header_read_timeout(),
             body_read_timeout: default_body_read_timeout(),
             idle_timeout: default_idle_timeout(),

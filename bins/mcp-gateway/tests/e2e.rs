@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -491,7 +492,7 @@ headers = {{ Authorization = "Bearer remote-secret-5678" }}
         "{stdout}"
     );
     assert!(stdout.contains("API_KEY = \"<redacted>\""), "{stdout}");
-    // The printed configuration is itself a valid one (secrets aside).
+    // An invalid file: a non-zero exit that names the key.
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[limits]\ncalls_per_minute = \"many\"").unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
@@ -671,6 +672,203 @@ async fn sighup_adds_and_removes_modules_and_revokes_a_token_while_a_call_finish
     let (status, _) = call_with_token(&base, "fs__list_allowed_directories", CLIENT).await;
     assert_eq!(status, 401);
     gateway.stop().await;
+}
+
+// ---- scale-out: several instances on one PostgreSQL behind a balancer ----
+
+/// A round-robin TCP balancer: each connection goes to the next backend that accepts it
+/// (a dead one is skipped). It keeps, per connection, the backend and the first bytes the
+/// client sent, so a test can tell which instance served which request.
+struct Balancer {
+    address: std::net::SocketAddr,
+    seen: Arc<std::sync::Mutex<Vec<(usize, String)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Balancer {
+    async fn start(backends: Vec<String>) -> Balancer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let seen: Arc<std::sync::Mutex<Vec<(usize, String)>>> = Arc::default();
+        let log = seen.clone();
+        let task = tokio::spawn(async move {
+            let mut next = 0usize;
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut chosen = None;
+                for _ in 0..backends.len() {
+                    let index = next % backends.len();
+                    next += 1;
+                    if let Ok(upstream) = tokio::net::TcpStream::connect(&backends[index]).await {
+                        chosen = Some((index, upstream));
+                        break;
+                    }
+                }
+                let Some((index, upstream)) = chosen else {
+                    continue;
+                };
+                let slot = {
+                    let mut seen = log.lock().unwrap();
+                    seen.push((index, String::new()));
+                    seen.len() - 1
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    let (mut client_read, mut client_write) = client.into_split();
+                    let (mut upstream_read, mut upstream_write) = upstream.into_split();
+                    let back = tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut upstream_read, &mut client_write).await;
+                        let _ = client_write.shutdown().await;
+                    });
+                    let mut buffer = vec![0u8; 16 * 1024];
+                    let mut recorded = 0usize;
+                    loop {
+                        let n = match client_read.read(&mut buffer).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => n,
+                        };
+                        if recorded < 8192 {
+                            log.lock().unwrap()[slot]
+                                .1
+                                .push_str(&String::from_utf8_lossy(&buffer[..n]));
+                            recorded += n;
+                        }
+                        if upstream_write.write_all(&buffer[..n]).await.is_err() {
+                            break;
+                        }
+                    }
+                    let _ = upstream_write.shutdown().await;
+                    let _ = back.await;
+                });
+            }
+        });
+        Balancer {
+            address,
+            seen,
+            task,
+        }
+    }
+
+    /// The backend of the first connection whose request contains every one of `needles`.
+    fn backend_of(&self, needles: &[&str]) -> Option<usize> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, text)| needles.iter().all(|n| text.contains(n)))
+            .map(|(index, _)| *index)
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_behind_a_balancer_serve_one_python_sdk_client_and_survive_losing_one() {
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:AwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwM=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("scaleout", &store);
+    let a = Gateway::start(&scene.config).await;
+    let b = Gateway::start(&scene.config).await;
+    let balancer = Balancer::start(vec![
+        a.base.trim_start_matches("http://").to_owned(),
+        b.base.trim_start_matches("http://").to_owned(),
+    ])
+    .await;
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/interop/python_scaleout_client.py"
+    );
+    let mut child = Command::new(env_or_panic("MCP_INTEROP_PYTHON"))
+        .arg(script)
+        .arg(format!("http://{}/mcp", balancer.address))
+        .args([CLIENT, HUMAN])
+        .arg(&scene.sandbox)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let next_line = async |lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>| {
+        tokio::time::timeout(Duration::from_secs(120), lines.next_line())
+            .await
+            .expect("the client goes on within two minutes")
+            .unwrap()
+            .expect("the client prints its progress")
+    };
+    assert_eq!(next_line(&mut lines).await, "KILL");
+
+    // The native answer was recorded by the instance that did not ask.
+    let asked_on = balancer
+        .backend_of(&["tools/call", "native.txt"])
+        .expect("the call went through the balancer");
+    let answered_on = balancer
+        .backend_of(&["mcp-gateway-confirm-", "\"result\""])
+        .expect("the answer went through the balancer");
+    assert_ne!(
+        asked_on, answered_on,
+        "the answer reached the other instance"
+    );
+    let used: std::collections::BTreeSet<usize> = balancer
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(i, _)| *i)
+        .collect();
+    assert_eq!(used.len(), 2, "both instances served the client");
+
+    // One instance dies; the client carries on through the other.
+    let mut a = a;
+    a.child.kill().await.unwrap();
+    let _ = a.child.wait().await;
+    use tokio::io::AsyncWriteExt;
+    stdin.write_all(b"go\n").await.unwrap();
+    let report: Value = serde_json::from_str(&next_line(&mut lines).await).unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
+
+    assert!(
+        report["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("fs__write_file")),
+        "{report}"
+    );
+    assert_eq!(report["native"]["is_error"], false, "{report}");
+    assert_eq!(report["native"]["asked"], 1, "{report}");
+    assert_eq!(report["held"]["is_error"], false, "{report}");
+    assert_eq!(report["rest_status"], 200, "{report}");
+    assert_eq!(report["recalled"]["is_error"], false, "{report}");
+    assert_eq!(report["after"]["is_error"], false, "{report}");
+    assert_eq!(report["after"]["asked"], 2, "{report}");
+    for (file, content) in [
+        ("native.txt", "native"),
+        ("held.txt", "held"),
+        ("after.txt", "after"),
+    ] {
+        assert_eq!(
+            std::fs::read_to_string(scene.file(file)).unwrap(),
+            content,
+            "{file}"
+        );
+    }
+    b.stop().await;
 }
 
 // ---- interop with the official SDKs as clients ----

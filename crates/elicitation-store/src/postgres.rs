@@ -92,6 +92,7 @@ pub struct PostgresStore {
     rng: SystemRandom,
     max_pending_per_caller: usize,
     changes: broadcast::Sender<ElicitationId>,
+    session_ends: broadcast::Sender<[u8; 32]>,
     recheck_interval: StdDuration,
     specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
     round_trips: AtomicU64,
@@ -174,7 +175,15 @@ impl PostgresStore {
             }
         }
         let changes = broadcast::channel(4096).0;
-        let listener = listen::Listener::start(options.config, changes.clone()).await?;
+        let session_ends = broadcast::channel(1024).0;
+        let listener = listen::Listener::start(
+            options.config,
+            listen::Feeds {
+                changes: changes.clone(),
+                sessions: session_ends.clone(),
+            },
+        )
+        .await?;
         Ok(PostgresStore {
             pool,
             keys: options.keys,
@@ -182,6 +191,7 @@ impl PostgresStore {
             rng: SystemRandom::new(),
             max_pending_per_caller: options.max_pending_per_caller,
             changes,
+            session_ends,
             recheck_interval: options.recheck_interval,
             specs: Mutex::new(HashMap::new()),
             round_trips: AtomicU64::new(0),
@@ -868,6 +878,49 @@ impl ElicitationStore for PostgresStore {
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let until = truncate_to_micros(until);
+        self.scoped(
+            caller,
+            sql::END_SESSION,
+            &[
+                &session.as_slice(),
+                &caller.subject_id(),
+                &tenant_param(caller),
+                &now,
+                &until,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        let rows = client
+            .query(sql::ENDED_SESSIONS, &[])
+            .await
+            .map_err(map_db_error)?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| {
+                let hash: &[u8] = row.get(0);
+                Some((<[u8; 32]>::try_from(hash).ok()?, row.get(1)))
+            })
+            .collect())
+    }
+
+    fn session_ends(&self) -> Option<broadcast::Receiver<[u8; 32]>> {
+        Some(self.session_ends.subscribe())
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(pool_error)?;
         self.round_trips.fetch_add(1, Ordering::Relaxed);
@@ -894,6 +947,10 @@ impl ElicitationStore for PostgresStore {
             .query(&statement, &[&now, &EXPIRE_BATCH])
             .await
             .map_err(map_db_error)?;
+        // Ended sessions past their expiry are forgotten on the same tick.
+        if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
+            tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
+        }
         rows.iter()
             .map(|row| {
                 let raw = decode(row, &self.keys)?;

@@ -406,6 +406,32 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// operator).
     async fn pending_count(&self) -> Result<u64, StoreError>;
 
+    /// Records that `caller`'s session (by the SHA-256 of its id) ended, so that every
+    /// instance sharing the store refuses it until `until`, when it would have expired
+    /// anyway. A store that serves one instance keeps nothing (the instance itself
+    /// remembers).
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let _ = (caller, session, until);
+        Ok(())
+    }
+
+    /// The sessions ended and not yet expired, across callers (hashes only): what an
+    /// instance learns when it starts.
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    /// Sessions ended from now on, on any instance sharing the store (hashes); `None` for a
+    /// store that serves one instance.
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        None
+    }
+
     /// Whether the store can serve now: reachable, with the migrations this build needs
     /// applied ([`StoreError::NotMigrated`] otherwise).
     async fn ping(&self) -> Result<(), StoreError> {

@@ -363,6 +363,33 @@ pub enum Delivery {
     Forbidden,
 }
 
+/// The prefix of the ids of the gate's `elicitation/create` requests that ask for the
+/// person's answer in a form.
+const FORM_ID_PREFIX: &str = "mcp-gateway-confirm-";
+/// The prefix of those that send the client to the approvals page.
+const URL_ID_PREFIX: &str = "mcp-gateway-url-";
+
+/// The confirmation a client's answer to a form `elicitation/create` (by its request id)
+/// answers: for an answer that reached an instance other than the one whose stream asked.
+pub(crate) fn form_answer_to(id: &RequestId) -> Option<ElicitationId> {
+    let RequestId::String(id) = id else {
+        return None;
+    };
+    id.strip_prefix(FORM_ID_PREFIX)?.get(..36)?.parse().ok()
+}
+
+/// Records a client's answer to the gate's form question `id` that arrived where nothing
+/// waits for it (another instance asked; it waits on the store and resumes the call once
+/// the answer is recorded).
+pub(crate) async fn record_from_elsewhere(
+    gateway: &Gateway,
+    principal: &Principal,
+    id: ElicitationId,
+    result: Value,
+) {
+    record(gateway, principal, id, result).await;
+}
+
 /// Answers to the server's own requests that wait on a legacy session: the gate's
 /// `elicitation/create`, and the module requests relayed to the client (`relay`).
 #[derive(Default)]
@@ -376,12 +403,16 @@ impl PendingAnswers {
         self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// A request id no other waiting request uses.
-    fn fresh_id(&self, confirmation: ElicitationId) -> RequestId {
-        RequestId::String(format!(
-            "mcp-gateway-confirm-{confirmation}-{}",
-            self.next()
-        ))
+    /// A request id no other waiting request uses. It names the confirmation, and whether
+    /// the client was asked for the person's answer (a form) or only sent to the page (URL
+    /// mode), so any instance that receives the answer can record it.
+    fn fresh_id(&self, confirmation: ElicitationId, by_url: bool) -> RequestId {
+        let kind = if by_url {
+            URL_ID_PREFIX
+        } else {
+            FORM_ID_PREFIX
+        };
+        RequestId::String(format!("{kind}{confirmation}-{}", self.next()))
     }
 
     pub(crate) fn insert(
@@ -510,8 +541,8 @@ async fn converse(
     };
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
-        let server_id = c.answers.fresh_id(current.id);
         let by_url = c.by == AskBy::Url;
+        let server_id = c.answers.fresh_id(current.id, by_url);
         // A URL-mode answer is not the person's (they answer on the page), so any client
         // may give it; a form's answer only a client that may confirm.
         let answer = c.answers.insert(&c.session, &server_id, !by_url);

@@ -618,4 +618,26 @@ impl ElicitationStore for MeteredStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed("ping", self.inner.ping()).await
     }
+
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "end_session",
+            self.inner.end_session(caller, session, until),
+        )
+        .await
+    }
+
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        self.timed("ended_sessions", self.inner.ended_sessions())
+            .await
+    }
+
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        self.inner.session_ends()
+    }
 }

@@ -45,8 +45,14 @@ pub struct ServiceConfig {
     /// `gateway.internal`. With auth `none`, a request whose `Host` is anything else gets
     /// 421 (DNS-rebinding protection: a browser sends no `Origin` on same-origin GETs).
     pub allowed_hosts: Vec<String>,
-    /// Legacy sessions end after this long without a request.
+    /// A legacy session unused this long leaves this instance's memory (it opens again
+    /// from its id if it comes back).
     pub session_idle_timeout: Duration,
+    /// A legacy session ends this long after its `initialize`, however it is used.
+    pub session_max_age: Duration,
+    /// The key legacy session ids are sealed under: instances that share it serve each
+    /// other's sessions (`None`: a random key, this process only).
+    pub session_key: Option<crate::sessions::SessionKey>,
     /// Most legacy sessions at once.
     pub max_sessions: usize,
     /// Most long-lived SSE streams (a legacy session's confirmation stream) one caller may
@@ -73,6 +79,8 @@ impl Default for ServiceConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             session_idle_timeout: Duration::from_secs(30 * 60),
+            session_max_age: Duration::from_secs(24 * 3600),
+            session_key: None,
             max_sessions: 10_000,
             max_streams_per_caller: 16,
             secure_cookies: false,
@@ -268,11 +276,21 @@ pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 impl McpService {
     /// The service.
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
-        let sessions = Arc::new(Sessions::new(
-            config.session_idle_timeout,
-            config.max_sessions,
-        ));
+        let sessions = Arc::new(match &config.session_key {
+            Some(key) => Sessions::new(
+                config.session_idle_timeout,
+                config.session_max_age,
+                config.max_sessions,
+                key.0,
+            ),
+            None => Sessions::ephemeral(
+                config.session_idle_timeout,
+                config.session_max_age,
+                config.max_sessions,
+            ),
+        });
         notify_sessions(&gateway, &sessions);
+        sessions.follow_ends(gateway.store().clone());
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
@@ -623,7 +641,24 @@ impl McpService {
             Method::POST => self.post(&parts.headers, &principal, &bytes).await,
             Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
                 Some(id) => match self.sessions.remove(&id, &principal.caller) {
-                    Ok(()) => response::empty(StatusCode::OK),
+                    Ok(ended) => {
+                        // Recorded so every instance sharing the store refuses it too.
+                        let recorded = tokio::time::timeout(
+                            Duration::from_secs(5),
+                            self.gateway().store().end_session(
+                                &principal.caller,
+                                ended.hash,
+                                ended.until,
+                            ),
+                        )
+                        .await;
+                        if !matches!(recorded, Ok(Ok(()))) {
+                            tracing::warn!(
+                                "an ended session could not be recorded in the store; other instances may accept it until it expires"
+                            );
+                        }
+                        response::empty(StatusCode::OK)
+                    }
                     Err(e) => response::rpc_error(&e, None, Some(Era::Legacy)),
                 },
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
@@ -973,8 +1008,19 @@ impl McpService {
                     return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
                 let may_confirm = ask::may_answer(principal);
+                let elsewhere = ask::form_answer_to(&id).zip(outcome.clone().ok());
                 match self.answers.deliver(&session, &id, outcome, may_confirm) {
                     ask::Delivery::Delivered => {}
+                    // Another instance asked (its stream waits on the store): recorded here.
+                    ask::Delivery::Unexpected if let Some((confirmation, result)) = elsewhere => {
+                        ask::record_from_elsewhere(
+                            &self.gateway(),
+                            principal,
+                            confirmation,
+                            result,
+                        )
+                        .await;
+                    }
                     ask::Delivery::Unexpected => tracing::debug!(
                         ?id,
                         "an answer nobody waits for (late, or unknown); ignored"

@@ -1,17 +1,47 @@
-//! Legacy (≤ 2025-11-25) sessions: created by `initialize`, named by a cryptographically
-//! random `MCP-Session-Id`, bound to the caller that created them, ended by DELETE or idle
-//! expiry. A session of another caller is indistinguishable from an unknown one (404).
+//! Legacy (≤ 2025-11-25) sessions: created by `initialize`, ended by DELETE or when they
+//! reach their maximum age. A session of another caller is indistinguishable from an
+//! unknown one (404).
+//!
+//! A session's small state — the negotiated version, what the client can answer, the caller
+//! it is bound to, when it began — travels sealed (AES-256-GCM) in its `MCP-Session-Id`, so
+//! every instance that shares the key (derived from the seal keys) serves any request of any
+//! session, behind any balancer. An instance keeps what it needs of a session in memory while
+//! it is used (its log level, its GET stream's events and subscriptions), drops it after the
+//! idle timeout, and opens it again from the id when the session comes back. Ending a
+//! session is recorded in the store, and every instance sharing the store refuses it from
+//! then on (it hears at once through the store's change feed).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::Caller;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use elicitation_store::{Caller, ElicitationStore};
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
 
 use crate::error::McpError;
 use crate::listen::SessionChannel;
 use crate::relay::ClientAnswers;
+
+/// The HKDF `info` for the session key (distinct from the payload and state keys).
+pub const SESSION_KEY_INFO: &str = "mcp-gateway/session/v1";
+const PREFIX: &str = "s1.";
+const AAD: &[u8] = b"mcp-gateway/session/v1";
+
+/// The key session ids are sealed under (derive it from the seal keys with
+/// [`SESSION_KEY_INFO`]). Its `Debug` shows nothing of it.
+#[derive(Clone)]
+pub struct SessionKey(pub [u8; 32]);
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(..)")
+    }
+}
 
 /// What a session remembers from its `initialize`.
 #[derive(Debug, Clone)]
@@ -22,49 +52,172 @@ pub struct Session {
     /// keeping only this bounds a session's size).
     pub answers: ClientAnswers,
     /// The lowest rank of log message the client wants (`logging/setLevel`); all until it
-    /// sets one.
+    /// sets one. Kept by the instance that received it.
     pub log_level: u8,
-    /// Its events, subscriptions and GET stream.
+    /// Its events, subscriptions and GET stream (on this instance).
     pub channel: Arc<SessionChannel>,
     caller: Caller,
     last_seen: Instant,
+    /// When it ends however it is used.
+    ends_at: OffsetDateTime,
 }
 
-/// Most sessions one caller may hold; opening another ends its oldest.
+/// What a session id carries, sealed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Claims {
+    /// Caller subject and tenant.
+    sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ten: Option<String>,
+    /// Negotiated version.
+    v: String,
+    /// What the client can answer: elicitation, elicitation URL mode, sampling, roots.
+    a: [bool; 4],
+    /// When the session ends, Unix seconds.
+    exp: i64,
+}
+
+/// Most sessions one caller may hold in an instance's memory; opening another drops its
+/// oldest from memory (it opens again from its id if it comes back).
 pub const MAX_SESSIONS_PER_CALLER: usize = 64;
+
+/// A session that ended: its hash (what the store records) and until when it is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ended {
+    /// SHA-256 of the session id.
+    pub hash: [u8; 32],
+    /// When it would have ended anyway.
+    pub until: OffsetDateTime,
+}
 
 /// The gateway's legacy sessions.
 pub struct Sessions {
     sessions: Mutex<HashMap<String, Session>>,
+    /// Ended sessions (by hash) and when they would have ended anyway.
+    ended: Mutex<HashMap<[u8; 32], OffsetDateTime>>,
     idle_timeout: Duration,
+    max_age: Duration,
     max_sessions: usize,
+    key: LessSafeKey,
     rng: SystemRandom,
 }
 
+/// SHA-256 of a session id.
+pub fn session_hash(id: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
 impl Sessions {
-    /// Sessions ending after `idle_timeout` without a request; at most `max_sessions` (the
-    /// longest idle is dropped to make room).
-    pub fn new(idle_timeout: Duration, max_sessions: usize) -> Self {
+    /// Sessions dropped from memory after `idle_timeout` without a request, ending
+    /// `max_age` after they began; at most `max_sessions` in memory (the longest idle is
+    /// dropped to make room). Ids are sealed under `key` (instances that share it serve each
+    /// other's sessions).
+    pub fn new(
+        idle_timeout: Duration,
+        max_age: Duration,
+        max_sessions: usize,
+        key: [u8; 32],
+    ) -> Self {
         Sessions {
             sessions: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashMap::new()),
             idle_timeout,
+            max_age,
             max_sessions: max_sessions.max(1),
+            key: LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
+            ),
             rng: SystemRandom::new(),
         }
     }
 
-    /// Starts a session and returns its id (32 random bytes, hex).
+    /// Sessions under a random key: valid in this process only.
+    pub fn ephemeral(idle_timeout: Duration, max_age: Duration, max_sessions: usize) -> Self {
+        let mut key = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut key)
+            .expect("the system random source works");
+        Sessions::new(idle_timeout, max_age, max_sessions, key)
+    }
+
+    /// Starts a session and returns its id (the sealed state).
     pub fn create(
         &self,
         caller: &Caller,
         version: &'static str,
         answers: ClientAnswers,
     ) -> Result<String, McpError> {
-        let mut bytes = [0u8; 32];
-        self.rng
-            .fill(&mut bytes)
-            .map_err(|_| McpError::Internal("the system random source failed".into()))?;
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let ends_at = OffsetDateTime::now_utc()
+            + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY);
+        let claims = Claims {
+            sub: caller.subject_id().to_owned(),
+            ten: caller.tenant_id().map(str::to_owned),
+            v: version.to_owned(),
+            a: [
+                answers.elicitation,
+                answers.elicitation_url,
+                answers.sampling,
+                answers.roots,
+            ],
+            exp: ends_at.unix_timestamp(),
+        };
+        let id = self
+            .seal(&claims)
+            .ok_or_else(|| McpError::Internal("a session id could not be sealed".into()))?;
+        self.insert(id.clone(), caller, version, answers, ends_at);
+        Ok(id)
+    }
+
+    fn seal(&self, claims: &Claims) -> Option<String> {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let mut data = serde_json::to_vec(claims).ok()?;
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .ok()?;
+        let mut blob = nonce.to_vec();
+        blob.extend_from_slice(&data);
+        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)))
+    }
+
+    /// The claims of a session id this gateway sealed, if it is one.
+    fn open(&self, id: &str) -> Option<Claims> {
+        if id.len() > 1024 {
+            return None;
+        }
+        let blob = id
+            .strip_prefix(PREFIX)
+            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
+            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())?;
+        let (nonce, sealed) = blob.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
+        let mut data = sealed.to_vec();
+        let plain = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(AAD),
+                &mut data,
+            )
+            .ok()?;
+        serde_json::from_slice(plain).ok()
+    }
+
+    fn insert(
+        &self,
+        id: String,
+        caller: &Caller,
+        version: &'static str,
+        answers: ClientAnswers,
+        ends_at: OffsetDateTime,
+    ) -> Session {
         let now = Instant::now();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.retain(|_, s| {
@@ -74,7 +227,7 @@ impl Sessions {
             }
             live
         });
-        // A caller that opens too many sessions ends its own oldest, not someone else's.
+        // A caller with too many sessions in memory drops its own oldest, not someone else's.
         let own: Vec<(&String, &Session)> = sessions
             .iter()
             .filter(|(_, s)| s.caller == *caller)
@@ -94,41 +247,78 @@ impl Sessions {
         if let Some(oldest) = evict.and_then(|oldest| sessions.remove(&oldest)) {
             oldest.channel.close();
         }
-        sessions.insert(
-            id.clone(),
-            Session {
-                version,
-                answers,
-                log_level: 0,
-                channel: Arc::default(),
-                caller: caller.clone(),
-                last_seen: now,
-            },
-        );
-        Ok(id)
+        let session = Session {
+            version,
+            answers,
+            log_level: 0,
+            channel: Arc::default(),
+            caller: caller.clone(),
+            last_seen: now,
+            ends_at,
+        };
+        sessions.insert(id, session.clone());
+        session
     }
 
-    /// The caller's live session `id`, marking it used.
+    fn is_ended(&self, id: &str) -> bool {
+        let hash = session_hash(id);
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(&hash)
+    }
+
+    /// The caller's live session `id`, marking it used: from memory, or opened from the id
+    /// (a session begun on another instance, or dropped from memory while idle).
     pub fn touch(&self, id: &str, caller: &Caller) -> Result<Session, McpError> {
         let now = Instant::now();
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let live = sessions.get(id).is_some_and(|s| {
-            s.caller == *caller && now.duration_since(s.last_seen) < self.idle_timeout
-        });
-        if !live {
-            if sessions.get(id).is_some_and(|s| s.caller == *caller)
-                && let Some(expired) = sessions.remove(id)
-            {
-                expired.channel.close();
+        let wall = OffsetDateTime::now_utc();
+        {
+            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(session) = sessions.get_mut(id) {
+                if session.caller != *caller {
+                    return Err(McpError::SessionNotFound);
+                }
+                if session.ends_at > wall
+                    && now.duration_since(session.last_seen) < self.idle_timeout
+                {
+                    session.last_seen = now;
+                    return Ok(session.clone());
+                }
+                if let Some(gone) = sessions.remove(id) {
+                    gone.channel.close();
+                }
             }
+        }
+        if self.is_ended(id) {
             return Err(McpError::SessionNotFound);
         }
-        let session = sessions.get_mut(id).ok_or(McpError::SessionNotFound)?;
-        session.last_seen = now;
-        Ok(session.clone())
+        let claims = self.open(id).ok_or(McpError::SessionNotFound)?;
+        let owner = Caller::new(&claims.sub, claims.ten.clone()).ok();
+        if owner.as_ref() != Some(caller) {
+            return Err(McpError::SessionNotFound);
+        }
+        let ends_at = OffsetDateTime::from_unix_timestamp(claims.exp)
+            .map_err(|_| McpError::SessionNotFound)?;
+        if ends_at <= wall {
+            return Err(McpError::SessionNotFound);
+        }
+        let version = mcp_wire::mcp::LEGACY_VERSIONS
+            .iter()
+            .copied()
+            .find(|v| *v == claims.v)
+            .ok_or(McpError::SessionNotFound)?;
+        let [elicitation, elicitation_url, sampling, roots] = claims.a;
+        let answers = ClientAnswers {
+            elicitation,
+            elicitation_url,
+            sampling,
+            roots,
+        };
+        Ok(self.insert(id.to_owned(), caller, version, answers, ends_at))
     }
 
-    /// Sets the log level (a rank) of the caller's session `id`.
+    /// Sets the log level (a rank) of the caller's session `id` (on this instance).
     pub fn set_log_level(&self, id: &str, caller: &Caller, rank: u8) -> Result<(), McpError> {
         self.touch(id, caller)?;
         if let Some(session) = self
@@ -142,9 +332,15 @@ impl Sessions {
         Ok(())
     }
 
-    /// Ends the caller's session `id`.
-    pub fn remove(&self, id: &str, caller: &Caller) -> Result<(), McpError> {
-        self.touch(id, caller)?;
+    /// Ends the caller's session `id` here; what the store must record so every instance
+    /// refuses it.
+    pub fn remove(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
+        let session = self.touch(id, caller)?;
+        let hash = session_hash(id);
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(hash, session.ends_at);
         let removed = self
             .sessions
             .lock()
@@ -153,10 +349,69 @@ impl Sessions {
         if let Some(session) = removed {
             session.channel.close();
         }
-        Ok(())
+        Ok(Ended {
+            hash,
+            until: session.ends_at,
+        })
     }
 
-    /// Sessions held now.
+    /// A session ended on another instance (by hash), refused here until `until` (`None`:
+    /// until the longest a session lives).
+    pub fn ended_elsewhere(&self, hash: [u8; 32], until: Option<OffsetDateTime>) {
+        let wall = OffsetDateTime::now_utc();
+        let until = until.unwrap_or_else(|| {
+            wall + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY)
+        });
+        {
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            ended.retain(|_, until| *until > wall);
+            ended.insert(hash, until);
+        }
+        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = sessions.keys().find(|id| session_hash(id) == hash).cloned();
+        if let Some(session) = id.and_then(|id| sessions.remove(&id)) {
+            session.channel.close();
+        }
+    }
+
+    /// Learns the sessions ended on other instances sharing `store` — those ended before
+    /// now, and, for as long as the sessions exist, each one ended from now on.
+    pub fn follow_ends(self: &Arc<Self>, store: Arc<dyn ElicitationStore>) {
+        let Some(mut ends) = store.session_ends() else {
+            return;
+        };
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            match store.ended_sessions().await {
+                Ok(ended) => {
+                    if let Some(sessions) = weak.upgrade() {
+                        for (hash, until) in ended {
+                            sessions.ended_elsewhere(hash, Some(until));
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the ended sessions could not be read; sessions ended before this instance started may be accepted here")
+                }
+            }
+            loop {
+                let hash = match ends.recv().await {
+                    Ok(hash) => hash,
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "ended-session notices were dropped");
+                        continue;
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                let Some(sessions) = weak.upgrade() else {
+                    return;
+                };
+                sessions.ended_elsewhere(hash, None);
+            }
+        });
+    }
+
+    /// Sessions held in this instance's memory now.
     pub fn len(&self) -> usize {
         self.sessions
             .lock()
@@ -221,15 +476,17 @@ impl Sessions {
 mod tests {
     use super::*;
 
+    const DAY: Duration = Duration::from_secs(86_400);
+
     #[test]
     fn sessions_are_bound_to_their_caller_and_end_on_delete() {
-        let sessions = Sessions::new(Duration::from_secs(60), 10);
+        let sessions = Sessions::ephemeral(Duration::from_secs(60), DAY, 10);
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
         let id = sessions
             .create(&alice, "2025-11-25", ClientAnswers::default())
             .unwrap();
-        assert_eq!(id.len(), 64);
+        assert!(id.starts_with(PREFIX) && !id.contains("alice"), "{id}");
         assert_eq!(sessions.touch(&id, &alice).unwrap().version, "2025-11-25");
         assert!(matches!(
             sessions.touch(&id, &bob),
@@ -239,7 +496,8 @@ mod tests {
             sessions.remove(&id, &bob),
             Err(McpError::SessionNotFound)
         ));
-        sessions.remove(&id, &alice).unwrap();
+        let ended = sessions.remove(&id, &alice).unwrap();
+        assert_eq!(ended.hash, session_hash(&id));
         assert!(matches!(
             sessions.touch(&id, &alice),
             Err(McpError::SessionNotFound)
@@ -247,11 +505,46 @@ mod tests {
     }
 
     #[test]
-    fn a_caller_with_too_many_sessions_ends_its_own_oldest() {
-        let sessions = Sessions::new(Duration::from_secs(60), 10_000);
+    fn another_instance_with_the_same_key_serves_the_session_and_hears_it_ended() {
+        let key = [7u8; 32];
+        let a = Sessions::new(Duration::from_secs(60), DAY, 10, key);
+        let b = Sessions::new(Duration::from_secs(60), DAY, 10, key);
+        let other_key = Sessions::new(Duration::from_secs(60), DAY, 10, [8u8; 32]);
+        let alice = Caller::new("alice", Some("acme".into())).unwrap();
+        let answers = ClientAnswers {
+            elicitation: true,
+            elicitation_url: false,
+            sampling: true,
+            roots: false,
+        };
+        let id = a.create(&alice, "2025-06-18", answers).unwrap();
+        let there = b.touch(&id, &alice).unwrap();
+        assert_eq!(there.version, "2025-06-18");
+        assert_eq!(there.answers, answers);
+        assert!(
+            other_key.touch(&id, &alice).is_err(),
+            "another key: unknown"
+        );
+        let mallory = Caller::new("alice", Some("evil".into())).unwrap();
+        assert!(b.touch(&id, &mallory).is_err(), "bound to its caller");
+        // Tampering with any byte makes it unknown.
+        let mut bytes = id.clone().into_bytes();
+        let last = bytes.len() - 2;
+        bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(bytes).unwrap();
+        assert!(b.touch(&tampered, &alice).is_err());
+        // Ended on A: B hears it and refuses it, even from memory.
+        let ended = a.remove(&id, &alice).unwrap();
+        b.ended_elsewhere(ended.hash, Some(ended.until));
+        assert!(b.touch(&id, &alice).is_err());
+    }
+
+    #[test]
+    fn a_caller_with_too_many_sessions_keeps_only_its_newest_in_memory() {
+        let sessions = Sessions::ephemeral(Duration::from_secs(60), DAY, 10_000);
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
-        let bobs = sessions
+        sessions
             .create(&bob, "2025-11-25", ClientAnswers::default())
             .unwrap();
         let first = sessions
@@ -262,35 +555,51 @@ mod tests {
                 .create(&alice, "2025-11-25", ClientAnswers::default())
                 .unwrap();
         }
-        assert!(
-            sessions.touch(&first, &alice).is_err(),
-            "alice's oldest made room"
+        assert_eq!(
+            sessions.len(),
+            MAX_SESSIONS_PER_CALLER + 1,
+            "alice's oldest made room, bob's stayed"
         );
-        assert!(
-            sessions.touch(&bobs, &bob).is_ok(),
-            "bob's session is untouched"
-        );
+        // Dropped from memory is not ended: it opens again from its id.
+        assert!(sessions.touch(&first, &alice).is_ok());
     }
 
     #[test]
-    fn idle_sessions_expire_and_the_oldest_makes_room() {
+    fn a_session_ends_at_its_maximum_age_and_idle_ones_leave_memory() {
         let alice = Caller::new("alice", None).unwrap();
-        let expired = Sessions::new(Duration::ZERO, 10);
-        let id = expired
+        let aged = Sessions::ephemeral(Duration::from_secs(60), Duration::ZERO, 10);
+        let id = aged
             .create(&alice, "2025-11-25", ClientAnswers::default())
             .unwrap();
         assert!(matches!(
-            expired.touch(&id, &alice),
+            aged.touch(&id, &alice),
             Err(McpError::SessionNotFound)
         ));
-        let small = Sessions::new(Duration::from_secs(60), 1);
+        let small = Sessions::ephemeral(Duration::from_secs(60), DAY, 1);
         let first = small
             .create(&alice, "2025-11-25", ClientAnswers::default())
             .unwrap();
-        let second = small
+        small
             .create(&alice, "2025-11-25", ClientAnswers::default())
             .unwrap();
-        assert!(small.touch(&first, &alice).is_err());
-        assert!(small.touch(&second, &alice).is_ok());
+        assert_eq!(small.len(), 1);
+        let idle = Sessions::ephemeral(Duration::ZERO, DAY, 10);
+        let id = idle
+            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .unwrap();
+        assert!(idle.touch(&id, &alice).is_ok(), "reopened from its id");
+        assert!(small.touch(&first, &alice).is_ok());
+    }
+
+    #[test]
+    fn a_forged_or_oversized_session_id_is_unknown() {
+        let sessions = Sessions::ephemeral(Duration::from_secs(60), DAY, 10);
+        let alice = Caller::new("alice", None).unwrap();
+        for id in ["", "s1.", "s1.!!!", "deadbeef", &"s1.A".repeat(600)] {
+            assert!(matches!(
+                sessions.touch(id, &alice),
+                Err(McpError::SessionNotFound)
+            ));
+        }
     }
 }

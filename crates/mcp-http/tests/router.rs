@@ -2150,3 +2150,130 @@ async fn tools_with_names_mcp_does_not_allow_are_not_listed() {
         .collect();
     assert_eq!(names, ["odd__fine.name-1"]);
 }
+
+/// Two gateway instances on one PostgreSQL, sharing the seal keys: a session begun on A is
+/// served by B; a person's answer to A's `elicitation/create` that reaches B completes A's
+/// stream (B records it, A hears it through the store); a session ended on A is refused by B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_on_one_postgres_serve_one_session_and_one_answer() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let config = || ServiceConfig {
+        session_key: Some(mcp_http::sessions::SessionKey([9; 32])),
+        ..ServiceConfig::default()
+    };
+    let a = harness_configured(
+        Arc::new(postgres_store(&db).await),
+        true,
+        RequestStates::ephemeral(),
+        config(),
+    )
+    .await;
+    let b = harness_configured(
+        Arc::new(postgres_store(&db).await),
+        true,
+        RequestStates::ephemeral(),
+        config(),
+    )
+    .await;
+    let on_a = open_eliciting_session(&a, CLIENT).await;
+    let mut on_b = Session {
+        h: &b,
+        token: CLIENT,
+        id: on_a.id.clone(),
+        next: 100,
+    };
+    let read = on_b.call("test__read", json!({"path": "/r"}), None).await;
+    assert_eq!(
+        read["content"][0]["text"], "read /r",
+        "B serves A's session"
+    );
+
+    let mut events = stream_call(&on_a, "test__delete", json!({"path": "/x"})).await;
+    let ask = events.next().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    let (status, _, body) = on_b
+        .post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirmed": true}}}))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let result = events.next().await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /x",
+        "{result}"
+    );
+    assert_eq!(a.calls.delete.load(Ordering::SeqCst), 1, "run once, on A");
+    assert_eq!(b.calls.delete.load(Ordering::SeqCst), 0);
+
+    // Another caller cannot use the session on either instance.
+    let bobs = format!("Bearer {OTHER_AGENT}");
+    let list =
+        serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).unwrap();
+    for h in [&a, &b] {
+        let (status, _, _) = send(
+            h,
+            "POST",
+            "/mcp",
+            &[("authorization", &bobs), ("mcp-session-id", &on_a.id)],
+            list.clone(),
+        )
+        .await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+
+    // Ended on A, refused by B (which held it in memory).
+    let auth = format!("Bearer {CLIENT}");
+    let (status, _, _) = send(
+        &a,
+        "DELETE",
+        "/mcp",
+        &[("authorization", &auth), ("mcp-session-id", &on_a.id)],
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, _, _) = send(
+            &b,
+            "POST",
+            "/mcp",
+            &[("authorization", &auth), ("mcp-session-id", &on_a.id)],
+            list.clone(),
+        )
+        .await;
+        if status == StatusCode::NOT_FOUND {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "B hears the session ended"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // And an instance started after the end learns it from the store.
+    let c = harness_configured(
+        Arc::new(postgres_store(&db).await),
+        true,
+        RequestStates::ephemeral(),
+        config(),
+    )
+    .await;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (status, _, _) = send(
+            &c,
+            "POST",
+            "/mcp",
+            &[("authorization", &auth), ("mcp-session-id", &on_a.id)],
+            list.clone(),
+        )
+        .await;
+        if status == StatusCode::NOT_FOUND {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C reads the ended session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -27,10 +27,10 @@ impl Listener {
     /// after the store is built can be missed.
     pub(super) async fn start(
         config: tokio_postgres::Config,
-        changes: broadcast::Sender<ElicitationId>,
+        feeds: Feeds,
     ) -> Result<Self, StoreError> {
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(run(config, changes, ready_tx));
+        let task = tokio::spawn(run(config, feeds, ready_tx));
         match ready_rx.await {
             Ok(Ok(())) => Ok(Listener(task)),
             Ok(Err(err)) => {
@@ -44,9 +44,16 @@ impl Listener {
     }
 }
 
+/// Where notifications go: changed elicitations, and ended sessions.
+#[derive(Clone)]
+pub(super) struct Feeds {
+    pub(super) changes: broadcast::Sender<ElicitationId>,
+    pub(super) sessions: broadcast::Sender<[u8; 32]>,
+}
+
 async fn run(
     config: tokio_postgres::Config,
-    changes: broadcast::Sender<ElicitationId>,
+    changes: Feeds,
     ready: oneshot::Sender<Result<(), StoreError>>,
 ) {
     let mut ready = Some(ready);
@@ -70,7 +77,7 @@ async fn run(
 /// One connection's life: LISTEN, then forward notifications until it ends.
 async fn listen_once(
     config: &tokio_postgres::Config,
-    changes: &broadcast::Sender<ElicitationId>,
+    changes: &Feeds,
     ready: &mut Option<oneshot::Sender<Result<(), StoreError>>>,
 ) -> Result<(), StoreError> {
     let (client, mut connection) = config.connect(NoTls).await.map_err(map_db_error)?;
@@ -78,9 +85,14 @@ async fn listen_once(
     let driver = tokio::spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
             match message {
+                Ok(AsyncMessage::Notification(n)) if n.channel() == sql::SESSION_ENDED_CHANNEL => {
+                    if let Some(hash) = hash_from_hex(n.payload()) {
+                        let _ = forward.sessions.send(hash);
+                    }
+                }
                 Ok(AsyncMessage::Notification(n)) => {
                     if let Ok(id) = n.payload().parse::<ElicitationId>() {
-                        let _ = forward.send(id);
+                        let _ = forward.changes.send(id);
                     }
                 }
                 Ok(_) => {}
@@ -99,4 +111,16 @@ async fn listen_once(
     let ended = driver.await.map_err(|e| StoreError::Backend(Box::new(e)))?;
     drop(client);
     ended
+}
+
+/// 64 hex digits as 32 bytes.
+fn hash_from_hex(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
 }

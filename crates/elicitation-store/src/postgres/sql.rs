@@ -209,7 +209,17 @@ pub(super) const APPROVER_ONE: &str = concat!(
     " FROM mcp_elicitations WHERE id = $1 AND approver_group = ANY (mcp_approver_groups())"
 );
 
-pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed";
+pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed; LISTEN mcp_session_ended";
+
+/// The channel of [`LISTEN`] that carries ended sessions.
+pub(super) const SESSION_ENDED_CHANNEL: &str = "mcp_session_ended";
+
+/// `$1` hash, `$2` subject, `$3` tenant, `$4` now, `$5` until. Scoped to the caller.
+pub(super) const END_SESSION: &str = "INSERT INTO mcp_ended_sessions (session_hash, caller_subject, caller_tenant, ended_at, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (session_hash) DO NOTHING";
+
+pub(super) const ENDED_SESSIONS: &str = "SELECT session_hash, expires_at FROM mcp_ended_sessions()";
+
+pub(super) const FORGET_ENDED_SESSIONS: &str = "SELECT mcp_forget_ended_sessions()";
 
 /// Every statement that writes audit rows (held against the audit vocabulary in a test).
 #[cfg(test)]
