@@ -64,11 +64,23 @@ pub(crate) async fn run(
     make: MakeRequest,
     check: Check,
 ) -> Result<Load> {
+    run_spread(&[target], concurrency, total, make, check).await
+}
+
+/// [`run`], with the connections spread over `targets` in turn (several gateway instances).
+pub(crate) async fn run_spread(
+    targets: &[SocketAddr],
+    concurrency: usize,
+    total: usize,
+    make: MakeRequest,
+    check: Check,
+) -> Result<Load> {
     let next = Arc::new(AtomicUsize::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
     let mut workers = Vec::new();
-    for _ in 0..concurrency {
+    for worker in 0..concurrency {
+        let target = targets[worker % targets.len()];
         let (next, errors, make, check) =
             (next.clone(), errors.clone(), make.clone(), check.clone());
         workers.push(tokio::spawn(async move {

@@ -28,6 +28,9 @@ enum Command {
     Upstream {
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: String,
+        /// List this many more read-only tools (`t0` …), for a large catalog.
+        #[arg(long, default_value_t = 0)]
+        tools: usize,
     },
     /// Serve the null proxy to an upstream; prints `listening on ADDR`.
     NullProxy {
@@ -71,7 +74,8 @@ enum Command {
 #[tokio::main]
 async fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Upstream { listen } => {
+        Command::Upstream { listen, tools } => {
+            upstream::set_extra_tools(tools);
             let listener = TcpListener::bind(&listen).await?;
             println!("listening on {}", listener.local_addr()?);
             upstream::serve(listener).await;

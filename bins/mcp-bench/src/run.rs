@@ -25,6 +25,7 @@ use crate::procstat;
 
 const AGENT: &str = "bench-agent-token";
 const HUMAN: &str = "bench-human-token";
+const SCRAPER: &str = "bench-scraper-token";
 const SEAL_KEY: &str = "bench:BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 /// A process under test.
@@ -83,6 +84,14 @@ scopes = ["tools:call"]
 subject = "bench"
 token_sha256 = "{human}"
 scopes = ["elicitations:respond"]
+[[auth.tokens]]
+subject = "scraper"
+token_sha256 = "{scraper}"
+scopes = ["metrics:read"]
+[limits]
+calls_per_minute = 0
+confirmations_per_minute = 0
+module_concurrency = 0
 [[modules]]
 name = "up"
 transport = "http"
@@ -91,6 +100,7 @@ trust_annotations = true
 "#,
         agent = token_sha256(AGENT),
         human = token_sha256(HUMAN),
+        scraper = token_sha256(SCRAPER),
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config)?;
@@ -345,6 +355,166 @@ async fn measure(
     })
 }
 
+/// [`measure`] with the connections spread over several instances (CPU summed over them).
+async fn measure_spread(
+    path: &'static str,
+    targets: &[SocketAddr],
+    processes: &[u32],
+    concurrency: usize,
+    total: usize,
+    make: MakeRequest,
+    check: Check,
+) -> Result<Row> {
+    let cpu = || {
+        processes
+            .iter()
+            .map(|p| procstat::cpu_seconds(*p))
+            .sum::<f64>()
+    };
+    let cpu_before = cpu();
+    let load = load::run_spread(targets, concurrency, total, make, check).await?;
+    let used = cpu() - cpu_before;
+    if load.errors > 0 {
+        bail!(
+            "{path} at concurrency {concurrency}: {} of {} answers were not the expected ones",
+            load.errors,
+            load.requests
+        );
+    }
+    let peak = processes
+        .iter()
+        .map(|p| procstat::rss_mib(*p).1)
+        .fold(0.0, f64::max);
+    eprintln!(
+        "  {path:<28} c={concurrency:<3} {:>8.0} req/s  p50 {:.3} ms  p99 {:.3} ms",
+        load.per_second(),
+        load.ms(0.5),
+        load.ms(0.99)
+    );
+    Ok(Row {
+        path,
+        concurrency,
+        cpu_per_10k: used / load.requests as f64 * 10_000.0,
+        peak_rss_mib: peak,
+        load,
+    })
+}
+
+/// Milliseconds from an answer recorded on one instance (its REST response) to the return
+/// of a long poll on that confirmation waiting on the other instance, `samples` times:
+/// (p50, p99, max).
+async fn cross_instance_wake(
+    first: SocketAddr,
+    second: SocketAddr,
+    samples: usize,
+) -> Result<(f64, f64, f64)> {
+    let mut waits = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let (_, _, body) = load::once(
+            first,
+            modern(
+                "up__delete",
+                Some(AGENT),
+                json!({"path": "/wake"}),
+                json!({}),
+            ),
+        )
+        .await?;
+        let reply: Value = serde_json::from_slice(&body)?;
+        let id = reply["result"]["structuredContent"]["elicitation"]["id"]
+            .as_str()
+            .context("expected a held call")?
+            .to_owned();
+        let poll = Request::builder()
+            .method("GET")
+            .uri(format!("/v1/mcp/elicitations/{id}?wait=30"))
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {HUMAN}"))
+            .body(Full::new(Bytes::new()))?;
+        let waiting = tokio::spawn(async move {
+            let answer = load::once(second, poll).await;
+            (answer, std::time::Instant::now())
+        });
+        // Let the poll reach its wait on the other instance.
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let approve = Request::builder()
+            .method("POST")
+            .uri(format!("/v1/mcp/elicitations/{id}/respond"))
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {HUMAN}"))
+            .body(Full::new(Bytes::from_static(b"{\"confirmed\": true}")))?;
+        let (status, _, _) = load::once(first, approve).await?;
+        let recorded = std::time::Instant::now();
+        if status != 200 {
+            bail!("approving a confirmation answered {status}");
+        }
+        let (answer, woke) = waiting.await?;
+        let (status, _, body) = answer?;
+        let seen: Value = serde_json::from_slice(&body)?;
+        if status != 200 || seen["status"] != "responded" {
+            bail!("the long poll on the other instance answered {status}: {seen}");
+        }
+        waits.push(woke.saturating_duration_since(recorded).as_secs_f64() * 1000.0);
+    }
+    waits.sort_by(f64::total_cmp);
+    let at = |q: f64| waits[((waits.len() as f64 * q).ceil() as usize).clamp(1, waits.len()) - 1];
+    Ok((at(0.5), at(0.99), waits[waits.len() - 1]))
+}
+
+/// `/metrics` of a gateway whose catalog holds 1,000 tools, each called once (so each has
+/// its series): (p50 ms, p99 ms, bytes), over 200 scrapes on one connection.
+async fn metrics_with_a_large_catalog(
+    me: &Path,
+    gateway: &Path,
+    dir: &Path,
+) -> Result<(f64, f64, usize)> {
+    const TOOLS: usize = 1_000;
+    let mut upstream_cmd = Command::new(me);
+    upstream_cmd.args(["upstream", "--tools", &TOOLS.to_string()]);
+    let upstream = start(upstream_cmd, "listening on ").await?;
+    let big = start_gateway(
+        gateway,
+        dir,
+        "catalog",
+        "[store]\nkind = \"memory\"",
+        upstream.addr,
+    )
+    .await?;
+    for i in 0..TOOLS {
+        let (status, _, _) = load::once(
+            big.addr,
+            modern(&format!("up__t{i}"), Some(AGENT), json!({}), json!({})),
+        )
+        .await?;
+        if status != 200 {
+            bail!("calling up__t{i} answered {status}");
+        }
+    }
+    let scrape: MakeRequest = Arc::new(|_| {
+        Request::builder()
+            .method("GET")
+            .uri("/metrics")
+            .header("host", "127.0.0.1")
+            .header("authorization", format!("Bearer {SCRAPER}"))
+            .body(Full::new(Bytes::new()))
+            .expect("a valid request")
+    });
+    let ok: Check = Arc::new(|status, body| status == 200 && !body.is_empty());
+    let (_, _, text) = load::once(big.addr, scrape(0)).await?;
+    let load = load::run(big.addr, 1, 200, scrape, ok).await?;
+    if load.errors > 0 {
+        bail!("/metrics failed {} times", load.errors);
+    }
+    eprintln!(
+        "  /metrics, {TOOLS} tools         p50 {:.3} ms  p99 {:.3} ms  {} bytes",
+        load.ms(0.5),
+        load.ms(0.99),
+        text.len()
+    );
+    drop((big, upstream));
+    Ok((load.ms(0.5), load.ms(0.99), text.len()))
+}
+
 async fn transactions(admin: &tokio_postgres::Client) -> Result<i64> {
     let row = admin
         .query_one("SELECT (xact_commit + xact_rollback)::bigint FROM pg_stat_database WHERE datname = current_database()", &[])
@@ -564,6 +734,9 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     );
     let pg_gateway =
         start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
+    // A second instance on the same database and keys (the scale-out rows).
+    let pg_second =
+        start_gateway(&options.gateway, &dir, "postgres2", &store, upstream.addr).await?;
     let admin = db.admin().await;
     let mut round_trips = None;
     for &c in &levels {
@@ -601,9 +774,49 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             let after = transactions(&admin).await?;
             round_trips = Some((after - before) as f64 / count as f64);
         }
+        if c > 1 {
+            // The same load spread over two instances on the one database.
+            let ids = Arc::new(ready_confirmations(pg_gateway.addr, destructive_total(c)).await?);
+            let count = ids.len();
+            let confirmed: MakeRequest = Arc::new(move |i| {
+                modern(
+                    "up__delete",
+                    Some(AGENT),
+                    json!({"path": "/bench"}),
+                    json!({"confirmation_id": ids[i]}),
+                )
+            });
+            rows.push(
+                measure_spread(
+                    "gateway destructive, postgres, 2 instances",
+                    &[pg_gateway.addr, pg_second.addr],
+                    &[pg_gateway.pid(), pg_second.pid()],
+                    c,
+                    count,
+                    confirmed,
+                    forwarded(),
+                )
+                .await?,
+            );
+        }
     }
+    let wake = cross_instance_wake(
+        pg_gateway.addr,
+        pg_second.addr,
+        if options.quick { 50 } else { 200 },
+    )
+    .await?;
+    let scrape = metrics_with_a_large_catalog(&me, &options.gateway, &dir).await?;
 
-    let report = report(&rows, idle_rss, &rss_after, round_trips, &idle);
+    let report = report(
+        &rows,
+        idle_rss,
+        &rss_after,
+        round_trips,
+        &idle,
+        &wake,
+        &scrape,
+    );
     println!("{}", report.0);
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
     std::fs::create_dir_all(&out)?;
@@ -614,7 +827,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     )?;
     println!("written to target/bench/gateway.md and target/bench/gateway.json");
     let _ = std::fs::remove_dir_all(&dir);
-    drop((upstream, proxy, gateway, pg_gateway));
+    drop((upstream, proxy, gateway, pg_gateway, pg_second));
     Ok(())
 }
 
@@ -624,6 +837,8 @@ fn report(
     rss_after: &[f64],
     round_trips: Option<f64>,
     idle: &crate::idle::IdleMemory,
+    wake: &(f64, f64, f64),
+    scrape: &(f64, f64, usize),
 ) -> (String, Value) {
     let mut md = String::from(
         "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n",
@@ -659,7 +874,7 @@ fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 11] = [
+    let lines: [Ratio; 12] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
@@ -721,6 +936,12 @@ fn report(
             |a, b| a.load.ms(0.99) - b.load.ms(0.99),
         ),
         (
+            "postgres confirmed calls/s, 2 instances ÷ 1",
+            "gateway destructive, postgres, 2 instances",
+            "gateway destructive, postgres",
+            |a, b| a.load.per_second() / b.load.per_second(),
+        ),
+        (
             "destructive (memory) CPU/call ÷ read-only",
             "gateway destructive, memory",
             "gateway read-only",
@@ -776,7 +997,19 @@ fn report(
             "PostgreSQL transactions (= network round trips) per confirmed destructive call, conc. 16: {trips:.2}."
         );
     }
+    let _ = writeln!(
+        md,
+        "An answer recorded on one instance wakes a long poll waiting on the other (PostgreSQL NOTIFY): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms.",
+        wake.0, wake.1, wake.2
+    );
+    let _ = writeln!(
+        md,
+        "`/metrics` with 1,000 tools in the catalog, each called once: p50 {:.2} ms, p99 {:.2} ms, {} bytes.",
+        scrape.0, scrape.1, scrape.2
+    );
     let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
+        "cross_instance_wake_ms": {"p50": wake.0, "p99": wake.1, "max": wake.2},
+        "metrics_1000_tools": {"p50_ms": scrape.0, "p99_ms": scrape.1, "bytes": scrape.2},
         "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs()}});
     (md, json)
 }

@@ -12,13 +12,27 @@ use hyper::body::Incoming;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+/// Extra read-only tools `t0` … `t{N-1}` besides `read` and `delete` (`--tools N`), for a
+/// large catalog.
+static EXTRA_TOOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Lists `extra` more read-only tools from now on.
+pub(crate) fn set_extra_tools(extra: usize) {
+    EXTRA_TOOLS.store(extra, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn tools() -> Value {
-    json!([
-        {"name": "read", "description": "Reads (benchmark).", "inputSchema": {"type": "object"},
-         "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}},
-        {"name": "delete", "description": "Deletes (benchmark).", "inputSchema": {"type": "object"},
-         "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}},
-    ])
+    let mut tools = vec![
+        json!({"name": "read", "description": "Reads (benchmark).", "inputSchema": {"type": "object"},
+         "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}}),
+        json!({"name": "delete", "description": "Deletes (benchmark).", "inputSchema": {"type": "object"},
+         "annotations": {"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false}}),
+    ];
+    for i in 0..EXTRA_TOOLS.load(std::sync::atomic::Ordering::Relaxed) {
+        tools.push(json!({"name": format!("t{i}"), "description": "Reads (benchmark).", "inputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false}}));
+    }
+    Value::Array(tools)
 }
 
 fn answer(message: &Value) -> (StatusCode, Option<Value>, bool) {
