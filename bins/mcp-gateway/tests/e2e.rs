@@ -871,6 +871,83 @@ async fn two_instances_behind_a_balancer_serve_one_python_sdk_client_and_survive
     b.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_made_through_one_instance_reaches_the_session_stream_on_another() {
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:BAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQ=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("subscribe", &store);
+    let a = Gateway::start(&scene.config).await;
+    let b = Gateway::start(&scene.config).await;
+    let on_a = Session::open(&a).await;
+    let mut on_b = Session {
+        base: b.base.clone(),
+        id: on_a.id.clone(),
+        next: 100,
+    };
+    // The session's stream, on B.
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder()
+        .method("GET")
+        .uri(format!("{}/mcp", b.base))
+        .header("authorization", format!("Bearer {AGENT}"))
+        .header("mcp-session-id", &on_a.id)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut seen = String::new();
+    while !seen.contains("retry:") {
+        let frame = tokio::time::timeout(Duration::from_secs(20), body.frame())
+            .await
+            .expect("the stream primes within 20 s")
+            .expect("the stream is open")
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(frame.data_ref().unwrap()));
+    }
+    // Subscribed through A.
+    let auth = format!("Bearer {AGENT}");
+    let (status, _, answer) = http(
+        "POST",
+        &format!("{}/mcp", a.base),
+        &[
+            ("authorization", &auth),
+            ("mcp-session-id", &on_a.id),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": "test://watched"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("error").is_none(), "{answer}");
+    // B's copy of the module says the resource changed; B's stream of the session tells
+    // the client (B learned of the subscription from A through the store).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen.contains("notifications/resources/updated") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the update reaches the stream on B: {seen}"
+        );
+        let touched = on_b.call("chatty__touch", json!({}), None).await;
+        assert_eq!(text(&touched), "touched", "{touched}");
+        if let Ok(Some(Ok(frame))) =
+            tokio::time::timeout(Duration::from_millis(500), body.frame()).await
+        {
+            seen.push_str(&String::from_utf8_lossy(
+                frame.data_ref().unwrap_or(&Bytes::new()),
+            ));
+        }
+    }
+    assert!(seen.contains("test://watched"), "{seen}");
+    a.stop().await;
+    b.stop().await;
+}
+
 // ---- interop with the official SDKs as clients ----
 
 fn env_or_panic(name: &str) -> String {

@@ -38,7 +38,7 @@ pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, Approver, CallBinding, ConfirmationRequest, ElicitationStore,
-    ErasedElicitation, ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, MIN_TTL,
-    Redeemed, StoredElicitation, Unreadable,
+    ErasedElicitation, ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_BROADCAST_BYTES,
+    MAX_LIST_LIMIT, MIN_TTL, Redeemed, StoredElicitation, Unreadable,
 };
 pub use sweeper::{SweepOptions, Swept, sweep, sweep_once};

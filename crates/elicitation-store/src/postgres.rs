@@ -93,6 +93,7 @@ pub struct PostgresStore {
     max_pending_per_caller: usize,
     changes: broadcast::Sender<ElicitationId>,
     session_ends: broadcast::Sender<[u8; 32]>,
+    broadcasts: broadcast::Sender<String>,
     recheck_interval: StdDuration,
     specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
     round_trips: AtomicU64,
@@ -176,11 +177,13 @@ impl PostgresStore {
         }
         let changes = broadcast::channel(4096).0;
         let session_ends = broadcast::channel(1024).0;
+        let broadcasts = broadcast::channel(1024).0;
         let listener = listen::Listener::start(
             options.config,
             listen::Feeds {
                 changes: changes.clone(),
                 sessions: session_ends.clone(),
+                broadcasts: broadcasts.clone(),
             },
         )
         .await?;
@@ -192,6 +195,7 @@ impl PostgresStore {
             max_pending_per_caller: options.max_pending_per_caller,
             changes,
             session_ends,
+            broadcasts,
             recheck_interval: options.recheck_interval,
             specs: Mutex::new(HashMap::new()),
             round_trips: AtomicU64::new(0),
@@ -919,6 +923,25 @@ impl ElicitationStore for PostgresStore {
 
     fn session_ends(&self) -> Option<broadcast::Receiver<[u8; 32]>> {
         Some(self.session_ends.subscribe())
+    }
+
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
+        if message.len() > crate::MAX_BROADCAST_BYTES {
+            return Err(StoreError::Backend(
+                format!("a broadcast of {} bytes is too long", message.len()).into(),
+            ));
+        }
+        let client = self.pool.get().await.map_err(pool_error)?;
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        client
+            .query_one(sql::BROADCAST, &[&message])
+            .await
+            .map_err(map_db_error)?;
+        Ok(())
+    }
+
+    fn broadcasts(&self) -> Option<broadcast::Receiver<String>> {
+        Some(self.broadcasts.subscribe())
     }
 
     async fn ping(&self) -> Result<(), StoreError> {

@@ -241,6 +241,10 @@ pub struct ExpiredElicitation {
     pub tool: Option<String>,
 }
 
+/// The longest message [`ElicitationStore::broadcast`] carries (PostgreSQL's `NOTIFY`
+/// payload limit, with room to spare).
+pub const MAX_BROADCAST_BYTES: usize = 4000;
+
 /// A finished elicitation the retention job erased (its record is gone; its audit trail
 /// stays).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,6 +433,20 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// Sessions ended from now on, on any instance sharing the store (hashes); `None` for a
     /// store that serves one instance.
     fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        None
+    }
+
+    /// Tells every instance sharing the store — this one included — `message`, a small
+    /// text of the HTTP layer's (at most [`MAX_BROADCAST_BYTES`]); a store that serves one
+    /// instance tells nobody.
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
+        let _ = message;
+        Ok(())
+    }
+
+    /// What [`Self::broadcast`] tells, from every instance; `None` for a store that serves
+    /// one instance.
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         None
     }
 

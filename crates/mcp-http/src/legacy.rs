@@ -39,17 +39,41 @@ impl McpService {
                     "this session already subscribes to {cap} resources; unsubscribe from some first"
                 ))
             })?;
-        if !changed
-            || self.sessions.others_subscribed(uri, session_id)
-            || self.listeners.subscribed(uri)
-        {
+        if !changed {
             return Ok(());
         }
-        let asked = self.gateway().subscribe_resource(uri, subscribe).await;
+        let module_knows =
+            self.sessions.others_subscribed(uri, session_id) || self.listeners.subscribed(uri);
+        let asked = if module_knows {
+            Ok(())
+        } else {
+            self.gateway().subscribe_resource(uri, subscribe).await
+        };
         if asked.is_err() && subscribe {
             let _ = session.channel.set_subscription(uri, false);
+            return asked;
         }
+        // The instance holding the session's stream may be another one.
+        self.tell_about(session_id, |i, s| {
+            crate::sessions::SessionEvent::Subscription {
+                i,
+                s,
+                u: uri.to_owned(),
+                on: subscribe,
+            }
+        });
         asked
+    }
+
+    /// Tells the other instances sharing the store what session `session_id` did here.
+    fn tell_about(
+        &self,
+        session_id: &str,
+        event: impl FnOnce(String, String) -> crate::sessions::SessionEvent,
+    ) {
+        let hash = crate::sessions::hex(&crate::sessions::session_hash(session_id));
+        let event = event(self.sessions.instance().to_owned(), hash);
+        crate::service::tell_other_instances(self.gateway().store(), &event);
     }
 }
 
@@ -116,6 +140,9 @@ impl McpService {
                 })?;
                 self.sessions
                     .set_log_level(&session_id, &principal.caller, rank)?;
+                self.tell_about(&session_id, |i, s| {
+                    crate::sessions::SessionEvent::LogLevel { i, s, r: rank }
+                });
                 self.gateway().set_log_level(&params.level).await;
                 json!({}).into()
             }

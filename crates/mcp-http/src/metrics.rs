@@ -640,4 +640,12 @@ impl ElicitationStore for MeteredStore {
     fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
         self.inner.session_ends()
     }
+
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
+        self.timed("broadcast", self.inner.broadcast(message)).await
+    }
+
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.broadcasts()
+    }
 }

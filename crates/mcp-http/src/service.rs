@@ -95,7 +95,7 @@ impl Default for ServiceConfig {
 pub struct McpService {
     /// Swapped whole on a configuration reload; a request in flight keeps the one it began
     /// with.
-    gateway: std::sync::RwLock<Arc<Gateway>>,
+    gateway: Arc<std::sync::RwLock<Arc<Gateway>>>,
     auth: std::sync::RwLock<Arc<Auth>>,
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) config: ServiceConfig,
@@ -266,6 +266,87 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Applies what other instances tell about the sessions held here: a subscription made or
+/// a log level set through them (for as long as the sessions exist).
+fn follow_other_instances(
+    store: Arc<dyn elicitation_store::ElicitationStore>,
+    gateway: Arc<std::sync::RwLock<Arc<Gateway>>>,
+    sessions: Arc<Sessions>,
+    listeners: Arc<crate::listen::Listeners>,
+) {
+    use crate::sessions::SessionEvent;
+    use tokio::sync::broadcast::error::RecvError;
+    let Some(mut told) = store.broadcasts() else {
+        return;
+    };
+    let weak = Arc::downgrade(&sessions);
+    drop(sessions);
+    tokio::spawn(async move {
+        loop {
+            let message = match told.recv().await {
+                Ok(message) => message,
+                Err(RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "notices from other instances were dropped");
+                    continue;
+                }
+                Err(RecvError::Closed) => return,
+            };
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            let Ok(event) = serde_json::from_str::<SessionEvent>(&message) else {
+                continue;
+            };
+            match event {
+                SessionEvent::Subscription { i, s, u, on } if i != sessions.instance() => {
+                    let Some((id, session)) = sessions.by_hash(&s) else {
+                        continue;
+                    };
+                    if session.channel.set_subscription(&u, on) != Ok(true)
+                        || sessions.others_subscribed(&u, &id)
+                        || listeners.subscribed(&u)
+                    {
+                        continue;
+                    }
+                    let gateway = gateway
+                        .read()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .clone();
+                    if let Err(e) = gateway.subscribe_resource(&u, on).await {
+                        tracing::info!(uri = %u, error = %e, "a subscription made on another instance could not be made here");
+                    }
+                }
+                SessionEvent::LogLevel { i, s, r } if i != sessions.instance() => {
+                    if let Some((id, _)) = sessions.by_hash(&s) {
+                        sessions.set_log_level_here(&id, r);
+                    }
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+/// Tells the other instances sharing the store about a session (in the background; a
+/// failure is logged: the other instances' streams then miss it).
+pub(crate) fn tell_other_instances(
+    store: &Arc<dyn elicitation_store::ElicitationStore>,
+    event: &crate::sessions::SessionEvent,
+) {
+    if store.broadcasts().is_none() {
+        return;
+    }
+    let Ok(message) = serde_json::to_string(event) else {
+        return;
+    };
+    let store = store.clone();
+    tokio::spawn(async move {
+        if let Err(e) = store.broadcast(&message).await {
+            tracing::warn!(error = %e, "other instances could not be told about a session");
+        }
+    });
+}
+
 pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get(name)
@@ -291,17 +372,25 @@ impl McpService {
         });
         notify_sessions(&gateway, &sessions);
         sessions.follow_ends(gateway.store().clone());
+        let gateway_cell = Arc::new(std::sync::RwLock::new(gateway.clone()));
+        let listeners: Arc<crate::listen::Listeners> = Arc::default();
+        follow_other_instances(
+            gateway.store().clone(),
+            gateway_cell.clone(),
+            sessions.clone(),
+            listeners.clone(),
+        );
         let streams = StreamSlots::new(config.max_streams_per_caller);
         McpService {
             streams,
-            gateway: std::sync::RwLock::new(gateway),
+            gateway: gateway_cell,
             auth: std::sync::RwLock::new(Arc::new(auth)),
             sessions,
             config,
             states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
             bridges: Arc::default(),
-            listeners: Arc::default(),
+            listeners,
             web: crate::approvals::WebSessions::default(),
             uploads: None,
             sso: None,

@@ -90,6 +90,41 @@ pub struct Ended {
     pub until: OffsetDateTime,
 }
 
+/// What one instance tells the others about a session it served (through the store's
+/// broadcast), so the instance holding the session's GET stream sees what the session asked
+/// for elsewhere.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "k")]
+pub(crate) enum SessionEvent {
+    /// `resources/subscribe` (`on`) or `resources/unsubscribe` of `uri`.
+    #[serde(rename = "sub")]
+    Subscription {
+        /// The instance that served it (it applied it itself).
+        i: String,
+        /// The session's hash, hex.
+        s: String,
+        /// The resource.
+        u: String,
+        /// Subscribed or not.
+        on: bool,
+    },
+    /// `logging/setLevel`, as a rank.
+    #[serde(rename = "log")]
+    LogLevel {
+        /// The instance that served it.
+        i: String,
+        /// The session's hash, hex.
+        s: String,
+        /// The rank.
+        r: u8,
+    },
+}
+
+/// A hash as hex.
+pub(crate) fn hex(hash: &[u8; 32]) -> String {
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The gateway's legacy sessions.
 pub struct Sessions {
     sessions: Mutex<HashMap<String, Session>>,
@@ -100,6 +135,8 @@ pub struct Sessions {
     max_sessions: usize,
     key: LessSafeKey,
     rng: SystemRandom,
+    /// This instance, in what it broadcasts (random; it skips its own).
+    instance: String,
 }
 
 /// SHA-256 of a session id.
@@ -131,6 +168,38 @@ impl Sessions {
                 UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
             ),
             rng: SystemRandom::new(),
+            instance: {
+                let mut bytes = [0u8; 8];
+                let _ = SystemRandom::new().fill(&mut bytes);
+                bytes.iter().map(|b| format!("{b:02x}")).collect()
+            },
+        }
+    }
+
+    /// This instance's name in what it broadcasts.
+    pub(crate) fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// The session held in memory here whose id hashes to `hash` (hex), with its id.
+    pub(crate) fn by_hash(&self, hash: &str) -> Option<(String, Session)> {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(id, _)| hex(&session_hash(id)) == hash)
+            .map(|(id, s)| (id.clone(), s.clone()))
+    }
+
+    /// Sets the log level of session `id` held here (told by another instance).
+    pub(crate) fn set_log_level_here(&self, id: &str, rank: u8) {
+        if let Some(session) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(id)
+        {
+            session.log_level = rank;
         }
     }
 

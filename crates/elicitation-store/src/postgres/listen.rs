@@ -49,6 +49,7 @@ impl Listener {
 pub(super) struct Feeds {
     pub(super) changes: broadcast::Sender<ElicitationId>,
     pub(super) sessions: broadcast::Sender<[u8; 32]>,
+    pub(super) broadcasts: broadcast::Sender<String>,
 }
 
 async fn run(
@@ -85,6 +86,9 @@ async fn listen_once(
     let driver = tokio::spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
             match message {
+                Ok(AsyncMessage::Notification(n)) if n.channel() == sql::BROADCAST_CHANNEL => {
+                    let _ = forward.broadcasts.send(n.payload().to_owned());
+                }
                 Ok(AsyncMessage::Notification(n)) if n.channel() == sql::SESSION_ENDED_CHANNEL => {
                     if let Some(hash) = hash_from_hex(n.payload()) {
                         let _ = forward.sessions.send(hash);

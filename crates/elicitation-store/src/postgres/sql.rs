@@ -209,7 +209,14 @@ pub(super) const APPROVER_ONE: &str = concat!(
     " FROM mcp_elicitations WHERE id = $1 AND approver_group = ANY (mcp_approver_groups())"
 );
 
-pub(super) const LISTEN: &str = "LISTEN mcp_elicitation_changed; LISTEN mcp_session_ended";
+pub(super) const LISTEN: &str =
+    "LISTEN mcp_elicitation_changed; LISTEN mcp_session_ended; LISTEN mcp_gateway_broadcast";
+
+/// The channel of [`LISTEN`] that carries [`BROADCAST`]s.
+pub(super) const BROADCAST_CHANNEL: &str = "mcp_gateway_broadcast";
+
+/// `$1` the message.
+pub(super) const BROADCAST: &str = "SELECT pg_notify('mcp_gateway_broadcast', $1)";
 
 /// The channel of [`LISTEN`] that carries ended sessions.
 pub(super) const SESSION_ENDED_CHANNEL: &str = "mcp_session_ended";
