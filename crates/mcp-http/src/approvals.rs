@@ -14,9 +14,8 @@
 mod html;
 pub mod oidc;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use elicitation_core::{CancelReason, ElicitationId, RespondOutcome, ResponseSpec};
@@ -37,8 +36,6 @@ pub const PREFIX: &str = "/approvals";
 const COOKIE: &str = "mcp_gateway_approvals";
 /// How long a sign-in lasts.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
-/// Most web sessions at once (the oldest ends to make room).
-const MAX_SESSIONS: usize = 10_000;
 /// How many answered elicitations the page shows.
 const HISTORY: usize = 20;
 /// How often the events stream reads the list of a store without a change feed.
@@ -51,88 +48,107 @@ const SCRIPT: &str = include_str!("approvals/app.js");
 /// Scripts and styles from the gateway only, forms to it only, no framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-/// One signed-in browser.
-struct WebSession {
-    principal: Arc<Principal>,
+/// What a page sign-in carries, sealed in its cookie: any instance sharing the keys serves
+/// it, and nothing of it can be read or changed in the browser.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct WebClaims {
+    sub: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ten: Option<String>,
+    scopes: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<String>,
+    auth: bool,
+    /// The form token.
     csrf: String,
-    expires: Instant,
+    /// When it ends, Unix seconds.
+    exp: i64,
     /// The identity provider's ID token (single sign-on), for its sign-out.
-    id_token: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    idt: Option<String>,
 }
 
-/// The page's sessions.
+/// The longest cookie value a page sign-in may have (browsers keep 4 KiB per cookie).
+const MAX_COOKIE: usize = 3800;
+
+/// The page's sign-ins: sealed in their cookie (`w1.…`), ended early by sign-out (recorded
+/// by hash, so every instance refuses the cookie).
 pub struct WebSessions {
-    sessions: Mutex<HashMap<String, WebSession>>,
+    sealer: crate::sealed::Sealer,
     rng: SystemRandom,
 }
 
-impl Default for WebSessions {
-    fn default() -> Self {
+impl WebSessions {
+    /// Sign-ins sealed under a key derived from `key` (instances that share it serve each
+    /// other's sign-ins).
+    pub fn new(key: [u8; 32]) -> Self {
         WebSessions {
-            sessions: Mutex::default(),
+            sealer: crate::sealed::Sealer::new(
+                crate::sealed::derive(&key, "mcp-gateway/approvals-session/v1"),
+                "w1.",
+                b"mcp-gateway/approvals-session/v1",
+            ),
             rng: SystemRandom::new(),
         }
     }
-}
 
-impl WebSessions {
     fn random(&self) -> Option<String> {
         let mut bytes = [0u8; 32];
         self.rng.fill(&mut bytes).ok()?;
         Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
     }
 
-    /// A new session for `principal`: its id and form token.
+    /// A new sign-in for `principal`: its cookie value and form token.
     fn open(&self, principal: Arc<Principal>) -> Option<(String, String)> {
         self.open_with(principal, None)
     }
 
-    /// A new session, with the ID token of a single sign-on.
+    /// A new sign-in, with the ID token of a single sign-on (left out if the cookie would
+    /// be too long: the provider's sign-out then asks which account).
     fn open_with(
         &self,
         principal: Arc<Principal>,
         id_token: Option<String>,
     ) -> Option<(String, String)> {
-        let (id, csrf) = (self.random()?, self.random()?);
-        let now = Instant::now();
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions.retain(|_, s| s.expires > now);
-        if sessions.len() >= MAX_SESSIONS
-            && let Some(oldest) = sessions
-                .iter()
-                .min_by_key(|(_, s)| s.expires)
-                .map(|(k, _)| k.clone())
-        {
-            sessions.remove(&oldest);
+        let csrf = self.random()?;
+        let ends = time::OffsetDateTime::now_utc()
+            + time::Duration::try_from(SESSION_TTL).unwrap_or(time::Duration::HOUR);
+        let mut claims = WebClaims {
+            sub: principal.caller.subject_id().to_owned(),
+            ten: principal.caller.tenant_id().map(str::to_owned),
+            scopes: principal.scopes.iter().cloned().collect(),
+            groups: principal.groups.iter().cloned().collect(),
+            auth: principal.authenticated,
+            csrf: csrf.clone(),
+            exp: ends.unix_timestamp(),
+            idt: id_token,
+        };
+        let mut value = self.sealer.seal(&claims)?;
+        if value.len() > MAX_COOKIE && claims.idt.is_some() {
+            claims.idt = None;
+            value = self.sealer.seal(&claims)?;
         }
-        sessions.insert(
-            id.clone(),
-            WebSession {
-                principal,
-                csrf: csrf.clone(),
-                expires: now + SESSION_TTL,
-                id_token,
-            },
-        );
-        Some((id, csrf))
+        (value.len() <= MAX_COOKIE).then_some((value, csrf))
     }
 
-    /// The live session `id`: its principal and form token.
-    fn get(&self, id: &str) -> Option<(Arc<Principal>, String)> {
-        let sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .get(id)
-            .filter(|s| s.expires > Instant::now())
-            .map(|s| (s.principal.clone(), s.csrf.clone()))
-    }
-
-    /// Ends session `id`; returns its ID token, if it had one.
-    fn close(&self, id: &str) -> Option<String> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id)
-            .and_then(|s| s.id_token)
+    /// The live sign-in of cookie `value` (not ended, not expired): its principal, form
+    /// token, end and ID token.
+    fn get(
+        &self,
+        value: &str,
+    ) -> Option<(Arc<Principal>, String, time::OffsetDateTime, Option<String>)> {
+        let claims: WebClaims = self.sealer.open(value)?;
+        let ends = time::OffsetDateTime::from_unix_timestamp(claims.exp).ok()?;
+        if ends <= time::OffsetDateTime::now_utc() {
+            return None;
+        }
+        let principal = Principal {
+            caller: elicitation_store::Caller::new(&claims.sub, claims.ten).ok()?,
+            scopes: claims.scopes.into_iter().collect(),
+            authenticated: claims.auth,
+            groups: claims.groups.into_iter().collect(),
+        };
+        Some((Arc::new(principal), claims.csrf, ends, claims.idt))
     }
 }
 
@@ -401,7 +417,7 @@ impl McpService {
                 }
                 match action {
                     ["sign-out"] => {
-                        let id_token = self.web.close(&session);
+                        let id_token = self.end_web_session(&session, &principal).await;
                         // Signed in through the identity provider: sign out there too.
                         let to = match &self.sso {
                             Some(sso) => sso.sign_out_url(id_token.as_deref()).await,
@@ -586,8 +602,35 @@ impl McpService {
         headers: &HeaderMap,
     ) -> Option<(String, Arc<Principal>, String)> {
         let id = cookie(headers)?;
-        let (principal, csrf) = self.web.get(&id)?;
+        let (principal, csrf, _, _) = self.web.get(&id)?;
+        if self
+            .sessions
+            .is_ended_hash(&crate::sessions::session_hash(&id))
+        {
+            return None;
+        }
         Some((id, principal, csrf))
+    }
+
+    /// Signs out: the cookie `value` is refused from now on, here and (recorded in the
+    /// store) on every instance sharing it. Returns its ID token, if it had one.
+    async fn end_web_session(&self, value: &str, principal: &Principal) -> Option<String> {
+        let (_, _, ends, id_token) = self.web.get(value)?;
+        let hash = crate::sessions::session_hash(value);
+        self.sessions.end_here(hash, ends);
+        let recorded = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.gateway()
+                .store()
+                .end_session(&principal.caller, hash, ends),
+        )
+        .await;
+        if !matches!(recorded, Ok(Ok(()))) {
+            tracing::warn!(
+                "a sign-out could not be recorded in the store; other instances may accept the cookie until it expires"
+            );
+        }
+        id_token
     }
 
     /// Single sign-on, step one: off to the identity provider, coming back to `next` (a
@@ -607,7 +650,7 @@ impl McpService {
                 self.set_named_cookie(
                     &mut response,
                     SSO_COOKIE,
-                    &start.state,
+                    &start.cookie,
                     "/approvals/oidc",
                     "Lax",
                     600,
@@ -628,7 +671,19 @@ impl McpService {
         };
         let fields = form(query.unwrap_or_default().as_bytes());
         let state = field(&fields, "state").unwrap_or_default();
-        let bound = cookie_named(headers, SSO_COOKIE);
+        // Each sign-in's cookie is used once: a replayed callback is refused here (and, on
+        // another instance, by the provider, which redeems a code once).
+        let bound = cookie_named(headers, SSO_COOKIE).filter(|c| {
+            !self
+                .sessions
+                .is_ended_hash(&crate::sessions::session_hash(c))
+        });
+        if let Some(used) = &bound {
+            self.sessions.end_here(
+                crate::sessions::session_hash(used),
+                time::OffsetDateTime::now_utc() + time::Duration::minutes(15),
+            );
+        }
         let signed_in = sso
             .finish(
                 state,
@@ -706,7 +761,7 @@ impl McpService {
         let Some((id, _)) = self.web.open(principal.clone()) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                html::sign_in(Some("The system random source failed.")),
+                html::sign_in(Some("A sign-in could not be made here.")),
             );
         };
         let mut response = redirect(to);
@@ -739,7 +794,9 @@ impl McpService {
         let Some((id, _)) = self.web.open(principal) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                html::sign_in(Some("The system random source failed.")),
+                html::sign_in(Some(
+                    "A sign-in could not be made for this token (too many groups for a cookie?).",
+                )),
             );
         };
         // Only a page of one confirmation is a place to go on to (no open redirect).

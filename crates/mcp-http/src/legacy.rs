@@ -92,6 +92,19 @@ impl McpService {
         request: &mut Request,
         streaming: Streaming,
     ) -> Result<Reply, McpError> {
+        // What writes session state (a new session, a subscription, a log level — each may
+        // be recorded or told to every instance) counts against the caller's call rate.
+        if matches!(
+            request.method.as_str(),
+            "initialize" | "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"
+        ) && let Err(wait) = self.gateway().limits().call(&principal.caller)
+        {
+            self.gateway().metrics().limited("calls");
+            return Err(McpError::RateLimited {
+                what: "this caller is changing sessions faster than the gateway allows",
+                retry_after: crate::limits::retry_after_secs(wait),
+            });
+        }
         if request.method == "initialize" {
             let params = request.take_params()?;
             let requested = params

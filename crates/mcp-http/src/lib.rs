@@ -30,6 +30,7 @@ pub mod state;
 pub mod streams;
 pub mod uploads;
 
+mod sealed;
 mod serve;
 
 pub use relay::ClientAnswers;

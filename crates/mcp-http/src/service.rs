@@ -357,6 +357,11 @@ pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 impl McpService {
     /// The service.
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
+        // Page sign-ins are sealed under a key of the same material as session ids.
+        let web_key = config
+            .session_key
+            .as_ref()
+            .map_or_else(crate::sealed::Sealer::random_key, |k| k.0);
         let sessions = Arc::new(match &config.session_key {
             Some(key) => Sessions::new(
                 config.session_idle_timeout,
@@ -391,7 +396,7 @@ impl McpService {
             answers: Arc::default(),
             bridges: Arc::default(),
             listeners,
-            web: crate::approvals::WebSessions::default(),
+            web: crate::approvals::WebSessions::new(web_key),
             uploads: None,
             sso: None,
             closing: tokio::sync::watch::channel(false).0,
@@ -450,7 +455,13 @@ impl McpService {
 
     /// Signs people in to the approvals page through `sso` (besides tokens).
     pub fn with_sso(mut self, sso: crate::approvals::oidc::Sso) -> Self {
-        self.sso = Some(Arc::new(sso));
+        // Sign-ins on their way are sealed under the same material as page sign-ins.
+        let key = self
+            .config
+            .session_key
+            .as_ref()
+            .map_or_else(crate::sealed::Sealer::random_key, |k| k.0);
+        self.sso = Some(Arc::new(sso.keyed(key)));
         self
     }
 
@@ -545,15 +556,30 @@ impl McpService {
     /// The operations endpoints (`/healthz`, `/readyz`, `/metrics`), without authentication:
     /// for a listener only the operator's network reaches. `None` for any other path.
     pub async fn operations(&self, method: &Method, path: &str) -> Option<Response<Body>> {
+        self.probe(method, path, true).await
+    }
+
+    /// `/healthz` and `/readyz` (and, `private`, `/metrics` and why the instance is not
+    /// ready: module names and store trouble are the operator's business, not the
+    /// internet's).
+    async fn probe(&self, method: &Method, path: &str, private: bool) -> Option<Response<Body>> {
         let response = match path {
             "/healthz" => response::json(StatusCode::OK, &json!({"status": "ok"})),
             "/readyz" => match self.readiness().await {
                 Ok(()) => response::json(StatusCode::OK, &json!({"status": "ready"})),
-                Err(problems) => response::json(
+                Err(problems) if private => response::json(
                     StatusCode::SERVICE_UNAVAILABLE,
                     &json!({"status": "not ready", "problems": problems}),
                 ),
+                Err(problems) => {
+                    tracing::debug!(?problems, "not ready");
+                    response::json(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &json!({"status": "not ready"}),
+                    )
+                }
             },
+            "/metrics" if private => response::metrics(self.metrics_text()),
             "/metrics" => response::metrics(self.metrics_text()),
             _ => return None,
         };
@@ -645,7 +671,7 @@ impl McpService {
             return fail(McpError::BadHost);
         }
         if (path == "/healthz" || path == "/readyz")
-            && let Some(response) = self.operations(&parts.method, &path).await
+            && let Some(response) = self.probe(&parts.method, &path, false).await
         {
             return response;
         }

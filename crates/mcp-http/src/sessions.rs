@@ -15,10 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use elicitation_store::{Caller, ElicitationStore};
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -26,6 +23,7 @@ use time::OffsetDateTime;
 use crate::error::McpError;
 use crate::listen::SessionChannel;
 use crate::relay::ClientAnswers;
+use crate::sealed::Sealer;
 
 /// The HKDF `info` for the session key (distinct from the payload and state keys).
 pub const SESSION_KEY_INFO: &str = "mcp-gateway/session/v1";
@@ -133,8 +131,7 @@ pub struct Sessions {
     idle_timeout: Duration,
     max_age: Duration,
     max_sessions: usize,
-    key: LessSafeKey,
-    rng: SystemRandom,
+    sealer: Sealer,
     /// This instance, in what it broadcasts (random; it skips its own).
     instance: String,
 }
@@ -164,10 +161,7 @@ impl Sessions {
             idle_timeout,
             max_age,
             max_sessions: max_sessions.max(1),
-            key: LessSafeKey::new(
-                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
-            ),
-            rng: SystemRandom::new(),
+            sealer: Sealer::new(key, PREFIX, AAD),
             instance: {
                 let mut bytes = [0u8; 8];
                 let _ = SystemRandom::new().fill(&mut bytes);
@@ -205,11 +199,7 @@ impl Sessions {
 
     /// Sessions under a random key: valid in this process only.
     pub fn ephemeral(idle_timeout: Duration, max_age: Duration, max_sessions: usize) -> Self {
-        let mut key = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut key)
-            .expect("the system random source works");
-        Sessions::new(idle_timeout, max_age, max_sessions, key)
+        Sessions::new(idle_timeout, max_age, max_sessions, Sealer::random_key())
     }
 
     /// Starts a session and returns its id (the sealed state).
@@ -241,19 +231,7 @@ impl Sessions {
     }
 
     fn seal(&self, claims: &Claims) -> Option<String> {
-        let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).ok()?;
-        let mut data = serde_json::to_vec(claims).ok()?;
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut data,
-            )
-            .ok()?;
-        let mut blob = nonce.to_vec();
-        blob.extend_from_slice(&data);
-        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)))
+        self.sealer.seal(claims)
     }
 
     /// The claims of a session id this gateway sealed, if it is one.
@@ -261,22 +239,7 @@ impl Sessions {
         if id.len() > 1024 {
             return None;
         }
-        let blob = id
-            .strip_prefix(PREFIX)
-            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
-            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())?;
-        let (nonce, sealed) = blob.split_at(NONCE_LEN);
-        let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
-        let mut data = sealed.to_vec();
-        let plain = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut data,
-            )
-            .ok()?;
-        serde_json::from_slice(plain).ok()
+        self.sealer.open(id)
     }
 
     fn insert(
@@ -431,11 +394,7 @@ impl Sessions {
         let until = until.unwrap_or_else(|| {
             wall + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY)
         });
-        {
-            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-            ended.retain(|_, until| *until > wall);
-            ended.insert(hash, until);
-        }
+        self.end_here(hash, until);
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         let id = sessions.keys().find(|id| session_hash(id) == hash).cloned();
         if let Some(session) = id.and_then(|id| sessions.remove(&id)) {
@@ -491,6 +450,24 @@ impl Sessions {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Whether the session or page sign-in whose id hashes to `hash` ended (here, or on an
+    /// instance sharing the store).
+    pub(crate) fn is_ended_hash(&self, hash: &[u8; 32]) -> bool {
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(hash)
+    }
+
+    /// Ends, here, what hashes to `hash` until `until` (a page sign-in; the caller records
+    /// it in the store for the other instances).
+    pub(crate) fn end_here(&self, hash: [u8; 32], until: OffsetDateTime) {
+        let wall = OffsetDateTime::now_utc();
+        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended.retain(|_, until| *until > wall);
+        ended.insert(hash, until);
     }
 
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.

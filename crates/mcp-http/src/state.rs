@@ -6,12 +6,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
+
+use crate::sealed::Sealer;
 
 /// The HKDF `info` for the state key (distinct from the payload key's).
 pub const STATE_KEY_INFO: &str = "mcp-gateway/request-state/v1";
@@ -44,7 +42,8 @@ pub struct StateClaims {
 pub struct OpenedState {
     /// What it says.
     pub claims: StateClaims,
-    nonce: [u8; NONCE_LEN],
+    /// The token's hash (what "used" remembers).
+    used_as: [u8; 32],
 }
 
 /// Why a state was refused (all map to `-32602` on the wire).
@@ -63,9 +62,8 @@ pub enum StateError {
 
 /// Seals and opens states.
 pub struct RequestStates {
-    key: LessSafeKey,
-    rng: SystemRandom,
-    used: Mutex<HashMap<[u8; NONCE_LEN], i64>>,
+    sealer: Sealer,
+    used: Mutex<HashMap<[u8; 32], i64>>,
 }
 
 impl RequestStates {
@@ -73,10 +71,7 @@ impl RequestStates {
     /// [`STATE_KEY_INFO`]).
     pub fn new(key: [u8; 32]) -> Self {
         RequestStates {
-            key: LessSafeKey::new(
-                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
-            ),
-            rng: SystemRandom::new(),
+            sealer: Sealer::new(key, PREFIX, AAD),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -84,62 +79,31 @@ impl RequestStates {
     /// States under a random key: valid for this process only (fine for a single instance
     /// with the memory store).
     pub fn ephemeral() -> Self {
-        let mut key = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut key)
-            .expect("the system random source works");
-        RequestStates::new(key)
+        RequestStates::new(Sealer::random_key())
     }
 
     /// A sealed state token.
     pub fn seal(&self, claims: &StateClaims) -> Option<String> {
-        let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).ok()?;
-        let mut data = serde_json::to_vec(claims).ok()?;
-        self.key
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut data,
-            )
-            .ok()?;
-        let mut blob = nonce.to_vec();
-        blob.extend_from_slice(&data);
-        Some(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)))
+        self.sealer.seal(claims)
     }
 
     /// Opens a token and checks its expiry at `now`, and whether it was used already. Call
     /// [`RequestStates::mark_used`] once the state was found to belong to the request.
     pub fn open(&self, token: &str, now: OffsetDateTime) -> Result<OpenedState, StateError> {
-        let blob = token
-            .strip_prefix(PREFIX)
-            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
-            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())
-            .ok_or(StateError::Invalid)?;
-        let (nonce_bytes, sealed) = blob.split_at(NONCE_LEN);
-        let nonce: [u8; NONCE_LEN] = nonce_bytes.try_into().map_err(|_| StateError::Invalid)?;
-        let mut data = sealed.to_vec();
-        let plain = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(AAD),
-                &mut data,
-            )
-            .map_err(|_| StateError::Invalid)?;
-        let claims: StateClaims = serde_json::from_slice(plain).map_err(|_| StateError::Invalid)?;
+        let claims: StateClaims = self.sealer.open(token).ok_or(StateError::Invalid)?;
         if claims.exp <= now.unix_timestamp() {
             return Err(StateError::Expired);
         }
+        let used_as = crate::sessions::session_hash(token);
         if self
             .used
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&nonce)
+            .contains_key(&used_as)
         {
             return Err(StateError::Replayed);
         }
-        Ok(OpenedState { claims, nonce })
+        Ok(OpenedState { claims, used_as })
     }
 
     /// Marks an opened state used; false if it was used meanwhile (a concurrent replay).
@@ -147,7 +111,7 @@ impl RequestStates {
         let now = now.unix_timestamp();
         let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         used.retain(|_, exp| *exp > now);
-        used.insert(opened.nonce, opened.claims.exp).is_none()
+        used.insert(opened.used_as, opened.claims.exp).is_none()
     }
 
     /// [`RequestStates::open`] and [`RequestStates::mark_used`] at once.

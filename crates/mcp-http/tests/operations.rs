@@ -409,6 +409,12 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
     // A gated call counts too: refused, not held.
     let gated = call(&h, "test__delete", json!({}), None).await;
     assert_eq!(gated["structuredContent"]["rate_limited"], true, "{gated}");
+    // So does opening a session (it may be recorded and told to every instance).
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, headers, _) = send(&h, "POST", "/mcp", Some(AGENT), Some(init)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(headers["retry-after"], "1");
     // One call per second comes back.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(
@@ -458,7 +464,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
     let text = scrape(&h).await;
     assert_eq!(
         sample(&text, "mcp_gateway_limited_total{limit=\"calls\"}"),
-        Some(2.0)
+        Some(3.0)
     );
     assert_eq!(
         sample(&text, "mcp_gateway_limited_total{limit=\"confirmations\"}"),
@@ -619,6 +625,19 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
     let (status, _, body) = send(&h2, "GET", "/readyz", None, None).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        body,
+        json!({"status": "not ready"}),
+        "the main listener does not say why"
+    );
+    let private = h2
+        .service
+        .operations(&http::Method::GET, "/readyz")
+        .await
+        .unwrap();
+    assert_eq!(private.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value =
+        serde_json::from_slice(&private.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert_eq!(body["problems"], json!(["module \"broken\" is down"]));
     // Liveness is not readiness.
     let (status, _, _) = send(&h2, "GET", "/healthz", None, None).await;
@@ -633,9 +652,14 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
         )
         .await
         .unwrap();
-    let (status, _, body) = send(&h, "GET", "/readyz", None, None).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    let body: Value = serde_json::from_slice(&body).unwrap();
+    let response = h
+        .service
+        .operations(&http::Method::GET, "/readyz")
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
     assert!(
         body["problems"][0]
             .as_str()

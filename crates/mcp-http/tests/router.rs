@@ -2219,6 +2219,39 @@ async fn two_instances_on_one_postgres_serve_one_session_and_one_answer() {
         assert_eq!(status, StatusCode::NOT_FOUND);
     }
 
+    // A page sign-in made on A is served by B; signing out on B ends it on A too.
+    let cookie = page_sign_in(&a).await;
+    let (status, on_b_page) = approvals_page(&b, &cookie).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(on_b_page.contains("Sign out"), "B serves A's sign-in");
+    let start = on_b_page.find("name=\"csrf\" value=\"").unwrap() + 19;
+    let csrf = &on_b_page[start..start + on_b_page[start..].find('"').unwrap()];
+    let (status, _, _) = send(
+        &b,
+        "POST",
+        "/approvals/sign-out",
+        &[
+            ("cookie", &cookie),
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", "http://127.0.0.1:8080"),
+        ],
+        format!("csrf={csrf}").into_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, on_a_page) = approvals_page(&a, &cookie).await;
+        if on_a_page.contains("Sign in") && !on_a_page.contains("Sign out") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A hears of the sign-out"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
     // Ended on A, refused by B (which held it in memory).
     let auth = format!("Bearer {CLIENT}");
     let (status, _, _) = send(
@@ -2276,4 +2309,28 @@ async fn two_instances_on_one_postgres_serve_one_session_and_one_answer() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// Signs in to the approvals page with the human's token; the cookie.
+async fn page_sign_in(h: &Harness) -> String {
+    let (status, headers, _) = send(
+        h,
+        "POST",
+        "/approvals/sign-in",
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", "http://127.0.0.1:8080"),
+        ],
+        format!("token={HUMAN}").into_bytes(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SEE_OTHER);
+    let set = headers["set-cookie"].to_str().unwrap().to_owned();
+    set.split(';').next().unwrap().to_owned()
+}
+
+/// The approvals page with `cookie`: its status and HTML.
+async fn approvals_page(h: &Harness, cookie: &str) -> (StatusCode, String) {
+    let (status, _, body) = send(h, "GET", "/approvals", &[("cookie", cookie)], Vec::new()).await;
+    (status, body.as_str().unwrap_or_default().to_owned())
 }

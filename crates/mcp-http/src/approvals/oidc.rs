@@ -8,9 +8,8 @@
 //! so the person's scopes decide, as everywhere — after checking that the **ID token** is the
 //! provider's, for this client, carries the nonce, and names the same subject.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -23,8 +22,6 @@ use crate::auth::jwt::JwtAuth;
 
 /// How long a sign-in may take at the identity provider.
 const PENDING_TTL: Duration = Duration::from_secs(600);
-/// Most sign-ins under way at once (older ones are dropped first).
-const MAX_PENDING: usize = 10_000;
 
 /// The page's OpenID Connect client.
 #[derive(Debug, Clone)]
@@ -50,11 +47,17 @@ struct Discovery {
     end_session_endpoint: Option<String>,
 }
 
+/// A sign-in on its way, sealed in the browser's cookie (any instance finishes it).
+#[derive(serde::Serialize, Deserialize)]
 struct Pending {
-    verifier: String,
+    /// The `state` sent to the provider, which the callback must repeat.
+    st: String,
+    /// The PKCE verifier.
+    v: String,
     nonce: String,
     next: String,
-    created: Instant,
+    /// When it expires, Unix seconds.
+    exp: i64,
 }
 
 /// Why a sign-in failed (shown to the person, who can try again).
@@ -80,7 +83,8 @@ pub struct Sso {
     jwt: Arc<JwtAuth>,
     http: reqwest::Client,
     discovery: tokio::sync::Mutex<Option<Discovery>>,
-    pending: Mutex<HashMap<String, Pending>>,
+    /// Seals sign-ins on their way into the browser's cookie.
+    sealer: crate::sealed::Sealer,
     rng: SystemRandom,
 }
 
@@ -89,8 +93,10 @@ pub struct Sso {
 pub struct Start {
     /// The authorization request.
     pub url: String,
-    /// The `state`, also set as the browser-binding cookie.
+    /// The `state` sent to the provider.
     pub state: String,
+    /// The browser-binding cookie's value: the sign-in, sealed.
+    pub cookie: String,
 }
 
 /// A finished sign-in.
@@ -127,9 +133,25 @@ impl Sso {
             jwt,
             http,
             discovery: tokio::sync::Mutex::new(None),
-            pending: Mutex::new(HashMap::new()),
+            sealer: Self::sealer(crate::sealed::Sealer::random_key()),
             rng: SystemRandom::new(),
         }
+    }
+
+    fn sealer(key: [u8; 32]) -> crate::sealed::Sealer {
+        crate::sealed::Sealer::new(
+            crate::sealed::derive(&key, "mcp-gateway/oidc-sign-in/v1"),
+            "o1.",
+            b"mcp-gateway/oidc-sign-in/v1",
+        )
+    }
+
+    /// Seals sign-ins on their way under a key derived from `key`: instances that share it
+    /// finish each other's sign-ins.
+    #[must_use]
+    pub fn keyed(mut self, key: [u8; 32]) -> Self {
+        self.sealer = Self::sealer(key);
+        self
     }
 
     fn random(&self) -> Result<String, SsoError> {
@@ -178,27 +200,18 @@ impl Sso {
         let discovery = self.discovery().await?;
         let (state, nonce, verifier) = (self.random()?, self.random()?, self.random()?);
         let challenge = B64.encode(digest(&SHA256, verifier.as_bytes()));
-        {
-            let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-            pending.retain(|_, p| p.created.elapsed() < PENDING_TTL);
-            if pending.len() >= MAX_PENDING
-                && let Some(oldest) = pending
-                    .iter()
-                    .min_by_key(|(_, p)| p.created)
-                    .map(|(k, _)| k.clone())
-            {
-                pending.remove(&oldest);
-            }
-            pending.insert(
-                state.clone(),
-                Pending {
-                    verifier,
-                    nonce: nonce.clone(),
-                    next,
-                    created: Instant::now(),
-                },
-            );
-        }
+        let expires = time::OffsetDateTime::now_utc()
+            + time::Duration::try_from(PENDING_TTL).unwrap_or(time::Duration::MINUTE);
+        let cookie = self
+            .sealer
+            .seal(&Pending {
+                st: state.clone(),
+                v: verifier,
+                nonce: nonce.clone(),
+                next,
+                exp: expires.unix_timestamp(),
+            })
+            .ok_or_else(|| SsoError::Provider("the system random source failed".into()))?;
         let scope = format!("openid {}", self.jwt.config().scopes.respond);
         let url = format!(
             "{}{}response_type=code&client_id={}&redirect_uri={}&scope={}&state={}&nonce={}&code_challenge={challenge}&code_challenge_method=S256&resource={}",
@@ -215,7 +228,7 @@ impl Sso {
             encode(&nonce),
             encode(&self.jwt.config().resource),
         );
-        Ok(Start { url, state })
+        Ok(Start { url, state, cookie })
     }
 
     /// Finishes the sign-in `state` (which the browser's cookie must repeat) with the
@@ -227,15 +240,13 @@ impl Sso {
         code: Option<&str>,
         error: Option<&str>,
     ) -> Result<SignedIn, SsoError> {
-        if cookie != Some(state) {
-            return Err(SsoError::UnknownState);
-        }
-        let pending = self
-            .pending
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(state)
-            .filter(|p| p.created.elapsed() < PENDING_TTL)
+        // The browser that left must be the one that comes back, within the time allowed
+        // (the caller refuses a cookie already used).
+        let pending: Pending = cookie
+            .and_then(|c| self.sealer.open(c))
+            .filter(|p: &Pending| {
+                p.st == state && p.exp > time::OffsetDateTime::now_utc().unix_timestamp()
+            })
             .ok_or(SsoError::UnknownState)?;
         if let Some(error) = error {
             return Err(SsoError::Refused(error.chars().take(200).collect()));
@@ -246,7 +257,7 @@ impl Sso {
             ("grant_type", "authorization_code"),
             ("code", code),
             ("redirect_uri", self.config.redirect_url.as_str()),
-            ("code_verifier", pending.verifier.as_str()),
+            ("code_verifier", pending.v.as_str()),
             ("resource", self.jwt.config().resource.as_str()),
         ];
         let mut request = self.http.post(&discovery.token_endpoint);

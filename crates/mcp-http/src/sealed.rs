@@ -1,0 +1,158 @@
+//! Small state a client carries for the gateway, sealed (AES-256-GCM) so it can neither read
+//! nor change it: `prefix` + base64url(nonce ‖ ciphertext of the JSON). Any instance with the
+//! same key opens what another sealed. Each use has its own key (derived with its own
+//! HKDF info) and its own associated data, so one kind never opens as another.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Tokens longer than this are refused unread.
+const MAX_TOKEN: usize = 8 * 1024;
+
+/// Seals and opens one kind of token.
+pub(crate) struct Sealer {
+    key: LessSafeKey,
+    prefix: &'static str,
+    aad: &'static [u8],
+    rng: SystemRandom,
+}
+
+impl Sealer {
+    /// Tokens `prefix…` under `key`, bound to `aad`.
+    pub(crate) fn new(key: [u8; 32], prefix: &'static str, aad: &'static [u8]) -> Self {
+        Sealer {
+            key: LessSafeKey::new(
+                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
+            ),
+            prefix,
+            aad,
+            rng: SystemRandom::new(),
+        }
+    }
+
+    /// A random key (tokens valid in this process only).
+    pub(crate) fn random_key() -> [u8; 32] {
+        let mut key = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut key)
+            .expect("the system random source works");
+        key
+    }
+
+    /// The sealed token of `claims`; `None` if the random source failed.
+    pub(crate) fn seal(&self, claims: &impl Serialize) -> Option<String> {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.rng.fill(&mut nonce).ok()?;
+        let mut data = serde_json::to_vec(claims).ok()?;
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(self.aad),
+                &mut data,
+            )
+            .ok()?;
+        let mut blob = nonce.to_vec();
+        blob.extend_from_slice(&data);
+        Some(format!("{}{}", self.prefix, URL_SAFE_NO_PAD.encode(blob)))
+    }
+
+    /// The claims of a token this sealer made; `None` for anything else (another key,
+    /// another kind, tampered, too long).
+    pub(crate) fn open<T: DeserializeOwned>(&self, token: &str) -> Option<T> {
+        if token.len() > MAX_TOKEN {
+            return None;
+        }
+        let blob = token
+            .strip_prefix(self.prefix)
+            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
+            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())?;
+        let (nonce, sealed) = blob.split_at(NONCE_LEN);
+        let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
+        let mut data = sealed.to_vec();
+        let plain = self
+            .key
+            .open_in_place(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(self.aad),
+                &mut data,
+            )
+            .ok()?;
+        serde_json::from_slice(plain).ok()
+    }
+}
+
+/// A key for another purpose, derived from `key` with HKDF-SHA256 and `info`.
+pub(crate) fn derive(key: &[u8; 32], info: &str) -> [u8; 32] {
+    struct Len;
+    impl ring::hkdf::KeyType for Len {
+        fn len(&self) -> usize {
+            32
+        }
+    }
+    let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(key);
+    let info = [info.as_bytes()];
+    let mut out = [0u8; 32];
+    prk.expand(&info, Len)
+        .and_then(|okm| okm.fill(&mut out))
+        .expect("32 bytes is a valid HKDF-SHA256 output length");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Claims {
+        sub: String,
+    }
+
+    #[test]
+    fn a_token_opens_only_under_its_key_and_kind_and_untouched() {
+        let key = [1u8; 32];
+        let a = Sealer::new(key, "a1.", b"a");
+        let claims = Claims {
+            sub: "alice".into(),
+        };
+        let token = a.seal(&claims).unwrap();
+        assert!(!token.contains("alice"));
+        assert_eq!(a.open::<Claims>(&token), Some(claims));
+        assert_eq!(
+            Sealer::new([2u8; 32], "a1.", b"a").open::<Claims>(&token),
+            None
+        );
+        let other_kind = Sealer::new(key, "a1.", b"b");
+        assert_eq!(other_kind.open::<Claims>(&token), None);
+        let mut bytes = token.into_bytes();
+        let i = bytes.len() / 2;
+        bytes[i] = if bytes[i] == b'x' { b'y' } else { b'x' };
+        assert_eq!(a.open::<Claims>(&String::from_utf8(bytes).unwrap()), None);
+        assert_eq!(a.open::<Claims>(&"a1.A".repeat(4000)), None);
+        assert_ne!(derive(&key, "one"), derive(&key, "two"));
+    }
+
+    #[test]
+    fn a_token_has_one_spelling() {
+        // What is remembered as used is the token's text, so another spelling of the same
+        // bytes (base64 trailing bits) must not open.
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+        let sealer = Sealer::new([3u8; 32], "t1.", b"t");
+        for n in 0..8 {
+            let claims = Claims { sub: "x".repeat(n) };
+            let token = sealer.seal(&claims).unwrap();
+            let body = &token[3..];
+            if body.len().is_multiple_of(4) {
+                continue;
+            }
+            let last = *body.as_bytes().last().unwrap();
+            let value = ALPHABET.iter().position(|c| *c == last).unwrap();
+            let respelled = ALPHABET[value ^ 1] as char;
+            let other = format!("{}{respelled}", &token[..token.len() - 1]);
+            assert_eq!(sealer.open::<Claims>(&other), None, "{token} / {other}");
+        }
+    }
+}
