@@ -9,8 +9,10 @@
 -- "Finished and older than the cutoff" means: not pending, and every time the row carries
 -- (expiry, answer, cancellation, consumption) is at or before the cutoff. An approved
 -- confirmation is therefore never erased while it could still authorise its call. The
--- cutoff is capped like the sweeper's (the database's clock plus one minute), so a caller
--- cannot erase recent rows by passing a time in the future.
+-- cutoff is capped like the sweeper's (the database's clock plus one minute), so no caller
+-- can erase a row whose times are not yet past by passing a time in the future. The
+-- retention period itself is the gateway's setting: a writer that passes a recent cutoff
+-- erases finished rows early (their audit trail stays).
 CREATE FUNCTION mcp_erase_finished(finished_before timestamptz, max_rows integer)
 RETURNS TABLE (id uuid, type public.mcp_elicitation_type)
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$

@@ -34,8 +34,10 @@ pub(crate) struct App {
 struct Running {
     /// The settings only a restart changes, as text to compare.
     restart_only: String,
-    /// `[auth]`, as text to compare.
-    auth: String,
+    /// The auth mode and `[auth.jwt]` running (they take a restart), as text to compare.
+    auth_identity: String,
+    /// The `[[auth.tokens]]` running, as text to compare.
+    tokens: String,
     /// Each module's configuration (as text to compare), name and instance.
     modules: Vec<RunningModule>,
     metrics: Arc<mcp_http::metrics::Metrics>,
@@ -57,6 +59,13 @@ pub(crate) struct Reloaded {
     pub(crate) changed: Vec<String>,
     /// Sections that differ but take a restart; their old values stay in force.
     pub(crate) needs_restart: bool,
+    /// The `[[auth.tokens]]` changed and are in force now.
+    pub(crate) tokens_reloaded: bool,
+}
+
+/// The auth mode and `[auth.jwt]`, as text to compare.
+fn auth_identity(config: &Config) -> String {
+    format!("{:?}|{:?}", config.auth.mode, config.auth.jwt)
 }
 
 /// The settings a reload cannot change (listeners, the store, HTTP limits, uploads, the auth
@@ -91,12 +100,13 @@ impl App {
             needs_restart: restart_only(config) != running.restart_only,
             ..Reloaded::default()
         };
-        let auth_text = format!("{:?}", config.auth);
-        // Tokens are reloaded; the mode and the OAuth issuers take a restart.
-        let auth = if auth_text != running.auth
-            && !report.needs_restart
-            && config.auth.mode == AuthMode::Tokens
+        // Tokens are reloaded whatever else changed; the mode and the OAuth issuers take a
+        // restart (and then the running tokens stay too).
+        let tokens = format!("{:?}", config.auth.tokens);
+        let same_mode = auth_identity(config) == running.auth_identity;
+        let auth = if same_mode && config.auth.mode == AuthMode::Tokens && tokens != running.tokens
         {
+            report.tokens_reloaded = true;
             auth(config).await?
         } else {
             (*self.service.auth()).clone()
@@ -131,8 +141,8 @@ impl App {
         let old_registry = self.registry();
         self.service.reload(gateway, auth);
         running.modules = modules;
-        if !report.needs_restart {
-            running.auth = auth_text;
+        if report.tokens_reloaded {
+            running.tokens = tokens;
         }
         stop_when_idle(old_registry, retired);
         Ok(report)
@@ -480,9 +490,11 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         max_streams_per_caller: config.http.max_streams_per_caller,
         session_idle_timeout: config.http.session_idle_timeout,
         session_max_age: config.http.session_max_age,
-        // Session ids sealed under a key of the seal keys: every instance sharing them
-        // serves every session; without keys, this process only.
-        session_key: seal_keys(config).ok().map(|keys| {
+        // Session ids and page sign-ins sealed under a key of the seal keys: every
+        // instance sharing them and the store serves every session. Without a durable
+        // store, a random key: an ended session is remembered only in memory, so a restart
+        // must not bring it back.
+        session_key: seal_keys(config).ok().filter(|_| durable).map(|keys| {
             mcp_http::sessions::SessionKey(keys.derive_key(mcp_http::sessions::SESSION_KEY_INFO))
         }),
         secure_cookies: config.http.secure_cookies,
@@ -515,7 +527,8 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         store,
         running: tokio::sync::Mutex::new(Running {
             restart_only: restart_only(config),
-            auth: format!("{:?}", config.auth),
+            auth_identity: auth_identity(config),
+            tokens: format!("{:?}", config.auth.tokens),
             modules,
             metrics,
             durable,

@@ -703,6 +703,7 @@ pub(crate) struct ModuleConfig {
     #[serde(default)]
     pub(crate) inherit_env: Vec<String>,
     pub(crate) cwd: Option<PathBuf>,
+    #[serde(serialize_with = "redact::url")]
     pub(crate) url: Option<String>,
     #[serde(default, serialize_with = "redact::values")]
     pub(crate) headers: BTreeMap<String, String>,
@@ -964,7 +965,16 @@ impl Config {
     /// The configuration as the gateway uses it — every default filled in — in TOML, with
     /// secrets redacted (database passwords, seal keys, module environments and headers).
     pub(crate) fn effective(&self) -> Result<String> {
-        toml::to_string_pretty(self).context("the configuration cannot be written out")
+        let mut text =
+            toml::to_string_pretty(self).context("the configuration cannot be written out")?;
+        // Whatever form a secret took (a keyword connection string, a percent-encoded
+        // password), it is not printed.
+        for (_, secret) in self.gateway_secrets() {
+            if secret.len() >= 4 {
+                text = text.replace(&secret, "<redacted>");
+            }
+        }
+        Ok(text)
     }
 
     /// Reads and checks a configuration file.

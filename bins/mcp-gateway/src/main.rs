@@ -210,7 +210,7 @@ fn reload_on_hangup(app: Arc<app::App>, path: Option<PathBuf>) {
                             "SIGHUP: listen, [store], [http], [uploads], [metrics], the auth mode, [auth.jwt] and [gate] native take a restart; their running values stay"
                         );
                     }
-                    tracing::info!(file = %path.display(), added = ?done.added, removed = ?done.removed, changed = ?done.changed, "SIGHUP: configuration reloaded");
+                    tracing::info!(file = %path.display(), added = ?done.added, removed = ?done.removed, changed = ?done.changed, tokens_reloaded = done.tokens_reloaded, "SIGHUP: configuration reloaded");
                 }
                 Err(e) => {
                     tracing::error!(file = %path.display(), error = format!("{e:#}"), "SIGHUP: the configuration could not be applied; keeping the running one");

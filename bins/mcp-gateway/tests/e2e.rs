@@ -453,7 +453,7 @@ env = {{ API_KEY = "module-api-key-1234" }}
 [[modules]]
 name = "remote"
 transport = "http"
-url = "http://127.0.0.1:9/mcp"
+url = "http://bot:url-secret-9012@127.0.0.1:9/mcp"
 headers = {{ Authorization = "Bearer remote-secret-5678" }}
 "#,
             key = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
@@ -484,6 +484,7 @@ headers = {{ Authorization = "Bearer remote-secret-5678" }}
         "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=",
         "module-api-key-1234",
         "remote-secret-5678",
+        "url-secret-9012",
     ] {
         assert!(!stdout.contains(secret), "{secret} leaked: {stdout}");
     }
@@ -492,6 +493,25 @@ headers = {{ Authorization = "Bearer remote-secret-5678" }}
         "{stdout}"
     );
     assert!(stdout.contains("API_KEY = \"<redacted>\""), "{stdout}");
+    // A keyword connection string is not printed with its password either.
+    let keyword = dir.join("keyword.toml");
+    std::fs::write(
+        &keyword,
+        format!(
+            "[store]\nkind = \"postgres\"\ndatabase_url = \"host=db user=gw password = kw-secret-3456 dbname=mcp\"\nseal_keys = [\"k1:{}\"]\n",
+            "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+        ),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("check-config")
+        .arg(&keyword)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}");
+    assert!(!stdout.contains("kw-secret-3456"), "{stdout}");
     // An invalid file: a non-zero exit that names the key.
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[limits]\ncalls_per_minute = \"many\"").unwrap();
@@ -671,6 +691,35 @@ async fn sighup_adds_and_removes_modules_and_revokes_a_token_while_a_call_finish
     );
     let (status, _) = call_with_token(&base, "fs__list_allowed_directories", CLIENT).await;
     assert_eq!(status, 401);
+
+    // A file that changes a setting that takes a restart still revokes tokens.
+    let human_grant = format!(
+        "[[auth.tokens]]\nsubject = \"alice\"\ntoken_sha256 = \"{}\"\nscopes = [\"elicitations:respond\"]\n",
+        token_sha256(HUMAN)
+    );
+    assert!(reloaded.contains(&human_grant));
+    let list = format!("{base}/v1/mcp/elicitations");
+    let human = format!("Bearer {HUMAN}");
+    let (status, _, _) = http("GET", &list, &[("authorization", &human)], None).await;
+    assert_eq!(status, 200);
+    std::fs::write(
+        &scene.config,
+        reloaded.replace(&human_grant, "") + "[http]\nbody_limit = 1000000\n",
+    )
+    .unwrap();
+    hangup(&gateway);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while http("GET", &list, &[("authorization", &human)], None)
+        .await
+        .0
+        != 401
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the human's token is revoked"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     gateway.stop().await;
 }
 

@@ -66,6 +66,23 @@ struct WebClaims {
     /// The identity provider's ID token (single sign-on), for its sign-out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     idt: Option<String>,
+    /// The auth mode it was made under: under another mode it opens nothing.
+    mode: String,
+    /// In mode `tokens`, the SHA-256 of the token signed in with: each request takes the
+    /// token's principal as configured now, so a revoked token signs the page out and a
+    /// changed grant applies at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cred: Option<String>,
+}
+
+/// A live page sign-in.
+struct SignIn {
+    principal: Arc<Principal>,
+    csrf: String,
+    ends: time::OffsetDateTime,
+    id_token: Option<String>,
+    mode: String,
+    cred: Option<String>,
 }
 
 /// The longest cookie value a page sign-in may have (browsers keep 4 KiB per cookie).
@@ -98,9 +115,15 @@ impl WebSessions {
         Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
     }
 
-    /// A new sign-in for `principal`: its cookie value and form token.
-    fn open(&self, principal: Arc<Principal>) -> Option<(String, String)> {
-        self.open_with(principal, None)
+    /// A new sign-in for `principal` under auth `mode` (with `cred`, the token's SHA-256 in
+    /// mode `tokens`): its cookie value and form token.
+    fn open(
+        &self,
+        principal: Arc<Principal>,
+        mode: &str,
+        cred: Option<String>,
+    ) -> Option<(String, String)> {
+        self.open_with(principal, None, mode, cred)
     }
 
     /// A new sign-in, with the ID token of a single sign-on (left out if the cookie would
@@ -109,6 +132,8 @@ impl WebSessions {
         &self,
         principal: Arc<Principal>,
         id_token: Option<String>,
+        mode: &str,
+        cred: Option<String>,
     ) -> Option<(String, String)> {
         let csrf = self.random()?;
         let ends = time::OffsetDateTime::now_utc()
@@ -122,6 +147,8 @@ impl WebSessions {
             csrf: csrf.clone(),
             exp: ends.unix_timestamp(),
             idt: id_token,
+            mode: mode.to_owned(),
+            cred,
         };
         let mut value = self.sealer.seal(&claims)?;
         if value.len() > MAX_COOKIE && claims.idt.is_some() {
@@ -131,12 +158,9 @@ impl WebSessions {
         (value.len() <= MAX_COOKIE).then_some((value, csrf))
     }
 
-    /// The live sign-in of cookie `value` (not ended, not expired): its principal, form
-    /// token, end and ID token.
-    fn get(
-        &self,
-        value: &str,
-    ) -> Option<(Arc<Principal>, String, time::OffsetDateTime, Option<String>)> {
+    /// The sign-in of cookie `value`, unexpired (whether it ended, and whether its
+    /// credential still holds, is the caller's to check).
+    fn get(&self, value: &str) -> Option<SignIn> {
         let claims: WebClaims = self.sealer.open(value)?;
         let ends = time::OffsetDateTime::from_unix_timestamp(claims.exp).ok()?;
         if ends <= time::OffsetDateTime::now_utc() {
@@ -148,8 +172,30 @@ impl WebSessions {
             authenticated: claims.auth,
             groups: claims.groups.into_iter().collect(),
         };
-        Some((Arc::new(principal), claims.csrf, ends, claims.idt))
+        Some(SignIn {
+            principal: Arc::new(principal),
+            csrf: claims.csrf,
+            ends,
+            id_token: claims.idt,
+            mode: claims.mode,
+            cred: claims.cred,
+        })
     }
+}
+
+/// A page that says to wait: the caller is over its rate.
+fn too_many(wait: Duration) -> Response<Body> {
+    let seconds = crate::limits::retry_after_secs(wait);
+    let mut response = html(
+        StatusCode::TOO_MANY_REQUESTS,
+        html::sign_in(Some(&format!(
+            "Too many sign-ins and sign-outs; try again in {seconds} s."
+        ))),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    response
 }
 
 /// What waits for `principal`: its own pending elicitations, and the pending confirmations
@@ -417,6 +463,10 @@ impl McpService {
                 }
                 match action {
                     ["sign-out"] => {
+                        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
+                            self.gateway().metrics().limited("calls");
+                            return too_many(wait);
+                        }
                         let id_token = self.end_web_session(&session, &principal).await;
                         // Signed in through the identity provider: sign out there too.
                         let to = match &self.sso {
@@ -602,20 +652,31 @@ impl McpService {
         headers: &HeaderMap,
     ) -> Option<(String, Arc<Principal>, String)> {
         let id = cookie(headers)?;
-        let (principal, csrf, _, _) = self.web.get(&id)?;
+        let signed_in = self.web.get(&id)?;
         if self
             .sessions
             .is_ended_hash(&crate::sessions::session_hash(&id))
         {
             return None;
         }
-        Some((id, principal, csrf))
+        // Made under this auth mode, with a credential that still holds.
+        let auth = self.auth();
+        if signed_in.mode != auth.mode() {
+            return None;
+        }
+        let principal = match (&*auth, &signed_in.cred) {
+            (Auth::None(principal), _) => principal.clone(),
+            (Auth::Tokens(_), Some(cred)) => auth.by_digest(cred)?,
+            (Auth::Tokens(_), None) => return None,
+            (Auth::Jwt(_), _) => signed_in.principal,
+        };
+        Some((id, principal, signed_in.csrf))
     }
 
     /// Signs out: the cookie `value` is refused from now on, here and (recorded in the
     /// store) on every instance sharing it. Returns its ID token, if it had one.
     async fn end_web_session(&self, value: &str, principal: &Principal) -> Option<String> {
-        let (_, _, ends, id_token) = self.web.get(value)?;
+        let SignIn { ends, id_token, .. } = self.web.get(value)?;
         let hash = crate::sessions::session_hash(value);
         self.sessions.end_here(hash, ends);
         let recorded = tokio::time::timeout(
@@ -707,10 +768,12 @@ impl McpService {
                 "Your account may not answer elicitations here (the identity provider did not grant the scope for it).",
             );
         }
-        let Some((id, _)) = self
-            .web
-            .open_with(Arc::new(signed_in.principal), Some(signed_in.id_token))
-        else {
+        let Some((id, _)) = self.web.open_with(
+            Arc::new(signed_in.principal),
+            Some(signed_in.id_token),
+            "jwt",
+            None,
+        ) else {
             return fail(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "The system random source failed.",
@@ -758,7 +821,7 @@ impl McpService {
                 html::sign_in_with(None, next, self.sso.is_some()),
             );
         };
-        let Some((id, _)) = self.web.open(principal.clone()) else {
+        let Some((id, _)) = self.web.open(principal.clone(), "none", None) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 html::sign_in(Some("A sign-in could not be made here.")),
@@ -791,7 +854,15 @@ impl McpService {
                 )),
             );
         }
-        let Some((id, _)) = self.web.open(principal) else {
+        // Each sign-in is a cookie every instance honours until it ends or is signed out
+        // (which the store records): they count against the caller's call rate.
+        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
+            self.gateway().metrics().limited("calls");
+            return too_many(wait);
+        }
+        let auth = self.auth();
+        let cred = matches!(&*auth, Auth::Tokens(_)).then(|| crate::auth::token_sha256(token));
+        let Some((id, _)) = self.web.open(principal, auth.mode(), cred) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 html::sign_in(Some(

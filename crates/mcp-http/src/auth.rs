@@ -267,6 +267,24 @@ impl Auth {
         }
     }
 
+    /// The mode's name (what a page sign-in is bound to).
+    pub fn mode(&self) -> &'static str {
+        match self {
+            Auth::None(_) => "none",
+            Auth::Tokens(_) => "tokens",
+            Auth::Jwt(_) => "jwt",
+        }
+    }
+
+    /// In mode `tokens`, the principal of the token whose SHA-256 is `digest_hex` now
+    /// (`None` once it is revoked); in the other modes, `None`.
+    pub fn by_digest(&self, digest_hex: &str) -> Option<Arc<Principal>> {
+        match self {
+            Auth::Tokens(tokens) => tokens.get(&parse_hex32(digest_hex)?).cloned(),
+            Auth::None(_) | Auth::Jwt(_) => None,
+        }
+    }
+
     /// The token scope name for one of the gateway's scopes (differs in mode `jwt`).
     pub fn external_scope(&self, scope: &str) -> String {
         match self {

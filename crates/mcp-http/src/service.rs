@@ -111,6 +111,9 @@ pub struct McpService {
     pub(crate) sso: Option<Arc<crate::approvals::oidc::Sso>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
+    /// The last readiness check (probes are answered from it for a second, so a flood of
+    /// them costs the store one query a second).
+    ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
 }
 
 /// `notifications/cancelled`'s params.
@@ -263,6 +266,9 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
     });
 }
 
+/// Ready, or the reasons not.
+type Readiness = Result<(), Vec<String>>;
+
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -400,6 +406,7 @@ impl McpService {
             uploads: None,
             sso: None,
             closing: tokio::sync::watch::channel(false).0,
+            ready: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -522,6 +529,19 @@ impl McpService {
     /// `/readyz`: whether this instance can serve — the store reachable with its migrations
     /// current, and every required module up. The reasons it cannot, if any.
     pub async fn readiness(&self) -> Result<(), Vec<String>> {
+        // One check at a time; its answer serves the probes of the next second.
+        let mut last = self.ready.lock().await;
+        if let Some((at, answer)) = &*last
+            && at.elapsed() < Duration::from_secs(1)
+        {
+            return answer.clone();
+        }
+        let answer = self.check_readiness().await;
+        *last = Some((std::time::Instant::now(), answer.clone()));
+        answer
+    }
+
+    async fn check_readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         match tokio::time::timeout(READY_TIMEOUT, self.gateway().store().ping()).await {
             Ok(Ok(())) => {}
@@ -755,31 +775,48 @@ impl McpService {
         match parts.method {
             Method::POST => self.post(&parts.headers, &principal, &bytes).await,
             Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
-                Some(id) => match self.sessions.remove(&id, &principal.caller) {
-                    Ok(ended) => {
-                        // Recorded so every instance sharing the store refuses it too.
-                        let recorded = tokio::time::timeout(
-                            Duration::from_secs(5),
-                            self.gateway().store().end_session(
-                                &principal.caller,
-                                ended.hash,
-                                ended.until,
-                            ),
-                        )
-                        .await;
-                        if !matches!(recorded, Ok(Ok(()))) {
-                            tracing::warn!(
-                                "an ended session could not be recorded in the store; other instances may accept it until it expires"
-                            );
-                        }
-                        response::empty(StatusCode::OK)
-                    }
-                    Err(e) => response::rpc_error(&e, None, Some(Era::Legacy)),
-                },
+                Some(id) => self.end_session(&id, &principal).await,
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
             },
             Method::GET => self.listen(&parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
+        }
+    }
+
+    /// `DELETE /mcp`: ends a legacy session — recorded in the store first, so every
+    /// instance sharing it refuses the session; if the store cannot record it, nothing ends
+    /// (503) and the client may try again.
+    async fn end_session(&self, id: &str, principal: &Principal) -> Response<Body> {
+        let legacy = |e: &McpError| response::rpc_error(e, None, Some(Era::Legacy));
+        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
+            self.gateway().metrics().limited("calls");
+            return legacy(&McpError::RateLimited {
+                what: "this caller is changing sessions faster than the gateway allows",
+                retry_after: crate::limits::retry_after_secs(wait),
+            });
+        }
+        let ending = match self.sessions.ending(id, &principal.caller) {
+            Ok(ending) => ending,
+            Err(e) => return legacy(&e),
+        };
+        let recorded = tokio::time::timeout(
+            Duration::from_secs(5),
+            self.gateway()
+                .store()
+                .end_session(&principal.caller, ending.hash, ending.until),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            Err(elicitation_store::StoreError::Unavailable(
+                "the store did not answer in time".into(),
+            ))
+        });
+        if let Err(e) = recorded {
+            return legacy(&McpError::Store(e));
+        }
+        match self.sessions.remove(id, &principal.caller) {
+            Ok(_) => response::empty(StatusCode::OK),
+            Err(e) => legacy(&e),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct Session {
     last_seen: Instant,
     /// When it ends however it is used.
     ends_at: OffsetDateTime,
+    /// SHA-256 of its id (how the store and other instances name it).
+    hash: [u8; 32],
 }
 
 /// What a session id carries, sealed.
@@ -78,6 +80,9 @@ struct Claims {
 /// Most sessions one caller may hold in an instance's memory; opening another drops its
 /// oldest from memory (it opens again from its id if it comes back).
 pub const MAX_SESSIONS_PER_CALLER: usize = 64;
+
+/// How often an instance reads the store's whole list of ended sessions.
+const REREAD_ENDED: Duration = Duration::from_secs(60);
 
 /// A session that ended: its hash (what the store records) and until when it is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,7 +186,7 @@ impl Sessions {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
-            .find(|(id, _)| hex(&session_hash(id)) == hash)
+            .find(|(_, s)| hex(&s.hash) == hash)
             .map(|(id, s)| (id.clone(), s.clone()))
     }
 
@@ -287,6 +292,7 @@ impl Sessions {
             caller: caller.clone(),
             last_seen: now,
             ends_at,
+            hash: session_hash(&id),
         };
         sessions.insert(id, session.clone());
         session
@@ -364,15 +370,22 @@ impl Sessions {
         Ok(())
     }
 
+    /// What ending the caller's session `id` must record in the store (so every instance
+    /// refuses it); nothing ends yet ([`Sessions::remove`] ends it here).
+    pub fn ending(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
+        let session = self.touch(id, caller)?;
+        Ok(Ended {
+            hash: session.hash,
+            until: session.ends_at,
+        })
+    }
+
     /// Ends the caller's session `id` here; what the store must record so every instance
     /// refuses it.
     pub fn remove(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
         let session = self.touch(id, caller)?;
-        let hash = session_hash(id);
-        self.ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(hash, session.ends_at);
+        let hash = session.hash;
+        self.end_here(hash, session.ends_at);
         let removed = self
             .sessions
             .lock()
@@ -396,7 +409,10 @@ impl Sessions {
         });
         self.end_here(hash, until);
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        let id = sessions.keys().find(|id| session_hash(id) == hash).cloned();
+        let id = sessions
+            .iter()
+            .find(|(_, s)| s.hash == hash)
+            .map(|(id, _)| id.clone());
         if let Some(session) = id.and_then(|id| sessions.remove(&id)) {
             session.channel.close();
         }
@@ -410,33 +426,57 @@ impl Sessions {
         };
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
-            match store.ended_sessions().await {
-                Ok(ended) => {
-                    if let Some(sessions) = weak.upgrade() {
-                        for (hash, until) in ended {
-                            sessions.ended_elsewhere(hash, Some(until));
-                        }
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "the ended sessions could not be read; sessions ended before this instance started may be accepted here")
-                }
-            }
+            // Read the whole list now, after a lost notice, and every minute in any case
+            // (a notice sent while the store's listener reconnected is not heard).
+            let mut reread = tokio::time::interval(REREAD_ENDED);
             loop {
-                let hash = match ends.recv().await {
-                    Ok(hash) => hash,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(missed = n, "ended-session notices were dropped");
-                        continue;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                let heard = tokio::select! {
+                    _ = reread.tick() => None,
+                    heard = ends.recv() => Some(heard),
                 };
                 let Some(sessions) = weak.upgrade() else {
                     return;
                 };
-                sessions.ended_elsewhere(hash, None);
+                match heard {
+                    Some(Ok(hash)) => sessions.ended_elsewhere(hash, None),
+                    Some(Err(tokio::sync::broadcast::error::RecvError::Closed)) => return,
+                    Some(Err(tokio::sync::broadcast::error::RecvError::Lagged(n))) => {
+                        tracing::warn!(
+                            missed = n,
+                            "ended-session notices were dropped; reading the list again"
+                        );
+                        sessions.read_ended(&*store).await;
+                    }
+                    None => {
+                        sessions.prune_ended();
+                        sessions.read_ended(&*store).await;
+                    }
+                }
             }
         });
+    }
+
+    async fn read_ended(&self, store: &dyn ElicitationStore) {
+        match store.ended_sessions().await {
+            Ok(list) => {
+                let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+                ended.extend(list);
+                // One pass over the sessions held here, whatever the list's length.
+                self.sessions
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .retain(|_, s| {
+                        let live = !ended.contains_key(&s.hash);
+                        if !live {
+                            s.channel.close();
+                        }
+                        live
+                    });
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the ended sessions could not be read; trying again in a minute")
+            }
+        }
     }
 
     /// Sessions held in this instance's memory now.
@@ -464,10 +504,19 @@ impl Sessions {
     /// Ends, here, what hashes to `hash` until `until` (a page sign-in; the caller records
     /// it in the store for the other instances).
     pub(crate) fn end_here(&self, hash: [u8; 32], until: OffsetDateTime) {
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(hash, until);
+    }
+
+    /// Forgets ended sessions past the time they would have ended anyway.
+    fn prune_ended(&self) {
         let wall = OffsetDateTime::now_utc();
-        let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-        ended.retain(|_, until| *until > wall);
-        ended.insert(hash, until);
+        self.ended
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, until| *until > wall);
     }
 
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.

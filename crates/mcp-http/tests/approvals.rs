@@ -1224,3 +1224,64 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
     let (_, lately) = page.body.split_once("Lately").unwrap();
     assert!(lately.contains("bob on the approvals page"), "{lately}");
 }
+
+/// A page sign-in holds only while its credential does: a token revoked by a reload signs
+/// the page out (each request takes the token's grant as configured now), and a sign-in
+/// made under another auth mode opens nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
+    let h = harness().await;
+    let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
+    assert!(bob.get().await.body.contains("Sign out"));
+    let gateway = h.service.gateway();
+    let grant = |subject: &str, token: &str, groups: Vec<String>| mcp_http::auth::TokenGrant {
+        subject: subject.into(),
+        tenant: None,
+        token_sha256: token_sha256(token),
+        scopes: vec![SCOPE_RESPOND.into()],
+        groups,
+    };
+    // A reload that keeps his token keeps him signed in.
+    h.service.reload(
+        gateway.clone(),
+        Auth::tokens(vec![
+            grant("bob", BOB, Vec::new()),
+            grant("alice", HUMAN, Vec::new()),
+        ])
+        .unwrap(),
+    );
+    let page = bob.get().await;
+    assert!(
+        page.body.contains("Sign out"),
+        "still signed in: {}",
+        page.body
+    );
+    // His token is revoked: the cookie opens nothing any more.
+    h.service.reload(
+        gateway.clone(),
+        Auth::tokens(vec![grant("alice", HUMAN, Vec::new())]).unwrap(),
+    );
+    let page = send(&h, "GET", "/approvals", &[("cookie", &bob.cookie)], "").await;
+    assert!(
+        page.body.contains("Sign in") && !page.body.contains("Sign out"),
+        "{}",
+        page.body
+    );
+    // A cookie made under auth `none` opens nothing under auth `tokens`.
+    let none = harness().await;
+    none.service.reload(none.service.gateway(), Auth::none());
+    let visit = send(&none, "GET", "/approvals", &[], "").await;
+    let cookie = visit.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    none.service.reload(
+        none.service.gateway(),
+        Auth::tokens(vec![grant("alice", HUMAN, Vec::new())]).unwrap(),
+    );
+    let page = send(&none, "GET", "/approvals", &[("cookie", &cookie)], "").await;
+    assert!(!page.body.contains("Sign out"), "{}", page.body);
+}
