@@ -42,6 +42,8 @@ struct Running {
     modules: Vec<RunningModule>,
     metrics: Arc<mcp_http::metrics::Metrics>,
     durable: bool,
+    /// `[limits]`' rates and the buckets kept for them.
+    rates: (String, Arc<mcp_http::limits::Limits>),
 }
 
 #[derive(Clone)]
@@ -111,12 +113,20 @@ impl App {
         } else {
             (*self.service.auth()).clone()
         };
+        // The rate buckets carry over unless the rates changed (a reload must not hand every
+        // caller a fresh burst).
+        let rates = if rates_text(config) == running.rates.0 {
+            running.rates.1.clone()
+        } else {
+            rates(config)
+        };
         let (gateway, modules) = build_gateway(
             config,
             self.store.clone(),
             running.metrics.clone(),
             running.durable,
             &running.modules,
+            rates.clone(),
         )
         .await?;
         for m in &modules {
@@ -141,6 +151,7 @@ impl App {
         let old_registry = self.registry();
         self.service.reload(gateway, auth);
         running.modules = modules;
+        running.rates = (rates_text(config), rates);
         if report.tokens_reloaded {
             running.tokens = tokens;
         }
@@ -365,6 +376,7 @@ async fn build_gateway(
     metrics: Arc<mcp_http::metrics::Metrics>,
     durable: bool,
     running: &[RunningModule],
+    rates: Arc<mcp_http::limits::Limits>,
 ) -> Result<(Arc<Gateway>, Vec<RunningModule>)> {
     let mut modules = Vec::new();
     let mut started = Vec::new();
@@ -401,7 +413,7 @@ async fn build_gateway(
         });
     }
     let gateway = match built {
-        Ok(()) => gateway_over(config, specs, store, metrics, durable).await,
+        Ok(()) => gateway_over(config, specs, store, metrics, durable, rates).await,
         Err(e) => Err(e),
     };
     match gateway {
@@ -415,12 +427,37 @@ async fn build_gateway(
     }
 }
 
+/// The per-caller rate buckets `[limits]` asks for.
+fn rates(config: &Config) -> Arc<mcp_http::limits::Limits> {
+    let limits = &config.limits;
+    Arc::new(mcp_http::limits::Limits::new(
+        mcp_http::limits::Rate {
+            per_minute: limits.calls_per_minute,
+            burst: limits.calls_burst,
+        },
+        mcp_http::limits::Rate {
+            per_minute: limits.confirmations_per_minute,
+            burst: limits.confirmations_burst,
+        },
+    ))
+}
+
+/// `[limits]`' rates, as text to compare.
+fn rates_text(config: &Config) -> String {
+    let l = &config.limits;
+    format!(
+        "{}|{}|{}|{}",
+        l.calls_per_minute, l.calls_burst, l.confirmations_per_minute, l.confirmations_burst
+    )
+}
+
 async fn gateway_over(
     config: &Config,
     specs: Vec<ModuleSpec>,
     store: Arc<dyn ElicitationStore>,
     metrics: Arc<mcp_http::metrics::Metrics>,
     durable: bool,
+    rates: Arc<mcp_http::limits::Limits>,
 ) -> Result<Arc<Gateway>> {
     let limits = &config.limits;
     let registry = Registry::start_with(
@@ -448,16 +485,7 @@ async fn gateway_over(
                     .collect(),
             )
             .with_metrics(metrics)
-            .with_limits(mcp_http::limits::Limits::new(
-                mcp_http::limits::Rate {
-                    per_minute: limits.calls_per_minute,
-                    burst: limits.calls_burst,
-                },
-                mcp_http::limits::Rate {
-                    per_minute: limits.confirmations_per_minute,
-                    burst: limits.confirmations_burst,
-                },
-            )),
+            .with_limits(rates),
     );
     gateway.watch_policy_rules();
     Ok(gateway)
@@ -480,8 +508,16 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     let (store, durable) = build_store(config).await?;
     let store: Arc<dyn ElicitationStore> =
         Arc::new(mcp_http::metrics::MeteredStore::new(store, metrics.clone()));
-    let (gateway, modules) =
-        build_gateway(config, store.clone(), metrics.clone(), durable, &[]).await?;
+    let buckets = rates(config);
+    let (gateway, modules) = build_gateway(
+        config,
+        store.clone(),
+        metrics.clone(),
+        durable,
+        &[],
+        buckets.clone(),
+    )
+    .await?;
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
         body_read_timeout: config.http.body_read_timeout,
@@ -532,6 +568,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
             modules,
             metrics,
             durable,
+            rates: (rates_text(config), buckets),
         }),
     })
 }

@@ -39,7 +39,7 @@ pub struct Gateway {
     require_authenticated_caller: bool,
     approvers: Vec<ApproverRule>,
     metrics: Arc<crate::metrics::Metrics>,
-    limits: crate::limits::Limits,
+    limits: Arc<crate::limits::Limits>,
     required: Vec<String>,
 }
 
@@ -180,7 +180,7 @@ impl Gateway {
             require_authenticated_caller,
             approvers: Vec::new(),
             metrics: Arc::default(),
-            limits: crate::limits::Limits::default(),
+            limits: Arc::default(),
             required: Vec::new(),
         }
     }
@@ -199,13 +199,13 @@ impl Gateway {
 
     /// Holds each caller to these rates of calls and of confirmations.
     #[must_use]
-    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
-        self.limits = limits;
+    pub fn with_limits(mut self, limits: impl Into<Arc<crate::limits::Limits>>) -> Self {
+        self.limits = limits.into();
         self
     }
 
     /// The per-caller limits (the REST API's elicitations count against them too).
-    pub fn limits(&self) -> &crate::limits::Limits {
+    pub fn limits(&self) -> &Arc<crate::limits::Limits> {
         &self.limits
     }
 

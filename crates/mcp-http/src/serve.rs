@@ -181,6 +181,9 @@ pub async fn serve(
     }
 }
 
+/// Most connections the operations listener serves at once.
+const OPERATIONS_CONNECTIONS: usize = 32;
+
 /// Serves the operations endpoints (`/healthz`, `/readyz`, `/metrics`) of `service` on
 /// `listener`, without authentication — bind it where only the operator's network reaches —
 /// until `shutdown` completes. Anything else is 404.
@@ -190,8 +193,17 @@ pub async fn serve_operations(
     shutdown: impl Future<Output = ()>,
 ) {
     let graceful = GracefulShutdown::new();
+    // A scraper and a few probes need a handful of connections; more wait.
+    let slots = Arc::new(Semaphore::new(OPERATIONS_CONNECTIONS));
     tokio::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            permit = slots.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
@@ -226,6 +238,7 @@ pub async fn serve_operations(
             .serve_connection(TokioIo::new(stream), handler);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
+            let _permit = permit;
             let _ = tokio::time::timeout(Duration::from_secs(60), connection).await;
         });
     }

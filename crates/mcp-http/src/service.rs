@@ -196,6 +196,19 @@ impl McpService {
         if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
             return Some(Err(e));
         }
+        // What is forwarded to a module counts against the caller's call rate, as
+        // `tools/call` does (the lists are answered from the catalog).
+        if matches!(
+            method,
+            "prompts/get" | "resources/read" | "completion/complete"
+        ) && let Err(wait) = self.gateway().limits().call(&principal.caller)
+        {
+            self.gateway().metrics().limited("calls");
+            return Some(Err(McpError::RateLimited {
+                what: "this caller is sending requests faster than the gateway allows",
+                retry_after: crate::limits::retry_after_secs(wait),
+            }));
+        }
         Some(match method {
             "tools/list" => list("tools", self.gateway().list_tools().await),
             "prompts/list" => list("prompts", self.gateway().list_prompts()),
@@ -814,10 +827,8 @@ impl McpService {
         if let Err(e) = recorded {
             return legacy(&McpError::Store(e));
         }
-        match self.sessions.remove(id, &principal.caller) {
-            Ok(_) => response::empty(StatusCode::OK),
-            Err(e) => legacy(&e),
-        }
+        self.sessions.end(id, ending);
+        response::empty(StatusCode::OK)
     }
 
     /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728), in mode `jwt`: where

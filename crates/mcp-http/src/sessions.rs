@@ -380,6 +380,20 @@ impl Sessions {
         })
     }
 
+    /// Ends session `id` here once its [`Sessions::ending`] was recorded (the store's notice
+    /// of it may have ended it here already).
+    pub fn end(&self, id: &str, ended: Ended) {
+        self.end_here(ended.hash, ended.until);
+        let removed = self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(id);
+        if let Some(session) = removed {
+            session.channel.close();
+        }
+    }
+
     /// Ends the caller's session `id` here; what the store must record so every instance
     /// refuses it.
     pub fn remove(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
