@@ -359,14 +359,7 @@ impl Sessions {
     /// Sets the log level (a rank) of the caller's session `id` (on this instance).
     pub fn set_log_level(&self, id: &str, caller: &Caller, rank: u8) -> Result<(), McpError> {
         self.touch(id, caller)?;
-        if let Some(session) = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(id)
-        {
-            session.log_level = rank;
-        }
+        self.set_log_level_here(id, rank);
         Ok(())
     }
 
@@ -397,21 +390,9 @@ impl Sessions {
     /// Ends the caller's session `id` here; what the store must record so every instance
     /// refuses it.
     pub fn remove(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
-        let session = self.touch(id, caller)?;
-        let hash = session.hash;
-        self.end_here(hash, session.ends_at);
-        let removed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
-        if let Some(session) = removed {
-            session.channel.close();
-        }
-        Ok(Ended {
-            hash,
-            until: session.ends_at,
-        })
+        let ended = self.ending(id, caller)?;
+        self.end(id, ended);
+        Ok(ended)
     }
 
     /// A session ended on another instance (by hash), refused here until `until` (`None`:
