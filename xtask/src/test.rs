@@ -74,24 +74,32 @@ pub(crate) fn run() -> Result<()> {
         node_env = crate::node::install()?;
         Ok(())
     })?;
-    let mut cluster = None;
+    let mut clusters = None;
     step("postgres", || {
-        let started = Cluster::start()?;
-        println!("xtask test: throwaway PostgreSQL at {}", started.url());
-        cluster = Some(started);
+        let shared = Cluster::start()?;
+        println!("xtask test: throwaway PostgreSQL at {}", shared.url());
+        // A second cluster the fault tests stop, start, freeze and thaw.
+        let faults = Cluster::start()?;
+        println!("xtask test: fault-test PostgreSQL at {}", faults.url());
+        clusters = Some((shared, faults));
         Ok(())
     })?;
-    let url = cluster.as_ref().map(Cluster::url).unwrap_or_default();
+    let (shared, faults) = clusters
+        .as_ref()
+        .context("the postgres step started no cluster")?;
+    let (url, fault_url, control) = (shared.url(), faults.url(), faults.control_script()?);
     let tests = step("tests", || {
         let mut cmd = cargo();
         cmd.args(["test", "--workspace"])
             .env("DATABASE_URL", &url)
             .env("TEST_INTEGRATION", "1")
+            .env("MCP_FAULT_DATABASE_URL", &fault_url)
+            .env("MCP_FAULT_PG_CONTROL", &control)
             .envs(node_env.iter().map(|(k, v)| (k, v)));
         status(cmd)
     });
-    // Stop and delete the cluster whether or not the tests passed.
-    drop(cluster);
+    // Stop and delete the clusters whether or not the tests passed.
+    drop(clusters);
     tests?;
     step("conformance", crate::conformance::run)?;
     step("doc", || {

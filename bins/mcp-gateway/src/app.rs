@@ -221,6 +221,7 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationS
             let keys = seal_keys(config).with_context(|| format!("the postgres store seals payloads; configure store.seal_keys, store.seal_keys_file or {SEAL_KEYS_ENV}"))?;
             let mut options = PostgresOptions::new(&url, keys)?;
             options.pool_size = config.store.pool_size;
+            options.operation_timeout = config.store.operation_timeout;
             options.max_pending_per_caller = config.store.max_pending_per_caller;
             let store = PostgresStore::connect(options)
                 .await

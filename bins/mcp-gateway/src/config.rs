@@ -208,6 +208,9 @@ pub(crate) struct StoreConfig {
     pub(crate) seal_keys_file: Option<PathBuf>,
     #[serde(default = "default_pool_size")]
     pub(crate) pool_size: usize,
+    /// The longest one database operation may take before it fails as unavailable.
+    #[serde(default = "default_operation_timeout", with = "duration")]
+    pub(crate) operation_timeout: Duration,
     #[serde(default = "default_max_pending")]
     pub(crate) max_pending_per_caller: usize,
     #[serde(default = "default_max_records")]
@@ -233,6 +236,7 @@ impl Default for StoreConfig {
             seal_keys: Vec::new(),
             seal_keys_file: None,
             pool_size: default_pool_size(),
+            operation_timeout: default_operation_timeout(),
             max_pending_per_caller: default_max_pending(),
             max_records: default_max_records(),
             max_records_per_caller: default_max_records_per_caller(),
@@ -262,6 +266,10 @@ fn default_max_bytes() -> usize {
 fn default_max_bytes_per_caller() -> usize {
     64 * 1024 * 1024
 }
+fn default_operation_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
 fn default_sweep() -> Duration {
     Duration::from_secs(30)
 }
@@ -1036,6 +1044,14 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
+        if self.store.operation_timeout < Duration::from_millis(100)
+            || self.store.operation_timeout > Duration::from_secs(60)
+        {
+            bail!(
+                "[store] operation_timeout must be between 100ms and 60s, not {}ms",
+                self.store.operation_timeout.as_millis()
+            );
+        }
         if let Some(retention) = self.store.retention
             && retention < Duration::from_secs(60)
         {
@@ -1233,6 +1249,10 @@ mod tests {
         let cases = [
             ("listen = \"0.0.0.0:8080\"", "loopback"),
             ("[store]\nretention = \"30s\"", "at least 1 minute"),
+            (
+                "[store]\noperation_timeout = \"0s\"",
+                "between 100ms and 60s",
+            ),
             (
                 "[limits]\nmodule_queue_timeout = \"0s\"",
                 "module_queue_timeout must be more than 0",

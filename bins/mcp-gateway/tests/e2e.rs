@@ -2181,3 +2181,210 @@ async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider()
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+// ---------------------------------------------------------------------------------------
+// Faults (docs/reliability.md): the database stopped or frozen mid-run, the gateway killed.
+// ---------------------------------------------------------------------------------------
+
+/// Awaits `work`, failing the test if it has not finished after a minute: a hang detector,
+/// not a timing assertion.
+async fn answers<T>(what: &str, work: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(60), work)
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung"))
+}
+
+/// Signs in to the approvals page with the person's token; returns the cookie.
+async fn page_sign_in(base: &str) -> String {
+    let (status, headers, body) = raw_with_headers(
+        "POST",
+        &format!("{base}/approvals/sign-in"),
+        &[
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", base),
+        ],
+        Bytes::from(format!("token={HUMAN}")),
+    )
+    .await;
+    assert_eq!(status, 303, "{body}");
+    let set = headers["set-cookie"].to_str().unwrap();
+    set.split(';').next().unwrap().to_owned()
+}
+
+/// Whether `/readyz` answers `status` within 30 s (it re-checks the store at most once a
+/// second, so it may say the previous answer for that long). Each request must answer.
+async fn readiness_becomes(base: &str, status: u16) -> bool {
+    for _ in 0..60 {
+        let (now, _) = answers(
+            "GET /readyz",
+            raw("GET", &format!("{base}/readyz"), &[], Bytes::new()),
+        )
+        .await;
+        if now == status {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    false
+}
+
+fn is_store_unavailable(result: &Value) -> bool {
+    result["isError"] == true && text(result).contains("store is unavailable")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_or_frozen_mid_run_fails_gated_paths_closed_and_recovers_without_a_restart()
+ {
+    let cluster = elicitation_store::test_support::FaultCluster::take().await;
+    let db = cluster.database().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\noperation_timeout = \"1s\"\nseal_keys = [\"e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("pg-faults", &store);
+    let gateway = Gateway::start(&scene.config).await;
+    let base = gateway.base.clone();
+    let mut s = Session::open(&gateway).await;
+    let cookie = page_sign_in(&base).await;
+    let human = format!("Bearer {HUMAN}");
+    let notes = scene.file("notes.txt");
+    std::fs::write(&notes, "still readable").unwrap();
+
+    // Held before the fault: it must survive it.
+    let kept = scene.file("kept.txt");
+    let kept_args = json!({"path": kept, "content": "written once"});
+    let kept_id = held_id(&s.call("fs__write_file", kept_args.clone(), None).await);
+
+    for fault in ["frozen", "stopped"] {
+        match fault {
+            "frozen" => cluster.freeze(),
+            _ => cluster.stop(),
+        }
+        // Read-only calls need no store: they keep working.
+        let read = answers(
+            "a read-only call",
+            s.call("fs__read_text_file", json!({"path": notes}), None),
+        )
+        .await;
+        assert_eq!(text(&read), "still readable", "{fault}: {read}");
+        // A new destructive call fails closed, in band, and is not forwarded.
+        let never = scene.file("never.txt");
+        let refused = answers(
+            "a gated call",
+            s.call(
+                "fs__write_file",
+                json!({"path": never, "content": "x"}),
+                None,
+            ),
+        )
+        .await;
+        assert!(is_store_unavailable(&refused), "{fault}: {refused}");
+        assert!(!never.exists(), "{fault}: a gated call was forwarded");
+        // So does a re-call with a confirmation id (the store cannot say it is approved).
+        let recall = answers(
+            "a re-call",
+            s.call("fs__write_file", kept_args.clone(), Some(&kept_id)),
+        )
+        .await;
+        assert!(is_store_unavailable(&recall), "{fault}: {recall}");
+        assert!(!kept.exists(), "{fault}: an unconfirmed call was forwarded");
+        // REST, the approvals page and readiness answer 503.
+        let (status, _, body) = answers(
+            "GET /v1/mcp/elicitations",
+            http(
+                "GET",
+                &format!("{base}/v1/mcp/elicitations"),
+                &[("authorization", &human)],
+                None,
+            ),
+        )
+        .await;
+        assert_eq!(status, 503, "{fault}: {body}");
+        let (status, _, body) = answers(
+            "POST …/respond",
+            http(
+                "POST",
+                &format!("{base}/v1/mcp/elicitations/{kept_id}/respond"),
+                &[("authorization", &human)],
+                Some(&json!({"confirmed": true})),
+            ),
+        )
+        .await;
+        assert_eq!(status, 503, "{fault}: {body}");
+        let (status, page) = answers(
+            "GET /approvals",
+            raw(
+                "GET",
+                &format!("{base}/approvals"),
+                &[("cookie", &cookie)],
+                Bytes::new(),
+            ),
+        )
+        .await;
+        assert_eq!(status, 503, "{fault}: {page}");
+        assert!(page.contains("unavailable"), "{fault}: {page}");
+        assert!(
+            readiness_becomes(&base, 503).await,
+            "{fault}: /readyz still says ready"
+        );
+
+        match fault {
+            "frozen" => cluster.thaw(),
+            _ => cluster.start(),
+        }
+        // Back without a restart: a gated call is held again.
+        let mut held_again = None;
+        for attempt in 0..60 {
+            let probe = scene.file(&format!("probe-{fault}-{attempt}.txt"));
+            let result = s
+                .call(
+                    "fs__write_file",
+                    json!({"path": probe, "content": "x"}),
+                    None,
+                )
+                .await;
+            if result["structuredContent"]["elicitation_required"] == true {
+                held_again = Some(result);
+                break;
+            }
+            assert!(is_store_unavailable(&result), "{fault}: {result}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(
+            held_again.is_some(),
+            "{fault}: the gate did not recover within 30 s"
+        );
+        assert!(
+            readiness_becomes(&base, 200).await,
+            "{fault}: not ready after recovery"
+        );
+        let (status, page) = raw(
+            "GET",
+            &format!("{base}/approvals"),
+            &[("cookie", &cookie)],
+            Bytes::new(),
+        )
+        .await;
+        assert_eq!(status, 200, "{fault}");
+        assert!(
+            page.contains(&kept_id),
+            "{fault}: the held call is gone from the page"
+        );
+    }
+
+    // Nothing was lost: the confirmation held before both faults is approved now, and its
+    // re-call runs once.
+    answer(&base, &kept_id, true).await;
+    let done = s
+        .call("fs__write_file", kept_args.clone(), Some(&kept_id))
+        .await;
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), "written once");
+    std::fs::remove_file(&kept).unwrap();
+    let again = s.call("fs__write_file", kept_args, Some(&kept_id)).await;
+    assert!(
+        !kept.exists(),
+        "a used confirmation ran its call again: {again}"
+    );
+    gateway.stop().await;
+}

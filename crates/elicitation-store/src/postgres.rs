@@ -59,6 +59,13 @@ pub struct PostgresOptions {
     pub recheck_interval: StdDuration,
     /// How long to wait for a pooled connection before reporting the store unavailable.
     pub acquire_timeout: StdDuration,
+    /// The longest one operation may take, from asking the pool for a connection to its
+    /// last answer. Past it the operation fails with [`StoreError::Unavailable`] and its
+    /// connection is discarded (a frozen or partitioned database answers nothing, and its
+    /// connection may never recover). An operation that timed out may still take effect
+    /// if the database later runs what it was sent; callers treat the error as "not done"
+    /// and never act on a result they did not receive.
+    pub operation_timeout: StdDuration,
 }
 
 impl PostgresOptions {
@@ -75,6 +82,7 @@ impl PostgresOptions {
             max_pending_per_caller: 100,
             recheck_interval: StdDuration::from_secs(2),
             acquire_timeout: StdDuration::from_secs(5),
+            operation_timeout: StdDuration::from_secs(5),
         })
     }
 }
@@ -95,6 +103,7 @@ pub struct PostgresStore {
     session_ends: broadcast::Sender<[u8; 32]>,
     broadcasts: broadcast::Sender<String>,
     recheck_interval: StdDuration,
+    operation_timeout: StdDuration,
     specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
     round_trips: AtomicU64,
     _listener: listen::Listener,
@@ -142,6 +151,54 @@ fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
     }
 }
 
+/// Fills in what the operator's database URL left out so that no connection can hang for
+/// ever: a connect timeout, and TCP keepalives that notice a peer gone silent (a
+/// partition) within about half a minute, including the LISTEN connection's.
+fn bound_connections(config: &mut tokio_postgres::Config, operation_timeout: StdDuration) {
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(operation_timeout);
+    }
+    if config.get_keepalives()
+        && config.get_keepalives_idle() == StdDuration::from_secs(2 * 60 * 60)
+    {
+        config.keepalives_idle(StdDuration::from_secs(10));
+        config.keepalives_interval(StdDuration::from_secs(5));
+        config.keepalives_retries(3);
+    }
+}
+
+/// Runs `op` on a pooled connection, the whole of it (waiting for the connection
+/// included) bounded by `limit`. On timeout the connection is taken out of the pool and
+/// dropped, not reused: whatever it was waiting for may never come.
+async fn bounded<T>(
+    pool: &Pool,
+    limit: StdDuration,
+    op: impl AsyncFnOnce(&deadpool_postgres::Client) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let timed_out = || {
+        StoreError::Unavailable(
+            format!(
+                "the database did not answer within {} ms",
+                limit.as_millis()
+            )
+            .into(),
+        )
+    };
+    let client = tokio::time::timeout_at(deadline, pool.get())
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(pool_error)?;
+    let outcome = tokio::time::timeout_at(deadline, op(&client)).await;
+    match outcome {
+        Ok(result) => result,
+        Err(_) => {
+            drop(deadpool_postgres::Object::take(client));
+            Err(timed_out())
+        }
+    }
+}
+
 /// Both halves of the caller filter as statement parameters.
 fn tenant_param(caller: &Caller) -> Option<&str> {
     caller.tenant_id()
@@ -149,7 +206,8 @@ fn tenant_param(caller: &Caller) -> Option<&str> {
 
 impl PostgresStore {
     /// Connects, checks the schema is migrated, and starts listening for changes.
-    pub async fn connect(options: PostgresOptions) -> Result<Self, StoreError> {
+    pub async fn connect(mut options: PostgresOptions) -> Result<Self, StoreError> {
+        bound_connections(&mut options.config, options.operation_timeout);
         let manager = Manager::from_config(
             options.config.clone(),
             NoTls,
@@ -164,16 +222,16 @@ impl PostgresStore {
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .build()
             .map_err(|e| StoreError::Config(format!("connection pool: {e}")))?;
-        {
-            let client = pool.get().await.map_err(pool_error)?;
-            let migrated: bool = client
+        let migrated = bounded(&pool, options.operation_timeout, async |client| {
+            let row = client
                 .query_one(sql::IS_MIGRATED, &[])
                 .await
-                .map_err(map_db_error)?
-                .get(0);
-            if !migrated {
-                return Err(StoreError::NotMigrated);
-            }
+                .map_err(map_db_error)?;
+            Ok(row.get::<_, bool>(0))
+        })
+        .await?;
+        if !migrated {
+            return Err(StoreError::NotMigrated);
         }
         let changes = broadcast::channel(4096).0;
         let session_ends = broadcast::channel(1024).0;
@@ -197,6 +255,7 @@ impl PostgresStore {
             session_ends,
             broadcasts,
             recheck_interval: options.recheck_interval,
+            operation_timeout: options.operation_timeout,
             specs: Mutex::new(HashMap::new()),
             round_trips: AtomicU64::new(0),
             _listener: listener,
@@ -223,6 +282,14 @@ impl PostgresStore {
 
     fn now(&self) -> OffsetDateTime {
         truncate_to_micros(self.clock.now())
+    }
+
+    /// Runs `op` on a pooled connection within the operation timeout (see [`bounded`]).
+    async fn with_client<T>(
+        &self,
+        op: impl AsyncFnOnce(&deadpool_postgres::Client) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        bounded(&self.pool, self.operation_timeout, op).await
     }
 
     /// Runs one statement in a transaction scoped to `caller`, pipelined into one round trip.
@@ -256,32 +323,35 @@ impl PostgresStore {
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let set_scope = client
-            .prepare_cached(sql::SET_CALLER)
-            .await
-            .map_err(map_db_error)?;
-        let statement = client
-            .prepare_cached(statement)
-            .await
-            .map_err(map_db_error)?;
-        let subject = caller.subject_id();
-        let tenant = caller.tenant_id().unwrap_or("");
-        let scope_params: [&(dyn ToSql + Sync); 3] = [&subject, &tenant, &groups];
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        // Each future sends its messages when first polled, in this order, before any
-        // answer arrives. If the statement fails, the server answers COMMIT with ROLLBACK.
-        let (begin, set, rows, commit) = tokio::join!(
-            client.batch_execute("BEGIN"),
-            client.query(&set_scope, &scope_params),
-            client.query(&statement, params),
-            client.batch_execute("COMMIT"),
-        );
-        begin.map_err(map_db_error)?;
-        set.map_err(map_db_error)?;
-        let rows = rows.map_err(map_db_error)?;
-        commit.map_err(map_db_error)?;
-        Ok(rows)
+        self.with_client(async |client| {
+            let set_scope = client
+                .prepare_cached(sql::SET_CALLER)
+                .await
+                .map_err(map_db_error)?;
+            let statement = client
+                .prepare_cached(statement)
+                .await
+                .map_err(map_db_error)?;
+            let subject = caller.subject_id();
+            let tenant = caller.tenant_id().unwrap_or("");
+            let scope_params: [&(dyn ToSql + Sync); 3] = [&subject, &tenant, &groups];
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            // Each future sends its messages when first polled, in this order, before any
+            // answer arrives. If the statement fails, the server answers COMMIT with
+            // ROLLBACK.
+            let (begin, set, rows, commit) = tokio::join!(
+                client.batch_execute("BEGIN"),
+                client.query(&set_scope, &scope_params),
+                client.query(&statement, params),
+                client.batch_execute("COMMIT"),
+            );
+            begin.map_err(map_db_error)?;
+            set.map_err(map_db_error)?;
+            let rows = rows.map_err(map_db_error)?;
+            commit.map_err(map_db_error)?;
+            Ok(rows)
+        })
+        .await
     }
 
     fn remember_spec(&self, id: ElicitationId, spec: &ResponseSpec) {
@@ -848,16 +918,19 @@ impl ElicitationStore for PostgresStore {
         before: OffsetDateTime,
     ) -> Result<Vec<ErasedElicitation>, StoreError> {
         let before = truncate_to_micros(before);
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let statement = client
-            .prepare_cached(sql::ERASE_FINISHED)
-            .await
-            .map_err(map_db_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let rows = client
-            .query(&statement, &[&before, &EXPIRE_BATCH])
-            .await
-            .map_err(map_db_error)?;
+        let rows = self
+            .with_client(async |client| {
+                let statement = client
+                    .prepare_cached(sql::ERASE_FINISHED)
+                    .await
+                    .map_err(map_db_error)?;
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                client
+                    .query(&statement, &[&before, &EXPIRE_BATCH])
+                    .await
+                    .map_err(map_db_error)
+            })
+            .await?;
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         rows.iter()
             .map(|row| {
@@ -872,13 +945,16 @@ impl ElicitationStore for PostgresStore {
     }
 
     async fn pending_count(&self) -> Result<u64, StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let count: i64 = client
-            .query_one(sql::PENDING_COUNT, &[])
-            .await
-            .map_err(map_db_error)?
-            .get(0);
+        let count: i64 = self
+            .with_client(async |client| {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let row = client
+                    .query_one(sql::PENDING_COUNT, &[])
+                    .await
+                    .map_err(map_db_error)?;
+                Ok(row.get(0))
+            })
+            .await?;
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
@@ -906,12 +982,15 @@ impl ElicitationStore for PostgresStore {
     }
 
     async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let rows = client
-            .query(sql::ENDED_SESSIONS, &[])
-            .await
-            .map_err(map_db_error)?;
+        let rows = self
+            .with_client(async |client| {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                client
+                    .query(sql::ENDED_SESSIONS, &[])
+                    .await
+                    .map_err(map_db_error)
+            })
+            .await?;
         Ok(rows
             .iter()
             .filter_map(|row| {
@@ -931,13 +1010,15 @@ impl ElicitationStore for PostgresStore {
                 format!("a broadcast of {} bytes is too long", message.len()).into(),
             ));
         }
-        let client = self.pool.get().await.map_err(pool_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        client
-            .query_one(sql::BROADCAST, &[&message])
-            .await
-            .map_err(map_db_error)?;
-        Ok(())
+        self.with_client(async |client| {
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            client
+                .query_one(sql::BROADCAST, &[&message])
+                .await
+                .map_err(map_db_error)?;
+            Ok(())
+        })
+        .await
     }
 
     fn broadcasts(&self) -> Option<broadcast::Receiver<String>> {
@@ -945,13 +1026,16 @@ impl ElicitationStore for PostgresStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        let client = self.pool.get().await.map_err(pool_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let version: Option<i32> = client
-            .query_one(sql::SCHEMA_VERSION, &[])
-            .await
-            .map_err(map_db_error)?
-            .get(0);
+        let version: Option<i32> = self
+            .with_client(async |client| {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let row = client
+                    .query_one(sql::SCHEMA_VERSION, &[])
+                    .await
+                    .map_err(map_db_error)?;
+                Ok(row.get(0))
+            })
+            .await?;
         if version.unwrap_or(0) < crate::latest_version() {
             return Err(StoreError::NotMigrated);
         }
@@ -960,20 +1044,24 @@ impl ElicitationStore for PostgresStore {
 
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
         let now = truncate_to_micros(now);
-        let client = self.pool.get().await.map_err(pool_error)?;
-        let statement = client
-            .prepare_cached(sql::EXPIRE_DUE)
-            .await
-            .map_err(map_db_error)?;
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
-        let rows = client
-            .query(&statement, &[&now, &EXPIRE_BATCH])
-            .await
-            .map_err(map_db_error)?;
-        // Ended sessions past their expiry are forgotten on the same tick.
-        if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
-            tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
-        }
+        let rows = self
+            .with_client(async |client| {
+                let statement = client
+                    .prepare_cached(sql::EXPIRE_DUE)
+                    .await
+                    .map_err(map_db_error)?;
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let rows = client
+                    .query(&statement, &[&now, &EXPIRE_BATCH])
+                    .await
+                    .map_err(map_db_error)?;
+                // Ended sessions past their expiry are forgotten on the same tick.
+                if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
+                    tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
+                }
+                Ok(rows)
+            })
+            .await?;
         rows.iter()
             .map(|row| {
                 let raw = decode(row, &self.keys)?;

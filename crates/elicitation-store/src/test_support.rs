@@ -58,9 +58,14 @@ pub async fn connect(config: &Config) -> Client {
 const ROLE_LOCK: i64 = 0x6d63_705f_726f_6c65;
 
 impl TestDb {
-    /// Creates and migrates a database with a unique name.
+    /// Creates and migrates a database with a unique name on the `DATABASE_URL` cluster.
     pub async fn new() -> TestDb {
-        let admin = admin_config();
+        TestDb::new_at(admin_config()).await
+    }
+
+    /// Creates and migrates a database with a unique name on the cluster `admin` (a
+    /// superuser connection) reaches.
+    pub async fn new_at(admin: Config) -> TestDb {
         let name = format!("mcp_test_{}", unique_suffix());
         let root = connect(&admin).await;
         root.batch_execute(&format!("CREATE DATABASE {name}"))
@@ -118,5 +123,93 @@ impl TestDb {
     /// A writer-login connection to this test's database.
     pub async fn writer(&self) -> Client {
         connect(&self.writer).await
+    }
+}
+
+/// The fault-test cluster: a second throwaway PostgreSQL that `cargo xtask test` starts for
+/// the tests that stop, start, freeze and thaw a database mid-run (`MCP_FAULT_DATABASE_URL`
+/// and `MCP_FAULT_PG_CONTROL`, the script that does it). Holding one serialises the fault
+/// tests of a test binary; dropping it leaves the cluster thawed and running, also when the
+/// test failed half-way.
+pub struct FaultCluster {
+    control: std::path::PathBuf,
+    admin: Config,
+    _turn: tokio::sync::MutexGuard<'static, ()>,
+}
+
+static FAULT_TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+impl FaultCluster {
+    /// Waits for this binary's other fault tests to finish, then hands over the cluster.
+    pub async fn take() -> FaultCluster {
+        let missing = |name: &str| {
+            panic!(
+                "{name} is not set: the fault tests stop and freeze a PostgreSQL of their own. \
+                 Run `cargo xtask test`, which starts one and sets MCP_FAULT_DATABASE_URL and \
+                 MCP_FAULT_PG_CONTROL."
+            )
+        };
+        let url = std::env::var("MCP_FAULT_DATABASE_URL")
+            .unwrap_or_else(|_| missing("MCP_FAULT_DATABASE_URL"));
+        let control = std::env::var("MCP_FAULT_PG_CONTROL")
+            .unwrap_or_else(|_| missing("MCP_FAULT_PG_CONTROL"));
+        let turn = FAULT_TURN.lock().await;
+        FaultCluster {
+            control: control.into(),
+            admin: url
+                .parse()
+                .expect("MCP_FAULT_DATABASE_URL is a valid connection string"),
+            _turn: turn,
+        }
+    }
+
+    /// A fresh migrated database on the fault cluster.
+    pub async fn database(&self) -> TestDb {
+        TestDb::new_at(self.admin.clone()).await
+    }
+
+    fn control(&self, verb: &str) -> Result<(), String> {
+        let output = std::process::Command::new(&self.control)
+            .arg(verb)
+            .output()
+            .map_err(|e| format!("run {}: {e}", self.control.display()))?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} {verb} failed: {}",
+                self.control.display(),
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`): connections close, new ones are refused.
+    pub fn stop(&self) {
+        self.control("stop").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Starts the stopped server again, on the same port with the same data.
+    pub fn start(&self) {
+        self.control("start").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Stops every server process with SIGSTOP: connections stay open and nothing answers.
+    pub fn freeze(&self) {
+        self.control("freeze").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Lets a frozen server go on.
+    pub fn thaw(&self) {
+        self.control("thaw").unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+impl Drop for FaultCluster {
+    fn drop(&mut self) {
+        // Whatever state the test left: thawed (a no-op if it was not frozen), then started
+        // (which fails harmlessly when it is running).
+        let _ = self.control("thaw");
+        let _ = self.control("start");
     }
 }

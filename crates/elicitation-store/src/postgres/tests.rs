@@ -1094,3 +1094,168 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
         .get(0);
     assert_eq!(audit_after, audit_before, "the audit trail stays");
 }
+
+fn fault_binding() -> CallBinding {
+    CallBinding {
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(&json!({"path": "a"})),
+    }
+}
+
+/// A store on the fault cluster with a short operation timeout.
+async fn fault_store(db: &TestDb, clock: Arc<ManualClock>) -> PostgresStore {
+    let mut options = PostgresOptions::new(
+        "postgres://unused@localhost/unused",
+        KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+    )
+    .unwrap();
+    options.config = db.writer.clone();
+    options.clock = clock;
+    options.pool_size = 4;
+    options.operation_timeout = std::time::Duration::from_millis(500);
+    options.recheck_interval = std::time::Duration::from_secs(6 * 3600);
+    PostgresStore::connect(options).await.unwrap()
+}
+
+/// Every kind of operation the gateway's paths use (the gate, REST, the page, readiness,
+/// the sweep), each of which must come back — with an error while the database is away.
+async fn every_operation(
+    store: &PostgresStore,
+    held: ElicitationId,
+) -> Vec<(&'static str, Result<(), StoreError>)> {
+    vec![
+        ("ping", store.ping().await),
+        ("get", store.get(&alice(), held).await.map(drop)),
+        (
+            "list",
+            store
+                .list(&alice(), ListQuery::pending(100))
+                .await
+                .map(drop),
+        ),
+        (
+            "create_confirmation",
+            store
+                .create_confirmation(&alice(), confirmation_request(json!({"during": "fault"})))
+                .await
+                .map(drop),
+        ),
+        (
+            "redeem_confirmation",
+            store
+                .redeem_confirmation(&alice(), held, &fault_binding())
+                .await
+                .map(drop),
+        ),
+        ("pending_count", store.pending_count().await.map(drop)),
+        ("expire_due", store.expire_due(start_time()).await.map(drop)),
+        ("ended_sessions", store.ended_sessions().await.map(drop)),
+    ]
+}
+
+/// Waits (up to a minute) until the store answers again.
+async fn until_it_answers(store: &PostgresStore) {
+    for _ in 0..120 {
+        if store.ping().await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    panic!("the store did not recover within a minute of the database coming back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_or_stopped_database_fails_every_operation_as_unavailable_and_the_store_recovers()
+{
+    let cluster = crate::test_support::FaultCluster::take().await;
+    let db = cluster.database().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = fault_store(&db, clock.clone()).await;
+    let held = store
+        .create_confirmation(&alice(), confirmation_request(json!({"path": "a"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+
+    for fault in ["frozen", "stopped"] {
+        match fault {
+            "frozen" => cluster.freeze(),
+            _ => cluster.stop(),
+        }
+        // Not a timing assertion: the outer bound only turns a hang into a failure.
+        let outcomes = tokio::time::timeout(
+            std::time::Duration::from_secs(60),
+            every_operation(&store, held),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("an operation hung with the database {fault}"));
+        for (name, outcome) in outcomes {
+            assert!(
+                matches!(outcome, Err(StoreError::Unavailable(_))),
+                "{name} with the database {fault}: {outcome:?}"
+            );
+        }
+        match fault {
+            "frozen" => cluster.thaw(),
+            _ => cluster.start(),
+        }
+        until_it_answers(&store).await;
+        // Nothing pending was lost.
+        let listed = store.list(&alice(), ListQuery::pending(100)).await.unwrap();
+        assert!(
+            listed
+                .iter()
+                .any(|l| l.as_ref().is_ok_and(|s| s.elicitation.id == held)),
+            "{fault}: the confirmation held before the fault is gone"
+        );
+        // The change feed (LISTEN) hears answers again once it has reconnected (a notice
+        // sent before that is missed; waiters re-read every `recheck_interval` for it).
+        let twin = fault_store(&db, clock.clone()).await;
+        let mut feed = store.subscribe_changes();
+        let mut heard = false;
+        for attempt in 0..30 {
+            let probe = store
+                .create_confirmation(&alice(), confirmation_request(json!({"probe": attempt})))
+                .await
+                .unwrap()
+                .elicitation
+                .id;
+            twin.respond(&alice(), probe, json!({"confirmed": false}))
+                .await
+                .unwrap();
+            heard = tokio::time::timeout(std::time::Duration::from_secs(2), async {
+                loop {
+                    match feed.recv().await {
+                        Ok(id) if id == probe => return,
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+            .await
+            .is_ok();
+            if heard {
+                break;
+            }
+        }
+        assert!(
+            heard,
+            "after the database was {fault}, LISTEN never heard an answer again"
+        );
+    }
+    // The confirmation held before both faults is still pending and works once.
+    store
+        .respond(&alice(), held, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let binding = fault_binding();
+    assert!(matches!(
+        store.redeem_confirmation(&alice(), held, &binding).await,
+        Ok(Redeemed::Consumed(_))
+    ));
+    assert!(matches!(
+        store.redeem_confirmation(&alice(), held, &binding).await,
+        Ok(Redeemed::Refused { .. })
+    ));
+}
