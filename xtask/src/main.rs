@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 
 mod conformance;
+mod fuzz;
 mod layering;
 mod node;
 mod postgres;
@@ -18,6 +19,10 @@ tasks:
                                  (exactly what CI runs)
   conformance                    the MCP conformance suite (server scenarios) against the
                                  fixture server, directly and through the gateway
+  fuzz [--seconds N] [--engine auto|stable|cargo-fuzz]
+                                 every fuzz target for N seconds (default 60):
+                                 cargo-fuzz where a nightly toolchain exists, else the
+                                 stable engine (proptest mutations of the seed corpus)
   migrate [--database-url URL]   apply the embedded migrations (default: $DATABASE_URL)
   bench [--quick]                the gateway's cost per call against a direct call and a
                                  null proxy (release builds, throwaway PostgreSQL), then
@@ -31,6 +36,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["test"] => test::run(),
         ["conformance"] => conformance::run(),
+        ["fuzz", rest @ ..] => fuzz::run(rest),
         ["migrate", rest @ ..] => migrate(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
         ["bench", rest @ ..] => bench_gateway(rest),

@@ -1195,6 +1195,32 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The config loader, fuzzed (docs/reliability.md): any text is read or refused with a
+    /// reason, never a panic; a configuration that passes its checks is written out
+    /// (`check-config`) and read back to the same configuration.
+    #[test]
+    fn fuzz_config() {
+        mcp_fuzz::explore("config", |data| {
+            let Ok(text) = std::str::from_utf8(data) else {
+                return;
+            };
+            let Ok(config) = toml::from_str::<Config>(text) else {
+                return;
+            };
+            if config.check().is_err() {
+                return;
+            }
+            let written = toml::to_string_pretty(&config).expect("a checked configuration writes");
+            let again: Config = toml::from_str(&written)
+                .unwrap_or_else(|e| panic!("a written configuration reads back: {e}\n{written}"));
+            assert_eq!(
+                toml::to_string_pretty(&again).expect("writes"),
+                written,
+                "a configuration changed in a round trip"
+            );
+        });
+    }
+
     #[test]
     fn the_example_file_parses_and_checks() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");

@@ -12,6 +12,9 @@
 //! transports build on it.
 
 mod form;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod id;
 mod kind;
 mod record;

@@ -15,6 +15,9 @@ pub mod auth;
 pub mod body;
 mod bridge;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 mod legacy;
 pub mod limits;

@@ -161,7 +161,7 @@ const MAX_CREATE_TTL_SECONDS: u64 = 24 * 60 * 60;
 const DEFAULT_CREATE_TTL_SECONDS: u64 = 10 * 60;
 
 /// `POST /v1/mcp/elicitations`'s body: `{"message", "response": {"type", …}, "ttl_seconds"?}`.
-fn create_body(body: &[u8]) -> Result<(ElicitationSpec, time::Duration), McpError> {
+pub(crate) fn create_body(body: &[u8]) -> Result<(ElicitationSpec, time::Duration), McpError> {
     let bad = |why: String| McpError::BadBody(why);
     let mut value: Value = serde_json::from_slice(body)
         .map_err(|e| bad(format!("the body must be a JSON object: {e}")))?;
@@ -188,7 +188,7 @@ fn create_body(body: &[u8]) -> Result<(ElicitationSpec, time::Duration), McpErro
 }
 
 /// `?wait=30s` (or `wait=30`): how long a read may wait for an answer, at most [`MAX_WAIT`].
-fn wait_query(query: Option<&str>) -> Result<Option<std::time::Duration>, McpError> {
+pub(crate) fn wait_query(query: Option<&str>) -> Result<Option<std::time::Duration>, McpError> {
     let mut wait = None;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -297,7 +297,7 @@ pub(crate) fn cancelled(method: &http::Method, rest: &str) -> Option<Elicitation
 }
 
 /// The optional cancel body: `{"reason": "declined" | "cancelled_by_person" | "cancelled_by_caller"}`.
-fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
+pub(crate) fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(CancelReason::CancelledByPerson);
     }

@@ -6,6 +6,9 @@
 //! here; the server side (`mcp-http`) and the client side (`mcp-upstream`) both build on it.
 
 pub mod codes;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod headers;
 pub mod jsonrpc;
 pub mod mcp;
