@@ -23,6 +23,12 @@ tasks:
                                  every fuzz target for N seconds (default 60):
                                  cargo-fuzz where a nightly toolchain exists, else the
                                  stable engine (proptest mutations of the seed corpus)
+  soak [--minutes N] [--sample-secs S]
+                                 the release gateway on a throwaway PostgreSQL under a
+                                 mixed load for N minutes (default 10), sampled every S
+                                 seconds (default 30); fails unless memory, descriptors,
+                                 threads and connections stay flat and every approved
+                                 confirmation ran exactly once; report in target/soak/
   migrate [--database-url URL]   apply the embedded migrations (default: $DATABASE_URL)
   bench [--quick]                the gateway's cost per call against a direct call and a
                                  null proxy (release builds, throwaway PostgreSQL), then
@@ -38,6 +44,7 @@ fn main() -> ExitCode {
         ["conformance"] => conformance::run(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["migrate", rest @ ..] => migrate(rest),
+        ["soak", rest @ ..] => soak(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
@@ -110,6 +117,38 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
     drop(cluster);
     result?;
     bench_store(args)
+}
+
+fn soak(args: &[&str]) -> Result<()> {
+    let usage = "usage: cargo xtask soak [--minutes N] [--sample-secs S]";
+    let mut minutes = "10".to_owned();
+    let mut sample_secs = "30".to_owned();
+    let mut rest = args;
+    while let [flag, value, tail @ ..] = rest {
+        match *flag {
+            "--minutes" => minutes = (*value).to_owned(),
+            "--sample-secs" => sample_secs = (*value).to_owned(),
+            _ => bail!("{usage}"),
+        }
+        rest = tail;
+    }
+    if !rest.is_empty() {
+        bail!("{usage}");
+    }
+    let mut build = test::cargo();
+    build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
+    test::status(build)?;
+    let root = test::workspace_root();
+    let cluster = postgres::Cluster::start()?;
+    let mut run = std::process::Command::new(root.join("target/release/mcp-bench"));
+    run.args(["soak", "--minutes", &minutes, "--sample-secs", &sample_secs])
+        .arg("--gateway")
+        .arg(root.join("target/release/mcp-gateway"))
+        .env("DATABASE_URL", cluster.url())
+        .current_dir(&root);
+    let result = test::status(run);
+    drop(cluster);
+    result
 }
 
 fn bench_store(args: &[&str]) -> Result<()> {

@@ -13,6 +13,7 @@ mod load;
 mod procstat;
 mod proxy;
 mod run;
+mod soak;
 mod upstream;
 
 #[derive(Parser)]
@@ -60,6 +61,18 @@ enum Command {
         #[arg(long)]
         human_token: Option<String>,
     },
+    /// Soak the gateway on PostgreSQL (needs DATABASE_URL) under a mixed load, sampling
+    /// its resources; fails unless they stay flat and every approval ran exactly once.
+    Soak {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        #[arg(long, default_value_t = 10.0)]
+        minutes: f64,
+        /// Seconds between samples.
+        #[arg(long, default_value_t = 30)]
+        sample_secs: u64,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -93,6 +106,18 @@ async fn main() -> Result<()> {
             token,
             human_token,
         } => run::drive(target, &era, concurrency, requests, token, human_token).await?,
+        Command::Soak {
+            gateway,
+            minutes,
+            sample_secs,
+        } => {
+            soak::run(soak::Options {
+                gateway,
+                minutes,
+                sample_every: std::time::Duration::from_secs(sample_secs.max(1)),
+            })
+            .await?
+        }
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }
     Ok(())

@@ -23,10 +23,10 @@ use mcp_http::auth::token_sha256;
 use crate::load::{self, Check, Load, MakeRequest};
 use crate::procstat;
 
-const AGENT: &str = "bench-agent-token";
-const HUMAN: &str = "bench-human-token";
-const SCRAPER: &str = "bench-scraper-token";
-const SEAL_KEY: &str = "bench:BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+pub(crate) const AGENT: &str = "bench-agent-token";
+pub(crate) const HUMAN: &str = "bench-human-token";
+pub(crate) const SCRAPER: &str = "bench-scraper-token";
+pub(crate) const SEAL_KEY: &str = "bench:BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
 
 /// A process under test.
 pub(crate) struct Proc {
@@ -109,7 +109,12 @@ trust_annotations = true
     start(command, "mcp-gateway listening on ").await
 }
 
-fn modern(tool: &str, token: Option<&str>, arguments: Value, meta: Value) -> Request<Full<Bytes>> {
+pub(crate) fn modern(
+    tool: &str,
+    token: Option<&str>,
+    arguments: Value,
+    meta: Value,
+) -> Request<Full<Bytes>> {
     let mut params = json!({"name": tool, "arguments": arguments, "_meta": meta});
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
     params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
@@ -195,7 +200,7 @@ async fn open_session(gateway: SocketAddr) -> Result<String> {
     open_session_as(gateway, AGENT).await
 }
 
-async fn open_session_as(gateway: SocketAddr, token: &str) -> Result<String> {
+pub(crate) async fn open_session_as(gateway: SocketAddr, token: &str) -> Result<String> {
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}))?;
     let request = Request::builder()

@@ -21,6 +21,37 @@ pub(crate) fn set_extra_tools(extra: usize) {
     EXTRA_TOOLS.store(extra, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Every `delete` this upstream ran: the argument `n` of each (the soak's exactly-once
+/// count), and how many ran in all.
+static DELETES: std::sync::Mutex<Option<std::collections::HashMap<u64, u32>>> =
+    std::sync::Mutex::new(None);
+
+/// (executions of `delete`, distinct `n` executed more than once).
+pub(crate) fn deletes() -> (u64, u64) {
+    let deletes = DELETES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(seen) = deletes.as_ref() else {
+        return (0, 0);
+    };
+    let total = seen.values().map(|n| u64::from(*n)).sum();
+    let twice = seen.values().filter(|n| **n > 1).count() as u64;
+    (total, twice)
+}
+
+fn record_delete(message: &Value) {
+    let n = message["params"]["arguments"]["n"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    let mut deletes = DELETES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *deletes
+        .get_or_insert_with(Default::default)
+        .entry(n)
+        .or_insert(0) += 1;
+}
+
 fn tools() -> Value {
     let mut tools = vec![
         json!({"name": "read", "description": "Reads (benchmark).", "inputSchema": {"type": "object"},
@@ -57,7 +88,12 @@ fn answer(message: &Value) -> (StatusCode, Option<Value>, bool) {
             json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}, "prompts": {}, "resources": {}}, "ttlMs": 0, "cacheScope": "public"})
         }
         "tools/list" => json!({"tools": tools(), "ttlMs": 0, "cacheScope": "public"}),
-        "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
+        "tools/call" => {
+            if message["params"]["name"] == "delete" {
+                record_delete(message);
+            }
+            json!({"content": [{"type": "text", "text": "ok"}]})
+        }
         "prompts/list" => {
             json!({"prompts": [{"name": "greet", "description": "Greets (benchmark)."}], "ttlMs": 0, "cacheScope": "public"})
         }
