@@ -2388,3 +2388,227 @@ async fn postgres_stopped_or_frozen_mid_run_fails_gated_paths_closed_and_recover
     );
     gateway.stop().await;
 }
+
+/// A gateway over the misbehaving fixture module `faulty` (its `erase` appends each call's
+/// arguments to a ledger: the module's own count of executions).
+struct FaultScene {
+    dir: PathBuf,
+    config: PathBuf,
+    ledger: PathBuf,
+}
+
+impl FaultScene {
+    fn new(name: &str, store: &str) -> FaultScene {
+        let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ledger = dir.join("ledger");
+        let config = dir.join("gateway.toml");
+        let text = format!(
+            r#"
+listen = "127.0.0.1:0"
+{store}
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{agent}"
+scopes = ["tools:call"]
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{human}"
+scopes = ["elicitations:respond"]
+[limits]
+calls_per_minute = 0
+confirmations_per_minute = 0
+[[modules]]
+name = "faulty"
+transport = "stdio"
+command = "python3"
+args = ["{script}", "{ledger}"]
+trust_annotations = true
+"#,
+            agent = token_sha256(AGENT),
+            human = token_sha256(HUMAN),
+            script = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../crates/mcp-http/tests/fixtures/faulty_module.py"
+            ),
+            ledger = ledger.display(),
+        );
+        std::fs::write(&config, text).unwrap();
+        FaultScene {
+            dir,
+            config,
+            ledger,
+        }
+    }
+
+    /// The executions the module recorded, in order.
+    fn executed(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.ledger)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for FaultScene {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Gateway {
+    /// SIGKILL: no shutdown, nothing flushed.
+    async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
+/// A 2026-07-28 `tools/call` by the agent (stateless: any instance serves it).
+async fn modern_call(
+    base: &str,
+    tool: &str,
+    arguments: Value,
+    confirmation: Option<&str>,
+) -> Value {
+    let mut params = json!({"name": tool, "arguments": arguments, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}});
+    if let Some(id) = confirmation {
+        params["_meta"]["confirmation_id"] = json!(id);
+    }
+    let auth = format!("Bearer {AGENT}");
+    let (status, _, body) = http(
+        "POST",
+        &format!("{base}/mcp"),
+        &[
+            ("authorization", &auth),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["result"].clone()
+}
+
+fn postgres_store(db: &TestDb) -> String {
+    format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=\"]",
+        TestDb::url(&db.writer)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_between_hold_approval_and_re_call_loses_nothing_on_postgres() {
+    let db = TestDb::new().await;
+    let scene = FaultScene::new("sigkill-postgres", &postgres_store(&db));
+    // Killed between the hold and the approval.
+    let a = Gateway::start(&scene.config).await;
+    let one = held_id(&modern_call(&a.base, "faulty__erase", json!({"path": "/one"}), None).await);
+    a.kill().await;
+    let b = Gateway::start(&scene.config).await;
+    answer(&b.base, &one, true).await;
+    // Killed between the approval and the re-call.
+    let two = held_id(&modern_call(&b.base, "faulty__erase", json!({"path": "/two"}), None).await);
+    answer(&b.base, &two, true).await;
+    b.kill().await;
+    assert!(
+        scene.executed().is_empty(),
+        "nothing ran before its re-call"
+    );
+    let c = Gateway::start(&scene.config).await;
+    for (id, path) in [(&one, "/one"), (&two, "/two")] {
+        let done = modern_call(&c.base, "faulty__erase", json!({"path": path}), Some(id)).await;
+        assert_eq!(text(&done), "erased", "{done}");
+        // Used now: another re-call is held anew, never run again.
+        let again = modern_call(&c.base, "faulty__erase", json!({"path": path}), Some(id)).await;
+        assert_ne!(held_id(&again), *id, "{again}");
+    }
+    assert_eq!(
+        scene.executed(),
+        vec![json!({"path": "/one"}), json!({"path": "/two"})],
+        "each approved call ran exactly once"
+    );
+    c.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_killed_on_the_memory_store_forgets_its_confirmations_and_forwards_nothing() {
+    let scene = FaultScene::new("sigkill-memory", "[store]\nkind = \"memory\"");
+    let a = Gateway::start(&scene.config).await;
+    let approved =
+        held_id(&modern_call(&a.base, "faulty__erase", json!({"path": "/lost"}), None).await);
+    answer(&a.base, &approved, true).await;
+    a.kill().await;
+    let b = Gateway::start(&scene.config).await;
+    // The approval died with the process: the re-call is held anew, not forwarded.
+    let again = modern_call(
+        &b.base,
+        "faulty__erase",
+        json!({"path": "/lost"}),
+        Some(&approved),
+    )
+    .await;
+    assert_ne!(held_id(&again), approved, "{again}");
+    let auth = format!("Bearer {HUMAN}");
+    let (status, _, body) = http(
+        "GET",
+        &format!("{}/v1/mcp/elicitations/{approved}", b.base),
+        &[("authorization", &auth)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        scene.executed().is_empty(),
+        "a forgotten approval ran its call"
+    );
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_concurrent_re_calls_over_two_instances_run_one_approved_call_once() {
+    let db = TestDb::new().await;
+    let scene = FaultScene::new("contended", &postgres_store(&db));
+    let a = Gateway::start(&scene.config).await;
+    let b = Gateway::start(&scene.config).await;
+    let args = json!({"path": "/contended"});
+    let id = held_id(&modern_call(&a.base, "faulty__erase", args.clone(), None).await);
+    answer(&b.base, &id, true).await;
+    let mut calls = tokio::task::JoinSet::new();
+    for i in 0..64 {
+        let base = if i % 2 == 0 {
+            a.base.clone()
+        } else {
+            b.base.clone()
+        };
+        let (id, args) = (id.clone(), args.clone());
+        calls.spawn(async move { modern_call(&base, "faulty__erase", args, Some(&id)).await });
+    }
+    let mut ran = 0;
+    while let Some(result) = calls.join_next().await {
+        let result = result.unwrap();
+        if text(&result) == "erased" {
+            ran += 1;
+        } else {
+            // Every other re-call is held anew (the confirmation was used), never run.
+            assert_ne!(held_id(&result), id, "{result}");
+        }
+    }
+    assert_eq!(ran, 1, "one re-call ran");
+    assert_eq!(
+        scene.executed(),
+        vec![args],
+        "the module ran the call exactly once"
+    );
+    a.stop().await;
+    b.stop().await;
+}

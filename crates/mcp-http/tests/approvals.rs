@@ -48,6 +48,19 @@ const BOB: &str = "bob-sre-token";
 const ALICE_SRE: &str = "alice-sre-token";
 
 async fn harness_with(approvers: Vec<mcp_http::gateway::ApproverRule>) -> Harness {
+    let uploads = std::env::temp_dir().join(format!(
+        "mcp-approvals-uploads-{}-{}",
+        std::process::id(),
+        UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
+    ));
+    harness_at(approvers, uploads).await
+}
+
+/// A harness whose uploads are kept in `uploads`.
+async fn harness_at(
+    approvers: Vec<mcp_http::gateway::ApproverRule>,
+    uploads: std::path::PathBuf,
+) -> Harness {
     let deleted = Arc::new(AtomicUsize::new(0));
     let counter = deleted.clone();
     let module = InProcessModule::new(
@@ -96,11 +109,7 @@ async fn harness_with(approvers: Vec<mcp_http::gateway::ApproverRule>) -> Harnes
         member("alice", ALICE_SRE),
     ])
     .unwrap();
-    let uploads = UploadsConfig::dir(std::env::temp_dir().join(format!(
-        "mcp-approvals-uploads-{}-{}",
-        std::process::id(),
-        UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
-    )));
+    let uploads = UploadsConfig::dir(uploads);
     Harness {
         service: Arc::new(
             McpService::new(gateway, auth, ServiceConfig::default())
@@ -1284,4 +1293,98 @@ async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
     );
     let page = send(&none, "GET", "/approvals", &[("cookie", &cookie)], "").await;
     assert!(!page.body.contains("Sign out"), "{}", page.body);
+}
+
+/// A small tmpfs mounted for the test (the disk that fills up), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(size: &str) -> SmallDisk {
+        let dir = std::env::temp_dir().join(format!("mcp-small-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            mounted,
+            "this test mounts a small tmpfs as the upload disk, which needs root (as `cargo xtask test` runs in CI)"
+        );
+        SmallDisk(dir)
+    }
+
+    fn read_only(&self) {
+        let done = std::process::Command::new("mount")
+            .args(["-o", "remount,ro"])
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(done, "remount the upload disk read-only");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_or_read_only_upload_disk_fails_uploads_cleanly_and_nothing_else() {
+    let disk = SmallDisk::mount("256k");
+    let h = harness_at(Vec::new(), disk.0.join("uploads")).await;
+    let file = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    browser.get().await;
+    let eid = file.parse().unwrap();
+
+    // Disk full: a file larger than the space left is refused with a clear error, costs
+    // no retry, and leaves nothing behind.
+    let big = "x".repeat(512 * 1024);
+    let full = upload_file(&h, &browser, &file, "text/plain", &big).await;
+    assert_eq!(
+        full.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        full.body
+    );
+    assert!(full.body.contains("upload store"), "{}", full.body);
+    assert_eq!(h.uploads.remove_for(eid, None).await.unwrap(), 0);
+    // Nothing else is affected: a held call is confirmed on the page and runs.
+    let args = json!({"path": "/full-disk"});
+    let id = held_id(&agent_call(&h, args.clone(), None).await);
+    browser.get().await;
+    let approved = browser
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+    let done = agent_call(&h, args, Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    // The question is still open, and a file that fits is kept.
+    let fits = upload_file(&h, &browser, &file, "text/plain", "small").await;
+    assert_eq!(fits.status, StatusCode::OK, "{}", fits.body);
+
+    // Read-only: the same clean refusal for another question; answers still work.
+    disk.read_only();
+    let second = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
+    browser.get().await;
+    let refused = upload_file(&h, &browser, &second, "text/plain", "hello").await;
+    assert_eq!(
+        refused.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        refused.body
+    );
+    let (status, listed) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert!(
+        listed["elicitations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == second.as_str()),
+        "the question whose upload failed is still pending: {listed}"
+    );
 }

@@ -170,3 +170,196 @@ async fn a_clients_arguments_cannot_end_the_line_and_smuggle_a_second_request_to
     );
     mcp_upstream::Module::shutdown(&*module).await;
 }
+
+/// The misbehaving fixture as module `faulty`, with a short call timeout, its ledger, and a
+/// gateway over it on the memory store.
+async fn faulty() -> (
+    Arc<StdioModule>,
+    Gateway,
+    Arc<MemoryStore>,
+    std::path::PathBuf,
+) {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/faulty_module.py"
+    );
+    let ledger = std::env::temp_dir().join(format!(
+        "mcp-faulty-ledger-{}-{}",
+        std::process::id(),
+        NEXT_LEDGER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_file(&ledger);
+    let module = Arc::new(StdioModule::start(StdioConfig {
+        name: "faulty".into(),
+        command: "python3".into(),
+        args: vec![script.into(), ledger.display().to_string()],
+        env: Vec::new(),
+        inherit_env: Vec::new(),
+        cwd: None,
+        call_timeout: Duration::from_secs(2),
+    }));
+    assert!(
+        module.ready(Duration::from_secs(30)).await,
+        "the fixture starts"
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        name: "faulty".into(),
+        prefix: "faulty".into(),
+        trust_annotations: true,
+        module: module.clone(),
+    }])
+    .await
+    .unwrap();
+    let store = Arc::new(MemoryStore::default());
+    let gateway = Gateway::new(registry, store.clone(), GatePolicy::default(), false);
+    (module, gateway, store, ledger)
+}
+
+static NEXT_LEDGER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+async fn result_of(gateway: &Gateway, name: &str, arguments: Value, meta: Option<Value>) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments});
+    if let Some(meta) = meta {
+        params["_meta"] = meta;
+    }
+    let params: CallToolParams = serde_json::from_value(params).unwrap();
+    gateway
+        .call_tool(&principal(), params)
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap()
+}
+
+fn ledger_lines(ledger: &std::path::Path) -> usize {
+    std::fs::read_to_string(ledger).map_or(0, |t| t.lines().count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_answers_garbage_twice_or_never_gets_an_error_and_the_next_call_works() {
+    let (module, gateway, _store, _ledger) = faulty().await;
+    for (tool, what) in [("garbage", "garbage"), ("silent", "no answer")] {
+        let failed = result_of(&gateway, &format!("faulty__{tool}"), json!({}), None).await;
+        assert_eq!(failed["isError"], true, "{what}: {failed}");
+        assert_eq!(
+            failed["structuredContent"]["upstream_error"], true,
+            "{what}: {failed}"
+        );
+        // The module is still usable, and the next call gets its own answer.
+        let echoed = result_of(&gateway, "faulty__echo", json!({"text": tool}), None).await;
+        assert_eq!(echoed["content"][0]["text"], tool, "after {what}: {echoed}");
+    }
+    // Answered twice (and a third, stale time): the first answer counts, the others are
+    // dropped, and do not become the answer to the next call.
+    let twice = result_of(&gateway, "faulty__twice", json!({}), None).await;
+    assert_eq!(twice["content"][0]["text"], "first", "{twice}");
+    for i in 0..3 {
+        let text = format!("own answer {i}");
+        let echoed = result_of(&gateway, "faulty__echo", json!({"text": text}), None).await;
+        assert_eq!(echoed["content"][0]["text"], text, "{echoed}");
+    }
+    mcp_upstream::Module::shutdown(&*module).await;
+}
+
+/// Resident memory of this process, in bytes.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kib * 1024
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_flooding_notifications_does_not_grow_the_gateways_memory() {
+    let (module, gateway, _store, _ledger) = faulty().await;
+    // Warm up the paths the flood takes, so their one-off allocations are not counted.
+    let warm = result_of(
+        &gateway,
+        "faulty__flood",
+        json!({"count": 2000, "size": 2048}),
+        None,
+    )
+    .await;
+    assert_eq!(warm["content"][0]["text"], "flooded", "{warm}");
+    let before = rss_bytes();
+    // 64 MiB of notifications: kept, they would show many times over.
+    let flooded = result_of(
+        &gateway,
+        "faulty__flood",
+        json!({"count": 32_768, "size": 2048}),
+        None,
+    )
+    .await;
+    assert_eq!(flooded["content"][0]["text"], "flooded", "{flooded}");
+    let grown = rss_bytes().saturating_sub(before);
+    assert!(
+        grown < 24 * 1024 * 1024,
+        "the gateway grew by {} MiB over a 64 MiB flood of notifications",
+        grown / (1024 * 1024)
+    );
+    let echoed = result_of(&gateway, "faulty__echo", json!({"text": "after"}), None).await;
+    assert_eq!(echoed["content"][0]["text"], "after");
+    mcp_upstream::Module::shutdown(&*module).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirmation_used_by_a_call_whose_module_died_must_be_approved_again() {
+    let (module, gateway, store, ledger) = faulty().await;
+    let caller = principal().caller;
+    let args = json!({"path": "/important"});
+    let held = result_of(&gateway, "faulty__erase_then_die", args.clone(), None).await;
+    let id = held["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("held: {held}"))
+        .to_owned();
+    elicitation_store::ElicitationStore::respond(
+        &*store,
+        &caller,
+        id.parse().unwrap(),
+        json!({"confirmed": true}),
+    )
+    .await
+    .unwrap();
+    // The module ran part of it (the ledger line) and died before answering.
+    let died = result_of(
+        &gateway,
+        "faulty__erase_then_die",
+        args.clone(),
+        Some(json!({"confirmation_id": id})),
+    )
+    .await;
+    assert_eq!(died["isError"], true, "{died}");
+    assert_eq!(died["structuredContent"]["upstream_error"], true, "{died}");
+    assert_eq!(ledger_lines(&ledger), 1);
+    assert!(
+        module.ready(Duration::from_secs(30)).await,
+        "the module restarts"
+    );
+    // The confirmation was used: re-calling with it is held anew, not forwarded.
+    let again = result_of(
+        &gateway,
+        "faulty__erase_then_die",
+        args.clone(),
+        Some(json!({"confirmation_id": id})),
+    )
+    .await;
+    assert_eq!(
+        again["structuredContent"]["elicitation_required"], true,
+        "{again}"
+    );
+    assert_ne!(
+        again["structuredContent"]["elicitation"]["id"], id,
+        "a new confirmation: {again}"
+    );
+    assert_eq!(
+        ledger_lines(&ledger),
+        1,
+        "a used confirmation ran its call again"
+    );
+    let _ = std::fs::remove_file(&ledger);
+    mcp_upstream::Module::shutdown(&*module).await;
+}
