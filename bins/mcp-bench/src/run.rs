@@ -727,6 +727,8 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         &dir,
         upstream.addr,
         1_000,
+        200,
+        if options.quick { 2_000 } else { 10_000 },
         Duration::from_secs(if options.quick { 5 } else { 35 }),
     )
     .await?;
@@ -996,6 +998,22 @@ fn report(
         idle.later,
         idle.idle.as_secs()
     );
+    let p99 = |runs: &[(f64, f64); 2]| (runs[0].1 + runs[1].1) / 2.0;
+    let _ = writeln!(
+        md,
+        "Read-only p50 / p99 at conc. 16 with those {} sessions and {} more each waiting on an open confirmation stream: {:.2} / {:.2} ms and {:.2} / {:.2} ms (two runs), against the same gateway idle: {:.2} / {:.2} ms before and {:.2} / {:.2} ms after; p99 loaded ÷ idle (means of the two runs): {:.2}.",
+        idle.sessions,
+        idle.confirmations,
+        idle.loaded_read_ms[0].0,
+        idle.loaded_read_ms[0].1,
+        idle.loaded_read_ms[1].0,
+        idle.loaded_read_ms[1].1,
+        idle.idle_read_ms[0].0,
+        idle.idle_read_ms[0].1,
+        idle.idle_read_ms[1].0,
+        idle.idle_read_ms[1].1,
+        p99(&idle.loaded_read_ms) / p99(&idle.idle_read_ms),
+    );
     if let Some(trips) = round_trips {
         let _ = writeln!(
             md,
@@ -1015,7 +1033,8 @@ fn report(
     let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
         "cross_instance_wake_ms": {"p50": wake.0, "p99": wake.1, "max": wake.2},
         "metrics_1000_tools": {"p50_ms": scrape.0, "p99_ms": scrape.1, "bytes": scrape.2},
-        "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs()}});
+        "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs(),
+            "confirmation_streams": idle.confirmations, "read_ms_idle": idle.idle_read_ms, "read_ms_loaded": idle.loaded_read_ms}});
     (md, json)
 }
 
