@@ -537,6 +537,9 @@ trust_annotations = true
     verdict(&samples, &counts)
 }
 
+/// A sampled measure: its name, how to read it, and whether it is a count.
+type Measure = (&'static str, fn(&Sample) -> f64, bool);
+
 fn verdict(samples: &[Sample], counts: &Counts) -> Result<()> {
     let approved = counts.approved_rest.load(Ordering::Relaxed)
         + counts.approved_native.load(Ordering::Relaxed);
@@ -557,7 +560,7 @@ fn verdict(samples: &[Sample], counts: &Counts) -> Result<()> {
             steady.len()
         );
     }
-    let measures: [(&str, fn(&Sample) -> f64, bool); 5] = [
+    let measures: [Measure; 5] = [
         ("RSS (MiB)", |s| s.rss_mib, false),
         ("open file descriptors", |s| s.fds, true),
         ("threads", |s| s.threads, true),
