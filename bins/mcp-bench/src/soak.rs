@@ -211,10 +211,14 @@ async fn expiring(gateway: SocketAddr, counts: &Counts, ttl: Duration) -> Result
         ),
     )
     .await?;
-    if ran(&again) {
-        wrong(counts, "an expired confirmation ran its call", &again);
-    } else {
+    if again["result"]["structuredContent"]["confirmation_expired"] == true {
         counts.expired.fetch_add(1, Ordering::Relaxed);
+    } else {
+        wrong(
+            counts,
+            "a re-call after the expiry was not refused as expired",
+            &again,
+        );
     }
     Ok(())
 }

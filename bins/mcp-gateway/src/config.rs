@@ -1045,10 +1045,10 @@ impl Config {
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
         if self.store.operation_timeout < Duration::from_millis(100)
-            || self.store.operation_timeout > Duration::from_secs(60)
+            || self.store.operation_timeout > Duration::from_secs(10)
         {
             bail!(
-                "[store] operation_timeout must be between 100ms and 60s, not {}ms",
+                "[store] operation_timeout must be between 100ms and 10s, not {}ms",
                 self.store.operation_timeout.as_millis()
             );
         }
@@ -1277,7 +1277,11 @@ mod tests {
             ("[store]\nretention = \"30s\"", "at least 1 minute"),
             (
                 "[store]\noperation_timeout = \"0s\"",
-                "between 100ms and 60s",
+                "between 100ms and 10s",
+            ),
+            (
+                "[store]\noperation_timeout = \"11s\"",
+                "between 100ms and 10s",
             ),
             (
                 "[limits]\nmodule_queue_timeout = \"0s\"",

@@ -152,11 +152,23 @@ fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {
 }
 
 /// Fills in what the operator's database URL left out so that no connection can hang for
-/// ever: a connect timeout, and TCP keepalives that notice a peer gone silent (a
-/// partition) within about half a minute, including the LISTEN connection's.
+/// ever, and no statement the gateway gave up on keeps working on the server: a connect
+/// timeout; TCP keepalives and a TCP user timeout that notice a peer gone silent (a
+/// partition) within about half a minute, including the LISTEN connection's; and a server
+/// `statement_timeout` of the operation timeout, so a statement stuck on a lock is ended
+/// by the server too (and its connection freed) rather than committing long after.
 fn bound_connections(config: &mut tokio_postgres::Config, operation_timeout: StdDuration) {
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(operation_timeout);
+    }
+    if config.get_tcp_user_timeout().is_none() {
+        config.tcp_user_timeout(StdDuration::from_secs(30));
+    }
+    if config.get_options().is_none() {
+        config.options(format!(
+            "-c statement_timeout={}",
+            operation_timeout.as_millis()
+        ));
     }
     if config.get_keepalives()
         && config.get_keepalives_idle() == StdDuration::from_secs(2 * 60 * 60)
@@ -167,9 +179,28 @@ fn bound_connections(config: &mut tokio_postgres::Config, operation_timeout: Std
     }
 }
 
+/// A pooled connection lent to one operation: unless the operation finished, the
+/// connection leaves the pool when the lease is dropped — on this operation's timeout, and
+/// equally when the caller stops waiting first (its own timeout, a client gone) — since
+/// whatever it was waiting for may never come, and must not hold up the next operation.
+struct Lease {
+    client: Option<deadpool_postgres::Client>,
+    finished: bool,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(client) = self.client.take()
+        {
+            drop(deadpool_postgres::Object::take(client));
+        }
+    }
+}
+
 /// Runs `op` on a pooled connection, the whole of it (waiting for the connection
-/// included) bounded by `limit`. On timeout the connection is taken out of the pool and
-/// dropped, not reused: whatever it was waiting for may never come.
+/// included) bounded by `limit`. A connection whose operation did not finish is taken out
+/// of the pool and dropped, not reused ([`Lease`]).
 async fn bounded<T>(
     pool: &Pool,
     limit: StdDuration,
@@ -189,13 +220,20 @@ async fn bounded<T>(
         .await
         .map_err(|_| timed_out())?
         .map_err(pool_error)?;
-    let outcome = tokio::time::timeout_at(deadline, op(&client)).await;
+    let mut lease = Lease {
+        client: Some(client),
+        finished: false,
+    };
+    let Some(client) = lease.client.as_ref() else {
+        return Err(timed_out());
+    };
+    let outcome = tokio::time::timeout_at(deadline, op(client)).await;
     match outcome {
-        Ok(result) => result,
-        Err(_) => {
-            drop(deadpool_postgres::Object::take(client));
-            Err(timed_out())
+        Ok(result) => {
+            lease.finished = true;
+            result
         }
+        Err(_) => Err(timed_out()),
     }
 }
 
@@ -243,6 +281,7 @@ impl PostgresStore {
                 sessions: session_ends.clone(),
                 broadcasts: broadcasts.clone(),
             },
+            options.operation_timeout,
         )
         .await?;
         Ok(PostgresStore {

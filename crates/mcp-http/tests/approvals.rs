@@ -1295,6 +1295,23 @@ async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
     assert!(!page.body.contains("Sign out"), "{}", page.body);
 }
 
+/// Every file under `dir`, staging files included.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
 /// A small tmpfs mounted for the test (the disk that fills up), unmounted when dropped.
 struct SmallDisk(std::path::PathBuf);
 
@@ -1326,8 +1343,15 @@ impl SmallDisk {
 
 impl Drop for SmallDisk {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
+        let unmounted = std::process::Command::new("umount")
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        if unmounted {
+            let _ = std::fs::remove_dir(&self.0);
+        } else {
+            eprintln!("could not unmount the test's tmpfs at {}", self.0.display());
+        }
     }
 }
 
@@ -1338,7 +1362,6 @@ async fn a_full_or_read_only_upload_disk_fails_uploads_cleanly_and_nothing_else(
     let file = ask_for_a_file(&h, json!({"type": "file_upload"})).await;
     let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
     browser.get().await;
-    let eid = file.parse().unwrap();
 
     // Disk full: a file larger than the space left is refused with a clear error, costs
     // no retry, and leaves nothing behind.
@@ -1351,7 +1374,11 @@ async fn a_full_or_read_only_upload_disk_fails_uploads_cleanly_and_nothing_else(
         full.body
     );
     assert!(full.body.contains("upload store"), "{}", full.body);
-    assert_eq!(h.uploads.remove_for(eid, None).await.unwrap(), 0);
+    assert_eq!(
+        files_under(&disk.0),
+        Vec::<std::path::PathBuf>::new(),
+        "a failed upload left a file (or a staging file) behind"
+    );
     // Nothing else is affected: a held call is confirmed on the page and runs.
     let args = json!({"path": "/full-disk"});
     let id = held_id(&agent_call(&h, args.clone(), None).await);

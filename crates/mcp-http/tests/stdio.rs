@@ -171,9 +171,11 @@ async fn a_clients_arguments_cannot_end_the_line_and_smuggle_a_second_request_to
     mcp_upstream::Module::shutdown(&*module).await;
 }
 
-/// The misbehaving fixture as module `faulty`, with a short call timeout, its ledger, and a
+/// The misbehaving fixture as module `faulty`, with `call_timeout`, its ledger, and a
 /// gateway over it on the memory store.
-async fn faulty() -> (
+async fn faulty(
+    call_timeout: Duration,
+) -> (
     Arc<StdioModule>,
     Gateway,
     Arc<MemoryStore>,
@@ -196,7 +198,7 @@ async fn faulty() -> (
         env: Vec::new(),
         inherit_env: Vec::new(),
         cwd: None,
-        call_timeout: Duration::from_secs(2),
+        call_timeout,
     }));
     assert!(
         module.ready(Duration::from_secs(30)).await,
@@ -237,7 +239,7 @@ fn ledger_lines(ledger: &std::path::Path) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_answers_garbage_twice_or_never_gets_an_error_and_the_next_call_works() {
-    let (module, gateway, _store, _ledger) = faulty().await;
+    let (module, gateway, _store, _ledger) = faulty(Duration::from_secs(2)).await;
     for (tool, what) in [("garbage", "garbage"), ("silent", "no answer")] {
         let failed = result_of(&gateway, &format!("faulty__{tool}"), json!({}), None).await;
         assert_eq!(failed["isError"], true, "{what}: {failed}");
@@ -261,12 +263,12 @@ async fn a_module_that_answers_garbage_twice_or_never_gets_an_error_and_the_next
     mcp_upstream::Module::shutdown(&*module).await;
 }
 
-/// Resident memory of this process, in bytes.
-fn rss_bytes() -> u64 {
+/// Resident memory of this process now (`VmRSS`) or at its peak (`VmHWM`), in bytes.
+fn memory_bytes(key: &str) -> u64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let kib: u64 = status
         .lines()
-        .find(|l| l.starts_with("VmRSS:"))
+        .find(|l| l.starts_with(key))
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap();
@@ -275,7 +277,8 @@ fn rss_bytes() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_flooding_notifications_does_not_grow_the_gateways_memory() {
-    let (module, gateway, _store, _ledger) = faulty().await;
+    // Time enough to read 64 MiB in a debug build on a loaded machine.
+    let (module, gateway, _store, _ledger) = faulty(Duration::from_secs(120)).await;
     // Warm up the paths the flood takes, so their one-off allocations are not counted.
     let warm = result_of(
         &gateway,
@@ -285,7 +288,8 @@ async fn a_module_flooding_notifications_does_not_grow_the_gateways_memory() {
     )
     .await;
     assert_eq!(warm["content"][0]["text"], "flooded", "{warm}");
-    let before = rss_bytes();
+    let before = memory_bytes("VmRSS:");
+    let peak_before = memory_bytes("VmHWM:");
     // 64 MiB of notifications: kept, they would show many times over.
     let flooded = result_of(
         &gateway,
@@ -295,12 +299,17 @@ async fn a_module_flooding_notifications_does_not_grow_the_gateways_memory() {
     )
     .await;
     assert_eq!(flooded["content"][0]["text"], "flooded", "{flooded}");
-    let grown = rss_bytes().saturating_sub(before);
-    assert!(
-        grown < 24 * 1024 * 1024,
-        "the gateway grew by {} MiB over a 64 MiB flood of notifications",
-        grown / (1024 * 1024)
-    );
+    let grown = memory_bytes("VmRSS:").saturating_sub(before);
+    // The peak too: a queue drained by the end would still have raised it. (The peak is
+    // the whole test process's, so it can only overstate what the flood cost.)
+    let peak = memory_bytes("VmHWM:").saturating_sub(peak_before.max(before));
+    for (what, bytes) in [("grew", grown), ("peaked", peak)] {
+        assert!(
+            bytes < 24 * 1024 * 1024,
+            "the gateway {what} by {} MiB over a 64 MiB flood of notifications",
+            bytes / (1024 * 1024)
+        );
+    }
     let echoed = result_of(&gateway, "faulty__echo", json!({"text": "after"}), None).await;
     assert_eq!(echoed["content"][0]["text"], "after");
     mcp_upstream::Module::shutdown(&*module).await;
@@ -308,7 +317,7 @@ async fn a_module_flooding_notifications_does_not_grow_the_gateways_memory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirmation_used_by_a_call_whose_module_died_must_be_approved_again() {
-    let (module, gateway, store, ledger) = faulty().await;
+    let (module, gateway, store, ledger) = faulty(Duration::from_secs(30)).await;
     let caller = principal().caller;
     let args = json!({"path": "/important"});
     let held = result_of(&gateway, "faulty__erase_then_die", args.clone(), None).await;

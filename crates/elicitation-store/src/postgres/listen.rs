@@ -28,9 +28,10 @@ impl Listener {
     pub(super) async fn start(
         config: tokio_postgres::Config,
         feeds: Feeds,
+        limit: Duration,
     ) -> Result<Self, StoreError> {
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(run(config, feeds, ready_tx));
+        let task = tokio::spawn(run(config, feeds, ready_tx, limit));
         match ready_rx.await {
             Ok(Ok(())) => Ok(Listener(task)),
             Ok(Err(err)) => {
@@ -56,11 +57,12 @@ async fn run(
     config: tokio_postgres::Config,
     changes: Feeds,
     ready: oneshot::Sender<Result<(), StoreError>>,
+    limit: Duration,
 ) {
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &changes, &mut ready).await {
+        match listen_once(&config, &changes, &mut ready, limit).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(err) => {
                 if let Some(ready) = ready.take() {
@@ -75,13 +77,28 @@ async fn run(
     }
 }
 
-/// One connection's life: LISTEN, then forward notifications until it ends.
+/// One connection's life: LISTEN, then forward notifications until it ends. Connecting
+/// (the login included) and the LISTEN itself are bounded by `limit`, so a server that
+/// accepts connections but answers nothing (frozen) is retried, not waited on for ever.
 async fn listen_once(
     config: &tokio_postgres::Config,
     changes: &Feeds,
     ready: &mut Option<oneshot::Sender<Result<(), StoreError>>>,
+    limit: Duration,
 ) -> Result<(), StoreError> {
-    let (client, mut connection) = config.connect(NoTls).await.map_err(map_db_error)?;
+    let silent = || {
+        StoreError::Unavailable(
+            format!(
+                "the database did not accept the LISTEN connection within {} ms",
+                limit.as_millis()
+            )
+            .into(),
+        )
+    };
+    let (client, mut connection) = tokio::time::timeout(limit, config.connect(NoTls))
+        .await
+        .map_err(|_| silent())?
+        .map_err(map_db_error)?;
     let forward = changes.clone();
     let driver = tokio::spawn(async move {
         while let Some(message) = poll_fn(|cx| connection.poll_message(cx)).await {
@@ -105,10 +122,17 @@ async fn listen_once(
         }
         Ok(())
     });
-    client
-        .batch_execute(sql::LISTEN)
-        .await
-        .map_err(map_db_error)?;
+    match tokio::time::timeout(limit, client.batch_execute(sql::LISTEN)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            driver.abort();
+            return Err(map_db_error(e));
+        }
+        Err(_) => {
+            driver.abort();
+            return Err(silent());
+        }
+    }
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
     }

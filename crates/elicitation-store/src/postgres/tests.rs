@@ -1112,7 +1112,7 @@ async fn fault_store(db: &TestDb, clock: Arc<ManualClock>) -> PostgresStore {
     options.config = db.writer.clone();
     options.clock = clock;
     options.pool_size = 4;
-    options.operation_timeout = std::time::Duration::from_millis(500);
+    options.operation_timeout = std::time::Duration::from_secs(1);
     options.recheck_interval = std::time::Duration::from_secs(6 * 3600);
     PostgresStore::connect(options).await.unwrap()
 }
