@@ -51,7 +51,8 @@ pub(crate) async fn measure(
     );
     for i in 0..callers {
         config.push_str(&format!(
-            "[[auth.tokens]]\nsubject = \"idle-{i}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
+            // `elicitations:respond` too: only a token that may answer is asked natively.
+            "[[auth.tokens]]\nsubject = \"idle-{i}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\", \"elicitations:respond\"]\n",
             mcp_http::auth::token_sha256(&format!("idle-token-{i}"))
         ));
     }
