@@ -54,13 +54,14 @@ struct Counts {
 /// descriptors and connections measure what stays, not what happens to be open.
 static QUIET: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
-/// One request of the load, counted in flight.
-async fn send(
-    gateway: SocketAddr,
-    request: Request<Full<Bytes>>,
-) -> Result<(http::StatusCode, http::HeaderMap, Bytes)> {
-    let _in_flight = QUIET.read().await;
-    load::once(gateway, request).await
+/// One request and its answer as JSON (`null` if it is not), not counted in flight: for a
+/// caller that already holds [`QUIET`] (a second read lock could wait behind the sampler).
+async fn exchange(gateway: SocketAddr, request: Request<Full<Bytes>>) -> Result<(u16, Value)> {
+    let (status, _, body) = load::once(gateway, request).await?;
+    Ok((
+        status.as_u16(),
+        serde_json::from_slice(&body).unwrap_or(Value::Null),
+    ))
 }
 
 /// The next `n` for a destructive call: each is unique, so a double execution shows.
@@ -77,12 +78,37 @@ fn rest(method: &str, path: &str, token: &str, body: Value) -> Request<Full<Byte
         .expect("a valid request")
 }
 
+/// One request of the load, counted in flight.
 async fn json_of(gateway: SocketAddr, request: Request<Full<Bytes>>) -> Result<(u16, Value)> {
-    let (status, _, body) = send(gateway, request).await?;
-    Ok((
-        status.as_u16(),
-        serde_json::from_slice(&body).unwrap_or(Value::Null),
-    ))
+    let _in_flight = QUIET.read().await;
+    exchange(gateway, request).await
+}
+
+/// A new destructive call by the agent (a unique `n`): its arguments and, if it was held as
+/// it must be, the confirmation's id (otherwise it is counted as wrong).
+async fn hold(gateway: SocketAddr, counts: &Counts) -> Result<(Value, Option<String>)> {
+    let args = json!({"n": NEXT.fetch_add(1, Ordering::Relaxed)});
+    let (_, reply) = json_of(
+        gateway,
+        modern("up__delete", Some(AGENT), args.clone(), json!({})),
+    )
+    .await?;
+    let id = held(&reply);
+    if id.is_none() {
+        wrong(counts, "a destructive call was not held", &reply);
+    }
+    Ok((args, id))
+}
+
+/// The agent's re-call of `args` with confirmation `id`.
+async fn recall(gateway: SocketAddr, args: Value, id: &str) -> Result<Value> {
+    let request = modern(
+        "up__delete",
+        Some(AGENT),
+        args,
+        json!({"confirmation_id": id}),
+    );
+    Ok(json_of(gateway, request).await?.1)
 }
 
 fn held(reply: &Value) -> Option<String> {
@@ -102,14 +128,7 @@ fn wrong(counts: &Counts, what: &str, reply: &impl std::fmt::Display) {
 
 /// Held → `answer` over REST → re-call with the confirmation.
 async fn through_rest(gateway: SocketAddr, counts: &Counts, approve: bool) -> Result<()> {
-    let args = json!({"n": NEXT.fetch_add(1, Ordering::Relaxed)});
-    let (_, reply) = json_of(
-        gateway,
-        modern("up__delete", Some(AGENT), args.clone(), json!({})),
-    )
-    .await?;
-    let Some(id) = held(&reply) else {
-        wrong(counts, "a destructive call was not held", &reply);
+    let (args, Some(id)) = hold(gateway, counts).await? else {
         return Ok(());
     };
     let (status, answer) = json_of(
@@ -129,16 +148,7 @@ async fn through_rest(gateway: SocketAddr, counts: &Counts, approve: bool) -> Re
     if approve {
         counts.approved_rest.fetch_add(1, Ordering::Relaxed);
     }
-    let (_, again) = json_of(
-        gateway,
-        modern(
-            "up__delete",
-            Some(AGENT),
-            args,
-            json!({"confirmation_id": id}),
-        ),
-    )
-    .await?;
+    let again = recall(gateway, args, &id).await?;
     match (approve, ran(&again)) {
         (true, true) => {}
         (false, false) if again["result"]["structuredContent"]["user_rejected"] == true => {
@@ -153,19 +163,17 @@ async fn through_rest(gateway: SocketAddr, counts: &Counts, approve: bool) -> Re
     Ok(())
 }
 
-fn native_call(args: &Value, extra: Value) -> Request<Full<Bytes>> {
+/// A 2026-07-28 `tools/call` by a client that confirms in band, with `retry`'s fields
+/// (`requestState`, `inputResponses`) added to its params when it is a retry.
+fn native_call(args: &Value, retry: Option<Value>) -> Request<Full<Bytes>> {
     let mut request = modern("up__delete", Some(CLIENT), args.clone(), json!({}));
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "up__delete", "arguments": args,
-        "requestState": extra.get("requestState"), "inputResponses": extra.get("inputResponses"),
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}}});
-    let mut body = body;
-    if extra.is_null() {
-        let params = body["params"].as_object_mut().expect("an object");
-        params.remove("requestState");
-        params.remove("inputResponses");
+    let mut params = json!({"name": "up__delete", "arguments": args, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
+    if let (Some(Value::Object(retry)), Some(params)) = (retry, params.as_object_mut()) {
+        params.extend(retry);
     }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
     *request.body_mut() = Full::new(Bytes::from(body.to_string()));
     request
 }
@@ -173,13 +181,13 @@ fn native_call(args: &Value, extra: Value) -> Request<Full<Bytes>> {
 /// A 2026-07-28 call confirmed in band: `input_required`, then the retry with the answer.
 async fn native(gateway: SocketAddr, counts: &Counts) -> Result<()> {
     let args = json!({"n": NEXT.fetch_add(1, Ordering::Relaxed)});
-    let (_, first) = json_of(gateway, native_call(&args, Value::Null)).await?;
+    let (_, first) = json_of(gateway, native_call(&args, None)).await?;
     let Some(state) = first["result"]["requestState"].as_str() else {
         wrong(counts, "a native client was not asked", &first);
         return Ok(());
     };
     let retry = json!({"requestState": state, "inputResponses": {"confirm": {"action": "accept", "content": {"confirmed": true}}}});
-    let (_, done) = json_of(gateway, native_call(&args, retry)).await?;
+    let (_, done) = json_of(gateway, native_call(&args, Some(retry))).await?;
     if ran(&done) {
         counts.approved_native.fetch_add(1, Ordering::Relaxed);
     } else {
@@ -190,27 +198,11 @@ async fn native(gateway: SocketAddr, counts: &Counts) -> Result<()> {
 
 /// Held and never answered; re-called after its TTL: refused, never run.
 async fn expiring(gateway: SocketAddr, counts: &Counts, ttl: Duration) -> Result<()> {
-    let args = json!({"n": NEXT.fetch_add(1, Ordering::Relaxed)});
-    let (_, reply) = json_of(
-        gateway,
-        modern("up__delete", Some(AGENT), args.clone(), json!({})),
-    )
-    .await?;
-    let Some(id) = held(&reply) else {
-        wrong(counts, "a destructive call was not held", &reply);
+    let (args, Some(id)) = hold(gateway, counts).await? else {
         return Ok(());
     };
     tokio::time::sleep(ttl + Duration::from_secs(2)).await;
-    let (_, again) = json_of(
-        gateway,
-        modern(
-            "up__delete",
-            Some(AGENT),
-            args,
-            json!({"confirmation_id": id}),
-        ),
-    )
-    .await?;
+    let again = recall(gateway, args, &id).await?;
     if again["result"]["structuredContent"]["confirmation_expired"] == true {
         counts.expired.fetch_add(1, Ordering::Relaxed);
     } else {
@@ -255,8 +247,8 @@ async fn session(gateway: SocketAddr, counts: &Counts) -> Result<()> {
         .header("mcp-session-id", &id)
         .header("authorization", format!("Bearer {AGENT}"))
         .body(Full::new(Bytes::new()))?;
-    let (status, _, _) = send(gateway, end).await?;
-    if status.is_success() {
+    let (status, _) = json_of(gateway, end).await?;
+    if (200..300).contains(&status) {
         counts.sessions.fetch_add(1, Ordering::Relaxed);
     } else {
         wrong(counts, "ending a session", &status);
@@ -269,13 +261,7 @@ async fn session(gateway: SocketAddr, counts: &Counts) -> Result<()> {
 async fn kill_module(gateway: SocketAddr, counts: &Counts) -> Result<()> {
     // In flight until the module is back, so no sample sees it down (its pipes closed).
     let _in_flight = QUIET.read().await;
-    let json_of = |gateway, request| async move {
-        let (status, _, body) = load::once(gateway, request).await?;
-        anyhow::Ok((
-            status.as_u16(),
-            serde_json::from_slice::<Value>(&body).unwrap_or(Value::Null),
-        ))
-    };
+    let json_of = exchange;
     let (_, crashed) = json_of(
         gateway,
         modern("crashy__crash", Some(AGENT), json!({}), json!({})),
