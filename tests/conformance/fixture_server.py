@@ -8,13 +8,18 @@ everything-server.ts). It is the upstream server that the gateway is tested in
 front of, and it passes the 30 active scenarios when the suite is run against
 it directly.
 
-Usage: python fixture_server.py --port PORT
+Usage: python fixture_server.py (--port PORT | --stdio) [--era legacy|both]
 Serves Streamable HTTP (stateful sessions, SSE responses) at
-http://127.0.0.1:PORT/mcp, 2025-11-25 only: its tools ask the client mid-call
-(sampling, elicitation), which a 2026-07-28 server cannot, so a 2026-07-28
-request (the gateway's `server/discover` probe) gets the spec's -32022 and the
-gateway falls back to `initialize`. Stops cleanly on SIGTERM or SIGINT.
-Depends only on the `mcp` SDK (and its dependencies) and the standard library.
+http://127.0.0.1:PORT/mcp, or stdio with --stdio.
+
+--era legacy (the default) serves 2025-11-25 only: a 2026-07-28 request (the
+gateway's `server/discover` probe) gets the spec's -32022, so the gateway falls
+back to `initialize`. --era both serves either era, as the SDK does: a
+2026-07-28 request is served statelessly, its tools ask for input with
+`input_required` (multi round-trip) instead of asking mid-call, and its log
+messages follow the request's `_meta` log level. Stops cleanly on SIGTERM or
+SIGINT. Depends only on the `mcp` SDK (and its dependencies) and the standard
+library.
 """
 
 import argparse
@@ -28,7 +33,9 @@ import uvicorn
 import mcp.types as types
 from mcp import MCPError
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 # 1x1 red PNG and a minimal WAV file, base64-encoded.
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -131,14 +138,66 @@ def embedded(uri: str, mime: str, body: str) -> dict:
     return {"type": "resource", "resource": {"uri": uri, "mimeType": mime, "text": body}}
 
 
+def answer(ctx, result: dict, cacheable: bool = False) -> dict:
+    """A result as the request's era wants it: 2026-07-28 results say they are complete, and
+    lists and reads carry their caching hints."""
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        result.setdefault("resultType", "complete")
+        if cacheable:
+            result.setdefault("ttlMs", 0)
+            result.setdefault("cacheScope", "private")
+    return result
+
+
 async def list_tools(ctx, params):
-    return {"tools": [{"name": n, "description": d, "inputSchema": s} for n, d, s in TOOLS]}
+    return answer(ctx, {"tools": [{"name": n, "description": d, "inputSchema": s} for n, d, s in TOOLS]}, True)
+
+
+def plain(answer):
+    """An input response as a dict (the SDK may hand it over as a model)."""
+    if hasattr(answer, "model_dump"):
+        return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return answer
+
+
+class InputRequired(Exception):
+    """A 2026-07-28 call needs the client's input first: answered `input_required`."""
+
+    def __init__(self, key: str, method: str, request: dict):
+        self.result = {
+            "resultType": "input_required",
+            "inputRequests": {key: {"method": method, "params": request}},
+            "requestState": f"asked:{key}",
+        }
 
 
 async def call_tool(ctx, params: types.CallToolRequestParams):
+    try:
+        return answer(ctx, await run_tool(ctx, params))
+    except InputRequired as asked:
+        return asked.result
+
+
+async def run_tool(ctx, params: types.CallToolRequestParams):
     name, args = params.name, params.arguments or {}
     session = ctx.session
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
+    modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    async def ask(key: str, method: str, request: dict, result_type):
+        """Asks the client: mid-call in a legacy session, by `input_required` at 2026-07-28."""
+        if not modern:
+            if method == "elicitation/create":
+                return await session.elicit_form(request["message"], request["requestedSchema"], related_request_id=ctx.request_id)
+            return await session.send_request(
+                types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(request)),
+                result_type,
+                metadata=related,
+            )
+        answer = (params.input_responses or {}).get(key)
+        if answer is None:
+            raise InputRequired(key, method, request)
+        return result_type.model_validate(plain(answer))
 
     async def log(message: str) -> None:
         # Request-scoped, so it rides this call's SSE stream before the result.
@@ -148,7 +207,8 @@ async def call_tool(ctx, params: types.CallToolRequestParams):
         await session.send_notification(note, related_request_id=ctx.request_id)
 
     async def elicit(message: str, schema: dict) -> list[dict]:
-        r = await session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        request = {"mode": "form", "message": message, "requestedSchema": schema}
+        r = await ask("fixture:elicit", "elicitation/create", request, types.ElicitResult)
         return [text(f"Elicitation result: action={r.action}, content={json.dumps(r.content or {})}")]
 
     if name == "grow_tools":
@@ -186,13 +246,11 @@ async def call_tool(ctx, params: types.CallToolRequestParams):
     elif name == "test_error_handling":
         return {"content": [text("This tool intentionally returns an error for testing")], "isError": True}
     elif name == "test_sampling":
-        request = types.CreateMessageRequest(
-            params=types.CreateMessageRequestParams(
-                messages=[types.SamplingMessage(role="user", content=text(args.get("prompt", "")))],
-                max_tokens=100,
-            )
-        )
-        r = await session.send_request(request, types.CreateMessageResult, metadata=related)
+        request = {
+            "messages": [{"role": "user", "content": text(args.get("prompt", ""))}],
+            "maxTokens": 100,
+        }
+        r = await ask("fixture:sample", "sampling/createMessage", request, types.CreateMessageResult)
         reply = r.content.text if isinstance(r.content, types.TextContent) else str(r.content)
         content = [text(f"LLM response: {reply}")]
     elif name == "test_elicitation":
@@ -215,28 +273,28 @@ TEMPLATE_PREFIX, TEMPLATE_SUFFIX = "test://template/", "/data"
 
 
 async def list_resources(ctx, params):
-    return {
+    return answer(ctx, {
         "resources": [
             {"uri": uri, "name": name, "description": f"Test resource {name}", "mimeType": mime}
             for uri, (name, mime, _, _) in RESOURCES.items()
         ]
-    }
+    }, True)
 
 
 async def list_resource_templates(ctx, params):
     template = {"uriTemplate": "test://template/{id}/data", "name": "template", "mimeType": "application/json"}
-    return {"resourceTemplates": [template]}
+    return answer(ctx, {"resourceTemplates": [template]}, True)
 
 
 async def read_resource(ctx, params: types.ReadResourceRequestParams):
     uri = str(params.uri)
     if uri in RESOURCES:
         _, mime, field, body = RESOURCES[uri]
-        return {"contents": [{"uri": uri, "mimeType": mime, field: body}]}
+        return answer(ctx, {"contents": [{"uri": uri, "mimeType": mime, field: body}]}, True)
     if uri.startswith(TEMPLATE_PREFIX) and uri.endswith(TEMPLATE_SUFFIX):
         id_ = uri[len(TEMPLATE_PREFIX) : -len(TEMPLATE_SUFFIX)]
         body = json.dumps({"id": id_, "templateTest": True, "data": f"Data for ID: {id_}"})
-        return {"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}
+        return answer(ctx, {"contents": [{"uri": uri, "mimeType": "application/json", "text": body}]}, True)
     raise MCPError(code=-32002, message=f"Resource not found: {uri}", data={"uri": uri})
 
 
@@ -264,7 +322,7 @@ PROMPTS = [
 
 
 async def list_prompts(ctx, params):
-    return {"prompts": PROMPTS}
+    return answer(ctx, {"prompts": PROMPTS}, True)
 
 
 async def get_prompt(ctx, params: types.GetPromptRequestParams):
@@ -283,13 +341,13 @@ async def get_prompt(ctx, params: types.GetPromptRequestParams):
         contents = [image(), text("Please analyze the image above.")]
     else:
         raise MCPError(code=-32602, message=f"Unknown prompt: {params.name}")
-    return {"messages": [{"role": "user", "content": c} for c in contents]}
+    return answer(ctx, {"messages": [{"role": "user", "content": c} for c in contents]})
 
 
 async def complete(ctx, params: types.CompleteRequestParams):
     candidates = ["paris", "park", "party"] if params.argument.name == "arg1" else []
     values = [v for v in candidates if v.startswith(params.argument.value)]
-    return {"completion": {"values": values, "total": len(values), "hasMore": False}}
+    return answer(ctx, {"completion": {"values": values, "total": len(values), "hasMore": False}})
 
 
 async def set_level(ctx, params: types.SetLevelRequestParams):
@@ -310,6 +368,8 @@ def build_server() -> Server:
         on_list_prompts=list_prompts,
         on_get_prompt=get_prompt,
         on_completion=complete,
+        # 2026-07-28 list changes and resource subscriptions ride subscriptions/listen.
+        on_subscriptions_listen=ListenHandler(InMemorySubscriptionBus()),
     )
     # Registered this way (not on_set_logging_level=) to avoid the SDK's deprecation warning;
     # its presence is what advertises the `logging` capability.
@@ -338,12 +398,30 @@ def legacy_only(app):
     return wrapped
 
 
+async def serve_stdio(server: Server) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--stdio", action="store_true")
+    parser.add_argument("--era", choices=["legacy", "both"], default="legacy")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()
-    app = legacy_only(build_server().streamable_http_app(host=args.host))
+    if args.stdio:
+        # The gateway opens every stdio module with `initialize`, so --era does not change
+        # what it meets there: the SDK serves either era on one process.
+        anyio.run(serve_stdio, build_server())
+        return
+    if args.port is None:
+        parser.error("--port or --stdio is required")
+    app = build_server().streamable_http_app(host=args.host)
+    if args.era == "legacy":
+        app = legacy_only(app)
     # uvicorn catches SIGTERM/SIGINT and shuts down (the short graceful timeout ends open SSE
     # streams), then re-raises the signal; these handlers turn that into exit status 0.
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -1,7 +1,21 @@
-//! `cargo xtask conformance`: the MCP conformance suite (`@modelcontextprotocol/conformance`,
-//! its server scenarios, the default active suite) against the project's fixture server
-//! (`tests/conformance/fixture_server.py`, official Python SDK), first directly, then behind
-//! the gateway. Both must pass every scenario.
+//! `cargo xtask conformance`: the MCP conformance scenarios as a matrix — client era ×
+//! module era × module transport — through the gateway.
+//!
+//! - Client era: a 2025-11-25 session is `@modelcontextprotocol/conformance` 0.1.16 itself
+//!   (its server scenarios, the default active suite; it speaks 2025-11-25 only). A
+//!   2026-07-28 client is `tests/conformance/modern_client.py`: the official Python SDK's
+//!   `Client`, which negotiates 2026-07-28 with the gateway, running the suite's checks for
+//!   every scenario that exists at 2026-07-28 (it names the others and why they cannot apply).
+//! - Module era: the fixture (`tests/conformance/fixture_server.py`, official Python SDK)
+//!   legacy only (`--era legacy`: 2026-07-28 requests get -32022, so the gateway falls back
+//!   to `initialize`), or 2026-07-28 capable (`--era both`: the gateway reaches it at
+//!   2026-07-28, its tools ask by `input_required`).
+//! - Module transport: Streamable HTTP, or stdio (the gateway starts the fixture with
+//!   `--stdio`; it opens every stdio module with `initialize`, which the SDK serves at either
+//!   `--era`).
+//!
+//! Every cell must pass every scenario that applies. The HTTP fixtures are first run directly
+//! by the clients that apply to them, so a failure through the gateway is the gateway's.
 //!
 //! The suite's 0.1.16 bundle imports `fs.globSync`, which Node 20 lacks (only its
 //! `tier-check` command uses it). On Node < 22 that one import is replaced by a stub that
@@ -50,7 +64,10 @@ impl Drop for Running {
     }
 }
 
-/// Runs the suite directly and through the gateway (built here, debug).
+/// The module eras of the matrix: the fixture's `--era`.
+const MODULE_ERAS: &[&str] = &["legacy", "both"];
+
+/// Runs the matrix (the gateway built here, debug).
 pub(crate) fn run() -> Result<()> {
     let cli = install_suite()?;
     let python = crate::node::python_sdk()?;
@@ -62,54 +79,118 @@ pub(crate) fn run() -> Result<()> {
     let gateway_bin = workspace_root().join("target/debug/mcp-gateway");
     let work = workspace_root().join("target/xtask-cache/conformance-run");
     std::fs::create_dir_all(&work)?;
-
-    let fixture_port = free_port()?;
     let fixture = workspace_root().join("tests/conformance/fixture_server.py");
-    let fixture_log = std::fs::File::create(work.join("fixture.log"))?;
-    let _fixture = Running(
-        Command::new(&python)
-            .arg(&fixture)
-            .args(["--port", &fixture_port.to_string()])
-            .stdout(fixture_log.try_clone()?)
-            .stderr(fixture_log)
-            .spawn()
-            .context("start the fixture server")?,
-    );
-    wait_for_port(
-        fixture_port,
-        "the fixture server",
-        &work.join("fixture.log"),
-    )?;
-    let direct = suite(&cli, fixture_port, "direct")?;
-
-    let gateway_port = free_port()?;
-    let config = work.join("gateway.toml");
-    write_config(&config, gateway_port, fixture_port)?;
-    let gateway_log = std::fs::File::create(work.join("gateway.log"))?;
-    let _gateway = Running(
-        Command::new(&gateway_bin)
-            .arg("--config")
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(gateway_log.try_clone()?)
-            .stderr(gateway_log)
-            .spawn()
-            .context("start the gateway")?,
-    );
-    wait_for_port(gateway_port, "the gateway", &work.join("gateway.log"))?;
-    let through = suite(&cli, gateway_port, "through the gateway")?;
-    println!("xtask conformance: {SUITE}: direct {direct}; through the gateway {through}");
+    let modern_client = workspace_root().join("tests/conformance/modern_client.py");
+    let mut summary = Vec::new();
+    for era in MODULE_ERAS {
+        let fixture_port = free_port()?;
+        let log_path = work.join(format!("fixture-{era}.log"));
+        let fixture_log = std::fs::File::create(&log_path)?;
+        let _fixture = Running(
+            Command::new(&python)
+                .arg(&fixture)
+                .args(["--port", &fixture_port.to_string(), "--era", era])
+                .stdout(fixture_log.try_clone()?)
+                .stderr(fixture_log)
+                .spawn()
+                .context("start the fixture server")?,
+        );
+        wait_for_port(fixture_port, "the fixture server", &log_path)?;
+        let url = format!("http://127.0.0.1:{fixture_port}/mcp");
+        summary.push(format!(
+            "2025-11-25 client, {era} module directly: {}",
+            suite(&cli, &url, &format!("directly against the {era} fixture"))?
+        ));
+        if *era == "both" {
+            summary.push(format!(
+                "2026-07-28 client, {era} module directly: {}",
+                modern(
+                    &python,
+                    &modern_client,
+                    &url,
+                    "directly against the both fixture"
+                )?
+            ));
+        }
+        for transport in ["http", "stdio"] {
+            let module = match transport {
+                "http" => format!("transport = \"http\"\nurl = \"{url}\""),
+                _ => format!(
+                    "transport = \"stdio\"\ncommand = {}\nargs = [{}, \"--stdio\", \"--era\", \"{era}\"]",
+                    toml_string(&python),
+                    toml_string(&fixture),
+                ),
+            };
+            let cell = format!("{era} module over {transport}");
+            let gateway_port = free_port()?;
+            let config = work.join(format!("gateway-{era}-{transport}.toml"));
+            write_config(&config, gateway_port, &module)?;
+            let log_path = work.join(format!("gateway-{era}-{transport}.log"));
+            let gateway_log = std::fs::File::create(&log_path)?;
+            let _gateway = Running(
+                Command::new(&gateway_bin)
+                    .arg("--config")
+                    .arg(&config)
+                    .env("RUST_LOG", "info")
+                    .stdout(gateway_log.try_clone()?)
+                    .stderr(gateway_log)
+                    .spawn()
+                    .context("start the gateway")?,
+            );
+            wait_for_port(gateway_port, "the gateway", &log_path)?;
+            let through = format!("http://127.0.0.1:{gateway_port}/mcp");
+            summary.push(format!(
+                "2025-11-25 client, {cell}: {}",
+                suite(&cli, &through, &format!("2025-11-25 client, {cell}"))?
+            ));
+            summary.push(format!(
+                "2026-07-28 client, {cell}: {}",
+                modern(
+                    &python,
+                    &modern_client,
+                    &through,
+                    &format!("2026-07-28 client, {cell}")
+                )?
+            ));
+        }
+    }
+    println!("xtask conformance: {SUITE} and the 2026-07-28 client, through the gateway:");
+    for line in summary {
+        println!("xtask conformance:   {line}");
+    }
     Ok(())
 }
 
-/// Runs the suite against `port`; its summary line, or an error with the failed scenarios.
-fn suite(cli: &Path, port: u16, label: &str) -> Result<String> {
+/// A path as a TOML basic string.
+fn toml_string(path: &Path) -> String {
+    format!("{:?}", path.display().to_string())
+}
+
+/// Runs the 2026-07-28 client's scenarios against `url`; its summary, or an error with the
+/// failed scenarios.
+fn modern(python: &Path, client: &Path, url: &str, label: &str) -> Result<String> {
+    let output = Command::new(python)
+        .arg(client)
+        .args(["--url", url])
+        .stdin(Stdio::null())
+        .output()
+        .context("run the 2026-07-28 client (python)")?;
+    scenarios(&output, label)
+}
+
+/// Runs the suite against `url`; its summary line, or an error with the failed scenarios.
+fn suite(cli: &Path, url: &str, label: &str) -> Result<String> {
     let output = Command::new("node")
         .arg(cli)
-        .args(["server", "--url", &format!("http://127.0.0.1:{port}/mcp")])
+        .args(["server", "--url", url])
         .stdin(Stdio::null())
         .output()
         .context("run the conformance suite (node)")?;
+    scenarios(&output, label)
+}
+
+/// Reads a run's scenario lines (`✓`, `✗`, and `-` for one that cannot apply) and summary.
+fn scenarios(output: &std::process::Output, label: &str) -> Result<String> {
     let text = String::from_utf8_lossy(&output.stdout);
     let summary = text
         .lines()
@@ -117,34 +198,36 @@ fn suite(cli: &Path, port: u16, label: &str) -> Result<String> {
         .find(|l| l.starts_with("Total:"))
         .unwrap_or("no summary")
         .to_owned();
-    let scenarios: Vec<&str> = text
+    let ran: Vec<&str> = text
         .lines()
         .filter(|l| l.starts_with('✓') || l.starts_with('✗'))
         .collect();
-    let failed: Vec<&str> = scenarios
-        .iter()
-        .copied()
-        .filter(|l| l.starts_with('✗'))
-        .collect();
-    if !output.status.success() || !failed.is_empty() || scenarios.is_empty() {
+    let failed: Vec<&str> = ran.iter().copied().filter(|l| l.starts_with('✗')).collect();
+    let inapplicable = text.lines().filter(|l| l.starts_with("- ")).count();
+    if !output.status.success() || !failed.is_empty() || ran.is_empty() {
         bail!(
-            "conformance {label}: {summary}\n{}\n{}",
+            "conformance, {label}: {summary}\n{}\n{}",
             failed.join("\n"),
             String::from_utf8_lossy(&output.stderr)
         );
     }
+    let na = if inapplicable > 0 {
+        format!(", {inapplicable} not applicable at this era")
+    } else {
+        String::new()
+    };
     Ok(format!(
-        "{}/{} scenarios ({summary})",
-        scenarios.len(),
-        scenarios.len()
+        "{}/{} scenarios{na} ({summary})",
+        ran.len(),
+        ran.len()
     ))
 }
 
-fn write_config(path: &Path, port: u16, fixture_port: u16) -> Result<()> {
+fn write_config(path: &Path, port: u16, module: &str) -> Result<()> {
     let mut file = std::fs::File::create(path)?;
     writeln!(
         file,
-        "# Written by cargo xtask conformance.\nlisten = \"127.0.0.1:{port}\"\n\n[store]\nkind = \"memory\"\n\n[auth]\nmode = \"none\"\n\n[[modules]]\nname = \"fixture\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{fixture_port}/mcp\"\nprefix = \"\""
+        "# Written by cargo xtask conformance.\nlisten = \"127.0.0.1:{port}\"\n\n[store]\nkind = \"memory\"\n\n[auth]\nmode = \"none\"\n\n[[modules]]\nname = \"fixture\"\n{module}\nprefix = \"\""
     )?;
     for tool in FIXTURE_TOOLS {
         writeln!(file, "\n[[policy]]\ntool = \"{tool}\"\ngate = \"allow\"")?;

@@ -107,7 +107,44 @@ pub struct HttpModule {
     base_headers: HeaderMap,
     /// What the module said it offers.
     offers: rpc::Offers,
+    /// The resources subscribed at a 2026-07-28 module, asked on its `subscriptions/listen`
+    /// stream (which is reopened when they change), and what the module acknowledged.
+    subscriptions: Subscriptions,
 }
+
+/// Resource subscriptions at a 2026-07-28 module: `resources/subscribe` is gone there, so
+/// the URIs ride the listen stream's `resourceSubscriptions`.
+#[derive(Clone)]
+struct Subscriptions {
+    /// The URIs wanted now, with a generation bumped on every change (the listener reopens
+    /// its stream when it moves).
+    wanted: tokio::sync::watch::Sender<(u64, std::collections::BTreeSet<String>)>,
+    /// What the module acknowledged for which generation.
+    acknowledged: tokio::sync::watch::Sender<Acknowledged>,
+}
+
+/// The state of a 2026-07-28 module's listen stream, as its subscribers wait on it.
+#[derive(Debug, Clone, PartialEq)]
+enum Acknowledged {
+    /// Not (yet) acknowledged for the current generation.
+    Pending,
+    /// The module acknowledged generation `.0`, honouring these resource subscriptions.
+    Honoured(u64, std::collections::BTreeSet<String>),
+    /// The module offers no listen stream.
+    Refused,
+}
+
+impl Default for Subscriptions {
+    fn default() -> Self {
+        Subscriptions {
+            wanted: tokio::sync::watch::channel((0, std::collections::BTreeSet::new())).0,
+            acknowledged: tokio::sync::watch::channel(Acknowledged::Pending).0,
+        }
+    }
+}
+
+/// How long a subscriber waits for a module to acknowledge its listen stream.
+const ACKNOWLEDGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl HttpModule {
     /// A client for the module; it connects on first use.
@@ -137,6 +174,7 @@ impl HttpModule {
         }
         HttpModule {
             offers: rpc::Offers::default(),
+            subscriptions: Subscriptions::default(),
             base_headers,
             config,
             client,
@@ -362,9 +400,61 @@ impl HttpModule {
                 headers: self.headers(),
                 era: self.era.clone(),
                 feeds: self.feeds.clone(),
+                subscriptions: self.subscriptions.clone(),
             })));
         }
         Ok(found)
+    }
+
+    /// Subscribes to `uri` (or stops) at a 2026-07-28 module: its listen stream is reopened
+    /// with the new `resourceSubscriptions`, and the answer waits for the module's
+    /// acknowledgement of that stream, which must honour the subscription.
+    async fn listen_for(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        let mut generation = 0;
+        self.subscriptions.wanted.send_modify(|(g, uris)| {
+            let changed = if subscribe {
+                uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri)
+            };
+            if changed {
+                *g += 1;
+            }
+            generation = *g;
+        });
+        let mut acknowledged = self.subscriptions.acknowledged.subscribe();
+        let settled = tokio::time::timeout(
+            ACKNOWLEDGE_TIMEOUT,
+            acknowledged.wait_for(|a| match a {
+                Acknowledged::Pending => false,
+                Acknowledged::Honoured(g, _) => *g >= generation,
+                Acknowledged::Refused => true,
+            }),
+        )
+        .await;
+        let outcome = match settled {
+            Ok(Ok(state)) => state.clone(),
+            _ => Acknowledged::Pending,
+        };
+        match outcome {
+            Acknowledged::Honoured(_, honoured) if honoured.contains(uri) == subscribe => Ok(()),
+            Acknowledged::Honoured(..) => Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::INVALID_PARAMS,
+                message: format!("the module did not honour the subscription to {uri}"),
+                data: None,
+            }),
+            Acknowledged::Refused => Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::METHOD_NOT_FOUND,
+                message: "the module offers no subscriptions (subscriptions/listen)".into(),
+                data: None,
+            }),
+            Acknowledged::Pending => Err(self.unavailable(format!(
+                "its subscriptions/listen stream was not acknowledged within {} s",
+                ACKNOWLEDGE_TIMEOUT.as_secs()
+            ))),
+        }
     }
 
     fn known_era(&self) -> Option<Era> {
@@ -571,6 +661,9 @@ impl Module for HttpModule {
     }
 
     async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        if matches!(self.era().await?, Era::Modern) {
+            return self.listen_for(uri, subscribe).await;
+        }
         let method = if subscribe {
             "resources/subscribe"
         } else {
@@ -584,8 +677,8 @@ impl Module for HttpModule {
     }
 
     async fn set_log_level(&self, level: &str) -> Result<(), ModuleError> {
-        self.era().await?;
-        if !self.offers.includes("logging") {
+        // A 2026-07-28 module has no logging/setLevel: each request carries its level.
+        if matches!(self.era().await?, Era::Modern) || !self.offers.includes("logging") {
             return Ok(());
         }
         let params = ForwardParams(rpc::level_params(level));
@@ -715,6 +808,7 @@ struct Listener {
     headers: HeaderMap,
     era: Arc<std::sync::Mutex<Option<Era>>>,
     feeds: Feeds,
+    subscriptions: Subscriptions,
 }
 
 /// Listens to the module's own stream — a legacy module's `GET` stream, a 2026-07-28
@@ -724,20 +818,26 @@ struct Listener {
 async fn listen(l: Listener) {
     let mut backoff = Duration::from_secs(1);
     let mut connected_before = false;
+    let mut wanted = l.subscriptions.wanted.subscribe();
     loop {
+        // The generation of resource subscriptions this stream asks for (2026-07-28).
+        let mut current = 0;
+        wanted.mark_unchanged();
         let era = l
             .era
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
         let mut headers = l.headers.clone();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("text/event-stream"),
-        );
         let request = match &era {
             None => None,
             Some(Era::Legacy { session, version }) => {
+                // A GET stream; a 2026-07-28 listen is a POST, which accepts both (as every
+                // POST must: the official SDK answers 406 otherwise).
+                headers.insert(
+                    header::ACCEPT,
+                    HeaderValue::from_static("text/event-stream"),
+                );
                 if let Some(session) = session {
                     headers.insert(MCP_SESSION_ID, session.clone());
                 }
@@ -756,11 +856,17 @@ async fn listen(l: Listener) {
                 let mut params = ListParams::default();
                 params.add_meta(modern_meta());
                 let mut body = serde_json::to_value(&params).unwrap_or_default();
+                let (generation, uris) = l.subscriptions.wanted.borrow().clone();
+                current = generation;
                 body["notifications"] = serde_json::json!({
                     "toolsListChanged": true,
                     "promptsListChanged": true,
                     "resourcesListChanged": true,
                 });
+                if !uris.is_empty() {
+                    body["notifications"]["resourceSubscriptions"] =
+                        Value::Array(uris.into_iter().map(Value::String).collect());
+                }
                 let id = RequestId::String("mcp-gateway-listen".into());
                 let bytes = jsonrpc::request_bytes(&id, "subscriptions/listen", &body);
                 let mut request = Request::new(Full::new(Bytes::from(bytes)));
@@ -787,6 +893,9 @@ async fn listen(l: Listener) {
                     ) || (status.is_success() && !is_sse);
                     if refused {
                         tracing::info!(module = %l.name, %status, "the module offers no stream of its own: its list changes are seen only when it restarts");
+                        l.subscriptions
+                            .acknowledged
+                            .send_replace(Acknowledged::Refused);
                         return;
                     }
                     if status.is_success() {
@@ -796,7 +905,19 @@ async fn listen(l: Listener) {
                         }
                         connected_before = true;
                         backoff = Duration::from_secs(1);
-                        read_stream(&l, response.into_body()).await;
+                        let resubscribed = tokio::select! {
+                            () = read_stream(&l, response.into_body(), current) => false,
+                            _ = wanted.changed() => true,
+                        };
+                        l.subscriptions
+                            .acknowledged
+                            .send_replace(Acknowledged::Pending);
+                        if resubscribed {
+                            // Reopened at once with the new subscriptions.
+                            continue;
+                        }
+                    } else {
+                        tracing::warn!(module = %l.name, %status, "the module refused its stream; trying again");
                     }
                 }
                 Err(e) => {
@@ -809,8 +930,9 @@ async fn listen(l: Listener) {
     }
 }
 
-/// Reads the module's own stream until it ends.
-async fn read_stream(l: &Listener, mut body: hyper::body::Incoming) {
+/// Reads the module's own stream until it ends; `generation` is the resource subscriptions'
+/// generation it asked for (a 2026-07-28 stream's acknowledgement is recorded under it).
+async fn read_stream(l: &Listener, mut body: hyper::body::Incoming, generation: u64) {
     let mut parser = sse::Parser::default();
     while let Some(Ok(frame)) = body.frame().await {
         let Some(data) = frame.data_ref() else {
@@ -826,6 +948,22 @@ async fn read_stream(l: &Listener, mut body: hyper::body::Incoming) {
                     | "notifications/prompts/list_changed"
                     | "notifications/resources/list_changed" => {
                         let _ = l.feeds.changed.send(());
+                    }
+                    "notifications/subscriptions/acknowledged" => {
+                        let honoured = tree(params)
+                            .and_then(|p| {
+                                p.get("notifications")?
+                                    .get("resourceSubscriptions")
+                                    .cloned()
+                            })
+                            .and_then(|uris| serde_json::from_value::<Vec<String>>(uris).ok())
+                            .unwrap_or_default();
+                        l.subscriptions
+                            .acknowledged
+                            .send_replace(Acknowledged::Honoured(
+                                generation,
+                                honoured.into_iter().collect(),
+                            ));
                     }
                     "notifications/resources/updated" => {
                         let uri = tree(params)

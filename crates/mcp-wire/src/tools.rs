@@ -274,8 +274,21 @@ impl WithMeta for ListParams {
 }
 
 impl WithMeta for CallToolParams {
-    /// Recorded, and merged in when the params are written: nothing is copied per call.
+    /// Recorded, and merged in when the params are written: nothing is copied for the one
+    /// map every modern hop adds. Another map added beside it (a log level) first moves the
+    /// recorded one's missing keys into `meta`, so every map added is written.
     fn add_meta(&mut self, extra: &'static Map<String, Value>) {
+        match self.hop_meta {
+            Some(recorded) if !std::ptr::eq(recorded, extra) => {
+                let meta = self.meta.get_or_insert_with(Map::new);
+                for (key, value) in recorded {
+                    if !meta.contains_key(key) {
+                        meta.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
         self.hop_meta = Some(extra);
     }
 }
@@ -447,6 +460,54 @@ mod tests {
         assert_eq!(
             upstream,
             json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}, "task": {"ttl": 1}})
+        );
+    }
+
+    #[test]
+    fn every_hop_meta_added_is_written_not_only_the_last() {
+        // A 2025-era client with a log level: the hop's protocol keys and the level are both
+        // added; the level once replaced the envelope, and a 2026-07-28 module refused the call.
+        static ENVELOPE: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+            let mut hop = Map::new();
+            hop.insert(
+                "io.modelcontextprotocol/protocolVersion".into(),
+                json!("2026-07-28"),
+            );
+            hop.insert(
+                "io.modelcontextprotocol/clientCapabilities".into(),
+                json!({}),
+            );
+            hop
+        });
+        static LEVEL: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(|| {
+            let mut hop = Map::new();
+            hop.insert("io.modelcontextprotocol/logLevel".into(), json!("info"));
+            hop
+        });
+        let mut params: CallToolParams =
+            serde_json::from_str(r#"{"name":"t","_meta":{"progressToken":7}}"#).unwrap();
+        for _retry in 0..2 {
+            params.add_meta(&ENVELOPE);
+            params.add_meta(&LEVEL);
+        }
+        let written: Value = serde_json::to_value(&params).unwrap();
+        assert_eq!(
+            written["_meta"],
+            json!({
+                "progressToken": 7,
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/logLevel": "info",
+            })
+        );
+        let mut bare = CallToolParams::new("t".into(), None);
+        bare.add_meta(&ENVELOPE);
+        bare.add_meta(&LEVEL);
+        let written: Value = serde_json::to_value(&bare).unwrap();
+        assert_eq!(
+            written["_meta"].as_object().map(Map::len),
+            Some(3),
+            "{written}"
         );
     }
 
