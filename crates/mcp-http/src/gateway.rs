@@ -135,7 +135,7 @@ pub struct GatedCall {
 #[derive(Debug)]
 pub enum Classified {
     /// Not gated: forwarded as it is.
-    Forward(Arc<ToolEntry>, CallToolParams),
+    Forward(Arc<ToolEntry>, Box<CallToolParams>),
     /// Denied by policy.
     Deny(Arc<ToolEntry>),
     /// Gated: forwarded only with a person's confirmation.
@@ -346,7 +346,7 @@ impl Gateway {
             })) => Err(McpError::Upstream {
                 code,
                 message,
-                data,
+                data: data.map(|d| *d),
             }),
             Some(Err(err)) => Err(McpError::Internal(format!("resource {uri}: {err}"))),
         }
@@ -433,7 +433,7 @@ impl Gateway {
             arguments.to_map().map_err(unreadable)?;
         }
         Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
-            GateDecision::Forward => Classified::Forward(entry, params),
+            GateDecision::Forward => Classified::Forward(entry, Box::new(params)),
             GateDecision::Deny => Classified::Deny(entry),
             GateDecision::Confirm => {
                 let mut params = params;
@@ -496,7 +496,7 @@ impl Gateway {
                 self.forward(
                     principal,
                     &entry,
-                    params,
+                    *params,
                     (forwarded, None),
                     relay,
                     &mut upstream,
@@ -817,7 +817,7 @@ impl Gateway {
             }) => CallOutcome::Upstream(ErrorObject {
                 code,
                 message,
-                data,
+                data: data.map(|d| *d),
             }),
             Err(err) => {
                 let error_id = crate::error::new_error_id();
@@ -856,7 +856,7 @@ fn passed_on(
         })) => Err(McpError::Upstream {
             code,
             message,
-            data,
+            data: data.map(|d| *d),
         }),
         Some(Err(err)) => Err(McpError::Internal(format!("{what}: {err}"))),
     }

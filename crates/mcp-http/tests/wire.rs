@@ -56,10 +56,10 @@ impl Module for Failing {
                 module: "failing".into(),
                 code: -32042,
                 message: "This request requires more information.".into(),
-                data: Some(
+                data: Some(Box::new(
                     json!({"elicitations": [{"mode": "url", "elicitationId": "e1",
                     "url": "https://example.com/connect", "message": "Authorize access."}]}),
-                ),
+                )),
             }),
             _ => Err(ModuleError::Unavailable {
                 module: "failing".into(),

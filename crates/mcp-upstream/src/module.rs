@@ -39,7 +39,7 @@ pub enum ModuleError {
         /// The error message.
         message: String,
         /// The error's `data`, passed on to the client as it came.
-        data: Option<Value>,
+        data: Option<Box<Value>>,
     },
     /// The module did not answer in time.
     #[error("module {module} did not answer within {seconds} s")]

@@ -100,7 +100,7 @@ pub(crate) fn answer(module: &str, outcome: Result<Box<RawValue>, ErrorObject>) 
             module: module.to_owned(),
             code: error.code,
             message: error.message,
-            data: error.data,
+            data: error.data.map(Box::new),
         }),
     }
 }
