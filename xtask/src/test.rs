@@ -90,7 +90,8 @@ pub(crate) fn run() -> Result<()> {
     let (url, fault_url, control) = (shared.url(), faults.url(), faults.control_script()?);
     let tests = step("tests", || {
         let mut cmd = cargo();
-        cmd.args(["test", "--workspace"])
+        // Every failing test in one run, not only the first failing binary's.
+        cmd.args(["test", "--workspace", "--no-fail-fast"])
             .env("DATABASE_URL", &url)
             .env("TEST_INTEGRATION", "1")
             .env("MCP_FAULT_DATABASE_URL", &fault_url)

@@ -1101,19 +1101,38 @@ async fn sdk_clients_confirm_natively_or_through_rest(scene: &Scene, gateway: &G
             "written by the python sdk"
         );
 
-        for (scenario, key) in [
-            ("decline", "user_rejected"),
-            ("cancel", "confirmation_cancelled"),
-        ] {
-            let untouched = scene.file(&format!("py-{mode}-{scenario}.txt"));
-            let out = python(gateway, mode, scenario, &untouched).await;
-            assert_eq!(out["is_error"], true, "{out}");
-            assert_eq!(out["structured"][key], true, "{out}");
-            assert!(
-                !untouched.exists(),
-                "{mode} {scenario} leaves the file untouched"
-            );
-        }
+        let untouched = scene.file(&format!("py-{mode}-decline.txt"));
+        let out = python(gateway, mode, "decline", &untouched).await;
+        assert_eq!(out["is_error"], true, "{out}");
+        assert_eq!(out["structured"]["user_rejected"], true, "{out}");
+        assert!(
+            !untouched.exists(),
+            "{mode} decline leaves the file untouched"
+        );
+
+        // A cancel (dismissed without choosing, as a headless client answers) leaves the
+        // confirmation pending: the agent gets the held result, a person approves over REST,
+        // and the agent's identical re-call — no confirmation id — runs once.
+        let dismissed = scene.file(&format!("py-{mode}-cancel.txt"));
+        let out = python(gateway, mode, "cancel", &dismissed).await;
+        assert_ne!(out["is_error"], true, "{out}");
+        assert_eq!(out["structured"]["elicitation_required"], true, "{out}");
+        assert!(
+            !dismissed.exists(),
+            "{mode} cancel leaves the file untouched"
+        );
+        let id = out["structured"]["elicitation"]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        answer(&gateway.base, &id, true).await;
+        let out = python(gateway, mode, "held", &dismissed).await;
+        assert_ne!(out["is_error"], true, "{out}");
+        assert_eq!(
+            std::fs::read_to_string(&dismissed).unwrap(),
+            "written by the python sdk",
+            "{out}"
+        );
 
         let out = python(gateway, mode, "readonly", &written).await;
         assert_eq!(

@@ -51,6 +51,7 @@ macro_rules! conformance_tests {
             idempotent_resubmit_and_cancel,
             concurrent_responds_record_exactly_once,
             confirmation_is_consumed_once,
+            a_repeated_call_takes_up_its_approved_confirmation_first_then_its_pending_one,
             confirmation_for_other_arguments_is_not_confirmed,
             expired_pending_cannot_be_answered,
             wait_for_change_wakes_on_response,
@@ -89,7 +90,10 @@ fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
     ConfirmationRequest::new(
         tool.to_owned(),
         arguments,
-        gating_core::confirmation_prompt(tool),
+        gating_core::confirmation_prompt(
+            tool,
+            gating_core::HoldReason::Destructive { declared: true },
+        ),
         Duration::minutes(10),
     )
 }
@@ -395,6 +399,83 @@ pub(crate) async fn concurrent_responds_record_exactly_once(make: impl AsyncFn(S
         already + 1,
         winners_like_it,
         "every other answer equal to the recorded one is idempotent"
+    );
+}
+
+pub(crate) async fn a_repeated_call_takes_up_its_approved_confirmation_first_then_its_pending_one(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/a", "recursive": true});
+    let b = binding("fs__rm", &args);
+    let create = async |args: &Value| {
+        h.store
+            .create_confirmation(&alice(), request("fs__rm", args.clone()))
+            .await
+            .unwrap()
+            .elicitation
+            .id
+    };
+    assert_eq!(h.store.confirmation_for(&alice(), &b).await.unwrap(), None);
+    let first = create(&args).await;
+    let second = create(&args).await;
+    // Another call's and another caller's confirmations are never taken up.
+    let other = json!({"path": "/b"});
+    let other_id = create(&other).await;
+    h.store
+        .respond(&alice(), other_id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    assert_eq!(h.store.confirmation_for(&bob(), &b).await.unwrap(), None);
+    assert_eq!(
+        h.store
+            .confirmation_for(&alice(), &binding("fs__rm", &json!({"path": "/c"})))
+            .await
+            .unwrap(),
+        None
+    );
+    // Both pending: the oldest.
+    assert_eq!(
+        h.twin.confirmation_for(&alice(), &b).await.unwrap(),
+        Some(first)
+    );
+    // The second approved: it, before the older pending one.
+    h.store
+        .respond(&alice(), second, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.twin.confirmation_for(&alice(), &b).await.unwrap(),
+        Some(second)
+    );
+    // Used: the pending one again; declined: nothing of it is taken up.
+    h.store
+        .consume_confirmation(&alice(), second, &b)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store.confirmation_for(&alice(), &b).await.unwrap(),
+        Some(first)
+    );
+    h.store
+        .respond(&alice(), first, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    assert_eq!(h.store.confirmation_for(&alice(), &b).await.unwrap(), None);
+    // Past its expiry, pending or approved, a confirmation is not taken up.
+    let late = create(&args).await;
+    assert_eq!(
+        h.store.confirmation_for(&alice(), &b).await.unwrap(),
+        Some(late)
+    );
+    h.clock.advance(Duration::minutes(11));
+    assert_eq!(h.store.confirmation_for(&alice(), &b).await.unwrap(), None);
+    assert_eq!(
+        h.store
+            .confirmation_for(&alice(), &binding("fs__rm", &other))
+            .await
+            .unwrap(),
+        None
     );
 }
 

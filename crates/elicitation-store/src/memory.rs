@@ -641,6 +641,28 @@ impl ElicitationStore for MemoryStore {
         }
     }
 
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError> {
+        let now = self.clock.now();
+        let state = self.lock();
+        let bound = || {
+            state
+                .of_caller(caller)
+                .filter(|e| e.bound_to(binding) && e.elicitation.expires_at > now)
+        };
+        let approved = bound().find(|e| {
+            e.elicitation.status == ElicitationStatus::Responded
+                && e.elicitation.confirmation_state() == Some(true)
+                && e.elicitation.consumed_at.is_none()
+        });
+        let pending =
+            || bound().find(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending);
+        Ok(approved.or_else(pending).map(|e| e.elicitation.id))
+    }
+
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

@@ -849,6 +849,37 @@ impl ElicitationStore for PostgresStore {
             .transpose()
     }
 
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError> {
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::CONFIRMATION_FOR,
+                &[
+                    &now,
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &binding.tool,
+                    &binding.digest.as_bytes().as_slice(),
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|row| {
+                row.try_get::<_, uuid::Uuid>("id")
+                    .map(ElicitationId::from_uuid)
+                    .map_err(|e| StoreError::Corrupt {
+                        id: ElicitationId::from_uuid(uuid::Uuid::nil()),
+                        reason: e.to_string(),
+                    })
+            })
+            .transpose()
+    }
+
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

@@ -348,6 +348,16 @@ pub trait ElicitationStore: Send + Sync + 'static {
         binding: &CallBinding,
     ) -> Result<Option<Elicitation>, StoreError>;
 
+    /// The caller's unexpired confirmation bound to exactly `binding` that a call repeated
+    /// without naming one takes up: an approved, unused one first, else a pending one (the
+    /// oldest of either); `None` when there is neither. Reading it grants nothing: the call
+    /// is forwarded only after [`ElicitationStore::redeem_confirmation`] consumed it.
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError>;
+
     /// Redeems the caller's confirmation `id` for the call `binding` names, in one step (one
     /// statement, one round trip in Postgres): if it is answered, approved, unexpired and
     /// unused it is consumed — of any number of concurrent attempts, one succeeds — and

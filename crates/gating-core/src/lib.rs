@@ -24,7 +24,7 @@ pub use annotations::{EffectiveHints, ToolAnnotations};
 pub use digest::{CallDigest, DigestParseError, canonical_json};
 pub use evaluate::{ConfirmationOutcome, evaluate};
 pub use policy::{
-    DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, ToolRule,
+    DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, HoldReason, ToolRule,
 };
 pub use result::{
     ConfirmationMessage, ResultParts, cancelled_result, confirmation_message, confirmation_prompt,

@@ -49,10 +49,25 @@ impl HintSource<'_> {
 pub enum GateDecision {
     /// Forward it without asking.
     Forward,
-    /// Forward it only with a person's confirmation.
-    Confirm,
+    /// Forward it only with a person's confirmation, for this reason.
+    Confirm(HoldReason),
     /// Never forward it.
     Deny,
+}
+
+/// Why a call is held for a person: what the person (and the agent) are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldReason {
+    /// The operator's policy says `confirm` for the tool, whatever its hints.
+    Policy,
+    /// The tool may change or delete data: its trusted module says it is destructive
+    /// (`declared`), or nothing trusted says it is not (the MCP defaults).
+    Destructive {
+        /// A trusted module annotated the tool `destructiveHint: true`.
+        declared: bool,
+    },
+    /// The tool reaches outside systems and open-world tools are gated.
+    OpenWorld,
 }
 
 /// The operator's policy for one tool.
@@ -130,14 +145,16 @@ impl GatePolicy {
     pub fn decide(&self, tool: &str, hints: HintSource<'_>) -> GateDecision {
         match self.mode_for(tool) {
             GateMode::Allow => GateDecision::Forward,
-            GateMode::Confirm => GateDecision::Confirm,
+            GateMode::Confirm => GateDecision::Confirm(HoldReason::Policy),
             GateMode::Deny => GateDecision::Deny,
             GateMode::Auto => {
                 let h = hints.effective();
-                let gated =
-                    (!h.read_only && h.destructive) || (self.gate_open_world && h.open_world);
-                if gated {
-                    GateDecision::Confirm
+                if !h.read_only && h.destructive {
+                    let declared =
+                        matches!(hints, HintSource::Trusted(a) if a.destructive_hint == Some(true));
+                    GateDecision::Confirm(HoldReason::Destructive { declared })
+                } else if self.gate_open_world && h.open_world {
+                    GateDecision::Confirm(HoldReason::OpenWorld)
                 } else {
                     GateDecision::Forward
                 }
@@ -159,12 +176,18 @@ mod tests {
         let policy = GatePolicy::default();
         assert_eq!(
             policy.decide("fs__write", HintSource::Untrusted),
-            GateDecision::Confirm
+            GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
         let empty = ToolAnnotations::default();
         assert_eq!(
             policy.decide("fs__write", HintSource::Trusted(&empty)),
-            GateDecision::Confirm
+            GateDecision::Confirm(HoldReason::Destructive { declared: false })
+        );
+        let destructive = ToolAnnotations::destructive();
+        assert_eq!(
+            policy.decide("fs__write", HintSource::Trusted(&destructive)),
+            GateDecision::Confirm(HoldReason::Destructive { declared: true }),
+            "a trusted module's own destructiveHint is what the person is told"
         );
     }
 
@@ -196,7 +219,7 @@ mod tests {
         // whatever the module claimed.
         assert_eq!(
             policy.decide("evil__read", HintSource::Untrusted),
-            GateDecision::Confirm
+            GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
     }
 
@@ -215,7 +238,11 @@ mod tests {
                 GateDecision::Forward,
             ),
             ("a__rm", HintSource::Untrusted, GateDecision::Forward),
-            ("a__read", HintSource::Trusted(&ro), GateDecision::Confirm),
+            (
+                "a__read",
+                HintSource::Trusted(&ro),
+                GateDecision::Confirm(HoldReason::Policy),
+            ),
             ("a__list", HintSource::Trusted(&ro), GateDecision::Deny),
             ("a__other", HintSource::Trusted(&ro), GateDecision::Forward),
         ];
@@ -242,7 +269,7 @@ mod tests {
         );
         assert_eq!(
             on.decide("web__search", HintSource::Trusted(&search)),
-            GateDecision::Confirm
+            GateDecision::Confirm(HoldReason::OpenWorld)
         );
         assert_eq!(
             on.decide("db__read", HintSource::Trusted(&closed)),

@@ -9,13 +9,26 @@ use time::format_description::well_known::Rfc3339;
 
 use elicitation_core::{Elicitation, ElicitationId, response_schema};
 
+use crate::HoldReason;
+
 /// The prompt of the confirmation elicitation for a call of `tool_name` (a module-chosen
 /// name, shown with [`visible`]).
-pub fn confirmation_prompt(tool_name: &str) -> String {
-    format!(
-        "The agent wants to run the destructive tool `{}`. It may change or delete data. Allow this call?",
-        visible(tool_name)
-    )
+pub fn confirmation_prompt(tool_name: &str, reason: HoldReason) -> String {
+    let tool = visible(tool_name);
+    match reason {
+        HoldReason::Destructive { declared: true } => format!(
+            "The agent wants to run the destructive tool `{tool}`. It may change or delete data. Allow this call?"
+        ),
+        HoldReason::Destructive { declared: false } => format!(
+            "The agent wants to run the tool `{tool}`. Nothing trusted says it is read-only, so it may change or delete data. Allow this call?"
+        ),
+        HoldReason::Policy => format!(
+            "The agent wants to run the tool `{tool}`. The gateway's policy asks a person before every call to it. Allow this call?"
+        ),
+        HoldReason::OpenWorld => format!(
+            "The agent wants to run the tool `{tool}`. It reaches systems outside this one, and the gateway asks a person before such calls. Allow this call?"
+        ),
+    }
 }
 
 /// Whether a person could be misled by `c` in text: control characters, bidirectional
@@ -68,8 +81,12 @@ pub struct ConfirmationMessage {
 /// canonical JSON in full, when it fits in one elicitation message
 /// ([`elicitation_core::MAX_MESSAGE_CHARS`]); otherwise a note that they are too long to
 /// show and where to review them.
-pub fn confirmation_message(tool_name: &str, arguments: &Value) -> ConfirmationMessage {
-    let prompt = confirmation_prompt(tool_name);
+pub fn confirmation_message(
+    tool_name: &str,
+    reason: HoldReason,
+    arguments: &Value,
+) -> ConfirmationMessage {
+    let prompt = confirmation_prompt(tool_name, reason);
     // The canonical JSON escapes ASCII controls; bidi and invisible characters it keeps.
     let canonical = visible(&crate::canonical_json(arguments));
     let full = format!("{prompt} Arguments: {canonical}");
@@ -138,15 +155,21 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
 pub fn held_result_parts(confirmation: &Elicitation) -> ResultParts {
     let id = confirmation.id;
     let expires_at = rfc3339(confirmation.expires_at);
+    let next = format!(
+        "Ask a person to approve confirmation {id} (on the gateway's approvals page, or with \
+         {{\"confirmed\": true}} through its REST API) before {expires_at}. Once they have, \
+         call the tool again with exactly the same arguments: that call runs, once. \
+         (Setting _meta.confirmation_id = \"{id}\" on it names this confirmation, but is not \
+         needed.)"
+    );
     let text = format!(
-        "This call was not run: it needs a person's confirmation first. {message} \
-         Ask a person to answer elicitation {id} (for example {{\"confirmed\": true}}) before \
-         {expires_at}, then call the tool again with the same arguments and \
-         _meta.confirmation_id = \"{id}\".",
+        "This call was not run: it needs a person's confirmation first. {message} {next}",
         message = confirmation.spec.message(),
     );
     let structured = json!({
         "elicitation_required": true,
+        // Some clients show the model only `structuredContent`: what to do is here too.
+        "next_step": next,
         "elicitation": {
             "id": id,
             "type": confirmation.kind(),

@@ -138,9 +138,25 @@ fn with_elicit_params<R>(
     })
 }
 
+/// What the client's answer to a confirmation was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// Recorded (or refused by the store, which the gate reads next).
+    Answered,
+    /// `cancel`: the client's user dismissed the question without choosing (a headless
+    /// client answers so at once). Not recorded: the confirmation stays pending for the
+    /// page and the REST API, and the agent gets the held result.
+    Dismissed,
+}
+
 /// Records an `ElicitResult` (the client's answer) in the store. Refusals (already answered
 /// elsewhere, expired) are not errors here: the gate reads the record next.
-async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, result: Value) {
+async fn record(
+    gateway: &Gateway,
+    principal: &Principal,
+    id: ElicitationId,
+    result: Value,
+) -> Recorded {
     let read = serde_json::from_value::<ElicitResult>(result)
         .ok()
         .and_then(|r| {
@@ -149,8 +165,12 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
         });
     let Some((action, content)) = read else {
         tracing::warn!(elicitation_id = %id, "an elicitation answer without a valid action; ignored");
-        return;
+        return Recorded::Answered;
     };
+    if action == ElicitAction::Cancel {
+        tracing::info!(elicitation_id = %id, "the client dismissed the confirmation; it stays pending for a person");
+        return Recorded::Dismissed;
+    }
     let answer = Answer::from_action(ElicitationType::Confirmation, action, content);
     let applied = tokio::time::timeout(
         STORE_TIMEOUT,
@@ -171,6 +191,7 @@ async fn record(gateway: &Gateway, principal: &Principal, id: ElicitationId, res
             tracing::warn!(elicitation_id = %id, "the store did not record the client's answer in time")
         }
     }
+    Recorded::Answered
 }
 
 /// What a 2026-07-28 client can be asked with, and how the gateway may ask.
@@ -212,6 +233,7 @@ impl Mrtr {
             // Not gated (any more): a state has nothing to resume.
             other => return self.gateway.run(principal, other, relay).await.into_reply(),
         };
+        let mut dismissed = false;
         let confirmation = match state {
             Some(state) => {
                 let answer = responses.and_then(|mut r| r.remove(CONFIRM_KEY));
@@ -220,7 +242,8 @@ impl Mrtr {
                 // A URL-mode answer says only that the person went to the page; the person's
                 // answer is the one given there.
                 if let Some(answer) = answer.filter(|_| !claims.url) {
-                    record(&self.gateway, principal, id, answer).await;
+                    dismissed =
+                        record(&self.gateway, principal, id, answer).await == Recorded::Dismissed;
                 }
                 Some(id)
             }
@@ -231,6 +254,10 @@ impl Mrtr {
             .resolve(principal, &call, confirmation, relay)
             .await
         {
+            // Dismissed in the client: not asked there again; it waits for a person elsewhere.
+            CallOutcome::NeedsConfirmation(pending) if dismissed => {
+                CallOutcome::NeedsConfirmation(pending).into_reply()
+            }
             CallOutcome::NeedsConfirmation(pending) => {
                 // A confirmation an approver group must answer is not asked of the caller.
                 let caller_answers = self.gateway.caller_answers(&call.entry.qualified);
@@ -621,17 +648,19 @@ async fn converse(
                 return None;
             }
         }
-        match answered {
+        let dismissed = match answered {
             Some(Ok(result)) if !by_url => {
-                record(&c.gateway, &c.principal, current.id, result).await
+                record(&c.gateway, &c.principal, current.id, result).await == Recorded::Dismissed
             }
-            Some(Ok(_)) => {}
+            Some(Ok(_)) | None => false,
             // The client refused to ask (it errored): leave the question to the REST API.
             Some(Err(error)) => {
                 tracing::info!(elicitation_id = %current.id, ?error, "the client did not elicit; answering with the held result");
                 return Some(answer_with(Ok(gating_core::held_result(&current).into())));
             }
-            None => {}
+        };
+        if dismissed {
+            return Some(answer_with(Ok(gating_core::held_result(&current).into())));
         }
         // Once approved the call runs: its module's messages travel on this stream too.
         let asker = crate::relay::SessionAsker {

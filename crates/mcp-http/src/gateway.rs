@@ -298,7 +298,7 @@ impl Gateway {
             match self.policy.decide(&entry.qualified, hints(&entry)) {
                 GateDecision::Deny => {}
                 GateDecision::Forward => listed.push(entry.tool.clone()),
-                GateDecision::Confirm => {
+                GateDecision::Confirm(_) => {
                     let mut tool = entry.tool.clone();
                     if let Some(map) = tool.as_object_mut() {
                         map.remove("outputSchema");
@@ -435,7 +435,7 @@ impl Gateway {
         Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
             GateDecision::Forward => Classified::Forward(entry, Box::new(params)),
             GateDecision::Deny => Classified::Deny(entry),
-            GateDecision::Confirm => {
+            GateDecision::Confirm(reason) => {
                 let mut params = params;
                 // Read now, once: absent arguments are `{}` to the digest and the message.
                 let arguments = match &params.arguments {
@@ -453,7 +453,8 @@ impl Gateway {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
                 };
-                let message = gating_core::confirmation_message(&entry.qualified, &arguments);
+                let message =
+                    gating_core::confirmation_message(&entry.qualified, reason, &arguments);
                 Classified::Gated(Box::new(GatedCall {
                     entry,
                     params,
@@ -567,6 +568,17 @@ impl Gateway {
                 confirmation,
                 askable_natively: call.message.shows_all_arguments,
             }))
+        };
+        // A call repeated with identical arguments and no id takes up the caller's
+        // confirmation of exactly this call (approved and unused first, else pending): a
+        // model that cannot set `_meta` finishes the loop by calling again, and a repeated
+        // question is not asked twice. The redemption below is what grants, as with an id.
+        let confirmation_id = match confirmation_id {
+            Some(id) => Some(id),
+            None => match timed(self.store.confirmation_for(caller, binding)).await {
+                Ok(found) => found,
+                Err(e) => return done(self.fail_closed(principal, entry, &e)),
+            },
         };
         if let Some(id) = confirmation_id {
             match timed(self.store.redeem_confirmation(caller, id, binding)).await {

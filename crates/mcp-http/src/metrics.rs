@@ -538,6 +538,18 @@ impl ElicitationStore for MeteredStore {
             .await
     }
 
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError> {
+        self.timed(
+            "confirmation_for",
+            self.inner.confirmation_for(caller, binding),
+        )
+        .await
+    }
+
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

@@ -344,7 +344,7 @@ async fn a_held_call_is_shown_as_text_and_approve_lets_exactly_one_re_call_throu
         "{waiting}"
     );
     assert!(
-        page.body.contains("<pre>{\n  &quot;name&quot;"),
+        page.body.contains("<pre>{\n  &quot;path&quot;"),
         "arguments keep their lines: {waiting}"
     );
     assert!(lately.contains("approved"), "{lately}");

@@ -365,23 +365,45 @@ async fn a_modern_resource_read_carries_the_caching_hints_the_spec_asks_for() {
 }
 
 #[tokio::test]
-async fn two_modules_listing_one_resource_uri_is_a_start_up_error() {
+async fn two_modules_listing_one_resource_uri_start_and_the_uri_stays_the_first_modules() {
+    // Two copies of one server side by side (two filesystem roots) share static URIs.
     let twin = |name: &'static str| {
-        InProcessModule::new(name, Vec::new()).with_resources(vec![(
-            json!({"uri": "file:///shared.txt", "name": "shared"}),
-            name.to_owned(),
-        )])
+        InProcessModule::new(name, Vec::new()).with_resources(vec![
+            (
+                json!({"uri": "file:///shared.txt", "name": "shared"}),
+                format!("{name}'s shared"),
+            ),
+            (
+                json!({"uri": format!("file:///{name}.txt"), "name": name}),
+                format!("{name}'s own"),
+            ),
+        ])
     };
-    match Registry::start(vec![spec("a", "a", twin("a")), spec("b", "b", twin("b"))]).await {
-        Err(RegistryError::ResourceCollision { uri, first, second }) => {
-            assert_eq!(
-                (uri.as_str(), first.as_str(), second.as_str()),
-                ("file:///shared.txt", "a", "b")
-            );
-        }
-        Err(other) => panic!("another error: {other}"),
-        Ok(_) => panic!("a URI listed by two modules must not start"),
-    }
+    let registry = Registry::start(vec![spec("a", "a", twin("a")), spec("b", "b", twin("b"))])
+        .await
+        .expect("a shared URI is the module's problem, never the gateway's");
+    let uris: Vec<String> = registry
+        .resources()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        uris,
+        ["file:///shared.txt", "file:///a.txt", "file:///b.txt"],
+        "listed once, and b's other resources still are"
+    );
+    let read = async |uri: &str| {
+        let mut params = serde_json::Map::new();
+        params.insert("uri".into(), json!(uri));
+        let raw = registry
+            .read_resource(mcp_wire::tools::ForwardParams(params))
+            .await
+            .expect("claimed")
+            .expect("read");
+        serde_json::from_str::<Value>(raw.get()).unwrap()["contents"][0]["text"].clone()
+    };
+    assert_eq!(read("file:///shared.txt").await, "a's shared");
+    assert_eq!(read("file:///b.txt").await, "b's own");
 }
 
 #[test]

@@ -145,6 +145,14 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.confirmation(caller, id, binding).await
     }
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError> {
+        self.check().await?;
+        self.inner.confirmation_for(caller, binding).await
+    }
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

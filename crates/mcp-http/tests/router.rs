@@ -1248,38 +1248,86 @@ async fn modern_client_with_elicitation_confirms_in_band(h: Harness) {
     );
     assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
 
-    // Decline and cancel.
-    for (action, key) in [
-        ("decline", "user_rejected"),
-        ("cancel", "confirmation_cancelled"),
-    ] {
-        let (_, first) = modern_call(
-            &h,
-            CLIENT,
-            3,
-            "test__delete",
-            args.clone(),
-            json!({}),
-            ELICIT_FORM,
-        )
-        .await;
-        let (state, _) = input_request(&first);
-        let (_, done) = modern_call(
-            &h,
-            CLIENT,
-            4,
-            "test__delete",
-            args.clone(),
-            retry(&state, json!({"action": action})),
-            ELICIT_FORM,
-        )
-        .await;
-        assert_eq!(
-            done["result"]["structuredContent"][key], true,
-            "{action}: {done}"
-        );
-    }
+    // Decline: the call is refused for good.
+    let (_, first) = modern_call(
+        &h,
+        CLIENT,
+        3,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let (_, done) = modern_call(
+        &h,
+        CLIENT,
+        4,
+        "test__delete",
+        args.clone(),
+        retry(&state, json!({"action": "decline"})),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        done["result"]["structuredContent"]["user_rejected"], true,
+        "{done}"
+    );
     assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+
+    // Cancel: the client's user dismissed the question without choosing (a headless client
+    // answers so at once). The confirmation stays pending for a person elsewhere; the agent
+    // gets the held result, and its plain re-call runs once the person approved.
+    let dismissed_args = json!({"path": "/dismissed"});
+    let (_, first) = modern_call(
+        &h,
+        CLIENT,
+        5,
+        "test__delete",
+        dismissed_args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    let (_, held) = modern_call(
+        &h,
+        CLIENT,
+        6,
+        "test__delete",
+        dismissed_args.clone(),
+        retry(&state, json!({"action": "cancel"})),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(held["result"]["resultType"], "complete", "{held}");
+    let id = held_id(&held["result"]);
+    let (_, pending) = rest(&h, HUMAN, "GET", "/v1/mcp/elicitations", Value::Null).await;
+    assert!(
+        pending["elicitations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["id"] == id.as_str() && e["status"] == "pending"),
+        "still pending for the page: {pending}"
+    );
+    approve(&h, &id, true).await;
+    let (_, ran) = modern_call(
+        &h,
+        CLIENT,
+        7,
+        "test__delete",
+        dismissed_args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        ran["result"]["content"][0]["text"], "deleted /dismissed",
+        "an identical re-call redeems the approval: {ran}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 2);
 
     // An invalid answer is asked again, not failed.
     let (_, first) = modern_call(

@@ -90,19 +90,24 @@ impl Resources {
             .map(|(m, _)| *m)
     }
 
-    /// Adds a module's listing; `Err` names a URI or template another module has.
+    /// Adds a module's listing. A URI or template another module listed first stays that
+    /// module's: this module's entry is left out (two copies of one server side by side
+    /// share their static URIs) and returned with the module that keeps it, so the caller
+    /// warns; the module's other entries are listed.
     fn add(
         &mut self,
         index: usize,
         resources: Vec<Value>,
         templates: Vec<Value>,
-    ) -> Result<(), (String, usize)> {
+    ) -> Vec<(String, usize)> {
+        let mut left_out = Vec::new();
         for resource in resources {
             let Some(uri) = resource.get("uri").and_then(Value::as_str) else {
                 continue;
             };
             if let Some(other) = self.module_of_uri(uri).filter(|m| *m != index) {
-                return Err((uri.to_owned(), other));
+                left_out.push((uri.to_owned(), other));
+                continue;
             }
             self.listed.push((index, resource));
         }
@@ -116,11 +121,12 @@ impl Resources {
                 .iter()
                 .find(|(m, _, p)| *p == pattern && *m != index)
             {
-                return Err((pattern, *other));
+                left_out.push((pattern, *other));
+                continue;
             }
             self.templates.push((index, template, pattern));
         }
-        Ok(())
+        left_out
     }
 
     fn remove(&mut self, index: usize) {
@@ -170,18 +176,6 @@ pub enum RegistryError {
         /// The module that has it.
         first: String,
         /// The module that would shadow it.
-        second: String,
-    },
-    /// Two modules list one resource URI or one resource template.
-    #[error(
-        "resource {uri:?} would be listed by both module {first:?} and module {second:?}; a URI must belong to one module"
-    )]
-    ResourceCollision {
-        /// The URI or URI template.
-        uri: String,
-        /// The module that has it.
-        first: String,
-        /// The other module.
         second: String,
     },
     /// Two tools would be listed under one name.
@@ -304,14 +298,8 @@ impl Registry {
                 .unwrap_or_else(PoisonError::into_inner);
             for (index, listing) in listed.into_iter().enumerate() {
                 let Some(listing) = listing else { continue };
-                if let Err((uri, other)) =
-                    resources.add(index, listing.resources, listing.templates)
-                {
-                    return Err(RegistryError::ResourceCollision {
-                        uri,
-                        first: registry.modules[other].name.clone(),
-                        second: registry.modules[index].name.clone(),
-                    });
+                for (uri, other) in resources.add(index, listing.resources, listing.templates) {
+                    tracing::warn!(%uri, kept_by = %registry.modules[other].name, left_out_of = %registry.modules[index].name, "two modules list one resource URI: it stays the first module's, and the other module's entry is not listed");
                 }
                 let entries = registry.prompt_entries(index, listing.prompts);
                 if let Some(clash) = merge(&mut prompts, index, entries).into_iter().next() {
@@ -505,9 +493,8 @@ impl Registry {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner);
             resources.remove(index);
-            if let Err((uri, other)) = resources.add(index, listing.resources, listing.templates) {
-                tracing::error!(%uri, first = %self.modules[other].name, second = %self.modules[index].name, "resource claimed by two modules after a refresh; the refreshed module's resources are not listed");
-                resources.remove(index);
+            for (uri, other) in resources.add(index, listing.resources, listing.templates) {
+                tracing::warn!(%uri, kept_by = %self.modules[other].name, left_out_of = %self.modules[index].name, "two modules list one resource URI: it stays the first module's, and the other module's entry is not listed");
             }
         }
         let entries = self.prompt_entries(index, listing.prompts);

@@ -487,21 +487,37 @@ pub fn error_bytes(id: ErrorId<'_>, error: &ErrorObject) -> Vec<u8> {
 }
 
 #[derive(Serialize)]
-struct OutgoingRequest<'a, P: Serialize> {
+struct OutgoingRequestHead<'a> {
     jsonrpc: &'static str,
     id: &'a RequestId,
     method: &'a str,
-    params: &'a P,
 }
 
 /// The bytes of a request we send, serialised from borrowed params (no copy of them).
+/// Params that are `null` (a relayed request whose sender left them out) are left out:
+/// JSON-RPC allows `params` to be absent, never `null`, and the TypeScript SDK drops such a
+/// message unanswered.
 pub fn request_bytes<P: Serialize>(id: &RequestId, method: &str, params: &P) -> Vec<u8> {
-    to_bytes(&OutgoingRequest {
+    let mut out = to_bytes(&OutgoingRequestHead {
         jsonrpc: "2.0",
         id,
         method,
-        params,
-    })
+    });
+    // `{…}` without its closing brace, then the params written into the same buffer.
+    if out.pop() != Some(b'}') {
+        return Vec::new();
+    }
+    let without_params = out.len();
+    out.extend_from_slice(b",\"params\":");
+    let start = out.len();
+    if serde_json::to_writer(&mut out, params).is_err() {
+        return Vec::new();
+    }
+    if out[start..] == *b"null" {
+        out.truncate(without_params);
+    }
+    out.push(b'}');
+    out
 }
 
 #[derive(Serialize)]
@@ -548,6 +564,33 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_request_whose_params_were_left_out_is_written_without_them_never_with_null() {
+        let id = RequestId::Number(3);
+        let none: Option<Value> = None;
+        let written = request_bytes(&id, "roots/list", &none);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&written).unwrap(),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "roots/list"})
+        );
+        let given = Some(json!({"_meta": {"k": 1}}));
+        let written = request_bytes(
+            &RequestId::String("a".into()),
+            "sampling/createMessage",
+            &given,
+        );
+        assert_eq!(
+            serde_json::from_slice::<Value>(&written).unwrap(),
+            json!({"jsonrpc": "2.0", "id": "a", "method": "sampling/createMessage", "params": {"_meta": {"k": 1}}})
+        );
+        let empty = json!({});
+        let written = request_bytes(&id, "ping", &empty);
+        assert_eq!(
+            std::str::from_utf8(&written).unwrap(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"ping","params":{}}"#
+        );
+    }
 
     #[test]
     fn parses_requests_notifications_and_responses() {

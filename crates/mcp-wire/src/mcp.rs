@@ -258,6 +258,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_gateway_reports_the_workspaces_real_version() {
+        let info = server_info();
+        assert_eq!(info["name"], "mcp-gateway");
+        let version = info["version"].as_str().unwrap();
+        assert_ne!(version, "0.0.0", "a placeholder tells an operator nothing");
+        let parts: Vec<u64> = version.split('.').map(|p| p.parse().unwrap()).collect();
+        assert_eq!(parts.len(), 3, "{version}");
+    }
+
+    #[test]
     fn log_levels_rank_from_debug_to_emergency_and_other_names_have_none() {
         assert_eq!(log_level_rank("debug"), Some(0));
         assert_eq!(log_level_rank("emergency"), Some(7));

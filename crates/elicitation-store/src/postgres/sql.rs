@@ -152,6 +152,16 @@ pub(super) const SELECT_CONFIRMATION: &str = concat!(
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5"
 );
 
+/// `$1` now, `$4` tool, `$5` digest: the caller's unexpired confirmation of that call that a
+/// repeated call takes up — approved and unused first, else pending; the oldest of either.
+pub(super) const CONFIRMATION_FOR: &str = concat!(
+    "SELECT id FROM mcp_elicitations WHERE ",
+    caller_is!(),
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND expires_at > $1",
+    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND consumed_at IS NULL))",
+    " ORDER BY (status = 'responded') DESC, created_at, id LIMIT 1"
+);
+
 /// The caller's confirmation `$1` bound to tool `$4` and digest `$5`, redeemed at `$6` in one
 /// statement: consumed (and `tool_call_forwarded` recorded) if it is answered, approved,
 /// unused and unexpired; either way the row comes back, with `consumed` saying which. A

@@ -3,10 +3,15 @@ use time::Duration;
 use time::macros::datetime;
 
 use super::*;
+use crate::HoldReason;
 
 fn confirmation() -> Elicitation {
     let now = datetime!(2026-11-30 10:00:00 UTC);
-    let spec = ElicitationSpec::confirmation(confirmation_prompt("fs__delete_file")).unwrap();
+    let spec = ElicitationSpec::confirmation(confirmation_prompt(
+        "fs__delete_file",
+        HoldReason::Destructive { declared: true },
+    ))
+    .unwrap();
     Elicitation::new(
         ElicitationId::v7(now, [9; 10]),
         spec,
@@ -101,7 +106,11 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
 
 #[test]
 fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot() {
-    let short = confirmation_message("fs__write_file", &json!({"path": "/a", "content": "x"}));
+    let short = confirmation_message(
+        "fs__write_file",
+        HoldReason::Destructive { declared: true },
+        &json!({"path": "/a", "content": "x"}),
+    );
     assert!(short.shows_all_arguments);
     assert!(short.text.contains("`fs__write_file`"), "{}", short.text);
     assert!(
@@ -114,6 +123,7 @@ fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot
     // A field that would fall past a cut-off is never silently hidden.
     let long = confirmation_message(
         "fs__write_file",
+        HoldReason::Destructive { declared: true },
         &json!({"a": "y".repeat(5000), "path": "/"}),
     );
     assert!(!long.shows_all_arguments);
@@ -130,7 +140,11 @@ fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot
 fn characters_that_could_mislead_a_person_are_shown_as_escapes() {
     // U+202E reverses what follows: "/tmp/gpj.exe" would display as "/tmp/exe.jpg".
     let args = json!({"path": "/tmp/\u{202e}gpj.exe", "note": "a\u{200b}b\u{2066}c\u{e0041}"});
-    let message = confirmation_message("fs__write\u{202e}elif", &args);
+    let message = confirmation_message(
+        "fs__write\u{202e}elif",
+        HoldReason::Destructive { declared: true },
+        &args,
+    );
     for c in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}'] {
         assert!(!message.text.contains(c), "{:?} in {}", c, message.text);
     }
@@ -167,4 +181,31 @@ fn an_upstream_error_for_a_tool_with_an_output_schema_carries_no_structured_cont
             .unwrap()
             .contains("module fs is unavailable")
     );
+}
+
+#[test]
+fn the_message_says_why_the_call_is_held() {
+    let read = "db__read_rows";
+    let by_policy = confirmation_prompt(read, HoldReason::Policy);
+    assert!(by_policy.contains("policy"), "{by_policy}");
+    assert!(!by_policy.contains("destructive"), "{by_policy}");
+    let open = confirmation_prompt("web__fetch", HoldReason::OpenWorld);
+    assert!(open.contains("outside"), "{open}");
+    assert!(!open.contains("destructive"), "{open}");
+    let unknown = confirmation_prompt("x__run", HoldReason::Destructive { declared: false });
+    assert!(unknown.contains("read-only"), "{unknown}");
+    let declared = confirmation_prompt("x__rm", HoldReason::Destructive { declared: true });
+    assert!(declared.contains("destructive tool"), "{declared}");
+}
+
+#[test]
+fn a_held_results_structured_content_says_what_to_do_without_meta() {
+    let confirmation = confirmation();
+    let id = confirmation.id;
+    let held = held_result(&confirmation);
+    let next = held["structuredContent"]["next_step"].as_str().unwrap();
+    assert!(next.contains("exactly the same arguments"), "{next}");
+    assert!(next.contains(&id.to_string()), "{next}");
+    let text = held["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(next), "the text says the same: {text}");
 }
