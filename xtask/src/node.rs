@@ -9,12 +9,15 @@ use anyhow::{Context, Result, bail};
 
 use crate::test::workspace_root;
 
-/// The official filesystem MCP server and TypeScript SDK, and oidc-provider (the authorization
-/// server of the OAuth tests), pinned.
+/// The official filesystem and everything MCP servers and TypeScript SDK, oidc-provider (the
+/// authorization server of the OAuth tests) and Claude Code (a real agent host, on a scripted
+/// Messages API), pinned.
 const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/sdk@1.32.2",
     "oidc-provider@9.13.3",
+    "@anthropic-ai/claude-code@2.1.328",
+    "@modelcontextprotocol/server-everything@2026.8.31",
 ];
 /// The official Python SDK, Playwright (which drives the system Chromium in the browser
 /// tests) and moto's server (the S3-compatible service the upload store is tested against),
@@ -30,7 +33,9 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
     let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
     let installed = std::fs::read_to_string(&sdk)
         .is_ok_and(|p| p.contains("\"version\": \"1.32.2\""))
-        && dir.join("node_modules/oidc-provider/package.json").exists();
+        && dir.join("node_modules/oidc-provider/package.json").exists()
+        && dir.join("node_modules/.bin/claude").exists()
+        && dir.join("node_modules/.bin/mcp-server-everything").exists();
     if !bin.exists() || !installed {
         let npm_ok = Command::new("npm")
             .arg("--version")
@@ -69,6 +74,16 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
         ("MCP_FILESYSTEM_SERVER".into(), bin.display().to_string()),
         ("MCP_INTEROP_NODE_DIR".into(), dir.display().to_string()),
         ("MCP_INTEROP_PYTHON".into(), python.display().to_string()),
+        (
+            "MCP_CLAUDE_CODE".into(),
+            dir.join("node_modules/.bin/claude").display().to_string(),
+        ),
+        (
+            "MCP_EVERYTHING_SERVER".into(),
+            dir.join("node_modules/.bin/mcp-server-everything")
+                .display()
+                .to_string(),
+        ),
     ])
 }
 

@@ -302,6 +302,31 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     })
 }
 
+/// A `per_caller` module's instances: each started as the module itself is, from its
+/// configuration.
+fn isolation(config: &ModuleConfig) -> Option<mcp_upstream::isolation::Isolation> {
+    if config.isolation() != crate::config::Isolation::PerCaller {
+        return None;
+    }
+    let template = Arc::new(config.clone());
+    let start: mcp_upstream::isolation::StartInstance = Arc::new(move || {
+        let config = template.clone();
+        Box::pin(async move {
+            module(&config)
+                .await
+                .map_err(|e| mcp_upstream::ModuleError::Unavailable {
+                    module: config.name.clone(),
+                    reason: format!("{e:#}"),
+                })
+        })
+    });
+    Some(mcp_upstream::isolation::Isolation {
+        start,
+        max_instances: config.max_instances as usize,
+        idle: config.instance_idle,
+    })
+}
+
 async fn auth(config: &Config) -> Result<Auth> {
     Ok(match config.auth.mode {
         AuthMode::None => Auth::none(),
@@ -407,6 +432,7 @@ async fn build_gateway(
             module: instance.clone(),
         });
         specs.push(ModuleSpec {
+            isolation: isolation(m),
             name: m.name.clone(),
             prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
             trust_annotations: m.trust_annotations,

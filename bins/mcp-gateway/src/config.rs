@@ -698,7 +698,7 @@ pub(crate) enum Transport {
     Demo,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ModuleConfig {
     pub(crate) name: String,
@@ -723,6 +723,45 @@ pub(crate) struct ModuleConfig {
     /// `/readyz` answers 503 while this module is down.
     #[serde(default)]
     pub(crate) required: bool,
+    /// Whether callers share one instance of the module or each has its own (its own
+    /// upstream session, its own process); by default an HTTP module's state is kept apart
+    /// per caller and a stdio module is shared (see [`ModuleConfig::isolation`]).
+    pub(crate) isolation: Option<Isolation>,
+    /// `per_caller`: at most this many instances at once.
+    #[serde(default = "default_max_instances")]
+    pub(crate) max_instances: u32,
+    /// `per_caller`: an instance unused this long is stopped.
+    #[serde(default = "default_instance_idle", with = "duration")]
+    pub(crate) instance_idle: Duration,
+}
+
+/// `[[modules]] isolation`.
+#[derive(Debug, Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Isolation {
+    /// One instance serves every caller: for servers that keep no state per client.
+    Shared,
+    /// Each caller gets its own instance.
+    PerCaller,
+}
+
+impl ModuleConfig {
+    /// The module's isolation: as configured, else `per_caller` for an HTTP module (its
+    /// upstream session is the caller's) and `shared` for the others.
+    pub(crate) fn isolation(&self) -> Isolation {
+        self.isolation.unwrap_or(match self.transport {
+            Transport::Http => Isolation::PerCaller,
+            Transport::Stdio | Transport::Demo => Isolation::Shared,
+        })
+    }
+}
+
+fn default_max_instances() -> u32 {
+    64
+}
+
+fn default_instance_idle() -> Duration {
+    Duration::from_secs(600)
 }
 
 /// Whether `value` gives away `secret`: contains it, or (a secret too short to search for
@@ -966,6 +1005,9 @@ impl Config {
             prefix: None,
             call_timeout: default_call_timeout(),
             required: false,
+            isolation: None,
+            max_instances: default_max_instances(),
+            instance_idle: default_instance_idle(),
         });
         config
     }
@@ -989,9 +1031,13 @@ impl Config {
     pub(crate) fn load(path: &Path) -> Result<Config> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
-        let config: Config = toml::from_str(&text)
+        let mut config: Config = toml::from_str(&text)
             .with_context(|| format!("invalid configuration in {}", path.display()))?;
         config.check()?;
+        // Every default filled in, as `check-config` prints it.
+        for module in &mut config.modules {
+            module.isolation = Some(module.isolation());
+        }
         Ok(config)
     }
 
@@ -1111,6 +1157,15 @@ impl Config {
                     "module {:?}: prefix {prefix:?} must be letters, digits, '_', '.' or '-' (tool names are 1 to 128 of those)",
                     m.name
                 );
+            }
+            if m.transport == Transport::Demo && m.isolation() == Isolation::PerCaller {
+                bail!(
+                    "module {:?}: the demo module is built in and shared; isolation \"per_caller\" is for stdio and http modules",
+                    m.name
+                );
+            }
+            if m.max_instances == 0 {
+                bail!("module {:?}: max_instances must be at least 1", m.name);
             }
             match m.transport {
                 Transport::Stdio if m.command.is_none() => {

@@ -1181,6 +1181,62 @@ async fn official_sdk_clients_with_the_memory_store() {
     gateway.stop().await;
 }
 
+/// Claude Code itself (`@anthropic-ai/claude-code`, `-p`), on a scripted Messages API on
+/// loopback: its native elicitation answers `cancel` at once, and it shows the model only the
+/// held result's structured content, with no way to set `_meta`. The first call is held, a
+/// person approves over REST, and Claude Code's next identical call runs, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_finishes_a_held_call_once_a_person_approves_it() {
+    let scene = Scene::new("claude-code", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let target = scene.file("claude.txt");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(script)
+        .arg(env_or_panic("MCP_CLAUDE_CODE"))
+        .arg(&gateway.base)
+        // The client token may answer: the gateway asks Claude Code natively, and Claude
+        // Code in -p mode dismisses the question (cancel).
+        .args([CLIENT, HUMAN, "fs__write_file"])
+        .arg(&target);
+    let out = run_client(command, "claude code").await;
+    assert_eq!(out["exit"], 0, "{out}");
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "held, then run: {out}");
+    assert!(
+        results[0]
+            .as_str()
+            .unwrap()
+            .contains("elicitation_required"),
+        "{out}"
+    );
+    let approved = out["approved"][0].as_str().unwrap().to_owned();
+    assert!(
+        results[1].as_str().unwrap().contains("Successfully wrote"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "written by claude code"
+    );
+    // Used once: the same call again is held anew.
+    let mut session = Session::open(&gateway).await;
+    let again = session
+        .call(
+            "fs__write_file",
+            json!({"path": target.display().to_string(), "content": "written by claude code"}),
+            None,
+        )
+        .await;
+    assert_ne!(
+        held_id(&again),
+        approved,
+        "a used approval holds the call anew"
+    );
+    gateway.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_sdk_clients_with_postgres() {
     let db = TestDb::new().await;
@@ -2630,4 +2686,195 @@ async fn sixty_four_concurrent_re_calls_over_two_instances_run_one_approved_call
     );
     a.stop().await;
     b.stop().await;
+}
+
+// ---- Module state kept apart between callers ----
+
+const ALICE: &str = "e2e-isolation-alice";
+const BOB: &str = "e2e-isolation-bob";
+
+/// A 2025-11-25 session of `token` at the gateway; returns its id.
+async fn session_of(gateway: &Gateway, token: &str) -> String {
+    let auth = format!("Bearer {token}");
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}});
+    let (status, headers, body) = http(
+        "POST",
+        &format!("{}/mcp", gateway.base),
+        &[
+            ("authorization", &auth),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        Some(&init),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    headers
+        .get("mcp-session-id")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// One request in `session`; the JSON-RPC answer.
+async fn in_session(gateway: &Gateway, token: &str, session: &str, message: Value) -> Value {
+    let auth = format!("Bearer {token}");
+    let (status, _, body) = http(
+        "POST",
+        &format!("{}/mcp", gateway.base),
+        &[
+            ("authorization", &auth),
+            ("mcp-session-id", session),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("accept", "application/json, text/event-stream"),
+        ],
+        Some(&message),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The everything server (`@modelcontextprotocol/server-everything`) behind the gateway as
+/// `module` (a `[[modules]]` body); alice leaves a session resource in it. Whether bob can
+/// read it, and the per-caller instances the gateway ran.
+async fn bob_reads_alices_session_resource(name: &str, module: &str) -> (bool, usize) {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+listen = "127.0.0.1:0"
+[store]
+kind = "memory"
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{alice}"
+scopes = ["tools:call"]
+[[auth.tokens]]
+subject = "bob"
+token_sha256 = "{bob}"
+scopes = ["tools:call"]
+[[modules]]
+name = "ev"
+{module}
+[[policy]]
+tool = "ev__gzip-file-as-resource"
+gate = "allow"
+"#,
+            alice = token_sha256(ALICE),
+            bob = token_sha256(BOB),
+        ),
+    )
+    .unwrap();
+    let gateway = Gateway::start(&config).await;
+    let (alice, bob) = (
+        session_of(&gateway, ALICE).await,
+        session_of(&gateway, BOB).await,
+    );
+    let made = in_session(
+        &gateway,
+        ALICE,
+        &alice,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "ev__gzip-file-as-resource", "arguments": {"name": "alice-secret.gz",
+            "data": "data:text/plain;base64,YWxpY2UncyBzZWNyZXQ=", "outputType": "resourceLink"}}}),
+    )
+    .await;
+    let uri = made["result"]["content"][0]["uri"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a session resource link: {made}"))
+        .to_owned();
+    assert!(uri.starts_with("demo://resource/session/"), "{uri}");
+    let read = |token: &'static str, session: String, uri: String| {
+        let gateway = &gateway;
+        async move {
+            in_session(
+                gateway,
+                token,
+                &session,
+                json!({"jsonrpc": "2.0", "id": 2,
+                "method": "resources/read", "params": {"uri": uri}}),
+            )
+            .await
+        }
+    };
+    let own = read(ALICE, alice.clone(), uri.clone()).await;
+    assert!(
+        own["result"]["contents"][0]["blob"].is_string(),
+        "alice reads her own session resource: {own}"
+    );
+    let other = read(BOB, bob.clone(), uri.clone()).await;
+    let listed = in_session(
+        &gateway,
+        BOB,
+        &bob,
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/list"}),
+    )
+    .await;
+    let bob_sees =
+        other["result"]["contents"].is_array() || listed.to_string().contains("alice-secret.gz");
+    if !bob_sees {
+        assert!(other["error"].is_object(), "{other}");
+    }
+    let instances = children_running(gateway.child.id().unwrap(), "mcp-server-everything");
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    (bob_sees, instances)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_of_the_everything_server_see_none_of_each_others_module_state() {
+    let server = env_or_panic("MCP_EVERYTHING_SERVER");
+    // Over HTTP: the module's sessions are the callers' (per_caller is the default).
+    let port = free_port();
+    let mut everything = Command::new(&server)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let up = tokio::time::timeout(Duration::from_secs(30), async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    assert!(up.is_ok(), "the everything server listens within 30 s");
+    let http = format!("transport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"");
+    let (leaked, _) = bob_reads_alices_session_resource("isolation-http", &http).await;
+    assert!(
+        !leaked,
+        "over HTTP, bob sees nothing of alice's module session"
+    );
+    // The same server shared on purpose (for a server that keeps no state per client): the
+    // leak the default prevents is real.
+    let shared = format!("{http}\nisolation = \"shared\"");
+    let (leaked, _) = bob_reads_alices_session_resource("isolation-shared", &shared).await;
+    assert!(
+        leaked,
+        "a shared module session is one state for every caller"
+    );
+    let _ = everything.kill().await;
+
+    // Over stdio, per_caller: one process each (the catalog's own, alice's and bob's).
+    let stdio =
+        format!("transport = \"stdio\"\ncommand = \"{server}\"\nisolation = \"per_caller\"");
+    let (leaked, processes) = bob_reads_alices_session_resource("isolation-stdio", &stdio).await;
+    assert!(
+        !leaked,
+        "over stdio, bob sees nothing of alice's module process"
+    );
+    assert_eq!(processes, 3, "the catalog's instance, alice's and bob's");
 }

@@ -418,6 +418,8 @@ pub(crate) async fn a_repeated_call_takes_up_its_approved_confirmation_first_the
     };
     assert_eq!(h.store.confirmation_for(&alice(), &b).await.unwrap(), None);
     let first = create(&args).await;
+    // Oldest by creation time (confirmations made in one instant have no order).
+    h.clock.advance(Duration::seconds(1));
     let second = create(&args).await;
     // Another call's and another caller's confirmations are never taken up.
     let other = json!({"path": "/b"});

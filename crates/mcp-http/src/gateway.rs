@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{
-    CallBinding, ConfirmationRequest, ElicitationStore, GateRecord, Redeemed, RejectReason,
+    CallBinding, Caller, ConfirmationRequest, ElicitationStore, GateRecord, Redeemed, RejectReason,
     StoreError,
 };
 use gating_core::{
@@ -317,9 +317,14 @@ impl Gateway {
 
     /// `prompts/get`, routed to the module that listed the prompt. Prompts are not gated:
     /// they run no tool.
-    pub async fn get_prompt(&self, params: CallToolParams) -> Result<ResultBody, McpError> {
+    pub async fn get_prompt(
+        &self,
+        caller: &Caller,
+        params: CallToolParams,
+    ) -> Result<ResultBody, McpError> {
         let name = params.name.clone();
-        let answered = self.registry.get_prompt(params).await;
+        let who = instance_key(caller);
+        let answered = self.registry.get_prompt(params, Some(&who)).await;
         passed_on(&format!("prompt {name}"), answered)
     }
 
@@ -333,9 +338,20 @@ impl Gateway {
         self.registry.resource_updates()
     }
 
-    /// `resources/subscribe` (`subscribe` false: `unsubscribe`) for `uri`, to its module.
-    pub async fn subscribe_resource(&self, uri: &str, subscribe: bool) -> Result<(), McpError> {
-        match self.registry.subscribe_resource(uri, subscribe).await {
+    /// `resources/subscribe` (`subscribe` false: `unsubscribe`) for `uri`, to its module
+    /// (the caller's own instance of an isolated module).
+    pub async fn subscribe_resource(
+        &self,
+        caller: &Caller,
+        uri: &str,
+        subscribe: bool,
+    ) -> Result<(), McpError> {
+        let who = instance_key(caller);
+        match self
+            .registry
+            .subscribe_resource(uri, subscribe, Some(&who))
+            .await
+        {
             None => Err(McpError::InvalidParams(format!("unknown resource {uri}"))),
             Some(Ok(())) => Ok(()),
             Some(Err(ModuleError::Rpc {
@@ -386,19 +402,29 @@ impl Gateway {
     }
 
     /// `completion/complete`, routed by its reference (see `Registry::complete`).
-    pub async fn complete(&self, params: ForwardParams) -> Result<ResultBody, McpError> {
-        let answered = self.registry.complete(params).await;
+    pub async fn complete(
+        &self,
+        caller: &Caller,
+        params: ForwardParams,
+    ) -> Result<ResultBody, McpError> {
+        let who = instance_key(caller);
+        let answered = self.registry.complete(params, Some(&who)).await;
         passed_on("completion reference", answered)
     }
 
     /// `resources/read`, routed to the module the URI belongs to (see `Registry`).
-    pub async fn read_resource(&self, params: ForwardParams) -> Result<ResultBody, McpError> {
+    pub async fn read_resource(
+        &self,
+        caller: &Caller,
+        params: ForwardParams,
+    ) -> Result<ResultBody, McpError> {
         let Some(uri) = params.str("uri").map(str::to_owned) else {
             return Err(McpError::InvalidParams(
                 "resources/read needs a string `uri`".into(),
             ));
         };
-        let answered = self.registry.read_resource(params).await;
+        let who = instance_key(caller);
+        let answered = self.registry.read_resource(params, Some(&who)).await;
         passed_on(&format!("resource {uri}"), answered)
     }
 
@@ -792,7 +818,12 @@ impl Gateway {
         let started = std::time::Instant::now();
         let answered = self
             .registry
-            .call(entry, params.into_upstream(&entry.original), relay)
+            .call(
+                entry,
+                params.into_upstream(&entry.original),
+                relay,
+                Some(&instance_key(&principal.caller)),
+            )
             .await;
         let took = started.elapsed();
         *upstream += took;
@@ -879,6 +910,15 @@ fn hints(entry: &ToolEntry) -> HintSource<'_> {
         (Some(annotations), true) => HintSource::Trusted(annotations),
         _ => HintSource::Untrusted,
     }
+}
+
+/// Which instance of an isolated module serves `caller`: one per caller (tenant and subject).
+fn instance_key(caller: &Caller) -> String {
+    format!(
+        "{}\u{1f}{}",
+        caller.tenant_id().unwrap_or_default(),
+        caller.subject_id()
+    )
 }
 
 async fn timed<T>(

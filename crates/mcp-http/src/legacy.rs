@@ -42,12 +42,15 @@ impl McpService {
         if !changed {
             return Ok(());
         }
-        let module_knows =
-            self.sessions.others_subscribed(uri, session_id) || self.listeners.subscribed(uri);
+        // An isolated module's instance is the caller's own: it is always told.
+        let module_knows = !self.gateway().registry().isolates(uri)
+            && (self.sessions.others_subscribed(uri, session_id) || self.listeners.subscribed(uri));
         let asked = if module_knows {
             Ok(())
         } else {
-            self.gateway().subscribe_resource(uri, subscribe).await
+            self.gateway()
+                .subscribe_resource(session.caller(), uri, subscribe)
+                .await
         };
         if asked.is_err() && subscribe {
             let _ = session.channel.set_subscription(uri, false);

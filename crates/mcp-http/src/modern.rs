@@ -171,9 +171,16 @@ impl McpService {
             if uris.contains(&uri) {
                 continue;
             }
-            let watched =
-                self.sessions.others_subscribed(&uri, "") || self.listeners.subscribed(&uri);
-            if watched || self.gateway().subscribe_resource(&uri, true).await.is_ok() {
+            // An isolated module's instance is the caller's own: it is always told.
+            let watched = !self.gateway().registry().isolates(&uri)
+                && (self.sessions.others_subscribed(&uri, "") || self.listeners.subscribed(&uri));
+            if watched
+                || self
+                    .gateway()
+                    .subscribe_resource(&principal.caller, &uri, true)
+                    .await
+                    .is_ok()
+            {
                 uris.insert(uri);
             }
         }
@@ -184,12 +191,18 @@ impl McpService {
             self.sessions.clone(),
             self.listeners.clone(),
         );
+        let caller = principal.caller.clone();
         let on_end = move || {
             let left = listeners.remove(listener);
             tokio::spawn(async move {
                 for uri in left {
-                    if !sessions.others_subscribed(&uri, "") && !listeners.subscribed(&uri) {
-                        let _ = gateway.subscribe_resource(&uri, false).await;
+                    // A caller's own instance keeps its subscriptions until it stops (the
+                    // caller may listen on another stream too).
+                    if !gateway.registry().isolates(&uri)
+                        && !sessions.others_subscribed(&uri, "")
+                        && !listeners.subscribed(&uri)
+                    {
+                        let _ = gateway.subscribe_resource(&caller, &uri, false).await;
                     }
                 }
             });

@@ -218,19 +218,27 @@ impl McpService {
                 self.gateway().list_resource_templates(),
             ),
             "prompts/get" => match request.params_as::<CallToolParams>() {
-                Ok(params) => self.gateway().get_prompt(params).await.map(|r| (r, false)),
+                Ok(params) => self
+                    .gateway()
+                    .get_prompt(&principal.caller, params)
+                    .await
+                    .map(|r| (r, false)),
                 Err(e) => Err(e.into()),
             },
             "resources/read" => match request.params_as::<ForwardParams>() {
                 Ok(params) => self
                     .gateway()
-                    .read_resource(params)
+                    .read_resource(&principal.caller, params)
                     .await
                     .map(|r| (r, true)),
                 Err(e) => Err(e.into()),
             },
             _ => match request.params_as::<ForwardParams>() {
-                Ok(params) => self.gateway().complete(params).await.map(|r| (r, false)),
+                Ok(params) => self
+                    .gateway()
+                    .complete(&principal.caller, params)
+                    .await
+                    .map(|r| (r, false)),
                 Err(e) => Err(e.into()),
             },
         })
@@ -321,17 +329,18 @@ fn follow_other_instances(
                     let Some((id, session)) = sessions.by_hash(&s) else {
                         continue;
                     };
-                    if session.channel.set_subscription(&u, on) != Ok(true)
-                        || sessions.others_subscribed(&u, &id)
-                        || listeners.subscribed(&u)
-                    {
-                        continue;
-                    }
                     let gateway = gateway
                         .read()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .clone();
-                    if let Err(e) = gateway.subscribe_resource(&u, on).await {
+                    // An isolated module's instance is the caller's own: always told.
+                    if session.channel.set_subscription(&u, on) != Ok(true)
+                        || (!gateway.registry().isolates(&u)
+                            && (sessions.others_subscribed(&u, &id) || listeners.subscribed(&u)))
+                    {
+                        continue;
+                    }
+                    if let Err(e) = gateway.subscribe_resource(session.caller(), &u, on).await {
                         tracing::info!(uri = %u, error = %e, "a subscription made on another instance could not be made here");
                     }
                 }

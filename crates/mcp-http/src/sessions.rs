@@ -62,6 +62,13 @@ pub struct Session {
     hash: [u8; 32],
 }
 
+impl Session {
+    /// Who the session belongs to.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+}
+
 /// What a session id carries, sealed.
 #[derive(Debug, Serialize, Deserialize)]
 struct Claims {

@@ -75,6 +75,7 @@ async fn harness_at(
         )],
     );
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,

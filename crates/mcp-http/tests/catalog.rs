@@ -47,6 +47,7 @@ fn greeter(name: &'static str) -> InProcessModule {
 
 fn spec(name: &str, prefix: &str, module: InProcessModule) -> ModuleSpec {
     ModuleSpec {
+        isolation: None,
         name: name.into(),
         prefix: prefix.into(),
         trust_annotations: true,
@@ -247,6 +248,7 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
         call_timeout: std::time::Duration::from_secs(30),
     });
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "up".into(),
         prefix: "up".into(),
         trust_annotations: true,
@@ -263,7 +265,7 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
     let params: mcp_wire::CallToolParams =
         serde_json::from_value(json!({"name": "up__b__greet", "arguments": {"who": "kay"}}))
             .unwrap();
-    let got = registry.get_prompt(params).await.unwrap().unwrap();
+    let got = registry.get_prompt(params, None).await.unwrap().unwrap();
     let got: Value = serde_json::from_str(got.get()).unwrap();
     assert_eq!(
         got["messages"][0]["content"]["text"], "b greets kay",
@@ -396,7 +398,7 @@ async fn two_modules_listing_one_resource_uri_start_and_the_uri_stays_the_first_
         let mut params = serde_json::Map::new();
         params.insert("uri".into(), json!(uri));
         let raw = registry
-            .read_resource(mcp_wire::tools::ForwardParams(params))
+            .read_resource(mcp_wire::tools::ForwardParams(params), None)
             .await
             .expect("claimed")
             .expect("read");

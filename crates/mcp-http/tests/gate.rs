@@ -244,6 +244,7 @@ async fn harness(store: Arc<dyn ElicitationStore>, policy: GatePolicy) -> Harnes
     let reads = Arc::new(AtomicUsize::new(0));
     let deletes = Arc::new(AtomicUsize::new(0));
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,
@@ -608,6 +609,7 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
     let reads = Arc::new(AtomicUsize::new(0));
     let deletes = Arc::new(AtomicUsize::new(0));
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,

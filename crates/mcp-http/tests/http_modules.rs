@@ -39,6 +39,7 @@ async fn gateway_over_http(url: String) -> Gateway {
         call_timeout: Duration::from_secs(30),
     });
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "up".into(),
         prefix: "up".into(),
         trust_annotations: true,
@@ -58,6 +59,7 @@ async fn gateway_over_http(url: String) -> Gateway {
 async fn a_modern_http_module_is_called_in_the_modern_era() {
     // The upstream: another gateway serving the demo module on a real socket.
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "demo".into(),
         prefix: "demo".into(),
         trust_annotations: true,
@@ -198,6 +200,7 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
     );
     // The module comes up on that port.
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "demo".into(),
         prefix: "demo".into(),
         trust_annotations: true,

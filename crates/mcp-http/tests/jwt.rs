@@ -144,6 +144,7 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
         )],
     );
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,

@@ -122,6 +122,7 @@ async fn harness_requiring(
 async fn harness(limits: Limits) -> Harness {
     let deletes = Arc::new(AtomicUsize::new(0));
     let modules = vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,
@@ -511,6 +512,7 @@ async fn a_module_at_its_concurrency_cap_makes_a_call_wait_then_fail_in_band() {
         started: AtomicUsize::new(0),
     });
     let modules = vec![ModuleSpec {
+        isolation: None,
         name: "slow".into(),
         prefix: "slow".into(),
         trust_annotations: true,
@@ -585,12 +587,14 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
     let deletes = Arc::new(AtomicUsize::new(0));
     let modules = vec![
         ModuleSpec {
+            isolation: None,
             name: "test".into(),
             prefix: "test".into(),
             trust_annotations: true,
             module: Arc::new(notebook(&deletes)),
         },
         ModuleSpec {
+            isolation: None,
             name: "broken".into(),
             prefix: "broken".into(),
             trust_annotations: false,
@@ -613,6 +617,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
     let h2 = harness_requiring(
         store.clone(),
         vec![ModuleSpec {
+            isolation: None,
             name: "broken".into(),
             prefix: "broken".into(),
             trust_annotations: false,

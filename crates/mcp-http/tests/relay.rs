@@ -80,6 +80,7 @@ async fn http_harness(fixture: &str, name: &str) -> (Harness, tokio::process::Ch
 
 async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harness {
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: name.into(),
         prefix: name.into(),
         trust_annotations: true,

@@ -131,12 +131,14 @@ async fn harness_configured(
     let calls = Arc::new(Calls::default());
     let registry = Registry::start(vec![
         ModuleSpec {
+            isolation: None,
             name: "test".into(),
             prefix: "test".into(),
             trust_annotations: true,
             module: Arc::new(test_module(&calls)),
         },
         ModuleSpec {
+            isolation: None,
             name: "shady".into(),
             prefix: "shady".into(),
             trust_annotations: false,
@@ -1107,6 +1109,7 @@ async fn get_on_the_endpoint_is_405_and_unknown_paths_are_404() {
 async fn a_durable_store_refuses_to_gate_for_an_unauthenticated_caller() {
     let calls = Arc::new(Calls::default());
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,
@@ -2117,6 +2120,7 @@ async fn beyond_its_stream_cap_a_caller_gets_the_held_result_instead_of_a_stream
 async fn a_policy_rule_naming_no_listed_tool_is_reported() {
     let calls = Arc::new(Calls::default());
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "test".into(),
         prefix: "test".into(),
         trust_annotations: true,
@@ -2183,6 +2187,7 @@ async fn tools_with_names_mcp_does_not_allow_are_not_listed() {
         ],
     );
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "odd".into(),
         prefix: "odd".into(),
         trust_annotations: true,

@@ -42,6 +42,7 @@ async fn crashy() -> (Arc<StdioModule>, Arc<Registry>, Gateway) {
         "the fixture starts"
     );
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "crashy".into(),
         prefix: "crashy".into(),
         trust_annotations: true,
@@ -205,6 +206,7 @@ async fn faulty(
         "the fixture starts"
     );
     let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
         name: "faulty".into(),
         prefix: "faulty".into(),
         trust_annotations: true,

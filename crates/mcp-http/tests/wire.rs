@@ -101,6 +101,7 @@ async fn gateway(modules: Vec<ModuleSpec>) -> Arc<Gateway> {
 
 fn spec(name: &str, module: Arc<dyn Module>) -> ModuleSpec {
     ModuleSpec {
+        isolation: None,
         name: name.into(),
         prefix: name.into(),
         trust_annotations: true,

@@ -641,6 +641,10 @@ impl Module for HttpModule {
             .await
     }
 
+    fn stateless(&self) -> bool {
+        matches!(self.known_era(), Some(Era::Modern))
+    }
+
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
         Some(self.feeds.changed.subscribe())
     }
@@ -657,6 +661,24 @@ impl Module for HttpModule {
             .take();
         if let Some(listener) = listener {
             listener.abort();
+        }
+        // A legacy session is ended at the module (2025-11-25 clients SHOULD), so an idle
+        // caller's upstream session does not linger there.
+        if let Some(Era::Legacy {
+            session: Some(session),
+            version,
+        }) = self.known_era()
+        {
+            let mut headers = self.headers();
+            headers.remove(header::CONTENT_TYPE);
+            headers.insert(MCP_SESSION_ID, session);
+            headers.insert(MCP_PROTOCOL_VERSION, version);
+            let mut request = Request::new(Full::new(Bytes::new()));
+            *request.method_mut() = Method::DELETE;
+            *request.uri_mut() = self.config.url.clone();
+            *request.headers_mut() = headers;
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), self.client.request(request)).await;
         }
     }
 

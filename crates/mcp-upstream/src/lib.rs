@@ -9,6 +9,7 @@
 pub mod demo;
 pub mod http;
 pub mod inproc;
+pub mod isolation;
 mod module;
 pub mod registry;
 mod rpc;

@@ -98,6 +98,12 @@ pub trait Module: Send + Sync + 'static {
     /// (passed on to the client without being parsed into a tree).
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError>;
 
+    /// Whether the module keeps no state between requests (a 2026-07-28 HTTP module), so
+    /// one instance serves every caller even when the module is isolated.
+    fn stateless(&self) -> bool {
+        false
+    }
+
     /// The module's prompts, as the raw MCP `Prompt` objects it sent; none for a module that
     /// offers none.
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {

@@ -25,8 +25,11 @@ pub struct ModuleSpec {
     pub prefix: String,
     /// Whether its tool annotations are believed.
     pub trust_annotations: bool,
-    /// The module.
+    /// The module: its shared instance, which lists the catalog.
     pub module: Arc<dyn Module>,
+    /// Per-caller instances, for a module whose state must not be shared between callers;
+    /// `None`: every caller uses the shared instance.
+    pub isolation: Option<crate::isolation::Isolation>,
 }
 
 /// A tool as the gateway lists it.
@@ -211,6 +214,9 @@ pub fn qualify(prefix: &str, tool: &str) -> String {
     }
 }
 
+/// How often idle per-caller instances are looked for.
+const INSTANCE_SWEEP: Duration = Duration::from_secs(15);
+
 /// The catalog of all modules' tools.
 pub struct Registry {
     modules: Vec<ModuleSpec>,
@@ -228,6 +234,8 @@ pub struct Registry {
     /// Each module's call slots, and how long a call waits for one.
     call_slots: Vec<Option<Arc<tokio::sync::Semaphore>>>,
     call_limit: CallLimit,
+    /// Each isolated module's per-caller instances.
+    instances: Vec<Option<crate::isolation::Instances>>,
 }
 
 /// How many tool calls one module runs at once.
@@ -263,9 +271,18 @@ impl Registry {
                     .then(|| Arc::new(tokio::sync::Semaphore::new(limit.max_per_module)))
             })
             .collect();
+        let instances = modules
+            .iter()
+            .map(|m| {
+                m.isolation
+                    .clone()
+                    .map(|i| crate::isolation::Instances::new(m.name.clone(), i))
+            })
+            .collect();
         let registry = Arc::new(Registry {
             call_slots,
             call_limit: limit,
+            instances,
             modules,
             catalog: RwLock::new(BTreeMap::new()),
             prompts: RwLock::new(BTreeMap::new()),
@@ -275,6 +292,21 @@ impl Registry {
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
+        // Idle per-caller instances stop.
+        if registry.instances.iter().any(Option::is_some) {
+            let weak = Arc::downgrade(&registry);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(INSTANCE_SWEEP).await;
+                    let Some(registry) = weak.upgrade() else {
+                        return;
+                    };
+                    for instances in registry.instances.iter().flatten() {
+                        instances.sweep().await;
+                    }
+                }
+            });
+        }
         // Subscribe before listing, so a change (or a module coming up) between the two is
         // not missed.
         let feeds: Vec<_> = registry
@@ -543,17 +575,68 @@ impl Registry {
         &self,
         uri: &str,
         subscribe: bool,
+        who: Option<&str>,
     ) -> Option<Result<(), ModuleError>> {
         let module = match self.owner(uri)? {
             Ok(module) => module,
             Err(e) => return Some(Err(e)),
         };
-        Some(
-            self.modules[module]
-                .module
-                .subscribe_resource(uri, subscribe)
-                .await,
-        )
+        Some(match self.instance(module, who).await {
+            Ok(instance) => instance.subscribe_resource(uri, subscribe).await,
+            Err(e) => Err(e),
+        })
+    }
+
+    /// Whether the module `uri` belongs to keeps each caller's state apart (each caller's
+    /// subscriptions then go to its own instance).
+    pub fn isolates(&self, uri: &str) -> bool {
+        matches!(self.owner(uri), Some(Ok(module)) if self.instances[module].is_some())
+    }
+
+    /// The instance of module `index` that serves caller `who`: its own, for an isolated
+    /// module that keeps state; else the shared one.
+    async fn instance(
+        &self,
+        index: usize,
+        who: Option<&str>,
+    ) -> Result<Arc<dyn Module>, ModuleError> {
+        let shared = &self.modules[index].module;
+        let (Some(instances), Some(who)) = (&self.instances[index], who) else {
+            return Ok(shared.clone());
+        };
+        if shared.stateless() {
+            return Ok(shared.clone());
+        }
+        let (instance, started) = instances.of(who).await?;
+        if started {
+            self.adopt(index, &instance).await;
+        }
+        Ok(instance)
+    }
+
+    /// A per-caller instance just started: it gets the log level asked for so far, and its
+    /// resource updates reach the registry's feed.
+    async fn adopt(&self, index: usize, instance: &Arc<dyn Module>) {
+        let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank))
+            && let Err(e) = instance.set_log_level(level).await
+        {
+            tracing::info!(module = %self.modules[index].name, error = %e, "the module instance did not take the log level");
+        }
+        if let Some(mut updates) = instance.resource_updates() {
+            let out = self.updated.clone();
+            tokio::spawn(async move {
+                loop {
+                    match updates.recv().await {
+                        Ok(uri) => {
+                            let _ = out.send(uri);
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
     }
 
     /// Every listed tool object, ordered by name. Modules whose listing failed a while ago
@@ -670,18 +753,17 @@ impl Registry {
     pub async fn read_resource(
         &self,
         params: ForwardParams,
+        who: Option<&str>,
     ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
         let uri = params.str("uri")?.to_owned();
         let module = match self.owner(&uri)? {
             Ok(module) => module,
             Err(e) => return Some(Err(e)),
         };
-        Some(
-            self.modules[module]
-                .module
-                .read_resource(params.for_upstream())
-                .await,
-        )
+        Some(match self.instance(module, who).await {
+            Ok(instance) => instance.read_resource(params.for_upstream()).await,
+            Err(e) => Err(e),
+        })
     }
 
     /// Routes `completion/complete` by its reference: a prompt (`ref/prompt`, by the name the
@@ -690,6 +772,7 @@ impl Registry {
     pub async fn complete(
         &self,
         mut params: ForwardParams,
+        who: Option<&str>,
     ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
         let reference = params.0.get_mut("ref")?.as_object_mut()?;
         let module = match reference.get("type").and_then(Value::as_str)? {
@@ -713,12 +796,10 @@ impl Registry {
             }
             _ => return None,
         };
-        Some(
-            self.modules[module]
-                .module
-                .complete(params.for_upstream())
-                .await,
-        )
+        Some(match self.instance(module, who).await {
+            Ok(instance) => instance.complete(params.for_upstream()).await,
+            Err(e) => Err(e),
+        })
     }
 
     /// Every listed prompt object, ordered by name.
@@ -736,6 +817,7 @@ impl Registry {
     pub async fn get_prompt(
         &self,
         mut params: CallToolParams,
+        who: Option<&str>,
     ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
         let entry = self
             .prompts
@@ -744,7 +826,10 @@ impl Registry {
             .get(&params.name)
             .cloned()?;
         params = params.into_upstream(&entry.original);
-        Some(self.modules[entry.module].module.get_prompt(params).await)
+        Some(match self.instance(entry.module, who).await {
+            Ok(instance) => instance.get_prompt(params).await,
+            Err(e) => Err(e),
+        })
     }
 
     /// The tool listed as `name`.
@@ -762,6 +847,7 @@ impl Registry {
         entry: &ToolEntry,
         params: CallToolParams,
         relay: Option<std::sync::Arc<dyn crate::Relay>>,
+        who: Option<&str>,
     ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
         let call = ToolCall {
             params,
@@ -784,7 +870,10 @@ impl Registry {
                 }
             }
         };
-        self.modules[entry.module].module.call_tool(call).await
+        self.instance(entry.module, who)
+            .await?
+            .call_tool(call)
+            .await
     }
 
     /// A client asked for log messages at `level` (a name from `LOG_LEVELS`): the modules
@@ -801,16 +890,38 @@ impl Registry {
         if !lowered {
             return;
         }
-        for spec in &self.modules {
-            if let Err(e) = spec.module.set_log_level(level).await {
-                tracing::info!(module = %spec.name, error = %e, "the module did not take the log level");
+        for (spec, instances) in self.modules.iter().zip(&self.instances) {
+            let mut all = vec![spec.module.clone()];
+            if let Some(instances) = instances {
+                all.extend(instances.all().await);
+            }
+            for module in all {
+                if let Err(e) = module.set_log_level(level).await {
+                    tracing::info!(module = %spec.name, error = %e, "the module did not take the log level");
+                }
             }
         }
     }
 
-    /// Stops every module.
+    /// How many per-caller instances of module `name` run now (0 for a shared module).
+    pub async fn instances_of(&self, name: &str) -> usize {
+        match self
+            .modules
+            .iter()
+            .position(|m| m.name == name)
+            .and_then(|i| self.instances[i].as_ref())
+        {
+            Some(instances) => instances.count().await,
+            None => 0,
+        }
+    }
+
+    /// Stops every module, with every per-caller instance.
     pub async fn shutdown(&self) {
-        for spec in &self.modules {
+        for (spec, instances) in self.modules.iter().zip(&self.instances) {
+            if let Some(instances) = instances {
+                instances.shutdown().await;
+            }
             spec.module.shutdown().await;
         }
     }

@@ -1,0 +1,184 @@
+"""Claude Code (`@anthropic-ai/claude-code`, `-p` headless mode) through the gateway.
+
+Usage: claude_code.py CLAUDE GATEWAY_BASE AGENT_TOKEN HUMAN_TOKEN TOOL PATH
+
+Claude Code talks to a scripted Messages API on loopback (ANTHROPIC_BASE_URL), which plays
+the model: it asks for TOOL (the gateway's, as Claude Code names it: `mcp__gw__<tool>`)
+with {"path": PATH, "content": ...}; when the tool result says the call is held, this
+script, as the person, approves the confirmation over the gateway's REST API (HUMAN_TOKEN)
+and the model asks for the identical call again — it cannot set `_meta`, so it knows no
+confirmation id; then it ends the turn. Claude Code needs no other network.
+
+Prints one JSON line: the tool results Claude Code sent back, the approved id, and what
+Claude Code printed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
+arguments = {"path": path, "content": "written by claude code"}
+results = []
+approved = []
+
+
+def tool_results(body):
+    """The tool_result blocks of the last user message, as text."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return []
+    content = messages[-1].get("content")
+    if not isinstance(content, list):
+        return []
+    out = []
+    for block in content:
+        if block.get("type") != "tool_result":
+            continue
+        inner = block.get("content")
+        if isinstance(inner, list):
+            inner = " ".join(b.get("text", "") for b in inner if isinstance(b, dict))
+        out.append(str(inner))
+    return out
+
+
+def held_id(text):
+    """The confirmation a held result names (Claude Code shows the model its structured
+    content, or its text), or None for any other result."""
+    try:
+        held = json.loads(text)
+        if isinstance(held, dict) and held.get("elicitation_required"):
+            return held["elicitation"]["id"]
+    except ValueError:
+        pass
+    marker = "approve confirmation "
+    if marker in text:
+        start = text.index(marker) + len(marker)
+        return text[start:start + 36]
+    return None
+
+
+def approve(eid):
+    """The person approves the confirmation over the REST API."""
+    request = urllib.request.Request(
+        f"{base}/v1/mcp/elicitations/{eid}/respond",
+        data=json.dumps({"confirmed": True}).encode(),
+        headers={"authorization": f"Bearer {human_token}", "content-type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 200, answer.status
+    approved.append(eid)
+
+
+def events(blocks, stop_reason):
+    """A streamed Messages API answer with these content blocks."""
+    yield "message_start", {"type": "message_start", "message": {
+        "id": "msg_scripted", "type": "message", "role": "assistant", "model": "claude-scripted",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}}
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "text", "text": ""}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "text_delta", "text": block["text"]}}
+        else:
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "tool_use", "id": block["id"],
+                                                            "name": block["name"], "input": {}}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "input_json_delta",
+                                                    "partial_json": json.dumps(block["input"])}}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                            "usage": {"output_tokens": 5}}
+    yield "message_stop", {"type": "message_stop"}
+
+
+class Model(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+        if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
+            self.reply_json({"input_tokens": 10})
+            return
+        names = [t.get("name", "") for t in body.get("tools") or []]
+        if os.environ.get("CLAUDE_CODE_DEBUG_DUMP"):
+            with open(os.environ["CLAUDE_CODE_DEBUG_DUMP"], "a") as dump:
+                dump.write(json.dumps({"path": self.path, "tools": names, "n": len(body.get("messages") or [])}) + "\n")
+        wanted = next((n for n in names if n.endswith(tool)), None)
+        seen = tool_results(body)
+        if wanted is None:
+            # Not the agent's turn (a title, a summary): plain text.
+            blocks, stop = [{"type": "text", "text": "ok"}], "end_turn"
+        elif not seen:
+            blocks, stop = [{"type": "tool_use", "id": "toolu_1", "name": wanted, "input": arguments}], "tool_use"
+        else:
+            results.append(seen[-1])
+            eid = held_id(seen[-1])
+            if eid and not approved:
+                approve(eid)
+                blocks, stop = [{"type": "tool_use", "id": "toolu_2", "name": wanted, "input": arguments}], "tool_use"
+            else:
+                blocks, stop = [{"type": "text", "text": "Done."}], "end_turn"
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for name, data in events(blocks, stop):
+                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+            self.wfile.flush()
+        else:
+            self.reply_json({"id": "msg_scripted", "type": "message", "role": "assistant",
+                             "model": "claude-scripted", "content": blocks, "stop_reason": stop,
+                             "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
+
+    def reply_json(self, value):
+        data = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    home = tempfile.mkdtemp(prefix="mcp-claude-code-")
+    config = os.path.join(home, "mcp.json")
+    with open(config, "w") as f:
+        json.dump({"mcpServers": {"gw": {"type": "http", "url": f"{base}/mcp",
+                                          "headers": {"Authorization": f"Bearer {agent_token}"}}}}, f)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "ANTHROPIC_API_KEY": "sk-scripted",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        # MCP tools in the request itself, not deferred behind ToolSearch.
+        "ENABLE_TOOL_SEARCH": "false",
+    }
+    run = subprocess.run(
+        [claude, "-p", "Write the file.", "--mcp-config", config, "--strict-mcp-config",
+         "--allowedTools", f"mcp__gw__{tool}", "--output-format", "json", "--max-turns", "6"],
+        env=env, cwd=home, capture_output=True, text=True, timeout=150,
+    )
+    server.shutdown()
+    print(json.dumps({"results": results, "approved": approved, "exit": run.returncode,
+                      "stdout": run.stdout[-2000:], "stderr": run.stderr[-2000:]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+//! Module state kept apart between callers: an isolated module runs one instance per caller
+//! — its own upstream session for an HTTP module, its own process for a stdio module — so
+//! what one caller's calls leave in a module (session resources, roots, subscriptions,
+//! notifications) never reaches another caller. The module's shared instance lists the
+//! catalog (a list does not vary per connection) and serves callers when the module keeps
+//! no state (a 2026-07-28 HTTP module: [`crate::Module::stateless`]).
+//!
+//! Instances start on a caller's first request, are bounded in number (the least recently
+//! used idle one makes room; with every instance in use a new caller is refused as busy),
+//! and stop after they have been idle a while.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::{Module, ModuleError};
+
+/// Starts one instance of a module (ready to serve, or as ready as it gets in its start-up
+/// wait).
+pub type StartInstance = Arc<
+    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, ModuleError>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// How an isolated module runs its per-caller instances.
+#[derive(Clone)]
+pub struct Isolation {
+    /// Starts an instance.
+    pub start: StartInstance,
+    /// At most this many instances at once (callers beyond, with all in use, are busy).
+    pub max_instances: usize,
+    /// An instance unused this long is stopped.
+    pub idle: Duration,
+}
+
+impl std::fmt::Debug for Isolation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Isolation")
+            .field("max_instances", &self.max_instances)
+            .field("idle", &self.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Live {
+    module: Arc<dyn Module>,
+    last_used: Instant,
+}
+
+/// The running per-caller instances of one module.
+pub(crate) struct Instances {
+    module: String,
+    isolation: Isolation,
+    live: tokio::sync::Mutex<HashMap<String, Live>>,
+}
+
+impl Instances {
+    pub(crate) fn new(module: String, isolation: Isolation) -> Self {
+        Instances {
+            module,
+            isolation,
+            live: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The instance of caller `who`, started now if it has none (then `true`).
+    pub(crate) async fn of(&self, who: &str) -> Result<(Arc<dyn Module>, bool), ModuleError> {
+        let mut live = self.live.lock().await;
+        if let Some(instance) = live.get_mut(who) {
+            instance.last_used = Instant::now();
+            return Ok((instance.module.clone(), false));
+        }
+        if live.len() >= self.isolation.max_instances.max(1) {
+            // Room from the least recently used instance nobody is using now (only the map
+            // holds it).
+            let idle = live
+                .iter()
+                .filter(|(_, l)| Arc::strong_count(&l.module) == 1)
+                .min_by_key(|(_, l)| l.last_used)
+                .map(|(k, _)| k.clone());
+            let Some(idle) = idle else {
+                return Err(ModuleError::Busy {
+                    module: self.module.clone(),
+                    running: live.len(),
+                });
+            };
+            if let Some(old) = live.remove(&idle) {
+                tracing::info!(module = %self.module, "a caller's module instance is stopped to make room for another's");
+                tokio::spawn(async move { old.module.shutdown().await });
+            }
+        }
+        let module = (self.isolation.start)().await?;
+        tracing::info!(module = %self.module, instances = live.len() + 1, "a module instance started for a caller");
+        live.insert(
+            who.to_owned(),
+            Live {
+                module: module.clone(),
+                last_used: Instant::now(),
+            },
+        );
+        Ok((module, true))
+    }
+
+    /// Stops the instances unused for the idle time (and not in use now).
+    pub(crate) async fn sweep(&self) {
+        let idle = self.isolation.idle;
+        let stopped: Vec<Live> = {
+            let mut live = self.live.lock().await;
+            let expired: Vec<String> = live
+                .iter()
+                .filter(|(_, l)| l.last_used.elapsed() >= idle && Arc::strong_count(&l.module) == 1)
+                .map(|(k, _)| k.clone())
+                .collect();
+            expired.iter().filter_map(|k| live.remove(k)).collect()
+        };
+        for instance in stopped {
+            tracing::info!(module = %self.module, "an idle caller's module instance stopped");
+            instance.module.shutdown().await;
+        }
+    }
+
+    /// Every instance running now.
+    pub(crate) async fn all(&self) -> Vec<Arc<dyn Module>> {
+        self.live
+            .lock()
+            .await
+            .values()
+            .map(|l| l.module.clone())
+            .collect()
+    }
+
+    /// Stops every instance.
+    pub(crate) async fn shutdown(&self) {
+        let stopped: Vec<Live> = self.live.lock().await.drain().map(|(_, l)| l).collect();
+        for instance in stopped {
+            instance.module.shutdown().await;
+        }
+    }
+
+    /// How many instances run now.
+    pub(crate) async fn count(&self) -> usize {
+        self.live.lock().await.len()
+    }
+}
