@@ -201,7 +201,15 @@ async fn http(
     let status = response.status().as_u16();
     let headers = response.headers().clone();
     let bytes = response.into_body().collect().await.unwrap().to_bytes();
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    // JSON, or an SSE stream whose last JSON-RPC answer is the reply.
+    let value = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .rfind(|m| m.get("id").is_some() && m.get("method").is_none())
+            .unwrap_or(Value::Null)
+    });
     (status, headers, value)
 }
 
@@ -2767,6 +2775,9 @@ name = "ev"
 [[policy]]
 tool = "ev__gzip-file-as-resource"
 gate = "allow"
+[[policy]]
+tool = "ev__toggle-simulated-logging"
+gate = "allow"
 "#,
             alice = token_sha256(ALICE),
             bob = token_sha256(BOB),
@@ -2824,9 +2835,83 @@ gate = "allow"
         assert!(other["error"].is_object(), "{other}");
     }
     let instances = children_running(gateway.child.id().unwrap(), "mcp-server-everything");
+    if !bob_sees {
+        // The module's own log messages, sent outside any call, reach alice's session
+        // stream and never bob's.
+        let mut alice_stream = session_stream(&gateway, ALICE, &alice).await;
+        let mut bob_stream = session_stream(&gateway, BOB, &bob).await;
+        for (token, session) in [(ALICE, &alice), (BOB, &bob)] {
+            let set = in_session(
+                &gateway,
+                token,
+                session,
+                json!({"jsonrpc": "2.0", "id": 4,
+                "method": "logging/setLevel", "params": {"level": "debug"}}),
+            )
+            .await;
+            assert!(set.get("error").is_none(), "{set}");
+        }
+        let toggled = in_session(&gateway, ALICE, &alice, json!({"jsonrpc": "2.0", "id": 5,
+            "method": "tools/call", "params": {"name": "ev__toggle-simulated-logging", "arguments": {}}}))
+        .await;
+        assert!(
+            toggled["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("Started")),
+            "{toggled}"
+        );
+        // The server logs every 5 s.
+        let alice_saw = read_until(&mut alice_stream, "notifications/message", 30).await;
+        assert!(
+            alice_saw.contains("notifications/message"),
+            "alice's module session logs to alice: {alice_saw}"
+        );
+        let bob_saw = read_until(&mut bob_stream, "notifications/message", 6).await;
+        assert!(
+            !bob_saw.contains("notifications/message"),
+            "never to bob: {bob_saw}"
+        );
+    }
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     (bob_sees, instances)
+}
+
+/// A session's GET stream, primed.
+async fn session_stream(gateway: &Gateway, token: &str, session: &str) -> hyper::body::Incoming {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::builder()
+        .method("GET")
+        .uri(format!("{}/mcp", gateway.base))
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let primed = read_until(&mut body, "retry:", 20).await;
+    assert!(primed.contains("retry:"), "the stream primes: {primed}");
+    body
+}
+
+/// What a stream carries until `needle` shows up or `seconds` pass.
+async fn read_until(body: &mut hyper::body::Incoming, needle: &str, seconds: u64) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+    let mut seen = String::new();
+    while !seen.contains(needle) {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    seen.push_str(&String::from_utf8_lossy(data));
+                }
+            }
+            _ => break,
+        }
+    }
+    seen
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -913,7 +913,7 @@ fn hints(entry: &ToolEntry) -> HintSource<'_> {
 }
 
 /// Which instance of an isolated module serves `caller`: one per caller (tenant and subject).
-fn instance_key(caller: &Caller) -> String {
+pub(crate) fn instance_key(caller: &Caller) -> String {
     format!(
         "{}\u{1f}{}",
         caller.tenant_id().unwrap_or_default(),

@@ -308,6 +308,11 @@ impl mcp_upstream::Relay for ClientRelay {
         }
     }
 
+    fn answers(&self, method: &str) -> bool {
+        self.asker.as_ref().is_some_and(|a| a.can(method))
+            || (method == "elicitation/create" && self.inbox.is_some())
+    }
+
     async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
         let asker = match self.asker.as_ref().filter(|a| a.can(method)) {
             Some(Asker::Session(asker)) => asker,

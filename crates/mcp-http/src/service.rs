@@ -266,6 +266,30 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
             }
         }
     });
+    // A caller's own module instance logging outside any call: to that caller's sessions.
+    let mut logs = gateway.registry().instance_logs();
+    let weak = Arc::downgrade(sessions);
+    tokio::spawn(async move {
+        loop {
+            let (who, params) = match logs.recv().await {
+                Ok(message) => message,
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => return,
+            };
+            let Some(sessions) = weak.upgrade() else {
+                return;
+            };
+            let Some(rank) = params
+                .get("level")
+                .and_then(Value::as_str)
+                .and_then(mcp_wire::mcp::log_level_rank)
+            else {
+                continue;
+            };
+            let message = jsonrpc::notification_bytes("notifications/message", Some(&params));
+            sessions.notify_caller(&who, rank, &message);
+        }
+    });
     let mut updates = gateway.resource_updates();
     let weak = Arc::downgrade(sessions);
     tokio::spawn(async move {

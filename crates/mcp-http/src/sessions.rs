@@ -545,6 +545,22 @@ impl Sessions {
         }
     }
 
+    /// Queues a module instance's log message (at level `rank`) for the streams of the
+    /// sessions of the caller the instance serves (`who`, see `gateway::instance_key`) that
+    /// want that level.
+    pub fn notify_caller(&self, who: &str, rank: u8, message: &[u8]) {
+        for session in self
+            .sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+        {
+            if rank >= session.log_level && crate::gateway::instance_key(&session.caller) == who {
+                session.channel.push(message);
+            }
+        }
+    }
+
     /// Queues `message` for the streams of the sessions subscribed to `uri`.
     pub fn notify_subscribers(&self, uri: &str, message: &[u8]) {
         for session in self

@@ -477,3 +477,52 @@ async fn completions_go_to_the_module_of_the_prompt_or_resource_they_refer_to() 
     .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+#[tokio::test]
+async fn tasks_are_neither_advertised_nor_forwarded() {
+    // The gateway relays no `tasks/*`: a tool that runs only as a task is not listed, one
+    // that may is listed as a plain tool, and a call's `task` never reaches the module (it
+    // answers the call itself, to its result).
+    let seen = Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let record = seen.clone();
+    let tools = vec![
+        InProcessTool::new(
+            json!({"name": "only_as_task", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}),
+            |_| Ok(json!({"content": []})),
+        ),
+        InProcessTool::new(
+            json!({"name": "maybe_task", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}),
+            move |args| {
+                record.lock().unwrap().push(args.clone());
+                Ok(json!({"content": [{"type": "text", "text": "ran"}]}))
+            },
+        ),
+    ];
+    let registry = Registry::start(vec![spec("t", "t", InProcessModule::new("t", tools))])
+        .await
+        .unwrap();
+    let listed: Vec<Value> = registry
+        .tools()
+        .await
+        .iter()
+        .map(|e| e.tool.clone())
+        .collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["name"], "t__maybe_task");
+    assert!(listed[0].get("execution").is_none(), "{}", listed[0]);
+    let entry = registry.lookup("t__maybe_task").unwrap();
+    let params: mcp_wire::CallToolParams = serde_json::from_value(
+        json!({"name": "t__maybe_task", "arguments": {}, "task": {"ttl": 60000}}),
+    )
+    .unwrap();
+    let upstream = params.into_upstream(&entry.original);
+    assert!(
+        serde_json::to_value(&upstream)
+            .unwrap()
+            .get("task")
+            .is_none(),
+        "the module is not asked for a task"
+    );
+    let result = registry.call(&entry, upstream, None, None).await.unwrap();
+    assert!(result.get().contains("ran"), "{}", result.get());
+}

@@ -110,6 +110,9 @@ pub struct HttpModule {
     /// The resources subscribed at a 2026-07-28 module, asked on its `subscriptions/listen`
     /// stream (which is reopened when they change), and what the module acknowledged.
     subscriptions: Subscriptions,
+    /// Whether the module's own stream was answered once (open, or refused): what it sends
+    /// there is only heard once it is open.
+    stream_answered: tokio::sync::watch::Sender<bool>,
 }
 
 /// Resource subscriptions at a 2026-07-28 module: `resources/subscribe` is gone there, so
@@ -175,6 +178,7 @@ impl HttpModule {
         HttpModule {
             offers: rpc::Offers::default(),
             subscriptions: Subscriptions::default(),
+            stream_answered: tokio::sync::watch::channel(false).0,
             base_headers,
             config,
             client,
@@ -182,6 +186,7 @@ impl HttpModule {
             feeds: Feeds {
                 changed: broadcast::channel(16).0,
                 updated: broadcast::channel(64).0,
+                logs: broadcast::channel(64).0,
             },
             listener: std::sync::Mutex::default(),
             connecting: Mutex::new(()),
@@ -388,21 +393,29 @@ impl HttpModule {
             .era
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(found.clone());
-        let mut listener = self
-            .listener
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if listener.is_none() {
-            *listener = Some(tokio::spawn(listen(Listener {
-                name: self.config.name.clone(),
-                url: self.config.url.clone(),
-                client: self.client.clone(),
-                headers: self.headers(),
-                era: self.era.clone(),
-                feeds: self.feeds.clone(),
-                subscriptions: self.subscriptions.clone(),
-            })));
+        {
+            let mut listener = self
+                .listener
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if listener.is_none() {
+                *listener = Some(tokio::spawn(listen(Listener {
+                    name: self.config.name.clone(),
+                    url: self.config.url.clone(),
+                    client: self.client.clone(),
+                    headers: self.headers(),
+                    era: self.era.clone(),
+                    feeds: self.feeds.clone(),
+                    subscriptions: self.subscriptions.clone(),
+                    answered: self.stream_answered.clone(),
+                })));
+            }
         }
+        // A module tells a session's list changes and log messages on the session's own
+        // stream, and a server drops what it cannot deliver: the first request waits (a
+        // little) until that stream is open, so what it causes there is heard.
+        let mut answered = self.stream_answered.subscribe();
+        let _ = tokio::time::timeout(STREAM_OPEN_WAIT, answered.wait_for(|a| *a)).await;
         Ok(found)
     }
 
@@ -525,7 +538,18 @@ impl HttpModule {
             let mut headers = self.headers();
             match &era {
                 Era::Modern => {
-                    // Idempotent, so a retry may apply it again.
+                    // What the call's client can answer, declared before the envelope's
+                    // own capabilities (the first map added wins a key): the module then
+                    // asks nothing the client would refuse. Idempotent, so a retry may
+                    // apply it again.
+                    if let Some(link) = link {
+                        let relay = &link.relay;
+                        params.add_meta(mcp_wire::mcp::capabilities_meta(
+                            relay.answers("elicitation/create"),
+                            relay.answers("sampling/createMessage"),
+                            relay.answers("roots/list"),
+                        ));
+                    }
                     params.add_meta(modern_meta());
                     if let Some(level) = link
                         .and_then(|l| l.relay.log_level())
@@ -643,6 +667,10 @@ impl Module for HttpModule {
 
     fn stateless(&self) -> bool {
         matches!(self.known_era(), Some(Era::Modern))
+    }
+
+    fn log_messages(&self) -> Option<broadcast::Receiver<Value>> {
+        Some(self.feeds.logs.subscribe())
     }
 
     fn tools_changed(&self) -> Option<broadcast::Receiver<()>> {
@@ -820,6 +848,8 @@ impl Drop for HttpModule {
 struct Feeds {
     changed: broadcast::Sender<()>,
     updated: broadcast::Sender<String>,
+    /// Its log messages outside any call.
+    logs: broadcast::Sender<Value>,
 }
 
 /// What the task that listens to a module's own stream needs.
@@ -831,7 +861,12 @@ struct Listener {
     era: Arc<std::sync::Mutex<Option<Era>>>,
     feeds: Feeds,
     subscriptions: Subscriptions,
+    /// Set once the stream was answered (open, or refused).
+    answered: tokio::sync::watch::Sender<bool>,
 }
+
+/// How long a module's first request waits for its own stream to open.
+const STREAM_OPEN_WAIT: Duration = Duration::from_secs(2);
 
 /// Listens to the module's own stream — a legacy module's `GET` stream, a 2026-07-28
 /// module's `subscriptions/listen` — for its list changes and resource updates, and
@@ -913,6 +948,7 @@ async fn listen(l: Listener) {
                             | StatusCode::NOT_IMPLEMENTED
                             | StatusCode::BAD_REQUEST
                     ) || (status.is_success() && !is_sse);
+                    l.answered.send_replace(true);
                     if refused {
                         tracing::info!(module = %l.name, %status, "the module offers no stream of its own: its list changes are seen only when it restarts");
                         l.subscriptions
@@ -970,6 +1006,12 @@ async fn read_stream(l: &Listener, mut body: hyper::body::Incoming, generation: 
                     | "notifications/prompts/list_changed"
                     | "notifications/resources/list_changed" => {
                         let _ = l.feeds.changed.send(());
+                    }
+                    // Outside any call: for whoever this module session serves.
+                    "notifications/message" => {
+                        if let Some(params @ Value::Object(_)) = tree(params) {
+                            let _ = l.feeds.logs.send(params);
+                        }
                     }
                     "notifications/subscriptions/acknowledged" => {
                         let honoured = tree(params)

@@ -98,6 +98,13 @@ pub trait Module: Send + Sync + 'static {
     /// (passed on to the client without being parsed into a tree).
     async fn call_tool(&self, call: ToolCall<'_>) -> Result<Box<RawValue>, ModuleError>;
 
+    /// The log messages (`notifications/message` params) the module sends outside any call
+    /// — on an HTTP module's own stream, or on a stdio module's stdout with no call in
+    /// flight — for whoever the module instance serves; `None` for a module that sends none.
+    fn log_messages(&self) -> Option<broadcast::Receiver<Value>> {
+        None
+    }
+
     /// Whether the module keeps no state between requests (a 2026-07-28 HTTP module), so
     /// one instance serves every caller even when the module is isolated.
     fn stateless(&self) -> bool {
@@ -238,6 +245,11 @@ pub trait Relay: Send + Sync {
     /// The rank (in `mcp_wire::mcp::LOG_LEVELS`) of the least severe log message the client
     /// wants, told to a 2026-07-28 module with the call; `None`: it wants none.
     fn log_level(&self) -> Option<u8>;
+
+    /// Whether a module's request `method` (one of [`RELAYED_REQUESTS`]) can be answered
+    /// during this call — by the client, or (a form elicitation) by a person through the
+    /// gateway — so the module is told only of what can be answered.
+    fn answers(&self, method: &str) -> bool;
 }
 
 /// The methods a module may ask its client during a call.

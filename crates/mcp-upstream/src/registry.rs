@@ -205,6 +205,19 @@ pub fn is_valid_tool_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
+/// Removes a tool's `execution.taskSupport` (and `execution` when nothing else is in it);
+/// returns what it said.
+fn without_task_support(tool: &mut Value) -> Option<String> {
+    let execution = tool.get_mut("execution")?.as_object_mut()?;
+    let support = execution.remove("taskSupport")?;
+    if execution.is_empty()
+        && let Some(map) = tool.as_object_mut()
+    {
+        map.remove("execution");
+    }
+    Some(support.as_str().unwrap_or_default().to_owned())
+}
+
 /// `{prefix}__{tool}`, or the tool's own name for an empty prefix.
 pub fn qualify(prefix: &str, tool: &str) -> String {
     if prefix.is_empty() {
@@ -231,11 +244,15 @@ pub struct Registry {
     log_level: std::sync::atomic::AtomicU8,
     /// Every module's `notifications/resources/updated` URIs.
     updated: tokio::sync::broadcast::Sender<String>,
+    /// Per-caller instances' log messages outside any call, with the caller they serve.
+    instance_logs: tokio::sync::broadcast::Sender<(Arc<str>, Value)>,
     /// Each module's call slots, and how long a call waits for one.
     call_slots: Vec<Option<Arc<tokio::sync::Semaphore>>>,
     call_limit: CallLimit,
     /// Each isolated module's per-caller instances.
     instances: Vec<Option<crate::isolation::Instances>>,
+    /// The registry itself, for the tasks that follow a per-caller instance.
+    this: std::sync::OnceLock<Weak<Registry>>,
 }
 
 /// How many tool calls one module runs at once.
@@ -283,15 +300,18 @@ impl Registry {
             call_slots,
             call_limit: limit,
             instances,
+            this: std::sync::OnceLock::new(),
             modules,
             catalog: RwLock::new(BTreeMap::new()),
             prompts: RwLock::new(BTreeMap::new()),
             resources: RwLock::new(Resources::default()),
             log_level: std::sync::atomic::AtomicU8::new(u8::MAX),
             updated: tokio::sync::broadcast::channel(256).0,
+            instance_logs: tokio::sync::broadcast::channel(256).0,
             failed_at: Mutex::new(vec![None; count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
+        let _ = registry.this.set(Arc::downgrade(&registry));
         // Idle per-caller instances stop.
         if registry.instances.iter().any(Option::is_some) {
             let weak = Arc::downgrade(&registry);
@@ -410,6 +430,13 @@ impl Registry {
                     .get("inputSchema")
                     .map(mcp_wire::headers::param_headers)
                     .unwrap_or_default();
+                // The gateway relays no tasks (2025-11-25 `tasks/*`): a tool that can run
+                // only as a task is not listed, and one that may is listed as a plain tool
+                // (its calls go without `task`, and run to their result).
+                if without_task_support(&mut tool).as_deref() == Some("required") {
+                    tracing::warn!(module = %spec.name, tool = %gating_core::visible(&original), "not listing a tool that runs only as a task: the gateway does not relay tasks");
+                    return None;
+                }
                 tool.as_object_mut()?
                     .insert("name".into(), Value::String(qualified.clone()));
                 Some(ToolEntry {
@@ -609,14 +636,51 @@ impl Registry {
         }
         let (instance, started) = instances.of(who).await?;
         if started {
-            self.adopt(index, &instance).await;
+            self.adopt(index, &instance, who).await;
         }
         Ok(instance)
     }
 
+    /// Log messages per-caller module instances sent outside any call, each with the caller
+    /// (the `who` its instance serves): for that caller's sessions only.
+    pub fn instance_logs(&self) -> tokio::sync::broadcast::Receiver<(Arc<str>, Value)> {
+        self.instance_logs.subscribe()
+    }
+
     /// A per-caller instance just started: it gets the log level asked for so far, and its
     /// resource updates reach the registry's feed.
-    async fn adopt(&self, index: usize, instance: &Arc<dyn Module>) {
+    async fn adopt(&self, index: usize, instance: &Arc<dyn Module>, who: &str) {
+        // Its list changes (a caller's call may add a tool) re-list the module.
+        if let (Some(mut changes), Some(weak)) =
+            (instance.tools_changed(), self.this.get().cloned())
+        {
+            tokio::spawn(async move {
+                loop {
+                    match changes.recv().await {
+                        Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                    let Some(registry) = weak.upgrade() else {
+                        return;
+                    };
+                    registry.refresh(index).await;
+                }
+            });
+        }
+        if let Some(mut logs) = instance.log_messages() {
+            let (out, who): (_, Arc<str>) = (self.instance_logs.clone(), Arc::from(who));
+            tokio::spawn(async move {
+                loop {
+                    match logs.recv().await {
+                        Ok(params) => {
+                            let _ = out.send((who.clone(), params));
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
         let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
         if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank))
             && let Err(e) = instance.set_log_level(level).await

@@ -118,6 +118,8 @@ struct Shared {
     calls: Mutex<HashMap<String, InFlightEntry>>,
     /// `notifications/resources/updated`, by URI.
     updated: broadcast::Sender<String>,
+    /// Log messages with no call in flight.
+    logs: broadcast::Sender<Value>,
     /// Bounds the module's own requests being answered at once.
     asking: Arc<tokio::sync::Semaphore>,
     /// Times the process was started again after it ended.
@@ -216,6 +218,7 @@ impl StdioModule {
             offers: rpc::Offers::default(),
             calls: Mutex::default(),
             updated: broadcast::channel(64).0,
+            logs: broadcast::channel(64).0,
             asking: Arc::new(tokio::sync::Semaphore::new(MAX_MODULE_REQUESTS)),
             restarts: std::sync::atomic::AtomicU64::new(0),
         });
@@ -420,6 +423,10 @@ impl Module for StdioModule {
 
     fn resource_updates(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.shared.updated.subscribe())
+    }
+
+    fn log_messages(&self) -> Option<broadcast::Receiver<Value>> {
+        Some(self.shared.logs.subscribe())
     }
 
     fn health(&self) -> crate::module::ModuleHealth {
@@ -707,6 +714,13 @@ fn notification(shared: &Shared, method: &str, params: Option<Value>) {
         }
         "notifications/message" => match shared.only_call() {
             Ok(Some(link)) => link.notification(method, params),
+            // No call in flight: for whoever this process serves (a per-caller instance's
+            // caller; nobody for a shared one).
+            Err(0) if shared.logs.receiver_count() > 0 => {
+                if let Some(params @ Value::Object(_)) = params {
+                    let _ = shared.logs.send(params);
+                }
+            }
             _ => {
                 let level = params
                     .as_ref()

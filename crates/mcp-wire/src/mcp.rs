@@ -198,6 +198,37 @@ pub fn upstream_capabilities() -> Value {
     json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}})
 }
 
+/// `_meta` with only `clientCapabilities`: what a 2026-07-28 module is told a call's client
+/// can answer (elicitation in form mode, sampling, roots), so it asks nothing that would be
+/// refused. One static map per combination (added to a call's params without copying).
+pub fn capabilities_meta(
+    elicitation: bool,
+    sampling: bool,
+    roots: bool,
+) -> &'static Map<String, Value> {
+    static METAS: std::sync::LazyLock<Vec<Map<String, Value>>> = std::sync::LazyLock::new(|| {
+        (0..8u8)
+            .map(|bits| {
+                let mut capabilities = Map::new();
+                if bits & 1 != 0 {
+                    capabilities.insert("elicitation".into(), json!({"form": {}}));
+                }
+                if bits & 2 != 0 {
+                    capabilities.insert("sampling".into(), json!({}));
+                }
+                if bits & 4 != 0 {
+                    capabilities.insert("roots".into(), json!({}));
+                }
+                let mut meta = Map::new();
+                meta.insert(META_CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
+                meta
+            })
+            .collect()
+    });
+    let index = usize::from(elicitation) | usize::from(sampling) << 1 | usize::from(roots) << 2;
+    &METAS[index]
+}
+
 /// The `initialize` params the gateway sends to a legacy module at `version`.
 pub fn initialize_params(version: &str) -> Value {
     json!({

@@ -194,6 +194,8 @@ impl CallToolParams {
         self.name = name.to_owned();
         self.request_state = None;
         self.input_responses = None;
+        // The gateway relays no tasks: the call runs to its result.
+        self.rest.remove("task");
         if let Some(meta) = &mut self.meta {
             meta.remove(META_CONFIRMATION_ID);
             meta.retain(|k, _| !k.starts_with(META_PROTOCOL_PREFIX));
@@ -459,8 +461,36 @@ mod tests {
         let upstream = serde_json::to_value(params.into_upstream("delete")).unwrap();
         assert_eq!(
             upstream,
-            json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}, "task": {"ttl": 1}})
+            json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}}),
+            "no task: the gateway relays none, so the call runs to its result"
         );
+    }
+
+    #[test]
+    fn a_call_declares_what_its_client_can_answer_before_the_envelopes_defaults() {
+        for (elicitation, sampling, roots, want) in [
+            (false, false, false, json!({})),
+            (true, false, false, json!({"elicitation": {"form": {}}})),
+            (
+                true,
+                true,
+                true,
+                json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}}),
+            ),
+        ] {
+            let mut params = CallToolParams::new("t".into(), None);
+            params.add_meta(crate::mcp::capabilities_meta(elicitation, sampling, roots));
+            params.add_meta(crate::mcp::modern_meta());
+            let written: Value = serde_json::to_value(&params).unwrap();
+            assert_eq!(
+                written["_meta"]["io.modelcontextprotocol/clientCapabilities"], want,
+                "{written}"
+            );
+            assert_eq!(
+                written["_meta"]["io.modelcontextprotocol/protocolVersion"],
+                "2026-07-28"
+            );
+        }
     }
 
     #[test]
