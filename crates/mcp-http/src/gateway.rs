@@ -334,7 +334,9 @@ impl Gateway {
     }
 
     /// The URIs modules say were updated.
-    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+    pub fn resource_updates(
+        &self,
+    ) -> tokio::sync::broadcast::Receiver<mcp_upstream::registry::ResourceUpdate> {
         self.registry.resource_updates()
     }
 
@@ -363,6 +365,10 @@ impl Gateway {
                 code,
                 message,
                 data: data.map(|d| *d),
+            }),
+            Some(Err(ModuleError::Busy { .. })) => Err(McpError::RateLimited {
+                what: "the module is busy serving other callers",
+                retry_after: 1,
             }),
             Some(Err(err)) => Err(McpError::Internal(format!("resource {uri}: {err}"))),
         }
@@ -900,6 +906,11 @@ fn passed_on(
             code,
             message,
             data: data.map(|d| *d),
+        }),
+        // Every instance of the module is in use (another caller's load): try again.
+        Some(Err(ModuleError::Busy { .. })) => Err(McpError::RateLimited {
+            what: "the module is busy serving other callers",
+            retry_after: 1,
         }),
         Some(Err(err)) => Err(McpError::Internal(format!("{what}: {err}"))),
     }

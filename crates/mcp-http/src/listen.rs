@@ -323,6 +323,15 @@ pub struct ListenParams {
     pub notifications: ListenFor,
 }
 
+/// The resource updates a caller's listen stream hears: every shared module's, and its own
+/// module instances' (never another caller's).
+pub struct CallerUpdates {
+    /// The registry's feed.
+    pub feed: tokio::sync::broadcast::Receiver<mcp_upstream::registry::ResourceUpdate>,
+    /// The caller (`gateway::instance_key`).
+    pub who: String,
+}
+
 /// A `subscriptions/listen` stream: the acknowledgement (what is honoured), then the
 /// catalog's changes and the subscribed resources' updates, each with
 /// `_meta["io.modelcontextprotocol/subscriptionId"]`; at shutdown the graceful close (the
@@ -331,12 +340,16 @@ pub fn modern_stream(
     id: RequestId,
     honoured: ListenFor,
     mut changes: tokio::sync::broadcast::Receiver<()>,
-    mut updates: tokio::sync::broadcast::Receiver<String>,
+    updates: CallerUpdates,
     mut closing: watch::Receiver<bool>,
     slot: crate::streams::StreamSlot,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Response<Body> {
     use tokio::sync::broadcast::error::RecvError;
+    let CallerUpdates {
+        feed: mut updates,
+        who,
+    } = updates;
     let (tx, body) = ChannelBody::new(16);
     tokio::spawn(async move {
         let _slot = slot;
@@ -376,8 +389,9 @@ pub fn modern_stream(
                         Err(RecvError::Closed) => break,
                     },
                     updated = updates.recv() => match updated {
-                        Ok(uri) if honoured.resource_subscriptions.contains(&uri) => {
-                            vec![notice("notifications/resources/updated", serde_json::json!({"uri": uri}))]
+                        Ok(update) if honoured.resource_subscriptions.contains(&update.uri)
+                            && update.for_caller(&who) => {
+                            vec![notice("notifications/resources/updated", serde_json::json!({"uri": update.uri}))]
                         }
                         Ok(_) | Err(RecvError::Lagged(_)) => Vec::new(),
                         Err(RecvError::Closed) => break,

@@ -211,7 +211,10 @@ impl McpService {
             request.id.clone(),
             honoured,
             self.gateway().catalog_changes(),
-            self.gateway().resource_updates(),
+            listen::CallerUpdates {
+                feed: self.gateway().resource_updates(),
+                who: crate::gateway::instance_key(&principal.caller),
+            },
             self.closing.subscribe(),
             slot,
             on_end,

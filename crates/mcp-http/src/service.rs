@@ -294,8 +294,8 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
     let weak = Arc::downgrade(sessions);
     tokio::spawn(async move {
         loop {
-            let uri = match updates.recv().await {
-                Ok(uri) => uri,
+            let update = match updates.recv().await {
+                Ok(update) => update,
                 Err(RecvError::Lagged(_)) => continue,
                 Err(RecvError::Closed) => return,
             };
@@ -304,9 +304,9 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
             };
             let message = jsonrpc::notification_bytes(
                 "notifications/resources/updated",
-                Some(&json!({"uri": uri})),
+                Some(&json!({"uri": update.uri})),
             );
-            sessions.notify_subscribers(&uri, &message);
+            sessions.notify_subscribers(&update, &message);
         }
     });
 }

@@ -561,15 +561,23 @@ impl Sessions {
         }
     }
 
-    /// Queues `message` for the streams of the sessions subscribed to `uri`.
-    pub fn notify_subscribers(&self, uri: &str, message: &[u8]) {
+    /// Queues `message` for the streams of the sessions subscribed to the updated URI (of
+    /// its caller's, for a caller's own module instance).
+    pub fn notify_subscribers(
+        &self,
+        update: &mcp_upstream::registry::ResourceUpdate,
+        message: &[u8],
+    ) {
         for session in self
             .sessions
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
         {
-            if session.channel.subscribed(uri) {
+            if session.channel.subscribed(&update.uri)
+                && (update.who.is_none()
+                    || update.for_caller(&crate::gateway::instance_key(&session.caller)))
+            {
                 session.channel.push(message);
             }
         }

@@ -133,8 +133,8 @@ enum Acknowledged {
     Pending,
     /// The module acknowledged generation `.0`, honouring these resource subscriptions.
     Honoured(u64, std::collections::BTreeSet<String>),
-    /// The module offers no listen stream.
-    Refused,
+    /// The module offers no listen stream (`None`), or refused the one of generation `.0`.
+    Refused(Option<u64>),
 }
 
 impl Default for Subscriptions {
@@ -145,6 +145,9 @@ impl Default for Subscriptions {
         }
     }
 }
+
+/// Most resource subscriptions asked of one 2026-07-28 module session.
+const MAX_MODULE_SUBSCRIPTIONS: usize = 1024;
 
 /// How long a subscriber waits for a module to acknowledge its listen stream.
 const ACKNOWLEDGE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -424,7 +427,13 @@ impl HttpModule {
     /// acknowledgement of that stream, which must honour the subscription.
     async fn listen_for(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
         let mut generation = 0;
+        let mut full = false;
+        let mut added = false;
         self.subscriptions.wanted.send_modify(|(g, uris)| {
+            if subscribe && !uris.contains(uri) && uris.len() >= MAX_MODULE_SUBSCRIPTIONS {
+                full = true;
+                return;
+            }
             let changed = if subscribe {
                 uris.insert(uri.to_owned())
             } else {
@@ -433,15 +442,46 @@ impl HttpModule {
             if changed {
                 *g += 1;
             }
+            added = changed && subscribe;
             generation = *g;
         });
+        if full {
+            return Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::INVALID_PARAMS,
+                message: format!(
+                    "the module already has {MAX_MODULE_SUBSCRIPTIONS} resource subscriptions"
+                ),
+                data: None,
+            });
+        }
+        let outcome = self.acknowledged(uri, subscribe, generation).await;
+        if outcome.is_err() && added {
+            // Not taken: the stream goes back to what it was.
+            self.subscriptions.wanted.send_modify(|(g, uris)| {
+                if uris.remove(uri) {
+                    *g += 1;
+                }
+            });
+        }
+        outcome
+    }
+
+    /// Waits for the module's acknowledgement of subscription generation `generation`.
+    async fn acknowledged(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        generation: u64,
+    ) -> Result<(), ModuleError> {
         let mut acknowledged = self.subscriptions.acknowledged.subscribe();
         let settled = tokio::time::timeout(
             ACKNOWLEDGE_TIMEOUT,
             acknowledged.wait_for(|a| match a {
                 Acknowledged::Pending => false,
                 Acknowledged::Honoured(g, _) => *g >= generation,
-                Acknowledged::Refused => true,
+                Acknowledged::Refused(None) => true,
+                Acknowledged::Refused(Some(g)) => *g >= generation,
             }),
         )
         .await;
@@ -457,7 +497,7 @@ impl HttpModule {
                 message: format!("the module did not honour the subscription to {uri}"),
                 data: None,
             }),
-            Acknowledged::Refused => Err(ModuleError::Rpc {
+            Acknowledged::Refused(_) => Err(ModuleError::Rpc {
                 module: self.config.name.clone(),
                 code: mcp_wire::codes::METHOD_NOT_FOUND,
                 message: "the module offers no subscriptions (subscriptions/listen)".into(),
@@ -875,6 +915,8 @@ const STREAM_OPEN_WAIT: Duration = Duration::from_secs(2);
 async fn listen(l: Listener) {
     let mut backoff = Duration::from_secs(1);
     let mut connected_before = false;
+    // Reopened for new resource subscriptions (not after the stream was lost).
+    let mut on_purpose = false;
     let mut wanted = l.subscriptions.wanted.subscribe();
     loop {
         // The generation of resource subscriptions this stream asks for (2026-07-28).
@@ -949,18 +991,27 @@ async fn listen(l: Listener) {
                             | StatusCode::BAD_REQUEST
                     ) || (status.is_success() && !is_sse);
                     l.answered.send_replace(true);
-                    if refused {
+                    if refused && !connected_before {
                         tracing::info!(module = %l.name, %status, "the module offers no stream of its own: its list changes are seen only when it restarts");
                         l.subscriptions
                             .acknowledged
-                            .send_replace(Acknowledged::Refused);
+                            .send_replace(Acknowledged::Refused(None));
                         return;
                     }
-                    if status.is_success() {
-                        if connected_before {
+                    if refused {
+                        // A stream it took before, refused with these subscriptions: the
+                        // subscriber that asked is refused (and takes its change back, which
+                        // reopens the stream as it was); the stream is kept.
+                        tracing::info!(module = %l.name, %status, "the module refused its stream with the resource subscriptions asked for");
+                        l.subscriptions
+                            .acknowledged
+                            .send_replace(Acknowledged::Refused(Some(current)));
+                    } else if status.is_success() {
+                        if connected_before && !on_purpose {
                             // It may have changed while the stream was down.
                             let _ = l.feeds.changed.send(());
                         }
+                        on_purpose = false;
                         connected_before = true;
                         backoff = Duration::from_secs(1);
                         let resubscribed = tokio::select! {
@@ -972,6 +1023,7 @@ async fn listen(l: Listener) {
                             .send_replace(Acknowledged::Pending);
                         if resubscribed {
                             // Reopened at once with the new subscriptions.
+                            on_purpose = true;
                             continue;
                         }
                     } else {
@@ -983,8 +1035,13 @@ async fn listen(l: Listener) {
                 }
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(30));
+        // A subscription change (a refused one taken back) reopens at once.
+        tokio::select! {
+            () = tokio::time::sleep(backoff) => {
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+            }
+            _ = wanted.changed() => on_purpose = connected_before,
+        }
     }
 }
 

@@ -45,9 +45,19 @@ impl std::fmt::Debug for Isolation {
     }
 }
 
+/// A caller's instance: started once (its callers wait for the start, nobody else does).
 struct Live {
-    module: Arc<dyn Module>,
+    instance: Arc<tokio::sync::OnceCell<Arc<dyn Module>>>,
     last_used: Instant,
+}
+
+impl Live {
+    /// The instance, when it started and nobody but the map holds it now.
+    fn idle(&self) -> Option<&Arc<dyn Module>> {
+        self.instance
+            .get()
+            .filter(|module| Arc::strong_count(module) == 1)
+    }
 }
 
 /// The running per-caller instances of one module.
@@ -66,59 +76,92 @@ impl Instances {
         }
     }
 
-    /// The instance of caller `who`, started now if it has none (then `true`).
+    /// The instance of caller `who`, started now if it has none (then `true`). Starting one
+    /// holds up only that caller's requests.
     pub(crate) async fn of(&self, who: &str) -> Result<(Arc<dyn Module>, bool), ModuleError> {
-        let mut live = self.live.lock().await;
-        if let Some(instance) = live.get_mut(who) {
-            instance.last_used = Instant::now();
-            return Ok((instance.module.clone(), false));
-        }
-        if live.len() >= self.isolation.max_instances.max(1) {
-            // Room from the least recently used instance nobody is using now (only the map
-            // holds it).
-            let idle = live
-                .iter()
-                .filter(|(_, l)| Arc::strong_count(&l.module) == 1)
-                .min_by_key(|(_, l)| l.last_used)
-                .map(|(k, _)| k.clone());
-            let Some(idle) = idle else {
-                return Err(ModuleError::Busy {
-                    module: self.module.clone(),
-                    running: live.len(),
-                });
-            };
-            if let Some(old) = live.remove(&idle) {
-                tracing::info!(module = %self.module, "a caller's module instance is stopped to make room for another's");
-                tokio::spawn(async move { old.module.shutdown().await });
+        let slot = {
+            let mut live = self.live.lock().await;
+            if let Some(instance) = live.get_mut(who) {
+                instance.last_used = Instant::now();
+                instance.instance.clone()
+            } else {
+                if live.len() >= self.isolation.max_instances.max(1) {
+                    // Room from the least recently used instance nobody is using now.
+                    let idle = live
+                        .iter()
+                        .filter(|(_, l)| l.idle().is_some())
+                        .min_by_key(|(_, l)| l.last_used)
+                        .map(|(k, _)| k.clone());
+                    let Some(idle) = idle else {
+                        return Err(ModuleError::Busy {
+                            module: self.module.clone(),
+                            running: live.len(),
+                        });
+                    };
+                    if let Some(old) = live.remove(&idle).and_then(|l| l.instance.get().cloned()) {
+                        tracing::info!(module = %self.module, "a caller's module instance is stopped to make room for another's");
+                        tokio::spawn(async move { old.shutdown().await });
+                    }
+                }
+                let slot = Arc::new(tokio::sync::OnceCell::new());
+                live.insert(
+                    who.to_owned(),
+                    Live {
+                        instance: slot.clone(),
+                        last_used: Instant::now(),
+                    },
+                );
+                slot
+            }
+        };
+        let started = std::sync::atomic::AtomicBool::new(false);
+        let module = slot
+            .get_or_try_init(|| async {
+                started.store(true, std::sync::atomic::Ordering::Relaxed);
+                (self.isolation.start)().await
+            })
+            .await;
+        match module {
+            Ok(module) => {
+                let started = started.load(std::sync::atomic::Ordering::Relaxed);
+                if started {
+                    tracing::info!(module = %self.module, "a module instance started for a caller");
+                }
+                Ok((module.clone(), started))
+            }
+            Err(e) => {
+                // Not started: the next request tries again.
+                let mut live = self.live.lock().await;
+                if live
+                    .get(who)
+                    .is_some_and(|l| Arc::ptr_eq(&l.instance, &slot))
+                {
+                    live.remove(who);
+                }
+                Err(e)
             }
         }
-        let module = (self.isolation.start)().await?;
-        tracing::info!(module = %self.module, instances = live.len() + 1, "a module instance started for a caller");
-        live.insert(
-            who.to_owned(),
-            Live {
-                module: module.clone(),
-                last_used: Instant::now(),
-            },
-        );
-        Ok((module, true))
     }
 
     /// Stops the instances unused for the idle time (and not in use now).
     pub(crate) async fn sweep(&self) {
         let idle = self.isolation.idle;
-        let stopped: Vec<Live> = {
+        let stopped: Vec<Arc<dyn Module>> = {
             let mut live = self.live.lock().await;
             let expired: Vec<String> = live
                 .iter()
-                .filter(|(_, l)| l.last_used.elapsed() >= idle && Arc::strong_count(&l.module) == 1)
+                .filter(|(_, l)| l.last_used.elapsed() >= idle && l.idle().is_some())
                 .map(|(k, _)| k.clone())
                 .collect();
-            expired.iter().filter_map(|k| live.remove(k)).collect()
+            expired
+                .iter()
+                .filter_map(|k| live.remove(k))
+                .filter_map(|l| l.instance.get().cloned())
+                .collect()
         };
         for instance in stopped {
             tracing::info!(module = %self.module, "an idle caller's module instance stopped");
-            instance.module.shutdown().await;
+            instance.shutdown().await;
         }
     }
 
@@ -128,19 +171,25 @@ impl Instances {
             .lock()
             .await
             .values()
-            .map(|l| l.module.clone())
+            .filter_map(|l| l.instance.get().cloned())
             .collect()
     }
 
     /// Stops every instance.
     pub(crate) async fn shutdown(&self) {
-        let stopped: Vec<Live> = self.live.lock().await.drain().map(|(_, l)| l).collect();
+        let stopped: Vec<Arc<dyn Module>> = self
+            .live
+            .lock()
+            .await
+            .drain()
+            .filter_map(|(_, l)| l.instance.get().cloned())
+            .collect();
         for instance in stopped {
-            instance.module.shutdown().await;
+            instance.shutdown().await;
         }
     }
 
-    /// How many instances run now.
+    /// How many instances run (or start) now.
     pub(crate) async fn count(&self) -> usize {
         self.live.lock().await.len()
     }

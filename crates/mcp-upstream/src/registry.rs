@@ -227,6 +227,23 @@ pub fn qualify(prefix: &str, tool: &str) -> String {
     }
 }
 
+/// A module's `notifications/resources/updated`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUpdate {
+    /// The resource.
+    pub uri: String,
+    /// The caller whose own module instance changed it (the `who` of its requests); `None`
+    /// for a shared instance, whose resources every subscriber shares.
+    pub who: Option<Arc<str>>,
+}
+
+impl ResourceUpdate {
+    /// Whether the subscriber `who` is to hear of it.
+    pub fn for_caller(&self, who: &str) -> bool {
+        self.who.as_deref().is_none_or(|w| w == who)
+    }
+}
+
 /// How often idle per-caller instances are looked for.
 const INSTANCE_SWEEP: Duration = Duration::from_secs(15);
 
@@ -242,8 +259,9 @@ pub struct Registry {
     refreshed: tokio::sync::broadcast::Sender<()>,
     /// The rank of the most verbose log level clients asked for (`u8::MAX`: none yet).
     log_level: std::sync::atomic::AtomicU8,
-    /// Every module's `notifications/resources/updated` URIs.
-    updated: tokio::sync::broadcast::Sender<String>,
+    /// Every module's `notifications/resources/updated` URIs, with the caller whose own
+    /// instance sent it (`None`: a shared instance, for every subscriber).
+    updated: tokio::sync::broadcast::Sender<ResourceUpdate>,
     /// Per-caller instances' log messages outside any call, with the caller they serve.
     instance_logs: tokio::sync::broadcast::Sender<(Arc<str>, Value)>,
     /// Each module's call slots, and how long a call waits for one.
@@ -381,7 +399,7 @@ impl Registry {
                 loop {
                     match updates.recv().await {
                         Ok(uri) => {
-                            let _ = out.send(uri);
+                            let _ = out.send(ResourceUpdate { uri, who: None });
                         }
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                             tracing::warn!(missed = n, "resource updates were dropped");
@@ -578,7 +596,7 @@ impl Registry {
     }
 
     /// The URIs modules say were updated (`notifications/resources/updated`).
-    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<String> {
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<ResourceUpdate> {
         self.updated.subscribe()
     }
 
@@ -617,7 +635,9 @@ impl Registry {
     /// Whether the module `uri` belongs to keeps each caller's state apart (each caller's
     /// subscriptions then go to its own instance).
     pub fn isolates(&self, uri: &str) -> bool {
-        matches!(self.owner(uri), Some(Ok(module)) if self.instances[module].is_some())
+        // As `instance` routes: a stateless module's callers share its one instance.
+        matches!(self.owner(uri), Some(Ok(module))
+            if self.instances[module].is_some() && !self.modules[module].module.stateless())
     }
 
     /// The instance of module `index` that serves caller `who`: its own, for an isolated
@@ -650,6 +670,8 @@ impl Registry {
     /// A per-caller instance just started: it gets the log level asked for so far, and its
     /// resource updates reach the registry's feed.
     async fn adopt(&self, index: usize, instance: &Arc<dyn Module>, who: &str) {
+        // Its feeds are followed before anything is awaited (a request dropped meanwhile
+        // cannot leave them unfollowed); the log level comes last.
         // Its list changes (a caller's call may add a tool) re-list the module.
         if let (Some(mut changes), Some(weak)) =
             (instance.tools_changed(), self.this.get().cloned())
@@ -681,25 +703,28 @@ impl Registry {
                 }
             });
         }
-        let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
-        if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank))
-            && let Err(e) = instance.set_log_level(level).await
-        {
-            tracing::info!(module = %self.modules[index].name, error = %e, "the module instance did not take the log level");
-        }
         if let Some(mut updates) = instance.resource_updates() {
-            let out = self.updated.clone();
+            let (out, who): (_, Arc<str>) = (self.updated.clone(), Arc::from(who));
             tokio::spawn(async move {
                 loop {
                     match updates.recv().await {
                         Ok(uri) => {
-                            let _ = out.send(uri);
+                            let _ = out.send(ResourceUpdate {
+                                uri,
+                                who: Some(who.clone()),
+                            });
                         }
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                     }
                 }
             });
+        }
+        let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank))
+            && let Err(e) = instance.set_log_level(level).await
+        {
+            tracing::info!(module = %self.modules[index].name, error = %e, "the module instance did not take the log level");
         }
     }
 
