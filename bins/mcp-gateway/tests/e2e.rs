@@ -221,26 +221,7 @@ struct Session {
 
 impl Session {
     async fn open(gateway: &Gateway) -> Session {
-        let auth = format!("Bearer {AGENT}");
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}});
-        let (status, headers, body) = http(
-            "POST",
-            &format!("{}/mcp", gateway.base),
-            &[
-                ("authorization", &auth),
-                ("accept", "application/json, text/event-stream"),
-            ],
-            Some(&init),
-        )
-        .await;
-        assert_eq!(status, 200, "{body}");
-        let id = headers
-            .get("mcp-session-id")
-            .unwrap()
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let id = session_of(gateway, AGENT).await;
         let session = Session {
             base: gateway.base.clone(),
             id,

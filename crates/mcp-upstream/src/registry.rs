@@ -227,6 +227,45 @@ pub fn qualify(prefix: &str, tool: &str) -> String {
     }
 }
 
+/// Hands every message of `feed` to `each` until the feed closes (what a slow reader
+/// missed is skipped, with a warning).
+fn forward<T: Clone + Send + 'static>(
+    mut feed: tokio::sync::broadcast::Receiver<T>,
+    mut each: impl FnMut(T) + Send + 'static,
+) {
+    tokio::spawn(async move {
+        loop {
+            match feed.recv().await {
+                Ok(message) => each(message),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "a module's notices were dropped");
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Lists module `index` anew whenever `changes` fires, for as long as the registry lives.
+fn refresh_on_change(
+    mut changes: tokio::sync::broadcast::Receiver<()>,
+    registry: Weak<Registry>,
+    index: usize,
+) {
+    tokio::spawn(async move {
+        loop {
+            match changes.recv().await {
+                Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+            let Some(registry) = registry.upgrade() else {
+                return;
+            };
+            registry.refresh(index).await;
+        }
+    });
+}
+
 /// A module's `notifications/resources/updated`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceUpdate {
@@ -390,40 +429,16 @@ impl Registry {
             }
         }
         for spec in &registry.modules {
-            let (Some(mut updates), out) =
-                (spec.module.resource_updates(), registry.updated.clone())
-            else {
-                continue;
-            };
-            tokio::spawn(async move {
-                loop {
-                    match updates.recv().await {
-                        Ok(uri) => {
-                            let _ = out.send(ResourceUpdate { uri, who: None });
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                            tracing::warn!(missed = n, "resource updates were dropped");
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            });
+            if let Some(updates) = spec.module.resource_updates() {
+                let out = registry.updated.clone();
+                forward(updates, move |uri| {
+                    let _ = out.send(ResourceUpdate { uri, who: None });
+                });
+            }
         }
         for (index, feed) in feeds.into_iter().enumerate() {
-            if let Some(mut changes) = feed {
-                let weak: Weak<Registry> = Arc::downgrade(&registry);
-                tokio::spawn(async move {
-                    loop {
-                        match changes.recv().await {
-                            Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                        }
-                        let Some(registry) = weak.upgrade() else {
-                            return;
-                        };
-                        registry.refresh(index).await;
-                    }
-                });
+            if let Some(changes) = feed {
+                refresh_on_change(changes, Arc::downgrade(&registry), index);
             }
         }
         Ok(registry)
@@ -671,53 +686,25 @@ impl Registry {
     /// resource updates reach the registry's feed.
     async fn adopt(&self, index: usize, instance: &Arc<dyn Module>, who: &str) {
         // Its feeds are followed before anything is awaited (a request dropped meanwhile
-        // cannot leave them unfollowed); the log level comes last.
-        // Its list changes (a caller's call may add a tool) re-list the module.
-        if let (Some(mut changes), Some(weak)) =
-            (instance.tools_changed(), self.this.get().cloned())
-        {
-            tokio::spawn(async move {
-                loop {
-                    match changes.recv().await {
-                        Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                    let Some(registry) = weak.upgrade() else {
-                        return;
-                    };
-                    registry.refresh(index).await;
-                }
+        // cannot leave them unfollowed); the log level comes last. Its list changes (a
+        // caller's call may add a tool) re-list the module.
+        if let (Some(changes), Some(weak)) = (instance.tools_changed(), self.this.get().cloned()) {
+            refresh_on_change(changes, weak, index);
+        }
+        let who: Arc<str> = Arc::from(who);
+        if let Some(logs) = instance.log_messages() {
+            let (out, who) = (self.instance_logs.clone(), who.clone());
+            forward(logs, move |params| {
+                let _ = out.send((who.clone(), params));
             });
         }
-        if let Some(mut logs) = instance.log_messages() {
-            let (out, who): (_, Arc<str>) = (self.instance_logs.clone(), Arc::from(who));
-            tokio::spawn(async move {
-                loop {
-                    match logs.recv().await {
-                        Ok(params) => {
-                            let _ = out.send((who.clone(), params));
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
-            });
-        }
-        if let Some(mut updates) = instance.resource_updates() {
-            let (out, who): (_, Arc<str>) = (self.updated.clone(), Arc::from(who));
-            tokio::spawn(async move {
-                loop {
-                    match updates.recv().await {
-                        Ok(uri) => {
-                            let _ = out.send(ResourceUpdate {
-                                uri,
-                                who: Some(who.clone()),
-                            });
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    }
-                }
+        if let Some(updates) = instance.resource_updates() {
+            let out = self.updated.clone();
+            forward(updates, move |uri| {
+                let _ = out.send(ResourceUpdate {
+                    uri,
+                    who: Some(who.clone()),
+                });
             });
         }
         let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
