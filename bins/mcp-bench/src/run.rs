@@ -218,7 +218,14 @@ pub(crate) async fn open_session_as(gateway: SocketAddr, token: &str) -> Result<
         .to_owned())
 }
 
-/// Holds `count` destructive calls and approves each through the REST API; returns the ids.
+/// The arguments of the `i`th confirmed call: each its own (an identical call would take up
+/// the confirmation of the one before).
+fn confirmed_args(i: usize) -> Value {
+    json!({"path": "/bench", "n": i})
+}
+
+/// Holds `count` destructive calls (the `i`th with [`confirmed_args`]`(i)`) and approves
+/// each through the REST API; returns the ids.
 async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<String>> {
     ready_confirmations_as(gateway, count, AGENT, HUMAN).await
 }
@@ -230,15 +237,10 @@ async fn ready_confirmations_as(
     human: &str,
 ) -> Result<Vec<String>> {
     let mut ids = Vec::with_capacity(count);
-    for _ in 0..count {
+    for i in 0..count {
         let (_, _, body) = load::once(
             gateway,
-            modern(
-                "up__delete",
-                Some(agent),
-                json!({"path": "/bench"}),
-                json!({}),
-            ),
+            modern("up__delete", Some(agent), confirmed_args(i), json!({})),
         )
         .await?;
         let reply: Value = serde_json::from_slice(&body)?;
@@ -284,7 +286,7 @@ pub(crate) async fn drive(
                 modern(
                     "up__delete",
                     Some(&token),
-                    json!({"path": "/bench"}),
+                    confirmed_args(i),
                     json!({"confirmation_id": ids[i]}),
                 )
             })
@@ -414,13 +416,13 @@ async fn cross_instance_wake(
     samples: usize,
 ) -> Result<(f64, f64, f64)> {
     let mut waits = Vec::with_capacity(samples);
-    for _ in 0..samples {
+    for sample in 0..samples {
         let (_, _, body) = load::once(
             first,
             modern(
                 "up__delete",
                 Some(AGENT),
-                json!({"path": "/wake"}),
+                json!({"path": "/wake", "n": sample}),
                 json!({}),
             ),
         )
@@ -689,7 +691,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             modern(
                 "up__delete",
                 Some(AGENT),
-                json!({"path": "/bench"}),
+                confirmed_args(i),
                 json!({"confirmation_id": ids[i]}),
             )
         });
@@ -753,7 +755,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             modern(
                 "up__delete",
                 Some(AGENT),
-                json!({"path": "/bench"}),
+                confirmed_args(i),
                 json!({"confirmation_id": ids[i]}),
             )
         });
@@ -789,7 +791,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
                 modern(
                     "up__delete",
                     Some(AGENT),
-                    json!({"path": "/bench"}),
+                    confirmed_args(i),
                     json!({"confirmation_id": ids[i]}),
                 )
             });
