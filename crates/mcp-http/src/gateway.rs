@@ -932,6 +932,14 @@ pub(crate) fn instance_key(caller: &Caller) -> String {
     )
 }
 
+/// Whether `key` is [`instance_key`]`(caller)`, without building it (once per session for
+/// every log line or update a caller's instance sends).
+pub(crate) fn is_instance_key_of(key: &str, caller: &Caller) -> bool {
+    key.strip_prefix(caller.tenant_id().unwrap_or_default())
+        .and_then(|rest| rest.strip_prefix('\u{1f}'))
+        == Some(caller.subject_id())
+}
+
 async fn timed<T>(
     op: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
@@ -989,5 +997,24 @@ fn audit(
         Audit::Rejected(reason) => {
             tracing::info!(target: "audit", event = "tool_call_rejected", subject, tenant, tool = %entry.qualified, reason, elicitation_id)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instance_key_names_one_caller_only() {
+        let alice = Caller::new("alice", Some("acme".into())).unwrap();
+        let plain = Caller::new("alice", None).unwrap();
+        let other = Caller::new("acme", Some("alice".into())).unwrap();
+        for caller in [&alice, &plain, &other] {
+            assert!(is_instance_key_of(&instance_key(caller), caller));
+        }
+        assert!(!is_instance_key_of(&instance_key(&alice), &plain));
+        assert!(!is_instance_key_of(&instance_key(&plain), &alice));
+        assert!(!is_instance_key_of(&instance_key(&alice), &other));
+        assert!(!is_instance_key_of("acme\u{1f}alicex", &alice));
     }
 }

@@ -42,9 +42,9 @@ impl McpService {
         if !changed {
             return Ok(());
         }
-        // An isolated module's instance is the caller's own: it is always told.
-        let module_knows = !self.gateway().registry().isolates(uri)
-            && (self.sessions.others_subscribed(uri, session_id) || self.listeners.subscribed(uri));
+        let module_knows =
+            self.sessions
+                .module_knows(&self.gateway(), &self.listeners, uri, session_id);
         let asked = if module_knows {
             Ok(())
         } else {

@@ -171,9 +171,9 @@ impl McpService {
             if uris.contains(&uri) {
                 continue;
             }
-            // An isolated module's instance is the caller's own: it is always told.
-            let watched = !self.gateway().registry().isolates(&uri)
-                && (self.sessions.others_subscribed(&uri, "") || self.listeners.subscribed(&uri));
+            let watched = self
+                .sessions
+                .module_knows(&self.gateway(), &self.listeners, &uri, "");
             if watched
                 || self
                     .gateway()
@@ -199,8 +199,7 @@ impl McpService {
                     // A caller's own instance keeps its subscriptions until it stops (the
                     // caller may listen on another stream too).
                     if !gateway.registry().isolates(&uri)
-                        && !sessions.others_subscribed(&uri, "")
-                        && !listeners.subscribed(&uri)
+                        && !sessions.module_knows(&gateway, &listeners, &uri, "")
                     {
                         let _ = gateway.subscribe_resource(&caller, &uri, false).await;
                     }

@@ -357,10 +357,8 @@ fn follow_other_instances(
                         .read()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .clone();
-                    // An isolated module's instance is the caller's own: always told.
                     if session.channel.set_subscription(&u, on) != Ok(true)
-                        || (!gateway.registry().isolates(&u)
-                            && (sessions.others_subscribed(&u, &id) || listeners.subscribed(&u)))
+                        || sessions.module_knows(&gateway, &listeners, &u, &id)
                     {
                         continue;
                     }

@@ -555,7 +555,8 @@ impl Sessions {
             .unwrap_or_else(PoisonError::into_inner)
             .values()
         {
-            if rank >= session.log_level && crate::gateway::instance_key(&session.caller) == who {
+            if rank >= session.log_level && crate::gateway::is_instance_key_of(who, &session.caller)
+            {
                 session.channel.push(message);
             }
         }
@@ -575,12 +576,29 @@ impl Sessions {
             .values()
         {
             if session.channel.subscribed(&update.uri)
-                && (update.who.is_none()
-                    || update.for_caller(&crate::gateway::instance_key(&session.caller)))
+                && update
+                    .who
+                    .as_deref()
+                    .is_none_or(|who| crate::gateway::is_instance_key_of(who, &session.caller))
             {
                 session.channel.push(message);
             }
         }
+    }
+
+    /// Whether the module `uri` belongs to already holds a subscription to it that another
+    /// session than `except` (`""`: none) or a listen stream asked for, so it need not be
+    /// told again (or told to stop). Never for an isolated module: its instance is the
+    /// caller's own, so it is always told.
+    pub fn module_knows(
+        &self,
+        gateway: &crate::gateway::Gateway,
+        listeners: &crate::listen::Listeners,
+        uri: &str,
+        except: &str,
+    ) -> bool {
+        !gateway.registry().isolates(uri)
+            && (self.others_subscribed(uri, except) || listeners.subscribed(uri))
     }
 
     /// Whether any live session other than `except` subscribed to `uri`.

@@ -1031,6 +1031,8 @@ async fn listen(l: Listener) {
                     }
                 }
                 Err(e) => {
+                    // Nothing to wait for: the first request goes on.
+                    l.answered.send_replace(true);
                     tracing::debug!(module = %l.name, error = %e, "the module's stream could not be opened");
                 }
             }

@@ -188,9 +188,4 @@ impl Instances {
             instance.shutdown().await;
         }
     }
-
-    /// How many instances run (or start) now.
-    pub(crate) async fn count(&self) -> usize {
-        self.live.lock().await.len()
-    }
 }

@@ -979,19 +979,6 @@ impl Registry {
         }
     }
 
-    /// How many per-caller instances of module `name` run now (0 for a shared module).
-    pub async fn instances_of(&self, name: &str) -> usize {
-        match self
-            .modules
-            .iter()
-            .position(|m| m.name == name)
-            .and_then(|i| self.instances[i].as_ref())
-        {
-            Some(instances) => instances.count().await,
-            None => 0,
-        }
-    }
-
     /// Stops every module, with every per-caller instance.
     pub async fn shutdown(&self) {
         for (spec, instances) in self.modules.iter().zip(&self.instances) {
