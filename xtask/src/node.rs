@@ -87,16 +87,32 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
     ])
 }
 
+/// The Python the virtualenv is made from. As root, Debian's own `/usr/bin/python3` when it
+/// is there: a root gateway runs stdio modules as `nobody`, and an interpreter under
+/// `/root` (pyenv's) is closed to it.
+fn base_python() -> String {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    if root && std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3".into()
+    } else {
+        "python3".into()
+    }
+}
+
 /// A virtualenv with the Python SDK; returns its interpreter.
 pub(crate) fn python_sdk() -> Result<PathBuf> {
     let venv = workspace_root().join("target/xtask-cache/venv");
     let python = venv.join("bin/python");
     let marker = venv.join(".mcp-gateway-installed");
-    let wanted = PYTHON_PACKAGES.join(" ");
+    let base = base_python();
+    let wanted = format!("{} (from {base})", PYTHON_PACKAGES.join(" "));
     if std::fs::read_to_string(&marker).is_ok_and(|m| m == wanted) {
         return Ok(python);
     }
-    let python3_ok = Command::new("python3")
+    let python3_ok = Command::new(&base)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
@@ -109,14 +125,14 @@ pub(crate) fn python_sdk() -> Result<PathBuf> {
         "xtask: creating a virtualenv with {wanted} in {}",
         venv.display()
     );
-    let created = Command::new("python3")
-        .args(["-m", "venv"])
+    let created = Command::new(&base)
+        .args(["-m", "venv", "--clear"])
         .arg(&venv)
         .status()
         .context("run python3 -m venv")?;
     if !created.success() {
         bail!(
-            "`python3 -m venv` failed: install the venv module (Debian: apt-get install python3-venv)"
+            "`{base} -m venv` failed: install the venv module (Debian: apt-get install python3-venv)"
         );
     }
     let installed = Command::new(&python)

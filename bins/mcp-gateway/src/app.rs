@@ -21,6 +21,7 @@ use mcp_upstream::registry::{ModuleSpec, Registry};
 use mcp_upstream::stdio::{StdioConfig, StdioModule};
 
 use crate::config::{AuthMode, Config, ModuleConfig, StoreKind, Transport};
+use crate::users;
 
 /// Everything `serve` needs.
 pub(crate) struct App {
@@ -202,9 +203,9 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationS
             let limits = MemoryLimits {
                 max_pending_per_caller: config.store.max_pending_per_caller,
                 max_records: config.store.max_records,
-                max_records_per_caller: config.store.max_records_per_caller,
+                max_records_per_caller: config.store.records_per_caller(),
                 max_bytes: config.store.max_bytes,
-                max_bytes_per_caller: config.store.max_bytes_per_caller,
+                max_bytes_per_caller: config.store.bytes_per_caller(),
             };
             Ok((
                 Arc::new(MemoryStore::new(Arc::new(SystemClock), limits)),
@@ -214,10 +215,8 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationS
         StoreKind::Postgres => {
             let url = config
                 .store
-                .database_url
-                .clone()
-                .or_else(|| std::env::var("DATABASE_URL").ok())
-                .context("store.kind = \"postgres\" needs store.database_url or the DATABASE_URL environment variable")?;
+                .database_url()?
+                .context("store.kind = \"postgres\" needs store.database_url, store.database_url_file or the DATABASE_URL environment variable")?;
             let keys = seal_keys(config).with_context(|| format!("the postgres store seals payloads; configure store.seal_keys, store.seal_keys_file or {SEAL_KEYS_ENV}"))?;
             let mut options = PostgresOptions::new(&url, keys)?;
             options.pool_size = config.store.pool_size;
@@ -252,18 +251,26 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     Ok(match config.transport {
         Transport::Demo => Arc::new(demo_module()),
         Transport::Stdio => {
+            let user = users::module_user(&config.name, config.user.as_deref())?;
+            let mut env: Vec<(String, String)> = config
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if user.is_none()
+                && let Some(home) = &config.home
+            {
+                env.push(("HOME".into(), home.display().to_string()));
+            }
             let module = StdioModule::start(StdioConfig {
                 name: config.name.clone(),
                 command: program_path(config.command.as_deref().unwrap_or_default()),
                 args: config.args.clone(),
-                env: config
-                    .env
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
+                env,
                 inherit_env: config.inherit_env.clone(),
                 cwd: config.cwd.clone(),
                 call_timeout: config.call_timeout,
+                run_as: user.map(|u| u.run_as(config.home.as_deref())),
             });
             if !module.ready(STDIO_STARTUP_WAIT).await {
                 tracing::warn!(module = %config.name, "the stdio module is not up yet; serving without its tools until it is");
@@ -379,7 +386,7 @@ fn policy(config: &Config) -> GatePolicy {
 /// reads), as text to compare.
 fn module_fingerprint(m: &ModuleConfig) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
         m.transport,
         m.command,
         m.args,
@@ -390,12 +397,17 @@ fn module_fingerprint(m: &ModuleConfig) -> String {
         m.headers,
         m.trust_annotations,
         m.prefix,
-        m.call_timeout
+        m.call_timeout,
+        m.user,
+        m.home
     )
 }
 
 /// The catalog and the gateway over it: modules whose configuration is unchanged in
-/// `running` are reused, others started (and stopped again if building fails).
+/// `running` are reused, others started (and stopped again if building fails). A module that
+/// cannot be started is left out, logged and named in `/readyz` when it is required: one
+/// module's trouble never keeps the rest of a configuration (its tokens, policy and
+/// approvers) from applying.
 async fn build_gateway(
     config: &Config,
     store: Arc<dyn ElicitationStore>,
@@ -407,7 +419,7 @@ async fn build_gateway(
     let mut modules = Vec::new();
     let mut started = Vec::new();
     let mut specs = Vec::new();
-    let mut built = Ok(());
+    let mut unbuilt = Vec::new();
     for m in &config.modules {
         let text = module_fingerprint(m);
         let instance = match running
@@ -421,8 +433,9 @@ async fn build_gateway(
                     new
                 }
                 Err(e) => {
-                    built = Err(e);
-                    break;
+                    tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
+                    unbuilt.push((m.name.clone(), format!("{e:#}")));
+                    continue;
                 }
             },
         };
@@ -439,11 +452,7 @@ async fn build_gateway(
             module: instance,
         });
     }
-    let gateway = match built {
-        Ok(()) => gateway_over(config, specs, store, metrics, durable, rates).await,
-        Err(e) => Err(e),
-    };
-    match gateway {
+    match gateway_over(config, specs, store, metrics, durable, rates, unbuilt).await {
         Ok(gateway) => Ok((gateway, modules)),
         Err(e) => {
             for m in started {
@@ -485,6 +494,7 @@ async fn gateway_over(
     metrics: Arc<mcp_http::metrics::Metrics>,
     durable: bool,
     rates: Arc<mcp_http::limits::Limits>,
+    unbuilt: Vec<(String, String)>,
 ) -> Result<Arc<Gateway>> {
     let limits = &config.limits;
     let registry = Registry::start_with(
@@ -498,11 +508,12 @@ async fn gateway_over(
     let approvers = config
         .approvers
         .iter()
-        .map(crate::config::ApproverConfig::resolve)
+        .map(|rule| rule.resolve(&config.auth))
         .collect::<Result<Vec<_>>>()?;
     let gateway = Arc::new(
         Gateway::new(registry, store, policy(config), durable)
             .with_approvers(approvers)
+            .with_unbuilt_modules(unbuilt)
             .with_required_modules(
                 config
                     .modules

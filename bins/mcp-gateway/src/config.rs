@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::users;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +37,9 @@ pub(crate) struct Config {
     pub(crate) metrics: MetricsConfig,
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
+    /// The file this configuration was read from.
+    #[serde(skip)]
+    pub(crate) source: Option<PathBuf>,
 }
 
 /// `[metrics]`: where the operations endpoints are served besides the main listener.
@@ -202,6 +206,9 @@ pub(crate) struct StoreConfig {
     pub(crate) kind: StoreKind,
     #[serde(serialize_with = "redact::url")]
     pub(crate) database_url: Option<String>,
+    /// A file holding the database URL (its first line), for a URL kept out of the
+    /// configuration and the environment.
+    pub(crate) database_url_file: Option<PathBuf>,
     #[serde(default)]
     #[serde(serialize_with = "redact::keys")]
     pub(crate) seal_keys: Vec<String>,
@@ -215,12 +222,14 @@ pub(crate) struct StoreConfig {
     pub(crate) max_pending_per_caller: usize,
     #[serde(default = "default_max_records")]
     pub(crate) max_records: usize,
-    #[serde(default = "default_max_records_per_caller")]
-    pub(crate) max_records_per_caller: usize,
+    /// Default: see [`StoreConfig::records_per_caller`].
+    #[serde(default)]
+    pub(crate) max_records_per_caller: Option<usize>,
     #[serde(default = "default_max_bytes", with = "bytes")]
     pub(crate) max_bytes: usize,
-    #[serde(default = "default_max_bytes_per_caller", with = "bytes")]
-    pub(crate) max_bytes_per_caller: usize,
+    /// Default: see [`StoreConfig::bytes_per_caller`].
+    #[serde(default, with = "bytes::option")]
+    pub(crate) max_bytes_per_caller: Option<usize>,
     #[serde(default = "default_sweep", with = "duration")]
     pub(crate) sweep_interval: Duration,
     /// Finished elicitations older than this are erased (their audit trail stays).
@@ -228,20 +237,59 @@ pub(crate) struct StoreConfig {
     pub(crate) retention: Option<Duration>,
 }
 
+impl StoreConfig {
+    /// Records one caller may keep: as configured, else 25,000 or the total when that is
+    /// lower (lowering `max_records` alone is a valid configuration).
+    pub(crate) fn records_per_caller(&self) -> usize {
+        self.max_records_per_caller
+            .unwrap_or_else(|| self.max_records.min(25_000))
+    }
+
+    /// Bytes one caller may keep: as configured, else 64 MiB or the total when that is
+    /// lower.
+    pub(crate) fn bytes_per_caller(&self) -> usize {
+        self.max_bytes_per_caller
+            .unwrap_or_else(|| self.max_bytes.min(64 * 1024 * 1024))
+    }
+
+    /// The database URL: `database_url`, else the first line of `database_url_file`, else
+    /// the `DATABASE_URL` environment variable.
+    pub(crate) fn database_url(&self) -> Result<Option<String>> {
+        if let Some(url) = &self.database_url {
+            return Ok(Some(url.clone()));
+        }
+        if let Some(path) = &self.database_url_file {
+            let text = std::fs::read_to_string(path).with_context(|| {
+                format!("cannot read store.database_url_file {}", path.display())
+            })?;
+            let url = text.lines().next().unwrap_or_default().trim();
+            if url.is_empty() {
+                bail!(
+                    "store.database_url_file {} is empty; it holds the database URL on its first line",
+                    path.display()
+                );
+            }
+            return Ok(Some(url.to_owned()));
+        }
+        Ok(std::env::var("DATABASE_URL").ok())
+    }
+}
+
 impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             kind: StoreKind::Memory,
             database_url: None,
+            database_url_file: None,
             seal_keys: Vec::new(),
             seal_keys_file: None,
             pool_size: default_pool_size(),
             operation_timeout: default_operation_timeout(),
             max_pending_per_caller: default_max_pending(),
             max_records: default_max_records(),
-            max_records_per_caller: default_max_records_per_caller(),
+            max_records_per_caller: None,
             max_bytes: default_max_bytes(),
-            max_bytes_per_caller: default_max_bytes_per_caller(),
+            max_bytes_per_caller: None,
             sweep_interval: default_sweep(),
             retention: None,
         }
@@ -257,15 +305,11 @@ fn default_max_pending() -> usize {
 fn default_max_records() -> usize {
     100_000
 }
-fn default_max_records_per_caller() -> usize {
-    25_000
-}
+
 fn default_max_bytes() -> usize {
     256 * 1024 * 1024
 }
-fn default_max_bytes_per_caller() -> usize {
-    64 * 1024 * 1024
-}
+
 fn default_operation_timeout() -> Duration {
     Duration::from_secs(5)
 }
@@ -426,7 +470,8 @@ fn default_leeway() -> Duration {
 #[serde(deny_unknown_fields)]
 pub(crate) struct JwtIssuer {
     pub(crate) issuer: String,
-    /// A short name for its subjects (default: the issuer's host).
+    /// A short name for its subjects, unique among the issuers (default: the issuer URL
+    /// without its scheme).
     pub(crate) name: Option<String>,
     pub(crate) jwks_url: Option<String>,
     pub(crate) jwks_file: Option<std::path::PathBuf>,
@@ -484,14 +529,7 @@ impl JwtConfig {
             }
             let name = match &i.name {
                 Some(name) => name.clone(),
-                None => i
-                    .issuer
-                    .split("://")
-                    .nth(1)
-                    .and_then(|rest| rest.split(['/', ':']).next())
-                    .filter(|host| !host.is_empty())
-                    .unwrap_or(&i.issuer)
-                    .to_owned(),
+                None => mcp_http::auth::jwt::default_issuer_name(&i.issuer),
             };
             if i.grace < i.refresh_interval {
                 bail!(
@@ -553,6 +591,10 @@ pub(crate) struct ApproverConfig {
     /// (only the group, never the caller itself).
     #[serde(default = "default_approval_mode")]
     pub(crate) mode: String,
+    /// Mode `jwt`: the issuer (its name or its URL) whose members of `group` answer, for
+    /// every caller. Without it, a group counts only as asserted by the held call's
+    /// caller's own issuer.
+    pub(crate) issuer: Option<String>,
 }
 
 fn default_approval_mode() -> String {
@@ -560,7 +602,8 @@ fn default_approval_mode() -> String {
 }
 
 impl ApproverConfig {
-    pub(crate) fn resolve(&self) -> Result<mcp_http::gateway::ApproverRule> {
+    pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_http::gateway::ApproverRule> {
+        use mcp_http::gateway::GroupsFrom;
         let Some(mode) = elicitation_store::ApprovalMode::from_label(&self.mode) else {
             bail!(
                 "[[approvers]] for {:?}: mode {:?} must be \"may\", \"must\" or \"four_eyes\"",
@@ -581,12 +624,34 @@ impl ApproverConfig {
                 self.tools
             );
         }
+        let groups_from = match (&auth.mode, &auth.jwt, &self.issuer) {
+            (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
+                let names = jwt.resolve()?.issuers;
+                match names
+                    .iter()
+                    .find(|i| i.name == *wanted || i.issuer == *wanted)
+                {
+                    Some(issuer) => GroupsFrom::Issuer(issuer.name.clone()),
+                    None => bail!(
+                        "[[approvers]] for {:?}: issuer {wanted:?} is not one of [[auth.jwt.issuers]] (give its name or its URL)",
+                        self.tools
+                    ),
+                }
+            }
+            (AuthMode::Jwt, _, None) => GroupsFrom::CallersIssuer,
+            (_, _, Some(_)) => bail!(
+                "[[approvers]] for {:?}: issuer is for auth mode \"jwt\"",
+                self.tools
+            ),
+            (_, _, None) => GroupsFrom::Configured,
+        };
         Ok(mcp_http::gateway::ApproverRule {
             tools: self.tools.clone(),
             approval: elicitation_store::Approval {
                 group: group.to_owned(),
                 mode,
             },
+            groups_from,
         })
     }
 }
@@ -733,6 +798,13 @@ pub(crate) struct ModuleConfig {
     /// `per_caller`: an instance unused this long is stopped.
     #[serde(default = "default_instance_idle", with = "duration")]
     pub(crate) instance_idle: Duration,
+    /// stdio: the user the process runs as. A gateway run as root runs each module as
+    /// another user, by default `nobody`, and never as root; any other gateway runs modules
+    /// as itself (see `users`).
+    pub(crate) user: Option<String>,
+    /// stdio, run as another user: its `HOME` (default: a fresh private directory per
+    /// process life).
+    pub(crate) home: Option<PathBuf>,
 }
 
 /// `[[modules]] isolation`.
@@ -890,6 +962,26 @@ mod bytes {
     pub(super) fn serialize<S: serde::Serializer>(n: &usize, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&super::quantity::format(*n as u64, &UNITS))
     }
+
+    pub(super) mod option {
+        use serde::Deserializer;
+
+        pub(in super::super) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<usize>, D::Error> {
+            super::deserialize(d).map(Some)
+        }
+
+        pub(in super::super) fn serialize<S: serde::Serializer>(
+            n: &Option<usize>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match n {
+                Some(n) => super::serialize(n, s),
+                None => s.serialize_none(),
+            }
+        }
+    }
 }
 
 /// Secrets in the effective configuration `check-config` prints.
@@ -1008,6 +1100,8 @@ impl Config {
             isolation: None,
             max_instances: default_max_instances(),
             instance_idle: default_instance_idle(),
+            user: None,
+            home: None,
         });
         config
     }
@@ -1033,10 +1127,18 @@ impl Config {
             .with_context(|| format!("cannot read the configuration file {}", path.display()))?;
         let mut config: Config = toml::from_str(&text)
             .with_context(|| format!("invalid configuration in {}", path.display()))?;
+        config.source = Some(path.to_owned());
         config.check()?;
         // Every default filled in, as `check-config` prints it.
+        config.store.max_records_per_caller = Some(config.store.records_per_caller());
+        config.store.max_bytes_per_caller = Some(config.store.bytes_per_caller());
         for module in &mut config.modules {
             module.isolation = Some(module.isolation());
+            if module.transport == Transport::Stdio
+                && let Some(user) = users::module_user(&module.name, module.user.as_deref())?
+            {
+                module.user = Some(user.name);
+            }
         }
         Ok(config)
     }
@@ -1045,12 +1147,7 @@ impl Config {
     /// keys' material, from the file or the environment.
     fn gateway_secrets(&self) -> Vec<(&'static str, String)> {
         let mut secrets = Vec::new();
-        let url = self
-            .store
-            .database_url
-            .clone()
-            .or_else(|| std::env::var("DATABASE_URL").ok());
-        if let Some(url) = url {
+        if let Some(url) = self.store.database_url().ok().flatten() {
             if let Some(password) = url.parse::<tokio_postgres::Config>().ok().and_then(|c| {
                 c.get_password()
                     .map(|p| String::from_utf8_lossy(p).into_owned())
@@ -1088,8 +1185,83 @@ impl Config {
         secrets
     }
 
+    /// The files that hold a secret of the gateway's, with what each holds: the secret
+    /// files configured, and the configuration itself when a secret is written in it.
+    fn secret_files(&self) -> Vec<(PathBuf, &'static str)> {
+        let mut files = Vec::new();
+        if let Some(source) = &self.source {
+            let password_inline = self.store.database_url.as_ref().is_some_and(|url| {
+                url.parse::<tokio_postgres::Config>()
+                    .map_or(true, |c| c.get_password().is_some())
+            });
+            if !self.store.seal_keys.is_empty() {
+                files.push((source.clone(), "seal keys (store.seal_keys)"));
+            } else if password_inline {
+                files.push((source.clone(), "database password (store.database_url)"));
+            }
+        }
+        if let Some(path) = &self.store.seal_keys_file {
+            files.push((path.clone(), "seal keys (store.seal_keys_file)"));
+        }
+        if let Some(path) = &self.store.database_url_file {
+            files.push((path.clone(), "database URL (store.database_url_file)"));
+        }
+        files
+    }
+
+    /// No stdio module's user can read a file holding a secret of the gateway's.
+    fn check_module_users(&self) -> Result<()> {
+        let files = self.secret_files();
+        for m in &self.modules {
+            if m.transport != Transport::Stdio {
+                if m.user.is_some() || m.home.is_some() {
+                    bail!(
+                        "module {:?}: user and home are for stdio modules (processes the gateway starts)",
+                        m.name
+                    );
+                }
+                continue;
+            }
+            let user = users::module_user(&m.name, m.user.as_deref())?;
+            let (uid, gid, who) = match &user {
+                Some(user) => (
+                    user.uid,
+                    user.gid,
+                    format!("user {} (uid {})", user.name, user.uid),
+                ),
+                None => (
+                    users::gateway_uid(),
+                    users::gateway_gid(),
+                    format!("the gateway's own user (uid {})", users::gateway_uid()),
+                ),
+            };
+            for (file, what) in &files {
+                if users::readable_by(file, uid, gid) {
+                    let remedy = if user.is_some() {
+                        format!(
+                            "make it readable by the gateway's user only (chmod 600 {})",
+                            file.display()
+                        )
+                    } else {
+                        "give the secret in the environment instead (MCP_GATEWAY_SEAL_KEYS, DATABASE_URL), where modules cannot read it, or run the gateway as root so that modules run as another user".to_owned()
+                    };
+                    bail!(
+                        "module {:?} runs as {who}, which can read {}, holding the gateway's {what}: {remedy}",
+                        m.name,
+                        file.display()
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
+        if self.store.database_url.is_some() && self.store.database_url_file.is_some() {
+            bail!("[store] give at most one of database_url and database_url_file");
+        }
+        self.check_module_users()?;
         if self.store.operation_timeout < Duration::from_millis(100)
             || self.store.operation_timeout > Duration::from_secs(10)
         {
@@ -1112,7 +1284,7 @@ impl Config {
             );
         }
         for rule in &self.approvers {
-            rule.resolve()?;
+            rule.resolve(&self.auth)?;
         }
         if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
             bail!(
@@ -1217,10 +1389,10 @@ impl Config {
             );
         }
         let store = &self.store;
-        if store.max_records_per_caller == 0
-            || store.max_records_per_caller > store.max_records
-            || store.max_bytes_per_caller == 0
-            || store.max_bytes_per_caller > store.max_bytes
+        if store.records_per_caller() == 0
+            || store.records_per_caller() > store.max_records
+            || store.bytes_per_caller() == 0
+            || store.bytes_per_caller() > store.max_bytes
         {
             bail!(
                 "[store] max_records_per_caller and max_bytes_per_caller must be at least 1 and at most max_records and max_bytes"
@@ -1276,6 +1448,26 @@ mod tests {
         });
     }
 
+    /// On today's main, lowering `max_records` alone failed start-up: the per-caller limit
+    /// kept its default of 25,000, above the new total.
+    #[test]
+    fn lowering_a_store_total_alone_lowers_the_per_caller_default_with_it() {
+        let config: Config =
+            toml::from_str("[store]\nmax_records = 100\nmax_bytes = \"1MiB\"").unwrap();
+        config.check().unwrap();
+        assert_eq!(config.store.records_per_caller(), 100);
+        assert_eq!(config.store.bytes_per_caller(), 1 << 20);
+        let defaults: Config = toml::from_str("").unwrap();
+        assert_eq!(defaults.store.records_per_caller(), 25_000);
+        assert_eq!(defaults.store.bytes_per_caller(), 64 << 20);
+        let explicit: Config =
+            toml::from_str("[store]\nmax_records = 100\nmax_records_per_caller = 101").unwrap();
+        assert!(
+            explicit.check().is_err(),
+            "an explicit per-caller limit above the total"
+        );
+    }
+
     #[test]
     fn the_example_file_parses_and_checks() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
@@ -1300,7 +1492,7 @@ mod tests {
         let config: Config = toml::from_str(&jwt).unwrap();
         config.check().unwrap();
         let resolved = config.auth.jwt.unwrap().resolve().unwrap();
-        assert_eq!(resolved.issuers[0].name, "login.example.com");
+        assert_eq!(resolved.issuers[0].name, "login.example.com/realms/acme");
         assert_eq!(resolved.scopes.tools_call, "mcp.tools");
     }
 

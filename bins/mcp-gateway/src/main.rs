@@ -13,6 +13,7 @@ use tracing_subscriber::EnvFilter;
 
 mod app;
 mod config;
+mod users;
 
 use config::Config;
 
@@ -133,8 +134,11 @@ async fn run(cli: Cli) -> Result<()> {
         Command::CheckConfig { .. } => Ok(()),
         Command::Migrate { database_url } => {
             let url = database_url
-                .or_else(|| config.as_ref().and_then(|c| c.store.database_url.clone()))
-                .context("no database: pass --database-url, set DATABASE_URL, or set store.database_url in the configuration")?;
+                .map_or_else(
+                    || config.as_ref().map_or(Ok(None), |c| c.store.database_url()),
+                    |url| Ok(Some(url)),
+                )?
+                .context("no database: pass --database-url, set DATABASE_URL, or set store.database_url or store.database_url_file in the configuration")?;
             let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
                 .context("cannot connect to the database")?;

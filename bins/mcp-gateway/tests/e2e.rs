@@ -106,7 +106,8 @@ trust_annotations = true
             server = filesystem_server(),
             sandbox = sandbox.display(),
         );
-        std::fs::write(&config, text).unwrap();
+        write_secret(&config, &text);
+        module_user_owns(&sandbox);
         Scene {
             dir,
             sandbox,
@@ -116,6 +117,23 @@ trust_annotations = true
 
     fn file(&self, name: &str) -> PathBuf {
         self.sandbox.join(name)
+    }
+}
+
+/// Writes a file only its owner can read: a configuration with seal keys or a database
+/// password in it (the gateway refuses to start when a module's user could read one).
+fn write_secret(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Gives `dir` to the user stdio modules run as: `nobody` when the tests run as root (a root
+/// gateway runs its modules as `nobody`), else the tests' own user, who has it already.
+fn module_user_owns(dir: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
+        std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
     }
 }
 
@@ -450,6 +468,22 @@ headers = {{ Authorization = "Bearer remote-secret-5678" }}
         ),
     )
     .unwrap();
+    // Readable by the module's user (the file is 0644): refused, naming the file.
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("check-config")
+        .arg(&good)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("module \"fs\" runs as user nobody")
+            && stderr.contains("good.toml")
+            && stderr.contains("seal keys"),
+        "{stderr}"
+    );
+    write_secret(&good, &std::fs::read_to_string(&good).unwrap());
     let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
         .arg("check-config")
         .arg(&good)
@@ -467,6 +501,7 @@ headers = {{ Authorization = "Bearer remote-secret-5678" }}
     assert!(stdout.contains("retention = \"30d\""), "{stdout}");
     assert!(stdout.contains("calls_per_minute = 600"), "{stdout}");
     assert!(stdout.contains("sweep_interval = \"30s\""), "{stdout}");
+    assert!(stdout.contains("user = \"nobody\""), "{stdout}");
     // Secrets are not.
     for secret in [
         "hunter2-db-password",
@@ -570,6 +605,94 @@ fn hangup(gateway: &Gateway) {
             .unwrap()
             .success()
     );
+}
+
+/// A module that lists one tool name twice is that module's failure: on today's main it
+/// made the gateway exit at start-up, and, when it went wrong after a clean start, made
+/// every `SIGHUP` refuse the whole file, so a token taken out of it kept working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_listing_a_name_twice_neither_stops_the_start_nor_a_reload_that_revokes_a_token() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-dupe-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = dir.join("dupe_module.py");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dupe_module.py"),
+        &fixture,
+    )
+    .unwrap();
+    let operations = free_port();
+    let config_with = |tokens: &[&str], later: bool| {
+        let mut text = format!(
+            "listen = \"127.0.0.1:0\"\n[metrics]\nlisten = \"127.0.0.1:{operations}\"\n[auth]\nmode = \"tokens\"\n"
+        );
+        for token in tokens {
+            text += &format!(
+                "[[auth.tokens]]\nsubject = \"alice\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
+                token_sha256(token)
+            );
+        }
+        text += &format!(
+            "[[modules]]\nname = \"dupe\"\ntransport = \"stdio\"\ncommand = \"/usr/bin/python3\"\nargs = [\"{}\"{}]\ntrust_annotations = true\nrequired = true\n",
+            fixture.display(),
+            if later { ", \"--later\"" } else { "" }
+        );
+        text
+    };
+    let config = dir.join("gateway.toml");
+    let readyz = format!("http://127.0.0.1:{operations}/readyz");
+
+    // Wrong from the start: the gateway starts, without either `wipe`.
+    std::fs::write(&config, config_with(&[AGENT], false)).unwrap();
+    let gateway = Gateway::start(&config).await;
+    assert_eq!(tool_names(&gateway.base, AGENT).await, ["dupe__keep"]);
+    let (status, _, body) = http("GET", &readyz, &[], None).await;
+    assert_eq!(
+        status, 503,
+        "a required module that lists a name twice: {body}"
+    );
+    assert!(
+        body["problems"]
+            .to_string()
+            .contains("tool \\\"dupe__wipe\\\" 2 times"),
+        "{body}"
+    );
+    gateway.stop().await;
+
+    // Clean at the start, wrong on the reload that revokes a token: the token stops working.
+    std::fs::write(&config, config_with(&[AGENT, HUMAN], true)).unwrap();
+    let gateway = Gateway::start(&config).await;
+    assert_eq!(
+        tool_names(&gateway.base, HUMAN).await,
+        ["dupe__keep", "dupe__wipe"]
+    );
+    std::fs::write(&config, config_with(&[AGENT], true)).unwrap();
+    hangup(&gateway);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, _, _) = http(
+            "POST",
+            &format!("{}/mcp", gateway.base),
+            &[("authorization", &format!("Bearer {HUMAN}"))],
+            Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})),
+        )
+        .await;
+        if status == 401 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the token taken out of the file still works after the reload ({status})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        tool_names(&gateway.base, AGENT).await,
+        ["dupe__keep"],
+        "the reloaded catalog leaves the duplicated name out"
+    );
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1302,23 +1425,7 @@ env = {{ MODULE_OWN = "own value" }}
         .current_dir(&dir);
     unprivileged(&mut command);
     let gateway = Gateway::start_with(&config, command).await;
-
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "snoop__snoop", "arguments": {},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let (status, _, body) = http(
-        "POST",
-        &format!("{}/mcp", gateway.base),
-        &[
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", "snoop__snoop"),
-        ],
-        Some(&call),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
-    let seen: Value = serde_json::from_str(&text(&body["result"])).unwrap();
+    let seen = snoop(&gateway).await;
     let everything = seen.to_string();
     for secret in [seal_material, db_password, "unlisted-secret"] {
         assert!(
@@ -1357,6 +1464,168 @@ env = {{ MODULE_OWN = "own value" }}
         "the gateway's /proc environ is closed to its modules: {seen:#}"
     );
     gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What the snoop module reports, through the gateway's `snoop__snoop`.
+async fn snoop(gateway: &Gateway) -> Value {
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "snoop__snoop", "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (status, _, body) = http(
+        "POST",
+        &format!("{}/mcp", gateway.base),
+        &[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "snoop__snoop"),
+        ],
+        Some(&call),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    serde_json::from_str(&text(&body["result"])).unwrap()
+}
+
+/// The hostile module under a gateway run as root (as CI runs, and as most containers run):
+/// it runs as `nobody` with a home of its own, and everything it tries on its parent fails.
+/// On a gateway that ran modules as itself, it read the keys from `/proc/<pid>/environ`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_root_gateways_stdio_module_reads_nothing_secret_and_cannot_signal_or_trace_it() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(
+        std::fs::metadata("/proc/self").unwrap().uid(),
+        0,
+        "this test runs the gateway as root, as CI does: run `cargo xtask test` as root"
+    );
+    let seal_material = "CQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQk=";
+    let env_seal_material = "CgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgoKCgo=";
+    let db_password = "db-password-in-a-file";
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-rootsnoop-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let fixture = dir.join("snoop_module.py");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/snoop_module.py"
+        ),
+        &fixture,
+    )
+    .unwrap();
+    let keys = dir.join("seal.keys");
+    std::fs::write(&keys, format!("k1:{seal_material}\n")).unwrap();
+    let url_file = dir.join("database.url");
+    std::fs::write(
+        &url_file,
+        format!("postgres://gw:{db_password}@127.0.0.1:1/gw\n"),
+    )
+    .unwrap();
+    let config = dir.join("gateway.toml");
+    let text = format!(
+        r#"
+listen = "127.0.0.1:0"
+[store]
+seal_keys_file = "{keys}"
+database_url_file = "{url}"
+[[modules]]
+name = "snoop"
+transport = "stdio"
+command = "/usr/bin/python3"
+args = ["{fixture}", "{keys}", "{url}", "{config}"]
+trust_annotations = true
+"#,
+        keys = keys.display(),
+        url = url_file.display(),
+        fixture = fixture.display(),
+        config = config.display(),
+    );
+    std::fs::write(&config, &text).unwrap();
+    let secret_files = [&keys, &url_file, &config];
+    let start = || {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+        command
+            .env("MCP_GATEWAY_SEAL_KEYS", format!("k2:{env_seal_material}"))
+            .env("PGPASSWORD", db_password)
+            .env("UNLISTED_TOKEN", "unlisted-secret-value");
+        command
+    };
+
+    // A secret file the module's user could read: the gateway refuses to start, naming it.
+    for file in secret_files {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let refused = start().arg("--config").arg(&config).output().await.unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("user nobody") && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
+    for file in secret_files {
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+
+    let gateway = Gateway::start_with(&config, start()).await;
+    let seen = snoop(&gateway).await;
+    let everything = seen.to_string();
+    for secret in [
+        seal_material,
+        env_seal_material,
+        db_password,
+        "unlisted-secret-value",
+    ] {
+        assert!(
+            !everything.contains(secret),
+            "the module found {secret}: {seen:#}"
+        );
+    }
+    assert_eq!(seen["uid"], 65534, "a root gateway's module runs as nobody");
+    assert_eq!(seen["euid"], 65534);
+    assert_eq!(seen["gid"], 65534);
+    assert!(
+        seen["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| *g == 65534),
+        "no supplementary group of root's: {seen:#}"
+    );
+    let unreadable = |what: &Value| what.as_str().is_some_and(|s| s.starts_with("unreadable"));
+    assert!(unreadable(&seen["parent_environ"]), "{seen:#}");
+    assert!(unreadable(&seen["parent_fds"]), "{seen:#}");
+    assert!(unreadable(&seen["parent_mem"]["maps"]), "{seen:#}");
+    assert!(unreadable(&seen["parent_mem"]["mem"]), "{seen:#}");
+    for file in secret_files {
+        assert!(
+            unreadable(&seen["files"][file.display().to_string()]),
+            "{} is closed to the module: {seen:#}",
+            file.display()
+        );
+    }
+    // The command line is public to every process; it holds no secret (checked above).
+    assert!(
+        seen["parent_cmdline"]
+            .as_str()
+            .unwrap()
+            .contains("--config"),
+        "{seen:#}"
+    );
+    assert_eq!(seen["signal"], "refused: EPERM", "{seen:#}");
+    assert_eq!(seen["trace"], "refused: EPERM", "{seen:#}");
+    let home = &seen["home"];
+    assert_eq!(home["uid"], 65534, "its home is its own: {seen:#}");
+    assert_eq!(home["mode"], "0o700");
+    assert_eq!(home["writable"], true);
+    let home_path = PathBuf::from(home["path"].as_str().unwrap());
+    assert!(home_path.is_dir());
+    assert_eq!(seen["env"]["USER"], "nobody");
+    gateway.stop().await;
+    assert!(
+        !home_path.exists(),
+        "the module's private home is removed when its process ends"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -2171,7 +2440,7 @@ async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider()
         seen["approver_sees"]
             .as_str()
             .unwrap()
-            .contains("for alice@127.0.0.1"),
+            .contains(&format!("for alice@{idp_host}")),
         "{seen}"
     );
     assert_eq!(seen["approved_call"]["isError"], false, "{seen}");
@@ -2194,9 +2463,10 @@ async fn a_person_signs_in_to_the_approvals_page_through_the_identity_provider()
     assert_eq!(
         rows,
         vec![(
-            "alice@127.0.0.1".to_owned(),
-            Some("bob@127.0.0.1 on the approvals page".to_owned())
-        )]
+            format!("alice@{idp_host}"),
+            Some(format!("bob@{idp_host} on the approvals page"))
+        )],
+        "callers are sub@name, the name being the whole issuer URL without its scheme"
     );
 
     // The way back is bound to the browser that left: another browser's `state` (login
@@ -2465,8 +2735,11 @@ impl FaultScene {
     fn new(name: &str, store: &str) -> FaultScene {
         let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ledger = dir.join("ledger");
+        // The module writes its ledger in a directory of its own user's.
+        let work = dir.join("module");
+        std::fs::create_dir_all(&work).unwrap();
+        module_user_owns(&work);
+        let ledger = work.join("ledger");
         let config = dir.join("gateway.toml");
         let text = format!(
             r#"
@@ -2500,7 +2773,7 @@ trust_annotations = true
             ),
             ledger = ledger.display(),
         );
-        std::fs::write(&config, text).unwrap();
+        write_secret(&config, &text);
         FaultScene {
             dir,
             config,

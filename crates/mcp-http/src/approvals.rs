@@ -666,7 +666,11 @@ impl McpService {
         }
         let principal = match (&*auth, &signed_in.cred) {
             (Auth::None(principal), _) => principal.clone(),
-            (Auth::Tokens(_), Some(cred)) => auth.by_digest(cred)?,
+            (Auth::Tokens(_), Some(cred)) => {
+                let made_at = signed_in.ends.unix_timestamp()
+                    - i64::try_from(SESSION_TTL.as_secs()).unwrap_or(i64::MAX);
+                auth.by_digest(cred, made_at)?
+            }
             (Auth::Tokens(_), None) => return None,
             (Auth::Jwt(_), _) => signed_in.principal,
         };

@@ -669,9 +669,10 @@ async fn converse(
             can: c.client,
         };
         let (relay, mut queue) = crate::relay::ClientRelay::new(
+            &c.call.entry,
             crate::relay::LogFilter::AtLeast(c.log_level),
             Some(crate::relay::Asker::Session(asker)),
-            c.gateway.inbox(&c.principal, &c.call.entry),
+            c.gateway.inbox(&c.principal),
         );
         let relay: Arc<dyn mcp_upstream::Relay> = relay;
         let resolving = c

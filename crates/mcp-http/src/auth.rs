@@ -148,9 +148,19 @@ pub enum Auth {
     /// Everyone is the one local caller, with every scope. Only for loopback listeners.
     None(Arc<Principal>),
     /// Bearer tokens, by SHA-256 (a request shares its principal: no copy per request).
-    Tokens(HashMap<[u8; 32], Arc<Principal>>),
+    Tokens(HashMap<[u8; 32], Grant>),
     /// OAuth access tokens: JWTs of trusted issuers, for this gateway.
     Jwt(Arc<jwt::JwtAuth>),
+}
+
+/// One configured token of mode `tokens`.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    principal: Arc<Principal>,
+    /// When the grant began, Unix seconds: 0 for the tokens the process started with, the
+    /// time of the reload for one a reload added (or put back after revoking it). A page
+    /// sign-in made before its grant began opens nothing.
+    since: i64,
 }
 
 fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
@@ -213,7 +223,11 @@ impl Auth {
                 authenticated: true,
                 groups: grant.groups.into_iter().collect(),
             };
-            if map.insert(digest, Arc::new(principal)).is_some() {
+            let grant = Grant {
+                principal: Arc::new(principal),
+                since: 0,
+            };
+            if map.insert(digest, grant).is_some() {
                 return Err(AuthConfigError::Duplicate { subject });
             }
         }
@@ -255,7 +269,7 @@ impl Auth {
             Auth::Tokens(tokens) => {
                 let mut key = [0u8; 32];
                 key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
-                tokens.get(&key).cloned()
+                tokens.get(&key).map(|grant| grant.principal.clone())
             }
             Auth::Jwt(jwt) => match jwt.principal_cached(token).await {
                 Ok(principal) => Some(principal),
@@ -276,13 +290,36 @@ impl Auth {
         }
     }
 
-    /// In mode `tokens`, the principal of the token whose SHA-256 is `digest_hex` now
-    /// (`None` once it is revoked); in the other modes, `None`.
-    pub fn by_digest(&self, digest_hex: &str) -> Option<Arc<Principal>> {
+    /// In mode `tokens`, the principal of the token whose SHA-256 is `digest_hex` now, for
+    /// a sign-in made at `made_at` (Unix seconds): `None` once the token is revoked, and for
+    /// a sign-in older than the token's grant (revoked, then put back: a new grant); in the
+    /// other modes, `None`.
+    pub fn by_digest(&self, digest_hex: &str, made_at: i64) -> Option<Arc<Principal>> {
         match self {
-            Auth::Tokens(tokens) => tokens.get(&parse_hex32(digest_hex)?).cloned(),
+            Auth::Tokens(tokens) => tokens
+                .get(&parse_hex32(digest_hex)?)
+                .filter(|grant| made_at >= grant.since)
+                .map(|grant| grant.principal.clone()),
             Auth::None(_) | Auth::Jwt(_) => None,
         }
+    }
+
+    /// This configuration of tokens as it follows `running` (a reload): a token `running`
+    /// has keeps the time its grant began; one it has not — new, or back after a reload
+    /// revoked it — begins now.
+    #[must_use]
+    pub fn following(self, running: &Auth) -> Auth {
+        let Auth::Tokens(mut tokens) = self else {
+            return self;
+        };
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        for (digest, grant) in &mut tokens {
+            grant.since = match running {
+                Auth::Tokens(old) => old.get(digest).map_or(now, |g| g.since),
+                Auth::None(_) | Auth::Jwt(_) => now,
+            };
+        }
+        Auth::Tokens(tokens)
     }
 
     /// The token scope name for one of the gateway's scopes (differs in mode `jwt`).

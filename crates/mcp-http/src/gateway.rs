@@ -41,6 +41,8 @@ pub struct Gateway {
     metrics: Arc<crate::metrics::Metrics>,
     limits: Arc<crate::limits::Limits>,
     required: Vec<String>,
+    /// Configured modules that could not be started, with why.
+    unbuilt: Vec<(String, String)>,
 }
 
 /// `[[approvers]]`: confirmations of the tools a pattern matches are answered by a group.
@@ -50,6 +52,20 @@ pub struct ApproverRule {
     pub tools: String,
     /// Who answers, and whether the caller may too.
     pub approval: elicitation_store::Approval,
+    /// Whose word that someone is in the group counts.
+    pub groups_from: GroupsFrom,
+}
+
+/// Whose assertion of an approver rule's group counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupsFrom {
+    /// The group as configured: mode `tokens`, where groups are the tokens' own.
+    Configured,
+    /// The group as the held call's caller's own issuer asserts it (mode `jwt`): another
+    /// issuer's "sre" answers nothing of this issuer's callers.
+    CallersIssuer,
+    /// The group as the issuer of this name asserts it, for every caller (mode `jwt`).
+    Issuer(String),
 }
 
 impl ApproverRule {
@@ -182,6 +198,7 @@ impl Gateway {
             metrics: Arc::default(),
             limits: Arc::default(),
             required: Vec::new(),
+            unbuilt: Vec::new(),
         }
     }
 
@@ -195,6 +212,22 @@ impl Gateway {
     /// The modules that must be up for this instance to be ready.
     pub fn required_modules(&self) -> &[String] {
         &self.required
+    }
+
+    /// The configured modules that could not be started (left out of the catalog), with
+    /// why: `/readyz` names them when they are required.
+    #[must_use]
+    pub fn with_unbuilt_modules(mut self, unbuilt: Vec<(String, String)>) -> Self {
+        self.unbuilt = unbuilt;
+        self
+    }
+
+    /// Why module `name` could not be started, if it could not.
+    pub fn unbuilt(&self, name: &str) -> Option<&str> {
+        self.unbuilt
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, why)| why.as_str())
     }
 
     /// Holds each caller to these rates of calls and of confirmations.
@@ -238,16 +271,28 @@ impl Gateway {
     /// Whether the caller itself may answer confirmations of `tool` (no approver rule, or
     /// one that lets it): only then is its client asked natively.
     pub fn caller_answers(&self, tool: &str) -> bool {
-        self.approval_for(tool)
-            .is_none_or(|a| a.caller_may_answer())
-    }
-
-    /// Who answers confirmations of `tool` besides, or instead of, the caller.
-    pub fn approval_for(&self, tool: &str) -> Option<elicitation_store::Approval> {
         self.approvers
             .iter()
             .find(|r| r.matches(tool))
-            .map(|r| r.approval.clone())
+            .is_none_or(|r| r.approval.caller_may_answer())
+    }
+
+    /// Who answers `caller`'s confirmations of `tool` besides, or instead of, the caller:
+    /// the group as the rule's issuer (in mode `jwt`) qualifies it.
+    pub fn approval_for(&self, tool: &str, caller: &Caller) -> Option<elicitation_store::Approval> {
+        let rule = self.approvers.iter().find(|r| r.matches(tool))?;
+        let mut approval = rule.approval.clone();
+        let issuer = match &rule.groups_from {
+            GroupsFrom::Configured => None,
+            GroupsFrom::CallersIssuer => {
+                Some(crate::auth::jwt::issuer_of(caller.subject_id()).unwrap_or_default())
+            }
+            GroupsFrom::Issuer(name) => Some(name.as_str()),
+        };
+        if let Some(issuer) = issuer {
+            approval.group = crate::auth::jwt::qualified_group(&approval.group, issuer);
+        }
+        Some(approval)
     }
 
     /// The store (the REST API answers through it).
@@ -374,21 +419,16 @@ impl Gateway {
         }
     }
 
-    /// The inbox where the questions of `tool`'s module to `principal` wait for a person
+    /// The inbox where a module's questions to `principal` wait for a person
     /// when its client cannot answer them; none where confirmations need an authenticated caller
     /// and this one is not.
-    pub(crate) fn inbox(
-        &self,
-        principal: &Principal,
-        tool: &Arc<ToolEntry>,
-    ) -> Option<crate::relay::Inbox> {
+    pub(crate) fn inbox(&self, principal: &Principal) -> Option<crate::relay::Inbox> {
         if self.require_authenticated_caller && !principal.authenticated {
             return None;
         }
         Some(crate::relay::Inbox {
             store: self.store.clone(),
             caller: principal.caller.clone(),
-            tool: tool.clone(),
         })
     }
 
@@ -670,7 +710,7 @@ impl Gateway {
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
         }
-        let approval = self.approval_for(&entry.qualified);
+        let approval = self.approval_for(&entry.qualified, caller);
         // Whoever reads the confirmation (the agent's held result, the page, the REST API)
         // learns who must answer it.
         let message = match &approval {

@@ -216,13 +216,14 @@ impl McpService {
                         if streaming == Streaming::Allowed && response::accepts_sse(headers) =>
                     {
                         let (relay, queue) = ClientRelay::new(
+                            classified.entry(),
                             LogFilter::AtLeast(session.log_level),
                             Some(Asker::Session(SessionAsker {
                                 answers: self.answers.clone(),
                                 session: session_id,
                                 can: session.answers,
                             })),
-                            self.gateway().inbox(principal, classified.entry()),
+                            self.gateway().inbox(principal),
                         );
                         let gateway = self.gateway().clone();
                         let caller = principal.clone();

@@ -94,9 +94,10 @@ impl McpService {
                         let (asker, asks) =
                             Running::asker(ClientAnswers::declared(capabilities.as_ref()));
                         let (relay, queue) = ClientRelay::new(
+                            &entry,
                             logs,
                             Some(Asker::Mrtr(asker)),
-                            self.gateway().inbox(principal, &entry),
+                            self.gateway().inbox(principal),
                         );
                         let mrtr = ask::Mrtr {
                             gateway: self.gateway().clone(),

@@ -119,9 +119,6 @@ pub(crate) struct SessionAsker {
 pub(crate) struct Inbox {
     pub(crate) store: Arc<dyn ElicitationStore>,
     pub(crate) caller: Caller,
-    /// The tool whose module asks (named in the question, so it never passes for the
-    /// gateway's own confirmation).
-    pub(crate) tool: Arc<mcp_upstream::registry::ToolEntry>,
 }
 
 impl Inbox {
@@ -139,14 +136,8 @@ impl Inbox {
         let (true, Some(message), Some(field)) = (is_form, message, field) else {
             return cancel;
         };
-        // Attributed, and shown as text: a module cannot pass its question off as the
-        // gateway's confirmation of a call.
-        let message = format!(
-            "A question from the module of the tool `{}` while it runs (not a confirmation of a tool call): {}",
-            self.tool.qualified,
-            gating_core::visible(message)
-        );
-        let Ok(spec) = ElicitationSpec::new(message, field.spec.clone()) else {
+        // Attributed already (see `attributed`), as on every other path.
+        let Ok(spec) = ElicitationSpec::new(message.to_owned(), field.spec.clone()) else {
             return cancel;
         };
         let created = tokio::time::timeout(
@@ -200,6 +191,22 @@ impl Inbox {
     }
 }
 
+/// A module's `elicitation/create` as it reaches a person, on every path (natively on the
+/// call's stream, through `input_required`, or in the caller's inbox): its message attributed
+/// to the module of `tool` and shown as text, so a module cannot pass its question off as the
+/// gateway's own confirmation of a call.
+fn attributed(tool: &str, params: Option<Value>) -> Option<Value> {
+    let mut params = params?;
+    if let Some(message) = params.get_mut("message") {
+        let text = message.as_str().unwrap_or_default();
+        *message = Value::String(format!(
+            "A question from the module of the tool `{tool}` while it runs (not a confirmation of a tool call): {}",
+            gating_core::visible(text)
+        ));
+    }
+    Some(params)
+}
+
 /// Withdraws a module's question a person has not answered when the module stops waiting.
 struct Withdraw {
     store: Arc<dyn ElicitationStore>,
@@ -242,11 +249,14 @@ pub(crate) struct ClientRelay {
     logs: LogFilter,
     asker: Option<Asker>,
     inbox: Option<Inbox>,
+    /// The tool of the call (its module's questions are attributed to it).
+    tool: Arc<mcp_upstream::registry::ToolEntry>,
 }
 
 impl ClientRelay {
-    /// A relay and the queue its messages arrive on.
+    /// A relay of a call to `tool` and the queue its messages arrive on.
     pub(crate) fn new(
+        tool: &Arc<mcp_upstream::registry::ToolEntry>,
         logs: LogFilter,
         asker: Option<Asker>,
         inbox: Option<Inbox>,
@@ -257,6 +267,7 @@ impl ClientRelay {
             logs,
             asker,
             inbox,
+            tool: tool.clone(),
         };
         (Arc::new(relay), rx)
     }
@@ -314,6 +325,11 @@ impl mcp_upstream::Relay for ClientRelay {
     }
 
     async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let params = if method == "elicitation/create" {
+            attributed(&self.tool.qualified, params)
+        } else {
+            params
+        };
         let asker = match self.asker.as_ref().filter(|a| a.can(method)) {
             Some(Asker::Session(asker)) => asker,
             Some(Asker::Mrtr(asker)) => return asker.ask(method, params).await,

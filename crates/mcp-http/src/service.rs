@@ -146,15 +146,27 @@ fn is_loopback_origin(origin: &str) -> bool {
     origin
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"))
-        .is_some_and(|authority| is_loopback_host(host_name(authority)))
+        .and_then(host_name)
+        .is_some_and(is_loopback_host)
 }
 
-/// The host name of a `Host` header value, without its port (`[::1]` keeps its brackets).
-fn host_name(host: &str) -> &str {
-    if host.starts_with('[') {
-        return host.find(']').map_or(host, |end| &host[..=end]);
-    }
-    host.split(':').next().unwrap_or(host)
+/// The host name of a `Host` header value (or an origin's authority), without its port
+/// (`[::1]` keeps its brackets): `name` or `name:port`, the port 1 to 5 digits. Anything
+/// else is no host at all (`None`): `localhost:18080.evil.example` is not `localhost`.
+fn host_name(host: &str) -> Option<&str> {
+    let split = if host.starts_with('[') {
+        host.find(']')? + 1
+    } else {
+        host.find(':').unwrap_or(host.len())
+    };
+    let (name, port) = host.split_at(split);
+    let port_ok = match port.strip_prefix(':') {
+        None => port.is_empty(),
+        Some(digits) => {
+            (1..=5).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
+        }
+    };
+    (port_ok && !name.is_empty()).then_some(name)
 }
 
 fn is_loopback_host(name: &str) -> bool {
@@ -475,6 +487,7 @@ impl McpService {
     /// follow the new catalog, and are told that every list may have changed.
     pub fn reload(&self, gateway: Arc<Gateway>, auth: Auth) {
         notify_sessions(&gateway, &self.sessions);
+        let auth = auth.following(&self.auth());
         *self
             .gateway
             .write()
@@ -603,11 +616,23 @@ impl McpService {
         }
         let gateway = self.gateway();
         let health = gateway.registry().health();
+        let left_out = gateway.registry().left_out();
         for required in gateway.required_modules() {
             match health.iter().find(|(name, _)| name == required) {
                 Some((_, h)) if h.up => {}
                 Some(_) => problems.push(format!("module {required:?} is down")),
-                None => problems.push(format!("module {required:?} is not configured")),
+                None => match gateway.unbuilt(required) {
+                    Some(reason) => {
+                        problems.push(format!("module {required:?} cannot be started: {reason}"));
+                    }
+                    None => problems.push(format!("module {required:?} is not configured")),
+                },
+            }
+            if let Some((_, what)) = left_out.iter().find(|(name, _)| name == required) {
+                problems.push(format!(
+                    "module {required:?} lists what the gateway leaves out: {}",
+                    what.join("; ")
+                ));
             }
         }
         if problems.is_empty() {
@@ -694,7 +719,9 @@ impl McpService {
                 None => return false,
             },
         };
-        let name = host_name(host.trim());
+        let Some(name) = host_name(host.trim()) else {
+            return false;
+        };
         is_loopback_host(name)
             || self
                 .config
@@ -724,8 +751,11 @@ impl McpService {
         let (parts, body) = request.into_parts();
         let path = parts.uri.path().to_owned();
         let is_rest = path == rest::PREFIX || path.starts_with(&format!("{}/", rest::PREFIX));
+        // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
+        // are `application/problem+json`.
+        let is_api = path.starts_with("/v1/");
         let fail = |error: McpError| {
-            if is_rest {
+            if is_api {
                 response::error(&error, Surface::Problem)
             } else {
                 response::rpc_error(&error, None, None)
@@ -988,7 +1018,7 @@ impl McpService {
         // A client chooses its Host: only a loopback one or a configured one may become a
         // link a person follows (else a client could send the person to its own sign-in
         // page); without `public_url` elsewhere, URL mode is not offered.
-        let name = host_name(host);
+        let name = host_name(host)?;
         let known = is_loopback_host(name)
             || self
                 .config
@@ -1340,8 +1370,22 @@ mod tests {
             ("localhost", "localhost"),
             ("127.0.0.1@evil.example", "127.0.0.1@evil.example"),
         ] {
-            assert_eq!(host_name(host), name, "{host}");
+            assert_eq!(host_name(host), Some(name), "{host}");
         }
+        // A port is digits and nothing after them: the attacker's host is not localhost.
+        for bad in [
+            "localhost:18080.evil.example",
+            "localhost:80:81",
+            "127.0.0.1:",
+            "localhost:123456",
+            "[::1]x",
+            "[::1]:80.evil.example",
+            ":8080",
+            "[::1",
+        ] {
+            assert_eq!(host_name(bad), None, "{bad}");
+        }
+        assert!(!is_loopback_origin("http://localhost:18080.evil.example"));
         for ok in ["localhost", "LocalHost", "127.0.0.1", "127.9.9.9", "[::1]"] {
             assert!(is_loopback_host(ok), "{ok}");
         }

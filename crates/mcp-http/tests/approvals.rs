@@ -1129,6 +1129,7 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::FourEyes,
         },
+        groups_from: mcp_http::gateway::GroupsFrom::Configured,
     }])
     .await;
     let held = agent_call(&h, json!({"path": "/prod"}), None).await;
@@ -1277,6 +1278,25 @@ async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
         "{}",
         page.body
     );
+    // Put back, his token is a new grant: the sign-in made under the old one stays dead
+    // (on today's main it worked again), and a new sign-in works.
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    h.service.reload(
+        gateway.clone(),
+        Auth::tokens(vec![
+            grant("bob", BOB, Vec::new()),
+            grant("alice", HUMAN, Vec::new()),
+        ])
+        .unwrap(),
+    );
+    let page = send(&h, "GET", "/approvals", &[("cookie", &bob.cookie)], "").await;
+    assert!(
+        !page.body.contains("Sign out"),
+        "a sign-in outlived its grant: {}",
+        page.body
+    );
+    let mut again = Browser::sign_in(&h, BOB).await.unwrap();
+    assert!(again.get().await.body.contains("Sign out"));
     // A cookie made under auth `none` opens nothing under auth `tokens`.
     let none = harness().await;
     none.service.reload(none.service.gateway(), Auth::none());

@@ -16,7 +16,7 @@ use mcp_http::auth::Auth;
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool};
-use mcp_upstream::registry::{ModuleSpec, Registry, RegistryError};
+use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
 
 /// A module with one prompt `greet` that says which module answered, and one resource
@@ -204,27 +204,67 @@ async fn a_modern_client_lists_and_gets_prompts_with_the_modern_result_shape() {
     );
 }
 
+/// What a module lists wrong is that module's failure, never the gateway's: on today's main a
+/// prompt two modules list, or a tool one module lists twice, stopped the gateway from
+/// starting (and, later, every reload).
 #[tokio::test]
-async fn two_modules_listing_one_prompt_name_is_a_start_up_error() {
-    let clash = Registry::start(vec![
+async fn names_a_module_lists_twice_or_another_module_has_are_left_out_and_the_gateway_starts() {
+    let read_only = |description: &str, annotations: Value| {
+        InProcessTool::new(
+            json!({"name": "wipe", "description": description, "inputSchema": {"type": "object"},
+                   "annotations": annotations}),
+            |_| Ok(json!({"content": []})),
+        )
+    };
+    // One tool name, two definitions: which one the module means cannot be told, so
+    // neither is listed (keeping the first would trust `readOnlyHint` of either).
+    let twice = InProcessModule::new(
+        "twice",
+        vec![
+            read_only("Reads.", json!({"readOnlyHint": true})),
+            read_only("Wipes the disk.", json!({"destructiveHint": true})),
+            InProcessTool::new(
+                json!({"name": "other", "inputSchema": {"type": "object"}}),
+                |_| Ok(json!({"content": []})),
+            ),
+        ],
+    );
+    let registry = Registry::start(vec![
         spec("a", "", greeter("a")),
         spec("b", "", greeter("b")),
+        spec("twice", "t", twice),
     ])
-    .await;
-    match clash {
-        Err(RegistryError::PromptCollision {
-            name,
-            first,
-            second,
-        }) => {
-            assert_eq!(
-                (name.as_str(), first.as_str(), second.as_str()),
-                ("greet", "a", "b")
-            );
-        }
-        Err(other) => panic!("another error: {other}"),
-        Ok(_) => panic!("a prompt name listed twice must not start"),
-    }
+    .await
+    .expect("a module's own inconsistency does not stop the gateway");
+    let prompts: Vec<Value> = registry
+        .prompts()
+        .iter()
+        .map(|p| p["name"].clone())
+        .collect();
+    assert_eq!(
+        prompts,
+        [json!("greet")],
+        "listed once: the first module keeps the name"
+    );
+    assert!(
+        registry.lookup("t__wipe").is_none(),
+        "neither definition is listed"
+    );
+    assert!(
+        registry.lookup("t__other").is_some(),
+        "the module's other tools are"
+    );
+    let left_out = registry.left_out();
+    let names: Vec<&str> = left_out.iter().map(|(m, _)| *m).collect();
+    assert_eq!(names, ["b", "twice"]);
+    assert!(
+        left_out[0].1[0].contains("prompt \"greet\" is module \"a\"'s already"),
+        "{left_out:?}"
+    );
+    assert!(
+        left_out[1].1[0].contains("tool \"t__wipe\" 2 times"),
+        "{left_out:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -647,3 +647,248 @@ async fn keys_are_never_fetched_through_a_redirect_away_from_https() {
         "loopback redirect",
     );
 }
+
+const REALM_A: &str = "https://kc.example.com/realms/a";
+const REALM_B: &str = "https://kc.example.com/realms/b";
+
+/// Two Keycloak realms on one host, each with its own keys and the default name; a
+/// destructive tool whose confirmations a four-eyes group `sre` answers.
+async fn two_realms(a: &SigningKey, b: &SigningKey) -> McpService {
+    use mcp_http::auth::jwt::default_issuer_name;
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-jwt-realms-{}-{}",
+        std::process::id(),
+        DIRS.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let realm = |iss: &str, key: &SigningKey, file: &str| {
+        let path = dir.join(file);
+        write_jwks(&path, &[key]);
+        IssuerConfig {
+            issuer: iss.into(),
+            name: default_issuer_name(iss),
+            ..issuer(JwksSource::File(path), Duration::from_secs(3600))
+        }
+    };
+    let module = InProcessModule::new(
+        "test",
+        vec![InProcessTool::new(
+            json!({"name": "delete", "description": "Deletes.", "inputSchema": {"type": "object"},
+                   "annotations": {"destructiveHint": true}}),
+            |_| Ok(text_result("deleted", false)),
+        )],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let gateway = Arc::new(
+        Gateway::new(registry, store, GatePolicy::default(), true).with_approvers(vec![
+            mcp_http::gateway::ApproverRule {
+                tools: "test__*".into(),
+                approval: elicitation_store::Approval {
+                    group: "sre".into(),
+                    mode: elicitation_store::ApprovalMode::FourEyes,
+                },
+                groups_from: mcp_http::gateway::GroupsFrom::CallersIssuer,
+            },
+        ]),
+    );
+    let jwt = JwtAuth::new(JwtConfig {
+        resource: RESOURCE.into(),
+        issuers: vec![realm(REALM_A, a, "a.json"), realm(REALM_B, b, "b.json")],
+        scopes: ScopeNames {
+            tools_call: "mcp.tools".into(),
+            respond: "mcp.approve".into(),
+            create: "mcp.ask".into(),
+            metrics: "mcp.metrics".into(),
+        },
+        tenant_claim: None,
+        groups_claim: "groups".into(),
+        leeway: Duration::from_secs(5),
+    })
+    .unwrap();
+    let jwt = Arc::new(jwt);
+    jwt.refresh_all().await;
+    McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default())
+}
+
+/// A token of `iss` for `sub` with `scope` and `groups`.
+fn realm_token(key: &SigningKey, iss: &str, sub: &str, scope: &str, groups: &[&str]) -> String {
+    key.sign(
+        &json!({"iss": iss, "aud": RESOURCE, "sub": sub, "iat": now(), "nbf": now() - 5,
+        "exp": now() + 60, "scope": scope, "groups": groups}),
+    )
+}
+
+/// A request with a JSON body and a bearer token: status and body.
+async fn request(
+    service: &McpService,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "gw.example.com")
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "application/json")
+        .header("content-type", "application/json");
+    if path == "/mcp" {
+        request = request
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "test__delete");
+    }
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let response = service
+        .handle(request.body(Full::new(Bytes::from(body))).unwrap())
+        .await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// On today's main both realms were named `kc.example.com`: realm b's `alice` read,
+/// cancelled and approved realm a's `alice`'s held call, and realm b's `sre` answered realm
+/// a's four-eyes confirmations. Now each realm is its own name, its own callers and its own
+/// groups; a token without a `sub` is nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_on_one_host_are_two_sets_of_callers_and_groups() {
+    let (a, b) = (SigningKey::es256("a1"), SigningKey::es256("b1"));
+    let service = two_realms(&a, &b).await;
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test__delete", "arguments": {"path": "/prod"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let alice_a = realm_token(&a, REALM_A, "alice", "mcp.tools mcp.approve", &[]);
+    let (status, held) = request(&service, "POST", "/mcp", &alice_a, Some(call.clone())).await;
+    assert_eq!(status, StatusCode::OK, "{held}");
+    let id = held["result"]["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("held: {held}"))
+        .to_owned();
+    let path = format!("/v1/mcp/elicitations/{id}");
+    let approve = json!({"confirmed": true});
+
+    // Realm b's alice is not realm a's: she finds nothing to read, cancel or approve.
+    let alice_b = realm_token(&b, REALM_B, "alice", "mcp.tools mcp.approve", &[]);
+    let (status, _) = request(&service, "GET", &path, &alice_b, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = request(
+        &service,
+        "POST",
+        &format!("{path}/respond"),
+        &alice_b,
+        Some(approve.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = request(&service, "POST", &format!("{path}/cancel"), &alice_b, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // Realm b's "sre" is not realm a's: it cannot answer realm a's four-eyes confirmation.
+    let sre_b = realm_token(&b, REALM_B, "bob", "mcp.approve", &["sre"]);
+    let (status, body) = request(
+        &service,
+        "POST",
+        &format!("{path}/respond"),
+        &sre_b,
+        Some(approve.clone()),
+    )
+    .await;
+    assert!(
+        status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
+        "another issuer's group answered: {status} {body}"
+    );
+    let (status, again) = request(&service, "POST", "/mcp", &alice_a, Some(call.clone())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        again["result"]["structuredContent"]["elicitation"]["id"].is_string(),
+        "still held: {again}"
+    );
+
+    // Realm a's own sre answers it, and the agent's re-call runs.
+    let sre_a = realm_token(&a, REALM_A, "carol", "mcp.approve", &["sre"]);
+    let (status, body) = request(
+        &service,
+        "POST",
+        &format!("{path}/respond"),
+        &sre_a,
+        Some(approve),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, ran) = request(&service, "POST", "/mcp", &alice_a, Some(call.clone())).await;
+    assert_eq!(ran["result"]["content"][0]["text"], "deleted", "{ran}");
+
+    // A token whose sub is empty (or missing) is refused.
+    for sub in [json!(""), json!("  ")] {
+        let token = a.sign(
+            &json!({"iss": REALM_A, "aud": RESOURCE, "sub": sub, "iat": now(),
+            "nbf": now() - 5, "exp": now() + 60, "scope": "mcp.tools"}),
+        );
+        let (status, body) = request(&service, "POST", "/mcp", &token, Some(call.clone())).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "sub {sub}: {body}");
+    }
+    let token = a.sign(&json!({"iss": REALM_A, "aud": RESOURCE, "iat": now(),
+        "nbf": now() - 5, "exp": now() + 60, "scope": "mcp.tools"}));
+    let (status, _) = request(&service, "POST", "/mcp", &token, Some(call)).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "no sub");
+}
+
+#[test]
+fn two_issuers_with_one_name_are_refused() {
+    let file = |n: &str| JwksSource::File(PathBuf::from(format!("/nonexistent/{n}.json")));
+    let named = |iss: &str, name: &str, n: &str| IssuerConfig {
+        issuer: iss.into(),
+        name: name.into(),
+        ..issuer(file(n), Duration::from_secs(3600))
+    };
+    let config = |issuers| JwtConfig {
+        resource: RESOURCE.into(),
+        issuers,
+        scopes: ScopeNames {
+            tools_call: "t".into(),
+            respond: "r".into(),
+            create: "c".into(),
+            metrics: "m".into(),
+        },
+        tenant_claim: None,
+        groups_claim: "groups".into(),
+        leeway: Duration::ZERO,
+    };
+    let Err(err) = JwtAuth::new(config(vec![
+        named(REALM_A, "kc", "a"),
+        named(REALM_B, "kc", "b"),
+    ])) else {
+        panic!("one name for two issuers is refused");
+    };
+    let err = err.to_string();
+    assert!(err.contains("both named \"kc\""), "{err}");
+    let Err(err) = JwtAuth::new(config(vec![named(REALM_A, "corp@x", "a")])) else {
+        panic!("a name with @ is refused");
+    };
+    let err = err.to_string();
+    assert!(err.contains("without '@'"), "{err}");
+    assert_ne!(
+        mcp_http::auth::jwt::default_issuer_name(REALM_A),
+        mcp_http::auth::jwt::default_issuer_name(REALM_B),
+        "two realms on one host have two default names"
+    );
+    assert_eq!(
+        mcp_http::auth::jwt::default_issuer_name("https://idp.example.com/"),
+        "idp.example.com"
+    );
+}

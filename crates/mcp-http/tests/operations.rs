@@ -583,6 +583,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
         inherit_env: Vec::new(),
         cwd: None,
         call_timeout: Duration::from_secs(5),
+        run_as: None,
     }));
     let deletes = Arc::new(AtomicUsize::new(0));
     let modules = vec![
@@ -629,6 +630,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
                 inherit_env: Vec::new(),
                 cwd: None,
                 call_timeout: Duration::from_secs(5),
+                run_as: None,
             })),
         }],
         no_limits(),

@@ -47,6 +47,7 @@ async fn harness() -> Harness {
         inherit_env: Vec::new(),
         cwd: None,
         call_timeout: Duration::from_secs(30),
+        run_as: None,
     }));
     assert!(module.ready(Duration::from_secs(30)).await);
     harness_over("chatty", module).await
@@ -404,7 +405,11 @@ async fn a_modules_elicitation_is_asked_of_the_client_and_its_answer_goes_back_b
     let mut events = s.call(2, "chatty__ask", Value::Null).await.stream();
     let asked = events.next().await.json();
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
-    assert_eq!(asked["params"]["message"], "Your name?");
+    // Attributed to the module as in the inbox: it cannot pass for the gate's question.
+    assert_eq!(
+        asked["params"]["message"],
+        "A question from the module of the tool `chatty__ask` while it runs (not a confirmation of a tool call): Your name?"
+    );
     let relay_id = asked["id"].clone();
     assert!(
         relay_id.as_str().unwrap().starts_with("mcp-gateway-relay-"),
@@ -896,7 +901,10 @@ async fn a_modern_modules_input_request_is_asked_of_a_session_client_and_sent_ba
     let mut events = s.call(2, "mrtr__ask", Value::Null).await.stream();
     let asked = events.next().await.json();
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
-    assert_eq!(asked["params"]["message"], "Who are you?");
+    assert_eq!(
+        asked["params"]["message"],
+        "A question from the module of the tool `mrtr__ask` while it runs (not a confirmation of a tool call): Who are you?"
+    );
     let answer = json!({"action": "accept", "content": {"name": "Ada"}});
     s.send(
         "POST",
@@ -958,7 +966,8 @@ async fn a_legacy_modules_question_reaches_a_modern_client_as_input_required_and
     );
     assert_eq!(
         result["inputRequests"]["input"]["params"]["message"],
-        "Your name?"
+        "A question from the module of the tool `chatty__ask` while it runs (not a confirmation of a tool call): Your name?",
+        "attributed on the 2026-07-28 path too"
     );
     let state = result["requestState"].clone();
     let answer = json!({"action": "accept", "content": {"name": "Ada"}});

@@ -2387,3 +2387,16 @@ async fn approvals_page(h: &Harness, cookie: &str) -> (StatusCode, String) {
     let (status, _, body) = send(h, "GET", "/approvals", &[("cookie", cookie)], Vec::new()).await;
     (status, body.as_str().unwrap_or_default().to_owned())
 }
+
+/// Every path under `/v1/` is the REST API's: an unknown one is a 404 problem document, not
+/// a JSON-RPC error (on today's main it was one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_path_under_v1_answers_a_problem_document() {
+    let h = harness_with(Arc::new(MemoryStore::default()), false).await;
+    for path in ["/v1/mcp/nothing-here", "/v1/other", "/v1/"] {
+        // `rest` asserts the problem document's content type and status.
+        let (status, body) = rest(&h, HUMAN, "GET", path, Value::Null).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(body.get("jsonrpc").is_none(), "{path}: {body}");
+    }
+}

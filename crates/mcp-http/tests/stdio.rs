@@ -36,6 +36,7 @@ async fn crashy() -> (Arc<StdioModule>, Arc<Registry>, Gateway) {
         inherit_env: Vec::new(),
         cwd: None,
         call_timeout: Duration::from_secs(30),
+        run_as: None,
     }));
     assert!(
         module.ready(Duration::from_secs(30)).await,
@@ -200,6 +201,7 @@ async fn faulty(
         inherit_env: Vec::new(),
         cwd: None,
         call_timeout,
+        run_as: None,
     }));
     assert!(
         module.ready(Duration::from_secs(30)).await,

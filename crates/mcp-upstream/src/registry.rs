@@ -169,30 +169,6 @@ pub enum RegistryError {
     /// Two modules with one name.
     #[error("two modules are named {0:?}")]
     DuplicateModule(String),
-    /// Two prompts would be listed under one name.
-    #[error(
-        "prompt name {name:?} would be listed by both module {first:?} and module {second:?}; give one of them another prefix"
-    )]
-    PromptCollision {
-        /// The colliding name.
-        name: String,
-        /// The module that has it.
-        first: String,
-        /// The module that would shadow it.
-        second: String,
-    },
-    /// Two tools would be listed under one name.
-    #[error(
-        "tool name {name:?} would be listed by both module {first:?} and module {second:?}; give one of them another prefix"
-    )]
-    Collision {
-        /// The colliding name.
-        name: String,
-        /// The module that has it.
-        first: String,
-        /// The module that would shadow it.
-        second: String,
-    },
 }
 
 /// Whether `name` is a tool name as MCP defines one: 1 to 128 characters of `A-Z a-z 0-9 _
@@ -294,6 +270,9 @@ pub struct Registry {
     resources: RwLock<Resources>,
     /// When each module's listing last failed.
     failed_at: Mutex<Vec<Option<Instant>>>,
+    /// What of each module's latest listing is left out, and why (a name it lists twice,
+    /// a name another module has).
+    left_out: Mutex<Vec<Vec<String>>>,
     /// Fires after each refresh of a module's tools.
     refreshed: tokio::sync::broadcast::Sender<()>,
     /// The rank of the most verbose log level clients asked for (`u8::MAX`: none yet).
@@ -323,7 +302,7 @@ pub struct CallLimit {
 
 impl Registry {
     /// Lists every module's tools and watches for changes. A module that cannot be listed
-    /// now is tried again later; a name collision is a configuration error.
+    /// now is tried again later; what a module lists wrong is left out (see `install`).
     pub async fn start(modules: Vec<ModuleSpec>) -> Result<Arc<Registry>, RegistryError> {
         Self::start_with(modules, CallLimit::default()).await
     }
@@ -366,6 +345,7 @@ impl Registry {
             updated: tokio::sync::broadcast::channel(256).0,
             instance_logs: tokio::sync::broadcast::channel(256).0,
             failed_at: Mutex::new(vec![None; count]),
+            left_out: Mutex::new(vec![Vec::new(); count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
         });
         let _ = registry.this.set(Arc::downgrade(&registry));
@@ -392,40 +372,9 @@ impl Registry {
             .map(|spec| spec.module.tools_changed())
             .collect();
         let listed = futures_join_all(&registry).await;
-        {
-            let mut catalog = registry
-                .catalog
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            let mut prompts = registry
-                .prompts
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            let mut resources = registry
-                .resources
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            for (index, listing) in listed.into_iter().enumerate() {
-                let Some(listing) = listing else { continue };
-                for (uri, other) in resources.add(index, listing.resources, listing.templates) {
-                    tracing::warn!(%uri, kept_by = %registry.modules[other].name, left_out_of = %registry.modules[index].name, "two modules list one resource URI: it stays the first module's, and the other module's entry is not listed");
-                }
-                let entries = registry.prompt_entries(index, listing.prompts);
-                if let Some(clash) = merge(&mut prompts, index, entries).into_iter().next() {
-                    return Err(RegistryError::PromptCollision {
-                        name: clash.name,
-                        first: clash.first,
-                        second: clash.second,
-                    });
-                }
-                let entries = registry.entries(index, listing.tools);
-                if let Some(clash) = merge(&mut catalog, index, entries).into_iter().next() {
-                    return Err(RegistryError::Collision {
-                        name: clash.name,
-                        first: clash.first,
-                        second: clash.second,
-                    });
-                }
+        for (index, listing) in listed.into_iter().enumerate() {
+            if let Some(listing) = listing {
+                registry.install(index, listing);
             }
         }
         for spec in &registry.modules {
@@ -573,12 +522,23 @@ impl Registry {
         }
     }
 
-    /// Re-lists one module and replaces its tools. Colliding names keep their current
-    /// owner (logged as an error).
+    /// Re-lists one module and replaces its tools, prompts and resources.
     async fn refresh(&self, index: usize) {
         let Some(listing) = self.list_module(index).await else {
             return;
         };
+        self.install(index, listing);
+        tracing::info!(module = %self.modules[index].name, "tool list refreshed");
+        let _ = self.refreshed.send(());
+    }
+
+    /// Puts module `index`'s listing in the catalog in place of its last one. What the
+    /// module gets wrong is its own failure, never the gateway's: a name it lists more than
+    /// once is left out (which of the definitions is meant cannot be told), and a name
+    /// another module lists already stays that module's; each is logged and kept for
+    /// [`Registry::left_out`].
+    fn install(&self, index: usize, listing: Listing) {
+        let name = &self.modules[index].name;
         {
             let mut resources = self
                 .resources
@@ -586,23 +546,41 @@ impl Registry {
                 .unwrap_or_else(PoisonError::into_inner);
             resources.remove(index);
             for (uri, other) in resources.add(index, listing.resources, listing.templates) {
-                tracing::warn!(%uri, kept_by = %self.modules[other].name, left_out_of = %self.modules[index].name, "two modules list one resource URI: it stays the first module's, and the other module's entry is not listed");
+                tracing::warn!(%uri, kept_by = %self.modules[other].name, left_out_of = %name, "two modules list one resource URI: it stays the first module's, and the other module's entry is not listed");
             }
         }
         let entries = self.prompt_entries(index, listing.prompts);
-        let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
-        for clash in merge(&mut prompts, index, entries) {
-            tracing::error!(prompt = %clash.name, first = %clash.first, second = %clash.second, "prompt name collision after a refresh; keeping the first");
-        }
-        drop(prompts);
+        let mut problems = {
+            let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
+            merge(&mut prompts, index, entries)
+        };
         let entries = self.entries(index, listing.tools);
-        let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
-        for clash in merge(&mut catalog, index, entries) {
-            tracing::error!(tool = %clash.name, first = %clash.first, second = %clash.second, "tool name collision after a refresh; keeping the first");
+        problems.extend({
+            let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
+            merge(&mut catalog, index, entries)
+        });
+        for problem in &problems {
+            tracing::warn!(module = %name, %problem, "left out of the catalog");
         }
-        drop(catalog);
-        tracing::info!(module = %self.modules[index].name, "tool list refreshed");
-        let _ = self.refreshed.send(());
+        if let Some(slot) = self
+            .left_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(index)
+        {
+            *slot = problems;
+        }
+    }
+
+    /// Each module whose latest listing had something left out, with what and why.
+    pub fn left_out(&self) -> Vec<(&str, Vec<String>)> {
+        let left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+        self.modules
+            .iter()
+            .zip(left_out.iter())
+            .filter(|(_, problems)| !problems.is_empty())
+            .map(|(spec, problems)| (spec.name.as_str(), problems.clone()))
+            .collect()
     }
 
     /// Fires after each refresh of a module's tools, prompts and resources.
@@ -992,12 +970,15 @@ impl Registry {
 
 /// A catalog entry: listed under a name, owned by one module.
 trait Owned {
+    /// What an entry is, for messages: "tool" or "prompt".
+    const KIND: &'static str;
     fn listed_name(&self) -> &str;
     fn module(&self) -> usize;
     fn module_name(&self) -> &str;
 }
 
 impl Owned for ToolEntry {
+    const KIND: &'static str = "tool";
     fn listed_name(&self) -> &str {
         &self.qualified
     }
@@ -1010,6 +991,7 @@ impl Owned for ToolEntry {
 }
 
 impl Owned for PromptEntry {
+    const KIND: &'static str = "prompt";
     fn listed_name(&self) -> &str {
         &self.qualified
     }
@@ -1021,34 +1003,46 @@ impl Owned for PromptEntry {
     }
 }
 
-/// A name two modules would list.
-struct Clash {
-    name: String,
-    first: String,
-    second: String,
-}
-
-/// Replaces module `index`'s entries in `catalog` with `entries`. A name another module
-/// already lists keeps its owner; every such clash is returned.
+/// Replaces module `index`'s entries in `catalog` with `entries`, and says what it left
+/// out: every entry of a name the module lists more than once, and each name another module
+/// lists already (it keeps its owner).
 fn merge<E: Owned>(
     catalog: &mut BTreeMap<String, Arc<E>>,
     index: usize,
     entries: Vec<E>,
-) -> Vec<Clash> {
+) -> Vec<String> {
     catalog.retain(|_, e| e.module() != index);
-    let mut clashes = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for entry in &entries {
+        *seen.entry(entry.listed_name().to_owned()).or_default() += 1;
+    }
+    let mut problems: Vec<String> = seen
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(name, n)| {
+            format!(
+                "it lists {} {:?} {n} times; none of them is listed",
+                E::KIND,
+                gating_core::visible(name)
+            )
+        })
+        .collect();
     for entry in entries {
+        if seen.get(entry.listed_name()).is_some_and(|n| *n > 1) {
+            continue;
+        }
         if let Some(existing) = catalog.get(entry.listed_name()) {
-            clashes.push(Clash {
-                name: entry.listed_name().to_owned(),
-                first: existing.module_name().to_owned(),
-                second: entry.module_name().to_owned(),
-            });
+            problems.push(format!(
+                "{} {:?} is module {:?}'s already; it stays that module's (give one of them another prefix)",
+                E::KIND,
+                gating_core::visible(entry.listed_name()),
+                existing.module_name()
+            ));
             continue;
         }
         catalog.insert(entry.listed_name().to_owned(), Arc::new(entry));
     }
-    clashes
+    problems
 }
 
 /// Lists all modules concurrently.

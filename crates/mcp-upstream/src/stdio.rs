@@ -9,6 +9,9 @@
 //! program needs to run ([`BASE_ENV`], `LC_*`), the names the operator lists in
 //! [`StdioConfig::inherit_env`], and the module's own configured variables. Its working
 //! directory is `/` unless configured, and it inherits no file descriptor besides stdio.
+//! With [`StdioConfig::run_as`] (the gateway decides: its own user is root) the process runs
+//! as another user, with no supplementary groups and a `HOME` of its own, so it can neither
+//! read the gateway's `/proc` entries or files nor signal or trace it.
 //!
 //! # A module's messages during calls
 //!
@@ -100,6 +103,79 @@ pub struct StdioConfig {
     pub cwd: Option<PathBuf>,
     /// How long one call may take.
     pub call_timeout: Duration,
+    /// The user the process runs as, when not the gateway's own.
+    pub run_as: Option<RunAs>,
+}
+
+/// Another user to run a module's process as (only a gateway run as root can).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunAs {
+    /// The user's name (the module's `USER` and `LOGNAME`).
+    pub name: String,
+    /// Its user id.
+    pub uid: u32,
+    /// Its group id: the process's only group.
+    pub gid: u32,
+    /// The module's `HOME`. Without one, each process life gets a fresh private directory
+    /// (mode 0700, owned by the user), removed when the process ends.
+    pub home: Option<PathBuf>,
+}
+
+/// A module process's own `HOME`, removed when dropped.
+struct PrivateHome(PathBuf);
+
+impl PrivateHome {
+    /// A new directory under the system's temporary directory, owned by `uid:gid` and closed
+    /// to everyone else. The name is random and created exclusively, so nothing prepared in
+    /// the shared directory beforehand is used.
+    fn create(module: &str, uid: u32, gid: u32) -> std::io::Result<PrivateHome> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let safe: String = module
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .take(32)
+            .collect();
+        let mut attempts = 0;
+        loop {
+            let path =
+                std::env::temp_dir().join(format!("mcp-gateway-home-{safe}-{:016x}", random_u64()));
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => {
+                    let home = PrivateHome(path);
+                    std::os::unix::fs::chown(&home.0, Some(uid), Some(gid))?;
+                    std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700))?;
+                    return Ok(home);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
+                    attempts += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for PrivateHome {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(path = %self.0.display(), error = %e, "cannot remove a module's home directory");
+        }
+    }
+}
+
+/// A random number for a directory name, from the standard library's per-process random
+/// hash keys and the clock (unpredictable enough for a name that is created exclusively).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.finish()
 }
 
 struct Shared {
@@ -518,9 +594,37 @@ async fn run_once(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    // Dropped (and removed) when this process life ends.
+    let mut _home = None;
+    let mut as_user = String::new();
+    if let Some(user) = &config.run_as {
+        let home = match &user.home {
+            Some(home) => home.clone(),
+            None => match PrivateHome::create(&config.name, user.uid, user.gid) {
+                Ok(home) => _home.insert(home).0.clone(),
+                Err(e) => {
+                    return format!("cannot create a home directory for user {}: {e}", user.name);
+                }
+            },
+        };
+        // No supplementary groups: the standard library drops them when it sets the user.
+        command
+            .uid(user.uid)
+            .gid(user.gid)
+            .env("HOME", home)
+            .env("USER", &user.name)
+            .env("LOGNAME", &user.name);
+        as_user = format!(" as user {} (uid {})", user.name, user.uid);
+    }
     let mut child = match command.spawn() {
         Ok(child) => child,
-        Err(e) => return format!("cannot start `{}`: {e}", config.command),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !as_user.is_empty() => {
+            return format!(
+                "cannot start `{}`{as_user}: {e} (the program, and every file it needs, must be readable by that user; see [[modules]] user)",
+                config.command
+            );
+        }
+        Err(e) => return format!("cannot start `{}`{as_user}: {e}", config.command),
     };
     let (Some(mut stdin), Some(stdout), Some(stderr)) =
         (child.stdin.take(), child.stdout.take(), child.stderr.take())
@@ -855,6 +959,7 @@ mod tests {
             inherit_env: inherit.iter().map(|n| (*n).to_owned()).collect(),
             cwd: None,
             call_timeout: Duration::from_secs(1),
+            run_as: None,
         }
     }
 

@@ -143,6 +143,48 @@ pub enum JwtConfigError {
     /// Two issuers with one `iss`.
     #[error("issuer {0:?} is configured twice")]
     Duplicate(String),
+    /// Two issuers with one name: their callers would be one caller.
+    #[error(
+        "issuers {first:?} and {second:?} are both named {name:?}; give each its own name (callers are sub@name, so one name would make two issuers' callers one)"
+    )]
+    DuplicateName {
+        /// The name.
+        name: String,
+        /// One issuer.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// A name that cannot end a caller's subject.
+    #[error(
+        "issuer {issuer:?}: name {name:?} must be 1 to 256 characters, without '@' or control characters"
+    )]
+    Name {
+        /// The issuer.
+        issuer: String,
+        /// The name.
+        name: String,
+    },
+}
+
+/// The default name of `issuer`: its URL without the scheme and a trailing `/`
+/// (`https://kc.example/realms/a` → `kc.example/realms/a`), so two issuers on one host (two
+/// realms, two tenants) are two names.
+pub fn default_issuer_name(issuer: &str) -> String {
+    let rest = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
+    rest.trim_end_matches('/').to_owned()
+}
+
+/// The issuer name a caller of mode `jwt` belongs to: what follows the last `@` of its
+/// subject (`sub@name`; names hold no `@`).
+pub fn issuer_of(subject: &str) -> Option<&str> {
+    subject.rsplit_once('@').map(|(_, name)| name)
+}
+
+/// A group as an issuer asserted it: `group@name`. Approver groups count only as the
+/// issuer that asserted them qualifies them.
+pub fn qualified_group(group: &str, issuer_name: &str) -> String {
+    format!("{group}@{issuer_name}")
 }
 
 /// Why a token was refused (logged for the operator; the client gets `invalid_token`).
@@ -289,9 +331,28 @@ impl JwtAuth {
             return Err(JwtConfigError::Resource(config.resource.clone()));
         }
         let mut seen = BTreeSet::new();
+        let mut names: HashMap<&str, &str> = HashMap::new();
         for issuer in &config.issuers {
             if !seen.insert(issuer.issuer.as_str()) {
                 return Err(JwtConfigError::Duplicate(issuer.issuer.clone()));
+            }
+            let name = issuer.name.as_str();
+            if name.is_empty()
+                || name.len() > 256
+                || name.contains('@')
+                || name.chars().any(char::is_control)
+            {
+                return Err(JwtConfigError::Name {
+                    issuer: issuer.issuer.clone(),
+                    name: name.to_owned(),
+                });
+            }
+            if let Some(first) = names.insert(name, issuer.issuer.as_str()) {
+                return Err(JwtConfigError::DuplicateName {
+                    name: name.to_owned(),
+                    first: first.to_owned(),
+                    second: issuer.issuer.clone(),
+                });
             }
             if let Some(bad) = issuer.algorithms.iter().find(|a| !ACCEPTED.contains(a)) {
                 return Err(JwtConfigError::Algorithm {
@@ -600,16 +661,24 @@ impl JwtAuth {
             },
             None => None,
         };
-        let subject = format!("{}@{}", claims.sub, self.issuers[index].config.name);
+        if claims.sub.trim().is_empty() {
+            return Err(Refusal::Malformed("the token's sub is empty".into()));
+        }
+        let name = &self.issuers[index].config.name;
+        let subject = format!("{}@{name}", claims.sub);
         let caller = Caller::new(subject, tenant)
             .map_err(|e| Refusal::Malformed(format!("the subject cannot be a caller: {e}")))?;
+        // Each group as this issuer's: another issuer's "sre" is not this one's.
         let groups = match claims.rest.get(&self.config.groups_claim) {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(Value::as_str)
-                .map(str::to_owned)
+                .map(|g| qualified_group(g, name))
                 .collect(),
-            Some(Value::String(s)) => s.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::String(s)) => s
+                .split_whitespace()
+                .map(|g| qualified_group(g, name))
+                .collect(),
             _ => BTreeSet::new(),
         };
         Ok((
@@ -624,8 +693,12 @@ impl JwtAuth {
         ))
     }
 
-    /// The caller subject of `sub` at `issuer` (`None`: not a configured issuer).
+    /// The caller subject of `sub` at `issuer` (`None`: not a configured issuer, or an
+    /// empty `sub`).
     pub fn subject(&self, issuer: &str, sub: &str) -> Option<String> {
+        if sub.trim().is_empty() {
+            return None;
+        }
         self.issuers
             .iter()
             .find(|i| i.config.issuer == issuer)
