@@ -76,7 +76,7 @@ pub(crate) fn run() -> Result<()> {
         cmd.args(["build", "-p", "mcp-gateway"]);
         cmd
     })?;
-    let gateway_bin = workspace_root().join("target/debug/mcp-gateway");
+    let gateway_bin = crate::test::target_dir().join("debug/mcp-gateway");
     let work = workspace_root().join("target/xtask-cache/conformance-run");
     std::fs::create_dir_all(&work)?;
     let fixture = workspace_root().join("tests/conformance/fixture_server.py");

@@ -104,10 +104,10 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
     test::status(build)?;
     let root = test::workspace_root();
     let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(root.join("target/release/mcp-bench"));
+    let mut run = std::process::Command::new(test::target_dir().join("release/mcp-bench"));
     run.arg("run")
         .arg("--gateway")
-        .arg(root.join("target/release/mcp-gateway"))
+        .arg(test::target_dir().join("release/mcp-gateway"))
         .env("DATABASE_URL", cluster.url())
         .current_dir(&root);
     if quick {
@@ -140,10 +140,10 @@ fn soak(args: &[&str]) -> Result<()> {
     test::status(build)?;
     let root = test::workspace_root();
     let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(root.join("target/release/mcp-bench"));
+    let mut run = std::process::Command::new(test::target_dir().join("release/mcp-bench"));
     run.args(["soak", "--minutes", &minutes, "--sample-secs", &sample_secs])
         .arg("--gateway")
-        .arg(root.join("target/release/mcp-gateway"))
+        .arg(test::target_dir().join("release/mcp-gateway"))
         .env("DATABASE_URL", cluster.url())
         .current_dir(&root);
     let result = test::status(run);

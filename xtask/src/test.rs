@@ -18,6 +18,13 @@ pub(crate) fn workspace_root() -> PathBuf {
         .unwrap_or(manifest_dir)
 }
 
+/// Where cargo builds: `CARGO_TARGET_DIR`, else the workspace's `target/`.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
 /// A `cargo` command run at the workspace root.
 pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));

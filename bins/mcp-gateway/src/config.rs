@@ -110,7 +110,8 @@ fn default_module_queue_timeout() -> Duration {
 #[derive(Debug, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct UploadsConfig {
-    /// A directory (default: `mcp-gateway-uploads` in the system's temporary directory).
+    /// A directory (default: `mcp-gateway-uploads-<uid>` in the system's temporary
+    /// directory: each user's own).
     pub(crate) dir: Option<std::path::PathBuf>,
     /// An S3-compatible bucket instead of a directory (`[uploads.s3]`).
     pub(crate) s3: Option<S3Config>,
@@ -153,10 +154,9 @@ impl UploadsConfig {
                     region: s3.region.clone(),
                 }
             }
-            (dir, None) => mcp_http::uploads::BlobLocation::Dir(
-                dir.clone()
-                    .unwrap_or_else(|| std::env::temp_dir().join("mcp-gateway-uploads")),
-            ),
+            (dir, None) => mcp_http::uploads::BlobLocation::Dir(dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("mcp-gateway-uploads-{}", users::gateway_uid()))
+            })),
         };
         let prefix = self.prefix.clone().unwrap_or_else(|| "uploads".into());
         if prefix.is_empty()
@@ -1134,8 +1134,10 @@ impl Config {
         config.store.max_bytes_per_caller = Some(config.store.bytes_per_caller());
         for module in &mut config.modules {
             module.isolation = Some(module.isolation());
+            // The default filled in; a given `user` (a uid:gid, say) stays as given, as it runs.
             if module.transport == Transport::Stdio
-                && let Some(user) = users::module_user(&module.name, module.user.as_deref())?
+                && module.user.is_none()
+                && let Some(user) = users::module_user(&module.name, None)?
             {
                 module.user = Some(user.name);
             }
@@ -1185,34 +1187,59 @@ impl Config {
         secrets
     }
 
-    /// The files that hold a secret of the gateway's, with what each holds: the secret
-    /// files configured, and the configuration itself when a secret is written in it.
-    fn secret_files(&self) -> Vec<(PathBuf, &'static str)> {
+    /// The files that hold a secret module `me` must not read, with what each holds: the
+    /// secret files configured, and the configuration itself when a secret is written in it
+    /// (the gateway's, or another module's `env`, `headers` or URL credentials).
+    fn secret_files(&self, me: &str) -> Vec<(PathBuf, String)> {
         let mut files = Vec::new();
         if let Some(source) = &self.source {
             let password_inline = self.store.database_url.as_ref().is_some_and(|url| {
                 url.parse::<tokio_postgres::Config>()
                     .map_or(true, |c| c.get_password().is_some())
             });
+            let other = self.modules.iter().find(|m| {
+                m.name != me
+                    && (!m.env.is_empty()
+                        || !m.headers.is_empty()
+                        || m.url.as_ref().is_some_and(|u| {
+                            u.split_once("://").is_some_and(|(_, rest)| {
+                                rest.split('/').next().unwrap_or_default().contains('@')
+                            })
+                        }))
+            });
             if !self.store.seal_keys.is_empty() {
-                files.push((source.clone(), "seal keys (store.seal_keys)"));
+                files.push((source.clone(), "seal keys (store.seal_keys)".to_owned()));
             } else if password_inline {
-                files.push((source.clone(), "database password (store.database_url)"));
+                files.push((
+                    source.clone(),
+                    "database password (store.database_url)".to_owned(),
+                ));
+            } else if let Some(other) = other {
+                files.push((
+                    source.clone(),
+                    format!(
+                        "credentials of module {:?} (its env, headers or URL)",
+                        other.name
+                    ),
+                ));
             }
         }
         if let Some(path) = &self.store.seal_keys_file {
-            files.push((path.clone(), "seal keys (store.seal_keys_file)"));
+            files.push((path.clone(), "seal keys (store.seal_keys_file)".to_owned()));
         }
         if let Some(path) = &self.store.database_url_file {
-            files.push((path.clone(), "database URL (store.database_url_file)"));
+            files.push((
+                path.clone(),
+                "database URL (store.database_url_file)".to_owned(),
+            ));
         }
         files
     }
 
     /// No stdio module's user can read a file holding a secret of the gateway's.
     fn check_module_users(&self) -> Result<()> {
-        let files = self.secret_files();
         for m in &self.modules {
+            let files = self.secret_files(&m.name);
             if m.transport != Transport::Stdio {
                 if m.user.is_some() || m.home.is_some() {
                     bail!(
@@ -1236,7 +1263,9 @@ impl Config {
                 ),
             };
             for (file, what) in &files {
-                if users::readable_by(file, uid, gid) {
+                // A module run as the gateway's own user has every group the gateway has:
+                // whatever the gateway reads, it can.
+                if user.is_none() || users::readable_by(file, uid, gid) {
                     let remedy = if user.is_some() {
                         format!(
                             "make it readable by the gateway's user only (chmod 600 {})",

@@ -98,6 +98,12 @@ pub(crate) fn module_user(module: &str, spec: Option<&str>) -> Result<Option<Use
                 user.name
             );
         }
+        if user.gid == 0 {
+            bail!(
+                "module {module:?}: user {:?} has root's group (gid 0), which opens what is root's group's; give it a group of its own (uid:gid)",
+                user.name
+            );
+        }
         return Ok(Some(user));
     }
     match spec {
@@ -129,19 +135,22 @@ impl User {
 
 /// Whether a process of `uid` with the one group `gid` (as a module runs: no supplementary
 /// groups) can read `path`: every directory on the way is searchable by it, and the file
-/// readable, by the permission bits (ACLs are not read; a file a user could read through one
-/// counts as closed, so keep secret files' ACLs empty).
+/// readable, by the permission bits — or it owns them, and could open them to itself (ACLs
+/// are not read; a file a user could read through one counts as closed, so keep secret
+/// files' ACLs empty).
 pub(crate) fn readable_by(path: &Path, uid: u32, gid: u32) -> bool {
     if uid == 0 {
         return true;
     }
+    // What the user owns it can open to itself (chmod), whatever its bits say now.
+    let owns = |meta: &std::fs::Metadata| meta.uid() == uid;
     let Ok(real) = std::fs::canonicalize(path) else {
         return false;
     };
     let allows = |meta: &std::fs::Metadata, bit: u32| {
         let mode = meta.mode();
-        if meta.uid() == uid {
-            mode & (bit << 6) != 0
+        if owns(meta) {
+            true
         } else if meta.gid() == gid {
             mode & (bit << 3) != 0
         } else {

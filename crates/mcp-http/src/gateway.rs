@@ -61,10 +61,11 @@ pub struct ApproverRule {
 pub enum GroupsFrom {
     /// The group as configured: mode `tokens`, where groups are the tokens' own.
     Configured,
-    /// The group as the held call's caller's own issuer asserts it (mode `jwt`): another
-    /// issuer's "sre" answers nothing of this issuer's callers.
+    /// The group as the held call's caller's own issuer asserts it (mode `jwt`), for the
+    /// caller's tenant: another issuer's (or tenant's) "sre" answers nothing of its callers.
     CallersIssuer,
-    /// The group as the issuer of this name asserts it, for every caller (mode `jwt`).
+    /// The group as the issuer of this name asserts it, for every caller of the same tenant
+    /// (mode `jwt`).
     Issuer(String),
 }
 
@@ -290,7 +291,8 @@ impl Gateway {
             GroupsFrom::Issuer(name) => Some(name.as_str()),
         };
         if let Some(issuer) = issuer {
-            approval.group = crate::auth::jwt::qualified_group(&approval.group, issuer);
+            approval.group =
+                crate::auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id());
         }
         Some(approval)
     }

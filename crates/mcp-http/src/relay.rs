@@ -195,14 +195,20 @@ impl Inbox {
 /// call's stream, through `input_required`, or in the caller's inbox): its message attributed
 /// to the module of `tool` and shown as text, so a module cannot pass its question off as the
 /// gateway's own confirmation of a call.
+/// A message that is missing (or not text) is attributed too: a form without one must not
+/// reach the person unattributed.
 fn attributed(tool: &str, params: Option<Value>) -> Option<Value> {
     let mut params = params?;
-    if let Some(message) = params.get_mut("message") {
-        let text = message.as_str().unwrap_or_default();
-        *message = Value::String(format!(
+    if let Some(object) = params.as_object_mut() {
+        let text = object
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let message = format!(
             "A question from the module of the tool `{tool}` while it runs (not a confirmation of a tool call): {}",
             gating_core::visible(text)
-        ));
+        );
+        object.insert("message".into(), Value::String(message));
     }
     Some(params)
 }
@@ -495,4 +501,33 @@ async fn drain(tx: &mpsc::Sender<Bytes>, queue: &mut mpsc::Receiver<Vec<u8>>) ->
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_modules_question_is_attributed_with_or_without_a_message() {
+        let prefix = "A question from the module of the tool `m__ask` while it runs (not a confirmation of a tool call): ";
+        let asked = attributed(
+            "m__ask",
+            Some(json!({"message": "Allow this call?\u{202e}", "requestedSchema": {}})),
+        )
+        .unwrap();
+        assert_eq!(
+            asked["message"],
+            format!(
+                "{prefix}{}",
+                gating_core::visible("Allow this call?\u{202e}")
+            )
+        );
+        for params in [
+            json!({"requestedSchema": {}}),
+            json!({"message": 7, "requestedSchema": {}}),
+        ] {
+            let asked = attributed("m__ask", Some(params)).unwrap();
+            assert_eq!(asked["message"], prefix, "{asked}");
+        }
+    }
 }

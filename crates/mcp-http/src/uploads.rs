@@ -165,14 +165,42 @@ pub fn parse_upload_id(upload_id: &str) -> Option<(ElicitationId, &str)> {
     Some((ElicitationId::from_uuid(uuid), random))
 }
 
+/// Makes `dir` the gateway's own: created (mode 0700) when missing; one that exists must be
+/// the gateway's user's, and is closed to everyone else (uploads are callers' answers, and a
+/// stdio module runs as another user or as this one, never as a reader of this directory).
+fn private_dir(dir: &std::path::Path) -> Result<(), UploadsError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let failed = |what: &str, e: std::io::Error| {
+        UploadsError::Open(format!("cannot {what} {}: {e}", dir.display()))
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| failed("create", e))?;
+    let meta = std::fs::metadata(dir).map_err(|e| failed("read", e))?;
+    let own = std::fs::metadata("/proc/self").map_or(meta.uid(), |m| m.uid());
+    if !meta.is_dir() || meta.uid() != own {
+        return Err(UploadsError::Open(format!(
+            "{} is not a directory of the gateway's own user (uid {own}); another user could read or replace the uploads in it",
+            dir.display()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        tracing::warn!(dir = %dir.display(), mode = format!("{:o}", meta.mode() & 0o777), "the uploads directory was open to other users; closing it (mode 700)");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| failed("close", e))?;
+    }
+    Ok(())
+}
+
 impl Uploads {
-    /// Opens the store `config` names (a directory is created when missing).
+    /// Opens the store `config` names (a directory is created when missing, and kept
+    /// closed to other users).
     pub fn open(config: &UploadsConfig) -> Result<Self, UploadsError> {
         let store: Arc<dyn ObjectStore> = match &config.location {
             BlobLocation::Dir(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    UploadsError::Open(format!("cannot create {}: {e}", dir.display()))
-                })?;
+                private_dir(dir)?;
                 Arc::new(
                     object_store::local::LocalFileSystem::new_with_prefix(dir)
                         .map_err(|e| UploadsError::Open(e.to_string()))?,

@@ -258,7 +258,8 @@ async fn names_a_module_lists_twice_or_another_module_has_are_left_out_and_the_g
     let names: Vec<&str> = left_out.iter().map(|(m, _)| *m).collect();
     assert_eq!(names, ["b", "twice"]);
     assert!(
-        left_out[0].1[0].contains("prompt \"greet\" is module \"a\"'s already"),
+        left_out[0].1[0]
+            .contains("prompt \"greet\" is module \"a\"'s (earlier in the configuration)"),
         "{left_out:?}"
     );
     assert!(

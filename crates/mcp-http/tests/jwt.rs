@@ -653,7 +653,7 @@ const REALM_B: &str = "https://kc.example.com/realms/b";
 
 /// Two Keycloak realms on one host, each with its own keys and the default name; a
 /// destructive tool whose confirmations a four-eyes group `sre` answers.
-async fn two_realms(a: &SigningKey, b: &SigningKey) -> McpService {
+async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) -> McpService {
     use mcp_http::auth::jwt::default_issuer_name;
     let dir = std::env::temp_dir().join(format!(
         "mcp-jwt-realms-{}-{}",
@@ -709,7 +709,7 @@ async fn two_realms(a: &SigningKey, b: &SigningKey) -> McpService {
             create: "mcp.ask".into(),
             metrics: "mcp.metrics".into(),
         },
-        tenant_claim: None,
+        tenant_claim: tenant_claim.map(str::to_owned),
         groups_claim: "groups".into(),
         leeway: Duration::from_secs(5),
     })
@@ -767,7 +767,7 @@ async fn request(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_issuers_on_one_host_are_two_sets_of_callers_and_groups() {
     let (a, b) = (SigningKey::es256("a1"), SigningKey::es256("b1"));
-    let service = two_realms(&a, &b).await;
+    let service = two_realms(&a, &b, None).await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "test__delete", "arguments": {"path": "/prod"}, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -848,6 +848,48 @@ async fn two_issuers_on_one_host_are_two_sets_of_callers_and_groups() {
     assert_eq!(status, StatusCode::UNAUTHORIZED, "no sub");
 }
 
+/// Within one issuer, a group is the tenant's: tenant b's `sre` answers none of tenant a's
+/// confirmations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_group_counts_only_within_its_tenant() {
+    let (a, b) = (SigningKey::es256("a1"), SigningKey::es256("b1"));
+    let service = two_realms(&a, &b, Some("org")).await;
+    let token = |sub: &str, org: &str, scope: &str, groups: &[&str]| {
+        a.sign(
+            &json!({"iss": REALM_A, "aud": RESOURCE, "sub": sub, "iat": now(),
+            "nbf": now() - 5, "exp": now() + 60, "scope": scope, "groups": groups, "org": org}),
+        )
+    };
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "test__delete", "arguments": {"path": "/prod"}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let alice = token("alice", "acme", "mcp.tools", &[]);
+    let (_, held) = request(&service, "POST", "/mcp", &alice, Some(call)).await;
+    let id = held["result"]["structuredContent"]["elicitation"]["id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("held: {held}"))
+        .to_owned();
+    let respond = format!("/v1/mcp/elicitations/{id}/respond");
+    let approve = json!({"confirmed": true});
+    let other_tenant = token("bob", "globex", "mcp.approve", &["sre"]);
+    let (status, body) = request(
+        &service,
+        "POST",
+        &respond,
+        &other_tenant,
+        Some(approve.clone()),
+    )
+    .await;
+    assert!(
+        status == StatusCode::NOT_FOUND || status == StatusCode::FORBIDDEN,
+        "another tenant's group answered: {status} {body}"
+    );
+    let same_tenant = token("carol", "acme", "mcp.approve", &["sre"]);
+    let (status, body) = request(&service, "POST", &respond, &same_tenant, Some(approve)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
 #[test]
 fn two_issuers_with_one_name_are_refused() {
     let file = |n: &str| JwksSource::File(PathBuf::from(format!("/nonexistent/{n}.json")));
@@ -882,6 +924,12 @@ fn two_issuers_with_one_name_are_refused() {
     };
     let err = err.to_string();
     assert!(err.contains("without '@'"), "{err}");
+    for bad in ["corp#x", "https://corp"] {
+        let Err(err) = JwtAuth::new(config(vec![named(REALM_A, bad, "a")])) else {
+            panic!("name {bad:?} is refused");
+        };
+        assert!(err.to_string().contains("must be 1 to 256"), "{err}");
+    }
     assert_ne!(
         mcp_http::auth::jwt::default_issuer_name(REALM_A),
         mcp_http::auth::jwt::default_issuer_name(REALM_B),

@@ -550,24 +550,30 @@ impl Registry {
             }
         }
         let entries = self.prompt_entries(index, listing.prompts);
-        let mut problems = {
+        let (mut problems, mut taken) = {
             let mut prompts = self.prompts.write().unwrap_or_else(PoisonError::into_inner);
             merge(&mut prompts, index, entries)
         };
         let entries = self.entries(index, listing.tools);
-        problems.extend({
+        let (more, taken_tools) = {
             let mut catalog = self.catalog.write().unwrap_or_else(PoisonError::into_inner);
             merge(&mut catalog, index, entries)
-        });
+        };
+        problems.extend(more);
+        taken.extend(taken_tools);
         for problem in &problems {
             tracing::warn!(module = %name, %problem, "left out of the catalog");
         }
-        if let Some(slot) = self
-            .left_out
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(index)
-        {
+        let mut left_out = self.left_out.lock().unwrap_or_else(PoisonError::into_inner);
+        for (other, problem) in taken {
+            tracing::warn!(module = %self.modules[other].name, %problem, "left out of the catalog");
+            if let Some(slot) = left_out.get_mut(other)
+                && slot.len() <= MAX_PROBLEMS
+            {
+                slot.push(problem);
+            }
+        }
+        if let Some(slot) = left_out.get_mut(index) {
             *slot = problems;
         }
     }
@@ -1003,14 +1009,19 @@ impl Owned for PromptEntry {
     }
 }
 
+/// Most problems kept (and logged) per listing: a module cannot flood the log.
+const MAX_PROBLEMS: usize = 16;
+
 /// Replaces module `index`'s entries in `catalog` with `entries`, and says what it left
-/// out: every entry of a name the module lists more than once, and each name another module
-/// lists already (it keeps its owner).
+/// out: every entry of a name the module lists more than once, and each name a module
+/// earlier in the configuration lists too (the earlier module's, whichever listed it first:
+/// a module that comes up first cannot take a name from one that comes up later). Returns
+/// this module's problems, and the names it took back from later modules (theirs to report).
 fn merge<E: Owned>(
     catalog: &mut BTreeMap<String, Arc<E>>,
     index: usize,
     entries: Vec<E>,
-) -> Vec<String> {
+) -> (Vec<String>, Vec<(usize, String)>) {
     catalog.retain(|_, e| e.module() != index);
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for entry in &entries {
@@ -1027,22 +1038,39 @@ fn merge<E: Owned>(
             )
         })
         .collect();
+    let mut taken = Vec::new();
     for entry in entries {
         if seen.get(entry.listed_name()).is_some_and(|n| *n > 1) {
             continue;
         }
         if let Some(existing) = catalog.get(entry.listed_name()) {
-            problems.push(format!(
-                "{} {:?} is module {:?}'s already; it stays that module's (give one of them another prefix)",
-                E::KIND,
-                gating_core::visible(entry.listed_name()),
-                existing.module_name()
+            if existing.module() < index {
+                problems.push(format!(
+                    "{} {:?} is module {:?}'s (earlier in the configuration); give one of them another prefix",
+                    E::KIND,
+                    gating_core::visible(entry.listed_name()),
+                    existing.module_name()
+                ));
+                continue;
+            }
+            taken.push((
+                existing.module(),
+                format!(
+                    "{} {:?} is module {:?}'s (earlier in the configuration); give one of them another prefix",
+                    E::KIND,
+                    gating_core::visible(entry.listed_name()),
+                    entry.module_name()
+                ),
             ));
-            continue;
         }
         catalog.insert(entry.listed_name().to_owned(), Arc::new(entry));
     }
-    problems
+    if problems.len() > MAX_PROBLEMS {
+        let more = problems.len() - MAX_PROBLEMS;
+        problems.truncate(MAX_PROBLEMS);
+        problems.push(format!("and {more} more"));
+    }
+    (problems, taken)
 }
 
 /// Lists all modules concurrently.
@@ -1059,4 +1087,58 @@ async fn futures_join_all(registry: &Arc<Registry>) -> Vec<Option<Listing>> {
         out.push(task.await.unwrap_or(None));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(module: usize, name: &str) -> PromptEntry {
+        PromptEntry {
+            qualified: name.into(),
+            original: name.into(),
+            module_name: format!("m{module}"),
+            module,
+            prompt: serde_json::json!({"name": name}),
+        }
+    }
+
+    fn owner(catalog: &BTreeMap<String, Arc<PromptEntry>>, name: &str) -> Option<usize> {
+        catalog.get(name).map(|e| e.module)
+    }
+
+    /// A module that comes up first cannot keep a name from a module earlier in the
+    /// configuration: when that one lists it, it takes it back.
+    #[test]
+    fn a_name_belongs_to_the_earlier_module_whichever_lists_it_first() {
+        let mut catalog = BTreeMap::new();
+        let (problems, taken) = merge(&mut catalog, 1, vec![prompt(1, "write")]);
+        assert!(problems.is_empty() && taken.is_empty());
+        assert_eq!(owner(&catalog, "write"), Some(1), "the only one listing it");
+        let (problems, taken) = merge(&mut catalog, 0, vec![prompt(0, "write")]);
+        assert!(problems.is_empty());
+        assert_eq!(owner(&catalog, "write"), Some(0), "taken back");
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].0, 1, "module 1 is told");
+        let (problems, _) = merge(&mut catalog, 1, vec![prompt(1, "write")]);
+        assert_eq!(
+            owner(&catalog, "write"),
+            Some(0),
+            "and keeps it on a refresh"
+        );
+        assert!(problems[0].contains("module \"m0\"'s"), "{problems:?}");
+    }
+
+    #[test]
+    fn a_name_listed_twice_is_left_out_and_problems_are_bounded() {
+        let mut catalog = BTreeMap::new();
+        let mut entries: Vec<PromptEntry> = (0..40)
+            .flat_map(|i| [prompt(0, &format!("p{i}")), prompt(0, &format!("p{i}"))])
+            .collect();
+        entries.push(prompt(0, "fine"));
+        let (problems, _) = merge(&mut catalog, 0, entries);
+        assert_eq!(catalog.keys().collect::<Vec<_>>(), ["fine"]);
+        assert_eq!(problems.len(), MAX_PROBLEMS + 1);
+        assert_eq!(problems.last().unwrap(), "and 24 more");
+    }
 }

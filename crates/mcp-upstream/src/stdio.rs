@@ -142,8 +142,11 @@ impl PrivateHome {
             match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                 Ok(()) => {
                     let home = PrivateHome(path);
-                    std::os::unix::fs::chown(&home.0, Some(uid), Some(gid))?;
+                    // Its mode is set while it is still root's: once it is the user's, a
+                    // process of that user could put a symlink in its place (the temporary
+                    // directory is sticky, not closed), and a chmod would follow it.
                     std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700))?;
+                    std::os::unix::fs::lchown(&home.0, Some(uid), Some(gid))?;
                     return Ok(home);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {

@@ -157,7 +157,7 @@ pub enum JwtConfigError {
     },
     /// A name that cannot end a caller's subject.
     #[error(
-        "issuer {issuer:?}: name {name:?} must be 1 to 256 characters, without '@' or control characters"
+        "issuer {issuer:?}: name {name:?} must be 1 to 256 characters, without '@', '#', \"://\" or control characters"
     )]
     Name {
         /// The issuer.
@@ -181,10 +181,14 @@ pub fn issuer_of(subject: &str) -> Option<&str> {
     subject.rsplit_once('@').map(|(_, name)| name)
 }
 
-/// A group as an issuer asserted it: `group@name`. Approver groups count only as the
-/// issuer that asserted them qualifies them.
-pub fn qualified_group(group: &str, issuer_name: &str) -> String {
-    format!("{group}@{issuer_name}")
+/// A group as an issuer asserted it, for a caller of `tenant`: `group@name`, or
+/// `group@name#tenant`. Approver groups count only for the issuer (and tenant) that asserted
+/// them: issuer B's `sre` is not issuer A's, and tenant b's is not tenant a's.
+pub fn qualified_group(group: &str, issuer_name: &str, tenant: Option<&str>) -> String {
+    match tenant {
+        Some(tenant) => format!("{group}@{issuer_name}#{tenant}"),
+        None => format!("{group}@{issuer_name}"),
+    }
 }
 
 /// Why a token was refused (logged for the operator; the client gets `invalid_token`).
@@ -339,7 +343,8 @@ impl JwtAuth {
             let name = issuer.name.as_str();
             if name.is_empty()
                 || name.len() > 256
-                || name.contains('@')
+                || name.contains(['@', '#'])
+                || name.contains("://")
                 || name.chars().any(char::is_control)
             {
                 return Err(JwtConfigError::Name {
@@ -668,16 +673,17 @@ impl JwtAuth {
         let subject = format!("{}@{name}", claims.sub);
         let caller = Caller::new(subject, tenant)
             .map_err(|e| Refusal::Malformed(format!("the subject cannot be a caller: {e}")))?;
-        // Each group as this issuer's: another issuer's "sre" is not this one's.
+        // Each group as this issuer's (and tenant's): another issuer's "sre" is not this one's.
+        let tenant = caller.tenant_id();
         let groups = match claims.rest.get(&self.config.groups_claim) {
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(Value::as_str)
-                .map(|g| qualified_group(g, name))
+                .map(|g| qualified_group(g, name, tenant))
                 .collect(),
             Some(Value::String(s)) => s
                 .split_whitespace()
-                .map(|g| qualified_group(g, name))
+                .map(|g| qualified_group(g, name, tenant))
                 .collect(),
             _ => BTreeSet::new(),
         };
