@@ -569,7 +569,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         // store, a random key: an ended session is remembered only in memory, so a restart
         // must not bring it back.
         session_key: seal_keys(config).ok().filter(|_| durable).map(|keys| {
-            mcp_http::sessions::SessionKey(keys.derive_key(mcp_http::sessions::SESSION_KEY_INFO))
+            mcp_http::sessions::SessionKey(keys.derive_keys(mcp_http::sessions::SESSION_KEY_INFO))
         }),
         secure_cookies: config.http.secure_cookies,
         native: config.gate.native,
@@ -580,7 +580,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     // MRTR requestStates: keyed from the seal keys when there are any (every instance sharing
     // them accepts each other's states), else a per-process key.
     let states = match seal_keys(config) {
-        Ok(keys) => RequestStates::new(keys.derive_key(STATE_KEY_INFO)),
+        Ok(keys) => RequestStates::with_keys(&keys.derive_keys(STATE_KEY_INFO)),
         Err(_) => RequestStates::ephemeral(),
     };
     let uploads = mcp_http::uploads::Uploads::open(&config.uploads.resolve()?)?;

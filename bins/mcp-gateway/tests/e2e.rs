@@ -3217,3 +3217,89 @@ async fn two_callers_of_the_everything_server_see_none_of_each_others_module_sta
     );
     assert_eq!(processes, 3, "the catalog's instance, alice's and bob's");
 }
+
+/// Rotating the seal key: restarted with `new, old`, an open session and a page sign-in made
+/// under `old` keep working (on today's main, the session ids and sign-ins were sealed under
+/// the active key alone, so every one ended); restarted with `new` alone, they end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_the_seal_key_ends_no_session_or_sign_in_until_the_old_key_is_dropped() {
+    let db = TestDb::new().await;
+    let old = "old:AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=";
+    let new = "new:DQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0NDQ0=";
+    let store = |keys: &[&str]| {
+        let keys: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+        format!(
+            "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [{}]",
+            TestDb::url(&db.writer),
+            keys.join(", ")
+        )
+    };
+    let scene = Scene::new("rotation", &store(&[old]));
+    let with_keys = |keys: &[&str]| {
+        let text = std::fs::read_to_string(&scene.config).unwrap();
+        let start = text.find("[store]").unwrap();
+        let end = start + text[start..].find("\n[auth]").unwrap();
+        write_secret(
+            &scene.config,
+            &format!("{}{}{}", &text[..start], store(keys), &text[end..]),
+        );
+    };
+    // Whether the session answers (a legacy `ping` on it), and whether the cookie is signed in.
+    let still = |base: String, session: String, cookie: String| async move {
+        let (status, _, _) = http(
+            "POST",
+            &format!("{base}/mcp"),
+            &[
+                ("authorization", &format!("Bearer {AGENT}")),
+                ("mcp-session-id", &session),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+            Some(&json!({"jsonrpc": "2.0", "id": 9, "method": "ping"})),
+        )
+        .await;
+        let (_, _, page) = raw_with_headers(
+            "GET",
+            &format!("{base}/approvals"),
+            &[("cookie", &cookie)],
+            Bytes::new(),
+        )
+        .await;
+        (status == 200, page.contains("Sign out"))
+    };
+
+    let gateway = Gateway::start(&scene.config).await;
+    let session = Session::open(&gateway).await;
+    let cookie = page_sign_in(&gateway.base).await;
+    assert_eq!(
+        still(gateway.base.clone(), session.id.clone(), cookie.clone()).await,
+        (true, true)
+    );
+    gateway.stop().await;
+
+    // The new key is active; the old one still opens what it sealed.
+    with_keys(&[new, old]);
+    let gateway = Gateway::start(&scene.config).await;
+    assert_eq!(
+        still(gateway.base.clone(), session.id.clone(), cookie.clone()).await,
+        (true, true),
+        "a rotation ends neither the session nor the sign-in"
+    );
+    let fresh = Session::open(&gateway).await;
+    gateway.stop().await;
+
+    // The old key dropped: what it sealed ends; what the new key sealed lives on.
+    with_keys(&[new]);
+    let gateway = Gateway::start(&scene.config).await;
+    assert_eq!(
+        still(gateway.base.clone(), session.id.clone(), cookie.clone()).await,
+        (false, false),
+        "the old key's session and sign-in end with it"
+    );
+    assert!(
+        still(gateway.base.clone(), fresh.id.clone(), cookie.clone())
+            .await
+            .0,
+        "the session sealed under the new key lives on"
+    );
+    gateway.stop().await;
+}

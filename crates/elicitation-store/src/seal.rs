@@ -237,6 +237,20 @@ impl KeyRing {
         expand(&self.keys[0].prk, info.as_bytes())
     }
 
+    /// [`KeyRing::derive_key`] of every key of the ring, the active one first: for a sealer
+    /// that seals under the active key and opens under each (rotation ends nothing).
+    pub fn derive_keys(&self, info: &str) -> Vec<[u8; 32]> {
+        assert_ne!(
+            info.as_bytes(),
+            HKDF_INFO,
+            "the payload key's info is reserved"
+        );
+        self.keys
+            .iter()
+            .map(|key| expand(&key.prk, info.as_bytes()))
+            .collect()
+    }
+
     /// The id of the key that seals.
     pub fn active_key_id(&self) -> &str {
         &self.keys[0].id

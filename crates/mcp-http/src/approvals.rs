@@ -96,12 +96,12 @@ pub struct WebSessions {
 }
 
 impl WebSessions {
-    /// Sign-ins sealed under a key derived from `key` (instances that share it serve each
-    /// other's sign-ins).
-    pub fn new(key: [u8; 32]) -> Self {
+    /// Sign-ins sealed under keys derived from `keys` (instances that share them serve each
+    /// other's sign-ins; the first seals, every one opens; none: a random key).
+    pub fn new(keys: &[[u8; 32]]) -> Self {
         WebSessions {
             sealer: crate::sealed::Sealer::new(
-                crate::sealed::derive(&key, "mcp-gateway/approvals-session/v1"),
+                &crate::sealed::derive_all(keys, "mcp-gateway/approvals-session/v1"),
                 "w1.",
                 b"mcp-gateway/approvals-session/v1",
             ),

@@ -42,11 +42,11 @@ pub fn sealed_tokens(data: &[u8]) {
     let hour = Duration::from_secs(3600);
 
     // Session ids.
-    let here = Sessions::new(hour, hour, 16, key);
+    let here = Sessions::new(hour, hour, 16, &[key]);
     let id = here
         .create(&alice, "2025-11-25", ClientAnswers::default())
         .expect("a session id");
-    let elsewhere = Sessions::new(hour, hour, 16, key);
+    let elsewhere = Sessions::new(hour, hour, 16, &[key]);
     assert!(elsewhere.touch(&id, &alice).is_ok(), "a sealed id opens");
     assert!(elsewhere.touch(&id, &bob).is_err(), "another caller's id");
     for candidate in [
@@ -54,7 +54,7 @@ pub fn sealed_tokens(data: &[u8]) {
         String::from_utf8_lossy(data).into_owned(),
     ] {
         if candidate != id {
-            let fresh = Sessions::new(hour, hour, 16, key);
+            let fresh = Sessions::new(hour, hour, 16, &[key]);
             assert!(
                 fresh.touch(&candidate, &alice).is_err(),
                 "a changed session id opened: {candidate:?} (issued {id:?})"

@@ -1,7 +1,9 @@
 //! Small state a client carries for the gateway, sealed (AES-256-GCM) so it can neither read
 //! nor change it: `prefix` + base64url(nonce ‖ ciphertext of the JSON). Any instance with the
 //! same key opens what another sealed. Each use has its own key (derived with its own
-//! HKDF info) and its own associated data, so one kind never opens as another.
+//! HKDF info) and its own associated data, so one kind never opens as another. A sealer
+//! holds the keys of the seal-key ring (each derived alike): the first seals, every one
+//! opens, so rotating the active key ends nothing sealed under the one before.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -15,19 +17,26 @@ const MAX_TOKEN: usize = 8 * 1024;
 
 /// Seals and opens one kind of token.
 pub(crate) struct Sealer {
-    key: LessSafeKey,
+    /// The first seals; each opens.
+    keys: Vec<LessSafeKey>,
     prefix: &'static str,
     aad: &'static [u8],
     rng: SystemRandom,
 }
 
 impl Sealer {
-    /// Tokens `prefix…` under `key`, bound to `aad`.
-    pub(crate) fn new(key: [u8; 32], prefix: &'static str, aad: &'static [u8]) -> Self {
+    /// Tokens `prefix…` under `keys` (the first seals, every one opens; none: a random
+    /// key), bound to `aad`.
+    pub(crate) fn new(keys: &[[u8; 32]], prefix: &'static str, aad: &'static [u8]) -> Self {
+        let aead = |key: &[u8; 32]| {
+            LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("AES-256 keys are 32 bytes"))
+        };
+        let mut keys: Vec<LessSafeKey> = keys.iter().map(aead).collect();
+        if keys.is_empty() {
+            keys.push(aead(&Self::random_key()));
+        }
         Sealer {
-            key: LessSafeKey::new(
-                UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"),
-            ),
+            keys,
             prefix,
             aad,
             rng: SystemRandom::new(),
@@ -48,7 +57,8 @@ impl Sealer {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
         let mut data = serde_json::to_vec(claims).ok()?;
-        self.key
+        self.keys
+            .first()?
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(self.aad),
@@ -72,17 +82,23 @@ impl Sealer {
             .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())?;
         let (nonce, sealed) = blob.split_at(NONCE_LEN);
         let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
-        let mut data = sealed.to_vec();
-        let plain = self
-            .key
-            .open_in_place(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(self.aad),
-                &mut data,
-            )
-            .ok()?;
-        serde_json::from_slice(plain).ok()
+        self.keys.iter().find_map(|key| {
+            let mut data = sealed.to_vec();
+            let plain = key
+                .open_in_place(
+                    Nonce::assume_unique_for_key(nonce),
+                    Aad::from(self.aad),
+                    &mut data,
+                )
+                .ok()?;
+            serde_json::from_slice(plain).ok()
+        })
     }
+}
+
+/// Each of `keys` derived for another purpose (see [`derive`]), in order.
+pub(crate) fn derive_all(keys: &[[u8; 32]], info: &str) -> Vec<[u8; 32]> {
+    keys.iter().map(|key| derive(key, info)).collect()
 }
 
 /// A key for another purpose, derived from `key` with HKDF-SHA256 and `info`.
@@ -114,7 +130,7 @@ mod tests {
     #[test]
     fn a_token_opens_only_under_its_key_and_kind_and_untouched() {
         let key = [1u8; 32];
-        let a = Sealer::new(key, "a1.", b"a");
+        let a = Sealer::new(&[key], "a1.", b"a");
         let claims = Claims {
             sub: "alice".into(),
         };
@@ -122,10 +138,10 @@ mod tests {
         assert!(!token.contains("alice"));
         assert_eq!(a.open::<Claims>(&token), Some(claims));
         assert_eq!(
-            Sealer::new([2u8; 32], "a1.", b"a").open::<Claims>(&token),
+            Sealer::new(&[[2u8; 32]], "a1.", b"a").open::<Claims>(&token),
             None
         );
-        let other_kind = Sealer::new(key, "a1.", b"b");
+        let other_kind = Sealer::new(&[key], "a1.", b"b");
         assert_eq!(other_kind.open::<Claims>(&token), None);
         let mut bytes = token.into_bytes();
         let i = bytes.len() / 2;
@@ -135,12 +151,38 @@ mod tests {
         assert_ne!(derive(&key, "one"), derive(&key, "two"));
     }
 
+    /// Rotating the active key: what the old key sealed still opens while the old key is
+    /// listed after the new one, and stops opening when it is dropped.
+    #[test]
+    fn a_token_sealed_under_the_old_key_opens_while_that_key_is_still_listed() {
+        let (old, new) = ([4u8; 32], [5u8; 32]);
+        let claims = Claims { sub: "bob".into() };
+        let before = Sealer::new(&[old], "r1.", b"r").seal(&claims).unwrap();
+        let rotated = Sealer::new(&[new, old], "r1.", b"r");
+        assert_eq!(
+            rotated.open::<Claims>(&before),
+            Some(Claims { sub: "bob".into() })
+        );
+        let after = rotated.seal(&claims).unwrap();
+        let dropped = Sealer::new(&[new], "r1.", b"r");
+        assert_eq!(
+            dropped.open::<Claims>(&after),
+            Some(Claims { sub: "bob".into() }),
+            "the new key seals"
+        );
+        assert_eq!(
+            dropped.open::<Claims>(&before),
+            None,
+            "the old key dropped, its tokens end"
+        );
+    }
+
     #[test]
     fn a_token_has_one_spelling() {
         // What is remembered as used is the token's text, so another spelling of the same
         // bytes (base64 trailing bits) must not open.
         const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-        let sealer = Sealer::new([3u8; 32], "t1.", b"t");
+        let sealer = Sealer::new(&[[3u8; 32]], "t1.", b"t");
         for n in 0..8 {
             let claims = Claims { sub: "x".repeat(n) };
             let token = sealer.seal(&claims).unwrap();

@@ -419,17 +419,17 @@ pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
 impl McpService {
     /// The service.
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
-        // Page sign-ins are sealed under a key of the same material as session ids.
-        let web_key = config
-            .session_key
-            .as_ref()
-            .map_or_else(crate::sealed::Sealer::random_key, |k| k.0);
+        // Page sign-ins are sealed under keys of the same material as session ids.
+        let web_keys = config.session_key.as_ref().map_or_else(
+            || vec![crate::sealed::Sealer::random_key()],
+            |k| k.0.clone(),
+        );
         let sessions = Arc::new(match &config.session_key {
             Some(key) => Sessions::new(
                 config.session_idle_timeout,
                 config.session_max_age,
                 config.max_sessions,
-                key.0,
+                &key.0,
             ),
             None => Sessions::ephemeral(
                 config.session_idle_timeout,
@@ -458,7 +458,7 @@ impl McpService {
             answers: Arc::default(),
             bridges: Arc::default(),
             listeners,
-            web: crate::approvals::WebSessions::new(web_key),
+            web: crate::approvals::WebSessions::new(&web_keys),
             uploads: None,
             sso: None,
             closing: tokio::sync::watch::channel(false).0,
@@ -520,12 +520,11 @@ impl McpService {
     /// Signs people in to the approvals page through `sso` (besides tokens).
     pub fn with_sso(mut self, sso: crate::approvals::oidc::Sso) -> Self {
         // Sign-ins on their way are sealed under the same material as page sign-ins.
-        let key = self
-            .config
-            .session_key
-            .as_ref()
-            .map_or_else(crate::sealed::Sealer::random_key, |k| k.0);
-        self.sso = Some(Arc::new(sso.keyed(key)));
+        let keys = self.config.session_key.as_ref().map_or_else(
+            || vec![crate::sealed::Sealer::random_key()],
+            |k| k.0.clone(),
+        );
+        self.sso = Some(Arc::new(sso.keyed(&keys)));
         self
     }
 

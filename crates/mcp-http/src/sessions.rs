@@ -30,10 +30,11 @@ pub const SESSION_KEY_INFO: &str = "mcp-gateway/session/v1";
 const PREFIX: &str = "s1.";
 const AAD: &[u8] = b"mcp-gateway/session/v1";
 
-/// The key session ids are sealed under (derive it from the seal keys with
-/// [`SESSION_KEY_INFO`]). Its `Debug` shows nothing of it.
+/// The keys session ids (and page sign-ins) are sealed under, derived from each seal key with
+/// [`SESSION_KEY_INFO`]: the first seals, every one opens (a rotated seal key ends no
+/// session). Its `Debug` shows nothing of them.
 #[derive(Clone)]
-pub struct SessionKey(pub [u8; 32]);
+pub struct SessionKey(pub Vec<[u8; 32]>);
 
 impl std::fmt::Debug for SessionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -159,13 +160,13 @@ pub fn session_hash(id: &str) -> [u8; 32] {
 impl Sessions {
     /// Sessions dropped from memory after `idle_timeout` without a request, ending
     /// `max_age` after they began; at most `max_sessions` in memory (the longest idle is
-    /// dropped to make room). Ids are sealed under `key` (instances that share it serve each
-    /// other's sessions).
+    /// dropped to make room). Ids are sealed under `keys` (instances that share them serve each
+    /// other's sessions; none: a random key).
     pub fn new(
         idle_timeout: Duration,
         max_age: Duration,
         max_sessions: usize,
-        key: [u8; 32],
+        keys: &[[u8; 32]],
     ) -> Self {
         Sessions {
             sessions: Mutex::new(HashMap::new()),
@@ -173,7 +174,7 @@ impl Sessions {
             idle_timeout,
             max_age,
             max_sessions: max_sessions.max(1),
-            sealer: Sealer::new(key, PREFIX, AAD),
+            sealer: Sealer::new(keys, PREFIX, AAD),
             instance: {
                 let mut bytes = [0u8; 8];
                 let _ = SystemRandom::new().fill(&mut bytes);
@@ -211,7 +212,7 @@ impl Sessions {
 
     /// Sessions under a random key: valid in this process only.
     pub fn ephemeral(idle_timeout: Duration, max_age: Duration, max_sessions: usize) -> Self {
-        Sessions::new(idle_timeout, max_age, max_sessions, Sealer::random_key())
+        Sessions::new(idle_timeout, max_age, max_sessions, &[])
     }
 
     /// Starts a session and returns its id (the sealed state).
@@ -646,9 +647,9 @@ mod tests {
     #[test]
     fn another_instance_with_the_same_key_serves_the_session_and_hears_it_ended() {
         let key = [7u8; 32];
-        let a = Sessions::new(Duration::from_secs(60), DAY, 10, key);
-        let b = Sessions::new(Duration::from_secs(60), DAY, 10, key);
-        let other_key = Sessions::new(Duration::from_secs(60), DAY, 10, [8u8; 32]);
+        let a = Sessions::new(Duration::from_secs(60), DAY, 10, &[key]);
+        let b = Sessions::new(Duration::from_secs(60), DAY, 10, &[key]);
+        let other_key = Sessions::new(Duration::from_secs(60), DAY, 10, &[[8u8; 32]]);
         let alice = Caller::new("alice", Some("acme".into())).unwrap();
         let answers = ClientAnswers {
             elicitation: true,

@@ -70,8 +70,14 @@ impl RequestStates {
     /// States keyed by `key` (derive it from the configured key material with
     /// [`STATE_KEY_INFO`]).
     pub fn new(key: [u8; 32]) -> Self {
+        RequestStates::with_keys(&[key])
+    }
+
+    /// States sealed under the first of `keys` and opened under any (each derived from one
+    /// seal key with [`STATE_KEY_INFO`], the active first): a rotated seal key ends no state.
+    pub fn with_keys(keys: &[[u8; 32]]) -> Self {
         RequestStates {
-            sealer: Sealer::new(key, PREFIX, AAD),
+            sealer: Sealer::new(keys, PREFIX, AAD),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -79,7 +85,7 @@ impl RequestStates {
     /// States under a random key: valid for this process only (fine for a single instance
     /// with the memory store).
     pub fn ephemeral() -> Self {
-        RequestStates::new(Sealer::random_key())
+        RequestStates::with_keys(&[])
     }
 
     /// A sealed state token.
@@ -140,6 +146,26 @@ mod tests {
             exp,
             url: false,
         }
+    }
+
+    /// A pending `requestState` sealed before the seal key rotated is accepted while the old
+    /// key is still listed, and refused once it is dropped.
+    #[test]
+    fn a_state_sealed_before_a_key_rotation_is_accepted_until_the_old_key_goes() {
+        let now = datetime!(2026-11-30 10:00 UTC);
+        let (old, new) = ([7; 32], [9; 32]);
+        let token = RequestStates::new(old)
+            .seal(&claims(now.unix_timestamp() + 600))
+            .unwrap();
+        assert!(
+            RequestStates::with_keys(&[new, old])
+                .accept(&token, now)
+                .is_ok()
+        );
+        assert_eq!(
+            RequestStates::with_keys(&[new]).accept(&token, now),
+            Err(StateError::Invalid)
+        );
     }
 
     #[test]

@@ -2211,7 +2211,7 @@ async fn tools_with_names_mcp_does_not_allow_are_not_listed() {
 async fn two_instances_on_one_postgres_serve_one_session_and_one_answer() {
     let db = elicitation_store::test_support::TestDb::new().await;
     let config = || ServiceConfig {
-        session_key: Some(mcp_http::sessions::SessionKey([9; 32])),
+        session_key: Some(mcp_http::sessions::SessionKey(vec![[9; 32]])),
         ..ServiceConfig::default()
     };
     let a = harness_configured(

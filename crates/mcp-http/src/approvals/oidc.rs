@@ -133,14 +133,14 @@ impl Sso {
             jwt,
             http,
             discovery: tokio::sync::Mutex::new(None),
-            sealer: Self::sealer(crate::sealed::Sealer::random_key()),
+            sealer: Self::sealer(&[]),
             rng: SystemRandom::new(),
         }
     }
 
-    fn sealer(key: [u8; 32]) -> crate::sealed::Sealer {
+    fn sealer(keys: &[[u8; 32]]) -> crate::sealed::Sealer {
         crate::sealed::Sealer::new(
-            crate::sealed::derive(&key, "mcp-gateway/oidc-sign-in/v1"),
+            &crate::sealed::derive_all(keys, "mcp-gateway/oidc-sign-in/v1"),
             "o1.",
             b"mcp-gateway/oidc-sign-in/v1",
         )
@@ -149,8 +149,8 @@ impl Sso {
     /// Seals sign-ins on their way under a key derived from `key`: instances that share it
     /// finish each other's sign-ins.
     #[must_use]
-    pub fn keyed(mut self, key: [u8; 32]) -> Self {
-        self.sealer = Self::sealer(key);
+    pub fn keyed(mut self, keys: &[[u8; 32]]) -> Self {
+        self.sealer = Self::sealer(keys);
         self
     }
 
