@@ -184,8 +184,14 @@ impl WebSessions {
 }
 
 /// A page that says to wait: the caller is over its rate.
-fn too_many(wait: Duration) -> Response<Body> {
-    let seconds = crate::limits::retry_after_secs(wait);
+/// What a caller signing in and out too fast is told it does.
+const SIGNING: &str = "this caller is signing in and out faster than the gateway allows";
+
+fn too_many(refused: &McpError) -> Response<Body> {
+    let seconds = match refused {
+        McpError::RateLimited { retry_after, .. } => *retry_after,
+        _ => 1,
+    };
     let mut response = html(
         StatusCode::TOO_MANY_REQUESTS,
         html::sign_in(Some(&format!(
@@ -463,9 +469,8 @@ impl McpService {
                 }
                 match action {
                     ["sign-out"] => {
-                        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
-                            self.gateway().metrics().limited("calls");
-                            return too_many(wait);
+                        if let Err(e) = self.gateway().take_call(&principal.caller, SIGNING) {
+                            return too_many(&e);
                         }
                         let id_token = self.end_web_session(&session, &principal).await;
                         // Signed in through the identity provider: sign out there too.
@@ -860,9 +865,8 @@ impl McpService {
         }
         // Each sign-in is a cookie every instance honours until it ends or is signed out
         // (which the store records): they count against the caller's call rate.
-        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
-            self.gateway().metrics().limited("calls");
-            return too_many(wait);
+        if let Err(e) = self.gateway().take_call(&principal.caller, SIGNING) {
+            return too_many(&e);
         }
         let auth = self.auth();
         let cred = matches!(&*auth, Auth::Tokens(_)).then(|| crate::auth::token_sha256(token));

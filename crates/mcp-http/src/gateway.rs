@@ -243,6 +243,19 @@ impl Gateway {
         &self.limits
     }
 
+    /// Takes one token of `caller`'s call rate for a request that is not a `tools/call` (a
+    /// session change, a forwarded prompt or resource, a page sign-in): the one place such a
+    /// refusal is counted. `what` says what the caller is doing too fast.
+    pub fn take_call(&self, caller: &Caller, what: &'static str) -> Result<(), McpError> {
+        self.limits.call(caller).map_err(|wait| {
+            self.metrics.limited("calls");
+            McpError::RateLimited {
+                what,
+                retry_after: crate::limits::retry_after_secs(wait),
+            }
+        })
+    }
+
     /// Counts what happens to calls in `metrics` (the store should be a
     /// [`crate::metrics::MeteredStore`] over the same metrics).
     #[must_use]

@@ -100,13 +100,11 @@ impl McpService {
         if matches!(
             request.method.as_str(),
             "initialize" | "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"
-        ) && let Err(wait) = self.gateway().limits().call(&principal.caller)
-        {
-            self.gateway().metrics().limited("calls");
-            return Err(McpError::RateLimited {
-                what: "this caller is changing sessions faster than the gateway allows",
-                retry_after: crate::limits::retry_after_secs(wait),
-            });
+        ) {
+            self.gateway().take_call(
+                &principal.caller,
+                "this caller is changing sessions faster than the gateway allows",
+            )?;
         }
         if request.method == "initialize" {
             let params = request.take_params()?;
@@ -165,10 +163,13 @@ impl McpService {
             "tools/call" => {
                 principal.require(SCOPE_TOOLS_CALL)?;
                 let params: CallToolParams = request.params_as()?;
+                // One gateway for the whole call: a reload meanwhile cannot classify it under
+                // one policy and resolve it under another.
+                let gateway = self.gateway();
                 // A form only for a client that may confirm; the page's URL for any client
                 // that opens URLs (the person answers on the page).
                 // A confirmation an approver group must answer is not asked of the caller.
-                let caller_answers = self.gateway().caller_answers(&params.name);
+                let caller_answers = gateway.caller_answers(&params.name);
                 let form =
                     caller_answers && session.answers.elicitation && ask::may_answer(principal);
                 let page = self.page_base(headers);
@@ -176,10 +177,10 @@ impl McpService {
                 let may_ask = (form || url)
                     && self.config.native != ask::NativeMode::Off
                     && streaming == Streaming::Allowed;
-                match self.gateway().classify(principal, params).await? {
+                match gateway.classify(principal, params).await? {
                     Classified::Gated(call) if may_ask => {
                         let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
-                        match self.gateway().resolve(principal, &call, named, None).await {
+                        match gateway.resolve(principal, &call, named, None).await {
                             // Beyond the caller's stream cap, the held result (answered out
                             // of band).
                             CallOutcome::NeedsConfirmation(pending)
@@ -191,7 +192,7 @@ impl McpService {
                                     self.streams.try_open(&principal.caller) =>
                             {
                                 let context = ask::StreamContext {
-                                    gateway: self.gateway().clone(),
+                                    gateway: gateway.clone(),
                                     answers: self.answers.clone(),
                                     session: session_id,
                                     version: session.version,
@@ -223,9 +224,9 @@ impl McpService {
                                 session: session_id,
                                 can: session.answers,
                             })),
-                            self.gateway().inbox(principal),
+                            gateway.inbox(principal),
                         );
-                        let gateway = self.gateway().clone();
+                        let gateway = gateway.clone();
                         let caller = principal.clone();
                         let channel = session.channel.clone();
                         let id = request.id.clone();
@@ -243,8 +244,7 @@ impl McpService {
                             Relayed::Stream(response) => return Ok(Reply::Stream(response)),
                         }
                     }
-                    classified => self
-                        .gateway()
+                    classified => gateway
                         .run(principal, classified, None)
                         .await
                         .into_reply()?,

@@ -47,7 +47,9 @@ impl McpService {
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     let params: CallToolParams = request.params_as()?;
-                    let entry = self.gateway().tool(&params.name).await?;
+                    // One gateway for the whole call (see `legacy`).
+                    let gateway = self.gateway();
+                    let entry = gateway.tool(&params.name).await?;
                     if !entry.mirrored.is_empty() {
                         let arguments = params
                             .arguments
@@ -97,10 +99,10 @@ impl McpService {
                             &entry,
                             logs,
                             Some(Asker::Mrtr(asker)),
-                            self.gateway().inbox(principal),
+                            gateway.inbox(principal),
                         );
                         let mrtr = ask::Mrtr {
-                            gateway: self.gateway().clone(),
+                            gateway: gateway.clone(),
                             states: self.states.clone(),
                         };
                         let caller = principal.clone();

@@ -213,13 +213,11 @@ impl McpService {
         if matches!(
             method,
             "prompts/get" | "resources/read" | "completion/complete"
-        ) && let Err(wait) = self.gateway().limits().call(&principal.caller)
-        {
-            self.gateway().metrics().limited("calls");
-            return Some(Err(McpError::RateLimited {
-                what: "this caller is sending requests faster than the gateway allows",
-                retry_after: crate::limits::retry_after_secs(wait),
-            }));
+        ) && let Err(e) = self.gateway().take_call(
+            &principal.caller,
+            "this caller is sending requests faster than the gateway allows",
+        ) {
+            return Some(Err(e));
         }
         Some(match method {
             "tools/list" => list("tools", self.gateway().list_tools().await),
@@ -861,12 +859,11 @@ impl McpService {
     /// (503) and the client may try again.
     async fn end_session(&self, id: &str, principal: &Principal) -> Response<Body> {
         let legacy = |e: &McpError| response::rpc_error(e, None, Some(Era::Legacy));
-        if let Err(wait) = self.gateway().limits().call(&principal.caller) {
-            self.gateway().metrics().limited("calls");
-            return legacy(&McpError::RateLimited {
-                what: "this caller is changing sessions faster than the gateway allows",
-                retry_after: crate::limits::retry_after_secs(wait),
-            });
+        if let Err(e) = self.gateway().take_call(
+            &principal.caller,
+            "this caller is changing sessions faster than the gateway allows",
+        ) {
+            return legacy(&e);
         }
         let ending = match self.sessions.ending(id, &principal.caller) {
             Ok(ending) => ending,
