@@ -416,21 +416,7 @@ impl Gateway {
         {
             None => Err(McpError::InvalidParams(format!("unknown resource {uri}"))),
             Some(Ok(())) => Ok(()),
-            Some(Err(ModuleError::Rpc {
-                code,
-                message,
-                data,
-                ..
-            })) => Err(McpError::Upstream {
-                code,
-                message,
-                data: data.map(|d| *d),
-            }),
-            Some(Err(ModuleError::Busy { .. })) => Err(McpError::RateLimited {
-                what: "the module is busy serving other callers",
-                retry_after: 1,
-            }),
-            Some(Err(err)) => Err(McpError::Internal(format!("resource {uri}: {err}"))),
+            Some(Err(err)) => Err(module_failure(&format!("resource {uri}"), err)),
         }
     }
 
@@ -952,22 +938,30 @@ fn passed_on(
             Ok(()) => Ok(ResultBody::Raw(raw)),
             Err(why) => Err(McpError::Internal(format!("{what}: {why}"))),
         },
-        Some(Err(ModuleError::Rpc {
+        Some(Err(err)) => Err(module_failure(what, err)),
+    }
+}
+
+/// A module's failure at a request other than `tools/call` (`what`), as the client's error:
+/// its own JSON-RPC error passed on, busy as a retry, anything else internal.
+fn module_failure(what: &str, err: ModuleError) -> McpError {
+    match err {
+        ModuleError::Rpc {
             code,
             message,
             data,
             ..
-        })) => Err(McpError::Upstream {
+        } => McpError::Upstream {
             code,
             message,
             data: data.map(|d| *d),
-        }),
+        },
         // Every instance of the module is in use (another caller's load): try again.
-        Some(Err(ModuleError::Busy { .. })) => Err(McpError::RateLimited {
+        ModuleError::Busy { .. } => McpError::RateLimited {
             what: "the module is busy serving other callers",
             retry_after: 1,
-        }),
-        Some(Err(err)) => Err(McpError::Internal(format!("{what}: {err}"))),
+        },
+        err => McpError::Internal(format!("{what}: {err}")),
     }
 }
 
