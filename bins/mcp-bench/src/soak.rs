@@ -367,10 +367,17 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let upstream_addr = listener.local_addr()?;
     tokio::spawn(upstream::serve(listener));
     let ttl = Duration::from_secs(10);
-    let crashy = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../crates/mcp-http/tests/fixtures/crashy_module.py"
-    );
+    // Copied next to the configuration: a root gateway runs the module as `nobody`, who may
+    // not be able to enter the checkout.
+    let crashy = dir.join("crashy_module.py");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../crates/mcp-http/tests/fixtures/crashy_module.py"
+        ),
+        &crashy,
+    )?;
+    let crashy = crashy.display();
     let config = format!(
         r#"listen = "127.0.0.1:0"
 [store]
@@ -425,6 +432,12 @@ trust_annotations = true
     );
     let path = dir.join("soak.toml");
     std::fs::write(&path, config)?;
+    // It holds a seal key: readable by the gateway's user only (a root gateway refuses to
+    // start when its stdio module's user, `nobody`, could read it).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
+    }
     let mut command = Command::new(&options.gateway);
     command.arg("--config").arg(&path).env("RUST_LOG", "error");
     let gateway = start(command, "mcp-gateway listening on ").await?;
