@@ -485,6 +485,15 @@ pub(crate) struct JwtIssuer {
     pub(crate) min_refresh_interval: Duration,
 }
 
+impl JwtIssuer {
+    /// Its name: as configured, else [`mcp_http::auth::jwt::default_issuer_name`].
+    pub(crate) fn name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| mcp_http::auth::jwt::default_issuer_name(&self.issuer))
+    }
+}
+
 fn default_algorithms() -> Vec<String> {
     vec!["RS256".into()]
 }
@@ -527,10 +536,7 @@ impl JwtConfig {
                 })?;
                 algorithms.push(algorithm);
             }
-            let name = match &i.name {
-                Some(name) => name.clone(),
-                None => mcp_http::auth::jwt::default_issuer_name(&i.issuer),
-            };
+            let name = i.name();
             if i.grace < i.refresh_interval {
                 bail!(
                     "issuer {:?}: grace must be at least refresh_interval (keys are trusted for grace after each fetch)",
@@ -626,12 +632,12 @@ impl ApproverConfig {
         }
         let groups_from = match (&auth.mode, &auth.jwt, &self.issuer) {
             (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
-                let names = jwt.resolve()?.issuers;
-                match names
+                match jwt
+                    .issuers
                     .iter()
-                    .find(|i| i.name == *wanted || i.issuer == *wanted)
+                    .find(|i| i.name() == *wanted || i.issuer == *wanted)
                 {
-                    Some(issuer) => GroupsFrom::Issuer(issuer.name.clone()),
+                    Some(issuer) => GroupsFrom::Issuer(issuer.name()),
                     None => bail!(
                         "[[approvers]] for {:?}: issuer {wanted:?} is not one of [[auth.jwt.issuers]] (give its name or its URL)",
                         self.tools
@@ -1239,7 +1245,6 @@ impl Config {
     /// No stdio module's user can read a file holding a secret of the gateway's.
     fn check_module_users(&self) -> Result<()> {
         for m in &self.modules {
-            let files = self.secret_files(&m.name);
             if m.transport != Transport::Stdio {
                 if m.user.is_some() || m.home.is_some() {
                     bail!(
@@ -1249,6 +1254,7 @@ impl Config {
                 }
                 continue;
             }
+            let files = self.secret_files(&m.name);
             let user = users::module_user(&m.name, m.user.as_deref())?;
             let (uid, gid, who) = match &user {
                 Some(user) => (
@@ -1335,6 +1341,8 @@ impl Config {
             (_, Some(_)) => bail!("[auth.jwt] is set but auth mode is not \"jwt\""),
             (_, None) => {}
         }
+        // Read once: the secrets come from files too.
+        let secrets = self.gateway_secrets();
         for (i, m) in self.modules.iter().enumerate() {
             if self.modules[..i].iter().any(|o| o.name == m.name) {
                 bail!("two modules are named {:?}", m.name);
@@ -1385,7 +1393,6 @@ impl Config {
                     );
                 }
             }
-            let secrets = self.gateway_secrets();
             let leaks = |value: &str| {
                 secrets
                     .iter()

@@ -225,20 +225,11 @@ impl KeyRing {
         KeyRing::parse(&text)
     }
 
-    /// A 32-byte key for another purpose, derived with HKDF-SHA256 from the active key's
-    /// material with `info` (which must differ from every other use, including the payload
-    /// key's `mcp-gateway/elicitation-payload/v1`), so instances sharing the ring share it.
-    pub fn derive_key(&self, info: &str) -> [u8; 32] {
-        assert_ne!(
-            info.as_bytes(),
-            HKDF_INFO,
-            "the payload key's info is reserved"
-        );
-        expand(&self.keys[0].prk, info.as_bytes())
-    }
-
-    /// [`KeyRing::derive_key`] of every key of the ring, the active one first: for a sealer
-    /// that seals under the active key and opens under each (rotation ends nothing).
+    /// A 32-byte key for another purpose from each key of the ring, the active one first,
+    /// derived with HKDF-SHA256 from its material with `info` (which must differ from every
+    /// other use, including the payload key's `mcp-gateway/elicitation-payload/v1`), so
+    /// instances sharing the ring share them: for a sealer that seals under the first and
+    /// opens under each (a rotation ends nothing).
     pub fn derive_keys(&self, info: &str) -> Vec<[u8; 32]> {
         assert_ne!(
             info.as_bytes(),
@@ -484,9 +475,15 @@ mod tests {
         let a = ring(&format!("k1:{}", b64(1)));
         let same = ring(&format!("other-id:{}", b64(1)));
         let b = ring(&format!("k1:{}", b64(2)));
-        assert_eq!(a.derive_key("x/v1"), same.derive_key("x/v1"));
-        assert_ne!(a.derive_key("x/v1"), a.derive_key("y/v1"));
-        assert_ne!(a.derive_key("x/v1"), b.derive_key("x/v1"));
+        assert_eq!(a.derive_keys("x/v1"), same.derive_keys("x/v1"));
+        assert_ne!(a.derive_keys("x/v1"), a.derive_keys("y/v1"));
+        assert_ne!(a.derive_keys("x/v1"), b.derive_keys("x/v1"));
+        // A rotated ring: the new key's derivation first, the old one's after it.
+        let rotated = ring(&format!("k2:{},k1:{}", b64(2), b64(1)));
+        assert_eq!(
+            rotated.derive_keys("x/v1"),
+            [b.derive_keys("x/v1")[0], a.derive_keys("x/v1")[0]]
+        );
     }
 
     #[test]
