@@ -347,7 +347,7 @@ macro_rules! router_tests {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $name() {
-                crate::$name($make().await).await;
+                super::$name($make().await).await;
             }
         )+
     };
@@ -1501,7 +1501,7 @@ async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness)
     .await;
     assert_eq!(reply["result"]["resultType"], "complete");
     held_id(&reply["result"]);
-    // A URL-mode client is sent to the approvals page instead (tests/approvals.rs).
+    // A URL-mode client is sent to the approvals page instead (tests/it/approvals.rs).
     let (_, reply) = modern_call(
         &h,
         CLIENT,
