@@ -53,7 +53,7 @@ pub(crate) async fn measure(
         config.push_str(&format!(
             // `elicitations:respond` too: only a token that may answer is asked natively.
             "[[auth.tokens]]\nsubject = \"idle-{i}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\", \"elicitations:respond\"]\n",
-            mcp_http::auth::token_sha256(&format!("idle-token-{i}"))
+            mcp_auth::token_sha256(&format!("idle-token-{i}"))
         ));
     }
     config.push_str(&format!(

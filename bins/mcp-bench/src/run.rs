@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use mcp_http::auth::token_sha256;
+use mcp_auth::token_sha256;
 
 use crate::load::{self, Check, Load, MakeRequest};
 use crate::procstat;

@@ -21,7 +21,7 @@ use bytes::Bytes;
 use elicitation_store::test_support::TestDb;
 use http::Request;
 use http_body_util::Full;
-use mcp_http::auth::token_sha256;
+use mcp_auth::token_sha256;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::process::Command;

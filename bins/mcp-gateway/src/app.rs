@@ -10,7 +10,7 @@ use elicitation_store::{
 };
 use gating_core::{GatePolicy, ToolRule};
 use http::{HeaderName, HeaderValue};
-use mcp_http::auth::{Auth, TokenGrant};
+use mcp_auth::{Auth, TokenGrant};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::state::{RequestStates, STATE_KEY_INFO};
@@ -355,7 +355,7 @@ async fn auth(config: &Config) -> Result<Auth> {
             let Some(jwt) = &config.auth.jwt else {
                 bail!("auth mode \"jwt\" needs an [auth.jwt] section");
             };
-            let jwt = Arc::new(mcp_http::auth::jwt::JwtAuth::new(jwt.resolve()?)?);
+            let jwt = Arc::new(mcp_auth::jwt::JwtAuth::new(jwt.resolve()?)?);
             // Keys are fetched now and kept fresh in the background; an issuer that cannot
             // be reached now is retried (its tokens are refused until it can).
             jwt.refresh_all().await;

@@ -403,7 +403,7 @@ impl JwtConfig {
                 format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
             }
         };
-        if !mcp_http::auth::jwt::is_secure_or_loopback(&base) {
+        if !mcp_auth::jwt::is_secure_or_loopback(&base) {
             bail!("[auth.jwt.sso] base_url {base:?} must be https:// (http:// only on loopback)");
         }
         Ok(Some(mcp_http::approvals::oidc::SsoConfig {
@@ -444,16 +444,16 @@ impl Default for JwtScopes {
 }
 
 fn scope_tools_call() -> String {
-    mcp_http::auth::SCOPE_TOOLS_CALL.into()
+    mcp_auth::SCOPE_TOOLS_CALL.into()
 }
 fn scope_respond() -> String {
-    mcp_http::auth::SCOPE_RESPOND.into()
+    mcp_auth::SCOPE_RESPOND.into()
 }
 fn scope_create() -> String {
-    mcp_http::auth::SCOPE_CREATE.into()
+    mcp_auth::SCOPE_CREATE.into()
 }
 fn scope_metrics() -> String {
-    mcp_http::auth::SCOPE_METRICS.into()
+    mcp_auth::SCOPE_METRICS.into()
 }
 fn default_groups_claim() -> String {
     "groups".into()
@@ -486,11 +486,11 @@ pub(crate) struct JwtIssuer {
 }
 
 impl JwtIssuer {
-    /// Its name: as configured, else [`mcp_http::auth::jwt::default_issuer_name`].
+    /// Its name: as configured, else [`mcp_auth::jwt::default_issuer_name`].
     pub(crate) fn name(&self) -> String {
         self.name
             .clone()
-            .unwrap_or_else(|| mcp_http::auth::jwt::default_issuer_name(&self.issuer))
+            .unwrap_or_else(|| mcp_auth::jwt::default_issuer_name(&self.issuer))
     }
 }
 
@@ -509,8 +509,8 @@ fn default_jwks_min_refresh() -> Duration {
 
 impl JwtConfig {
     /// The checked configuration of mode `jwt`.
-    pub(crate) fn resolve(&self) -> Result<mcp_http::auth::jwt::JwtConfig> {
-        use mcp_http::auth::jwt::{IssuerConfig, JwksSource, ScopeNames, is_secure_or_loopback};
+    pub(crate) fn resolve(&self) -> Result<mcp_auth::jwt::JwtConfig> {
+        use mcp_auth::jwt::{IssuerConfig, JwksSource, ScopeNames, is_secure_or_loopback};
         let mut issuers = Vec::new();
         for i in &self.issuers {
             let jwks = match (&i.jwks_url, &i.jwks_file) {
@@ -531,7 +531,7 @@ impl JwtConfig {
             };
             let mut algorithms = Vec::new();
             for name in &i.algorithms {
-                let algorithm: mcp_http::auth::jwt::Algorithm = name.parse().map_err(|_| {
+                let algorithm: mcp_auth::jwt::Algorithm = name.parse().map_err(|_| {
                     anyhow::anyhow!("issuer {:?}: unknown algorithm {name:?}", i.issuer)
                 })?;
                 algorithms.push(algorithm);
@@ -553,7 +553,7 @@ impl JwtConfig {
                 min_refresh_interval: i.min_refresh_interval,
             });
         }
-        let config = mcp_http::auth::jwt::JwtConfig {
+        let config = mcp_auth::jwt::JwtConfig {
             resource: self.resource.clone(),
             issuers,
             scopes: ScopeNames {
@@ -567,7 +567,7 @@ impl JwtConfig {
             leeway: self.leeway,
         };
         // The same checks the gateway makes when it starts.
-        mcp_http::auth::jwt::JwtAuth::new(config.clone())?;
+        mcp_auth::jwt::JwtAuth::new(config.clone())?;
         Ok(config)
     }
 }

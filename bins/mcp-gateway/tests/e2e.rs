@@ -15,7 +15,7 @@ use elicitation_store::test_support::TestDb;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use mcp_http::auth::token_sha256;
+use mcp_auth::token_sha256;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};

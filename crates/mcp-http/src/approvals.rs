@@ -25,10 +25,10 @@ use http_body_util::BodyExt;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
-use crate::auth::{Auth, Principal, SCOPE_RESPOND};
 use crate::body::{Body, ChannelBody, full};
 use crate::error::McpError;
 use crate::service::McpService;
+use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
 
 /// Where the page lives.
 pub const PREFIX: &str = "/approvals";
@@ -91,7 +91,7 @@ const MAX_COOKIE: usize = 3800;
 /// The page's sign-ins: sealed in their cookie (`w1.…`), ended early by sign-out (recorded
 /// by hash, so every instance refuses the cookie).
 pub struct WebSessions {
-    sealer: crate::sealed::Sealer,
+    sealer: mcp_auth::sealed::Sealer,
     rng: SystemRandom,
 }
 
@@ -100,8 +100,8 @@ impl WebSessions {
     /// other's sign-ins; the first seals, every one opens; none: a random key).
     pub fn new(keys: &[[u8; 32]]) -> Self {
         WebSessions {
-            sealer: crate::sealed::Sealer::new(
-                &crate::sealed::derive_all(keys, "mcp-gateway/approvals-session/v1"),
+            sealer: mcp_auth::sealed::Sealer::new(
+                &mcp_auth::sealed::derive_all(keys, "mcp-gateway/approvals-session/v1"),
                 "w1.",
                 b"mcp-gateway/approvals-session/v1",
             ),
@@ -614,7 +614,7 @@ impl McpService {
             }
         };
         let payload = saved.payload();
-        let by = principal.answered_by(crate::auth::AnsweredVia::Page);
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
         let recorded = store
             .respond_as(caller, eid, payload.clone(), Some(&by))
             .await;
@@ -660,7 +660,7 @@ impl McpService {
         let signed_in = self.web.get(&id)?;
         if self
             .sessions
-            .is_ended_hash(&crate::sessions::session_hash(&id))
+            .is_ended_hash(&mcp_auth::sealed::token_hash(&id))
         {
             return None;
         }
@@ -686,7 +686,7 @@ impl McpService {
     /// store) on every instance sharing it. Returns its ID token, if it had one.
     async fn end_web_session(&self, value: &str, principal: &Principal) -> Option<String> {
         let SignIn { ends, id_token, .. } = self.web.get(value)?;
-        let hash = crate::sessions::session_hash(value);
+        let hash = mcp_auth::sealed::token_hash(value);
         self.sessions.end_here(hash, ends);
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
@@ -746,11 +746,11 @@ impl McpService {
         let bound = cookie_named(headers, SSO_COOKIE).filter(|c| {
             !self
                 .sessions
-                .is_ended_hash(&crate::sessions::session_hash(c))
+                .is_ended_hash(&mcp_auth::sealed::token_hash(c))
         });
         if let Some(used) = &bound {
             self.sessions.end_here(
-                crate::sessions::session_hash(used),
+                mcp_auth::sealed::token_hash(used),
                 time::OffsetDateTime::now_utc() + time::Duration::minutes(15),
             );
         }
@@ -869,7 +869,7 @@ impl McpService {
             return too_many(&e);
         }
         let auth = self.auth();
-        let cred = matches!(&*auth, Auth::Tokens(_)).then(|| crate::auth::token_sha256(token));
+        let cred = matches!(&*auth, Auth::Tokens(_)).then(|| mcp_auth::token_sha256(token));
         let Some((id, _)) = self.web.open(principal, auth.mode(), cred) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -1049,7 +1049,7 @@ impl McpService {
             }
             _ => (json!({}), "answered"),
         };
-        let by = principal.answered_by(crate::auth::AnsweredVia::Page);
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
         let answered = crate::rest::answer(store.as_ref(), principal, eid, payload, &by)
             .await
             .map(|(_, outcome)| outcome);

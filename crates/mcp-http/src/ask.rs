@@ -31,12 +31,12 @@ use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::auth::{Principal, SCOPE_RESPOND};
 use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Classified, GatedCall, Gateway};
 use crate::state::{RequestStates, StateClaims};
 use crate::streams::StreamSlot;
+use mcp_auth::{Principal, SCOPE_RESPOND};
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";
@@ -178,7 +178,7 @@ async fn record(
             &principal.caller,
             id,
             answer,
-            Some(&principal.answered_by(crate::auth::AnsweredVia::Client)),
+            Some(&principal.answered_by(mcp_auth::AnsweredVia::Client)),
         ),
     )
     .await;

@@ -23,9 +23,9 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::auth::Principal;
 use crate::error::McpError;
 use crate::relay::{ClientAnswers, ClientRelay};
+use mcp_auth::Principal;
 use mcp_upstream::registry::ToolEntry;
 
 /// The prefix of a bridged call's `requestState`.

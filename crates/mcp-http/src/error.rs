@@ -317,6 +317,17 @@ impl McpError {
     }
 }
 
+impl From<mcp_auth::AuthError> for McpError {
+    fn from(error: mcp_auth::AuthError) -> Self {
+        match error {
+            mcp_auth::AuthError::Unauthorized { invalid_token } => {
+                McpError::Unauthorized { invalid_token }
+            }
+            mcp_auth::AuthError::Forbidden { scope } => McpError::Forbidden { scope },
+        }
+    }
+}
+
 impl From<EnvelopeError> for McpError {
     fn from(error: EnvelopeError) -> Self {
         match error {

@@ -25,8 +25,8 @@ use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::auth::Principal;
 use crate::error::McpError;
+use mcp_auth::Principal;
 
 /// How long one store operation may take before the gate gives up (and fails closed).
 const STORE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -299,13 +299,13 @@ impl Gateway {
         let issuer = match &rule.groups_from {
             GroupsFrom::Configured => None,
             GroupsFrom::CallersIssuer => {
-                Some(crate::auth::jwt::issuer_of(caller.subject_id()).unwrap_or_default())
+                Some(mcp_auth::jwt::issuer_of(caller.subject_id()).unwrap_or_default())
             }
             GroupsFrom::Issuer(name) => Some(name.as_str()),
         };
         if let Some(issuer) = issuer {
             approval.group =
-                crate::auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id());
+                mcp_auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id());
         }
         Some(approval)
     }

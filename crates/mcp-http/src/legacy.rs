@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 use crate::ask;
-use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::{CallOutcome, Classified};
 use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
+use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
 
 impl McpService {
     /// A session's `resources/subscribe` (`subscribe` false: `unsubscribe`). The module is
@@ -74,7 +74,7 @@ impl McpService {
         session_id: &str,
         event: impl FnOnce(String, String) -> crate::sessions::SessionEvent,
     ) {
-        let hash = crate::sessions::hex(&crate::sessions::session_hash(session_id));
+        let hash = crate::sessions::hex(&mcp_auth::sealed::token_hash(session_id));
         let event = event(self.sessions.instance().to_owned(), hash);
         crate::service::tell_other_instances(self.gateway().store(), &event);
     }

@@ -3,15 +3,15 @@
 //! elicitations, authenticates callers, and forwards tool calls to upstream modules through
 //! the destructive-tool gate.
 //!
-//! It is the server side: routing, the two eras, sessions, auth, the REST API, asking the
+//! It is the server side: routing, the two eras, sessions, the REST API, asking the
 //! person, and the gate's pipeline. Wire shapes come from `mcp-wire`; modules and their tool
 //! catalog (the client side) from `mcp-upstream`. It does not decide what is gated (that is
-//! `gating-core`) nor how elicitations change or persist (`elicitation-core`,
+//! `gating-core`), who is calling (`mcp-auth`), nor how elicitations change or persist
+//! (`elicitation-core`,
 //! `elicitation-store`).
 
 pub mod approvals;
 pub mod ask;
-pub mod auth;
 pub mod body;
 mod bridge;
 pub mod error;
@@ -33,7 +33,6 @@ pub mod state;
 pub mod streams;
 pub mod uploads;
 
-mod sealed;
 mod serve;
 
 pub use relay::ClientAnswers;

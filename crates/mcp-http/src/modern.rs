@@ -14,13 +14,13 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use crate::ask;
-use crate::auth::{Principal, SCOPE_TOOLS_CALL};
 use crate::bridge::{self, Running};
 use crate::error::McpError;
 use crate::listen::{self, ListenParams};
 use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed};
 use crate::response;
 use crate::service::{McpService, Reply};
+use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
 
 impl McpService {
     /// A modern request.

@@ -16,9 +16,9 @@ use elicitation_store::{ListQuery, StoreError, StoredElicitation};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
-use crate::auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::Gateway;
+use mcp_auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 
 /// The path prefix of the API.
 pub const PREFIX: &str = "/v1/mcp/elicitations";
@@ -111,7 +111,7 @@ pub async fn handle(
             let payload: Value = serde_json::from_slice(request.body).map_err(|e| {
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
-            let by = principal.answered_by(crate::auth::AnsweredVia::Rest);
+            let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
             let (owner, outcome) = answer(store.as_ref(), principal, id, payload, &by).await?;
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",

@@ -16,7 +16,6 @@ use mcp_wire::{Era, EraSignals, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
-use crate::auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use crate::error::McpError;
 use crate::gateway::Gateway;
 use crate::response::{self, Surface};
@@ -24,6 +23,7 @@ use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use crate::streams::StreamSlots;
+use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use mcp_wire::CallToolParams;
 use mcp_wire::tools::{ForwardParams, ListParams, list_page};
 
@@ -206,7 +206,7 @@ impl McpService {
             return None;
         }
         if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
-            return Some(Err(e));
+            return Some(Err(e.into()));
         }
         // What is forwarded to a module counts against the caller's call rate, as
         // `tools/call` does (the lists are answered from the catalog).
@@ -419,7 +419,7 @@ impl McpService {
     pub fn new(gateway: Arc<Gateway>, auth: Auth, config: ServiceConfig) -> Self {
         // Page sign-ins are sealed under keys of the same material as session ids.
         let web_keys = config.session_key.as_ref().map_or_else(
-            || vec![crate::sealed::Sealer::random_key()],
+            || vec![mcp_auth::sealed::Sealer::random_key()],
             |k| k.0.clone(),
         );
         let sessions = Arc::new(match &config.session_key {
@@ -519,7 +519,7 @@ impl McpService {
     pub fn with_sso(mut self, sso: crate::approvals::oidc::Sso) -> Self {
         // Sign-ins on their way are sealed under the same material as page sign-ins.
         let keys = self.config.session_key.as_ref().map_or_else(
-            || vec![crate::sealed::Sealer::random_key()],
+            || vec![mcp_auth::sealed::Sealer::random_key()],
             |k| k.0.clone(),
         );
         self.sso = Some(Arc::new(sso.keyed(&keys)));
@@ -768,11 +768,11 @@ impl McpService {
         }
         if path == "/metrics" && self.config.metrics_on_main {
             return match self.auth().authenticate(&parts.headers).await {
-                Ok(principal) => match principal.require(crate::auth::SCOPE_METRICS) {
+                Ok(principal) => match principal.require(mcp_auth::SCOPE_METRICS) {
                     Ok(()) => response::metrics(self.metrics_text()),
-                    Err(e) => response::error(&e, Surface::Problem),
+                    Err(e) => response::error(&e.into(), Surface::Problem),
                 },
-                Err(e) => response::error(&e, Surface::Problem),
+                Err(e) => response::error(&e.into(), Surface::Problem),
             };
         }
         if path == PRM_PATH || path.starts_with(&format!("{PRM_PATH}/")) {
@@ -817,7 +817,7 @@ impl McpService {
         }
         let principal = match self.auth().authenticate(&parts.headers).await {
             Ok(p) => p,
-            Err(e) => return fail(e),
+            Err(e) => return fail(e.into()),
         };
         if is_upload {
             return self.download(&parts.method, &path, &principal).await;
@@ -913,7 +913,7 @@ impl McpService {
         };
         let fail = |e: McpError| response::rpc_error(&e, None, Some(Era::Legacy));
         if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
-            return fail(e);
+            return fail(e.into());
         }
         if !response::accepts_sse(headers) {
             return fail(McpError::NotAcceptable(
@@ -946,8 +946,8 @@ impl McpService {
         if method != Method::GET {
             return problem(McpError::MethodNotAllowed);
         }
-        if let Err(e) = principal.require(crate::auth::SCOPE_CREATE) {
-            return problem(e);
+        if let Err(e) = principal.require(mcp_auth::SCOPE_CREATE) {
+            return problem(e.into());
         }
         let id = &path["/v1/mcp/uploads/".len()..];
         let Some(uploads) = &self.uploads else {
@@ -1247,7 +1247,7 @@ impl McpService {
                     ),
                     ask::Delivery::Forbidden => {
                         let e = McpError::Forbidden {
-                            scope: crate::auth::SCOPE_RESPOND,
+                            scope: mcp_auth::SCOPE_RESPOND,
                         };
                         return response::rpc_error(&e, None, Some(Era::Legacy));
                     }
@@ -1294,7 +1294,7 @@ const PRM_PATH: &str = "/.well-known/oauth-protected-resource";
 /// Mode `jwt`: a 401 or 403 challenge says where the resource's metadata is and which scope
 /// (in the identity provider's names) is needed, so a client can discover the authorization
 /// server and step up (MCP authorization; RFC 9728 §5.1, RFC 6750 §3).
-fn oauth_challenge(jwt: &crate::auth::jwt::JwtAuth, response: &mut Response<Body>) {
+fn oauth_challenge(jwt: &mcp_auth::jwt::JwtAuth, response: &mut Response<Body>) {
     let Some(current) = response
         .headers()
         .get(header::WWW_AUTHENTICATE)
@@ -1304,7 +1304,7 @@ fn oauth_challenge(jwt: &crate::auth::jwt::JwtAuth, response: &mut Response<Body
         return;
     };
     let config = jwt.config();
-    let metadata = crate::auth::jwt::metadata_url(&config.resource);
+    let metadata = mcp_auth::jwt::metadata_url(&config.resource);
     let challenge = if current.contains("insufficient_scope") {
         let scope = current
             .split("scope=\"")

@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use crate::error::McpError;
 use crate::listen::SessionChannel;
 use crate::relay::ClientAnswers;
-use crate::sealed::Sealer;
+use mcp_auth::sealed::{Sealer, token_hash};
 
 /// The HKDF `info` for the session key (distinct from the payload and state keys).
 pub const SESSION_KEY_INFO: &str = "mcp-gateway/session/v1";
@@ -147,14 +147,6 @@ pub struct Sessions {
     sealer: Sealer,
     /// This instance, in what it broadcasts (random; it skips its own).
     instance: String,
-}
-
-/// SHA-256 of a session id.
-pub fn session_hash(id: &str) -> [u8; 32] {
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    let mut out = [0u8; 32];
-    out.copy_from_slice(digest.as_ref());
-    out
 }
 
 impl Sessions {
@@ -300,14 +292,14 @@ impl Sessions {
             caller: caller.clone(),
             last_seen: now,
             ends_at,
-            hash: session_hash(&id),
+            hash: token_hash(&id),
         };
         sessions.insert(id, session.clone());
         session
     }
 
     fn is_ended(&self, id: &str) -> bool {
-        let hash = session_hash(id);
+        let hash = token_hash(id);
         self.ended
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -637,7 +629,7 @@ mod tests {
             Err(McpError::SessionNotFound)
         ));
         let ended = sessions.remove(&id, &alice).unwrap();
-        assert_eq!(ended.hash, session_hash(&id));
+        assert_eq!(ended.hash, token_hash(&id));
         assert!(matches!(
             sessions.touch(&id, &alice),
             Err(McpError::SessionNotFound)

@@ -9,7 +9,7 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::sealed::Sealer;
+use mcp_auth::sealed::Sealer;
 
 /// The HKDF `info` for the state key (distinct from the payload key's).
 pub const STATE_KEY_INFO: &str = "mcp-gateway/request-state/v1";
@@ -100,7 +100,7 @@ impl RequestStates {
         if claims.exp <= now.unix_timestamp() {
             return Err(StateError::Expired);
         }
-        let used_as = crate::sessions::session_hash(token);
+        let used_as = mcp_auth::sealed::token_hash(token);
         if self
             .used
             .lock()

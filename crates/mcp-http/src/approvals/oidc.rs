@@ -17,8 +17,8 @@ use ring::digest::{SHA256, digest};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 
-use crate::auth::Principal;
-use crate::auth::jwt::JwtAuth;
+use mcp_auth::Principal;
+use mcp_auth::jwt::JwtAuth;
 
 /// How long a sign-in may take at the identity provider.
 const PENDING_TTL: Duration = Duration::from_secs(600);
@@ -84,7 +84,7 @@ pub struct Sso {
     http: reqwest::Client,
     discovery: tokio::sync::Mutex<Option<Discovery>>,
     /// Seals sign-ins on their way into the browser's cookie.
-    sealer: crate::sealed::Sealer,
+    sealer: mcp_auth::sealed::Sealer,
     rng: SystemRandom,
 }
 
@@ -138,9 +138,9 @@ impl Sso {
         }
     }
 
-    fn sealer(keys: &[[u8; 32]]) -> crate::sealed::Sealer {
-        crate::sealed::Sealer::new(
-            &crate::sealed::derive_all(keys, "mcp-gateway/oidc-sign-in/v1"),
+    fn sealer(keys: &[[u8; 32]]) -> mcp_auth::sealed::Sealer {
+        mcp_auth::sealed::Sealer::new(
+            &mcp_auth::sealed::derive_all(keys, "mcp-gateway/oidc-sign-in/v1"),
             "o1.",
             b"mcp-gateway/oidc-sign-in/v1",
         )

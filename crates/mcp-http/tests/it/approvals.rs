@@ -14,9 +14,7 @@ use elicitation_store::{Caller, ElicitationStore, MemoryStore};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use mcp_http::auth::{
-    Auth, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
-};
+use mcp_auth::{Auth, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::uploads::{Uploads, UploadsConfig};
@@ -1245,7 +1243,7 @@ async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
     let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
     assert!(bob.get().await.body.contains("Sign out"));
     let gateway = h.service.gateway();
-    let grant = |subject: &str, token: &str, groups: Vec<String>| mcp_http::auth::TokenGrant {
+    let grant = |subject: &str, token: &str, groups: Vec<String>| mcp_auth::TokenGrant {
         subject: subject.into(),
         tenant: None,
         token_sha256: token_sha256(token),

@@ -20,7 +20,7 @@ use elicitation_store::{
 use gating_core::{GateMode, GatePolicy, ToolRule};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use mcp_http::auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
+use mcp_auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_http::gateway::{Classified, Gateway};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -629,7 +629,7 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
         r#"{"name":"test__delete","arguments":{"path":"/tmp/x","path":"/etc","n":1.0}}"#,
     )
     .unwrap();
-    let principal = mcp_http::auth::Principal {
+    let principal = mcp_auth::Principal {
         caller: Caller::new("alice", None).unwrap(),
         scopes: Default::default(),
         authenticated: true,

@@ -22,8 +22,8 @@ use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use mcp_http::auth::Auth;
-use mcp_http::auth::jwt::{IssuerConfig, JwksSource, JwtAuth, JwtConfig, ScopeNames};
+use mcp_auth::Auth;
+use mcp_auth::jwt::{IssuerConfig, JwksSource, JwtAuth, JwtConfig, ScopeNames};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -654,7 +654,7 @@ const REALM_B: &str = "https://kc.example.com/realms/b";
 /// Two Keycloak realms on one host, each with its own keys and the default name; a
 /// destructive tool whose confirmations a four-eyes group `sre` answers.
 async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) -> McpService {
-    use mcp_http::auth::jwt::default_issuer_name;
+    use mcp_auth::jwt::default_issuer_name;
     let dir = std::env::temp_dir().join(format!(
         "mcp-jwt-realms-{}-{}",
         std::process::id(),
@@ -931,12 +931,12 @@ fn two_issuers_with_one_name_are_refused() {
         assert!(err.to_string().contains("must be 1 to 256"), "{err}");
     }
     assert_ne!(
-        mcp_http::auth::jwt::default_issuer_name(REALM_A),
-        mcp_http::auth::jwt::default_issuer_name(REALM_B),
+        mcp_auth::jwt::default_issuer_name(REALM_A),
+        mcp_auth::jwt::default_issuer_name(REALM_B),
         "two realms on one host have two default names"
     );
     assert_eq!(
-        mcp_http::auth::jwt::default_issuer_name("https://idp.example.com/"),
+        mcp_auth::jwt::default_issuer_name("https://idp.example.com/"),
         "idp.example.com"
     );
 }

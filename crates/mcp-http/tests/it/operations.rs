@@ -17,7 +17,7 @@ use elicitation_store::{
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use mcp_http::auth::{
+use mcp_auth::{
     Auth, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
 };
 use mcp_http::gateway::Gateway;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
-use mcp_http::auth::Auth;
+use mcp_auth::Auth;
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::{ServeConfig, serve};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
-use mcp_http::auth::Principal;
+use mcp_auth::Principal;
 use mcp_http::gateway::Gateway;
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use mcp_upstream::stdio::{StdioConfig, StdioModule};
@@ -17,8 +17,8 @@ use mcp_wire::CallToolParams;
 use serde_json::{Value, json};
 
 fn principal() -> Principal {
-    match mcp_http::auth::Auth::none() {
-        mcp_http::auth::Auth::None(p) => (*p).clone(),
+    match mcp_auth::Auth::none() {
+        mcp_auth::Auth::None(p) => (*p).clone(),
         _ => unreachable!(),
     }
 }

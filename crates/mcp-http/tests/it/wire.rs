@@ -16,7 +16,7 @@ use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
-use mcp_http::auth::{Auth, Principal};
+use mcp_auth::{Auth, Principal};
 use mcp_http::gateway::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::http::{HttpConfig, HttpModule};

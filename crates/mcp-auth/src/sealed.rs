@@ -12,11 +12,20 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+/// SHA-256 of a token the gateway handed out: what the store keeps of one that ended
+/// (a session id, a page sign-in), never the token itself.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    let mut out = [0u8; 32];
+    out.copy_from_slice(digest.as_ref());
+    out
+}
+
 /// Tokens longer than this are refused unread.
 const MAX_TOKEN: usize = 8 * 1024;
 
 /// Seals and opens one kind of token.
-pub(crate) struct Sealer {
+pub struct Sealer {
     /// The first seals; each opens.
     keys: Vec<LessSafeKey>,
     prefix: &'static str,
@@ -27,7 +36,7 @@ pub(crate) struct Sealer {
 impl Sealer {
     /// Tokens `prefix…` under `keys` (the first seals, every one opens; none: a random
     /// key), bound to `aad`.
-    pub(crate) fn new(keys: &[[u8; 32]], prefix: &'static str, aad: &'static [u8]) -> Self {
+    pub fn new(keys: &[[u8; 32]], prefix: &'static str, aad: &'static [u8]) -> Self {
         let aead = |key: &[u8; 32]| {
             LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("AES-256 keys are 32 bytes"))
         };
@@ -44,7 +53,7 @@ impl Sealer {
     }
 
     /// A random key (tokens valid in this process only).
-    pub(crate) fn random_key() -> [u8; 32] {
+    pub fn random_key() -> [u8; 32] {
         let mut key = [0u8; 32];
         SystemRandom::new()
             .fill(&mut key)
@@ -53,7 +62,7 @@ impl Sealer {
     }
 
     /// The sealed token of `claims`; `None` if the random source failed.
-    pub(crate) fn seal(&self, claims: &impl Serialize) -> Option<String> {
+    pub fn seal(&self, claims: &impl Serialize) -> Option<String> {
         let mut nonce = [0u8; NONCE_LEN];
         self.rng.fill(&mut nonce).ok()?;
         let mut data = serde_json::to_vec(claims).ok()?;
@@ -72,7 +81,7 @@ impl Sealer {
 
     /// The claims of a token this sealer made; `None` for anything else (another key,
     /// another kind, tampered, too long).
-    pub(crate) fn open<T: DeserializeOwned>(&self, token: &str) -> Option<T> {
+    pub fn open<T: DeserializeOwned>(&self, token: &str) -> Option<T> {
         if token.len() > MAX_TOKEN {
             return None;
         }
@@ -96,13 +105,13 @@ impl Sealer {
     }
 }
 
-/// Each of `keys` derived for another purpose (see [`derive`]), in order.
-pub(crate) fn derive_all(keys: &[[u8; 32]], info: &str) -> Vec<[u8; 32]> {
+/// Each of `keys` derived for another purpose (see [`derive()`]), in order.
+pub fn derive_all(keys: &[[u8; 32]], info: &str) -> Vec<[u8; 32]> {
     keys.iter().map(|key| derive(key, info)).collect()
 }
 
 /// A key for another purpose, derived from `key` with HKDF-SHA256 and `info`.
-pub(crate) fn derive(key: &[u8; 32], info: &str) -> [u8; 32] {
+pub fn derive(key: &[u8; 32], info: &str) -> [u8; 32] {
     struct Len;
     impl ring::hkdf::KeyType for Len {
         fn len(&self) -> usize {

@@ -1,7 +1,12 @@
 //! Who is calling: the one seam where a request becomes a [`Principal`]. Modes: `none` (one
-//! local caller with every scope, for loopback only) and `tokens` (bearer tokens whose
-//! SHA-256 is configured, each with a subject and scopes). OAuth/JWT will be another mode
-//! behind the same `authenticate`.
+//! local caller with every scope, for loopback only), `tokens` (bearer tokens whose SHA-256
+//! is configured, each with a subject and scopes) and `jwt` (OAuth access tokens verified
+//! against each issuer's keys, [`jwt`]). [`sealed`] seals the tokens the gateway itself
+//! hands out (session ids, page sign-ins, `requestState`) under one key ring.
+//!
+//! It knows headers, not servers: no routing, no responses. What a refusal looks like on
+//! the wire (401, 403, a JSON-RPC error) is the server's business; this crate answers with
+//! an [`AuthError`].
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -10,9 +15,25 @@ use elicitation_store::Caller;
 use http::HeaderMap;
 use ring::digest::{SHA256, digest};
 
-use crate::error::McpError;
-
 pub mod jwt;
+pub mod sealed;
+
+/// Why a request is refused for who it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No credentials, or unknown ones.
+    #[error("authentication required")]
+    Unauthorized {
+        /// Credentials were sent but are not valid.
+        invalid_token: bool,
+    },
+    /// Authenticated, but without the scope this needs.
+    #[error("this needs the scope {scope}")]
+    Forbidden {
+        /// The scope required.
+        scope: &'static str,
+    },
+}
 
 /// Lists and calls tools.
 pub const SCOPE_TOOLS_CALL: &str = "tools:call";
@@ -74,19 +95,19 @@ impl Principal {
     }
 
     /// Fails with 403 unless the principal has `scope`.
-    pub fn require(&self, scope: &'static str) -> Result<(), McpError> {
+    pub fn require(&self, scope: &'static str) -> Result<(), AuthError> {
         if self.scopes.contains(scope) {
             Ok(())
         } else {
-            Err(McpError::Forbidden { scope })
+            Err(AuthError::Forbidden { scope })
         }
     }
 
     /// Fails with 403 unless the principal has at least one of `scopes`.
-    pub fn require_any(&self, scopes: &[&'static str]) -> Result<(), McpError> {
+    pub fn require_any(&self, scopes: &[&'static str]) -> Result<(), AuthError> {
         match scopes.iter().find(|s| self.scopes.contains(**s)) {
             Some(_) => Ok(()),
-            None => Err(McpError::Forbidden { scope: scopes[0] }),
+            None => Err(AuthError::Forbidden { scope: scopes[0] }),
         }
     }
 }
@@ -235,12 +256,12 @@ impl Auth {
     }
 
     /// The principal of a request: 401 without valid credentials.
-    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, McpError> {
+    pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
             Auth::Tokens(_) | Auth::Jwt(_) => {
                 let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-                    return Err(McpError::Unauthorized {
+                    return Err(AuthError::Unauthorized {
                         invalid_token: false,
                     });
                 };
@@ -251,10 +272,10 @@ impl Auth {
                     .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
                     .map(|(_, token)| token.trim())
                     .filter(|token| !token.is_empty())
-                    .ok_or(McpError::Unauthorized {
+                    .ok_or(AuthError::Unauthorized {
                         invalid_token: true,
                     })?;
-                self.token(token).await.ok_or(McpError::Unauthorized {
+                self.token(token).await.ok_or(AuthError::Unauthorized {
                     invalid_token: true,
                 })
             }
@@ -371,7 +392,7 @@ mod tests {
         assert!(p.require(SCOPE_TOOLS_CALL).is_ok());
         assert!(matches!(
             p.require(SCOPE_RESPOND),
-            Err(McpError::Forbidden { .. })
+            Err(AuthError::Forbidden { .. })
         ));
         assert!(
             auth.authenticate(&headers(Some("bearer s3cret")))
@@ -387,7 +408,7 @@ mod tests {
             assert!(
                 matches!(
                     auth.authenticate(&headers(bad)).await,
-                    Err(McpError::Unauthorized { .. })
+                    Err(AuthError::Unauthorized { .. })
                 ),
                 "{bad:?}"
             );
