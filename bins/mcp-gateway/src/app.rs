@@ -11,7 +11,7 @@ use elicitation_store::{
 use gating_core::{GatePolicy, ToolRule};
 use http::{HeaderName, HeaderValue};
 use mcp_auth::{Auth, TokenGrant};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::state::{RequestStates, STATE_KEY_INFO};
 use mcp_upstream::Module;
@@ -41,10 +41,10 @@ struct Running {
     tokens: String,
     /// Each module's configuration (as text to compare), name and instance.
     modules: Vec<RunningModule>,
-    metrics: Arc<mcp_http::metrics::Metrics>,
+    metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     /// `[limits]`' rates and the buckets kept for them.
-    rates: (String, Arc<mcp_http::limits::Limits>),
+    rates: (String, Arc<mcp_gate::limits::Limits>),
 }
 
 #[derive(Clone)]
@@ -411,10 +411,10 @@ fn module_fingerprint(m: &ModuleConfig) -> String {
 async fn build_gateway(
     config: &Config,
     store: Arc<dyn ElicitationStore>,
-    metrics: Arc<mcp_http::metrics::Metrics>,
+    metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     running: &[RunningModule],
-    rates: Arc<mcp_http::limits::Limits>,
+    rates: Arc<mcp_gate::limits::Limits>,
 ) -> Result<(Arc<Gateway>, Vec<RunningModule>)> {
     let mut modules = Vec::new();
     let mut started = Vec::new();
@@ -464,14 +464,14 @@ async fn build_gateway(
 }
 
 /// The per-caller rate buckets `[limits]` asks for.
-fn rates(config: &Config) -> Arc<mcp_http::limits::Limits> {
+fn rates(config: &Config) -> Arc<mcp_gate::limits::Limits> {
     let limits = &config.limits;
-    Arc::new(mcp_http::limits::Limits::new(
-        mcp_http::limits::Rate {
+    Arc::new(mcp_gate::limits::Limits::new(
+        mcp_gate::limits::Rate {
             per_minute: limits.calls_per_minute,
             burst: limits.calls_burst,
         },
-        mcp_http::limits::Rate {
+        mcp_gate::limits::Rate {
             per_minute: limits.confirmations_per_minute,
             burst: limits.confirmations_burst,
         },
@@ -491,9 +491,9 @@ async fn gateway_over(
     config: &Config,
     specs: Vec<ModuleSpec>,
     store: Arc<dyn ElicitationStore>,
-    metrics: Arc<mcp_http::metrics::Metrics>,
+    metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
-    rates: Arc<mcp_http::limits::Limits>,
+    rates: Arc<mcp_gate::limits::Limits>,
     unbuilt: Vec<(String, String)>,
 ) -> Result<Arc<Gateway>> {
     let limits = &config.limits;
@@ -542,10 +542,10 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
             "auth is \"none\": every local process is the person, so a module running on this host can approve its own held calls through the REST API; use [auth] mode = \"tokens\" with modules you do not fully trust"
         );
     }
-    let metrics = Arc::new(mcp_http::metrics::Metrics::new());
+    let metrics = Arc::new(mcp_gate::metrics::Metrics::new());
     let (store, durable) = build_store(config).await?;
     let store: Arc<dyn ElicitationStore> =
-        Arc::new(mcp_http::metrics::MeteredStore::new(store, metrics.clone()));
+        Arc::new(mcp_gate::metrics::MeteredStore::new(store, metrics.clone()));
     let buckets = rates(config);
     let (gateway, modules) = build_gateway(
         config,

@@ -608,8 +608,8 @@ fn default_approval_mode() -> String {
 }
 
 impl ApproverConfig {
-    pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_http::gateway::ApproverRule> {
-        use mcp_http::gateway::GroupsFrom;
+    pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_gate::ApproverRule> {
+        use mcp_gate::GroupsFrom;
         let Some(mode) = elicitation_store::ApprovalMode::from_label(&self.mode) else {
             bail!(
                 "[[approvers]] for {:?}: mode {:?} must be \"may\", \"must\" or \"four_eyes\"",
@@ -651,7 +651,7 @@ impl ApproverConfig {
             ),
             (_, _, None) => GroupsFrom::Configured,
         };
-        Ok(mcp_http::gateway::ApproverRule {
+        Ok(mcp_gate::ApproverRule {
             tools: self.tools.clone(),
             approval: elicitation_store::Approval {
                 group: group.to_owned(),

@@ -26,7 +26,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
 use crate::body::{Body, ChannelBody, full};
-use crate::error::McpError;
+use crate::error::{HttpError as _, McpError};
 use crate::service::McpService;
 use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
 

@@ -33,10 +33,10 @@ use tokio::sync::oneshot;
 
 use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
-use crate::gateway::{CallOutcome, Classified, GatedCall, Gateway};
 use crate::state::{RequestStates, StateClaims};
 use crate::streams::StreamSlot;
 use mcp_auth::{Principal, SCOPE_RESPOND};
+use mcp_gate::{CallOutcome, Classified, GatedCall, Gateway};
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use crate::ask;
 use crate::error::McpError;
-use crate::gateway::{CallOutcome, Classified};
 use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
+use mcp_gate::{CallOutcome, Classified};
 
 impl McpService {
     /// A session's `resources/subscribe` (`subscribe` false: `unsubscribe`). The module is

@@ -18,11 +18,8 @@ pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod gateway;
 mod legacy;
-pub mod limits;
 pub mod listen;
-pub mod metrics;
 mod modern;
 mod relay;
 pub mod response;

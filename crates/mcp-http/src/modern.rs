@@ -215,7 +215,7 @@ impl McpService {
             self.gateway().catalog_changes(),
             listen::CallerUpdates {
                 feed: self.gateway().resource_updates(),
-                who: crate::gateway::instance_key(&principal.caller),
+                who: mcp_gate::instance_key(&principal.caller),
             },
             self.closing.subscribe(),
             slot,

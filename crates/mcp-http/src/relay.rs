@@ -16,7 +16,7 @@
 //!   its module's requests are answered with an error for now.
 //! - A form elicitation a client cannot answer goes to the caller's inbox when its form maps
 //!   to a stored elicitation type (`elicitation_core::FormField`): a person answers it
-//!   through the REST API and the answer goes back to the module ([`Inbox`]). It is a plain
+//!   through the REST API and the answer goes back to the module (`mcp_gate::Inbox`). It is a plain
 //!   elicitation, never a confirmation: it binds no call, so it can never let a gated call
 //!   through.
 //! - Anything else a client cannot answer gets the module an error (sampling, roots) or
@@ -36,11 +36,6 @@ use mcp_wire::{ResultBody, sse};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use elicitation_core::{
-    CancelReason, ElicitationId, ElicitationSpec, ElicitationStatus, FormField,
-};
-use elicitation_store::{Caller, ElicitationStore};
-
 use crate::ask::PendingAnswers;
 use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
@@ -48,11 +43,6 @@ use crate::error::McpError;
 /// Messages queued for one call's client; beyond this a client that does not read loses
 /// notifications (the call goes on).
 const QUEUE: usize = 256;
-/// How long a module's question waits in the caller's inbox (the module's own call timeout
-/// usually ends it sooner: the question is then withdrawn).
-const INBOX_SECS: u16 = 600;
-/// How long one store operation may take here.
-const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest a module's request waits for the client's answer (the module's own call timeout
 /// usually ends it sooner).
 const ASK_TIMEOUT: Duration = Duration::from_secs(600);
@@ -114,83 +104,6 @@ pub(crate) struct SessionAsker {
     pub(crate) can: ClientAnswers,
 }
 
-/// Where a module's form elicitation waits for a person when the client cannot answer it:
-/// the caller's elicitations in the store.
-pub(crate) struct Inbox {
-    pub(crate) store: Arc<dyn ElicitationStore>,
-    pub(crate) caller: Caller,
-}
-
-impl Inbox {
-    /// Stores the question, waits for a person's answer (at most [`INBOX_SECS`], or until the
-    /// module stops waiting: the question is then withdrawn), and gives the module the
-    /// `ElicitResult`.
-    async fn ask(&self, params: Option<&Value>) -> Value {
-        let cancel = json!({"action": "cancel"});
-        let Some(params) = params else { return cancel };
-        let is_form = params
-            .get("mode")
-            .is_none_or(|mode| mode.as_str() == Some("form"));
-        let message = params.get("message").and_then(Value::as_str);
-        let field = params.get("requestedSchema").and_then(FormField::of);
-        let (true, Some(message), Some(field)) = (is_form, message, field) else {
-            return cancel;
-        };
-        // Attributed already (see `attributed`), as on every other path.
-        let Ok(spec) = ElicitationSpec::new(message.to_owned(), field.spec.clone()) else {
-            return cancel;
-        };
-        let created = tokio::time::timeout(
-            STORE_TIMEOUT,
-            self.store.create(
-                &self.caller,
-                spec,
-                time::Duration::seconds(i64::from(INBOX_SECS)),
-            ),
-        )
-        .await;
-        let elicitation = match created {
-            Ok(Ok(elicitation)) => elicitation,
-            Ok(Err(e)) => {
-                tracing::info!(error = %e, "a module's question could not be stored for a person");
-                return cancel;
-            }
-            Err(_) => {
-                tracing::warn!("the store did not take a module's question in time");
-                return cancel;
-            }
-        };
-        let id = elicitation.id;
-        let mut withdraw = Withdraw {
-            store: self.store.clone(),
-            caller: self.caller.clone(),
-            id: Some(id),
-        };
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(INBOX_SECS));
-        let answered = self.store.wait_for_change(&self.caller, id, deadline).await;
-        let Ok(answered) = answered else {
-            return cancel;
-        };
-        if answered.status != ElicitationStatus::Pending {
-            withdraw.id = None;
-        }
-        match (answered.status, answered.cancel_reason) {
-            (ElicitationStatus::Responded, _) => answered
-                .response
-                .as_ref()
-                .and_then(|response| field.content(response))
-                .map_or(
-                    cancel,
-                    |content| json!({"action": "accept", "content": content}),
-                ),
-            (ElicitationStatus::Cancelled, Some(CancelReason::Declined)) => {
-                json!({"action": "decline"})
-            }
-            _ => cancel,
-        }
-    }
-}
-
 /// A module's `elicitation/create` as it reaches a person, on every path (natively on the
 /// call's stream, through `input_required`, or in the caller's inbox): its message attributed
 /// to the module of `tool` and shown as text, so a module cannot pass its question off as the
@@ -211,24 +124,6 @@ fn attributed(tool: &str, params: Option<Value>) -> Option<Value> {
         object.insert("message".into(), Value::String(message));
     }
     Some(params)
-}
-
-/// Withdraws a module's question a person has not answered when the module stops waiting.
-struct Withdraw {
-    store: Arc<dyn ElicitationStore>,
-    caller: Caller,
-    id: Option<ElicitationId>,
-}
-
-impl Drop for Withdraw {
-    fn drop(&mut self) {
-        let Some(id) = self.id.take() else { return };
-        let (store, caller) = (self.store.clone(), self.caller.clone());
-        tokio::spawn(async move {
-            let withdrawn = store.cancel(&caller, id, CancelReason::CancelledByCaller);
-            let _ = tokio::time::timeout(STORE_TIMEOUT, withdrawn).await;
-        });
-    }
 }
 
 /// How a call's client is asked.
@@ -254,7 +149,7 @@ pub(crate) struct ClientRelay {
     queue: std::sync::Mutex<mpsc::Sender<Vec<u8>>>,
     logs: LogFilter,
     asker: Option<Asker>,
-    inbox: Option<Inbox>,
+    inbox: Option<mcp_gate::Inbox>,
     /// The tool of the call (its module's questions are attributed to it).
     tool: Arc<mcp_upstream::registry::ToolEntry>,
 }
@@ -265,7 +160,7 @@ impl ClientRelay {
         tool: &Arc<mcp_upstream::registry::ToolEntry>,
         logs: LogFilter,
         asker: Option<Asker>,
-        inbox: Option<Inbox>,
+        inbox: Option<mcp_gate::Inbox>,
     ) -> (Arc<ClientRelay>, mpsc::Receiver<Vec<u8>>) {
         let (queue, rx) = mpsc::channel(QUEUE);
         let relay = ClientRelay {

@@ -9,7 +9,7 @@ use mcp_wire::{Era, sse};
 use serde::Serialize;
 
 use crate::body::{Body, full};
-use crate::error::McpError;
+use crate::error::{HttpError as _, McpError};
 
 /// Where an error is answered.
 #[derive(Debug, Clone, Copy)]

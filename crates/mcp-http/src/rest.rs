@@ -6,7 +6,7 @@
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //!
 //! Everything is the caller's own: another caller's elicitation is 404, never 403. Errors are
-//! RFC 9457 problem details, built by [`McpError::problem`].
+//! RFC 9457 problem details, built by [`HttpError::problem`](crate::error::HttpError::problem).
 
 use elicitation_core::{
     CancelReason, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 use crate::error::McpError;
-use crate::gateway::Gateway;
 use mcp_auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use mcp_gate::Gateway;
 
 /// The path prefix of the API.
 pub const PREFIX: &str = "/v1/mcp/elicitations";
@@ -85,7 +85,7 @@ pub async fn handle(
                 gateway.metrics().limited("confirmations");
                 return Err(McpError::RateLimited {
                     what: "this caller is creating elicitations faster than the gateway allows",
-                    retry_after: crate::limits::retry_after_secs(wait),
+                    retry_after: mcp_gate::limits::retry_after_secs(wait),
                 });
             }
             let created = store.create(caller, spec, ttl).await?;

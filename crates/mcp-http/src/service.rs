@@ -17,13 +17,13 @@ use serde_json::{Value, json};
 
 use crate::ask;
 use crate::error::McpError;
-use crate::gateway::Gateway;
 use crate::response::{self, Surface};
 use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use crate::streams::StreamSlots;
 use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
+use mcp_gate::Gateway;
 use mcp_wire::CallToolParams;
 use mcp_wire::tools::{ForwardParams, ListParams, list_page};
 
@@ -573,7 +573,7 @@ impl McpService {
     pub fn metrics_text(&self) -> String {
         let gateway = self.gateway();
         let modules = gateway.registry().health();
-        gateway.metrics().render(crate::metrics::Live {
+        gateway.metrics().render(mcp_gate::metrics::Live {
             sessions: self.sessions.len(),
             streams: self.streams.open_total(),
             modules: &modules,

@@ -548,8 +548,7 @@ impl Sessions {
             .unwrap_or_else(PoisonError::into_inner)
             .values()
         {
-            if rank >= session.log_level && crate::gateway::is_instance_key_of(who, &session.caller)
-            {
+            if rank >= session.log_level && mcp_gate::is_instance_key_of(who, &session.caller) {
                 session.channel.push(message);
             }
         }
@@ -572,7 +571,7 @@ impl Sessions {
                 && update
                     .who
                     .as_deref()
-                    .is_none_or(|who| crate::gateway::is_instance_key_of(who, &session.caller))
+                    .is_none_or(|who| mcp_gate::is_instance_key_of(who, &session.caller))
             {
                 session.channel.push(message);
             }
@@ -585,7 +584,7 @@ impl Sessions {
     /// caller's own, so it is always told.
     pub fn module_knows(
         &self,
-        gateway: &crate::gateway::Gateway,
+        gateway: &mcp_gate::Gateway,
         listeners: &crate::listen::Listeners,
         uri: &str,
         except: &str,

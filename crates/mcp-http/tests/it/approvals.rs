@@ -15,7 +15,7 @@ use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::uploads::{Uploads, UploadsConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -45,7 +45,7 @@ async fn harness() -> Harness {
 const BOB: &str = "bob-sre-token";
 const ALICE_SRE: &str = "alice-sre-token";
 
-async fn harness_with(approvers: Vec<mcp_http::gateway::ApproverRule>) -> Harness {
+async fn harness_with(approvers: Vec<mcp_gate::ApproverRule>) -> Harness {
     let uploads = std::env::temp_dir().join(format!(
         "mcp-approvals-uploads-{}-{}",
         std::process::id(),
@@ -56,7 +56,7 @@ async fn harness_with(approvers: Vec<mcp_http::gateway::ApproverRule>) -> Harnes
 
 /// A harness whose uploads are kept in `uploads`.
 async fn harness_at(
-    approvers: Vec<mcp_http::gateway::ApproverRule>,
+    approvers: Vec<mcp_gate::ApproverRule>,
     uploads: std::path::PathBuf,
 ) -> Harness {
     let deleted = Arc::new(AtomicUsize::new(0));
@@ -1121,13 +1121,13 @@ async fn eventually_gone(h: &Harness, upload_id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_never_by_the_caller() {
-    let h = harness_with(vec![mcp_http::gateway::ApproverRule {
+    let h = harness_with(vec![mcp_gate::ApproverRule {
         tools: "test__*".into(),
         approval: elicitation_store::Approval {
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::FourEyes,
         },
-        groups_from: mcp_http::gateway::GroupsFrom::Configured,
+        groups_from: mcp_gate::GroupsFrom::Configured,
     }])
     .await;
     let held = agent_call(&h, json!({"path": "/prod"}), None).await;

@@ -21,7 +21,7 @@ use gating_core::{GateMode, GatePolicy, ToolRule};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
-use mcp_http::gateway::{Classified, Gateway};
+use mcp_gate::{Classified, Gateway};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};

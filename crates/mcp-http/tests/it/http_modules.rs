@@ -11,7 +11,7 @@ use std::time::Duration;
 use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_auth::{Auth, Principal};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::demo::demo_module;
 use mcp_upstream::http::{HttpConfig, HttpModule};

@@ -24,7 +24,7 @@ use http_body_util::{BodyExt, Full};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use mcp_auth::Auth;
 use mcp_auth::jwt::{IssuerConfig, JwksSource, JwtAuth, JwtConfig, ScopeNames};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
@@ -690,13 +690,13 @@ async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) 
     let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
     let gateway = Arc::new(
         Gateway::new(registry, store, GatePolicy::default(), true).with_approvers(vec![
-            mcp_http::gateway::ApproverRule {
+            mcp_gate::ApproverRule {
                 tools: "test__*".into(),
                 approval: elicitation_store::Approval {
                     group: "sre".into(),
                     mode: elicitation_store::ApprovalMode::FourEyes,
                 },
-                groups_from: mcp_http::gateway::GroupsFrom::CallersIssuer,
+                groups_from: mcp_gate::GroupsFrom::CallersIssuer,
             },
         ]),
     );

@@ -20,9 +20,9 @@ use http_body_util::{BodyExt, Full};
 use mcp_auth::{
     Auth, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
 };
-use mcp_http::gateway::Gateway;
-use mcp_http::limits::{Limits, Rate};
-use mcp_http::metrics::{MeteredStore, Metrics};
+use mcp_gate::Gateway;
+use mcp_gate::limits::{Limits, Rate};
+use mcp_gate::metrics::{MeteredStore, Metrics};
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{CallLimit, ModuleSpec, Registry};

@@ -13,7 +13,7 @@ use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::state::RequestStates;
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_auth::Auth;
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_http::{ServeConfig, serve};
 use mcp_upstream::registry::Registry;

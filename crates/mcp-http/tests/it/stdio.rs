@@ -10,7 +10,7 @@ use std::time::Duration;
 use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use mcp_auth::Principal;
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use mcp_upstream::stdio::{StdioConfig, StdioModule};
 use mcp_wire::CallToolParams;

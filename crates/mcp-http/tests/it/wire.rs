@@ -17,7 +17,7 @@ use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, Principal};
-use mcp_http::gateway::Gateway;
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::http::{HttpConfig, HttpModule};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};

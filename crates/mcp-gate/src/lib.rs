@@ -1,9 +1,24 @@
-//! The tools/call pipeline: resolve the tool, ask `gating-core` whether the call is gated,
-//! and either forward it or hold it for a person's confirmation in the store.
+//! The gate: the tools/call pipeline in two steps and everything it needs beside a server.
+//! [`Gateway::classify`] resolves the tool and asks `gating-core` whether the call is
+//! forwarded, denied or held; [`Gateway::resolve`] settles a held call against the
+//! confirmation it names, in the store. Beside it: the catalog passed through from the
+//! modules ungated (tools, prompts, resources, completions), the per-caller [`limits`], the
+//! [`metrics`] of every call, the [`Inbox`] where a module's question waits for a person,
+//! and [`error::McpError`], the one error of a request with its JSON-RPC mapping.
 //!
 //! Fail closed: a gated call is forwarded only after its confirmation was consumed (atomically,
 //! once) from the store. Store errors, missing identity, or anything unexpected answer with an
 //! in-band error, never a forward. A non-gated call never touches the store.
+//!
+//! No server here: no hyper, no HTTP types, no sessions. It is driven, and tested, without
+//! one; `mcp-http` puts it on the wire.
+
+pub mod error;
+mod inbox;
+pub mod limits;
+pub mod metrics;
+
+pub use inbox::Inbox;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -423,11 +438,11 @@ impl Gateway {
     /// The inbox where a module's questions to `principal` wait for a person
     /// when its client cannot answer them; none where confirmations need an authenticated caller
     /// and this one is not.
-    pub(crate) fn inbox(&self, principal: &Principal) -> Option<crate::relay::Inbox> {
+    pub fn inbox(&self, principal: &Principal) -> Option<Inbox> {
         if self.require_authenticated_caller && !principal.authenticated {
             return None;
         }
-        Some(crate::relay::Inbox {
+        Some(Inbox {
             store: self.store.clone(),
             caller: principal.caller.clone(),
         })
@@ -973,7 +988,7 @@ fn hints(entry: &ToolEntry) -> HintSource<'_> {
 }
 
 /// Which instance of an isolated module serves `caller`: one per caller (tenant and subject).
-pub(crate) fn instance_key(caller: &Caller) -> String {
+pub fn instance_key(caller: &Caller) -> String {
     format!(
         "{}\u{1f}{}",
         caller.tenant_id().unwrap_or_default(),
@@ -983,7 +998,7 @@ pub(crate) fn instance_key(caller: &Caller) -> String {
 
 /// Whether `key` is [`instance_key`]`(caller)`, without building it (once per session for
 /// every log line or update a caller's instance sends).
-pub(crate) fn is_instance_key_of(key: &str, caller: &Caller) -> bool {
+pub fn is_instance_key_of(key: &str, caller: &Caller) -> bool {
     key.strip_prefix(caller.tenant_id().unwrap_or_default())
         .and_then(|rest| rest.strip_prefix('\u{1f}'))
         == Some(caller.subject_id())

@@ -234,13 +234,7 @@ impl Metrics {
     }
 
     /// A tool call's outcome.
-    pub(crate) fn tool_call(
-        &self,
-        module: &str,
-        tool: &str,
-        outcome: &'static str,
-        reason: &'static str,
-    ) {
+    pub fn tool_call(&self, module: &str, tool: &str, outcome: &'static str, reason: &'static str) {
         self.tool_calls
             .get_or_create(&CallLabels {
                 module: module.to_owned(),
@@ -252,13 +246,13 @@ impl Metrics {
     }
 
     /// The gateway's own time on a call (`total` less the module's `upstream`).
-    pub(crate) fn gateway_time(&self, total: Duration, upstream: Duration) {
+    pub fn gateway_time(&self, total: Duration, upstream: Duration) {
         self.gateway_seconds
             .observe(total.saturating_sub(upstream).as_secs_f64());
     }
 
     /// A module's time on a forwarded call.
-    pub(crate) fn module_time(&self, module: &str, took: Duration) {
+    pub fn module_time(&self, module: &str, took: Duration) {
         self.module_seconds
             .get_or_create(&ModuleLabels {
                 module: module.to_owned(),
@@ -267,7 +261,7 @@ impl Metrics {
     }
 
     /// A request refused by `limit`.
-    pub(crate) fn limited(&self, limit: &'static str) {
+    pub fn limited(&self, limit: &'static str) {
         self.limited.get_or_create(&LimitLabels { limit }).inc();
     }
 
@@ -288,7 +282,7 @@ impl Metrics {
     }
 
     /// The text exposition, after the gauges read from live state are brought up to date.
-    pub(crate) fn render(&self, live: Live<'_>) -> String {
+    pub fn render(&self, live: Live<'_>) -> String {
         self.sessions.set(live.sessions as i64);
         self.streams.set(live.streams as i64);
         self.connections
@@ -357,10 +351,13 @@ impl Metrics {
 }
 
 /// What `/metrics` reads from live state at each scrape.
-pub(crate) struct Live<'a> {
-    pub(crate) sessions: usize,
-    pub(crate) streams: usize,
-    pub(crate) modules: &'a [(&'a str, mcp_upstream::ModuleHealth)],
+pub struct Live<'a> {
+    /// Open legacy sessions.
+    pub sessions: usize,
+    /// Open SSE streams.
+    pub streams: usize,
+    /// Each module and its health.
+    pub modules: &'a [(&'a str, mcp_upstream::ModuleHealth)],
 }
 
 /// Counts one open connection while it lives.
