@@ -27,7 +27,6 @@ use serde_json::{Value, json};
 
 use crate::body::{Body, ChannelBody, full};
 use crate::error::{HttpError as _, McpError};
-use crate::service::McpService;
 use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
 
 /// Where the page lives.
@@ -363,13 +362,75 @@ fn redirect(to: &str) -> Response<Body> {
     with_headers(response, "text/plain; charset=utf-8")
 }
 
-impl McpService {
+/// The approvals page: its own state, apart from the MCP surface's. It reads the gateway
+/// and how people are authenticated from the reloadable state it shares with the service.
+pub struct Page {
+    live: Arc<crate::live::Live>,
+    web: WebSessions,
+    sso: Option<Arc<oidc::Sso>>,
+    /// Where ended sign-ins are known (with ended session ids: one record, one feed).
+    sessions: Arc<crate::sessions::Sessions>,
+    uploads: Option<Arc<crate::uploads::Uploads>>,
+    streams: crate::streams::StreamSlots,
+    /// Turns true at shutdown: the page's event streams end.
+    closing: tokio::sync::watch::Receiver<bool>,
+    secure_cookies: bool,
+    max_streams_per_caller: usize,
+}
+
+/// What the page is built from.
+pub(crate) struct PageParts {
+    pub(crate) live: Arc<crate::live::Live>,
+    pub(crate) keys: Vec<[u8; 32]>,
+    pub(crate) sessions: Arc<crate::sessions::Sessions>,
+    pub(crate) streams: crate::streams::StreamSlots,
+    pub(crate) closing: tokio::sync::watch::Receiver<bool>,
+    pub(crate) secure_cookies: bool,
+    pub(crate) max_streams_per_caller: usize,
+}
+
+impl Page {
+    /// The page; sign-ins sealed under `keys` (the seal-key ring's material).
+    pub(crate) fn new(parts: PageParts) -> Self {
+        Page {
+            web: WebSessions::new(&parts.keys),
+            live: parts.live,
+            sso: None,
+            sessions: parts.sessions,
+            uploads: None,
+            streams: parts.streams,
+            closing: parts.closing,
+            secure_cookies: parts.secure_cookies,
+            max_streams_per_caller: parts.max_streams_per_caller,
+        }
+    }
+
+    /// Keeps `file_upload` answers in `uploads`.
+    pub(crate) fn set_uploads(&mut self, uploads: Arc<crate::uploads::Uploads>) {
+        self.uploads = Some(uploads);
+    }
+
+    /// Signs people in through `sso` too.
+    pub(crate) fn set_sso(&mut self, sso: Arc<oidc::Sso>) {
+        self.sso = Some(sso);
+    }
+
+    fn gateway(&self) -> Arc<mcp_gate::Gateway> {
+        self.live.gateway()
+    }
+
+    fn auth(&self) -> Arc<Auth> {
+        self.live.auth()
+    }
+
+    fn discard_uploads(&self, finished: impl IntoIterator<Item = ElicitationId>) {
+        if let Some(uploads) = &self.uploads {
+            uploads.discard(finished);
+        }
+    }
+
     fn set_cookie(&self, response: &mut Response<Body>, value: &str, max_age: u64) {
-        let secure = if self.config.secure_cookies {
-            "; Secure"
-        } else {
-            ""
-        };
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
         let text = format!(
             "{COOKIE}={value}; Path={PREFIX}; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
         );
@@ -808,11 +869,7 @@ impl McpService {
         same_site: &str,
         max_age: u64,
     ) {
-        let secure = if self.config.secure_cookies {
-            "; Secure"
-        } else {
-            ""
-        };
+        let secure = if self.secure_cookies { "; Secure" } else { "" };
         let text = format!(
             "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}"
         );
@@ -1100,14 +1157,14 @@ impl McpService {
     fn events(&self, principal: Arc<Principal>, shown: Option<String>) -> Response<Body> {
         let Some(slot) = self.streams.try_open(&principal.caller) else {
             return crate::response::error(
-                &McpError::TooManyStreams(self.config.max_streams_per_caller),
+                &McpError::TooManyStreams(self.max_streams_per_caller),
                 crate::response::Surface::Problem,
             );
         };
         let store = self.gateway().store().clone();
         let mut feed = store.changes();
         let every = if feed.is_some() { RECHECK } else { POLL };
-        let mut closing = self.closing.subscribe();
+        let mut closing = self.closing.clone();
         let (tx, body) = ChannelBody::new(4);
         tokio::spawn(async move {
             use tokio::sync::broadcast::error::RecvError;

@@ -11,8 +11,7 @@
 //! Whatever the path, the answer is recorded in the store, and the call the gate classified
 //! once ([`GatedCall`]) is then resolved with the confirmation's id (`Gateway::resolve`).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,8 +28,8 @@ use mcp_wire::tools::{
 };
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
-use tokio::sync::oneshot;
 
+use crate::answers::PendingAnswers;
 use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
 use crate::state::{RequestStates, StateClaims};
@@ -97,11 +96,6 @@ impl NativeMode {
     }
 }
 
-/// Whether declared client capabilities include URL-mode elicitation.
-pub fn can_elicit_url(capabilities: Option<&Value>) -> bool {
-    matches!(capabilities.and_then(|c| c.get("elicitation")), Some(Value::Object(modes)) if modes.contains_key("url"))
-}
-
 /// The approvals page of one confirmation.
 pub(crate) fn page_url(base: &str, id: ElicitationId) -> String {
     format!("{}/approvals/e/{id}", base.trim_end_matches('/'))
@@ -113,14 +107,6 @@ pub(crate) fn url_message(confirmation: &Elicitation) -> String {
         "A person must approve or decline this call on the gateway's approvals page. {}",
         confirmation.spec.message()
     )
-}
-
-/// Whether declared client capabilities include form elicitation (`{}` counts as form).
-pub fn can_elicit_form(capabilities: Option<&Value>) -> bool {
-    match capabilities.and_then(|c| c.get("elicitation")) {
-        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
-        _ => false,
-    }
 }
 
 /// Asks `elicitation/create` for a confirmation: calls `write` with the form params (with
@@ -375,36 +361,6 @@ fn invalid_state() -> McpError {
     McpError::InvalidParams("Invalid or expired requestState".into())
 }
 
-/// Where a client's answer to one of the gateway's requests is delivered, by (session, id),
-/// and whether it answers a gate confirmation (which only a person's client may answer).
-type Waiters = HashMap<(String, RequestId), (oneshot::Sender<Result<Value, Value>>, bool)>;
-
-/// A client's answer, as [`PendingAnswers::deliver`] took it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delivery {
-    /// Delivered to the request waiting for it.
-    Delivered,
-    /// Nothing waits for it (late, or unknown).
-    Unexpected,
-    /// It answers a gate confirmation and the client may not (`may_answer`).
-    Forbidden,
-}
-
-/// The prefix of the ids of the gate's `elicitation/create` requests that ask for the
-/// person's answer in a form.
-const FORM_ID_PREFIX: &str = "mcp-gateway-confirm-";
-/// The prefix of those that send the client to the approvals page.
-const URL_ID_PREFIX: &str = "mcp-gateway-url-";
-
-/// The confirmation a client's answer to a form `elicitation/create` (by its request id)
-/// answers: for an answer that reached an instance other than the one whose stream asked.
-pub(crate) fn form_answer_to(id: &RequestId) -> Option<ElicitationId> {
-    let RequestId::String(id) = id else {
-        return None;
-    };
-    id.strip_prefix(FORM_ID_PREFIX)?.get(..36)?.parse().ok()
-}
-
 /// Records a client's answer to the gate's form question `id` that arrived where nothing
 /// waits for it (another instance asked; it waits on the store and resumes the call once
 /// the answer is recorded).
@@ -415,91 +371,6 @@ pub(crate) async fn record_from_elsewhere(
     result: Value,
 ) {
     record(gateway, principal, id, result).await;
-}
-
-/// Answers to the server's own requests that wait on a legacy session: the gate's
-/// `elicitation/create`, and the module requests relayed to the client (`relay`).
-#[derive(Default)]
-pub struct PendingAnswers {
-    waiting: Mutex<Waiters>,
-    next: std::sync::atomic::AtomicU64,
-}
-
-impl PendingAnswers {
-    fn next(&self) -> u64 {
-        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// A request id no other waiting request uses. It names the confirmation, and whether
-    /// the client was asked for the person's answer (a form) or only sent to the page (URL
-    /// mode), so any instance that receives the answer can record it.
-    fn fresh_id(&self, confirmation: ElicitationId, by_url: bool) -> RequestId {
-        let kind = if by_url {
-            URL_ID_PREFIX
-        } else {
-            FORM_ID_PREFIX
-        };
-        RequestId::String(format!("{kind}{confirmation}-{}", self.next()))
-    }
-
-    pub(crate) fn insert(
-        &self,
-        session: &str,
-        id: &RequestId,
-        confirmation: bool,
-    ) -> oneshot::Receiver<Result<Value, Value>> {
-        let (tx, rx) = oneshot::channel();
-        self.lock()
-            .insert((session.to_owned(), id.clone()), (tx, confirmation));
-        rx
-    }
-
-    /// A fresh id for a module's request relayed to `session`'s client, and where its
-    /// answer arrives.
-    pub(crate) fn register_relayed(
-        &self,
-        session: &str,
-    ) -> (RequestId, oneshot::Receiver<Result<Value, Value>>) {
-        let id = RequestId::String(format!("mcp-gateway-relay-{}", self.next()));
-        let rx = self.insert(session, &id, false);
-        (id, rx)
-    }
-
-    pub(crate) fn forget(&self, session: &str, id: &RequestId) {
-        self.lock().remove(&(session.to_owned(), id.clone()));
-    }
-
-    /// Delivers a client's response. A client that may not confirm (`may_answer`) may answer
-    /// only a module's relayed request; anything else from it is refused, and a gate
-    /// confirmation it tried to answer keeps waiting.
-    pub fn deliver(
-        &self,
-        session: &str,
-        id: &RequestId,
-        outcome: Result<Value, Value>,
-        may_confirm: bool,
-    ) -> Delivery {
-        let mut waiting = self.lock();
-        let key = (session.to_owned(), id.clone());
-        match waiting.get(&key) {
-            // Only a relayed request may be answered without the scope.
-            None if !may_confirm => return Delivery::Forbidden,
-            None => return Delivery::Unexpected,
-            Some((_, true)) if !may_confirm => return Delivery::Forbidden,
-            Some(_) => {}
-        }
-        match waiting.remove(&key) {
-            Some((waiter, _)) => match waiter.send(outcome) {
-                Ok(()) => Delivery::Delivered,
-                Err(_) => Delivery::Unexpected,
-            },
-            None => Delivery::Unexpected,
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Waiters> {
-        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// Everything the legacy stream needs, owned, so it can outlive the request handler.
@@ -519,7 +390,7 @@ pub struct StreamContext {
     /// The gated call, as classified.
     pub call: Box<GatedCall>,
     /// What the session's client can answer (its module's questions, once the call runs).
-    pub client: crate::relay::ClientAnswers,
+    pub client: crate::answers::ClientAnswers,
     /// The session's log level (a rank).
     pub log_level: u8,
     /// How the person is asked.
@@ -671,7 +542,7 @@ async fn converse(
         let (relay, mut queue) = crate::relay::ClientRelay::new(
             &c.call.entry,
             crate::relay::LogFilter::AtLeast(c.log_level),
-            Some(crate::relay::Asker::Session(asker)),
+            Some(Box::new(asker)),
             c.gateway.inbox(&c.principal),
         );
         let relay: Arc<dyn mcp_upstream::Relay> = relay;

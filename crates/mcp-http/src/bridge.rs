@@ -23,8 +23,9 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::answers::ClientAnswers;
 use crate::error::McpError;
-use crate::relay::{ClientAnswers, ClientRelay};
+use crate::relay::ClientRelay;
 use mcp_auth::Principal;
 use mcp_upstream::registry::ToolEntry;
 
@@ -52,9 +53,17 @@ pub(crate) struct MrtrAsker {
     tx: mpsc::Sender<Asked>,
 }
 
-impl MrtrAsker {
-    pub(crate) async fn ask(
+#[async_trait::async_trait]
+impl crate::relay::Asker for MrtrAsker {
+    fn can(&self, method: &str) -> bool {
+        self.can.can(method)
+    }
+
+    /// Hands the request to the request that drives the call (the call's stream is not
+    /// where a 2026-07-28 client is asked).
+    async fn ask(
         &self,
+        _queue: mpsc::Sender<Vec<u8>>,
         method: &str,
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {

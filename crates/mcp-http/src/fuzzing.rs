@@ -8,7 +8,7 @@ use std::time::Duration;
 use elicitation_store::Caller;
 use time::OffsetDateTime;
 
-use crate::relay::ClientAnswers;
+use crate::answers::ClientAnswers;
 use crate::sessions::Sessions;
 use crate::state::{RequestStates, StateClaims, StateError};
 

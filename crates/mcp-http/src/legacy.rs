@@ -11,9 +11,10 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
+use crate::answers::ClientAnswers;
 use crate::ask;
 use crate::error::McpError;
-use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed, SessionAsker};
+use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
@@ -42,9 +43,12 @@ impl McpService {
         if !changed {
             return Ok(());
         }
-        let module_knows =
-            self.sessions
-                .module_knows(&self.gateway(), &self.listeners, uri, session_id);
+        let module_knows = self.sessions.module_knows(
+            &self.gateway(),
+            self.listeners.subscribed(uri),
+            uri,
+            session_id,
+        );
         let asked = if module_knows {
             Ok(())
         } else {
@@ -219,7 +223,7 @@ impl McpService {
                         let (relay, queue) = ClientRelay::new(
                             classified.entry(),
                             LogFilter::AtLeast(session.log_level),
-                            Some(Asker::Session(SessionAsker {
+                            Some(Box::new(SessionAsker {
                                 answers: self.answers.clone(),
                                 session: session_id,
                                 can: session.answers,

@@ -10,16 +10,19 @@
 //! (`elicitation-core`,
 //! `elicitation-store`).
 
+pub mod answers;
 pub mod approvals;
 pub mod ask;
 pub mod body;
 mod bridge;
+pub mod channel;
 pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod legacy;
 pub mod listen;
+pub mod live;
 mod modern;
 mod relay;
 pub mod response;
@@ -32,5 +35,5 @@ pub mod uploads;
 
 mod serve;
 
-pub use relay::ClientAnswers;
+pub use answers::ClientAnswers;
 pub use serve::{ServeConfig, serve, serve_operations};

@@ -13,11 +13,12 @@ use serde_json::Value;
 
 use std::sync::Arc;
 
+use crate::answers::{self, ClientAnswers};
 use crate::ask;
 use crate::bridge::{self, Running};
 use crate::error::McpError;
 use crate::listen::{self, ListenParams};
-use crate::relay::{self, Asker, ClientAnswers, ClientRelay, LogFilter, Relayed};
+use crate::relay::{self, ClientRelay, LogFilter, Relayed};
 use crate::response;
 use crate::service::{McpService, Reply};
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
@@ -88,8 +89,8 @@ impl McpService {
                         (running, queue)
                     } else {
                         let client_asks = ask::ClientAsks {
-                            form: ask::can_elicit_form(capabilities.as_ref()),
-                            url: ask::can_elicit_url(capabilities.as_ref()),
+                            form: answers::can_elicit_form(capabilities.as_ref()),
+                            url: answers::can_elicit_url(capabilities.as_ref()),
                             native: self.config.native,
                             page: self.page_base(headers),
                         };
@@ -98,7 +99,7 @@ impl McpService {
                         let (relay, queue) = ClientRelay::new(
                             &entry,
                             logs,
-                            Some(Asker::Mrtr(asker)),
+                            Some(Box::new(asker)),
                             gateway.inbox(principal),
                         );
                         let mrtr = ask::Mrtr {
@@ -163,10 +164,10 @@ impl McpService {
             .ok_or(McpError::TooManyStreams(self.config.max_streams_per_caller))?;
         let mut honoured = params.notifications;
         let asked = std::mem::take(&mut honoured.resource_subscriptions);
-        if asked.len() > listen::MAX_SUBSCRIPTIONS {
+        if asked.len() > crate::channel::MAX_SUBSCRIPTIONS {
             return Err(McpError::InvalidParams(format!(
                 "at most {} resource subscriptions per stream",
-                listen::MAX_SUBSCRIPTIONS
+                crate::channel::MAX_SUBSCRIPTIONS
             )));
         }
         let mut uris = std::collections::BTreeSet::new();
@@ -174,9 +175,12 @@ impl McpService {
             if uris.contains(&uri) {
                 continue;
             }
-            let watched = self
-                .sessions
-                .module_knows(&self.gateway(), &self.listeners, &uri, "");
+            let watched = self.sessions.module_knows(
+                &self.gateway(),
+                self.listeners.subscribed(&uri),
+                &uri,
+                "",
+            );
             if watched
                 || self
                     .gateway()
@@ -202,7 +206,7 @@ impl McpService {
                     // A caller's own instance keeps its subscriptions until it stops (the
                     // caller may listen on another stream too).
                     if !gateway.registry().isolates(&uri)
-                        && !sessions.module_knows(&gateway, &listeners, &uri, "")
+                        && !sessions.module_knows(&gateway, listeners.subscribed(&uri), &uri, "")
                     {
                         let _ = gateway.subscribe_resource(&caller, &uri, false).await;
                     }

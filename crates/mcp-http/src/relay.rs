@@ -36,7 +36,7 @@ use mcp_wire::{ResultBody, sse};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::ask::PendingAnswers;
+use crate::answers::{ClientAnswers, PendingAnswers};
 use crate::body::{Body, ChannelBody};
 use crate::error::McpError;
 
@@ -56,45 +56,6 @@ pub(crate) enum LogFilter {
     Silent,
     /// Those at this rank or above.
     AtLeast(u8),
-}
-
-/// What a legacy session client declared it can answer.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClientAnswers {
-    /// `elicitation` (form).
-    pub elicitation: bool,
-    /// `elicitation.url`.
-    pub elicitation_url: bool,
-    /// `sampling`.
-    pub sampling: bool,
-    /// `roots`.
-    pub roots: bool,
-}
-
-impl ClientAnswers {
-    /// From `initialize`'s `capabilities`.
-    pub fn declared(capabilities: Option<&Value>) -> ClientAnswers {
-        let has = |name: &str| {
-            capabilities
-                .and_then(|c| c.get(name))
-                .is_some_and(Value::is_object)
-        };
-        ClientAnswers {
-            elicitation: crate::ask::can_elicit_form(capabilities),
-            elicitation_url: crate::ask::can_elicit_url(capabilities),
-            sampling: has("sampling"),
-            roots: has("roots"),
-        }
-    }
-
-    fn can(&self, method: &str) -> bool {
-        match method {
-            "elicitation/create" => self.elicitation,
-            "sampling/createMessage" => self.sampling,
-            "roots/list" => self.roots,
-            _ => false,
-        }
-    }
 }
 
 /// How a call's client is asked: a legacy session's client, on the call's stream.
@@ -126,19 +87,63 @@ fn attributed(tool: &str, params: Option<Value>) -> Option<Value> {
     Some(params)
 }
 
-/// How a call's client is asked.
-pub(crate) enum Asker {
-    /// A legacy session's client, on the call's stream.
-    Session(SessionAsker),
-    /// A 2026-07-28 client, through `input_required` (see `bridge`).
-    Mrtr(crate::bridge::MrtrAsker),
+/// How a call's client is asked a module's request: a legacy session's client on the
+/// call's stream ([`SessionAsker`]), or a 2026-07-28 client through `input_required`
+/// (`bridge::MrtrAsker`).
+#[async_trait]
+pub(crate) trait Asker: Send + Sync {
+    /// Whether the client can answer `method`.
+    fn can(&self, method: &str) -> bool;
+
+    /// Asks the client `method`; `queue` is the call's stream.
+    async fn ask(
+        &self,
+        queue: mpsc::Sender<Vec<u8>>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject>;
 }
 
-impl Asker {
+#[async_trait]
+impl Asker for SessionAsker {
     fn can(&self, method: &str) -> bool {
-        match self {
-            Asker::Session(asker) => asker.can.can(method),
-            Asker::Mrtr(asker) => asker.can.can(method),
+        self.can.can(method)
+    }
+
+    async fn ask(
+        &self,
+        queue: mpsc::Sender<Vec<u8>>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        let (id, answer) = self.answers.register_relayed(&self.session);
+        // Forgotten however this ends (answered, refused, or dropped with its call).
+        let _waiting = Forget {
+            answers: &self.answers,
+            session: &self.session,
+            id: &id,
+        };
+        let request = jsonrpc::request_bytes(&id, method, &params);
+        if queue.send(request).await.is_err() {
+            return Err(gone(method));
+        }
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(ASK_TIMEOUT, answer) => answered,
+            () = queue.closed() => return Err(gone(method)),
+        };
+        match answered {
+            Ok(Ok(Ok(result))) => Ok(result),
+            Ok(Ok(Err(error))) => Err(serde_json::from_value(error).unwrap_or(ErrorObject {
+                code: mcp_wire::codes::INTERNAL_ERROR,
+                message: "the client answered with an unreadable error".into(),
+                data: None,
+            })),
+            Ok(Err(_)) => Err(gone(method)),
+            Err(_) => Err(ErrorObject {
+                code: mcp_wire::codes::INTERNAL_ERROR,
+                message: format!("the client did not answer {method} in time"),
+                data: None,
+            }),
         }
     }
 }
@@ -148,7 +153,7 @@ impl Asker {
 pub(crate) struct ClientRelay {
     queue: std::sync::Mutex<mpsc::Sender<Vec<u8>>>,
     logs: LogFilter,
-    asker: Option<Asker>,
+    asker: Option<Box<dyn Asker>>,
     inbox: Option<mcp_gate::Inbox>,
     /// The tool of the call (its module's questions are attributed to it).
     tool: Arc<mcp_upstream::registry::ToolEntry>,
@@ -159,7 +164,7 @@ impl ClientRelay {
     pub(crate) fn new(
         tool: &Arc<mcp_upstream::registry::ToolEntry>,
         logs: LogFilter,
-        asker: Option<Asker>,
+        asker: Option<Box<dyn Asker>>,
         inbox: Option<mcp_gate::Inbox>,
     ) -> (Arc<ClientRelay>, mpsc::Receiver<Vec<u8>>) {
         let (queue, rx) = mpsc::channel(QUEUE);
@@ -231,47 +236,14 @@ impl mcp_upstream::Relay for ClientRelay {
         } else {
             params
         };
-        let asker = match self.asker.as_ref().filter(|a| a.can(method)) {
-            Some(Asker::Session(asker)) => asker,
-            Some(Asker::Mrtr(asker)) => return asker.ask(method, params).await,
-            None => {
-                return match &self.inbox {
-                    Some(inbox) if method == "elicitation/create" => {
-                        Ok(inbox.ask(params.as_ref()).await)
-                    }
-                    _ => cannot_ask(method),
-                };
-            }
-        };
-        let queue = self.queue();
-        let (id, answer) = asker.answers.register_relayed(&asker.session);
-        // Forgotten however this ends (answered, refused, or dropped with its call).
-        let _waiting = Forget {
-            answers: &asker.answers,
-            session: &asker.session,
-            id: &id,
-        };
-        let request = jsonrpc::request_bytes(&id, method, &params);
-        if queue.send(request).await.is_err() {
-            return Err(gone(method));
-        }
-        let answered = tokio::select! {
-            answered = tokio::time::timeout(ASK_TIMEOUT, answer) => answered,
-            () = queue.closed() => return Err(gone(method)),
-        };
-        match answered {
-            Ok(Ok(Ok(result))) => Ok(result),
-            Ok(Ok(Err(error))) => Err(serde_json::from_value(error).unwrap_or(ErrorObject {
-                code: mcp_wire::codes::INTERNAL_ERROR,
-                message: "the client answered with an unreadable error".into(),
-                data: None,
-            })),
-            Ok(Err(_)) => Err(gone(method)),
-            Err(_) => Err(ErrorObject {
-                code: mcp_wire::codes::INTERNAL_ERROR,
-                message: format!("the client did not answer {method} in time"),
-                data: None,
-            }),
+        match self.asker.as_ref().filter(|a| a.can(method)) {
+            Some(asker) => asker.ask(self.queue(), method, params).await,
+            None => match &self.inbox {
+                Some(inbox) if method == "elicitation/create" => {
+                    Ok(inbox.ask(params.as_ref()).await)
+                }
+                _ => cannot_ask(method),
+            },
         }
     }
 }

@@ -95,20 +95,18 @@ impl Default for ServiceConfig {
 pub struct McpService {
     /// Swapped whole on a configuration reload; a request in flight keeps the one it began
     /// with.
-    gateway: Arc<std::sync::RwLock<Arc<Gateway>>>,
-    auth: std::sync::RwLock<Arc<Auth>>,
+    pub(crate) live: Arc<crate::live::Live>,
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) config: ServiceConfig,
     pub(crate) states: Arc<RequestStates>,
-    pub(crate) answers: Arc<ask::PendingAnswers>,
+    pub(crate) answers: Arc<crate::answers::PendingAnswers>,
     pub(crate) streams: StreamSlots,
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
-    pub(crate) web: crate::approvals::WebSessions,
+    /// The approvals page.
+    pub(crate) page: crate::approvals::Page,
     /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
     pub(crate) uploads: Option<Arc<crate::uploads::Uploads>>,
-    /// Single sign-on for the approvals page (mode `jwt`).
-    pub(crate) sso: Option<Arc<crate::approvals::oidc::Sso>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// The last readiness check (probes are answered from it for a second, so a flood of
@@ -331,7 +329,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// a log level set through them (for as long as the sessions exist).
 fn follow_other_instances(
     store: Arc<dyn elicitation_store::ElicitationStore>,
-    gateway: Arc<std::sync::RwLock<Arc<Gateway>>>,
+    live: Arc<crate::live::Live>,
     sessions: Arc<Sessions>,
     listeners: Arc<crate::listen::Listeners>,
 ) {
@@ -363,12 +361,9 @@ fn follow_other_instances(
                     let Some((id, session)) = sessions.by_hash(&s) else {
                         continue;
                     };
-                    let gateway = gateway
-                        .read()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .clone();
+                    let gateway = live.gateway();
                     if session.channel.set_subscription(&u, on) != Ok(true)
-                        || sessions.module_knows(&gateway, &listeners, &u, &id)
+                        || sessions.module_knows(&gateway, listeners.subscribed(&u), &u, &id)
                     {
                         continue;
                     }
@@ -437,47 +432,49 @@ impl McpService {
         });
         notify_sessions(&gateway, &sessions);
         sessions.follow_ends(gateway.store().clone());
-        let gateway_cell = Arc::new(std::sync::RwLock::new(gateway.clone()));
+        let live = Arc::new(crate::live::Live::new(gateway.clone(), auth));
         let listeners: Arc<crate::listen::Listeners> = Arc::default();
         follow_other_instances(
             gateway.store().clone(),
-            gateway_cell.clone(),
+            live.clone(),
             sessions.clone(),
             listeners.clone(),
         );
         let streams = StreamSlots::new(config.max_streams_per_caller);
+        let closing = tokio::sync::watch::channel(false).0;
+        let page = crate::approvals::Page::new(crate::approvals::PageParts {
+            live: live.clone(),
+            keys: web_keys,
+            sessions: sessions.clone(),
+            streams: streams.clone(),
+            closing: closing.subscribe(),
+            secure_cookies: config.secure_cookies,
+            max_streams_per_caller: config.max_streams_per_caller,
+        });
         McpService {
             streams,
-            gateway: gateway_cell,
-            auth: std::sync::RwLock::new(Arc::new(auth)),
+            live,
             sessions,
             config,
             states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
             bridges: Arc::default(),
             listeners,
-            web: crate::approvals::WebSessions::new(&web_keys),
+            page,
             uploads: None,
-            sso: None,
-            closing: tokio::sync::watch::channel(false).0,
+            closing,
             ready: tokio::sync::Mutex::new(None),
         }
     }
 
     /// The gateway requests are served with now.
     pub fn gateway(&self) -> Arc<Gateway> {
-        self.gateway
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.live.gateway()
     }
 
     /// How requests are authenticated now.
     pub fn auth(&self) -> Arc<Auth> {
-        self.auth
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.live.auth()
     }
 
     /// A reloaded configuration: new requests are served by `gateway` and authenticated by
@@ -485,15 +482,7 @@ impl McpService {
     /// follow the new catalog, and are told that every list may have changed.
     pub fn reload(&self, gateway: Arc<Gateway>, auth: Auth) {
         notify_sessions(&gateway, &self.sessions);
-        let auth = auth.following(&self.auth());
-        *self
-            .gateway
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = gateway;
-        *self
-            .auth
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(auth);
+        self.live.swap(gateway, auth);
         for list in ["tools", "prompts", "resources"] {
             let method = format!("notifications/{list}/list_changed");
             self.sessions
@@ -511,7 +500,9 @@ impl McpService {
     /// Keeps files answering `file_upload` elicitations in `uploads` (without it, the page
     /// refuses them).
     pub fn with_uploads(mut self, uploads: crate::uploads::Uploads) -> Self {
-        self.uploads = Some(Arc::new(uploads));
+        let uploads = Arc::new(uploads);
+        self.page.set_uploads(uploads.clone());
+        self.uploads = Some(uploads);
         self
     }
 
@@ -522,7 +513,7 @@ impl McpService {
             || vec![mcp_auth::sealed::Sealer::random_key()],
             |k| k.0.clone(),
         );
-        self.sso = Some(Arc::new(sso.keyed(&keys)));
+        self.page.set_sso(Arc::new(sso.keyed(&keys)));
         self
     }
 
@@ -530,26 +521,9 @@ impl McpService {
     /// background; a failure is logged and the files stay until the next attempt or the
     /// store's retention).
     pub fn discard_uploads(&self, finished: impl IntoIterator<Item = ElicitationId>) {
-        let Some(uploads) = self.uploads.clone() else {
-            return;
-        };
-        let finished: Vec<ElicitationId> = finished.into_iter().collect();
-        if finished.is_empty() {
-            return;
+        if let Some(uploads) = &self.uploads {
+            uploads.discard(finished);
         }
-        tokio::spawn(async move {
-            for id in finished {
-                match uploads.remove_for(id, None).await {
-                    Ok(0) => {}
-                    Ok(removed) => {
-                        tracing::info!(elicitation = %id, removed, "removed the uploads of a finished elicitation")
-                    }
-                    Err(e) => {
-                        tracing::warn!(elicitation = %id, error = %e, "the uploads of a finished elicitation could not be removed")
-                    }
-                }
-            }
-        });
     }
 
     /// What the store's sweeper expired or erased: the files kept for those `file_upload`
@@ -793,7 +767,7 @@ impl McpService {
             // person.
             let limit = match &self.uploads {
                 Some(uploads) if parts.method == Method::POST && path.ends_with("/upload") => {
-                    if self.web_session(&parts.headers).is_some() {
+                    if self.page.web_session(&parts.headers).is_some() {
                         usize::try_from(uploads.max_bytes()).unwrap_or(usize::MAX)
                     } else {
                         self.config.body_limit.min(1024)
@@ -806,6 +780,7 @@ impl McpService {
                 Err(e) => return fail(e),
             };
             return self
+                .page
                 .approvals(
                     &parts.method,
                     &path,
@@ -1228,11 +1203,13 @@ impl McpService {
                     return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
                 let may_confirm = ask::may_answer(principal);
-                let elsewhere = ask::form_answer_to(&id).zip(outcome.clone().ok());
+                let elsewhere = crate::answers::form_answer_to(&id).zip(outcome.clone().ok());
                 match self.answers.deliver(&session, &id, outcome, may_confirm) {
-                    ask::Delivery::Delivered => {}
+                    crate::answers::Delivery::Delivered => {}
                     // Another instance asked (its stream waits on the store): recorded here.
-                    ask::Delivery::Unexpected if let Some((confirmation, result)) = elsewhere => {
+                    crate::answers::Delivery::Unexpected
+                        if let Some((confirmation, result)) = elsewhere =>
+                    {
                         ask::record_from_elsewhere(
                             &self.gateway(),
                             principal,
@@ -1241,11 +1218,11 @@ impl McpService {
                         )
                         .await;
                     }
-                    ask::Delivery::Unexpected => tracing::debug!(
+                    crate::answers::Delivery::Unexpected => tracing::debug!(
                         ?id,
                         "an answer nobody waits for (late, or unknown); ignored"
                     ),
-                    ask::Delivery::Forbidden => {
+                    crate::answers::Delivery::Forbidden => {
                         let e = McpError::Forbidden {
                             scope: mcp_auth::SCOPE_RESPOND,
                         };

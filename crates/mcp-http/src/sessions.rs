@@ -20,9 +20,9 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
+use crate::answers::ClientAnswers;
+use crate::channel::SessionChannel;
 use crate::error::McpError;
-use crate::listen::SessionChannel;
-use crate::relay::ClientAnswers;
 use mcp_auth::sealed::{Sealer, token_hash};
 
 /// The HKDF `info` for the session key (distinct from the payload and state keys).
@@ -579,18 +579,17 @@ impl Sessions {
     }
 
     /// Whether the module `uri` belongs to already holds a subscription to it that another
-    /// session than `except` (`""`: none) or a listen stream asked for, so it need not be
+    /// session than `except` (`""`: none) or, when `listening`, a listen stream asked for, so it need not be
     /// told again (or told to stop). Never for an isolated module: its instance is the
     /// caller's own, so it is always told.
     pub fn module_knows(
         &self,
         gateway: &mcp_gate::Gateway,
-        listeners: &crate::listen::Listeners,
+        listening: bool,
         uri: &str,
         except: &str,
     ) -> bool {
-        !gateway.registry().isolates(uri)
-            && (self.others_subscribed(uri, except) || listeners.subscribed(uri))
+        !gateway.registry().isolates(uri) && (self.others_subscribed(uri, except) || listening)
     }
 
     /// Whether any live session other than `except` subscribed to `uri`.

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use elicitation_store::Caller;
 
-/// The open streams per caller, and the cap.
-#[derive(Debug)]
+/// The open streams per caller, and the cap (clones share both).
+#[derive(Debug, Clone)]
 pub struct StreamSlots {
     max_per_caller: usize,
     open: Arc<Mutex<HashMap<Caller, usize>>>,

@@ -195,6 +195,30 @@ fn private_dir(dir: &std::path::Path) -> Result<(), UploadsError> {
 }
 
 impl Uploads {
+    /// Removes the files kept for elicitations that expired or were cancelled (in the
+    /// background; a failure is logged and the files stay until the next attempt or the
+    /// store's retention).
+    pub fn discard(self: &Arc<Self>, finished: impl IntoIterator<Item = ElicitationId>) {
+        let uploads = self.clone();
+        let finished: Vec<ElicitationId> = finished.into_iter().collect();
+        if finished.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for id in finished {
+                match uploads.remove_for(id, None).await {
+                    Ok(0) => {}
+                    Ok(removed) => {
+                        tracing::info!(elicitation = %id, removed, "removed the uploads of a finished elicitation")
+                    }
+                    Err(e) => {
+                        tracing::warn!(elicitation = %id, error = %e, "the uploads of a finished elicitation could not be removed")
+                    }
+                }
+            }
+        });
+    }
+
     /// Opens the store `config` names (a directory is created when missing, and kept
     /// closed to other users).
     pub fn open(config: &UploadsConfig) -> Result<Self, UploadsError> {
