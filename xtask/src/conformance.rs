@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::test::{cargo, status, workspace_root};
+use crate::cmd::{cargo, status, workspace_root};
 
 /// The suite, pinned.
 const SUITE: &str = "@modelcontextprotocol/conformance@0.1.16";
@@ -76,7 +76,7 @@ pub(crate) fn run() -> Result<()> {
         cmd.args(["build", "-p", "mcp-gateway"]);
         cmd
     })?;
-    let gateway_bin = crate::test::target_dir().join("debug/mcp-gateway");
+    let gateway_bin = crate::cmd::target_dir().join("debug/mcp-gateway");
     let work = workspace_root().join("target/xtask-cache/conformance-run");
     std::fs::create_dir_all(&work)?;
     let fixture = workspace_root().join("tests/conformance/fixture_server.py");

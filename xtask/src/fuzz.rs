@@ -11,7 +11,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::test::{cargo, status, workspace_root};
+use crate::cmd::{cargo, status, workspace_root};
 
 /// The cargo-fuzz targets (`fuzz/fuzz_targets/`), each seeded from the corpus directory
 /// of the same name in `crates/mcp-fuzz/corpus/`.

@@ -1,10 +1,12 @@
-//! The architecture invariant of the pure crates (`elicitation-core`, `gating-core`,
-//! `mcp-wire`): their normal dependency graph holds no async runtime, HTTP stack or
-//! database driver.
+//! The layering, checked: the pure crates (`elicitation-core`, `gating-core`, `mcp-wire`)
+//! hold no async runtime, HTTP stack or database driver in their normal dependency graph;
+//! the crates' own edges point down (the client side never depends on the server side, the
+//! gate never on HTTP, the page and the gate never on the server); and no module of any
+//! crate imports a module that imports it back ([`crate::cycles`]).
 
 use anyhow::{Context, Result, bail};
 
-use crate::test::cargo;
+use crate::cmd::cargo;
 
 /// The pure crates.
 const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire"];
@@ -12,8 +14,22 @@ const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire"];
 /// Packages a pure crate must not depend on, by exact name or name prefix (`deadpool*`).
 const FORBIDDEN: &[&str] = &["tokio", "tokio-postgres", "hyper", "mio", "deadpool"];
 
-/// The two sides of the wire stay apart: the client side never depends on the server side.
-const SIDES: &[(&str, &str)] = &[("mcp-upstream", "mcp-http"), ("mcp-wire", "mcp-upstream")];
+/// Edges that must not exist anywhere in a crate's normal dependency graph: the client side
+/// never depends on the server side, identity and the gate never on the server.
+const SIDES: &[(&str, &str)] = &[
+    ("mcp-upstream", "mcp-http"),
+    ("mcp-wire", "mcp-upstream"),
+    ("mcp-auth", "mcp-http"),
+    ("mcp-auth", "mcp-gate"),
+    ("mcp-gate", "mcp-http"),
+];
+
+/// Direct dependencies a crate must not have. The gate is driven without a server: no HTTP
+/// stack of its own (its modules' clients in `mcp-upstream` have one, below it).
+const DIRECT: &[(&str, &[&str])] = &[(
+    "mcp-gate",
+    &["hyper", "hyper-util", "http", "http-body-util", "reqwest"],
+)];
 
 pub(crate) fn check() -> Result<()> {
     let mut problems = Vec::new();
@@ -32,11 +48,58 @@ pub(crate) fn check() -> Result<()> {
             problems.push(format!("{krate} depends on {other}"));
         }
     }
+    for (krate, banned) in DIRECT {
+        let direct = direct_dependencies(krate)?;
+        for name in banned.iter().filter(|b| direct.iter().any(|d| d == *b)) {
+            problems.push(format!("{krate} depends directly on {name}"));
+        }
+    }
+    for (krate, src) in crate::cycles::workspace_crates(&crate::cmd::workspace_root())? {
+        for cycle in crate::cycles::cycles(&src)? {
+            problems.push(format!(
+                "the modules {} of {krate} import each other ({})",
+                cycle.modules.join(", "),
+                cycle.imports.join("; ")
+            ));
+        }
+    }
     if problems.is_empty() {
         Ok(())
     } else {
-        bail!("the layering is broken: {}", problems.join("; "))
+        bail!("the layering is broken:\n  {}", problems.join("\n  "))
     }
+}
+
+/// The names of a package's direct normal dependencies.
+fn direct_dependencies(krate: &str) -> Result<Vec<String>> {
+    let output = cargo()
+        .args([
+            "tree",
+            "--package",
+            krate,
+            "--edges",
+            "normal",
+            "--depth",
+            "1",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .context("could not run cargo tree")?;
+    if !output.status.success() {
+        bail!(
+            "cargo tree -p {krate} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect())
 }
 
 /// `cargo tree` of a package's normal dependencies, one `name version` per line.

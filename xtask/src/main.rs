@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 
+mod cmd;
 mod conformance;
+mod cycles;
 mod fuzz;
 mod layering;
 mod node;
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["test"] => test::run(),
         ["conformance"] => conformance::run(),
+        ["layering"] => layering::check(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["migrate", rest @ ..] => migrate(rest),
         ["soak", rest @ ..] => soak(rest),
@@ -99,21 +102,21 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
         ["--quick"] => true,
         _ => bail!("usage: cargo xtask bench [--quick]"),
     };
-    let mut build = test::cargo();
+    let mut build = cmd::cargo();
     build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
-    test::status(build)?;
-    let root = test::workspace_root();
+    cmd::status(build)?;
+    let root = cmd::workspace_root();
     let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(test::target_dir().join("release/mcp-bench"));
+    let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
     run.arg("run")
         .arg("--gateway")
-        .arg(test::target_dir().join("release/mcp-gateway"))
+        .arg(cmd::target_dir().join("release/mcp-gateway"))
         .env("DATABASE_URL", cluster.url())
         .current_dir(&root);
     if quick {
         run.arg("--quick");
     }
-    let result = test::status(run);
+    let result = cmd::status(run);
     drop(cluster);
     result?;
     bench_store(args)
@@ -135,18 +138,18 @@ fn soak(args: &[&str]) -> Result<()> {
     if !rest.is_empty() {
         bail!("{usage}");
     }
-    let mut build = test::cargo();
+    let mut build = cmd::cargo();
     build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
-    test::status(build)?;
-    let root = test::workspace_root();
+    cmd::status(build)?;
+    let root = cmd::workspace_root();
     let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(test::target_dir().join("release/mcp-bench"));
+    let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
     run.args(["soak", "--minutes", &minutes, "--sample-secs", &sample_secs])
         .arg("--gateway")
-        .arg(test::target_dir().join("release/mcp-gateway"))
+        .arg(cmd::target_dir().join("release/mcp-gateway"))
         .env("DATABASE_URL", cluster.url())
         .current_dir(&root);
-    let result = test::status(run);
+    let result = cmd::status(run);
     drop(cluster);
     result
 }
@@ -158,7 +161,7 @@ fn bench_store(args: &[&str]) -> Result<()> {
         _ => bail!("usage: cargo xtask bench store [--quick]"),
     };
     let cluster = postgres::Cluster::start()?;
-    let mut cmd = test::cargo();
+    let mut cmd = cmd::cargo();
     cmd.args([
         "bench",
         "-p",
@@ -173,7 +176,7 @@ fn bench_store(args: &[&str]) -> Result<()> {
     if quick {
         cmd.arg("--quick");
     }
-    let result = test::status(cmd);
+    let result = cmd::status(cmd);
     drop(cluster);
     result
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::test::workspace_root;
+use crate::cmd::workspace_root;
 
 /// The official filesystem and everything MCP servers and TypeScript SDK, oidc-provider (the
 /// authorization server of the OAuth tests) and Claude Code (a real agent host, on a scripted

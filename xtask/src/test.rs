@@ -1,36 +1,14 @@
 //! `cargo xtask test`: the one test command, identical for developers and CI.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
+use crate::cmd::{cargo, status, workspace_root};
 use crate::layering;
 use crate::postgres::Cluster;
-
-/// The workspace root (xtask lives one level below it).
-pub(crate) fn workspace_root() -> PathBuf {
-    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir
-        .parent()
-        .map(PathBuf::from)
-        .unwrap_or(manifest_dir)
-}
-
-/// Where cargo builds: `CARGO_TARGET_DIR`, else the workspace's `target/`.
-pub(crate) fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
-}
-
-/// A `cargo` command run at the workspace root.
-pub(crate) fn cargo() -> Command {
-    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    cmd.current_dir(workspace_root());
-    cmd
-}
 
 /// Runs one step, printing a one-line summary; fails on a non-zero exit.
 fn step(name: &str, run: impl FnOnce() -> Result<()>) -> Result<()> {
@@ -42,18 +20,6 @@ fn step(name: &str, run: impl FnOnce() -> Result<()>) -> Result<()> {
         Err(err) => println!("xtask test: FAILED {name} ({secs:.1}s): {err:#}"),
     }
     result.with_context(|| format!("step `{name}` failed"))
-}
-
-/// Runs `cmd`, failing on a non-zero exit.
-pub(crate) fn status(mut cmd: Command) -> Result<()> {
-    let shown = format!("{cmd:?}");
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not start {shown}"))?;
-    if !status.success() {
-        bail!("{shown} exited with {status}");
-    }
-    Ok(())
 }
 
 /// The user a root gateway runs its stdio modules as (and so the tests' modules).

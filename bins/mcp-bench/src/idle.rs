@@ -15,8 +15,8 @@ use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::peers::{Proc, start};
 use crate::procstat;
-use crate::run::{Proc, start};
 
 /// Sessions per caller (under the gateway's cap of 64).
 const PER_CALLER: usize = 50;
@@ -153,7 +153,7 @@ async fn open(gateway: SocketAddr, token: &str) -> Result<TcpStream> {
 /// Read-only calls at concurrency 16: (p50, p99) in ms.
 async fn read_latency(gateway: SocketAddr, total: usize) -> Result<(f64, f64)> {
     let make: crate::load::MakeRequest = std::sync::Arc::new(|_| {
-        crate::run::modern(
+        crate::peers::modern(
             "up__read",
             Some("idle-token-0"),
             serde_json::json!({"path": "/bench"}),

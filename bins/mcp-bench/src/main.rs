@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 
 mod idle;
 mod load;
+mod peers;
 mod procstat;
 mod proxy;
 mod run;

@@ -27,8 +27,8 @@ use tokio::net::TcpListener;
 use tokio::process::Command;
 
 use crate::load;
+use crate::peers::{AGENT, HUMAN, Proc, SCRAPER, SEAL_KEY, modern, open_session_as, start};
 use crate::procstat;
-use crate::run::{AGENT, HUMAN, Proc, SCRAPER, SEAL_KEY, modern, open_session_as, start};
 use crate::upstream;
 
 /// A token with both `tools:call` and `elicitations:respond`: a client that confirms in band.

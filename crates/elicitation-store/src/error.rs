@@ -3,7 +3,62 @@
 
 use elicitation_core::{ElicitationId, SpecError, TransitionError};
 
-use crate::seal::SealError;
+/// The environment variable holding the key ring: `id:BASE64,id:BASE64,...`.
+pub const SEAL_KEYS_ENV: &str = "MCP_GATEWAY_SEAL_KEYS";
+
+/// Why keys could not be loaded or a payload could not be sealed or opened.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SealError {
+    /// No key is configured.
+    #[error(
+        "no seal key configured: the postgres store seals payloads and refuses to start without one; set {SEAL_KEYS_ENV}=k1:<base64 of 32 random bytes> (e.g. from `openssl rand -base64 32`) or store.seal_keys"
+    )]
+    NoKeys,
+    /// A key entry is not `id:base64`.
+    #[error("seal key entry {index} is not `id:base64`")]
+    Malformed {
+        /// Its position in the list, from 0.
+        index: usize,
+    },
+    /// A key id has characters other than letters, digits, `_`, `-` and `.`, or is too long.
+    #[error("seal key id {id:?} must be 1 to 64 letters, digits, '_', '-' or '.'")]
+    BadKeyId {
+        /// The id.
+        id: String,
+    },
+    /// Two keys have the same id.
+    #[error("seal key id {id:?} appears twice")]
+    DuplicateKeyId {
+        /// The id.
+        id: String,
+    },
+    /// The key material is not base64 of exactly 32 bytes.
+    #[error("seal key {id:?} must be base64 of exactly 32 bytes")]
+    BadKeyMaterial {
+        /// The id.
+        id: String,
+    },
+    /// The payload was sealed with a key the ring does not have.
+    #[error("sealed with unknown key {id:?}")]
+    UnknownKey {
+        /// The id.
+        id: String,
+    },
+    /// The payload did not open: tampered, moved to another row or caller, or corrupt.
+    #[error("a sealed payload failed to open (tampered, moved, or sealed for another row)")]
+    Open,
+    /// The keys file could not be read.
+    #[error("cannot read the seal keys file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The system's random source failed.
+    #[error("the system random source failed")]
+    Random,
+}
 
 type Source = Box<dyn std::error::Error + Send + Sync>;
 
@@ -125,5 +180,40 @@ impl StoreError {
                 | StoreError::InvalidTtl
                 | StoreError::Spec(_)
         )
+    }
+}
+
+/// Maps a database error onto the store's variants by SQLSTATE.
+pub(crate) fn map_db_error(err: tokio_postgres::Error) -> StoreError {
+    use tokio_postgres::error::SqlState;
+    let Some(code) = err.code().cloned() else {
+        // No SQLSTATE: the connection failed or closed, or (a bug) a value did not convert.
+        let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
+        return if err.is_closed() || io {
+            StoreError::Unavailable(Box::new(err))
+        } else {
+            StoreError::Backend(Box::new(err))
+        };
+    };
+    if code == SqlState::T_R_SERIALIZATION_FAILURE
+        || code == SqlState::T_R_DEADLOCK_DETECTED
+        || code == SqlState::UNIQUE_VIOLATION
+        || code == SqlState::LOCK_NOT_AVAILABLE
+    {
+        StoreError::Conflict(Box::new(err))
+    } else if code == SqlState::INSUFFICIENT_PRIVILEGE {
+        StoreError::PermissionDenied(Box::new(err))
+    } else if code == SqlState::UNDEFINED_TABLE
+        || code == SqlState::UNDEFINED_FUNCTION
+        || code == SqlState::UNDEFINED_OBJECT
+    {
+        StoreError::NotMigrated
+    } else if code.code().starts_with("08")
+        || code.code().starts_with("57")
+        || code == SqlState::TOO_MANY_CONNECTIONS
+    {
+        StoreError::Unavailable(Box::new(err))
+    } else {
+        StoreError::Backend(Box::new(err))
     }
 }

@@ -3,7 +3,7 @@
 use tokio_postgres::Client;
 
 use crate::StoreError;
-use crate::postgres::map_db_error;
+use crate::error::map_db_error;
 
 mod embedded {
     refinery::embed_migrations!("../../migrations");

@@ -28,6 +28,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use crate::audit::{self, Event, GateRecord, RejectReason};
+use crate::error::map_db_error;
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
@@ -107,41 +108,6 @@ pub struct PostgresStore {
     specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
     round_trips: AtomicU64,
     _listener: listen::Listener,
-}
-
-/// Maps a database error onto the store's variants by SQLSTATE.
-pub(crate) fn map_db_error(err: tokio_postgres::Error) -> StoreError {
-    use tokio_postgres::error::SqlState;
-    let Some(code) = err.code().cloned() else {
-        // No SQLSTATE: the connection failed or closed, or (a bug) a value did not convert.
-        let io = std::error::Error::source(&err).is_some_and(|s| s.is::<std::io::Error>());
-        return if err.is_closed() || io {
-            StoreError::Unavailable(Box::new(err))
-        } else {
-            StoreError::Backend(Box::new(err))
-        };
-    };
-    if code == SqlState::T_R_SERIALIZATION_FAILURE
-        || code == SqlState::T_R_DEADLOCK_DETECTED
-        || code == SqlState::UNIQUE_VIOLATION
-        || code == SqlState::LOCK_NOT_AVAILABLE
-    {
-        StoreError::Conflict(Box::new(err))
-    } else if code == SqlState::INSUFFICIENT_PRIVILEGE {
-        StoreError::PermissionDenied(Box::new(err))
-    } else if code == SqlState::UNDEFINED_TABLE
-        || code == SqlState::UNDEFINED_FUNCTION
-        || code == SqlState::UNDEFINED_OBJECT
-    {
-        StoreError::NotMigrated
-    } else if code.code().starts_with("08")
-        || code.code().starts_with("57")
-        || code == SqlState::TOO_MANY_CONNECTIONS
-    {
-        StoreError::Unavailable(Box::new(err))
-    } else {
-        StoreError::Backend(Box::new(err))
-    }
 }
 
 fn pool_error(err: deadpool_postgres::PoolError) -> StoreError {

@@ -18,65 +18,9 @@ use ring::hkdf::{HKDF_SHA256, Salt};
 use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::Caller;
-
-/// The environment variable holding the key ring: `id:BASE64,id:BASE64,...`.
-pub const SEAL_KEYS_ENV: &str = "MCP_GATEWAY_SEAL_KEYS";
+pub use crate::error::{SEAL_KEYS_ENV, SealError};
 
 const HKDF_INFO: &[u8] = b"mcp-gateway/elicitation-payload/v1";
-
-/// Why keys could not be loaded or a payload could not be sealed or opened.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SealError {
-    /// No key is configured.
-    #[error(
-        "no seal key configured: the postgres store seals payloads and refuses to start without one; set {SEAL_KEYS_ENV}=k1:<base64 of 32 random bytes> (e.g. from `openssl rand -base64 32`) or store.seal_keys"
-    )]
-    NoKeys,
-    /// A key entry is not `id:base64`.
-    #[error("seal key entry {index} is not `id:base64`")]
-    Malformed {
-        /// Its position in the list, from 0.
-        index: usize,
-    },
-    /// A key id has characters other than letters, digits, `_`, `-` and `.`, or is too long.
-    #[error("seal key id {id:?} must be 1 to 64 letters, digits, '_', '-' or '.'")]
-    BadKeyId {
-        /// The id.
-        id: String,
-    },
-    /// Two keys have the same id.
-    #[error("seal key id {id:?} appears twice")]
-    DuplicateKeyId {
-        /// The id.
-        id: String,
-    },
-    /// The key material is not base64 of exactly 32 bytes.
-    #[error("seal key {id:?} must be base64 of exactly 32 bytes")]
-    BadKeyMaterial {
-        /// The id.
-        id: String,
-    },
-    /// The payload was sealed with a key the ring does not have.
-    #[error("sealed with unknown key {id:?}")]
-    UnknownKey {
-        /// The id.
-        id: String,
-    },
-    /// The payload did not open: tampered, moved to another row or caller, or corrupt.
-    #[error("a sealed payload failed to open (tampered, moved, or sealed for another row)")]
-    Open,
-    /// The keys file could not be read.
-    #[error("cannot read the seal keys file {path}: {reason}")]
-    File {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
-    /// The system's random source failed.
-    #[error("the system random source failed")]
-    Random,
-}
 
 /// What a sealed value is bound to.
 #[derive(Debug, Clone, Copy)]

@@ -22,7 +22,7 @@ use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
 use serde_json::Value;
 
-use super::{Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use crate::principal::{Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 
 /// Where an issuer's keys are published.
 #[derive(Debug, Clone, PartialEq, Eq)]

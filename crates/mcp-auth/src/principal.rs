@@ -1,0 +1,100 @@
+//! A caller as the gateway knows it: who (the `Caller` elicitations are scoped to), what it
+//! may do (scopes), which approver groups it is in, and the refusal when it may not.
+
+use std::collections::BTreeSet;
+
+use elicitation_store::Caller;
+
+/// Why a request is refused for who it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No credentials, or unknown ones.
+    #[error("authentication required")]
+    Unauthorized {
+        /// Credentials were sent but are not valid.
+        invalid_token: bool,
+    },
+    /// Authenticated, but without the scope this needs.
+    #[error("this needs the scope {scope}")]
+    Forbidden {
+        /// The scope required.
+        scope: &'static str,
+    },
+}
+
+/// Lists and calls tools.
+pub const SCOPE_TOOLS_CALL: &str = "tools:call";
+/// Answers and cancels elicitations through the REST API.
+pub const SCOPE_RESPOND: &str = "elicitations:respond";
+/// May ask the caller's person questions through the REST API (`POST
+/// /v1/mcp/elicitations`) and read their answers: for a trusted backend service.
+pub const SCOPE_CREATE: &str = "elicitations:create";
+/// Reading `/metrics` on the main listener.
+pub const SCOPE_METRICS: &str = "metrics:read";
+
+/// An authenticated (or, in mode `none`, assumed) caller and what it may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// The caller elicitations are scoped to.
+    pub caller: Caller,
+    /// Granted scopes.
+    pub scopes: BTreeSet<String>,
+    /// Whether credentials proved who this is (false in mode `none`).
+    pub authenticated: bool,
+    /// The approver groups it is a member of (`[[approvers]]`).
+    pub groups: BTreeSet<String>,
+}
+
+/// Where a person answered, for [`Principal::answered_by`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnsweredVia {
+    /// The approvals page.
+    Page,
+    /// The REST API.
+    Rest,
+    /// Natively, in the caller's MCP client.
+    Client,
+}
+
+impl Principal {
+    /// As an approver: who, and in which groups (`None` without groups).
+    pub fn approver(&self) -> Option<elicitation_store::Approver> {
+        (!self.groups.is_empty()).then(|| elicitation_store::Approver {
+            caller: self.caller.clone(),
+            groups: self.groups.iter().cloned().collect(),
+        })
+    }
+
+    /// Who answered, as recorded with the answer: the principal's subject (and tenant) and
+    /// where, e.g. `alice on the approvals page`.
+    pub fn answered_by(&self, via: AnsweredVia) -> String {
+        let who = match (self.authenticated, self.caller.tenant_id()) {
+            (false, _) => "the local user".to_owned(),
+            (true, Some(tenant)) => format!("{} ({tenant})", self.caller.subject_id()),
+            (true, None) => self.caller.subject_id().to_owned(),
+        };
+        let place = match via {
+            AnsweredVia::Page => "on the approvals page",
+            AnsweredVia::Rest => "through the REST API",
+            AnsweredVia::Client => "in the MCP client",
+        };
+        format!("{who} {place}")
+    }
+
+    /// Fails with 403 unless the principal has `scope`.
+    pub fn require(&self, scope: &'static str) -> Result<(), AuthError> {
+        if self.scopes.contains(scope) {
+            Ok(())
+        } else {
+            Err(AuthError::Forbidden { scope })
+        }
+    }
+
+    /// Fails with 403 unless the principal has at least one of `scopes`.
+    pub fn require_any(&self, scopes: &[&'static str]) -> Result<(), AuthError> {
+        match scopes.iter().find(|s| self.scopes.contains(**s)) {
+            Some(_) => Ok(()),
+            None => Err(AuthError::Forbidden { scope: scopes[0] }),
+        }
+    }
+}
