@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use crate::body::{Body, ChannelBody, full};
 use crate::error::{HttpError as _, McpError};
+use crate::live::Snapshot;
 use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
 
 /// Where the page lives.
@@ -362,10 +363,9 @@ fn redirect(to: &str) -> Response<Body> {
     with_headers(response, "text/plain; charset=utf-8")
 }
 
-/// The approvals page: its own state, apart from the MCP surface's. It reads the gateway
-/// and how people are authenticated from the reloadable state it shares with the service.
+/// The approvals page: its own state, apart from the MCP surface's. The gateway and how
+/// people are authenticated come with each request, in the snapshot the router took.
 pub struct Page {
-    live: Arc<crate::live::Live>,
     web: WebSessions,
     sso: Option<Arc<oidc::Sso>>,
     /// Where ended sign-ins are known (with ended session ids: one record, one feed).
@@ -380,7 +380,6 @@ pub struct Page {
 
 /// What the page is built from.
 pub(crate) struct PageParts {
-    pub(crate) live: Arc<crate::live::Live>,
     pub(crate) keys: Vec<[u8; 32]>,
     pub(crate) sessions: Arc<crate::sessions::Sessions>,
     pub(crate) streams: crate::streams::StreamSlots,
@@ -394,7 +393,6 @@ impl Page {
     pub(crate) fn new(parts: PageParts) -> Self {
         Page {
             web: WebSessions::new(&parts.keys),
-            live: parts.live,
             sso: None,
             sessions: parts.sessions,
             uploads: None,
@@ -413,14 +411,6 @@ impl Page {
     /// Signs people in through `sso` too.
     pub(crate) fn set_sso(&mut self, sso: Arc<oidc::Sso>) {
         self.sso = Some(sso);
-    }
-
-    fn gateway(&self) -> Arc<mcp_gate::Gateway> {
-        self.live.gateway()
-    }
-
-    fn auth(&self) -> Arc<Auth> {
-        self.live.auth()
     }
 
     fn discard_uploads(&self, finished: impl IntoIterator<Item = ElicitationId>) {
@@ -442,6 +432,7 @@ impl Page {
     /// Serves everything under `/approvals` (the host and origin checks are done).
     pub(crate) async fn approvals(
         &self,
+        snap: &Snapshot,
         method: &Method,
         path: &str,
         query: Option<&str>,
@@ -458,7 +449,7 @@ impl Page {
                 Response::new(full(SCRIPT)),
                 "text/javascript; charset=utf-8",
             ),
-            (&Method::POST, ["sign-in"]) => self.sign_in(body).await,
+            (&Method::POST, ["sign-in"]) => self.sign_in(snap, body).await,
             (&Method::GET, ["oidc", "start"]) => self.sso_start(query).await,
             (&Method::GET, ["oidc", "callback"]) => self.sso_callback(headers, query).await,
             (&Method::GET, []) => {
@@ -471,12 +462,12 @@ impl Page {
                         "cancelled" => "Cancelled.",
                         _ => "Answered.",
                     });
-                match self.web_session(headers) {
+                match self.web_session(snap, headers) {
                     Some((_, principal, csrf)) => {
-                        self.render(&principal, &csrf, notice, None, StatusCode::OK)
+                        self.render(snap, &principal, &csrf, notice, None, StatusCode::OK)
                             .await
                     }
-                    None => self.first_visit(PREFIX),
+                    None => self.first_visit(snap, PREFIX),
                 }
             }
             (&Method::GET, ["e", id]) => {
@@ -486,10 +477,12 @@ impl Page {
                         html::sign_in(Some("No such elicitation.")),
                     );
                 };
-                match self.web_session(headers) {
-                    Some((_, principal, csrf)) => self.render_one(&principal, &csrf, id).await,
-                    None => match &*self.auth() {
-                        Auth::None(_) => self.first_visit(&format!("{PREFIX}/e/{id}")),
+                match self.web_session(snap, headers) {
+                    Some((_, principal, csrf)) => {
+                        self.render_one(snap, &principal, &csrf, id).await
+                    }
+                    None => match &*snap.auth {
+                        Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}")),
                         Auth::Tokens(_) | Auth::Jwt(_) => html(
                             StatusCode::OK,
                             html::sign_in_with(
@@ -501,19 +494,19 @@ impl Page {
                     },
                 }
             }
-            (&Method::GET, ["events"]) => match self.web_session(headers) {
+            (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
                 Some((_, principal, _)) => {
                     // What the page showed: a change since is announced at once.
                     let seen = query
                         .and_then(|q| q.strip_prefix("seen="))
                         .map(str::to_owned);
-                    self.events(principal, seen)
+                    self.events(snap, principal, seen)
                 }
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
-            (&Method::POST, [id, "upload"]) => self.upload(headers, id, body.clone()).await,
+            (&Method::POST, [id, "upload"]) => self.upload(snap, headers, id, body.clone()).await,
             (&Method::POST, action) => {
-                let Some((session, principal, csrf)) = self.web_session(headers) else {
+                let Some((session, principal, csrf)) = self.web_session(snap, headers) else {
                     return html(
                         StatusCode::UNAUTHORIZED,
                         html::sign_in(Some("Please sign in again.")),
@@ -530,10 +523,10 @@ impl Page {
                 }
                 match action {
                     ["sign-out"] => {
-                        if let Err(e) = self.gateway().take_call(&principal.caller, SIGNING) {
+                        if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
                             return too_many(&e);
                         }
-                        let id_token = self.end_web_session(&session, &principal).await;
+                        let id_token = self.end_web_session(snap, &session, &principal).await;
                         // Signed in through the identity provider: sign out there too.
                         let to = match &self.sso {
                             Some(sso) => sso.sign_out_url(id_token.as_deref()).await,
@@ -548,7 +541,7 @@ impl Page {
                         self.set_cookie(&mut response, "", 0);
                         response
                     }
-                    [id, "respond"] => self.respond(&principal, &csrf, id, &fields).await,
+                    [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
                     [id, "cancel"] => {
                         let Ok(id) = id.parse::<ElicitationId>() else {
                             return html(
@@ -556,7 +549,7 @@ impl Page {
                                 html::sign_in(Some("No such elicitation.")),
                             );
                         };
-                        let store = self.gateway().store().clone();
+                        let store = snap.gateway.store().clone();
                         match store
                             .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
                             .await
@@ -568,6 +561,7 @@ impl Page {
                             Err(e) => {
                                 let e = McpError::from(e);
                                 self.render(
+                                    snap,
                                     &principal,
                                     &csrf,
                                     Some(&e.to_string()),
@@ -590,13 +584,19 @@ impl Page {
     /// `X-File-Name`, URI-encoded). The gateway keeps the file, computes its size and
     /// SHA-256, and records the type's response; an answer that is not recorded leaves no
     /// file behind. Answers JSON.
-    async fn upload(&self, headers: &HeaderMap, id: &str, body: Bytes) -> Response<Body> {
+    async fn upload(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        id: &str,
+        body: Bytes,
+    ) -> Response<Body> {
         let answer = |status: StatusCode, body: Value| {
             let mut response = Response::new(full(body.to_string()));
             *response.status_mut() = status;
             with_headers(response, "application/json")
         };
-        let Some((_, principal, csrf)) = self.web_session(headers) else {
+        let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
             return answer(
                 StatusCode::UNAUTHORIZED,
                 json!({"error": "please sign in again"}),
@@ -624,7 +624,7 @@ impl Page {
                 json!({"error": "no such elicitation"}),
             );
         };
-        let store = self.gateway().store().clone();
+        let store = snap.gateway.store().clone();
         let caller = &principal.caller;
         let max_bytes = match store.get(caller, eid).await {
             Ok(stored) => match stored.elicitation.spec.response() {
@@ -715,6 +715,7 @@ impl Page {
     /// The request's web session: its id, principal and form token.
     pub(crate) fn web_session(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
     ) -> Option<(String, Arc<Principal>, String)> {
         let id = cookie(headers)?;
@@ -726,7 +727,7 @@ impl Page {
             return None;
         }
         // Made under this auth mode, with a credential that still holds.
-        let auth = self.auth();
+        let auth = snap.auth.clone();
         if signed_in.mode != auth.mode() {
             return None;
         }
@@ -745,13 +746,19 @@ impl Page {
 
     /// Signs out: the cookie `value` is refused from now on, here and (recorded in the
     /// store) on every instance sharing it. Returns its ID token, if it had one.
-    async fn end_web_session(&self, value: &str, principal: &Principal) -> Option<String> {
+    async fn end_web_session(
+        &self,
+        snap: &Snapshot,
+        value: &str,
+        principal: &Principal,
+    ) -> Option<String> {
         let SignIn { ends, id_token, .. } = self.web.get(value)?;
         let hash = mcp_auth::sealed::token_hash(value);
         self.sessions.end_here(hash, ends);
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
-            self.gateway()
+            snap.gateway
+                .clone()
                 .store()
                 .end_session(&principal.caller, hash, ends),
         )
@@ -879,8 +886,8 @@ impl Page {
     }
 
     /// No session yet: sign in, or (auth `none`) a session opened here.
-    fn first_visit(&self, to: &str) -> Response<Body> {
-        let Auth::None(principal) = &*self.auth() else {
+    fn first_visit(&self, snap: &Snapshot, to: &str) -> Response<Body> {
+        let Auth::None(principal) = &*snap.auth else {
             let next = (to != PREFIX).then_some(to);
             return html(
                 StatusCode::OK,
@@ -898,13 +905,13 @@ impl Page {
         response
     }
 
-    async fn sign_in(&self, body: &[u8]) -> Response<Body> {
+    async fn sign_in(&self, snap: &Snapshot, body: &[u8]) -> Response<Body> {
         let fields = form(body);
         let token = field(&fields, "token").unwrap_or_default().trim();
-        let principal = match &*self.auth() {
+        let principal = match &*snap.auth {
             Auth::None(principal) => Some(principal.clone()),
             Auth::Tokens(_) | Auth::Jwt(_) if token.is_empty() => None,
-            Auth::Tokens(_) | Auth::Jwt(_) => self.auth().token(token).await,
+            Auth::Tokens(_) | Auth::Jwt(_) => snap.auth.token(token).await,
         };
         let Some(principal) = principal else {
             return html(
@@ -922,10 +929,10 @@ impl Page {
         }
         // Each sign-in is a cookie every instance honours until it ends or is signed out
         // (which the store records): they count against the caller's call rate.
-        if let Err(e) = self.gateway().take_call(&principal.caller, SIGNING) {
+        if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
             return too_many(&e);
         }
-        let auth = self.auth();
+        let auth = snap.auth.clone();
         let cred = matches!(&*auth, Auth::Tokens(_)).then(|| mcp_auth::token_sha256(token));
         let Some((id, _)) = self.web.open(principal, auth.mode(), cred) else {
             return html(
@@ -949,11 +956,12 @@ impl Page {
     /// item to answer while it waits, else where it stands.
     async fn render_one(
         &self,
+        snap: &Snapshot,
         principal: &Principal,
         csrf: &str,
         id: ElicitationId,
     ) -> Response<Body> {
-        let store = self.gateway().store().clone();
+        let store = snap.gateway.store().clone();
         let stored = match store.get(&principal.caller, id).await {
             Ok(stored) => stored,
             Err(e) => {
@@ -970,7 +978,7 @@ impl Page {
             .to_owned();
         let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
         let frame = html::Frame {
-            signed_in_as: (!matches!(*self.auth(), Auth::None(_))).then_some(subject.as_str()),
+            signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice: notice.as_deref(),
             seen: None,
@@ -992,13 +1000,14 @@ impl Page {
 
     async fn render(
         &self,
+        snap: &Snapshot,
         principal: &Principal,
         csrf: &str,
         notice: Option<&str>,
         error: Option<html::ItemError<'_>>,
         status: StatusCode,
     ) -> Response<Body> {
-        let store = self.gateway().store().clone();
+        let store = snap.gateway.store().clone();
         let caller = &principal.caller;
         let views = |listed: Vec<elicitation_store::Listed>| -> Vec<Value> {
             listed
@@ -1035,7 +1044,7 @@ impl Page {
                 .filter_map(|v| v.get("id").and_then(Value::as_str)),
         );
         let frame = html::Frame {
-            signed_in_as: (!matches!(*self.auth(), Auth::None(_))).then_some(subject.as_str()),
+            signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice,
             seen: Some(&seen),
@@ -1053,12 +1062,13 @@ impl Page {
     /// An answer from the page: the form's fields as the type's response.
     async fn respond(
         &self,
+        snap: &Snapshot,
         principal: &Principal,
         csrf: &str,
         id: &str,
         fields: &[(String, String)],
     ) -> Response<Body> {
-        let store = self.gateway().store().clone();
+        let store = snap.gateway.store().clone();
         let caller = &principal.caller;
         let Ok(eid) = id.parse::<ElicitationId>() else {
             return html(
@@ -1078,7 +1088,14 @@ impl Page {
             Err(e) => {
                 let e = McpError::from(e);
                 return self
-                    .render(principal, csrf, Some(&e.to_string()), None, e.status(None))
+                    .render(
+                        snap,
+                        principal,
+                        csrf,
+                        Some(&e.to_string()),
+                        None,
+                        e.status(None),
+                    )
                     .await;
             }
         };
@@ -1125,6 +1142,7 @@ impl Page {
                     retries_left,
                 };
                 self.render(
+                    snap,
                     principal,
                     csrf,
                     None,
@@ -1135,6 +1153,7 @@ impl Page {
             }
             Ok(RespondOutcome::ValidationFailed { .. }) => {
                 self.render(
+                    snap,
                     principal,
                     csrf,
                     Some("That answer was invalid too often: the question is closed."),
@@ -1144,8 +1163,15 @@ impl Page {
                 .await
             }
             Err(e) => {
-                self.render(principal, csrf, Some(&e.to_string()), None, e.status(None))
-                    .await
+                self.render(
+                    snap,
+                    principal,
+                    csrf,
+                    Some(&e.to_string()),
+                    None,
+                    e.status(None),
+                )
+                .await
             }
         }
     }
@@ -1154,14 +1180,19 @@ impl Page {
     /// the store's change feed (on PostgreSQL, its notifications from every instance) says
     /// when to look; the list is read again then, and every [`RECHECK`] in any case (a
     /// store without a feed is read every [`POLL`]).
-    fn events(&self, principal: Arc<Principal>, shown: Option<String>) -> Response<Body> {
+    fn events(
+        &self,
+        snap: &Snapshot,
+        principal: Arc<Principal>,
+        shown: Option<String>,
+    ) -> Response<Body> {
         let Some(slot) = self.streams.try_open(&principal.caller) else {
             return crate::response::error(
                 &McpError::TooManyStreams(self.max_streams_per_caller),
                 crate::response::Surface::Problem,
             );
         };
-        let store = self.gateway().store().clone();
+        let store = snap.gateway.store().clone();
         let mut feed = store.changes();
         let every = if feed.is_some() { RECHECK } else { POLL };
         let mut closing = self.closing.clone();

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::answers::ClientAnswers;
 use crate::ask;
 use crate::error::McpError;
+use crate::live::Snapshot;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
@@ -27,6 +28,7 @@ impl McpService {
     /// module that refuses leaves the session as it was.
     async fn subscribe(
         &self,
+        snap: &Snapshot,
         session_id: &str,
         session: &Session,
         uri: &str,
@@ -44,7 +46,7 @@ impl McpService {
             return Ok(());
         }
         let module_knows = self.sessions.module_knows(
-            &self.gateway(),
+            &snap.gateway,
             self.listeners.subscribed(uri),
             uri,
             session_id,
@@ -52,7 +54,8 @@ impl McpService {
         let asked = if module_knows {
             Ok(())
         } else {
-            self.gateway()
+            snap.gateway
+                .clone()
                 .subscribe_resource(session.caller(), uri, subscribe)
                 .await
         };
@@ -61,7 +64,7 @@ impl McpService {
             return asked;
         }
         // The instance holding the session's stream may be another one.
-        self.tell_about(session_id, |i, s| {
+        self.tell_about(snap, session_id, |i, s| {
             crate::sessions::SessionEvent::Subscription {
                 i,
                 s,
@@ -75,12 +78,13 @@ impl McpService {
     /// Tells the other instances sharing the store what session `session_id` did here.
     fn tell_about(
         &self,
+        snap: &Snapshot,
         session_id: &str,
         event: impl FnOnce(String, String) -> crate::sessions::SessionEvent,
     ) {
         let hash = crate::sessions::hex(&mcp_auth::sealed::token_hash(session_id));
         let event = event(self.sessions.instance().to_owned(), hash);
-        crate::service::tell_other_instances(self.gateway().store(), &event);
+        crate::service::tell_other_instances(snap.gateway.store(), &event);
     }
 }
 
@@ -94,6 +98,7 @@ impl McpService {
     /// A legacy request.
     pub(crate) async fn legacy(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         request: &mut Request,
@@ -105,7 +110,7 @@ impl McpService {
             request.method.as_str(),
             "initialize" | "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel"
         ) {
-            self.gateway().take_call(
+            snap.gateway.take_call(
                 &principal.caller,
                 "this caller is changing sessions faster than the gateway allows",
             )?;
@@ -135,7 +140,7 @@ impl McpService {
                 "unsupported MCP-Protocol-Version {version:?} in a legacy session"
             )));
         }
-        if let Some(answer) = self.catalog_method(principal, request).await {
+        if let Some(answer) = self.catalog_method(snap, principal, request).await {
             let (result, _) = answer?;
             return Ok(Reply::Result(result.for_client(false), None));
         }
@@ -147,8 +152,14 @@ impl McpService {
                 let uri = params.str("uri").ok_or_else(|| {
                     McpError::InvalidParams(format!("{method} needs a string `uri`"))
                 })?;
-                self.subscribe(&session_id, &session, uri, method == "resources/subscribe")
-                    .await?;
+                self.subscribe(
+                    snap,
+                    &session_id,
+                    &session,
+                    uri,
+                    method == "resources/subscribe",
+                )
+                .await?;
                 json!({}).into()
             }
             "logging/setLevel" => {
@@ -158,10 +169,10 @@ impl McpService {
                 })?;
                 self.sessions
                     .set_log_level(&session_id, &principal.caller, rank)?;
-                self.tell_about(&session_id, |i, s| {
+                self.tell_about(snap, &session_id, |i, s| {
                     crate::sessions::SessionEvent::LogLevel { i, s, r: rank }
                 });
-                self.gateway().set_log_level(&params.level).await;
+                snap.gateway.set_log_level(&params.level).await;
                 json!({}).into()
             }
             "tools/call" => {
@@ -169,7 +180,7 @@ impl McpService {
                 let params: CallToolParams = request.params_as()?;
                 // One gateway for the whole call: a reload meanwhile cannot classify it under
                 // one policy and resolve it under another.
-                let gateway = self.gateway();
+                let gateway = snap.gateway.clone();
                 // A form only for a client that may confirm; the page's URL for any client
                 // that opens URLs (the person answers on the page).
                 // A confirmation an approver group must answer is not asked of the caller.

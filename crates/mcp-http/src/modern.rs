@@ -18,6 +18,7 @@ use crate::ask;
 use crate::bridge::{self, Running};
 use crate::error::McpError;
 use crate::listen::{self, ListenParams};
+use crate::live::Snapshot;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed};
 use crate::response;
 use crate::service::{McpService, Reply};
@@ -27,6 +28,7 @@ impl McpService {
     /// A modern request.
     pub(crate) async fn modern(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         request: &Request,
@@ -36,20 +38,22 @@ impl McpService {
         let version = modern_version(meta)?;
         check_modern_headers(headers, request, head, version)?;
         let (result, cacheable) = if let Some(answer) =
-            self.catalog_method(principal, request).await
+            self.catalog_method(snap, principal, request).await
         {
             answer?
         } else {
             match request.method.as_str() {
                 "server/discover" => (mcp::discover_result().into(), true),
                 "subscriptions/listen" => {
-                    return self.subscriptions_listen(headers, principal, request).await;
+                    return self
+                        .subscriptions_listen(snap, headers, principal, request)
+                        .await;
                 }
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     let params: CallToolParams = request.params_as()?;
                     // One gateway for the whole call (see `legacy`).
-                    let gateway = self.gateway();
+                    let gateway = snap.gateway.clone();
                     let entry = gateway.tool(&params.name).await?;
                     if !entry.mirrored.is_empty() {
                         let arguments = params
@@ -147,6 +151,7 @@ impl McpService {
     /// last one goes; one the module refuses (or no module claims) is not honoured.
     async fn subscriptions_listen(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Principal,
         request: &Request,
@@ -176,7 +181,7 @@ impl McpService {
                 continue;
             }
             let watched = self.sessions.module_knows(
-                &self.gateway(),
+                &snap.gateway,
                 self.listeners.subscribed(&uri),
                 &uri,
                 "",
@@ -194,7 +199,7 @@ impl McpService {
         honoured.resource_subscriptions = uris.iter().cloned().collect();
         let listener = self.listeners.register(uris);
         let (gateway, sessions, listeners) = (
-            self.gateway().clone(),
+            snap.gateway.clone(),
             self.sessions.clone(),
             self.listeners.clone(),
         );
@@ -216,9 +221,9 @@ impl McpService {
         Ok(Reply::Stream(listen::modern_stream(
             request.id.clone(),
             honoured,
-            self.gateway().catalog_changes(),
+            snap.gateway.catalog_changes(),
             listen::CallerUpdates {
-                feed: self.gateway().resource_updates(),
+                feed: snap.gateway.resource_updates(),
                 who: mcp_gate::instance_key(&principal.caller),
             },
             self.closing.subscribe(),

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::ask;
 use crate::error::McpError;
+use crate::live::Snapshot;
 use crate::response::{self, Surface};
 use crate::rest;
 use crate::sessions::Sessions;
@@ -181,6 +182,7 @@ impl McpService {
     /// `None` for any other method.
     pub(crate) async fn catalog_method(
         &self,
+        snap: &Snapshot,
         principal: &Principal,
         request: &jsonrpc::Request,
     ) -> Option<Result<(ResultBody, bool), McpError>> {
@@ -211,20 +213,19 @@ impl McpService {
         if matches!(
             method,
             "prompts/get" | "resources/read" | "completion/complete"
-        ) && let Err(e) = self.gateway().take_call(
+        ) && let Err(e) = snap.gateway.take_call(
             &principal.caller,
             "this caller is sending requests faster than the gateway allows",
         ) {
             return Some(Err(e));
         }
         Some(match method {
-            "tools/list" => list("tools", self.gateway().list_tools().await),
-            "prompts/list" => list("prompts", self.gateway().list_prompts()),
-            "resources/list" => list("resources", self.gateway().list_resources()),
-            "resources/templates/list" => list(
-                "resourceTemplates",
-                self.gateway().list_resource_templates(),
-            ),
+            "tools/list" => list("tools", snap.gateway.list_tools().await),
+            "prompts/list" => list("prompts", snap.gateway.list_prompts()),
+            "resources/list" => list("resources", snap.gateway.list_resources()),
+            "resources/templates/list" => {
+                list("resourceTemplates", snap.gateway.list_resource_templates())
+            }
             "prompts/get" => match request.params_as::<CallToolParams>() {
                 Ok(params) => self
                     .gateway()
@@ -443,7 +444,6 @@ impl McpService {
         let streams = StreamSlots::new(config.max_streams_per_caller);
         let closing = tokio::sync::watch::channel(false).0;
         let page = crate::approvals::Page::new(crate::approvals::PageParts {
-            live: live.clone(),
             keys: web_keys,
             sessions: sessions.clone(),
             streams: streams.clone(),
@@ -571,7 +571,8 @@ impl McpService {
 
     async fn check_readiness(&self) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
-        match tokio::time::timeout(READY_TIMEOUT, self.gateway().store().ping()).await {
+        let gateway = self.gateway();
+        match tokio::time::timeout(READY_TIMEOUT, gateway.store().ping()).await {
             Ok(Ok(())) => {}
             Ok(Err(elicitation_store::StoreError::NotMigrated)) => {
                 problems.push(
@@ -585,7 +586,6 @@ impl McpService {
                 READY_TIMEOUT.as_secs()
             )),
         }
-        let gateway = self.gateway();
         let health = gateway.registry().health();
         let left_out = gateway.registry().left_out();
         for required in gateway.required_modules() {
@@ -676,8 +676,8 @@ impl McpService {
     }
 
     /// With auth `none`, only loopback host names and the configured ones are served.
-    fn host_allowed(&self, headers: &HeaderMap, uri: &http::Uri) -> bool {
-        if !matches!(*self.auth(), Auth::None(_)) {
+    fn host_allowed(&self, snap: &Snapshot, headers: &HeaderMap, uri: &http::Uri) -> bool {
+        if !matches!(*snap.auth, Auth::None(_)) {
             return true;
         }
         let host = match headers.get(header::HOST) {
@@ -707,14 +707,16 @@ impl McpService {
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let mut response = self.route(request).await;
-        if let Auth::Jwt(jwt) = &*self.auth() {
+        // What a reload can change is read here, once: the request finishes on it.
+        let snap = self.live.snapshot();
+        let mut response = self.route(&snap, request).await;
+        if let Auth::Jwt(jwt) = &*snap.auth {
             oauth_challenge(jwt, &mut response);
         }
         response
     }
 
-    async fn route<B>(&self, request: Request<B>) -> Response<Body>
+    async fn route<B>(&self, snap: &Snapshot, request: Request<B>) -> Response<Body>
     where
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -732,7 +734,7 @@ impl McpService {
                 response::rpc_error(&error, None, None)
             }
         };
-        if !self.host_allowed(&parts.headers, &parts.uri) {
+        if !self.host_allowed(snap, &parts.headers, &parts.uri) {
             return fail(McpError::BadHost);
         }
         if (path == "/healthz" || path == "/readyz")
@@ -741,7 +743,7 @@ impl McpService {
             return response;
         }
         if path == "/metrics" && self.config.metrics_on_main {
-            return match self.auth().authenticate(&parts.headers).await {
+            return match snap.auth.authenticate(&parts.headers).await {
                 Ok(principal) => match principal.require(mcp_auth::SCOPE_METRICS) {
                     Ok(()) => response::metrics(self.metrics_text()),
                     Err(e) => response::error(&e.into(), Surface::Problem),
@@ -750,7 +752,7 @@ impl McpService {
             };
         }
         if path == PRM_PATH || path.starts_with(&format!("{PRM_PATH}/")) {
-            return self.protected_resource_metadata(&parts.method);
+            return self.protected_resource_metadata(snap, &parts.method);
         }
         let is_upload = path.starts_with("/v1/mcp/uploads/");
         let is_page = path == crate::approvals::PREFIX
@@ -767,7 +769,7 @@ impl McpService {
             // person.
             let limit = match &self.uploads {
                 Some(uploads) if parts.method == Method::POST && path.ends_with("/upload") => {
-                    if self.page.web_session(&parts.headers).is_some() {
+                    if self.page.web_session(snap, &parts.headers).is_some() {
                         usize::try_from(uploads.max_bytes()).unwrap_or(usize::MAX)
                     } else {
                         self.config.body_limit.min(1024)
@@ -782,6 +784,7 @@ impl McpService {
             return self
                 .page
                 .approvals(
+                    snap,
                     &parts.method,
                     &path,
                     parts.uri.query(),
@@ -790,7 +793,7 @@ impl McpService {
                 )
                 .await;
         }
-        let principal = match self.auth().authenticate(&parts.headers).await {
+        let principal = match snap.auth.authenticate(&parts.headers).await {
             Ok(p) => p,
             Err(e) => return fail(e.into()),
         };
@@ -808,7 +811,7 @@ impl McpService {
                 query: parts.uri.query(),
                 body: &bytes,
             };
-            return match rest::handle(&self.gateway(), &principal, request).await {
+            return match rest::handle(&snap.gateway, &principal, request).await {
                 Ok((status, body)) => {
                     if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
                         self.discard_uploads([id]);
@@ -819,9 +822,9 @@ impl McpService {
             };
         }
         match parts.method {
-            Method::POST => self.post(&parts.headers, &principal, &bytes).await,
+            Method::POST => self.post(snap, &parts.headers, &principal, &bytes).await,
             Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
-                Some(id) => self.end_session(&id, &principal).await,
+                Some(id) => self.end_session(snap, &id, &principal).await,
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
             },
             Method::GET => self.listen(&parts.headers, &principal),
@@ -832,9 +835,14 @@ impl McpService {
     /// `DELETE /mcp`: ends a legacy session — recorded in the store first, so every
     /// instance sharing it refuses the session; if the store cannot record it, nothing ends
     /// (503) and the client may try again.
-    async fn end_session(&self, id: &str, principal: &Principal) -> Response<Body> {
+    async fn end_session(
+        &self,
+        snap: &Snapshot,
+        id: &str,
+        principal: &Principal,
+    ) -> Response<Body> {
         let legacy = |e: &McpError| response::rpc_error(e, None, Some(Era::Legacy));
-        if let Err(e) = self.gateway().take_call(
+        if let Err(e) = snap.gateway.take_call(
             &principal.caller,
             "this caller is changing sessions faster than the gateway allows",
         ) {
@@ -846,7 +854,8 @@ impl McpService {
         };
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
-            self.gateway()
+            snap.gateway
+                .clone()
                 .store()
                 .end_session(&principal.caller, ending.hash, ending.until),
         )
@@ -865,8 +874,8 @@ impl McpService {
 
     /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728), in mode `jwt`: where
     /// clients find the authorization servers and scopes. Public, so any origin may read it.
-    fn protected_resource_metadata(&self, method: &Method) -> Response<Body> {
-        let Auth::Jwt(jwt) = &*self.auth() else {
+    fn protected_resource_metadata(&self, snap: &Snapshot, method: &Method) -> Response<Body> {
+        let Auth::Jwt(jwt) = &*snap.auth else {
             return response::error(&McpError::NotFound, Surface::Problem);
         };
         if method != Method::GET {
@@ -1048,6 +1057,7 @@ impl McpService {
 
     async fn post(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         bytes: &[u8],
@@ -1064,8 +1074,8 @@ impl McpService {
         };
         match jsonrpc::parse_incoming(bytes) {
             Err((id, e)) => unreadable(id, e),
-            Ok(Incoming::Single(message)) => self.message(headers, principal, message).await,
-            Ok(Incoming::Batch(items)) => self.batch(headers, principal, items).await,
+            Ok(Incoming::Single(message)) => self.message(snap, headers, principal, message).await,
+            Ok(Incoming::Batch(items)) => self.batch(snap, headers, principal, items).await,
         }
     }
 
@@ -1073,6 +1083,7 @@ impl McpService {
     /// (a gated call with the held result: no stream), notifications and responses taken.
     async fn batch(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         items: Vec<Result<Message, jsonrpc::Unreadable>>,
@@ -1122,7 +1133,13 @@ impl McpService {
                 }
                 Ok(Message::Request(mut request)) => {
                     let answer = match self
-                        .legacy(headers, principal, &mut request, Streaming::NotInBatch)
+                        .legacy(
+                            snap,
+                            headers,
+                            principal,
+                            &mut request,
+                            Streaming::NotInBatch,
+                        )
                         .await
                     {
                         Ok(Reply::Result(result, _)) => {
@@ -1141,7 +1158,7 @@ impl McpService {
                 Ok(other) => {
                     // Notifications and responses answer nothing; a failure to take one
                     // is not the batch's answer either.
-                    let _ = self.message(headers, principal, other).await;
+                    let _ = self.message(snap, headers, principal, other).await;
                 }
             }
         }
@@ -1164,6 +1181,7 @@ impl McpService {
     /// One message.
     async fn message(
         &self,
+        snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         message: Message,
@@ -1210,13 +1228,8 @@ impl McpService {
                     crate::answers::Delivery::Unexpected
                         if let Some((confirmation, result)) = elsewhere =>
                     {
-                        ask::record_from_elsewhere(
-                            &self.gateway(),
-                            principal,
-                            confirmation,
-                            result,
-                        )
-                        .await;
+                        ask::record_from_elsewhere(&snap.gateway, principal, confirmation, result)
+                            .await;
                     }
                     crate::answers::Delivery::Unexpected => tracing::debug!(
                         ?id,
@@ -1245,10 +1258,10 @@ impl McpService {
         .era();
         let outcome = match era {
             Era::Legacy => {
-                self.legacy(headers, principal, &mut request, Streaming::Allowed)
+                self.legacy(snap, headers, principal, &mut request, Streaming::Allowed)
                     .await
             }
-            Era::Modern => self.modern(headers, principal, &request, &head).await,
+            Era::Modern => self.modern(snap, headers, principal, &request, &head).await,
         };
         match outcome {
             Ok(Reply::Stream(response)) => response,

@@ -2400,3 +2400,88 @@ async fn an_unknown_path_under_v1_answers_a_problem_document() {
         assert!(body.get("jsonrpc").is_none(), "{path}: {body}");
     }
 }
+
+/// Reloads `h` with the same modules and store under `policy`.
+fn reload_with(h: &Harness, policy: GatePolicy) {
+    let now = h.service.gateway();
+    let gateway = Gateway::new(now.registry().clone(), now.store().clone(), policy, false);
+    h.service.reload(Arc::new(gateway), auth());
+}
+
+fn denying_delete() -> GatePolicy {
+    GatePolicy::default().with_rule(
+        "test__delete",
+        gating_core::ToolRule {
+            mode: gating_core::GateMode::Deny,
+            ttl: None,
+        },
+    )
+}
+
+/// A legacy call held on its stream when a reload denies its tool finishes as it began: the
+/// person's answer releases it under the policy it was classified by. Calls that begin after
+/// the reload are denied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_finishes_under_the_configuration_it_began_with_across_a_reload() {
+    let h = memory().await;
+    let mut s = open_eliciting_session(&h, CLIENT).await;
+    let mut events = stream_call(&s, "test__delete", json!({"path": "/straddle"})).await;
+    let ask = events.next().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+
+    reload_with(&h, denying_delete());
+    let denied = s
+        .call("test__delete", json!({"path": "/after"}), None)
+        .await;
+    assert_eq!(
+        denied["structuredContent"]["policy_denied"], true,
+        "a call that begins after the reload is under the new policy: {denied}"
+    );
+
+    let (status, _, _) = s.post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirmed": true}}})).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let result = events.next().await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /straddle",
+        "the held call ends under the policy it was classified by: {result}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+}
+
+/// In 2026-07-28 every round trip is a request of its own: a retry after a reload that denies
+/// the tool is classified by the new policy and never forwarded, whatever its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_retry_after_a_reload_is_a_new_request_under_the_new_policy() {
+    let h = memory().await;
+    let args = json!({"path": "/mrtr-straddle"});
+    let (_, first) = modern_call(
+        &h,
+        CLIENT,
+        1,
+        "test__delete",
+        args.clone(),
+        json!({}),
+        ELICIT_FORM,
+    )
+    .await;
+    let (state, _) = input_request(&first);
+    reload_with(&h, denying_delete());
+    let (_, retried) = modern_call(
+        &h,
+        CLIENT,
+        2,
+        "test__delete",
+        args,
+        retry(
+            &state,
+            json!({"action": "accept", "content": {"confirmed": true}}),
+        ),
+        ELICIT_FORM,
+    )
+    .await;
+    assert_eq!(
+        retried["result"]["structuredContent"]["policy_denied"], true,
+        "{retried}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
