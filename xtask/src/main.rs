@@ -12,6 +12,7 @@ mod layering;
 mod node;
 mod postgres;
 mod test;
+mod tidy;
 
 const USAGE: &str = "usage: cargo xtask <task>
 
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         ["test"] => test::run(),
         ["conformance"] => conformance::run(),
         ["layering"] => layering::check(),
+        ["tidy"] => tidy::check(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["migrate", rest @ ..] => migrate(rest),
         ["soak", rest @ ..] => soak(rest),

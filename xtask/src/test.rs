@@ -127,6 +127,7 @@ pub(crate) fn run() -> Result<()> {
         status(cmd)
     })?;
     step("layering", layering::check)?;
+    step("tidy", crate::tidy::check)?;
     let mut node_env = Vec::new();
     step("mcp peers (npm, PyPI)", || {
         node_env = crate::node::install()?;

@@ -3218,8 +3218,8 @@ async fn two_callers_of_the_everything_server_see_none_of_each_others_module_sta
     assert_eq!(processes, 3, "the catalog's instance, alice's and bob's");
 }
 
-/// Rotating the seal key: restarted with `new, old`, an open session and a page sign-in made
-/// under `old` keep working (on today's main, the session ids and sign-ins were sealed under
+/// Rotating the seal key: restarted with `new, old`, an open session, a page sign-in and a
+/// pending 2026-07-28 `requestState` made under `old` keep working (they were sealed under
 /// the active key alone, so every one ended); restarted with `new` alone, they end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotating_the_seal_key_ends_no_session_or_sign_in_until_the_old_key_is_dropped() {
@@ -3274,6 +3274,11 @@ async fn rotating_the_seal_key_ends_no_session_or_sign_in_until_the_old_key_is_d
         still(gateway.base.clone(), session.id.clone(), cookie.clone()).await,
         (true, true)
     );
+    // Two calls held in band, each waiting for its retry with the person's answer.
+    let kept = scene.sandbox.join("kept.txt");
+    let dropped = scene.sandbox.join("dropped.txt");
+    let kept_state = request_state(&gateway.base, &kept, None).await;
+    let dropped_state = request_state(&gateway.base, &dropped, None).await;
     gateway.stop().await;
 
     // The new key is active; the old one still opens what it sealed.
@@ -3284,6 +3289,9 @@ async fn rotating_the_seal_key_ends_no_session_or_sign_in_until_the_old_key_is_d
         (true, true),
         "a rotation ends neither the session nor the sign-in"
     );
+    let done = request_state(&gateway.base, &kept, Some(&kept_state)).await;
+    assert_eq!(done, "complete", "a rotation ends no requestState");
+    assert!(kept.exists(), "the retried call ran");
     let fresh = Session::open(&gateway).await;
     gateway.stop().await;
 
@@ -3301,5 +3309,49 @@ async fn rotating_the_seal_key_ends_no_session_or_sign_in_until_the_old_key_is_d
             .0,
         "the session sealed under the new key lives on"
     );
+    let refused = request_state(&gateway.base, &dropped, Some(&dropped_state)).await;
+    assert!(
+        refused.contains("Invalid or expired requestState"),
+        "the old key's requestState ends with it: {refused}"
+    );
+    assert!(!dropped.exists(), "and its call never runs");
     gateway.stop().await;
+}
+
+/// A 2026-07-28 `fs__write_file` of `path` by the person's client, which can answer a form:
+/// without `state`, the call is held in band and its `requestState` is returned; with one,
+/// the retry accepts, and its `resultType` (or, refused, its error message) is returned.
+async fn request_state(base: &str, path: &std::path::Path, state: Option<&str>) -> String {
+    let mut params = json!({"name": "fs__write_file",
+        "arguments": {"path": path, "content": "rotated"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
+    if let Some(state) = state {
+        params["requestState"] = json!(state);
+        params["inputResponses"] =
+            json!({"confirm": {"action": "accept", "content": {"confirmed": true}}});
+    }
+    let (_, _, body) = http(
+        "POST",
+        &format!("{base}/mcp"),
+        &[
+            ("authorization", &format!("Bearer {CLIENT}")),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "fs__write_file"),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})),
+    )
+    .await;
+    match (state, body["result"]["resultType"].as_str()) {
+        (None, Some("input_required")) => body["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no requestState: {body}"))
+            .to_owned(),
+        (Some(_), Some(kind)) => kind.to_owned(),
+        _ => body["error"]["message"]
+            .as_str()
+            .map_or_else(|| body.to_string(), str::to_owned),
+    }
 }

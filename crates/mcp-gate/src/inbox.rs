@@ -10,7 +10,8 @@ use elicitation_core::{
     CancelReason, ElicitationId, ElicitationSpec, ElicitationStatus, FormField,
 };
 use elicitation_store::{Caller, ElicitationStore};
-use serde_json::{Value, json};
+use mcp_wire::tools::ElicitResult;
+use serde_json::Value;
 
 /// How long a module's question waits in the caller's inbox (the module's own call timeout
 /// usually ends it sooner: the question is then withdrawn).
@@ -32,7 +33,7 @@ impl Inbox {
     /// module stops waiting: the question is then withdrawn), and gives the module the
     /// `ElicitResult`.
     pub async fn ask(&self, params: Option<&Value>) -> Value {
-        let cancel = json!({"action": "cancel"});
+        let cancel = ElicitResult::cancel().to_value();
         let Some(params) = params else { return cancel };
         let is_form = params
             .get("mode")
@@ -85,12 +86,9 @@ impl Inbox {
                 .response
                 .as_ref()
                 .and_then(|response| field.content(response))
-                .map_or(
-                    cancel,
-                    |content| json!({"action": "accept", "content": content}),
-                ),
+                .map_or(cancel, |content| ElicitResult::accept(content).to_value()),
             (ElicitationStatus::Cancelled, Some(CancelReason::Declined)) => {
-                json!({"action": "decline"})
+                ElicitResult::decline().to_value()
             }
             _ => cancel,
         }

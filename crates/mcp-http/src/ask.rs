@@ -335,7 +335,7 @@ impl Mrtr {
             let result = InputRequiredResult::one(
                 CONFIRM_KEY,
                 InputRequest {
-                    method: "elicitation/create",
+                    method: "elicitation/create".into(),
                     params,
                 },
                 state,
@@ -347,7 +347,7 @@ impl Mrtr {
             let result = InputRequiredResult::one(
                 CONFIRM_KEY,
                 InputRequest {
-                    method: "elicitation/create",
+                    method: "elicitation/create".into(),
                     params,
                 },
                 state,

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use elicitation_store::Caller;
 use mcp_wire::ResultBody;
 use mcp_wire::jsonrpc::ErrorObject;
+use mcp_wire::tools::{InputRequest, InputRequiredResult};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -165,16 +166,13 @@ impl Bridges {
             let state: String = std::iter::once(STATE_PREFIX.to_owned())
                 .chain(token.iter().map(|b| format!("{b:02x}")))
                 .collect();
-            let mut request = Map::new();
-            request.insert("method".into(), Value::String(asked.method.clone()));
-            if let Some(params) = &asked.params {
-                request.insert("params".into(), params.clone());
-            }
-            let result = json!({
-                "resultType": "input_required",
-                "inputRequests": {INPUT_KEY: request},
-                "requestState": state,
-            });
+            let request = InputRequest {
+                method: asked.method.clone().into(),
+                params: asked.params.clone().unwrap_or_else(|| json!({})),
+            };
+            let result =
+                serde_json::to_value(InputRequiredResult::one(INPUT_KEY, request, state.clone()))
+                    .map_err(|e| McpError::Internal(format!("an input_required result: {e}")))?;
             let mut suspended = self
                 .suspended
                 .lock()

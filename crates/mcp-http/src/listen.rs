@@ -226,7 +226,7 @@ pub fn modern_stream(
                     closed = closing.wait_for(|closing| *closing) => {
                         drop(closed);
                         finished = true;
-                        let done = serde_json::json!({"resultType": "complete", "_meta": meta});
+                        let done = mcp_wire::mcp::complete_result(meta.clone());
                         vec![sse::event_bytes(&mcp_wire::jsonrpc::result_bytes(&id, &done))]
                     }
                     () = tx.closed() => break,

@@ -33,7 +33,7 @@ use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, RequestId};
 use mcp_wire::mcp::log_level_rank;
 use mcp_wire::{ResultBody, sse};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::answers::{ClientAnswers, PendingAnswers};
@@ -265,7 +265,7 @@ impl Drop for Forget<'_> {
 /// (nobody saw it); anything else is an error.
 pub(crate) fn cannot_ask(method: &str) -> Result<Value, ErrorObject> {
     if method == "elicitation/create" {
-        return Ok(json!({"action": "cancel"}));
+        return Ok(mcp_wire::tools::ElicitResult::cancel().to_value());
     }
     Err(ErrorObject {
         code: mcp_wire::codes::METHOD_NOT_FOUND,
@@ -373,6 +373,7 @@ async fn drain(tx: &mpsc::Sender<Bytes>, queue: &mut mpsc::Receiver<Vec<u8>>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_modules_question_is_attributed_with_or_without_a_message() {

@@ -261,6 +261,12 @@ pub fn modern_meta() -> &'static Map<String, Value> {
     &META
 }
 
+/// A `complete` result with nothing but `_meta` (the end of a `subscriptions/listen`
+/// stream).
+pub fn complete_result(meta: Value) -> Value {
+    json!({"resultType": "complete", "_meta": meta})
+}
+
 /// Marks a modern result complete and adds the server's identity; list results also get
 /// caching hints (`ttlMs: 0`, `cacheScope: "private"`: tool lists depend on authorization).
 /// The result is changed in place.

@@ -365,21 +365,53 @@ pub struct ElicitUrlParams<'a> {
     pub url: &'a str,
 }
 
-/// A client's answer to `elicitation/create`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// An answer to `elicitation/create`: a client's, as read, or the gateway's own to a
+/// module (its person's answer from the inbox, or `cancel` when nobody can answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ElicitResult {
     /// `accept`, `decline` or `cancel`.
     pub action: Value,
     /// The form's content (with `accept`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Value>,
+}
+
+impl ElicitResult {
+    /// `accept` with the form's `content`.
+    pub fn accept(content: Value) -> Self {
+        ElicitResult {
+            action: Value::String("accept".into()),
+            content: Some(content),
+        }
+    }
+
+    /// `decline`: the person said no.
+    pub fn decline() -> Self {
+        ElicitResult {
+            action: Value::String("decline".into()),
+            content: None,
+        }
+    }
+
+    /// `cancel`: nobody answered.
+    pub fn cancel() -> Self {
+        ElicitResult {
+            action: Value::String("cancel".into()),
+            content: None,
+        }
+    }
+
+    /// As JSON.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 /// One request inside an `input_required` result.
 #[derive(Debug, Clone, Serialize)]
 pub struct InputRequest<P: Serialize> {
     /// The method the client is to run, e.g. `elicitation/create`.
-    pub method: &'static str,
+    pub method: std::borrow::Cow<'static, str>,
     /// Its params.
     pub params: P,
 }
@@ -606,7 +638,7 @@ mod tests {
         let result = InputRequiredResult::one(
             "confirm",
             InputRequest {
-                method: "elicitation/create",
+                method: "elicitation/create".into(),
                 params: ElicitFormParams {
                     mode: Some("form"),
                     message: "ok?",

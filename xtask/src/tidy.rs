@@ -1,0 +1,115 @@
+//! Tidy rules the compiler does not hold. One for now: `mcp-wire` writes every JSON-RPC and
+//! MCP shape. A `json!` outside it that builds one (a key `"jsonrpc"`, `"resultType"`,
+//! `"action"` or `"inputRequests"`) is a second spelling of a wire type, and fails CI. Test
+//! code is left out (it writes what peers send), and so are the peers we run in benches and
+//! fuzzing (`bins/mcp-bench`, `crates/mcp-fuzz`): they are clients, not the gateway.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// The keys that make a JSON object a wire shape.
+const WIRE_KEYS: &[&str] = &[
+    "\"jsonrpc\"",
+    "\"resultType\"",
+    "\"action\"",
+    "\"inputRequests\"",
+];
+
+/// Crates whose sources are not the gateway's.
+const EXEMPT: &[&str] = &["mcp-wire", "mcp-bench", "mcp-fuzz", "xtask"];
+
+pub(crate) fn check() -> Result<()> {
+    let root = crate::cmd::workspace_root();
+    let mut problems = Vec::new();
+    for (krate, src) in crate::cycles::workspace_crates(&root)? {
+        if EXEMPT.contains(&krate.as_str()) {
+            continue;
+        }
+        let mut files = Vec::new();
+        collect(&src, &mut files)?;
+        for file in files {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("read {}", file.display()))?;
+            for (line, key) in wire_shapes(&text) {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display();
+                problems.push(format!(
+                    "{shown}:{line}: json! builds a wire shape ({key}); use mcp-wire's type"
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("untidy:\n  {}", problems.join("\n  "))
+    }
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "rs")
+            && path
+                .file_name()
+                .is_some_and(|n| n != "tests.rs" && n != "fuzzing.rs")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Each `json!` outside test modules that holds a wire key: its line and the key.
+fn wire_shapes(text: &str) -> Vec<(usize, &'static str)> {
+    let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    let code = &text[..test_start];
+    let mut found = Vec::new();
+    let mut rest = 0;
+    while let Some(at) = code[rest..].find("json!(") {
+        let start = rest + at + "json!(".len();
+        let mut depth = 1usize;
+        let mut end = code.len();
+        for (k, ch) in code[start..].char_indices() {
+            match ch {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = start + k;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let body = &code[start..end];
+        if let Some(key) = WIRE_KEYS
+            .iter()
+            .find(|key| body.contains(&format!("{key}:")))
+        {
+            found.push((code[..start].lines().count(), *key));
+        }
+        rest = end.min(code.len());
+        if rest == start {
+            break;
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wire_shape_in_json_is_found_and_other_json_is_not() {
+        let text = "fn a() -> Value {\n    json!({\"action\": \"cancel\"})\n}\n\
+                    fn b() -> Value { json!({\"uri\": u, \"nested\": json!({\"x\": 1})}) }\n\
+                    fn c() { let _ = json!({\"jsonrpc\": \"2.0\"}); }\n\
+                    #[cfg(test)]\nmod tests {\n    fn t() { json!({\"resultType\": \"complete\"}); }\n}\n";
+        assert_eq!(wire_shapes(text), [(2, "\"action\""), (5, "\"jsonrpc\"")]);
+    }
+}
