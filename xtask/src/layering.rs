@@ -22,6 +22,10 @@ const SIDES: &[(&str, &str)] = &[
     ("mcp-auth", "mcp-http"),
     ("mcp-auth", "mcp-gate"),
     ("mcp-gate", "mcp-http"),
+    ("mcp-gate", "mcp-http-kit"),
+    ("mcp-http-kit", "mcp-http"),
+    ("mcp-http-kit", "mcp-approvals"),
+    ("mcp-approvals", "mcp-http"),
 ];
 
 /// Direct dependencies a crate must not have. The gate is driven without a server: no HTTP

@@ -583,11 +583,11 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Ok(keys) => RequestStates::with_keys(&keys.derive_keys(STATE_KEY_INFO)),
         Err(_) => RequestStates::ephemeral(),
     };
-    let uploads = mcp_http::uploads::Uploads::open(&config.uploads.resolve()?)?;
+    let uploads = mcp_http_kit::uploads::Uploads::open(&config.uploads.resolve()?)?;
     let sso = match (&auth, &config.auth.jwt) {
         (Auth::Jwt(jwt), Some(section)) => section
             .sso()?
-            .map(|sso| mcp_http::approvals::oidc::Sso::new(sso, jwt.clone())),
+            .map(|sso| mcp_approvals::oidc::Sso::new(sso, jwt.clone())),
         _ => None,
     };
     let mut service = McpService::new(gateway, auth, service_config)

@@ -134,7 +134,7 @@ pub(crate) struct S3Config {
 
 impl UploadsConfig {
     /// The blob store this section configures.
-    pub(crate) fn resolve(&self) -> Result<mcp_http::uploads::UploadsConfig> {
+    pub(crate) fn resolve(&self) -> Result<mcp_http_kit::uploads::UploadsConfig> {
         let location = match (&self.dir, &self.s3) {
             (Some(_), Some(_)) => {
                 bail!("[uploads] has both dir and s3: files are kept in one place; remove one")
@@ -148,15 +148,18 @@ impl UploadsConfig {
                 {
                     bail!("[uploads.s3] endpoint {endpoint:?} must be an http:// or https:// URL");
                 }
-                mcp_http::uploads::BlobLocation::S3 {
+                mcp_http_kit::uploads::BlobLocation::S3 {
                     bucket: s3.bucket.clone(),
                     endpoint: s3.endpoint.clone(),
                     region: s3.region.clone(),
                 }
             }
-            (dir, None) => mcp_http::uploads::BlobLocation::Dir(dir.clone().unwrap_or_else(|| {
-                std::env::temp_dir().join(format!("mcp-gateway-uploads-{}", users::gateway_uid()))
-            })),
+            (dir, None) => {
+                mcp_http_kit::uploads::BlobLocation::Dir(dir.clone().unwrap_or_else(|| {
+                    std::env::temp_dir()
+                        .join(format!("mcp-gateway-uploads-{}", users::gateway_uid()))
+                }))
+            }
         };
         let prefix = self.prefix.clone().unwrap_or_else(|| "uploads".into());
         if prefix.is_empty()
@@ -175,11 +178,11 @@ impl UploadsConfig {
         }
         let max_bytes = self
             .max_bytes
-            .unwrap_or(mcp_http::uploads::DEFAULT_MAX_BYTES);
+            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES);
         if max_bytes == 0 {
             bail!("[uploads] max_bytes must be at least 1");
         }
-        Ok(mcp_http::uploads::UploadsConfig {
+        Ok(mcp_http_kit::uploads::UploadsConfig {
             location,
             prefix,
             max_bytes,
@@ -377,7 +380,7 @@ pub(crate) const OIDC_SECRET_ENV: &str = "MCP_GATEWAY_OIDC_CLIENT_SECRET";
 
 impl JwtConfig {
     /// The page's single sign-on, if configured.
-    pub(crate) fn sso(&self) -> Result<Option<mcp_http::approvals::oidc::SsoConfig>> {
+    pub(crate) fn sso(&self) -> Result<Option<mcp_approvals::oidc::SsoConfig>> {
         let Some(sso) = &self.sso else {
             return Ok(None);
         };
@@ -406,7 +409,7 @@ impl JwtConfig {
         if !mcp_auth::jwt::is_secure_or_loopback(&base) {
             bail!("[auth.jwt.sso] base_url {base:?} must be https:// (http:// only on loopback)");
         }
-        Ok(Some(mcp_http::approvals::oidc::SsoConfig {
+        Ok(Some(mcp_approvals::oidc::SsoConfig {
             issuer,
             client_id: sso.client_id.clone(),
             client_secret: std::env::var(OIDC_SECRET_ENV)

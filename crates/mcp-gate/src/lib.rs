@@ -980,6 +980,30 @@ fn module_failure(what: &str, err: ModuleError) -> McpError {
     }
 }
 
+/// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
+/// confirmation, or one its caller may not answer — as a member of its approver group (the
+/// store holds the rule: group, four eyes). Returns whose elicitation it is, and the outcome.
+pub async fn answer(
+    store: &dyn elicitation_store::ElicitationStore,
+    principal: &Principal,
+    id: ElicitationId,
+    payload: Value,
+    answered_by: &str,
+) -> Result<(elicitation_store::Caller, elicitation_core::RespondOutcome), McpError> {
+    let own = store
+        .respond_as(&principal.caller, id, payload.clone(), Some(answered_by))
+        .await;
+    match (own, principal.approver()) {
+        (
+            Err(StoreError::NotFound { .. } | StoreError::ApproverRequired { .. }),
+            Some(approver),
+        ) => Ok(store
+            .approver_respond(&approver, id, payload, Some(answered_by))
+            .await?),
+        (own, _) => Ok((principal.caller.clone(), own?)),
+    }
+}
+
 fn hints(entry: &ToolEntry) -> HintSource<'_> {
     match (&entry.annotations, entry.trusted) {
         (Some(annotations), true) => HintSource::Trusted(annotations),

@@ -30,12 +30,12 @@ use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
 use crate::answers::PendingAnswers;
-use crate::body::{Body, ChannelBody};
-use crate::error::McpError;
 use crate::state::{RequestStates, StateClaims};
-use crate::streams::StreamSlot;
 use mcp_auth::{Principal, SCOPE_RESPOND};
 use mcp_gate::{CallOutcome, Classified, GatedCall, Gateway};
+use mcp_http_kit::body::{Body, ChannelBody};
+use mcp_http_kit::error::McpError;
+use mcp_http_kit::streams::StreamSlot;
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";
@@ -415,7 +415,7 @@ pub fn stream_confirmation(
             deliver(&tx, sse::event_bytes(&message)).await;
         }
     });
-    crate::response::sse_response(body.boxed())
+    mcp_http_kit::response::sse_response(body.boxed())
 }
 
 /// Writes an event; false if the client is gone or stopped reading for [`SEND_TIMEOUT`].

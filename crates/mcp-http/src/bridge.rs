@@ -25,9 +25,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::answers::ClientAnswers;
-use crate::error::McpError;
 use crate::relay::ClientRelay;
 use mcp_auth::Principal;
+use mcp_http_kit::error::McpError;
 use mcp_upstream::registry::ToolEntry;
 
 /// The prefix of a bridged call's `requestState`.

@@ -13,7 +13,7 @@ use mcp_wire::jsonrpc::RequestId;
 use mcp_wire::sse;
 use tokio::sync::{oneshot, watch};
 
-use crate::error::McpError;
+use mcp_http_kit::error::McpError;
 
 /// Events a session keeps for a client that reconnects.
 pub const BUFFER: usize = 64;

@@ -13,14 +13,14 @@ use std::sync::Arc;
 
 use crate::answers::ClientAnswers;
 use crate::ask;
-use crate::error::McpError;
-use crate::live::Snapshot;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
-use crate::response;
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
 use mcp_gate::{CallOutcome, Classified};
+use mcp_http_kit::error::McpError;
+use mcp_http_kit::live::Snapshot;
+use mcp_http_kit::response;
 
 impl McpService {
     /// A session's `resources/subscribe` (`subscribe` false: `unsubscribe`). The module is

@@ -11,27 +11,20 @@
 //! `elicitation-store`).
 
 pub mod answers;
-pub mod approvals;
 pub mod ask;
-pub mod body;
 mod bridge;
 pub mod channel;
-pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod legacy;
 pub mod listen;
-pub mod live;
 mod modern;
 mod relay;
-pub mod response;
 pub mod rest;
 pub mod service;
 pub mod sessions;
 pub mod state;
-pub mod streams;
-pub mod uploads;
 
 mod serve;
 

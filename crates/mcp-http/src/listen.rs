@@ -21,9 +21,9 @@ use mcp_wire::jsonrpc::RequestId;
 use mcp_wire::sse;
 use tokio::sync::watch;
 
-use crate::body::{Body, ChannelBody};
 use crate::channel::SessionChannel;
 use crate::sessions::Sessions;
+use mcp_http_kit::body::{Body, ChannelBody};
 
 /// The reconnection delay the stream suggests.
 const RETRY_MS: u64 = 3_000;
@@ -40,7 +40,7 @@ pub fn stream(
     session: String,
     caller: Caller,
     last_event_id: Option<u64>,
-    slot: crate::streams::StreamSlot,
+    slot: mcp_http_kit::streams::StreamSlot,
 ) -> Response<Body> {
     let generation = channel.generation.fetch_add(1, Ordering::AcqRel) + 1;
     // Waking the previous stream makes it notice it was taken over.
@@ -82,7 +82,7 @@ pub fn stream(
             }
         }
     });
-    crate::response::sse_response(body.boxed())
+    mcp_http_kit::response::sse_response(body.boxed())
 }
 
 async fn send(tx: &tokio::sync::mpsc::Sender<Bytes>, event: Bytes) -> bool {
@@ -168,7 +168,7 @@ pub fn modern_stream(
     mut changes: tokio::sync::broadcast::Receiver<()>,
     updates: CallerUpdates,
     mut closing: watch::Receiver<bool>,
-    slot: crate::streams::StreamSlot,
+    slot: mcp_http_kit::streams::StreamSlot,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Response<Body> {
     use tokio::sync::broadcast::error::RecvError;
@@ -242,5 +242,5 @@ pub fn modern_stream(
         }
         on_end();
     });
-    crate::response::sse_response(body.boxed())
+    mcp_http_kit::response::sse_response(body.boxed())
 }

@@ -16,13 +16,13 @@ use std::sync::Arc;
 use crate::answers::{self, ClientAnswers};
 use crate::ask;
 use crate::bridge::{self, Running};
-use crate::error::McpError;
 use crate::listen::{self, ListenParams};
-use crate::live::Snapshot;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed};
-use crate::response;
 use crate::service::{McpService, Reply};
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
+use mcp_http_kit::error::McpError;
+use mcp_http_kit::live::Snapshot;
+use mcp_http_kit::response;
 
 impl McpService {
     /// A modern request.

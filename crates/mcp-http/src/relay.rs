@@ -37,8 +37,8 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::answers::{ClientAnswers, PendingAnswers};
-use crate::body::{Body, ChannelBody};
-use crate::error::McpError;
+use mcp_http_kit::body::{Body, ChannelBody};
+use mcp_http_kit::error::McpError;
 
 /// Messages queued for one call's client; beyond this a client that does not read loses
 /// notifications (the call goes on).
@@ -328,7 +328,7 @@ where
                     let _ = send(&tx, &message).await && drain(&tx, &mut queue).await
                         && send(&tx, &last(result)).await;
                 });
-                return Relayed::Stream(crate::response::sse_response(body.boxed()));
+                return Relayed::Stream(mcp_http_kit::response::sse_response(body.boxed()));
             }
             Err(_) => return Relayed::Done(result),
         },
@@ -351,7 +351,7 @@ where
             }
         }
     });
-    Relayed::Stream(crate::response::sse_response(body.boxed()))
+    Relayed::Stream(mcp_http_kit::response::sse_response(body.boxed()))
 }
 
 async fn send(tx: &mpsc::Sender<Bytes>, message: &[u8]) -> bool {

@@ -6,19 +6,18 @@
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //!
 //! Everything is the caller's own: another caller's elicitation is 404, never 403. Errors are
-//! RFC 9457 problem details, built by [`HttpError::problem`](crate::error::HttpError::problem).
+//! RFC 9457 problem details, built by [`HttpError::problem`](mcp_http_kit::error::HttpError::problem).
 
 use elicitation_core::{
     CancelReason, ElicitationId, ElicitationSpec, ElicitationStatus, RespondOutcome,
-    response_schema,
 };
 use elicitation_store::{ListQuery, StoreError, StoredElicitation};
 use serde_json::{Value, json};
-use time::format_description::well_known::Rfc3339;
 
-use crate::error::McpError;
 use mcp_auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
+use mcp_http_kit::error::McpError;
+use mcp_http_kit::views::view;
 
 /// The path prefix of the API.
 pub const PREFIX: &str = "/v1/mcp/elicitations";
@@ -112,7 +111,8 @@ pub async fn handle(
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
             let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
-            let (owner, outcome) = answer(store.as_ref(), principal, id, payload, &by).await?;
+            let (owner, outcome) =
+                mcp_gate::answer(store.as_ref(), principal, id, payload, &by).await?;
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",
                 RespondOutcome::AlreadyRecorded => "already_recorded",
@@ -262,30 +262,6 @@ fn list_query(query: Option<&str>) -> Result<(ListQuery, bool), McpError> {
     Ok((list, for_approval))
 }
 
-/// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
-/// confirmation, or one its caller may not answer — as a member of its approver group (the
-/// store holds the rule: group, four eyes). Returns whose elicitation it is, and the outcome.
-pub(crate) async fn answer(
-    store: &dyn elicitation_store::ElicitationStore,
-    principal: &Principal,
-    id: ElicitationId,
-    payload: Value,
-    answered_by: &str,
-) -> Result<(elicitation_store::Caller, RespondOutcome), McpError> {
-    let own = store
-        .respond_as(&principal.caller, id, payload.clone(), Some(answered_by))
-        .await;
-    match (own, principal.approver()) {
-        (
-            Err(StoreError::NotFound { .. } | StoreError::ApproverRequired { .. }),
-            Some(approver),
-        ) => Ok(store
-            .approver_respond(&approver, id, payload, Some(answered_by))
-            .await?),
-        (own, _) => Ok((principal.caller.clone(), own?)),
-    }
-}
-
 /// The elicitation a successful request to `rest` (the path after [`PREFIX`]) cancelled:
 /// `POST /{id}/cancel`.
 pub(crate) fn cancelled(method: &http::Method, rest: &str) -> Option<ElicitationId> {
@@ -313,11 +289,6 @@ pub(crate) fn cancel_reason(body: &[u8]) -> Result<CancelReason, McpError> {
     }
 }
 
-fn time(t: Option<time::OffsetDateTime>) -> Value {
-    t.and_then(|t| t.format(&Rfc3339).ok())
-        .map_or(Value::Null, Value::String)
-}
-
 /// The view of a read row, or of a row that cannot be opened; other failures are errors.
 fn read_view(
     read: Result<StoredElicitation, StoreError>,
@@ -333,7 +304,7 @@ fn read_view(
 /// What the API shows of a row it cannot open: its id and an error id; the details go to
 /// the log under the same error id.
 fn unreadable_view(id: ElicitationId, error: &StoreError) -> Value {
-    let error_id = crate::error::new_error_id();
+    let error_id = mcp_http_kit::error::new_error_id();
     tracing::error!(%id, %error_id, %error, "a stored elicitation cannot be read");
     json!({
         "id": id,
@@ -341,37 +312,4 @@ fn unreadable_view(id: ElicitationId, error: &StoreError) -> Value {
         "error": "this elicitation's stored data cannot be opened; the gateway's log has the details",
         "error_id": error_id,
     })
-}
-
-/// The API's view of an elicitation: what was asked, for which call, and where it stands.
-pub fn view(stored: &StoredElicitation) -> Value {
-    let e = &stored.elicitation;
-    let mut out = json!({
-        "id": e.id,
-        "type": e.kind(),
-        "status": e.status,
-        "message": e.spec.message(),
-        "response_spec": e.spec.response(),
-        "response_schema": response_schema(e.spec.response()),
-        "response": e.response,
-        "retries": e.retries,
-        "created_at": time(Some(e.created_at)),
-        "expires_at": time(Some(e.expires_at)),
-        "responded_at": time(e.responded_at),
-        "answered_by": e.answered_by,
-        "cancelled_at": time(e.cancelled_at),
-        "cancel_reason": e.cancel_reason,
-        "consumed_at": time(e.consumed_at),
-    });
-    if let (Some(call), Some(map)) = (&stored.call, out.as_object_mut()) {
-        map.insert("tool".into(), json!(call.tool));
-        map.insert("arguments".into(), call.arguments.clone());
-        if let Some(approval) = &call.approval {
-            map.insert(
-                "approval".into(),
-                json!({"group": approval.group, "mode": approval.mode.label()}),
-            );
-        }
-    }
-    out
 }

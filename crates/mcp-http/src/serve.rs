@@ -224,9 +224,9 @@ pub async fn serve_operations(
                     .await
                 {
                     Some(response) => response,
-                    None => crate::response::error(
-                        &crate::error::McpError::NotFound,
-                        crate::response::Surface::Problem,
+                    None => mcp_http_kit::response::error(
+                        &mcp_http_kit::error::McpError::NotFound,
+                        mcp_http_kit::response::Surface::Problem,
                     ),
                 };
                 Ok::<_, std::convert::Infallible>(response)

@@ -16,19 +16,19 @@ use mcp_wire::{Era, EraSignals, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
-use crate::error::McpError;
-use crate::live::Snapshot;
-use crate::response::{self, Surface};
 use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
-use crate::streams::StreamSlots;
 use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
+use mcp_http_kit::error::McpError;
+use mcp_http_kit::live::Snapshot;
+use mcp_http_kit::response::{self, Surface};
+use mcp_http_kit::streams::StreamSlots;
 use mcp_wire::CallToolParams;
 use mcp_wire::tools::{ForwardParams, ListParams, list_page};
 
-pub use crate::body::Body;
+pub use mcp_http_kit::body::Body;
 
 /// Limits and checks of the HTTP layer.
 #[derive(Debug, Clone)]
@@ -96,7 +96,7 @@ impl Default for ServiceConfig {
 pub struct McpService {
     /// Swapped whole on a configuration reload; a request in flight keeps the one it began
     /// with.
-    pub(crate) live: Arc<crate::live::Live>,
+    pub(crate) live: Arc<mcp_http_kit::live::Live>,
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) config: ServiceConfig,
     pub(crate) states: Arc<RequestStates>,
@@ -105,9 +105,9 @@ pub struct McpService {
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
     /// The approvals page.
-    pub(crate) page: crate::approvals::Page,
+    pub(crate) page: mcp_approvals::Page,
     /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
-    pub(crate) uploads: Option<Arc<crate::uploads::Uploads>>,
+    pub(crate) uploads: Option<Arc<mcp_http_kit::uploads::Uploads>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// The last readiness check (probes are answered from it for a second, so a flood of
@@ -330,7 +330,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// a log level set through them (for as long as the sessions exist).
 fn follow_other_instances(
     store: Arc<dyn elicitation_store::ElicitationStore>,
-    live: Arc<crate::live::Live>,
+    live: Arc<mcp_http_kit::live::Live>,
     sessions: Arc<Sessions>,
     listeners: Arc<crate::listen::Listeners>,
 ) {
@@ -433,7 +433,7 @@ impl McpService {
         });
         notify_sessions(&gateway, &sessions);
         sessions.follow_ends(gateway.store().clone());
-        let live = Arc::new(crate::live::Live::new(gateway.clone(), auth));
+        let live = Arc::new(mcp_http_kit::live::Live::new(gateway.clone(), auth));
         let listeners: Arc<crate::listen::Listeners> = Arc::default();
         follow_other_instances(
             gateway.store().clone(),
@@ -443,9 +443,9 @@ impl McpService {
         );
         let streams = StreamSlots::new(config.max_streams_per_caller);
         let closing = tokio::sync::watch::channel(false).0;
-        let page = crate::approvals::Page::new(crate::approvals::PageParts {
+        let page = mcp_approvals::Page::new(mcp_approvals::PageParts {
             keys: web_keys,
-            sessions: sessions.clone(),
+            ended: sessions.ended(),
             streams: streams.clone(),
             closing: closing.subscribe(),
             secure_cookies: config.secure_cookies,
@@ -499,7 +499,7 @@ impl McpService {
 
     /// Keeps files answering `file_upload` elicitations in `uploads` (without it, the page
     /// refuses them).
-    pub fn with_uploads(mut self, uploads: crate::uploads::Uploads) -> Self {
+    pub fn with_uploads(mut self, uploads: mcp_http_kit::uploads::Uploads) -> Self {
         let uploads = Arc::new(uploads);
         self.page.set_uploads(uploads.clone());
         self.uploads = Some(uploads);
@@ -507,7 +507,7 @@ impl McpService {
     }
 
     /// Signs people in to the approvals page through `sso` (besides tokens).
-    pub fn with_sso(mut self, sso: crate::approvals::oidc::Sso) -> Self {
+    pub fn with_sso(mut self, sso: mcp_approvals::oidc::Sso) -> Self {
         // Sign-ins on their way are sealed under the same material as page sign-ins.
         let keys = self.config.session_key.as_ref().map_or_else(
             || vec![mcp_auth::sealed::Sealer::random_key()],
@@ -755,8 +755,8 @@ impl McpService {
             return self.protected_resource_metadata(snap, &parts.method);
         }
         let is_upload = path.starts_with("/v1/mcp/uploads/");
-        let is_page = path == crate::approvals::PREFIX
-            || path.starts_with(&format!("{}/", crate::approvals::PREFIX));
+        let is_page = path == mcp_approvals::PREFIX
+            || path.starts_with(&format!("{}/", mcp_approvals::PREFIX));
         if path != "/mcp" && !is_rest && !is_page && !is_upload {
             return fail(McpError::NotFound);
         }
@@ -938,7 +938,7 @@ impl McpService {
             return problem(McpError::NotFound);
         };
         // The upload must be the recorded answer of one of the caller's elicitations.
-        let Some((elicitation, _)) = crate::uploads::parse_upload_id(id) else {
+        let Some((elicitation, _)) = mcp_http_kit::uploads::parse_upload_id(id) else {
             return problem(McpError::NotFound);
         };
         let recorded = match self
@@ -963,7 +963,7 @@ impl McpService {
         }
         match uploads.read(id).await {
             Ok(Some(bytes)) => {
-                let mut response = Response::new(crate::body::full(bytes));
+                let mut response = Response::new(mcp_http_kit::body::full(bytes));
                 let headers = response.headers_mut();
                 headers.insert(
                     header::CONTENT_TYPE,

@@ -22,8 +22,9 @@ use time::OffsetDateTime;
 
 use crate::answers::ClientAnswers;
 use crate::channel::SessionChannel;
-use crate::error::McpError;
 use mcp_auth::sealed::{Sealer, token_hash};
+use mcp_http_kit::ended::EndedTokens;
+use mcp_http_kit::error::McpError;
 
 /// The HKDF `info` for the session key (distinct from the payload and state keys).
 pub const SESSION_KEY_INFO: &str = "mcp-gateway/session/v1";
@@ -139,8 +140,8 @@ pub(crate) fn hex(hash: &[u8; 32]) -> String {
 /// The gateway's legacy sessions.
 pub struct Sessions {
     sessions: Mutex<HashMap<String, Session>>,
-    /// Ended sessions (by hash) and when they would have ended anyway.
-    ended: Mutex<HashMap<[u8; 32], OffsetDateTime>>,
+    /// Ended sessions and page sign-ins (by hash) and when they would have ended anyway.
+    ended: Arc<EndedTokens>,
     idle_timeout: Duration,
     max_age: Duration,
     max_sessions: usize,
@@ -162,7 +163,7 @@ impl Sessions {
     ) -> Self {
         Sessions {
             sessions: Mutex::new(HashMap::new()),
-            ended: Mutex::new(HashMap::new()),
+            ended: Arc::default(),
             idle_timeout,
             max_age,
             max_sessions: max_sessions.max(1),
@@ -299,11 +300,7 @@ impl Sessions {
     }
 
     fn is_ended(&self, id: &str) -> bool {
-        let hash = token_hash(id);
-        self.ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(&hash)
+        self.ended.contains(&token_hash(id))
     }
 
     /// The caller's live session `id`, marking it used: from memory, or opened from the id
@@ -454,14 +451,14 @@ impl Sessions {
     async fn read_ended(&self, store: &dyn ElicitationStore) {
         match store.ended_sessions().await {
             Ok(list) => {
-                let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-                ended.extend(list);
+                self.ended.extend(list);
+                let ended = &self.ended;
                 // One pass over the sessions held here, whatever the list's length.
                 self.sessions
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .retain(|_, s| {
-                        let live = !ended.contains_key(&s.hash);
+                        let live = !ended.contains(&s.hash);
                         if !live {
                             s.channel.close();
                         }
@@ -487,31 +484,19 @@ impl Sessions {
         self.len() == 0
     }
 
-    /// Whether the session or page sign-in whose id hashes to `hash` ended (here, or on an
-    /// instance sharing the store).
-    pub(crate) fn is_ended_hash(&self, hash: &[u8; 32]) -> bool {
-        self.ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(hash)
+    /// The record of ended tokens (sessions and page sign-ins), to share with the page.
+    pub fn ended(&self) -> Arc<EndedTokens> {
+        self.ended.clone()
     }
 
-    /// Ends, here, what hashes to `hash` until `until` (a page sign-in; the caller records
-    /// it in the store for the other instances).
+    /// Ends, here, what hashes to `hash` until `until`.
     pub(crate) fn end_here(&self, hash: [u8; 32], until: OffsetDateTime) {
-        self.ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(hash, until);
+        self.ended.end(hash, until);
     }
 
     /// Forgets ended sessions past the time they would have ended anyway.
     fn prune_ended(&self) {
-        let wall = OffsetDateTime::now_utc();
-        self.ended
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|_, until| *until > wall);
+        self.ended.prune();
     }
 
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.

@@ -195,7 +195,7 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await;
     assert!(
-        matches!(early, Err(mcp_http::error::McpError::UnknownTool(_))),
+        matches!(early, Err(mcp_http_kit::error::McpError::UnknownTool(_))),
         "not listed while the module is down: {early:?}"
     );
     // The module comes up on that port.

@@ -1,5 +1,5 @@
 //! The approvals page's HTML, written by hand from the REST API's views of elicitations
-//! (`rest::view`). Everything that came from an agent, a module or a person is text: shown
+//! (`mcp_http_kit::views::view`). Everything that came from an agent, a module or a person is text: shown
 //! through `gating_core::visible` (control and bidi characters escaped) and HTML-escaped, so
 //! an argument or message can never become markup.
 

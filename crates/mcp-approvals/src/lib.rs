@@ -1,4 +1,6 @@
-//! The approvals page, `/approvals`: where a person sees what waits for them — the gate's
+//! The approvals page, `/approvals`: a crate of its own, with its own state ([`Page`]) and
+//! no dependency on the MCP server; the server routes `/approvals` to [`Page::approvals`]
+//! with the request's snapshot. It is where a person sees what waits for them — the gate's
 //! confirmations and modules' questions — and answers it in the browser.
 //!
 //! - **Sign-in** (auth `tokens`): once, with a token that has `elicitations:respond`; the
@@ -25,10 +27,10 @@ use http_body_util::BodyExt;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
-use crate::body::{Body, ChannelBody, full};
-use crate::error::{HttpError as _, McpError};
-use crate::live::Snapshot;
 use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
+use mcp_http_kit::body::{Body, ChannelBody, full};
+use mcp_http_kit::error::{HttpError as _, McpError};
+use mcp_http_kit::live::Snapshot;
 
 /// Where the page lives.
 pub const PREFIX: &str = "/approvals";
@@ -43,8 +45,8 @@ const POLL: Duration = Duration::from_secs(2);
 /// How often it reads the list anyway (expiries, a missed notification).
 const RECHECK: Duration = Duration::from_secs(30);
 
-const STYLE: &str = include_str!("approvals/style.css");
-const SCRIPT: &str = include_str!("approvals/app.js");
+const STYLE: &str = include_str!("style.css");
+const SCRIPT: &str = include_str!("app.js");
 /// Scripts and styles from the gateway only, forms to it only, no framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
@@ -230,7 +232,7 @@ async fn waiting_for(
         .into_iter()
         .filter_map(Result::ok)
         .map(|stored| {
-            let mut item = crate::rest::view(&stored);
+            let mut item = mcp_http_kit::views::view(&stored);
             item["answerable"] = json!(may_answer(&principal.caller, &stored));
             item
         })
@@ -243,7 +245,7 @@ async fn waiting_for(
             if owner == principal.caller {
                 continue;
             }
-            let mut item = crate::rest::view(&stored);
+            let mut item = mcp_http_kit::views::view(&stored);
             item["for"] = json!(match owner.tenant_id() {
                 Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
                 None => owner.subject_id().to_owned(),
@@ -369,9 +371,9 @@ pub struct Page {
     web: WebSessions,
     sso: Option<Arc<oidc::Sso>>,
     /// Where ended sign-ins are known (with ended session ids: one record, one feed).
-    sessions: Arc<crate::sessions::Sessions>,
-    uploads: Option<Arc<crate::uploads::Uploads>>,
-    streams: crate::streams::StreamSlots,
+    ended: Arc<mcp_http_kit::ended::EndedTokens>,
+    uploads: Option<Arc<mcp_http_kit::uploads::Uploads>>,
+    streams: mcp_http_kit::streams::StreamSlots,
     /// Turns true at shutdown: the page's event streams end.
     closing: tokio::sync::watch::Receiver<bool>,
     secure_cookies: bool,
@@ -379,22 +381,28 @@ pub struct Page {
 }
 
 /// What the page is built from.
-pub(crate) struct PageParts {
-    pub(crate) keys: Vec<[u8; 32]>,
-    pub(crate) sessions: Arc<crate::sessions::Sessions>,
-    pub(crate) streams: crate::streams::StreamSlots,
-    pub(crate) closing: tokio::sync::watch::Receiver<bool>,
-    pub(crate) secure_cookies: bool,
-    pub(crate) max_streams_per_caller: usize,
+pub struct PageParts {
+    /// The seal-key ring's material (sign-ins are sealed under keys derived from it).
+    pub keys: Vec<[u8; 32]>,
+    /// The record of ended tokens, shared with the sessions.
+    pub ended: Arc<mcp_http_kit::ended::EndedTokens>,
+    /// The callers' open streams, shared with the MCP surface.
+    pub streams: mcp_http_kit::streams::StreamSlots,
+    /// Turns true at shutdown.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+    /// Whether cookies are `Secure`.
+    pub secure_cookies: bool,
+    /// The cap on a caller's open streams (for the refusal's message).
+    pub max_streams_per_caller: usize,
 }
 
 impl Page {
     /// The page; sign-ins sealed under `keys` (the seal-key ring's material).
-    pub(crate) fn new(parts: PageParts) -> Self {
+    pub fn new(parts: PageParts) -> Self {
         Page {
             web: WebSessions::new(&parts.keys),
             sso: None,
-            sessions: parts.sessions,
+            ended: parts.ended,
             uploads: None,
             streams: parts.streams,
             closing: parts.closing,
@@ -404,12 +412,12 @@ impl Page {
     }
 
     /// Keeps `file_upload` answers in `uploads`.
-    pub(crate) fn set_uploads(&mut self, uploads: Arc<crate::uploads::Uploads>) {
+    pub fn set_uploads(&mut self, uploads: Arc<mcp_http_kit::uploads::Uploads>) {
         self.uploads = Some(uploads);
     }
 
     /// Signs people in through `sso` too.
-    pub(crate) fn set_sso(&mut self, sso: Arc<oidc::Sso>) {
+    pub fn set_sso(&mut self, sso: Arc<oidc::Sso>) {
         self.sso = Some(sso);
     }
 
@@ -430,7 +438,7 @@ impl Page {
     }
 
     /// Serves everything under `/approvals` (the host and origin checks are done).
-    pub(crate) async fn approvals(
+    pub async fn approvals(
         &self,
         snap: &Snapshot,
         method: &Method,
@@ -713,17 +721,14 @@ impl Page {
     }
 
     /// The request's web session: its id, principal and form token.
-    pub(crate) fn web_session(
+    pub fn web_session(
         &self,
         snap: &Snapshot,
         headers: &HeaderMap,
     ) -> Option<(String, Arc<Principal>, String)> {
         let id = cookie(headers)?;
         let signed_in = self.web.get(&id)?;
-        if self
-            .sessions
-            .is_ended_hash(&mcp_auth::sealed::token_hash(&id))
-        {
+        if self.ended.contains(&mcp_auth::sealed::token_hash(&id)) {
             return None;
         }
         // Made under this auth mode, with a credential that still holds.
@@ -754,7 +759,7 @@ impl Page {
     ) -> Option<String> {
         let SignIn { ends, id_token, .. } = self.web.get(value)?;
         let hash = mcp_auth::sealed::token_hash(value);
-        self.sessions.end_here(hash, ends);
+        self.ended.end(hash, ends);
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
             snap.gateway
@@ -811,13 +816,10 @@ impl Page {
         let state = field(&fields, "state").unwrap_or_default();
         // Each sign-in's cookie is used once: a replayed callback is refused here (and, on
         // another instance, by the provider, which redeems a code once).
-        let bound = cookie_named(headers, SSO_COOKIE).filter(|c| {
-            !self
-                .sessions
-                .is_ended_hash(&mcp_auth::sealed::token_hash(c))
-        });
+        let bound = cookie_named(headers, SSO_COOKIE)
+            .filter(|c| !self.ended.contains(&mcp_auth::sealed::token_hash(c)));
         if let Some(used) = &bound {
-            self.sessions.end_here(
+            self.ended.end(
                 mcp_auth::sealed::token_hash(used),
                 time::OffsetDateTime::now_utc() + time::Duration::minutes(15),
             );
@@ -969,7 +971,7 @@ impl Page {
                 return html(e.status(None), html::sign_in(Some(&e.to_string())));
             }
         };
-        let view = crate::rest::view(&stored);
+        let view = mcp_http_kit::views::view(&stored);
         let subject = principal.caller.subject_id().to_owned();
         let status = view
             .get("status")
@@ -1013,7 +1015,7 @@ impl Page {
             listed
                 .into_iter()
                 .filter_map(Result::ok)
-                .map(|stored| crate::rest::view(&stored))
+                .map(|stored| mcp_http_kit::views::view(&stored))
                 .collect()
         };
         let pending = match waiting_for(store.as_ref(), principal).await {
@@ -1124,7 +1126,7 @@ impl Page {
             _ => (json!({}), "answered"),
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
-        let answered = crate::rest::answer(store.as_ref(), principal, eid, payload, &by)
+        let answered = mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
             .await
             .map(|(_, outcome)| outcome);
         match answered {
@@ -1187,9 +1189,9 @@ impl Page {
         shown: Option<String>,
     ) -> Response<Body> {
         let Some(slot) = self.streams.try_open(&principal.caller) else {
-            return crate::response::error(
+            return mcp_http_kit::response::error(
                 &McpError::TooManyStreams(self.max_streams_per_caller),
-                crate::response::Surface::Problem,
+                mcp_http_kit::response::Surface::Problem,
             );
         };
         let store = snap.gateway.store().clone();
@@ -1246,7 +1248,7 @@ impl Page {
                 }
             }
         });
-        crate::response::sse_response(body.boxed())
+        mcp_http_kit::response::sse_response(body.boxed())
     }
 }
 

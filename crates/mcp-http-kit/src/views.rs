@@ -1,0 +1,45 @@
+//! The REST API's view of an elicitation, shared by the API and the approvals page: one
+//! JSON shape for both.
+
+use elicitation_core::response_schema;
+use elicitation_store::StoredElicitation;
+use serde_json::{Value, json};
+use time::format_description::well_known::Rfc3339;
+
+/// The API's view of an elicitation: what was asked, for which call, and where it stands.
+pub fn view(stored: &StoredElicitation) -> Value {
+    let e = &stored.elicitation;
+    let mut out = json!({
+        "id": e.id,
+        "type": e.kind(),
+        "status": e.status,
+        "message": e.spec.message(),
+        "response_spec": e.spec.response(),
+        "response_schema": response_schema(e.spec.response()),
+        "response": e.response,
+        "retries": e.retries,
+        "created_at": time(Some(e.created_at)),
+        "expires_at": time(Some(e.expires_at)),
+        "responded_at": time(e.responded_at),
+        "answered_by": e.answered_by,
+        "cancelled_at": time(e.cancelled_at),
+        "cancel_reason": e.cancel_reason,
+        "consumed_at": time(e.consumed_at),
+    });
+    if let (Some(call), Some(map)) = (&stored.call, out.as_object_mut()) {
+        map.insert("tool".into(), json!(call.tool));
+        map.insert("arguments".into(), call.arguments.clone());
+        if let Some(approval) = &call.approval {
+            map.insert(
+                "approval".into(),
+                json!({"group": approval.group, "mode": approval.mode.label()}),
+            );
+        }
+    }
+    out
+}
+
+fn time(t: Option<time::OffsetDateTime>) -> Value {
+    t.and_then(|t| t.format(&Rfc3339).ok())
+        .map_or(Value::Null, Value::String)
+}
