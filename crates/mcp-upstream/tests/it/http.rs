@@ -1,0 +1,136 @@
+//! The HTTP client and era negotiation, against the fixture servers of both eras: a
+//! 2025-11-25 server (no `server/discover`: the client falls back to the `initialize`
+//! handshake and a session, and reads SSE answers) and a 2026-07-28 one (discovered; a
+//! call that needs input is asked of the relay and sent again with the answer).
+
+// Helpers of a test crate: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use mcp_upstream::http::{HttpConfig, HttpModule};
+use mcp_upstream::{Module, Relay, ToolCall};
+use mcp_wire::CallToolParams;
+use mcp_wire::jsonrpc::ErrorObject;
+use mcp_wire::tools::Arguments;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// A fixture server of mcp-http's (the gateway's suites use them too), and its URL.
+async fn server(fixture: &str) -> (tokio::process::Child, String) {
+    let script = format!(
+        "{}/../mcp-http/tests/fixtures/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut child = tokio::process::Command::new("python3")
+        .arg(script)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
+fn module(url: &str) -> HttpModule {
+    HttpModule::new(HttpConfig {
+        name: "up".into(),
+        url: url.parse().unwrap(),
+        headers: Vec::new(),
+        call_timeout: Duration::from_secs(30),
+    })
+}
+
+/// A relay whose person answers every form with `{"name": "ada"}`, and keeps what it was
+/// asked.
+#[derive(Default)]
+struct Answers(Mutex<Vec<String>>);
+
+#[async_trait]
+impl Relay for Answers {
+    fn notify(&self, _: &str, _: Value) {}
+    async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+        self.0.lock().unwrap().push(format!(
+            "{method}: {}",
+            params.unwrap_or_default()["message"]
+        ));
+        match method {
+            "elicitation/create" => Ok(json!({"action": "accept", "content": {"name": "ada"}})),
+            _ => mcp_upstream::refuse_ask(method),
+        }
+    }
+    fn log_level(&self) -> Option<u8> {
+        None
+    }
+    fn answers(&self, method: &str) -> bool {
+        method == "elicitation/create"
+    }
+}
+
+async fn call(
+    module: &HttpModule,
+    tool: &str,
+    arguments: Value,
+    relay: Option<Arc<dyn Relay>>,
+) -> Value {
+    let Value::Object(map) = arguments else {
+        panic!("arguments are an object")
+    };
+    let raw = module
+        .call_tool(ToolCall {
+            params: CallToolParams::new(tool.into(), Some(Arguments::from_map(&map))),
+            mirrored: &[],
+            relay,
+        })
+        .await
+        .unwrap();
+    serde_json::from_str(raw.get()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_server_is_reached_through_the_initialize_handshake_and_its_sse_answers() {
+    let (_server, url) = server("legacy_http_module.py").await;
+    let up = module(&url);
+    let names: Vec<Value> = up
+        .list_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("shout"), json!("ask")]);
+    let shouted = call(&up, "shout", json!({"text": "quiet"}), None).await;
+    assert_eq!(shouted["content"][0]["text"], "QUIET", "{shouted}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_server_is_discovered_and_a_call_that_needs_input_is_asked_and_sent_again() {
+    let (_server, url) = server("modern_mrtr_module.py").await;
+    let up = module(&url);
+    let listed = up.list_tools().await.unwrap();
+    assert_eq!(listed[0]["name"], "ask");
+    let answers = Arc::new(Answers::default());
+    let done = call(&up, "ask", json!({}), Some(answers.clone())).await;
+    let reported: Value =
+        serde_json::from_str(done["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        reported["state"], "state-1",
+        "the server's state came back: {done}"
+    );
+    assert_eq!(
+        reported["responses"]["who"]["content"]["name"], "ada",
+        "the person's answer reached the server under its key: {done}"
+    );
+    assert_eq!(
+        *answers.0.lock().unwrap(),
+        [r#"elicitation/create: "Who are you?""#],
+        "the relay was asked once"
+    );
+}
