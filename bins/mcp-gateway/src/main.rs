@@ -204,6 +204,7 @@ fn reload_on_hangup(app: Arc<app::App>, path: Option<PathBuf>) {
                 Ok(config) => config,
                 Err(e) => {
                     tracing::error!(file = %path.display(), error = format!("{e:#}"), "SIGHUP: the configuration is invalid; keeping the running one");
+                    app.service.gateway().metrics().reloaded(false);
                     continue;
                 }
             };
@@ -215,9 +216,11 @@ fn reload_on_hangup(app: Arc<app::App>, path: Option<PathBuf>) {
                         );
                     }
                     tracing::info!(file = %path.display(), added = ?done.added, removed = ?done.removed, changed = ?done.changed, tokens_reloaded = done.tokens_reloaded, "SIGHUP: configuration reloaded");
+                    app.service.gateway().metrics().reloaded(true);
                 }
                 Err(e) => {
                     tracing::error!(file = %path.display(), error = format!("{e:#}"), "SIGHUP: the configuration could not be applied; keeping the running one");
+                    app.service.gateway().metrics().reloaded(false);
                 }
             }
         }

@@ -27,6 +27,8 @@ const HUMAN: &str = "e2e-human-token";
 const CLIENT: &str = "e2e-client-token";
 /// A backend service of alice's: asks her questions through the REST API.
 const SERVICE: &str = "e2e-service-token";
+/// A metrics scraper (`metrics:read`).
+const SCRAPER: &str = "e2e-scraper-token";
 
 fn filesystem_server() -> String {
     std::env::var("MCP_FILESYSTEM_SERVER").unwrap_or_else(|_| {
@@ -77,6 +79,10 @@ scopes = ["tools:call", "elicitations:respond"]
 subject = "alice"
 token_sha256 = "{service}"
 scopes = ["elicitations:create"]
+[[auth.tokens]]
+subject = "scraper"
+token_sha256 = "{scraper}"
+scopes = ["metrics:read"]
 {uploads}
 [[modules]]
 name = "fs"
@@ -95,6 +101,7 @@ trust_annotations = true
             human = token_sha256(HUMAN),
             client = token_sha256(CLIENT),
             service = token_sha256(SERVICE),
+            scraper = token_sha256(SCRAPER),
             uploads = uploads.map_or_else(
                 || format!("[uploads]\ndir = \"{}\"", dir.join("uploads").display()),
                 str::to_owned
@@ -791,10 +798,24 @@ async fn sighup_adds_and_removes_modules_and_revokes_a_token_while_a_call_finish
     let (status, _) = call_with_token(&base, "extra__snoop", AGENT).await;
     assert_eq!(status, 200, "the added module answers");
 
-    // An invalid file is refused; the running configuration stays.
+    // An invalid file is refused; the running configuration stays. The refusal is counted,
+    // so the test waits for the gateway to have read the file, not for a second.
+    assert_eq!(reloads(&base, "refused").await, 0);
     std::fs::write(&scene.config, "[[modules]]\nname = \"broken\"\n").unwrap();
     hangup(&gateway);
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while reloads(&base, "refused").await == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the invalid file is read and refused"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        reloads(&base, "applied").await,
+        1,
+        "the first reload was applied"
+    );
     let names = tool_names(&base, AGENT).await;
     assert!(names.contains(&"extra__snoop".to_owned()), "{names:?}");
     assert!(
@@ -2803,6 +2824,25 @@ impl Gateway {
         self.child.start_kill().unwrap();
         self.child.wait().await.unwrap();
     }
+}
+
+/// How many configuration reloads `/metrics` counts with `outcome`.
+async fn reloads(base: &str, outcome: &str) -> u64 {
+    let (status, _, text) = raw_with_headers(
+        "GET",
+        &format!("{base}/metrics"),
+        &[("authorization", &format!("Bearer {SCRAPER}"))],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(status, 200, "{text}");
+    let series = format!("mcp_gateway_config_reloads_total{{outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .unwrap_or_else(|| panic!("no {series}in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A 2026-07-28 `tools/call` by the agent (stateless: any instance serves it).

@@ -62,6 +62,11 @@ struct LimitLabels {
     limit: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReloadLabels {
+    outcome: &'static str,
+}
+
 /// Histograms with fixed buckets, for [`Family`].
 #[derive(Clone)]
 struct Buckets(fn() -> Histogram);
@@ -99,6 +104,7 @@ pub struct Metrics {
     module_up: Family<ModuleLabels, Gauge>,
     module_restarts: Family<ModuleLabels, Counter>,
     limited: Family<LimitLabels, Counter>,
+    reloads: Family<ReloadLabels, Counter>,
     sessions: Gauge,
     streams: Gauge,
     connections: Gauge,
@@ -136,6 +142,7 @@ impl Metrics {
             module_up: Family::default(),
             module_restarts: Family::default(),
             limited: Family::default(),
+            reloads: Family::default(),
             sessions: Gauge::default(),
             streams: Gauge::default(),
             connections: Gauge::default(),
@@ -213,6 +220,14 @@ impl Metrics {
             metrics.limited.clone(),
         );
         registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP) by outcome: applied, or refused (the running configuration stays)",
+            metrics.reloads.clone(),
+        );
+        for outcome in ["applied", "refused"] {
+            drop(metrics.reloads.get_or_create(&ReloadLabels { outcome }));
+        }
+        registry.register(
             "sessions",
             "Legacy (2025-era) sessions held by this instance",
             metrics.sessions.clone(),
@@ -258,6 +273,12 @@ impl Metrics {
                 module: module.to_owned(),
             })
             .observe(took.as_secs_f64());
+    }
+
+    /// A configuration reload was applied, or refused.
+    pub fn reloaded(&self, applied: bool) {
+        let outcome = if applied { "applied" } else { "refused" };
+        self.reloads.get_or_create(&ReloadLabels { outcome }).inc();
     }
 
     /// A request refused by `limit`.
