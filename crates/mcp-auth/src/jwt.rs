@@ -14,13 +14,14 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use elicitation_store::Caller;
+use elicitation_store::{Caller, Clock, SystemClock};
 pub use jsonwebtoken::Algorithm;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
 use serde_json::Value;
+use time::OffsetDateTime;
 
 use crate::principal::{Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 
@@ -220,10 +221,10 @@ struct Keys {
     anonymous: Vec<Arc<DecodingKey>>,
     /// The keys work until then: the last successful fetch plus the grace period. Past it
     /// (the issuer unreachable), nothing is accepted.
-    valid_until: Option<Instant>,
-    last_attempt: Option<Instant>,
+    valid_until: Option<OffsetDateTime>,
+    last_attempt: Option<OffsetDateTime>,
     /// When the next background refresh is due.
-    next_refresh: Option<Instant>,
+    next_refresh: Option<OffsetDateTime>,
 }
 
 struct Issuer {
@@ -239,6 +240,9 @@ pub struct JwtAuth {
     http: reqwest::Client,
     /// Tokens verified lately, by SHA-256 (see [`JwtAuth::principal_cached`]).
     verified: Mutex<HashMap<[u8; 32], Verified>>,
+    /// Where `now` comes from: the times in tokens and the keys' grace period are read
+    /// against it (tests move a manual one instead of sleeping).
+    clock: Arc<dyn Clock>,
 }
 
 /// A token verified lately.
@@ -401,7 +405,14 @@ impl JwtAuth {
             issuers,
             http,
             verified: Mutex::new(HashMap::new()),
+            clock: Arc::new(SystemClock),
         })
+    }
+
+    /// Reads `now` from `clock` (tests) instead of the system's.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The configuration.
@@ -428,7 +439,7 @@ impl JwtAuth {
                 for issuer in &me.issuers {
                     let due = {
                         let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
-                        keys.next_refresh.is_none_or(|at| Instant::now() >= at)
+                        keys.next_refresh.is_none_or(|at| me.clock.now() >= at)
                     };
                     if due && let Err(e) = me.fetch(issuer).await {
                         tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be refreshed");
@@ -440,7 +451,7 @@ impl JwtAuth {
 
     async fn fetch(&self, issuer: &Issuer) -> Result<(), String> {
         let _one = issuer.fetch.lock().await;
-        let started = Instant::now();
+        let started = self.clock.now();
         {
             let mut keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
             keys.last_attempt = Some(started);
@@ -525,7 +536,10 @@ impl JwtAuth {
         kid: Option<&str>,
     ) -> Result<Option<Arc<DecodingKey>>, Refusal> {
         let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        if keys.valid_until.is_some_and(|until| Instant::now() > until) {
+        if keys
+            .valid_until
+            .is_some_and(|until| self.clock.now() > until)
+        {
             // No successful fetch within the grace period.
             return Err(Refusal::KeysExpired);
         }
@@ -550,8 +564,9 @@ impl JwtAuth {
         }
         let may_fetch = {
             let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = self.clock.now();
             keys.last_attempt
-                .is_none_or(|at| at.elapsed() >= issuer.config.min_refresh_interval)
+                .is_none_or(|at| now - at >= issuer.config.min_refresh_interval)
         };
         if may_fetch && let Err(e) = self.fetch(issuer).await {
             tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be fetched");
@@ -569,7 +584,8 @@ impl JwtAuth {
         let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
-        let now = time::OffsetDateTime::now_utc().unix_timestamp() as f64;
+        let wall = self.clock.now();
+        let now = wall.unix_timestamp() as f64;
         let leeway = self.config.leeway.as_secs_f64();
         {
             let verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
@@ -580,7 +596,7 @@ impl JwtAuth {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .valid_until
-                    .is_some_and(|until| Instant::now() <= until)
+                    .is_some_and(|until| wall <= until)
             {
                 return Ok(hit.principal.clone());
             }
@@ -748,11 +764,18 @@ impl JwtAuth {
         validation.set_issuer(&[&issuer.config.issuer]);
         validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
-        validation.validate_nbf = true;
-        validation.leeway = self.config.leeway.as_secs();
-        jsonwebtoken::decode::<T>(token, &key, &validation)
+        // The times are checked here, against the injected clock, not the library's.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)
             .map(|data| data.claims)
-            .map_err(|e| Refusal::Invalid(e.to_string()))
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
+        within_times(
+            &claims,
+            self.clock.now().unix_timestamp(),
+            self.config.leeway,
+        )?;
+        serde_json::from_value(claims).map_err(|e| Refusal::Invalid(e.to_string()))
     }
 
     /// The protected resource metadata (RFC 9728).
@@ -767,6 +790,31 @@ impl JwtAuth {
     }
 }
 
+/// Whether a token's `exp` (required, a number) and `nbf` (if any, a number) allow it at
+/// `now` (Unix seconds), with `leeway` either side.
+fn within_times(claims: &Value, now: i64, leeway: Duration) -> Result<(), Refusal> {
+    let leeway = leeway.as_secs_f64();
+    let now = now as f64;
+    let time = |name: &str| match claims.get(name) {
+        None => Ok(None),
+        Some(value) => value
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| Refusal::Invalid(format!("{name} is not a number"))),
+    };
+    match time("exp")? {
+        None => return Err(Refusal::Invalid("exp is missing".into())),
+        Some(exp) if now > exp + leeway => return Err(Refusal::Invalid("ExpiredSignature".into())),
+        Some(_) => {}
+    }
+    if let Some(nbf) = time("nbf")?
+        && now + leeway < nbf
+    {
+        return Err(Refusal::Invalid("ImmatureSignature".into()));
+    }
+    Ok(())
+}
+
 /// `max-age` of a `Cache-Control` value.
 fn cache_max_age(value: &str) -> Option<u64> {
     value.split(',').find_map(|part| {
@@ -779,6 +827,32 @@ fn cache_max_age(value: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tokens_times_are_read_against_the_clock_with_the_leeway_either_side() {
+        let leeway = Duration::from_secs(5);
+        let at = |claims: Value, now: i64| within_times(&claims, now, leeway).is_ok();
+        let exp = serde_json::json!({"exp": 1000});
+        assert!(at(exp.clone(), 1000));
+        assert!(at(exp.clone(), 1005), "within the leeway");
+        assert!(!at(exp.clone(), 1006), "past it");
+        assert!(!at(serde_json::json!({}), 0), "exp is required");
+        assert!(
+            !at(serde_json::json!({"exp": "2999"}), 0),
+            "exp is a number"
+        );
+        let nbf = serde_json::json!({"exp": 2000, "nbf": 1000});
+        assert!(!at(nbf.clone(), 994), "not yet");
+        assert!(at(nbf.clone(), 995), "within the leeway");
+        assert!(
+            !at(serde_json::json!({"exp": 2000, "nbf": "soon"}), 1500),
+            "nbf is a number"
+        );
+        assert!(
+            at(serde_json::json!({"exp": 1000.5}), 1005),
+            "a fraction counts"
+        );
+    }
 
     #[test]
     fn metadata_urls_insert_the_well_known_path() {

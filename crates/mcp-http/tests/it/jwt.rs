@@ -132,6 +132,8 @@ fn issuer(jwks: JwksSource, grace: Duration) -> IssuerConfig {
 struct Harness {
     service: McpService,
     jwks_file: PathBuf,
+    /// What the verifier reads `now` from: moved instead of sleeping.
+    clock: Arc<elicitation_store::ManualClock>,
 }
 
 async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
@@ -168,11 +170,15 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
         leeway: Duration::from_secs(5),
     })
     .unwrap();
-    let jwt = Arc::new(jwt);
+    let clock = Arc::new(elicitation_store::ManualClock::new(
+        time::OffsetDateTime::now_utc(),
+    ));
+    let jwt = Arc::new(jwt.with_clock(clock.clone()));
     jwt.refresh_all().await;
     Harness {
         service: McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default()),
         jwks_file,
+        clock,
     }
 }
 
@@ -545,7 +551,7 @@ async fn an_unreachable_issuer_keeps_working_for_the_grace_period_then_fails_clo
         "within grace",
     );
     // Past it: refused, whatever the token.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    h.clock.advance(time::Duration::milliseconds(2500));
     assert_refused(
         &send(&h.service, "POST", "/mcp", Some(&key.sign(&claims()))).await,
         "past grace",
@@ -584,7 +590,7 @@ async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_
         &send(&h.service, "POST", "/mcp", Some(&expiring)).await,
         "within leeway",
     );
-    tokio::time::sleep(Duration::from_millis(3500)).await;
+    h.clock.advance(time::Duration::milliseconds(3500));
     assert_refused(
         &send(&h.service, "POST", "/mcp", Some(&expiring)).await,
         "expired",
@@ -606,7 +612,7 @@ async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_
         &send(&h.service, "POST", "/mcp", Some(&token)).await,
         "remembered",
     );
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    h.clock.advance(time::Duration::milliseconds(2500));
     assert_refused(
         &send(&h.service, "POST", "/mcp", Some(&token)).await,
         "past grace",
