@@ -545,7 +545,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     let metrics = Arc::new(mcp_gate::metrics::Metrics::new());
     let (store, durable) = build_store(config).await?;
     let store: Arc<dyn ElicitationStore> =
-        Arc::new(mcp_gate::metrics::MeteredStore::new(store, metrics.clone()));
+        Arc::new(elicitation_store::Metered::new(store, metrics.clone()));
     let buckets = rates(config);
     let (gateway, modules) = build_gateway(
         config,

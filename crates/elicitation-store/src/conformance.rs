@@ -65,6 +65,7 @@ macro_rules! conformance_tests {
             arguments_read_back_exactly_as_digested,
             approvers_answer_only_what_their_group_may,
             retention_erases_only_what_is_finished_and_old,
+            the_fleet_hears_an_ended_session_and_a_broadcast_where_the_store_is_shared,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1354,4 +1355,44 @@ pub(crate) async fn retention_erases_only_what_is_finished_and_old(
         ElicitationStatus::Pending
     );
     assert_eq!(h.store.pending_count().await.unwrap(), 1);
+}
+
+/// The fleet's part of the store: a store shared by instances (it has feeds) records an ended
+/// session for every instance and tells each one, and carries broadcasts to all; a store that
+/// serves one instance has no feeds and keeps no record (the instance remembers itself).
+pub(crate) async fn the_fleet_hears_an_ended_session_and_a_broadcast_where_the_store_is_shared(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let hash = [7u8; 32];
+    let until = crate::Clock::now(&*h.clock) + Duration::hours(1);
+    let shared = h.twin.session_ends().is_some();
+    assert_eq!(
+        shared,
+        h.twin.broadcasts().is_some(),
+        "a store has both feeds or neither"
+    );
+    let mut ends = h.twin.session_ends();
+    let mut told = h.twin.broadcasts();
+    h.store.end_session(&alice(), hash, until).await.unwrap();
+    h.store.broadcast("a subscription changed").await.unwrap();
+    let ended = h.twin.ended_sessions().await.unwrap();
+    if !shared {
+        assert!(ended.is_empty(), "{ended:?}");
+        return;
+    }
+    assert!(
+        ended
+            .iter()
+            .any(|(h, t)| *h == hash && (*t - until).abs() < Duration::seconds(1)),
+        "the other instance reads the ended session: {ended:?}"
+    );
+    let wait = std::time::Duration::from_secs(10);
+    let heard = tokio::time::timeout(wait, ends.as_mut().unwrap().recv()).await;
+    assert_eq!(heard.unwrap().unwrap(), hash, "and hears it end");
+    let heard = tokio::time::timeout(wait, told.as_mut().unwrap().recv()).await;
+    assert_eq!(heard.unwrap().unwrap(), "a subscription changed");
+    // Too long for the feed: refused, never cut.
+    let long = "x".repeat(crate::MAX_BROADCAST_BYTES + 1);
+    assert!(h.store.broadcast(&long).await.is_err());
 }

@@ -272,7 +272,7 @@ impl Gateway {
     }
 
     /// Counts what happens to calls in `metrics` (the store should be a
-    /// [`crate::metrics::MeteredStore`] over the same metrics).
+    /// `elicitation_store::Metered` over the same metrics).
     #[must_use]
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Self {
         self.metrics = metrics;

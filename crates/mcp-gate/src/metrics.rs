@@ -2,27 +2,22 @@
 //!
 //! Every label value comes from a bounded set — the catalog's module and tool names, the
 //! gate's outcomes and reasons, the store's operation names — never from an id, an argument
-//! or a caller. [`MeteredStore`] wraps the store so every operation is timed and every
+//! or a caller. `elicitation_store::Metered` wraps the store (telling these metrics, a `StoreMeter`) so every operation is timed and every
 //! elicitation's life (created, answered, expired) is counted where it happens, whichever
 //! surface caused it. The docs list every metric (`docs/operations.md`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_trait::async_trait;
-use elicitation_core::{CancelReason, Elicitation, ElicitationId, ElicitationSpec, RespondOutcome};
-use elicitation_store::{
-    Approver, CallBinding, Caller, ConfirmationRequest, ElicitationStore, ErasedElicitation,
-    ExpiredElicitation, GateRecord, ListQuery, Listed, Redeemed, StoreError, StoredElicitation,
-};
+use elicitation_core::ElicitationId;
+use elicitation_store::{StoreError, StoreMeter};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use serde_json::Value;
 use time::OffsetDateTime;
 
 /// A tool call's labels: which tool, and what the gateway did with it.
@@ -324,16 +319,37 @@ impl Metrics {
         }
         text
     }
+}
 
-    fn store_op<T>(&self, op: &'static str, started: Instant, result: &Result<T, StoreError>) {
+/// The store's operations and elicitations' lives, as `elicitation_store::Metered` tells
+/// them.
+impl StoreMeter for Metrics {
+    fn operation(&self, op: &'static str, took: Duration, failed: Option<&StoreError>) {
         self.store_seconds
             .get_or_create(&OpLabels { op })
-            .observe(started.elapsed().as_secs_f64());
-        if let Err(e) = result
+            .observe(took.as_secs_f64());
+        if let Some(e) = failed
             && !e.is_caller_error()
         {
             self.store_errors.get_or_create(&OpLabels { op }).inc();
         }
+    }
+
+    fn created(&self, kind: elicitation_core::ElicitationType) {
+        let r#type = kind.as_str();
+        self.created.get_or_create(&TypeLabels { r#type }).inc();
+    }
+
+    fn expired(&self, count: usize) {
+        self.expired.inc_by(count as u64);
+    }
+
+    fn erased(&self, count: usize) {
+        Metrics::erased(self, count);
+    }
+
+    fn pending(&self, count: u64) {
+        self.set_pending(count);
     }
 
     fn answered(&self, outcome: &'static str, id: ElicitationId) {
@@ -354,21 +370,6 @@ impl Metrics {
             self.answer_seconds.observe(waited.max(0.0));
         }
     }
-
-    /// An answer recorded with `outcome`; `confirmed` is a confirmation's answer.
-    fn responded(&self, id: ElicitationId, confirmed: Option<bool>, outcome: &RespondOutcome) {
-        let label = match outcome {
-            RespondOutcome::Recorded => match confirmed {
-                Some(true) => "approved",
-                Some(false) => "declined",
-                None => "responded",
-            },
-            RespondOutcome::Invalid { .. } => "invalid",
-            RespondOutcome::ValidationFailed { .. } => "validation_failed",
-            RespondOutcome::AlreadyRecorded => return,
-        };
-        self.answered(label, id);
-    }
 }
 
 /// What `/metrics` reads from live state at each scrape.
@@ -388,294 +389,5 @@ pub struct ConnectionGuard(Arc<AtomicI64>);
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-/// A confirmation's answer in `payload` (only a confirmation's response has `confirmed`).
-fn confirmed(payload: &Value) -> Option<bool> {
-    payload.get("confirmed").and_then(Value::as_bool)
-}
-
-/// The store, with every operation timed and every elicitation's life counted.
-pub struct MeteredStore {
-    inner: Arc<dyn ElicitationStore>,
-    metrics: Arc<Metrics>,
-}
-
-impl MeteredStore {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn ElicitationStore>, metrics: Arc<Metrics>) -> Self {
-        MeteredStore { inner, metrics }
-    }
-
-    async fn timed<T>(
-        &self,
-        op: &'static str,
-        run: impl std::future::Future<Output = Result<T, StoreError>>,
-    ) -> Result<T, StoreError> {
-        let started = Instant::now();
-        let result = run.await;
-        self.metrics.store_op(op, started, &result);
-        result
-    }
-}
-
-#[async_trait]
-impl ElicitationStore for MeteredStore {
-    async fn create(
-        &self,
-        caller: &Caller,
-        spec: ElicitationSpec,
-        ttl: time::Duration,
-    ) -> Result<Elicitation, StoreError> {
-        let created = self
-            .timed("create", self.inner.create(caller, spec, ttl))
-            .await;
-        if let Ok(e) = &created {
-            let r#type = e.kind().as_str();
-            self.metrics
-                .created
-                .get_or_create(&TypeLabels { r#type })
-                .inc();
-        }
-        created
-    }
-
-    async fn create_confirmation(
-        &self,
-        caller: &Caller,
-        request: ConfirmationRequest,
-    ) -> Result<StoredElicitation, StoreError> {
-        let created = self
-            .timed(
-                "create_confirmation",
-                self.inner.create_confirmation(caller, request),
-            )
-            .await;
-        if created.is_ok() {
-            let r#type = elicitation_core::ElicitationType::Confirmation.as_str();
-            self.metrics
-                .created
-                .get_or_create(&TypeLabels { r#type })
-                .inc();
-        }
-        created
-    }
-
-    async fn get(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-    ) -> Result<StoredElicitation, StoreError> {
-        self.timed("get", self.inner.get(caller, id)).await
-    }
-
-    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError> {
-        self.timed("list", self.inner.list(caller, query)).await
-    }
-
-    async fn respond_as(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-        payload: Value,
-        answered_by: Option<&str>,
-    ) -> Result<RespondOutcome, StoreError> {
-        let confirmed = confirmed(&payload);
-        let outcome = self
-            .timed(
-                "respond",
-                self.inner.respond_as(caller, id, payload, answered_by),
-            )
-            .await;
-        if let Ok(outcome) = &outcome {
-            self.metrics.responded(id, confirmed, outcome);
-        }
-        outcome
-    }
-
-    async fn approver_pending(
-        &self,
-        approver: &Approver,
-        limit: usize,
-    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError> {
-        self.timed(
-            "approver_pending",
-            self.inner.approver_pending(approver, limit),
-        )
-        .await
-    }
-
-    async fn approver_respond(
-        &self,
-        approver: &Approver,
-        id: ElicitationId,
-        payload: Value,
-        answered_by: Option<&str>,
-    ) -> Result<(Caller, RespondOutcome), StoreError> {
-        let confirmed = confirmed(&payload);
-        let outcome = self
-            .timed(
-                "approver_respond",
-                self.inner
-                    .approver_respond(approver, id, payload, answered_by),
-            )
-            .await;
-        if let Ok((_, outcome)) = &outcome {
-            self.metrics.responded(id, confirmed, outcome);
-        }
-        outcome
-    }
-
-    async fn cancel(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-        reason: CancelReason,
-    ) -> Result<Elicitation, StoreError> {
-        let cancelled = self
-            .timed("cancel", self.inner.cancel(caller, id, reason))
-            .await;
-        if cancelled.is_ok() {
-            let outcome = match reason {
-                CancelReason::Declined => "declined",
-                _ => "cancelled",
-            };
-            self.metrics.answered(outcome, id);
-        }
-        cancelled
-    }
-
-    async fn confirmation(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-        binding: &CallBinding,
-    ) -> Result<Option<Elicitation>, StoreError> {
-        self.timed("confirmation", self.inner.confirmation(caller, id, binding))
-            .await
-    }
-
-    async fn confirmation_for(
-        &self,
-        caller: &Caller,
-        binding: &CallBinding,
-    ) -> Result<Option<ElicitationId>, StoreError> {
-        self.timed(
-            "confirmation_for",
-            self.inner.confirmation_for(caller, binding),
-        )
-        .await
-    }
-
-    async fn redeem_confirmation(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-        binding: &CallBinding,
-    ) -> Result<Redeemed, StoreError> {
-        self.timed(
-            "redeem_confirmation",
-            self.inner.redeem_confirmation(caller, id, binding),
-        )
-        .await
-    }
-
-    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<ElicitationId>> {
-        self.inner.changes()
-    }
-
-    async fn wait_for_change(
-        &self,
-        caller: &Caller,
-        id: ElicitationId,
-        deadline: tokio::time::Instant,
-    ) -> Result<Elicitation, StoreError> {
-        // Not timed: it waits for a person.
-        self.inner.wait_for_change(caller, id, deadline).await
-    }
-
-    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
-        let expired = self.timed("expire_due", self.inner.expire_due(now)).await;
-        if let Ok(expired) = &expired {
-            self.metrics.expired.inc_by(expired.len() as u64);
-        }
-        expired
-    }
-
-    async fn erase_finished(
-        &self,
-        before: OffsetDateTime,
-    ) -> Result<Vec<ErasedElicitation>, StoreError> {
-        let erased = self
-            .timed("erase_finished", self.inner.erase_finished(before))
-            .await;
-        if let Ok(erased) = &erased {
-            self.metrics.erased(erased.len());
-        }
-        erased
-    }
-
-    async fn pending_count(&self) -> Result<u64, StoreError> {
-        let count = self
-            .timed("pending_count", self.inner.pending_count())
-            .await;
-        if let Ok(count) = count {
-            self.metrics.set_pending(count);
-        }
-        count
-    }
-
-    async fn record_gate(
-        &self,
-        caller: &Caller,
-        elicitation: Option<ElicitationId>,
-        tool: &str,
-        record: GateRecord,
-    ) -> Result<(), StoreError> {
-        self.timed(
-            "record_gate",
-            self.inner.record_gate(caller, elicitation, tool, record),
-        )
-        .await
-    }
-
-    async fn pending(&self, caller: &Caller, limit: usize) -> Result<Vec<Listed>, StoreError> {
-        self.timed("pending", self.inner.pending(caller, limit))
-            .await
-    }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.timed("ping", self.inner.ping()).await
-    }
-
-    async fn end_session(
-        &self,
-        caller: &Caller,
-        session: [u8; 32],
-        until: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        self.timed(
-            "end_session",
-            self.inner.end_session(caller, session, until),
-        )
-        .await
-    }
-
-    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
-        self.timed("ended_sessions", self.inner.ended_sessions())
-            .await
-    }
-
-    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
-        self.inner.session_ends()
-    }
-
-    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
-        self.timed("broadcast", self.inner.broadcast(message)).await
-    }
-
-    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        self.inner.broadcasts()
     }
 }

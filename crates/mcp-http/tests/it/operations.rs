@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use elicitation_store::Metered;
 use elicitation_store::{
     ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore, SystemClock,
 };
@@ -22,7 +23,7 @@ use mcp_auth::{
 };
 use mcp_gate::Gateway;
 use mcp_gate::limits::{Limits, Rate};
-use mcp_gate::metrics::{MeteredStore, Metrics};
+use mcp_gate::metrics::Metrics;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{CallLimit, ModuleSpec, Registry};
@@ -92,7 +93,7 @@ async fn harness_requiring(
     required: Vec<String>,
 ) -> Harness {
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn ElicitationStore> = Arc::new(MeteredStore::new(store, metrics.clone()));
+    let store: Arc<dyn ElicitationStore> = Arc::new(Metered::new(store, metrics.clone()));
     let registry = Registry::start_with(
         modules,
         CallLimit {

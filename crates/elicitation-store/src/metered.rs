@@ -1,0 +1,420 @@
+//! The metering decorator: a store whose every operation is timed and whose elicitations'
+//! lives are counted wherever they happened, told to a [`StoreMeter`] (the gateway's
+//! Prometheus metrics implement it). It lives with the stores so the one conformance suite
+//! runs through it too.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use elicitation_core::{
+    CancelReason, Elicitation, ElicitationId, ElicitationSpec, ElicitationType, RespondOutcome,
+};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::{
+    Approver, CallBinding, Caller, ConfirmationRequest, ElicitationStore, ErasedElicitation,
+    ExpiredElicitation, GateRecord, ListQuery, Listed, Redeemed, StoreError, StoredElicitation,
+};
+
+/// What [`Metered`] tells.
+pub trait StoreMeter: Send + Sync + 'static {
+    /// One operation `op`, how long it took, and its failure if it failed.
+    fn operation(&self, op: &'static str, took: Duration, failed: Option<&StoreError>);
+    /// An elicitation of `kind` was created.
+    fn created(&self, kind: ElicitationType);
+    /// Elicitation `id` was answered: `approved`, `declined`, `responded`, `invalid`,
+    /// `validation_failed` or `cancelled`.
+    fn answered(&self, outcome: &'static str, id: ElicitationId);
+    /// `count` pending elicitations expired.
+    fn expired(&self, count: usize);
+    /// `count` finished elicitations were erased.
+    fn erased(&self, count: usize);
+    /// Elicitations pending now, across callers.
+    fn pending(&self, count: u64);
+}
+
+/// A confirmation's answer in `payload` (only a confirmation's response has `confirmed`).
+fn confirmed(payload: &Value) -> Option<bool> {
+    payload.get("confirmed").and_then(Value::as_bool)
+}
+
+/// A store with every operation timed and every elicitation's life counted, told to a
+/// [`StoreMeter`]. It forwards every method of [`ElicitationStore`] (the conformance suite
+/// runs through it, so one it forgot would fail there).
+pub struct Metered {
+    inner: Arc<dyn ElicitationStore>,
+    meter: Arc<dyn StoreMeter>,
+}
+
+impl Metered {
+    /// Wraps `inner`.
+    pub fn new(inner: Arc<dyn ElicitationStore>, meter: Arc<dyn StoreMeter>) -> Self {
+        Metered { inner, meter }
+    }
+
+    async fn timed<T>(
+        &self,
+        op: &'static str,
+        run: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let started = Instant::now();
+        let result = run.await;
+        self.meter
+            .operation(op, started.elapsed(), result.as_ref().err());
+        result
+    }
+
+    /// An answer recorded with `outcome`; `confirmed` is a confirmation's answer.
+    fn responded(&self, id: ElicitationId, confirmed: Option<bool>, outcome: &RespondOutcome) {
+        let label = match outcome {
+            RespondOutcome::Recorded => match confirmed {
+                Some(true) => "approved",
+                Some(false) => "declined",
+                None => "responded",
+            },
+            RespondOutcome::Invalid { .. } => "invalid",
+            RespondOutcome::ValidationFailed { .. } => "validation_failed",
+            RespondOutcome::AlreadyRecorded => return,
+        };
+        self.meter.answered(label, id);
+    }
+}
+
+#[async_trait]
+impl ElicitationStore for Metered {
+    async fn create(
+        &self,
+        caller: &Caller,
+        spec: ElicitationSpec,
+        ttl: time::Duration,
+    ) -> Result<Elicitation, StoreError> {
+        let created = self
+            .timed("create", self.inner.create(caller, spec, ttl))
+            .await;
+        if let Ok(e) = &created {
+            self.meter.created(e.kind());
+        }
+        created
+    }
+
+    async fn create_confirmation(
+        &self,
+        caller: &Caller,
+        request: ConfirmationRequest,
+    ) -> Result<StoredElicitation, StoreError> {
+        let created = self
+            .timed(
+                "create_confirmation",
+                self.inner.create_confirmation(caller, request),
+            )
+            .await;
+        if created.is_ok() {
+            self.meter.created(ElicitationType::Confirmation);
+        }
+        created
+    }
+
+    async fn get(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+    ) -> Result<StoredElicitation, StoreError> {
+        self.timed("get", self.inner.get(caller, id)).await
+    }
+
+    async fn list(&self, caller: &Caller, query: ListQuery) -> Result<Vec<Listed>, StoreError> {
+        self.timed("list", self.inner.list(caller, query)).await
+    }
+
+    async fn respond_as(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<RespondOutcome, StoreError> {
+        let confirmed = confirmed(&payload);
+        let outcome = self
+            .timed(
+                "respond",
+                self.inner.respond_as(caller, id, payload, answered_by),
+            )
+            .await;
+        if let Ok(outcome) = &outcome {
+            self.responded(id, confirmed, outcome);
+        }
+        outcome
+    }
+
+    async fn approver_pending(
+        &self,
+        approver: &Approver,
+        limit: usize,
+    ) -> Result<Vec<(Caller, StoredElicitation)>, StoreError> {
+        self.timed(
+            "approver_pending",
+            self.inner.approver_pending(approver, limit),
+        )
+        .await
+    }
+
+    async fn approver_respond(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+    ) -> Result<(Caller, RespondOutcome), StoreError> {
+        let confirmed = confirmed(&payload);
+        let outcome = self
+            .timed(
+                "approver_respond",
+                self.inner
+                    .approver_respond(approver, id, payload, answered_by),
+            )
+            .await;
+        if let Ok((_, outcome)) = &outcome {
+            self.responded(id, confirmed, outcome);
+        }
+        outcome
+    }
+
+    async fn cancel(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        reason: CancelReason,
+    ) -> Result<Elicitation, StoreError> {
+        let cancelled = self
+            .timed("cancel", self.inner.cancel(caller, id, reason))
+            .await;
+        if cancelled.is_ok() {
+            let outcome = match reason {
+                CancelReason::Declined => "declined",
+                _ => "cancelled",
+            };
+            self.meter.answered(outcome, id);
+        }
+        cancelled
+    }
+
+    async fn confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Option<Elicitation>, StoreError> {
+        self.timed("confirmation", self.inner.confirmation(caller, id, binding))
+            .await
+    }
+
+    async fn confirmation_for(
+        &self,
+        caller: &Caller,
+        binding: &CallBinding,
+    ) -> Result<Option<ElicitationId>, StoreError> {
+        self.timed(
+            "confirmation_for",
+            self.inner.confirmation_for(caller, binding),
+        )
+        .await
+    }
+
+    async fn redeem_confirmation(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Redeemed, StoreError> {
+        self.timed(
+            "redeem_confirmation",
+            self.inner.redeem_confirmation(caller, id, binding),
+        )
+        .await
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<ElicitationId>> {
+        self.inner.changes()
+    }
+
+    async fn wait_for_change(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        deadline: tokio::time::Instant,
+    ) -> Result<Elicitation, StoreError> {
+        // Not timed: it waits for a person.
+        self.inner.wait_for_change(caller, id, deadline).await
+    }
+
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        let expired = self.timed("expire_due", self.inner.expire_due(now)).await;
+        if let Ok(expired) = &expired {
+            self.meter.expired(expired.len());
+        }
+        expired
+    }
+
+    async fn erase_finished(
+        &self,
+        before: OffsetDateTime,
+    ) -> Result<Vec<ErasedElicitation>, StoreError> {
+        let erased = self
+            .timed("erase_finished", self.inner.erase_finished(before))
+            .await;
+        if let Ok(erased) = &erased {
+            self.meter.erased(erased.len());
+        }
+        erased
+    }
+
+    async fn pending_count(&self) -> Result<u64, StoreError> {
+        let count = self
+            .timed("pending_count", self.inner.pending_count())
+            .await;
+        if let Ok(count) = count {
+            self.meter.pending(count);
+        }
+        count
+    }
+
+    async fn record_gate(
+        &self,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: &str,
+        record: GateRecord,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "record_gate",
+            self.inner.record_gate(caller, elicitation, tool, record),
+        )
+        .await
+    }
+
+    async fn pending(&self, caller: &Caller, limit: usize) -> Result<Vec<Listed>, StoreError> {
+        self.timed("pending", self.inner.pending(caller, limit))
+            .await
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.timed("ping", self.inner.ping()).await
+    }
+
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "end_session",
+            self.inner.end_session(caller, session, until),
+        )
+        .await
+    }
+
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        self.timed("ended_sessions", self.inner.ended_sessions())
+            .await
+    }
+
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        self.inner.session_ends()
+    }
+
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
+        self.timed("broadcast", self.inner.broadcast(message)).await
+    }
+
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        self.inner.broadcasts()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+    use crate::{ManualClock, MemoryLimits, MemoryStore};
+
+    /// A meter that keeps what it was told.
+    #[derive(Default)]
+    struct Told {
+        operations: Mutex<Vec<&'static str>>,
+        created: Mutex<Vec<ElicitationType>>,
+        answered: Mutex<Vec<&'static str>>,
+    }
+
+    impl StoreMeter for Told {
+        fn operation(&self, op: &'static str, _: Duration, _: Option<&StoreError>) {
+            self.operations.lock().unwrap().push(op);
+        }
+        fn created(&self, kind: ElicitationType) {
+            self.created.lock().unwrap().push(kind);
+        }
+        fn answered(&self, outcome: &'static str, _: ElicitationId) {
+            self.answered.lock().unwrap().push(outcome);
+        }
+        fn expired(&self, _: usize) {}
+        fn erased(&self, _: usize) {}
+        fn pending(&self, _: u64) {}
+    }
+
+    fn metered(setup: Setup, told: Arc<Told>) -> Harness {
+        let clock = Arc::new(ManualClock::new(start_time()));
+        let limits = MemoryLimits {
+            max_pending_per_caller: setup.max_pending_per_caller,
+            ..MemoryLimits::default()
+        };
+        let inner: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::new(clock.clone(), limits));
+        let store: Arc<dyn ElicitationStore> = Arc::new(Metered::new(inner, told));
+        Harness {
+            twin: store.clone(),
+            store,
+            clock,
+        }
+    }
+
+    async fn make(setup: Setup) -> Harness {
+        metered(setup, Arc::default())
+    }
+
+    // The decorator is a store like the others: the whole suite runs through it.
+    conformance_tests!(make);
+
+    #[tokio::test]
+    async fn operations_are_timed_and_an_elicitations_life_is_counted_once() {
+        let told = Arc::new(Told::default());
+        let h = metered(Setup::default(), told.clone());
+        let alice = Caller::new("alice", None).unwrap();
+        let spec = ElicitationSpec::confirmation("Delete?").unwrap();
+        let e = h
+            .store
+            .create(&alice, spec, time::Duration::minutes(5))
+            .await
+            .unwrap();
+        h.store
+            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
+            .await
+            .unwrap();
+        // Answered again: the store records nothing new, and nothing is counted twice.
+        h.store
+            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            *told.created.lock().unwrap(),
+            [ElicitationType::Confirmation]
+        );
+        assert_eq!(*told.answered.lock().unwrap(), ["approved"]);
+        assert_eq!(
+            *told.operations.lock().unwrap(),
+            ["create", "respond", "respond"]
+        );
+    }
+}
