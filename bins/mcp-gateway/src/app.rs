@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use elicitation_store::{
-    ElicitationStore, KeyRing, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore,
-    SEAL_KEYS_ENV, SystemClock,
+    KeyRing, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore, SEAL_KEYS_ENV, Store,
+    SystemClock,
 };
 use gating_core::{GatePolicy, ToolRule};
 use http::{HeaderName, HeaderValue};
@@ -26,7 +26,7 @@ use crate::users;
 /// Everything `serve` needs.
 pub(crate) struct App {
     pub(crate) service: Arc<McpService>,
-    pub(crate) store: Arc<dyn ElicitationStore>,
+    pub(crate) store: Arc<dyn Store>,
     /// What a reload builds on; one reload at a time.
     running: tokio::sync::Mutex<Running>,
 }
@@ -197,7 +197,7 @@ fn ttl(d: std::time::Duration) -> time::Duration {
     time::Duration::try_from(d).unwrap_or(time::Duration::MAX)
 }
 
-pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn ElicitationStore>, bool)> {
+pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool)> {
     match config.store.kind {
         StoreKind::Memory => {
             let limits = MemoryLimits {
@@ -410,7 +410,7 @@ fn module_fingerprint(m: &ModuleConfig) -> String {
 /// approvers) from applying.
 async fn build_gateway(
     config: &Config,
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     running: &[RunningModule],
@@ -490,7 +490,7 @@ fn rates_text(config: &Config) -> String {
 async fn gateway_over(
     config: &Config,
     specs: Vec<ModuleSpec>,
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     rates: Arc<mcp_gate::limits::Limits>,
@@ -544,8 +544,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     }
     let metrics = Arc::new(mcp_gate::metrics::Metrics::new());
     let (store, durable) = build_store(config).await?;
-    let store: Arc<dyn ElicitationStore> =
-        Arc::new(elicitation_store::Metered::new(store, metrics.clone()));
+    let store: Arc<dyn Store> = Arc::new(elicitation_store::Metered::new(store, metrics.clone()));
     let buckets = rates(config);
     let (gateway, modules) = build_gateway(
         config,

@@ -11,9 +11,7 @@ use gating_core::CallDigest;
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 
-use crate::{
-    CallBinding, Caller, ConfirmationRequest, ElicitationStore, ListQuery, ManualClock, StoreError,
-};
+use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, Store, StoreError};
 
 /// What a test asks of a fresh store.
 #[derive(Debug, Clone, Copy)]
@@ -32,8 +30,8 @@ impl Default for Setup {
 /// A fresh store, a second handle on the same data (for Postgres: another pool, as a second
 /// gateway instance would have), and the clock both read.
 pub(crate) struct Harness {
-    pub(crate) store: Arc<dyn ElicitationStore>,
-    pub(crate) twin: Arc<dyn ElicitationStore>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) twin: Arc<dyn Store>,
     pub(crate) clock: Arc<ManualClock>,
 }
 

@@ -39,8 +39,9 @@ pub use migrate::{latest_version, migrate};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
-    Approval, ApprovalMode, Approver, CallBinding, ConfirmationRequest, ElicitationStore,
-    ErasedElicitation, ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_BROADCAST_BYTES,
-    MAX_LIST_LIMIT, MIN_TTL, Redeemed, StoredElicitation, Unreadable,
+    Approval, ApprovalMode, Approver, AuditSink, CallBinding, ConfirmationRequest,
+    ElicitationStore, ErasedElicitation, ExpiredElicitation, Fleet, HeldCall, ListQuery, Listed,
+    MAX_BROADCAST_BYTES, MAX_LIST_LIMIT, MIN_TTL, Redeemed, SingleInstance, Store,
+    StoredElicitation, Unreadable,
 };
 pub use sweeper::{SweepOptions, Swept, sweep, sweep_once};

@@ -13,13 +13,14 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
-use crate::audit::{self, Event};
+use crate::audit::{self, Event, GateRecord};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
     ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
     StoredElicitation, SystemClock,
 };
+use crate::{AuditSink, Fleet, SingleInstance};
 
 /// Limits of the memory store, by count and by bytes, per caller and in all.
 ///
@@ -773,3 +774,48 @@ impl ElicitationStore for MemoryStore {
 
 #[cfg(test)]
 mod tests;
+
+/// The memory store serves one instance: it keeps no fleet record (each instance remembers
+/// what ended) and tells nobody.
+#[async_trait]
+impl Fleet for MemoryStore {
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        SingleInstance.end_session(caller, session, until).await
+    }
+
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        SingleInstance.ended_sessions().await
+    }
+
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        SingleInstance.session_ends()
+    }
+
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
+        SingleInstance.broadcast(message).await
+    }
+
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        SingleInstance.broadcasts()
+    }
+}
+
+/// The memory store keeps no audit trail beyond the log (the gateway logs every decision
+/// under the `audit` target).
+#[async_trait]
+impl AuditSink for MemoryStore {
+    async fn record_gate(
+        &self,
+        _: &Caller,
+        _: Option<ElicitationId>,
+        _: &str,
+        _: GateRecord,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+}

@@ -14,8 +14,9 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::{
-    Approver, CallBinding, Caller, ConfirmationRequest, ElicitationStore, ErasedElicitation,
-    ExpiredElicitation, GateRecord, ListQuery, Listed, Redeemed, StoreError, StoredElicitation,
+    Approver, AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore,
+    ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, Redeemed, Store,
+    StoreError, StoredElicitation,
 };
 
 /// What [`Metered`] tells.
@@ -41,16 +42,16 @@ fn confirmed(payload: &Value) -> Option<bool> {
 }
 
 /// A store with every operation timed and every elicitation's life counted, told to a
-/// [`StoreMeter`]. It forwards every method of [`ElicitationStore`] (the conformance suite
-/// runs through it, so one it forgot would fail there).
+/// [`StoreMeter`]. It is a whole [`Store`] over one, forwarding every method (none of the
+/// store traits has a default for it to forget; the conformance suite runs through it).
 pub struct Metered {
-    inner: Arc<dyn ElicitationStore>,
+    inner: Arc<dyn Store>,
     meter: Arc<dyn StoreMeter>,
 }
 
 impl Metered {
     /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn ElicitationStore>, meter: Arc<dyn StoreMeter>) -> Self {
+    pub fn new(inner: Arc<dyn Store>, meter: Arc<dyn StoreMeter>) -> Self {
         Metered { inner, meter }
     }
 
@@ -280,20 +281,6 @@ impl ElicitationStore for Metered {
         count
     }
 
-    async fn record_gate(
-        &self,
-        caller: &Caller,
-        elicitation: Option<ElicitationId>,
-        tool: &str,
-        record: GateRecord,
-    ) -> Result<(), StoreError> {
-        self.timed(
-            "record_gate",
-            self.inner.record_gate(caller, elicitation, tool, record),
-        )
-        .await
-    }
-
     async fn pending(&self, caller: &Caller, limit: usize) -> Result<Vec<Listed>, StoreError> {
         self.timed("pending", self.inner.pending(caller, limit))
             .await
@@ -302,7 +289,10 @@ impl ElicitationStore for Metered {
     async fn ping(&self) -> Result<(), StoreError> {
         self.timed("ping", self.inner.ping()).await
     }
+}
 
+#[async_trait]
+impl Fleet for Metered {
     async fn end_session(
         &self,
         caller: &Caller,
@@ -331,6 +321,23 @@ impl ElicitationStore for Metered {
 
     fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         self.inner.broadcasts()
+    }
+}
+
+#[async_trait]
+impl AuditSink for Metered {
+    async fn record_gate(
+        &self,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: &str,
+        record: GateRecord,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "record_gate",
+            self.inner.record_gate(caller, elicitation, tool, record),
+        )
+        .await
     }
 }
 
@@ -371,8 +378,8 @@ mod tests {
             max_pending_per_caller: setup.max_pending_per_caller,
             ..MemoryLimits::default()
         };
-        let inner: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::new(clock.clone(), limits));
-        let store: Arc<dyn ElicitationStore> = Arc::new(Metered::new(inner, told));
+        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
+        let store: Arc<dyn Store> = Arc::new(Metered::new(inner, told));
         Harness {
             twin: store.clone(),
             store,

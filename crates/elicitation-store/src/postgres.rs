@@ -36,6 +36,7 @@ use crate::{
     ExpiredElicitation, HeldCall, ListQuery, Listed, MAX_LIST_LIMIT, Redeemed, StoreError,
     StoredElicitation, SystemClock, Unreadable,
 };
+use crate::{AuditSink, Fleet};
 
 mod listen;
 mod row;
@@ -921,34 +922,6 @@ impl ElicitationStore for PostgresStore {
         .await
     }
 
-    async fn record_gate(
-        &self,
-        caller: &Caller,
-        elicitation: Option<ElicitationId>,
-        tool: &str,
-        record: GateRecord,
-    ) -> Result<(), StoreError> {
-        let now = self.now();
-        let elicitation = elicitation.map(|id| *id.as_uuid());
-        let event = record.event().label();
-        let reason = record.reason().map(RejectReason::label);
-        self.scoped(
-            caller,
-            sql::RECORD_GATE,
-            &[
-                &elicitation,
-                &caller.subject_id(),
-                &tenant_param(caller),
-                &tool,
-                &event,
-                &reason,
-                &now,
-            ],
-        )
-        .await?;
-        Ok(())
-    }
-
     async fn erase_finished(
         &self,
         before: OffsetDateTime,
@@ -994,6 +967,62 @@ impl ElicitationStore for PostgresStore {
         Ok(u64::try_from(count).unwrap_or(0))
     }
 
+    async fn ping(&self) -> Result<(), StoreError> {
+        let version: Option<i32> = self
+            .with_client(async |client| {
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let row = client
+                    .query_one(sql::SCHEMA_VERSION, &[])
+                    .await
+                    .map_err(map_db_error)?;
+                Ok(row.get(0))
+            })
+            .await?;
+        if version.unwrap_or(0) < crate::latest_version() {
+            return Err(StoreError::NotMigrated);
+        }
+        Ok(())
+    }
+
+    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        let now = truncate_to_micros(now);
+        let rows = self
+            .with_client(async |client| {
+                let statement = client
+                    .prepare_cached(sql::EXPIRE_DUE)
+                    .await
+                    .map_err(map_db_error)?;
+                self.round_trips.fetch_add(1, Ordering::Relaxed);
+                let rows = client
+                    .query(&statement, &[&now, &EXPIRE_BATCH])
+                    .await
+                    .map_err(map_db_error)?;
+                // Ended sessions past their expiry are forgotten on the same tick.
+                if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
+                    tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
+                }
+                Ok(rows)
+            })
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let raw = decode(row, &self.keys)?;
+                audit::emit(Event::Timeout, &raw.caller, raw.elicitation.id, raw.tool());
+                Ok(ExpiredElicitation {
+                    tool: raw.tool().map(str::to_owned),
+                    caller: raw.caller,
+                    elicitation: raw.elicitation,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+#[async_trait]
+impl Fleet for PostgresStore {
     async fn end_session(
         &self,
         caller: &Caller,
@@ -1060,57 +1089,35 @@ impl ElicitationStore for PostgresStore {
     fn broadcasts(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.broadcasts.subscribe())
     }
-
-    async fn ping(&self) -> Result<(), StoreError> {
-        let version: Option<i32> = self
-            .with_client(async |client| {
-                self.round_trips.fetch_add(1, Ordering::Relaxed);
-                let row = client
-                    .query_one(sql::SCHEMA_VERSION, &[])
-                    .await
-                    .map_err(map_db_error)?;
-                Ok(row.get(0))
-            })
-            .await?;
-        if version.unwrap_or(0) < crate::latest_version() {
-            return Err(StoreError::NotMigrated);
-        }
-        Ok(())
-    }
-
-    async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
-        let now = truncate_to_micros(now);
-        let rows = self
-            .with_client(async |client| {
-                let statement = client
-                    .prepare_cached(sql::EXPIRE_DUE)
-                    .await
-                    .map_err(map_db_error)?;
-                self.round_trips.fetch_add(1, Ordering::Relaxed);
-                let rows = client
-                    .query(&statement, &[&now, &EXPIRE_BATCH])
-                    .await
-                    .map_err(map_db_error)?;
-                // Ended sessions past their expiry are forgotten on the same tick.
-                if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
-                    tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
-                }
-                Ok(rows)
-            })
-            .await?;
-        rows.iter()
-            .map(|row| {
-                let raw = decode(row, &self.keys)?;
-                audit::emit(Event::Timeout, &raw.caller, raw.elicitation.id, raw.tool());
-                Ok(ExpiredElicitation {
-                    tool: raw.tool().map(str::to_owned),
-                    caller: raw.caller,
-                    elicitation: raw.elicitation,
-                })
-            })
-            .collect()
-    }
 }
 
-#[cfg(test)]
-mod tests;
+#[async_trait]
+impl AuditSink for PostgresStore {
+    async fn record_gate(
+        &self,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: &str,
+        record: GateRecord,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        let elicitation = elicitation.map(|id| *id.as_uuid());
+        let event = record.event().label();
+        let reason = record.reason().map(RejectReason::label);
+        self.scoped(
+            caller,
+            sql::RECORD_GATE,
+            &[
+                &elicitation,
+                &caller.subject_id(),
+                &tenant_param(caller),
+                &tool,
+                &event,
+                &reason,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+}

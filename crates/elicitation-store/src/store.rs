@@ -241,7 +241,7 @@ pub struct ExpiredElicitation {
     pub tool: Option<String>,
 }
 
-/// The longest message [`ElicitationStore::broadcast`] carries (PostgreSQL's `NOTIFY`
+/// The longest message [`Fleet::broadcast`] carries (PostgreSQL's `NOTIFY`
 /// payload limit, with room to spare).
 pub const MAX_BROADCAST_BYTES: usize = 4000;
 
@@ -420,65 +420,9 @@ pub trait ElicitationStore: Send + Sync + 'static {
     /// operator).
     async fn pending_count(&self) -> Result<u64, StoreError>;
 
-    /// Records that `caller`'s session (by the SHA-256 of its id) ended, so that every
-    /// instance sharing the store refuses it until `until`, when it would have expired
-    /// anyway. A store that serves one instance keeps nothing (the instance itself
-    /// remembers).
-    async fn end_session(
-        &self,
-        caller: &Caller,
-        session: [u8; 32],
-        until: OffsetDateTime,
-    ) -> Result<(), StoreError> {
-        let _ = (caller, session, until);
-        Ok(())
-    }
-
-    /// The sessions ended and not yet expired, across callers (hashes only): what an
-    /// instance learns when it starts.
-    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
-        Ok(Vec::new())
-    }
-
-    /// Sessions ended from now on, on any instance sharing the store (hashes); `None` for a
-    /// store that serves one instance.
-    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
-        None
-    }
-
-    /// Tells every instance sharing the store — this one included — `message`, a small
-    /// text of the HTTP layer's (at most [`MAX_BROADCAST_BYTES`]); a store that serves one
-    /// instance tells nobody.
-    async fn broadcast(&self, message: &str) -> Result<(), StoreError> {
-        let _ = message;
-        Ok(())
-    }
-
-    /// What [`Self::broadcast`] tells, from every instance; `None` for a store that serves
-    /// one instance.
-    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
-        None
-    }
-
     /// Whether the store can serve now: reachable, with the migrations this build needs
     /// applied ([`StoreError::NotMigrated`] otherwise).
     async fn ping(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
-    /// Records in the store's own audit trail (the Postgres table; the memory store keeps
-    /// none beyond the log) what the gate did with a call to `tool`: a refusal (with the
-    /// confirmation it was about, if any), or a hold on a confirmation still pending. New
-    /// holds and forwards are recorded by `create_confirmation` and `redeem_confirmation`
-    /// themselves, in the same statement.
-    async fn record_gate(
-        &self,
-        caller: &Caller,
-        elicitation: Option<ElicitationId>,
-        tool: &str,
-        record: GateRecord,
-    ) -> Result<(), StoreError> {
-        let _ = (caller, elicitation, tool, record);
         Ok(())
     }
 
@@ -532,6 +476,94 @@ pub trait ElicitationStore: Send + Sync + 'static {
         Ok(self.confirmation_state(caller, id, binding).await? == Some(true))
     }
 }
+
+/// What the instances sharing a store tell each other: ended sessions and small notices. A
+/// store that serves one instance keeps and tells nothing ([`SingleInstance`]).
+#[async_trait]
+pub trait Fleet: Send + Sync + 'static {
+    /// Records that `caller`'s session (by the SHA-256 of its id) ended, so that every
+    /// instance sharing the store refuses it until `until`, when it would have expired
+    /// anyway. A store that serves one instance keeps nothing (the instance itself
+    /// remembers).
+    async fn end_session(
+        &self,
+        caller: &Caller,
+        session: [u8; 32],
+        until: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+
+    /// The sessions ended and not yet expired, across callers (hashes only): what an
+    /// instance learns when it starts.
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError>;
+
+    /// Sessions ended from now on, on any instance sharing the store (hashes); `None` for a
+    /// store that serves one instance.
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>>;
+
+    /// Tells every instance sharing the store — this one included — `message`, a small
+    /// text of the HTTP layer's (at most [`MAX_BROADCAST_BYTES`]); a store that serves one
+    /// instance tells nobody.
+    async fn broadcast(&self, message: &str) -> Result<(), StoreError>;
+
+    /// What [`Self::broadcast`] tells, from every instance; `None` for a store that serves
+    /// one instance.
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>>;
+}
+
+/// The fleet of one: nothing is kept, nobody is told (the instance itself remembers).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SingleInstance;
+
+#[async_trait]
+impl Fleet for SingleInstance {
+    async fn end_session(
+        &self,
+        _: &Caller,
+        _: [u8; 32],
+        _: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    async fn ended_sessions(&self) -> Result<Vec<([u8; 32], OffsetDateTime)>, StoreError> {
+        Ok(Vec::new())
+    }
+
+    fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>> {
+        None
+    }
+
+    async fn broadcast(&self, _: &str) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    fn broadcasts(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+        None
+    }
+}
+
+/// Where the gate's decisions are recorded beyond the log: the store's own audit trail.
+#[async_trait]
+pub trait AuditSink: Send + Sync + 'static {
+    /// Records in the store's own audit trail (the Postgres table; the memory store keeps
+    /// none beyond the log) what the gate did with a call to `tool`: a refusal (with the
+    /// confirmation it was about, if any), or a hold on a confirmation still pending. New
+    /// holds and forwards are recorded by `create_confirmation` and `redeem_confirmation`
+    /// themselves, in the same statement.
+    async fn record_gate(
+        &self,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: &str,
+        record: GateRecord,
+    ) -> Result<(), StoreError>;
+}
+
+/// A whole store: its elicitations, its fleet and its audit trail. The gateway is built on
+/// one; a test double implements only the part it fakes and is put in its place.
+pub trait Store: ElicitationStore + Fleet + AuditSink {}
+
+impl<T: ElicitationStore + Fleet + AuditSink> Store for T {}
 
 /// A new pending elicitation: the TTL checked, a UUID v7 id with random bits from `rng`.
 pub(crate) fn new_elicitation(

@@ -763,8 +763,7 @@ impl Page {
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
             snap.gateway
-                .clone()
-                .store()
+                .fleet()
                 .end_session(&principal.caller, hash, ends),
         )
         .await;

@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{
-    CallBinding, Caller, ConfirmationRequest, ElicitationStore, GateRecord, Redeemed, RejectReason,
-    StoreError,
+    AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore, Fleet, GateRecord,
+    Redeemed, RejectReason, Store, StoreError,
 };
 use gating_core::{
     CallDigest, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode, GatePolicy,
@@ -50,6 +50,10 @@ const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Gateway {
     registry: Arc<Registry>,
     store: Arc<dyn ElicitationStore>,
+    /// What the instances sharing the store tell each other.
+    fleet: Arc<dyn Fleet>,
+    /// The store's audit trail of the gate's decisions.
+    trail: Arc<dyn AuditSink>,
     policy: GatePolicy,
     require_authenticated_caller: bool,
     approvers: Vec<ApproverRule>,
@@ -201,13 +205,15 @@ impl Gateway {
     /// durable stores), gated calls from an unauthenticated principal fail closed.
     pub fn new(
         registry: Arc<Registry>,
-        store: Arc<dyn ElicitationStore>,
+        store: Arc<dyn Store>,
         policy: GatePolicy,
         require_authenticated_caller: bool,
     ) -> Self {
         Gateway {
             registry,
-            store,
+            store: store.clone(),
+            fleet: store.clone(),
+            trail: store,
             policy,
             require_authenticated_caller,
             approvers: Vec::new(),
@@ -325,9 +331,22 @@ impl Gateway {
         Some(approval)
     }
 
-    /// The store (the REST API answers through it).
+    /// Its elicitations kept by `elicitations` instead (a test double that fakes only them);
+    /// the fleet and the audit trail stay the store's.
+    #[must_use]
+    pub fn with_elicitations(mut self, elicitations: Arc<dyn ElicitationStore>) -> Self {
+        self.store = elicitations;
+        self
+    }
+
+    /// The store's elicitations (the REST API answers through them).
     pub fn store(&self) -> &Arc<dyn ElicitationStore> {
         &self.store
+    }
+
+    /// What the instances sharing the store tell each other (ended sessions, notices).
+    pub fn fleet(&self) -> &Arc<dyn Fleet> {
+        &self.fleet
     }
 
     /// The policy rules that name a tool no module lists now — a typo, or a module not up
@@ -830,7 +849,7 @@ impl Gateway {
         self.audit(principal, entry, event, id);
         if let Err(e) =
             timed(
-                self.store
+                self.trail
                     .record_gate(&principal.caller, id, &entry.qualified, record),
             )
             .await
@@ -850,12 +869,12 @@ impl Gateway {
             Audit::Rejected(RejectReason::StoreError.label()),
             None,
         );
-        let store = self.store.clone();
+        let trail = self.trail.clone();
         let caller = principal.caller.clone();
         let tool = entry.qualified.clone();
         tokio::spawn(async move {
             let record = GateRecord::Rejected(RejectReason::StoreError);
-            if let Err(e) = timed(store.record_gate(&caller, None, &tool, record)).await {
+            if let Err(e) = timed(trail.record_gate(&caller, None, &tool, record)).await {
                 tracing::debug!(error = %e, "could not record a store failure in the store");
             }
         });

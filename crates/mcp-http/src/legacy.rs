@@ -84,7 +84,7 @@ impl McpService {
     ) {
         let hash = crate::sessions::hex(&mcp_auth::sealed::token_hash(session_id));
         let event = event(self.sessions.instance().to_owned(), hash);
-        crate::service::tell_other_instances(snap.gateway.store(), &event);
+        crate::service::tell_other_instances(snap.gateway.fleet(), &event);
     }
 }
 

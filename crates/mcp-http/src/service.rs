@@ -329,7 +329,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// Applies what other instances tell about the sessions held here: a subscription made or
 /// a log level set through them (for as long as the sessions exist).
 fn follow_other_instances(
-    store: Arc<dyn elicitation_store::ElicitationStore>,
+    store: Arc<dyn elicitation_store::Fleet>,
     live: Arc<mcp_http_kit::live::Live>,
     sessions: Arc<Sessions>,
     listeners: Arc<crate::listen::Listeners>,
@@ -386,7 +386,7 @@ fn follow_other_instances(
 /// Tells the other instances sharing the store about a session (in the background; a
 /// failure is logged: the other instances' streams then miss it).
 pub(crate) fn tell_other_instances(
-    store: &Arc<dyn elicitation_store::ElicitationStore>,
+    store: &Arc<dyn elicitation_store::Fleet>,
     event: &crate::sessions::SessionEvent,
 ) {
     if store.broadcasts().is_none() {
@@ -432,11 +432,11 @@ impl McpService {
             ),
         });
         notify_sessions(&gateway, &sessions);
-        sessions.follow_ends(gateway.store().clone());
+        sessions.follow_ends(gateway.fleet().clone());
         let live = Arc::new(mcp_http_kit::live::Live::new(gateway.clone(), auth));
         let listeners: Arc<crate::listen::Listeners> = Arc::default();
         follow_other_instances(
-            gateway.store().clone(),
+            gateway.fleet().clone(),
             live.clone(),
             sessions.clone(),
             listeners.clone(),
@@ -855,8 +855,7 @@ impl McpService {
         let recorded = tokio::time::timeout(
             Duration::from_secs(5),
             snap.gateway
-                .clone()
-                .store()
+                .fleet()
                 .end_session(&principal.caller, ending.hash, ending.until),
         )
         .await

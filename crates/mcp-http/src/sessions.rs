@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::{Caller, ElicitationStore};
+use elicitation_store::{Caller, Fleet};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -412,7 +412,7 @@ impl Sessions {
 
     /// Learns the sessions ended on other instances sharing `store` — those ended before
     /// now, and, for as long as the sessions exist, each one ended from now on.
-    pub fn follow_ends(self: &Arc<Self>, store: Arc<dyn ElicitationStore>) {
+    pub fn follow_ends(self: &Arc<Self>, store: Arc<dyn Fleet>) {
         let Some(mut ends) = store.session_ends() else {
             return;
         };
@@ -448,7 +448,7 @@ impl Sessions {
         });
     }
 
-    async fn read_ended(&self, store: &dyn ElicitationStore) {
+    async fn read_ended(&self, store: &dyn Fleet) {
         match store.ended_sessions().await {
             Ok(list) => {
                 self.ended.extend(list);

@@ -1,8 +1,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::ManualClock;
 use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+use crate::{ManualClock, Store};
 
 async fn make(setup: Setup) -> Harness {
     let clock = Arc::new(ManualClock::new(start_time()));
@@ -10,7 +10,7 @@ async fn make(setup: Setup) -> Harness {
         max_pending_per_caller: setup.max_pending_per_caller,
         ..MemoryLimits::default()
     };
-    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::new(clock.clone(), limits));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
     Harness {
         twin: store.clone(),
         store,

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use elicitation_core::{ElicitationSpec, ResponseSpec};
-use elicitation_store::{Caller, ElicitationStore, MemoryStore};
+use elicitation_store::{Caller, MemoryStore, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -31,7 +31,7 @@ static UPLOAD_DIRS: AtomicUsize = AtomicUsize::new(0);
 
 struct Harness {
     service: Arc<McpService>,
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     deleted: Arc<AtomicUsize>,
     /// The service's upload store, as a second handle on the same directory.
     uploads: Uploads,
@@ -81,7 +81,7 @@ async fn harness_at(
     }])
     .await
     .unwrap();
-    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     let gateway = Arc::new(
         Gateway::new(registry, store.clone(), GatePolicy::default(), false)
             .with_approvers(approvers),

@@ -13,9 +13,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use elicitation_core::{CancelReason, Elicitation, ElicitationId, ElicitationSpec, RespondOutcome};
 use elicitation_store::{
-    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation,
-    GateRecord, KeyRing, ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore,
-    PostgresOptions, PostgresStore, Redeemed, StoreError, StoredElicitation,
+    CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ExpiredElicitation, KeyRing,
+    ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore,
+    Redeemed, Store, StoreError, StoredElicitation,
 };
 use gating_core::{GateMode, GatePolicy, ToolRule};
 use http::{Request, StatusCode};
@@ -41,7 +41,8 @@ enum Fault {
     Silent,
 }
 
-/// The memory store, with a switch that makes every operation fail or hang.
+/// The memory store's elicitations, with a switch that makes every operation fail or hang
+/// (it fakes only `ElicitationStore`).
 struct FaultyStore {
     inner: MemoryStore,
     fault: Mutex<Fault>,
@@ -189,18 +190,6 @@ impl ElicitationStore for FaultyStore {
     async fn ping(&self) -> Result<(), StoreError> {
         self.check().await
     }
-    async fn record_gate(
-        &self,
-        caller: &Caller,
-        elicitation: Option<ElicitationId>,
-        tool: &str,
-        record: GateRecord,
-    ) -> Result<(), StoreError> {
-        self.check().await?;
-        self.inner
-            .record_gate(caller, elicitation, tool, record)
-            .await
-    }
 }
 
 struct Harness {
@@ -240,7 +229,22 @@ fn module(reads: &Arc<AtomicUsize>, deletes: &Arc<AtomicUsize>) -> InProcessModu
     )
 }
 
-async fn harness(store: Arc<dyn ElicitationStore>, policy: GatePolicy) -> Harness {
+async fn harness(store: Arc<dyn Store>, policy: GatePolicy) -> Harness {
+    let elicitations: Arc<dyn ElicitationStore> = store.clone();
+    harness_over(store, elicitations, policy).await
+}
+
+/// A gateway whose elicitations are a double's (`FaultyStore` fakes only them); the fleet and
+/// the audit trail are a plain memory store's.
+async fn harness_faulty(store: Arc<FaultyStore>, policy: GatePolicy) -> Harness {
+    harness_over(Arc::new(MemoryStore::default()), store, policy).await
+}
+
+async fn harness_over(
+    store: Arc<dyn Store>,
+    elicitations: Arc<dyn ElicitationStore>,
+    policy: GatePolicy,
+) -> Harness {
     let reads = Arc::new(AtomicUsize::new(0));
     let deletes = Arc::new(AtomicUsize::new(0));
     let registry = Registry::start(vec![ModuleSpec {
@@ -252,7 +256,8 @@ async fn harness(store: Arc<dyn ElicitationStore>, policy: GatePolicy) -> Harnes
     }])
     .await
     .unwrap();
-    let gateway = Arc::new(Gateway::new(registry, store, policy, false));
+    let gateway =
+        Arc::new(Gateway::new(registry, store, policy, false).with_elicitations(elicitations));
     let auth = Auth::tokens(vec![
         TokenGrant {
             subject: "alice".into(),
@@ -368,7 +373,7 @@ fn faulty() -> Arc<FaultyStore> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
     let store = faulty();
-    let h = harness(store.clone(), GatePolicy::default()).await;
+    let h = harness_faulty(store.clone(), GatePolicy::default()).await;
     // Approved while the store worked...
     let id = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
     approve(&h, &id).await;
@@ -392,7 +397,7 @@ async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_store_that_never_answers_fails_closed_at_the_timeout() {
     let store = faulty();
-    let h = harness(store.clone(), GatePolicy::default()).await;
+    let h = harness_faulty(store.clone(), GatePolicy::default()).await;
     let id = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
     approve(&h, &id).await;
     store.set(Fault::Silent);

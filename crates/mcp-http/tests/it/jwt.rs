@@ -17,7 +17,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use bytes::Bytes;
-use elicitation_store::{ElicitationStore, MemoryStore};
+use elicitation_store::{MemoryStore, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -154,7 +154,7 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
     }])
     .await
     .unwrap();
-    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     let gateway = Arc::new(Gateway::new(registry, store, GatePolicy::default(), true));
     let jwt = JwtAuth::new(JwtConfig {
         resource: RESOURCE.into(),
@@ -693,7 +693,7 @@ async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) 
     }])
     .await
     .unwrap();
-    let store: Arc<dyn ElicitationStore> = Arc::new(MemoryStore::default());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
     let gateway = Arc::new(
         Gateway::new(registry, store, GatePolicy::default(), true).with_approvers(vec![
             mcp_gate::ApproverRule {

@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use elicitation_store::Metered;
-use elicitation_store::{
-    ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore, SystemClock,
-};
+use elicitation_store::{KeyRing, MemoryStore, PostgresOptions, PostgresStore, SystemClock};
+use elicitation_store::{Metered, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -38,7 +36,7 @@ const SCRAPER: &str = "scraper-token";
 
 struct Harness {
     service: Arc<McpService>,
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     deletes: Arc<AtomicUsize>,
 }
 
@@ -75,7 +73,7 @@ fn notebook(deletes: &Arc<AtomicUsize>) -> InProcessModule {
 }
 
 async fn harness_with(
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     modules: Vec<ModuleSpec>,
     limits: Limits,
     config: ServiceConfig,
@@ -85,7 +83,7 @@ async fn harness_with(
 }
 
 async fn harness_requiring(
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     modules: Vec<ModuleSpec>,
     limits: Limits,
     config: ServiceConfig,
@@ -93,7 +91,7 @@ async fn harness_requiring(
     required: Vec<String>,
 ) -> Harness {
     let metrics = Arc::new(Metrics::new());
-    let store: Arc<dyn ElicitationStore> = Arc::new(Metered::new(store, metrics.clone()));
+    let store: Arc<dyn Store> = Arc::new(Metered::new(store, metrics.clone()));
     let registry = Registry::start_with(
         modules,
         CallLimit {

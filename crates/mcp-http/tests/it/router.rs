@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
-use elicitation_store::{ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore};
+use elicitation_store::{
+    ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore, Store,
+};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -106,15 +108,11 @@ fn auth() -> Auth {
     .unwrap()
 }
 
-async fn harness_with(store: Arc<dyn ElicitationStore>, durable: bool) -> Harness {
+async fn harness_with(store: Arc<dyn Store>, durable: bool) -> Harness {
     harness_keyed(store, durable, RequestStates::ephemeral()).await
 }
 
-async fn harness_keyed(
-    store: Arc<dyn ElicitationStore>,
-    durable: bool,
-    states: RequestStates,
-) -> Harness {
+async fn harness_keyed(store: Arc<dyn Store>, durable: bool, states: RequestStates) -> Harness {
     let config = ServiceConfig {
         body_limit: 64 * 1024,
         ..ServiceConfig::default()
@@ -123,7 +121,7 @@ async fn harness_keyed(
 }
 
 async fn harness_configured(
-    store: Arc<dyn ElicitationStore>,
+    store: Arc<dyn Store>,
     durable: bool,
     states: RequestStates,
     config: ServiceConfig,
@@ -2404,7 +2402,14 @@ async fn an_unknown_path_under_v1_answers_a_problem_document() {
 /// Reloads `h` with the same modules and store under `policy`.
 fn reload_with(h: &Harness, policy: GatePolicy) {
     let now = h.service.gateway();
-    let gateway = Gateway::new(now.registry().clone(), now.store().clone(), policy, false);
+    // The memory harness's fleet and audit trail keep nothing; its elicitations carry over.
+    let gateway = Gateway::new(
+        now.registry().clone(),
+        Arc::new(MemoryStore::default()),
+        policy,
+        false,
+    )
+    .with_elicitations(now.store().clone());
     h.service.reload(Arc::new(gateway), auth());
 }
 
