@@ -14,9 +14,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use elicitation_store::{Caller, Clock, SystemClock};
+use elicitation_store::{Caller, Clock};
 pub use jsonwebtoken::Algorithm;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
@@ -221,10 +221,10 @@ struct Keys {
     anonymous: Vec<Arc<DecodingKey>>,
     /// The keys work until then: the last successful fetch plus the grace period. Past it
     /// (the issuer unreachable), nothing is accepted.
-    valid_until: Option<OffsetDateTime>,
-    last_attempt: Option<OffsetDateTime>,
+    valid_until: Option<Instant>,
+    last_attempt: Option<Instant>,
     /// When the next background refresh is due.
-    next_refresh: Option<OffsetDateTime>,
+    next_refresh: Option<Instant>,
 }
 
 struct Issuer {
@@ -240,9 +240,11 @@ pub struct JwtAuth {
     http: reqwest::Client,
     /// Tokens verified lately, by SHA-256 (see [`JwtAuth::principal_cached`]).
     verified: Mutex<HashMap<[u8; 32], Verified>>,
-    /// Where `now` comes from: the times in tokens and the keys' grace period are read
-    /// against it (tests move a manual one instead of sleeping).
-    clock: Arc<dyn Clock>,
+    /// A moved clock (tests), with the instant and the time it was set at: the token times
+    /// and the keys' bookkeeping both follow it. Without one, token times are read against
+    /// the system's wall clock and the keys' grace period and refresh times against the
+    /// monotonic clock, which a wall-clock step cannot move.
+    clock: Option<(Arc<dyn Clock>, Instant, OffsetDateTime)>,
 }
 
 /// A token verified lately.
@@ -405,14 +407,35 @@ impl JwtAuth {
             issuers,
             http,
             verified: Mutex::new(HashMap::new()),
-            clock: Arc::new(SystemClock),
+            clock: None,
         })
     }
 
     /// Reads `now` from `clock` (tests) instead of the system's.
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        let set_at = clock.now();
+        self.clock = Some((clock, Instant::now(), set_at));
         self
+    }
+
+    /// The wall-clock time, for the times in tokens.
+    fn wall(&self) -> OffsetDateTime {
+        match &self.clock {
+            None => OffsetDateTime::now_utc(),
+            Some((clock, _, _)) => clock.now(),
+        }
+    }
+
+    /// A monotonic instant, for the keys' bookkeeping (with a moved clock, moved with it).
+    fn tick(&self) -> Instant {
+        match &self.clock {
+            None => Instant::now(),
+            Some((clock, base, set_at)) => {
+                let moved =
+                    std::time::Duration::try_from(clock.now() - *set_at).unwrap_or_default();
+                *base + moved
+            }
+        }
     }
 
     /// The configuration.
@@ -439,7 +462,7 @@ impl JwtAuth {
                 for issuer in &me.issuers {
                     let due = {
                         let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
-                        keys.next_refresh.is_none_or(|at| me.clock.now() >= at)
+                        keys.next_refresh.is_none_or(|at| me.tick() >= at)
                     };
                     if due && let Err(e) = me.fetch(issuer).await {
                         tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be refreshed");
@@ -451,7 +474,7 @@ impl JwtAuth {
 
     async fn fetch(&self, issuer: &Issuer) -> Result<(), String> {
         let _one = issuer.fetch.lock().await;
-        let started = self.clock.now();
+        let started = self.tick();
         {
             let mut keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
             keys.last_attempt = Some(started);
@@ -536,10 +559,7 @@ impl JwtAuth {
         kid: Option<&str>,
     ) -> Result<Option<Arc<DecodingKey>>, Refusal> {
         let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        if keys
-            .valid_until
-            .is_some_and(|until| self.clock.now() > until)
-        {
+        if keys.valid_until.is_some_and(|until| self.tick() > until) {
             // No successful fetch within the grace period.
             return Err(Refusal::KeysExpired);
         }
@@ -564,9 +584,10 @@ impl JwtAuth {
         }
         let may_fetch = {
             let keys = issuer.keys.lock().unwrap_or_else(PoisonError::into_inner);
-            let now = self.clock.now();
-            keys.last_attempt
-                .is_none_or(|at| now - at >= issuer.config.min_refresh_interval)
+            let now = self.tick();
+            keys.last_attempt.is_none_or(|at| {
+                now.saturating_duration_since(at) >= issuer.config.min_refresh_interval
+            })
         };
         if may_fetch && let Err(e) = self.fetch(issuer).await {
             tracing::warn!(issuer = %issuer.config.issuer, error = %e, "the issuer's keys could not be fetched");
@@ -584,8 +605,8 @@ impl JwtAuth {
         let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
         let mut key = [0u8; 32];
         key.copy_from_slice(digest.as_ref());
-        let wall = self.clock.now();
-        let now = wall.unix_timestamp() as f64;
+        let tick = self.tick();
+        let now = self.wall().unix_timestamp() as f64;
         let leeway = self.config.leeway.as_secs_f64();
         {
             let verified = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
@@ -596,7 +617,7 @@ impl JwtAuth {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .valid_until
-                    .is_some_and(|until| wall <= until)
+                    .is_some_and(|until| tick <= until)
             {
                 return Ok(hit.principal.clone());
             }
@@ -770,11 +791,7 @@ impl JwtAuth {
         let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)
             .map(|data| data.claims)
             .map_err(|e| Refusal::Invalid(e.to_string()))?;
-        within_times(
-            &claims,
-            self.clock.now().unix_timestamp(),
-            self.config.leeway,
-        )?;
+        within_times(&claims, self.wall().unix_timestamp(), self.config.leeway)?;
         serde_json::from_value(claims).map_err(|e| Refusal::Invalid(e.to_string()))
     }
 

@@ -187,8 +187,8 @@ impl McpService {
                 "",
             );
             if watched
-                || self
-                    .gateway()
+                || snap
+                    .gateway
                     .subscribe_resource(&principal.caller, &uri, true)
                     .await
                     .is_ok()

@@ -227,24 +227,24 @@ impl McpService {
                 list("resourceTemplates", snap.gateway.list_resource_templates())
             }
             "prompts/get" => match request.params_as::<CallToolParams>() {
-                Ok(params) => self
-                    .gateway()
+                Ok(params) => snap
+                    .gateway
                     .get_prompt(&principal.caller, params)
                     .await
                     .map(|r| (r, false)),
                 Err(e) => Err(e.into()),
             },
             "resources/read" => match request.params_as::<ForwardParams>() {
-                Ok(params) => self
-                    .gateway()
+                Ok(params) => snap
+                    .gateway
                     .read_resource(&principal.caller, params)
                     .await
                     .map(|r| (r, true)),
                 Err(e) => Err(e.into()),
             },
             _ => match request.params_as::<ForwardParams>() {
-                Ok(params) => self
-                    .gateway()
+                Ok(params) => snap
+                    .gateway
                     .complete(&principal.caller, params)
                     .await
                     .map(|r| (r, false)),
@@ -545,7 +545,11 @@ impl McpService {
 
     /// `/metrics`: the Prometheus text exposition.
     pub fn metrics_text(&self) -> String {
-        let gateway = self.gateway();
+        self.metrics_of(&self.gateway())
+    }
+
+    /// `/metrics` as `gateway` (a request's snapshot) renders it.
+    fn metrics_of(&self, gateway: &Gateway) -> String {
         let modules = gateway.registry().health();
         gateway.metrics().render(mcp_gate::metrics::Live {
             sessions: self.sessions.len(),
@@ -745,7 +749,7 @@ impl McpService {
         if path == "/metrics" && self.config.metrics_on_main {
             return match snap.auth.authenticate(&parts.headers).await {
                 Ok(principal) => match principal.require(mcp_auth::SCOPE_METRICS) {
-                    Ok(()) => response::metrics(self.metrics_text()),
+                    Ok(()) => response::metrics(self.metrics_of(&snap.gateway)),
                     Err(e) => response::error(&e.into(), Surface::Problem),
                 },
                 Err(e) => response::error(&e.into(), Surface::Problem),
@@ -798,7 +802,7 @@ impl McpService {
             Err(e) => return fail(e.into()),
         };
         if is_upload {
-            return self.download(&parts.method, &path, &principal).await;
+            return self.download(snap, &parts.method, &path, &principal).await;
         }
         let bytes = match self.read_body(body).await {
             Ok(bytes) => bytes,
@@ -924,7 +928,13 @@ impl McpService {
 
     /// `GET /v1/mcp/uploads/{upload_id}`: an uploaded file, for its caller's services
     /// (scope `elicitations:create`), as an attachment of opaque bytes.
-    async fn download(&self, method: &Method, path: &str, principal: &Principal) -> Response<Body> {
+    async fn download(
+        &self,
+        snap: &Snapshot,
+        method: &Method,
+        path: &str,
+        principal: &Principal,
+    ) -> Response<Body> {
         let problem = |e: McpError| response::error(&e, Surface::Problem);
         if method != Method::GET {
             return problem(McpError::MethodNotAllowed);
@@ -940,8 +950,8 @@ impl McpService {
         let Some((elicitation, _)) = mcp_http_kit::uploads::parse_upload_id(id) else {
             return problem(McpError::NotFound);
         };
-        let recorded = match self
-            .gateway()
+        let recorded = match snap
+            .gateway
             .store()
             .get(&principal.caller, elicitation)
             .await
