@@ -1,8 +1,13 @@
-//! Tidy rules the compiler does not hold. One for now: `mcp-wire` writes every JSON-RPC and
-//! MCP shape. A `json!` outside it that builds one (a key `"jsonrpc"`, `"resultType"`,
-//! `"action"` or `"inputRequests"`) is a second spelling of a wire type, and fails CI. Test
-//! code is left out (it writes what peers send), and so are the peers we run in benches and
-//! fuzzing (`bins/mcp-bench`, `crates/mcp-fuzz`): they are clients, not the gateway.
+//! Tidy rules the compiler does not hold.
+//!
+//! - `mcp-wire` writes every JSON-RPC and MCP shape. A `json!` outside it that builds one (a
+//!   key `"jsonrpc"`, `"resultType"`, `"action"` or `"inputRequests"`) is a second spelling
+//!   of a wire type, and fails CI. Test code is left out (it writes what peers send), and so
+//!   are the peers we run in benches and fuzzing (`bins/mcp-bench`, `crates/mcp-fuzz`): they
+//!   are clients, not the gateway.
+//! - A request is served on the snapshot `McpService::handle` took: in the server and the
+//!   page, the reloadable state (`self.live`, `self.gateway()`, `self.auth()`) is read only by
+//!   the functions that are not part of a request ([`LIVE_READERS`]).
 
 use std::path::{Path, PathBuf};
 
@@ -19,9 +24,43 @@ const WIRE_KEYS: &[&str] = &[
 /// Crates whose sources are not the gateway's.
 const EXEMPT: &[&str] = &["mcp-wire", "mcp-bench", "mcp-fuzz", "xtask"];
 
+/// The functions of `crates/mcp-http/src/service.rs` that may read the reloadable state:
+/// the service's own accessors and reload, what the operations listener serves (outside any
+/// request's snapshot), and `handle`, which takes the snapshot.
+const LIVE_READERS: &[&str] = &[
+    "gateway",
+    "auth",
+    "reload",
+    "metrics_text",
+    "check_readiness",
+    "handle",
+];
+
+/// The sources a request is served by.
+const REQUEST_SOURCES: &[&str] = &["crates/mcp-http/src", "crates/mcp-approvals/src"];
+
 pub(crate) fn check() -> Result<()> {
     let root = crate::cmd::workspace_root();
     let mut problems = Vec::new();
+    for dir in REQUEST_SOURCES {
+        let mut files = Vec::new();
+        collect(&root.join(dir), &mut files)?;
+        for file in files {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("read {}", file.display()))?;
+            let allowed: &[&str] = if file.ends_with("service.rs") {
+                LIVE_READERS
+            } else {
+                &[]
+            };
+            for (line, function) in live_reads(&text, allowed) {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display();
+                problems.push(format!(
+                    "{shown}:{line}: {function} reads the reloadable state mid-request; use the request's snapshot"
+                ));
+            }
+        }
+    }
     for (krate, src) in crate::cycles::workspace_crates(&root)? {
         if EXEMPT.contains(&krate.as_str()) {
             continue;
@@ -60,6 +99,45 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Each read of the reloadable state outside the `allowed` functions: its line and the
+/// function it is in (test modules left out).
+fn live_reads(text: &str, allowed: &[&str]) -> Vec<(usize, String)> {
+    let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    let code = &text[..test_start];
+    let mut found = Vec::new();
+    let mut function = String::from("(top level)");
+    let lines: Vec<&str> = code.lines().collect();
+    for (n, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        if let Some(at) = trimmed.find("fn ")
+            && (at == 0 || trimmed[..at].ends_with(' '))
+            && !trimmed.starts_with("//")
+        {
+            let name: String = trimmed[at + 3..]
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                function = name;
+            }
+        }
+        // A chain may go on on the next line (`self` then `.gateway()`).
+        let mut squeezed: String = line.split_whitespace().collect();
+        if let Some(next) = lines.get(n + 1)
+            && next.trim_start().starts_with('.')
+        {
+            squeezed.extend(next.split_whitespace());
+        }
+        let reads = squeezed.contains("self.live.")
+            || squeezed.contains("self.gateway()")
+            || squeezed.contains("self.auth()");
+        if reads && !allowed.contains(&function.as_str()) {
+            found.push((n + 1, function.clone()));
+        }
+    }
+    found
 }
 
 /// Each `json!` outside test modules that holds a wire key: its line and the key.
@@ -103,6 +181,17 @@ fn wire_shapes(text: &str) -> Vec<(usize, &'static str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_read_of_the_live_state_is_found_outside_the_functions_that_may() {
+        let text = "impl S {\n    pub fn gateway(&self) -> G {\n        self.live.gateway()\n    }\n\
+                    async fn route(&self, snap: &Snapshot) {\n        let g = snap.gateway.clone();\n\
+                    \x20       self.gateway().list();\n    }\n    fn page(&self) {\n        self\n            .auth()\n            .mode();\n    }\n}\n";
+        assert_eq!(
+            live_reads(text, &["gateway"]),
+            [(7, "route".to_owned()), (10, "page".to_owned())]
+        );
+    }
 
     #[test]
     fn a_wire_shape_in_json_is_found_and_other_json_is_not() {
