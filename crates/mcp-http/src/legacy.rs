@@ -176,98 +176,115 @@ impl McpService {
                 json!({}).into()
             }
             "tools/call" => {
-                principal.require(SCOPE_TOOLS_CALL)?;
-                let params: CallToolParams = request.params_as()?;
-                // One gateway for the whole call: a reload meanwhile cannot classify it under
-                // one policy and resolve it under another.
-                let gateway = snap.gateway.clone();
-                // A form only for a client that may confirm; the page's URL for any client
-                // that opens URLs (the person answers on the page).
-                // A confirmation an approver group must answer is not asked of the caller.
-                let caller_answers = gateway.caller_answers(&params.name);
-                let form =
-                    caller_answers && session.answers.elicitation && ask::may_answer(principal);
-                let page = self.page_base(headers);
-                let url = caller_answers && session.answers.elicitation_url && page.is_some();
-                let may_ask = (form || url)
-                    && self.config.native != ask::NativeMode::Off
-                    && streaming == Streaming::Allowed;
-                match gateway.classify(principal, params).await? {
-                    Classified::Gated(call) if may_ask => {
-                        let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
-                        match gateway.resolve(principal, &call, named, None).await {
-                            // Beyond the caller's stream cap, the held result (answered out
-                            // of band).
-                            CallOutcome::NeedsConfirmation(pending)
-                                if let Some(by) = self.config.native.choose(
-                                    form,
-                                    url,
-                                    pending.askable_natively,
-                                ) && let Some(slot) =
-                                    self.streams.try_open(&principal.caller) =>
-                            {
-                                let context = ask::StreamContext {
-                                    gateway: gateway.clone(),
-                                    answers: self.answers.clone(),
-                                    session: session_id,
-                                    version: session.version,
-                                    principal: principal.clone(),
-                                    request_id: request.id.clone(),
-                                    call,
-                                    client: session.answers,
-                                    log_level: session.log_level,
-                                    by,
-                                    page,
-                                };
-                                return Ok(Reply::Stream(ask::stream_confirmation(
-                                    context,
-                                    pending.confirmation,
-                                    slot,
-                                )));
-                            }
-                            outcome => outcome.into_reply()?,
-                        }
-                    }
-                    classified
-                        if streaming == Streaming::Allowed && response::accepts_sse(headers) =>
-                    {
-                        let (relay, queue) = ClientRelay::new(
-                            classified.entry(),
-                            LogFilter::AtLeast(session.log_level),
-                            Some(Box::new(SessionAsker {
-                                answers: self.answers.clone(),
-                                session: session_id,
-                                can: session.answers,
-                            })),
-                            gateway.inbox(principal),
-                        );
-                        let gateway = gateway.clone();
-                        let caller = principal.clone();
-                        let channel = session.channel.clone();
-                        let id = request.id.clone();
-                        let call = async move {
-                            let relay: Arc<dyn mcp_upstream::Relay> = relay;
-                            let run = gateway.run(&caller, classified, Some(relay));
-                            channel
-                                .cancellable(&id, async { run.await.into_reply() })
-                                .await
-                        };
-                        let id = request.id.clone();
-                        let last = move |outcome| relay::final_message(&id, outcome, false);
-                        match relay::relayed(call, queue, last).await {
-                            Relayed::Done(result) => result?,
-                            Relayed::Stream(response) => return Ok(Reply::Stream(response)),
-                        }
-                    }
-                    classified => gateway
-                        .run(principal, classified, None)
-                        .await
-                        .into_reply()?,
-                }
-                .for_client(false)
+                return self
+                    .legacy_call(
+                        snap, headers, principal, request, streaming, session_id, session,
+                    )
+                    .await;
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
         Ok(Reply::Result(result, None))
+    }
+
+    /// A legacy `tools/call`: classified and, for a gated call a client can confirm in band,
+    /// asked on the call's own stream; otherwise run (its module's messages relayed on a
+    /// stream scoped to the call when the client takes one).
+    #[allow(clippy::too_many_arguments)]
+    async fn legacy_call(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        principal: &Arc<Principal>,
+        request: &mut Request,
+        streaming: Streaming,
+        session_id: String,
+        session: Session,
+    ) -> Result<Reply, McpError> {
+        principal.require(SCOPE_TOOLS_CALL)?;
+        let params: CallToolParams = request.params_as()?;
+        // One gateway for the whole call: a reload meanwhile cannot classify it under
+        // one policy and resolve it under another.
+        let gateway = snap.gateway.clone();
+        // A form only for a client that may confirm; the page's URL for any client
+        // that opens URLs (the person answers on the page).
+        // A confirmation an approver group must answer is not asked of the caller.
+        let caller_answers = gateway.caller_answers(&params.name);
+        let form = caller_answers && session.answers.elicitation && ask::may_answer(principal);
+        let page = self.page_base(headers);
+        let url = caller_answers && session.answers.elicitation_url && page.is_some();
+        let may_ask = (form || url)
+            && self.config.native != ask::NativeMode::Off
+            && streaming == Streaming::Allowed;
+        let result: ResultBody = match gateway.classify(principal, params).await? {
+            Classified::Gated(call) if may_ask => {
+                let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
+                match gateway.resolve(principal, &call, named, None).await {
+                    // Beyond the caller's stream cap, the held result (answered out
+                    // of band).
+                    CallOutcome::NeedsConfirmation(pending)
+                        if let Some(by) =
+                            self.config
+                                .native
+                                .choose(form, url, pending.askable_natively)
+                            && let Some(slot) = self.streams.try_open(&principal.caller) =>
+                    {
+                        let context = ask::StreamContext {
+                            gateway: gateway.clone(),
+                            answers: self.answers.clone(),
+                            session: session_id,
+                            version: session.version,
+                            principal: principal.clone(),
+                            request_id: request.id.clone(),
+                            call,
+                            client: session.answers,
+                            log_level: session.log_level,
+                            by,
+                            page,
+                        };
+                        return Ok(Reply::Stream(ask::stream_confirmation(
+                            context,
+                            pending.confirmation,
+                            slot,
+                        )));
+                    }
+                    outcome => outcome.into_reply()?,
+                }
+            }
+            classified if streaming == Streaming::Allowed && response::accepts_sse(headers) => {
+                let (relay, queue) = ClientRelay::new(
+                    classified.entry(),
+                    LogFilter::AtLeast(session.log_level),
+                    Some(Box::new(SessionAsker {
+                        answers: self.answers.clone(),
+                        session: session_id,
+                        can: session.answers,
+                    })),
+                    gateway.inbox(principal),
+                );
+                let gateway = gateway.clone();
+                let caller = principal.clone();
+                let channel = session.channel.clone();
+                let id = request.id.clone();
+                let call = async move {
+                    let relay: Arc<dyn mcp_upstream::Relay> = relay;
+                    let run = gateway.run(&caller, classified, Some(relay));
+                    channel
+                        .cancellable(&id, async { run.await.into_reply() })
+                        .await
+                };
+                let id = request.id.clone();
+                let last = move |outcome| relay::final_message(&id, outcome, false);
+                match relay::relayed(call, queue, last).await {
+                    Relayed::Done(result) => result?,
+                    Relayed::Stream(response) => return Ok(Reply::Stream(response)),
+                }
+            }
+            classified => gateway
+                .run(principal, classified, None)
+                .await
+                .into_reply()?,
+        };
+        Ok(Reply::Result(result.for_client(false), None))
     }
 }
