@@ -1,14 +1,14 @@
-//! The MCP gateway's HTTP layer: a hyper service that speaks MCP Streamable HTTP to clients
-//! (2026-07-28 and 2025-11-25 eras on one endpoint), serves the REST API for answering
-//! elicitations, authenticates callers, and forwards tool calls to upstream modules through
-//! the destructive-tool gate.
+//! The MCP server surface: a hyper service that speaks MCP Streamable HTTP to clients
+//! (2026-07-28 and 2025-11-25 eras on one endpoint) and serves the REST API for answering
+//! elicitations, routing `/approvals` to the page.
 //!
-//! It is the server side: routing, the two eras, sessions, the REST API, asking the
-//! person, and the gate's pipeline. Wire shapes come from `mcp-wire`; modules and their tool
-//! catalog (the client side) from `mcp-upstream`. It does not decide what is gated (that is
-//! `gating-core`), who is calling (`mcp-auth`), nor how elicitations change or persist
-//! (`elicitation-core`,
-//! `elicitation-store`).
+//! It is routing (one snapshot of the reloadable state per request), the two eras, legacy
+//! sessions and their streams, asking the person natively (`ask`, `bridge`, `relay`), the
+//! REST API and serving connections. It does not decide what a call may do (`mcp-gate`, over
+//! `gating-core`), who is calling (`mcp-auth`), what the page shows (`mcp-approvals`), how an
+//! error looks on HTTP or what a body is (`mcp-http-kit`), the wire's shapes (`mcp-wire`),
+//! how modules are reached (`mcp-upstream`), nor how elicitations change or persist
+//! (`elicitation-core`, `elicitation-store`).
 
 pub mod answers;
 pub mod ask;
