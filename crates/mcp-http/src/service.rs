@@ -768,34 +768,7 @@ impl McpService {
             return fail(McpError::BadOrigin);
         }
         if is_page {
-            // The page authenticates with its own session cookie (or a sign-in form). A
-            // file upload may be larger than other bodies, so it is read only for a signed-in
-            // person.
-            let limit = match &self.uploads {
-                Some(uploads) if parts.method == Method::POST && path.ends_with("/upload") => {
-                    if self.page.web_session(snap, &parts.headers).is_some() {
-                        usize::try_from(uploads.max_bytes()).unwrap_or(usize::MAX)
-                    } else {
-                        self.config.body_limit.min(1024)
-                    }
-                }
-                _ => self.config.body_limit,
-            };
-            let bytes = match self.read_body_limited(body, limit).await {
-                Ok(bytes) => bytes,
-                Err(e) => return fail(e),
-            };
-            return self
-                .page
-                .approvals(
-                    snap,
-                    &parts.method,
-                    &path,
-                    parts.uri.query(),
-                    &parts.headers,
-                    &bytes,
-                )
-                .await;
+            return self.page_request(snap, &parts, &path, body).await;
         }
         let principal = match snap.auth.authenticate(&parts.headers).await {
             Ok(p) => p,
@@ -809,21 +782,9 @@ impl McpService {
             Err(e) => return fail(e),
         };
         if is_rest {
-            let request = rest::RestRequest {
-                method: &parts.method,
-                rest: &path[rest::PREFIX.len()..],
-                query: parts.uri.query(),
-                body: &bytes,
-            };
-            return match rest::handle(&snap.gateway, &principal, request).await {
-                Ok((status, body)) => {
-                    if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
-                        self.discard_uploads([id]);
-                    }
-                    response::json(status, &body)
-                }
-                Err(e) => response::error(&e, Surface::Problem),
-            };
+            return self
+                .rest_request(snap, &parts, &path, &principal, &bytes)
+                .await;
         }
         match parts.method {
             Method::POST => self.post(snap, &parts.headers, &principal, &bytes).await,
@@ -833,6 +794,72 @@ impl McpService {
             },
             Method::GET => self.listen(&parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
+        }
+    }
+
+    /// `/approvals…`: the page, after its body is read (a file upload may be larger than
+    /// other bodies, so it is read only for a signed-in person).
+    async fn page_request<B>(
+        &self,
+        snap: &Snapshot,
+        parts: &http::request::Parts,
+        path: &str,
+        body: B,
+    ) -> Response<Body>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        // The page authenticates with its own session cookie (or a sign-in form).
+        let limit = match &self.uploads {
+            Some(uploads) if parts.method == Method::POST && path.ends_with("/upload") => {
+                if self.page.web_session(snap, &parts.headers).is_some() {
+                    usize::try_from(uploads.max_bytes()).unwrap_or(usize::MAX)
+                } else {
+                    self.config.body_limit.min(1024)
+                }
+            }
+            _ => self.config.body_limit,
+        };
+        let bytes = match self.read_body_limited(body, limit).await {
+            Ok(bytes) => bytes,
+            Err(e) => return response::rpc_error(&e, None, None),
+        };
+        self.page
+            .approvals(
+                snap,
+                &parts.method,
+                path,
+                parts.uri.query(),
+                &parts.headers,
+                &bytes,
+            )
+            .await
+    }
+
+    /// `/v1/mcp/elicitations…`: the REST API, as `principal`.
+    async fn rest_request(
+        &self,
+        snap: &Snapshot,
+        parts: &http::request::Parts,
+        path: &str,
+        principal: &Principal,
+        bytes: &[u8],
+    ) -> Response<Body> {
+        let request = rest::RestRequest {
+            method: &parts.method,
+            rest: &path[rest::PREFIX.len()..],
+            query: parts.uri.query(),
+            body: bytes,
+        };
+        match rest::handle(&snap.gateway, principal, request).await {
+            Ok((status, body)) => {
+                if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
+                    self.discard_uploads([id]);
+                }
+                response::json(status, &body)
+            }
+            Err(e) => response::error(&e, Surface::Problem),
         }
     }
 
