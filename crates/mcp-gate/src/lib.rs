@@ -745,6 +745,24 @@ impl Gateway {
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
         }
+        // Not answered for this call, or answered but of no use any more: ask anew.
+        self.hold_anew(principal, call).await
+    }
+
+    /// Holds `call` on a new confirmation (its approver rule told in its message), or says
+    /// why it cannot be held: the caller's confirmation rate, the store's limits, the store
+    /// failing (fail closed).
+    async fn hold_anew(&self, principal: &Principal, call: &GatedCall) -> CallOutcome {
+        let entry = &*call.entry;
+        let binding = &call.binding;
+        let caller = &principal.caller;
+        let done = CallOutcome::Done;
+        let pending = |confirmation: Elicitation| {
+            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
+                confirmation,
+                askable_natively: call.message.shows_all_arguments,
+            }))
+        };
         let approval = self.approval_for(&entry.qualified, caller);
         // Whoever reads the confirmation (the agent's held result, the page, the REST API)
         // learns who must answer it.
