@@ -97,6 +97,21 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
     }
 }
 
+/// A monotonic clock a test moves by hand: the system's, plus how far it was moved.
+#[derive(Debug, Default)]
+pub struct ManualTicker(Mutex<Duration>);
+
+impl ManualTicker {
+    /// Moves it forward by `by`.
+    pub fn advance(&self, by: Duration) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) += by;
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now() + *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The limits the gateway enforces per caller.
 #[derive(Debug, Default)]
 pub struct Limits {
@@ -104,6 +119,8 @@ pub struct Limits {
     pub calls: Option<RateLimiter>,
     /// Elicitations created (by the gate, or over REST).
     pub elicitations: Option<RateLimiter>,
+    /// A moved clock (tests); none: the monotonic clock.
+    ticker: Option<std::sync::Arc<ManualTicker>>,
 }
 
 impl Limits {
@@ -112,19 +129,35 @@ impl Limits {
         Limits {
             calls: RateLimiter::new(calls),
             elicitations: RateLimiter::new(elicitations),
+            ticker: None,
         }
+    }
+
+    /// The buckets read the time from `ticker` (tests move it instead of sleeping).
+    #[must_use]
+    pub fn with_ticker(mut self, ticker: std::sync::Arc<ManualTicker>) -> Self {
+        self.ticker = Some(ticker);
+        self
+    }
+
+    fn now(&self) -> Instant {
+        self.ticker.as_ref().map_or_else(Instant::now, |t| t.now())
     }
 
     /// One tool call of `caller`.
     pub fn call(&self, caller: &Caller) -> Result<(), Duration> {
-        self.calls.as_ref().map_or(Ok(()), |l| l.take(caller))
+        let now = self.now();
+        self.calls
+            .as_ref()
+            .map_or(Ok(()), |l| l.take_at(caller, now))
     }
 
     /// One elicitation created for `caller`.
     pub fn elicitation(&self, caller: &Caller) -> Result<(), Duration> {
+        let now = self.now();
         self.elicitations
             .as_ref()
-            .map_or(Ok(()), |l| l.take(caller))
+            .map_or(Ok(()), |l| l.take_at(caller, now))
     }
 }
 

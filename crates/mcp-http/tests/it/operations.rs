@@ -20,7 +20,7 @@ use mcp_auth::{
     Auth, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
 };
 use mcp_gate::Gateway;
-use mcp_gate::limits::{Limits, Rate};
+use mcp_gate::limits::{Limits, ManualTicker, Rate};
 use mcp_gate::metrics::Metrics;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -378,16 +378,20 @@ async fn metrics_on_the_main_listener_need_their_scope() {
 
 #[tokio::test]
 async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
-    let h = harness(Limits::new(
-        Rate {
-            per_minute: 30,
-            burst: 2,
-        },
-        Rate {
-            per_minute: 30,
-            burst: 1,
-        },
-    ))
+    let ticker = Arc::new(ManualTicker::default());
+    let h = harness(
+        Limits::new(
+            Rate {
+                per_minute: 30,
+                burst: 2,
+            },
+            Rate {
+                per_minute: 30,
+                burst: 1,
+            },
+        )
+        .with_ticker(ticker.clone()),
+    )
     .await;
     // Calls: a burst of two, then an in-band error that says when to try again.
     for _ in 0..2 {
@@ -423,7 +427,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
         "{headers:?}"
     );
     // A call comes back after the window.
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    ticker.advance(Duration::from_millis(2100));
     assert_eq!(
         call(&h, "test__read", json!({}), None).await["isError"],
         false
@@ -462,7 +466,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
     assert_eq!(problem["status"], 429, "{problem}");
     // After the window, one more; the gate's confirmations draw on the same bucket, so a
     // gated call right after it is refused, not held (and not run).
-    tokio::time::sleep(Duration::from_millis(2100)).await;
+    ticker.advance(Duration::from_millis(2100));
     let (status, _, _) = send(&h, "POST", "/v1/mcp/elicitations", Some(AGENT), Some(ask)).await;
     assert_eq!(status, StatusCode::CREATED);
     let refused = call(&h, "test__delete", json!({}), None).await;
