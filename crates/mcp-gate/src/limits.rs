@@ -107,7 +107,8 @@ impl ManualTicker {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) += by;
     }
 
-    fn now(&self) -> Instant {
+    /// The system's monotonic time plus how far it was moved.
+    pub fn now(&self) -> Instant {
         Instant::now() + *self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

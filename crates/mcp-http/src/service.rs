@@ -113,6 +113,8 @@ pub struct McpService {
     /// The last readiness check (probes are answered from it for a second, so a flood of
     /// them costs the store one query a second).
     ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
+    /// A moved clock for the readiness cache (tests); none: the monotonic clock.
+    ticker: Option<Arc<mcp_gate::limits::ManualTicker>>,
 }
 
 /// `notifications/cancelled`'s params.
@@ -464,6 +466,7 @@ impl McpService {
             uploads: None,
             closing,
             ready: tokio::sync::Mutex::new(None),
+            ticker: None,
         }
     }
 
@@ -488,6 +491,12 @@ impl McpService {
             self.sessions
                 .notify_all(&jsonrpc::notification_bytes::<Value>(&method, None));
         }
+    }
+
+    /// The readiness cache reads the time from `ticker` (tests move it instead of sleeping).
+    pub fn with_ticker(mut self, ticker: Arc<mcp_gate::limits::ManualTicker>) -> Self {
+        self.ticker = Some(ticker);
+        self
     }
 
     /// Uses `states` for multi round-trip `requestState`s (instances that share a store must
@@ -563,13 +572,17 @@ impl McpService {
     pub async fn readiness(&self) -> Result<(), Vec<String>> {
         // One check at a time; its answer serves the probes of the next second.
         let mut last = self.ready.lock().await;
+        let now = self
+            .ticker
+            .as_ref()
+            .map_or_else(std::time::Instant::now, |t| t.now());
         if let Some((at, answer)) = &*last
-            && at.elapsed() < Duration::from_secs(1)
+            && now.saturating_duration_since(*at) < Duration::from_secs(1)
         {
             return answer.clone();
         }
         let answer = self.check_readiness().await;
-        *last = Some((std::time::Instant::now(), answer.clone()));
+        *last = Some((now, answer.clone()));
         answer
     }
 

@@ -38,6 +38,8 @@ struct Harness {
     service: Arc<McpService>,
     store: Arc<dyn Store>,
     deletes: Arc<AtomicUsize>,
+    /// What the readiness cache reads the time from.
+    ticker: Arc<ManualTicker>,
 }
 
 fn grant(token: &str, scopes: &[&str]) -> TokenGrant {
@@ -111,10 +113,14 @@ async fn harness_requiring(
         grant(SCRAPER, &[SCOPE_METRICS]),
     ])
     .unwrap();
+    let ticker = Arc::new(ManualTicker::default());
     Harness {
-        service: Arc::new(McpService::new(Arc::new(gateway), auth, config)),
+        service: Arc::new(
+            McpService::new(Arc::new(gateway), auth, config).with_ticker(ticker.clone()),
+        ),
         store,
         deletes,
+        ticker,
     }
 }
 
@@ -665,7 +671,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
 
     // A schema behind this build's migrations (readiness is checked at most once a second;
     // probes in between get the last answer).
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    h.ticker.advance(Duration::from_millis(1100));
     let admin = db.admin().await;
     admin
         .execute(
