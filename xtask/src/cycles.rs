@@ -54,7 +54,7 @@ pub(crate) struct Cycle {
 /// The import cycles among the top-level modules of the crate whose sources are in `src`.
 pub(crate) fn cycles(src: &Path) -> Result<Vec<Cycle>> {
     let mut files = Vec::new();
-    collect(src, &mut files)?;
+    sources(src, &mut files)?;
     let mut modules = BTreeSet::new();
     for file in &files {
         modules.insert(module_of(src, file));
@@ -108,11 +108,12 @@ pub(crate) fn cycles(src: &Path) -> Result<Vec<Cycle>> {
         .collect())
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+/// The Rust sources under `dir`, test files (`tests.rs`) left out, sorted.
+pub(crate) fn sources(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
         let path = entry?.path();
         if path.is_dir() {
-            collect(&path, out)?;
+            sources(&path, out)?;
         } else if path.extension().is_some_and(|e| e == "rs")
             && path.file_name().is_some_and(|n| n != "tests.rs")
         {

@@ -85,19 +85,10 @@ pub(crate) fn check() -> Result<()> {
     }
 }
 
+/// The sources the rules read: `cycles::sources` without the fuzz targets' module.
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
-        let path = entry?.path();
-        if path.is_dir() {
-            collect(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "rs")
-            && path
-                .file_name()
-                .is_some_and(|n| n != "tests.rs" && n != "fuzzing.rs")
-        {
-            out.push(path);
-        }
-    }
+    crate::cycles::sources(dir, out)?;
+    out.retain(|path| path.file_name().is_none_or(|n| n != "fuzzing.rs"));
     Ok(())
 }
 
