@@ -4,7 +4,8 @@
 //! file under `src/foo/` are the module `foo`; `src/lib.rs` or `src/main.rs` is the crate
 //! root. Module `a` imports module `b` when a file of `a` names `crate::b…` (or, at the top
 //! level of a top-level file, `super::b…`), or, for the root, names `b::…`. A name the root
-//! re-exports from a module (`pub use b::Thing;`) is that module's; any other name in the
+//! re-exports from a module (`pub use b::Thing;`) is that module's, and one it re-exports
+//! from another crate (`pub use other_crate::Thing;`) is no module's; any other name in the
 //! root (an item defined there) makes the importer import the root. The check reads paths,
 //! not types: what it reports is a loop of `use`s and paths a reader would follow, which is
 //! what a layering is about. Test code is left out (files named `tests.rs`, inline `mod
@@ -77,7 +78,10 @@ pub(crate) fn cycles(src: &Path) -> Result<Vec<Cycle>> {
             let to = if modules.contains(&name) && name != ROOT {
                 name
             } else if let Some(module) = reexported.get(&name) {
-                module.clone()
+                match module {
+                    Reexport::Module(module) => module.clone(),
+                    Reexport::Extern => continue,
+                }
             } else if from == ROOT {
                 // A bare path in the root that is not a module: an extern crate.
                 continue;
@@ -298,9 +302,19 @@ fn skip_test_modules(code: &str) -> String {
     out
 }
 
-/// The names the root's `use` declarations bring in from its own modules: name → module
-/// (`pub use b::{Thing, other::Other as O};` → `Thing` and `O` are `b`'s).
-fn reexports(root: &str, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
+/// Where a name the root brings in with `use` comes from.
+#[derive(Clone)]
+enum Reexport {
+    /// One of the crate's modules.
+    Module(String),
+    /// Another crate.
+    Extern,
+}
+
+/// The names the root's `use` declarations bring in: name → where from
+/// (`pub use b::{Thing, other::Other as O};` → `Thing` and `O` are `b`'s;
+/// `pub use other_crate::Clock;` → `Clock` is another crate's).
+fn reexports(root: &str, modules: &BTreeSet<String>) -> BTreeMap<String, Reexport> {
     let mut names = BTreeMap::new();
     let mut rest = root;
     while let Some(at) = rest.find("use ") {
@@ -312,18 +326,22 @@ fn reexports(root: &str, modules: &BTreeSet<String>) -> BTreeMap<String, String>
         let Some(end) = rest.find(';') else { break };
         let tree = rest[..end].trim();
         rest = &rest[end..];
-        let tree = tree
+        let local = tree
             .strip_prefix("crate::")
-            .or_else(|| tree.strip_prefix("self::"))
-            .unwrap_or(tree);
+            .or_else(|| tree.strip_prefix("self::"));
+        let tree = local.unwrap_or(tree);
         let Some(first) = leading_ident(tree) else {
             continue;
         };
-        if !modules.contains(&first) {
+        let from = if modules.contains(&first) {
+            Reexport::Module(first)
+        } else if local.is_none() && first != "super" {
+            Reexport::Extern
+        } else {
             continue;
-        }
+        };
         for name in leaf_names(tree) {
-            names.insert(name, first.clone());
+            names.insert(name, from.clone());
         }
     }
     names
@@ -517,9 +535,9 @@ mod tests {
         let src = crate_with(&[
             (
                 "lib.rs",
-                "mod a;\nmod b;\nmod c;\npub use c::{C, deep::Thing as T};\n",
+                "mod a;\nmod b;\nmod c;\npub use c::{C, deep::Thing as T};\npub use other::Clock;\nfn f(_: a::A) {}\n",
             ),
-            ("a.rs", "use crate::{b::B, c, C, T};\n"),
+            ("a.rs", "use crate::{b::B, c, C, T, Clock};\n"),
             (
                 "b.rs",
                 "use crate::c::C;\n// crate::a in a comment is no import\n",

@@ -1,5 +1,6 @@
-//! The layering, checked: the pure crates (`elicitation-core`, `gating-core`, `mcp-wire`)
-//! hold no async runtime, HTTP stack or database driver in their normal dependency graph;
+//! The layering, checked: the pure crates (`elicitation-core`, `gating-core`, `mcp-wire`,
+//! `mcp-clock`) hold no async runtime, HTTP stack or database driver in their normal
+//! dependency graph;
 //! the crates' own edges point down (the client side never depends on the server side, the
 //! gate never on HTTP, the page and the gate never on the server); and no module of any
 //! crate imports a module that imports it back ([`crate::cycles`]).
@@ -9,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use crate::cmd::cargo;
 
 /// The pure crates.
-const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire"];
+const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire", "mcp-clock"];
 
 /// Packages a pure crate must not depend on, by exact name or name prefix (`deadpool*`).
 const FORBIDDEN: &[&str] = &["tokio", "tokio-postgres", "hyper", "mio", "deadpool"];

@@ -503,6 +503,7 @@ async fn gateway_over(
             max_per_module: limits.module_concurrency as usize,
             wait: limits.module_queue_timeout,
         },
+        Arc::new(elicitation_store::SystemClock),
     )
     .await?;
     let approvers = config

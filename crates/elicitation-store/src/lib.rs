@@ -13,7 +13,6 @@
 
 mod audit;
 mod caller;
-mod clock;
 mod error;
 mod memory;
 mod metered;
@@ -31,8 +30,8 @@ pub mod test_support;
 
 pub use audit::{AuditEvent, GateRecord, RejectReason};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
-pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::StoreError;
+pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
 pub use migrate::{latest_version, migrate};

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use elicitation_core::{CancelReason, ElicitationId, RespondOutcome, ResponseSpec};
-use elicitation_store::ListQuery;
+use elicitation_store::{Clock, ListQuery};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use ring::rand::{SecureRandom, SystemRandom};
@@ -95,13 +95,16 @@ const MAX_COOKIE: usize = 3800;
 pub struct WebSessions {
     sealer: mcp_auth::sealed::Sealer,
     rng: SystemRandom,
+    /// Where a sign-in's lifetime is read.
+    clock: Arc<dyn Clock>,
 }
 
 impl WebSessions {
     /// Sign-ins sealed under keys derived from `keys` (instances that share them serve each
     /// other's sign-ins; the first seals, every one opens; none: a random key).
-    pub fn new(keys: &[[u8; 32]]) -> Self {
+    pub fn new(keys: &[[u8; 32]], clock: Arc<dyn Clock>) -> Self {
         WebSessions {
+            clock,
             sealer: mcp_auth::sealed::Sealer::new(
                 &mcp_auth::sealed::derive_all(keys, "mcp-gateway/approvals-session/v1"),
                 "w1.",
@@ -138,7 +141,7 @@ impl WebSessions {
         cred: Option<String>,
     ) -> Option<(String, String)> {
         let csrf = self.random()?;
-        let ends = time::OffsetDateTime::now_utc()
+        let ends = self.clock.now()
             + time::Duration::try_from(SESSION_TTL).unwrap_or(time::Duration::HOUR);
         let mut claims = WebClaims {
             sub: principal.caller.subject_id().to_owned(),
@@ -165,7 +168,7 @@ impl WebSessions {
     fn get(&self, value: &str) -> Option<SignIn> {
         let claims: WebClaims = self.sealer.open(value)?;
         let ends = time::OffsetDateTime::from_unix_timestamp(claims.exp).ok()?;
-        if ends <= time::OffsetDateTime::now_utc() {
+        if ends <= self.clock.now() {
             return None;
         }
         let principal = Principal {
@@ -378,6 +381,8 @@ pub struct Page {
     closing: tokio::sync::watch::Receiver<bool>,
     secure_cookies: bool,
     max_streams_per_caller: usize,
+    /// Where the page reads the time.
+    clock: Arc<dyn Clock>,
 }
 
 /// What the page is built from.
@@ -394,13 +399,15 @@ pub struct PageParts {
     pub secure_cookies: bool,
     /// The cap on a caller's open streams (for the refusal's message).
     pub max_streams_per_caller: usize,
+    /// Where the page reads the time (sign-ins' lifetimes, what it shows as time left).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Page {
     /// The page; sign-ins sealed under `keys` (the seal-key ring's material).
     pub fn new(parts: PageParts) -> Self {
         Page {
-            web: WebSessions::new(&parts.keys),
+            web: WebSessions::new(&parts.keys, parts.clock.clone()),
             sso: None,
             ended: parts.ended,
             uploads: None,
@@ -408,6 +415,7 @@ impl Page {
             closing: parts.closing,
             secure_cookies: parts.secure_cookies,
             max_streams_per_caller: parts.max_streams_per_caller,
+            clock: parts.clock,
         }
     }
 
@@ -820,7 +828,7 @@ impl Page {
         if let Some(used) = &bound {
             self.ended.end(
                 mcp_auth::sealed::token_hash(used),
-                time::OffsetDateTime::now_utc() + time::Duration::minutes(15),
+                self.clock.now() + time::Duration::minutes(15),
             );
         }
         let signed_in = sso
@@ -989,13 +997,7 @@ impl Page {
         } else {
             (Vec::new(), vec![view])
         };
-        let page = html::page(
-            &frame,
-            &pending,
-            &history,
-            None,
-            time::OffsetDateTime::now_utc(),
-        );
+        let page = html::page(&frame, &pending, &history, None, self.clock.now());
         html(StatusCode::OK, page)
     }
 
@@ -1050,13 +1052,7 @@ impl Page {
             notice,
             seen: Some(&seen),
         };
-        let page = html::page(
-            &frame,
-            &pending,
-            &history,
-            error.as_ref(),
-            time::OffsetDateTime::now_utc(),
-        );
+        let page = html::page(&frame, &pending, &history, error.as_ref(), self.clock.now());
         html(status, page)
     }
 

@@ -86,6 +86,8 @@ pub struct Sso {
     /// Seals sign-ins on their way into the browser's cookie.
     sealer: mcp_auth::sealed::Sealer,
     rng: SystemRandom,
+    /// Where a sign-in under way reads the time.
+    clock: Arc<dyn elicitation_store::Clock>,
 }
 
 /// Where a sign-in starts: the provider's URL, and the state the browser must come back with.
@@ -135,6 +137,7 @@ impl Sso {
             discovery: tokio::sync::Mutex::new(None),
             sealer: Self::sealer(&[]),
             rng: SystemRandom::new(),
+            clock: Arc::new(elicitation_store::SystemClock),
         }
     }
 
@@ -151,6 +154,13 @@ impl Sso {
     #[must_use]
     pub fn keyed(mut self, keys: &[[u8; 32]]) -> Self {
         self.sealer = Self::sealer(keys);
+        self
+    }
+
+    /// Reads the time from `clock` (tests move it instead of sleeping).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn elicitation_store::Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -200,7 +210,7 @@ impl Sso {
         let discovery = self.discovery().await?;
         let (state, nonce, verifier) = (self.random()?, self.random()?, self.random()?);
         let challenge = B64.encode(digest(&SHA256, verifier.as_bytes()));
-        let expires = time::OffsetDateTime::now_utc()
+        let expires = self.clock.now()
             + time::Duration::try_from(PENDING_TTL).unwrap_or(time::Duration::MINUTE);
         let cookie = self
             .sealer
@@ -244,9 +254,7 @@ impl Sso {
         // (the caller refuses a cookie already used).
         let pending: Pending = cookie
             .and_then(|c| self.sealer.open(c))
-            .filter(|p: &Pending| {
-                p.st == state && p.exp > time::OffsetDateTime::now_utc().unix_timestamp()
-            })
+            .filter(|p: &Pending| p.st == state && p.exp > self.clock.now().unix_timestamp())
             .ok_or(SsoError::UnknownState)?;
         if let Some(error) = error {
             return Err(SsoError::Refused(error.chars().take(200).collect()));

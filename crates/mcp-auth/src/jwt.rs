@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::{Caller, Clock};
+use elicitation_store::{Caller, Clock, SystemClock};
 pub use jsonwebtoken::Algorithm;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
@@ -240,11 +240,9 @@ pub struct JwtAuth {
     http: reqwest::Client,
     /// Tokens verified lately, by SHA-256 (see [`JwtAuth::principal_cached`]).
     verified: Mutex<HashMap<[u8; 32], Verified>>,
-    /// A moved clock (tests), with the instant and the time it was set at: the token times
-    /// and the keys' bookkeeping both follow it. Without one, token times are read against
-    /// the system's wall clock and the keys' grace period and refresh times against the
-    /// monotonic clock, which a wall-clock step cannot move.
-    clock: Option<(Arc<dyn Clock>, Instant, OffsetDateTime)>,
+    /// Where the time is read: token times against its wall clock, the keys' grace period
+    /// and refresh times against its monotonic one (which a wall-clock step cannot move).
+    clock: Arc<dyn Clock>,
 }
 
 /// A token verified lately.
@@ -407,35 +405,25 @@ impl JwtAuth {
             issuers,
             http,
             verified: Mutex::new(HashMap::new()),
-            clock: None,
+            clock: Arc::new(SystemClock),
         })
     }
 
-    /// Reads `now` from `clock` (tests) instead of the system's.
+    /// Reads the time from `clock` (tests move it instead of sleeping).
+    #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        let set_at = clock.now();
-        self.clock = Some((clock, Instant::now(), set_at));
+        self.clock = clock;
         self
     }
 
     /// The wall-clock time, for the times in tokens.
     fn wall(&self) -> OffsetDateTime {
-        match &self.clock {
-            None => OffsetDateTime::now_utc(),
-            Some((clock, _, _)) => clock.now(),
-        }
+        self.clock.now()
     }
 
-    /// A monotonic instant, for the keys' bookkeeping (with a moved clock, moved with it).
+    /// A monotonic instant, for the keys' bookkeeping.
     fn tick(&self) -> Instant {
-        match &self.clock {
-            None => Instant::now(),
-            Some((clock, base, set_at)) => {
-                let moved =
-                    std::time::Duration::try_from(clock.now() - *set_at).unwrap_or_default();
-                *base + moved
-            }
-        }
+        self.clock.instant()
     }
 
     /// The configuration.

@@ -236,15 +236,15 @@ impl Auth {
         }
     }
 
-    /// This configuration of tokens as it follows `running` (a reload): a token `running`
-    /// has keeps the time its grant began; one it has not — new, or back after a reload
-    /// revoked it — begins now.
+    /// This configuration of tokens as it follows `running` (a reload) at `now`: a token
+    /// `running` has keeps the time its grant began; one it has not — new, or back after a
+    /// reload revoked it — begins now.
     #[must_use]
-    pub fn following(self, running: &Auth) -> Auth {
+    pub fn following(self, running: &Auth, now: time::OffsetDateTime) -> Auth {
         let Auth::Tokens(mut tokens) = self else {
             return self;
         };
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = now.unix_timestamp();
         for (digest, grant) in &mut tokens {
             grant.since = match running {
                 Auth::Tokens(old) => old.get(digest).map_or(now, |g| g.since),

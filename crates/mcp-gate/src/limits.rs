@@ -7,10 +7,10 @@
 //! forgotten, so the table holds only callers active within the last refill period.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::Caller;
+use elicitation_store::{Caller, Clock, SystemClock};
 
 /// The most callers tracked at once; beyond it the fullest buckets are dropped (a dropped
 /// bucket is a full one, so forgetting it never lets a caller exceed its burst).
@@ -80,11 +80,6 @@ impl RateLimiter {
             Err(Duration::from_secs_f64(wait.max(0.001)))
         }
     }
-
-    /// [`RateLimiter::take_at`] now.
-    pub fn take(&self, caller: &Caller) -> Result<(), Duration> {
-        self.take_at(caller, Instant::now())
-    }
 }
 
 /// Whole seconds to wait, rounded up (what `Retry-After` and the in-band error say).
@@ -97,31 +92,26 @@ pub fn retry_after_secs(wait: Duration) -> u64 {
     }
 }
 
-/// A monotonic clock a test moves by hand: the system's, plus how far it was moved.
-#[derive(Debug, Default)]
-pub struct ManualTicker(Mutex<Duration>);
-
-impl ManualTicker {
-    /// Moves it forward by `by`.
-    pub fn advance(&self, by: Duration) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) += by;
-    }
-
-    /// The system's monotonic time plus how far it was moved.
-    pub fn now(&self) -> Instant {
-        Instant::now() + *self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// The limits the gateway enforces per caller.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Limits {
     /// Tool calls.
     pub calls: Option<RateLimiter>,
     /// Elicitations created (by the gate, or over REST).
     pub elicitations: Option<RateLimiter>,
-    /// A moved clock (tests); none: the monotonic clock.
-    ticker: Option<std::sync::Arc<ManualTicker>>,
+    /// Where the buckets read the time (a test moves it instead of sleeping).
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for Limits {
+    /// No limits.
+    fn default() -> Self {
+        Limits {
+            calls: None,
+            elicitations: None,
+            clock: Arc::new(SystemClock),
+        }
+    }
 }
 
 impl Limits {
@@ -130,19 +120,19 @@ impl Limits {
         Limits {
             calls: RateLimiter::new(calls),
             elicitations: RateLimiter::new(elicitations),
-            ticker: None,
+            clock: Arc::new(SystemClock),
         }
     }
 
-    /// The buckets read the time from `ticker` (tests move it instead of sleeping).
+    /// The buckets read the time from `clock` (tests move it instead of sleeping).
     #[must_use]
-    pub fn with_ticker(mut self, ticker: std::sync::Arc<ManualTicker>) -> Self {
-        self.ticker = Some(ticker);
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
     fn now(&self) -> Instant {
-        self.ticker.as_ref().map_or_else(Instant::now, |t| t.now())
+        self.clock.instant()
     }
 
     /// One tool call of `caller`.

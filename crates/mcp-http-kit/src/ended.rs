@@ -29,10 +29,9 @@ impl EndedTokens {
         self.lock().extend(ended);
     }
 
-    /// Forgets what is past the time it would have ended anyway.
-    pub fn prune(&self) {
-        let wall = OffsetDateTime::now_utc();
-        self.lock().retain(|_, until| *until > wall);
+    /// Forgets what is past the time it would have ended anyway, it being `now`.
+    pub fn prune(&self, now: OffsetDateTime) {
+        self.lock().retain(|_, until| *until > now);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], OffsetDateTime>> {

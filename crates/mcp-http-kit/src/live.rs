@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use elicitation_store::Clock;
 use mcp_auth::Auth;
 use mcp_gate::Gateway;
 
@@ -12,6 +13,8 @@ use mcp_gate::Gateway;
 pub struct Live {
     /// One lock for both, so no request sees one reload's gateway with another's auth.
     now: RwLock<Snapshot>,
+    /// When a reload happens (a token granted anew begins then).
+    clock: Arc<dyn Clock>,
 }
 
 /// What one request is served with, from its start to its end.
@@ -24,9 +27,10 @@ pub struct Snapshot {
 }
 
 impl Live {
-    /// The state a service starts with.
-    pub fn new(gateway: Arc<Gateway>, auth: Auth) -> Self {
+    /// The state a service starts with; reloads read the time from `clock`.
+    pub fn new(gateway: Arc<Gateway>, auth: Auth, clock: Arc<dyn Clock>) -> Self {
         Live {
+            clock,
             now: RwLock::new(Snapshot {
                 gateway,
                 auth: Arc::new(auth),
@@ -57,7 +61,7 @@ impl Live {
     /// (`Auth::following`).
     pub fn swap(&self, gateway: Arc<Gateway>, auth: Auth) {
         let mut now = self.now.write().unwrap_or_else(PoisonError::into_inner);
-        let auth = Arc::new(auth.following(&now.auth));
+        let auth = Arc::new(auth.following(&now.auth, self.clock.now()));
         *now = Snapshot { gateway, auth };
     }
 }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use elicitation_core::{
     Answer, ElicitAction, Elicitation, ElicitationId, ElicitationType, response_schema,
 };
+use elicitation_store::Clock;
 use http::Response;
 use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, RequestId};
@@ -199,6 +200,8 @@ pub struct Mrtr {
     pub gateway: Arc<Gateway>,
     /// Seals and opens states.
     pub states: Arc<RequestStates>,
+    /// Where a state's lifetime is read.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Mrtr {
@@ -273,7 +276,7 @@ impl Mrtr {
         token: &str,
         answered: bool,
     ) -> Result<StateClaims, McpError> {
-        let now = time::OffsetDateTime::now_utc();
+        let now = self.clock.now();
         let opened = self.states.open(token, now).map_err(|e| {
             McpError::InvalidParams(format!("Invalid or expired requestState ({e})"))
         })?;
@@ -397,6 +400,8 @@ pub struct StreamContext {
     pub(crate) by: AskBy,
     /// The approvals page's base URL (URL mode).
     pub(crate) page: Option<String>,
+    /// Where the time left to answer is read.
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
@@ -465,8 +470,7 @@ async fn converse(
             c.answers.forget(&c.session, &server_id);
             return None;
         }
-        let remaining =
-            (current.expires_at - time::OffsetDateTime::now_utc()).max(time::Duration::ZERO);
+        let remaining = (current.expires_at - c.clock.now()).max(time::Duration::ZERO);
         let deadline =
             tokio::time::Instant::now() + Duration::try_from(remaining).unwrap_or_default();
         let changed = c

@@ -1,5 +1,5 @@
 //! A module's requests during a 2026-07-28 client's call, asked through multi round-trip
-//! requests: the call runs on its own task; when its module asks (`elicitation/create`,
+//! requests: the call is driven by the client's request; when its module asks (`elicitation/create`,
 //! `sampling/createMessage`, `roots/list`), the client's request is answered
 //! `input_required` with the module's request as its one input request and a
 //! `requestState` naming the suspended call; the client's retry carries the answer, which
@@ -8,7 +8,7 @@
 //! The module's call stays open in this process meanwhile (a legacy module cannot be asked
 //! later), so the state is a handle to this process's memory, not a sealed token: 32 random
 //! bytes, bound to the caller and the tool, usable once, forgotten (and the call cancelled)
-//! after [`SUSPEND_TIMEOUT`]. With several gateway instances, the retry must reach the
+//! after [`SUSPEND_TIMEOUT`] (pruned whenever a call is suspended or resumed). With several gateway instances, the retry must reach the
 //! instance that holds the call; elsewhere it is refused as an invalid state (`-32602`)
 //! and the client starts the call again.
 
@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::Caller;
+use elicitation_store::{Caller, Clock};
 use mcp_wire::ResultBody;
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::{InputRequest, InputRequiredResult};
@@ -126,13 +126,17 @@ struct Suspended {
 pub(crate) struct Bridges {
     suspended: Mutex<HashMap<String, Suspended>>,
     rng: SystemRandom,
+    /// Where the suspended calls' ages are read.
+    clock: Arc<dyn Clock>,
 }
 
-impl Default for Bridges {
-    fn default() -> Self {
+impl Bridges {
+    /// No suspended calls yet; their ages read from `clock`.
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         Bridges {
             suspended: Mutex::default(),
             rng: SystemRandom::new(),
+            clock,
         }
     }
 }
@@ -177,8 +181,8 @@ impl Bridges {
                 .suspended
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let now = Instant::now();
-            suspended.retain(|_, s| now.duration_since(s.since) < SUSPEND_TIMEOUT);
+            let now = self.clock.instant();
+            prune(&mut suspended, now);
             // A caller makes room among its own calls, never another caller's.
             let caller = &principal.caller;
             let oldest_own = suspended
@@ -234,11 +238,12 @@ impl Bridges {
             .suspended
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let fits = suspended.get(state).is_some_and(|s| {
-            s.principal.caller == *caller
-                && s.tool.qualified == tool
-                && s.since.elapsed() < SUSPEND_TIMEOUT
-        });
+        // Calls past their time are dropped first, which cancels their module calls (a
+        // module waiting on a question nobody will answer holds its connection's requests).
+        prune(&mut suspended, self.clock.instant());
+        let fits = suspended
+            .get(state)
+            .is_some_and(|s| s.principal.caller == *caller && s.tool.qualified == tool);
         if !fits {
             return Err(invalid());
         }
@@ -254,6 +259,11 @@ impl Bridges {
         let _ = resumed.asked.reply.send(answer);
         Ok(resumed.running)
     }
+}
+
+/// Drops the suspended calls older than [`SUSPEND_TIMEOUT`] at `now` (cancelling them).
+fn prune(suspended: &mut HashMap<String, Suspended>, now: Instant) {
+    suspended.retain(|_, s| now.saturating_duration_since(s.since) < SUSPEND_TIMEOUT);
 }
 
 impl Running {

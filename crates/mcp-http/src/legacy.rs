@@ -241,6 +241,7 @@ impl McpService {
                             log_level: session.log_level,
                             by,
                             page,
+                            clock: self.config.clock.clone(),
                         };
                         return Ok(Reply::Stream(ask::stream_confirmation(
                             context,

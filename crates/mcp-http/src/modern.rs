@@ -109,6 +109,7 @@ impl McpService {
                         let mrtr = ask::Mrtr {
                             gateway: gateway.clone(),
                             states: self.states.clone(),
+                            clock: self.config.clock.clone(),
                         };
                         let caller = principal.clone();
                         let module_relay: Arc<dyn mcp_upstream::Relay> = relay.clone();

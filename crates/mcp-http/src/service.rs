@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use elicitation_core::ElicitationId;
+use elicitation_store::{Clock, SystemClock};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
@@ -70,6 +71,9 @@ pub struct ServiceConfig {
     /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
     /// scope); off when a separate operations listener serves it.
     pub metrics_on_main: bool,
+    /// Where the HTTP side reads the time: sessions' and sign-ins' lifetimes, suspended
+    /// bridge calls, reloads, the readiness cache (tests move it instead of sleeping).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for ServiceConfig {
@@ -88,6 +92,7 @@ impl Default for ServiceConfig {
             native: ask::NativeMode::Auto,
             public_url: None,
             metrics_on_main: true,
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -113,8 +118,6 @@ pub struct McpService {
     /// The last readiness check (probes are answered from it for a second, so a flood of
     /// them costs the store one query a second).
     ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
-    /// A moved clock for the readiness cache (tests); none: the monotonic clock.
-    ticker: Option<Arc<mcp_gate::limits::ManualTicker>>,
 }
 
 /// `notifications/cancelled`'s params.
@@ -420,7 +423,7 @@ impl McpService {
             || vec![mcp_auth::sealed::Sealer::random_key()],
             |k| k.0.clone(),
         );
-        let sessions = Arc::new(match &config.session_key {
+        let sessions = match &config.session_key {
             Some(key) => Sessions::new(
                 config.session_idle_timeout,
                 config.session_max_age,
@@ -432,10 +435,15 @@ impl McpService {
                 config.session_max_age,
                 config.max_sessions,
             ),
-        });
+        };
+        let sessions = Arc::new(sessions.with_clock(config.clock.clone()));
         notify_sessions(&gateway, &sessions);
         sessions.follow_ends(gateway.fleet().clone());
-        let live = Arc::new(mcp_http_kit::live::Live::new(gateway.clone(), auth));
+        let live = Arc::new(mcp_http_kit::live::Live::new(
+            gateway.clone(),
+            auth,
+            config.clock.clone(),
+        ));
         let listeners: Arc<crate::listen::Listeners> = Arc::default();
         follow_other_instances(
             gateway.fleet().clone(),
@@ -452,7 +460,9 @@ impl McpService {
             closing: closing.subscribe(),
             secure_cookies: config.secure_cookies,
             max_streams_per_caller: config.max_streams_per_caller,
+            clock: config.clock.clone(),
         });
+        let bridges = Arc::new(crate::bridge::Bridges::new(config.clock.clone()));
         McpService {
             streams,
             live,
@@ -460,13 +470,12 @@ impl McpService {
             config,
             states: Arc::new(RequestStates::ephemeral()),
             answers: Arc::default(),
-            bridges: Arc::default(),
+            bridges,
             listeners,
             page,
             uploads: None,
             closing,
             ready: tokio::sync::Mutex::new(None),
-            ticker: None,
         }
     }
 
@@ -493,12 +502,6 @@ impl McpService {
         }
     }
 
-    /// The readiness cache reads the time from `ticker` (tests move it instead of sleeping).
-    pub fn with_ticker(mut self, ticker: Arc<mcp_gate::limits::ManualTicker>) -> Self {
-        self.ticker = Some(ticker);
-        self
-    }
-
     /// Uses `states` for multi round-trip `requestState`s (instances that share a store must
     /// share the key; the default is a random per-process key).
     pub fn with_request_states(mut self, states: RequestStates) -> Self {
@@ -522,7 +525,9 @@ impl McpService {
             || vec![mcp_auth::sealed::Sealer::random_key()],
             |k| k.0.clone(),
         );
-        self.page.set_sso(Arc::new(sso.keyed(&keys)));
+        self.page.set_sso(Arc::new(
+            sso.keyed(&keys).with_clock(self.config.clock.clone()),
+        ));
         self
     }
 
@@ -572,10 +577,7 @@ impl McpService {
     pub async fn readiness(&self) -> Result<(), Vec<String>> {
         // One check at a time; its answer serves the probes of the next second.
         let mut last = self.ready.lock().await;
-        let now = self
-            .ticker
-            .as_ref()
-            .map_or_else(std::time::Instant::now, |t| t.now());
+        let now = self.config.clock.instant();
         if let Some((at, answer)) = &*last
             && now.saturating_duration_since(*at) < Duration::from_secs(1)
         {

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::{Caller, Fleet};
+use elicitation_store::{Caller, Clock, Fleet, SystemClock};
 use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -148,6 +148,8 @@ pub struct Sessions {
     sealer: Sealer,
     /// This instance, in what it broadcasts (random; it skips its own).
     instance: String,
+    /// Where lifetimes and idle times are read.
+    clock: Arc<dyn Clock>,
 }
 
 impl Sessions {
@@ -173,7 +175,15 @@ impl Sessions {
                 let _ = SystemRandom::new().fill(&mut bytes);
                 bytes.iter().map(|b| format!("{b:02x}")).collect()
             },
+            clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Reads lifetimes and idle times from `clock` (tests move it instead of sleeping).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// This instance's name in what it broadcasts.
@@ -215,7 +225,7 @@ impl Sessions {
         version: &'static str,
         answers: ClientAnswers,
     ) -> Result<String, McpError> {
-        let ends_at = OffsetDateTime::now_utc()
+        let ends_at = self.clock.now()
             + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY);
         let claims = Claims {
             sub: caller.subject_id().to_owned(),
@@ -256,7 +266,7 @@ impl Sessions {
         answers: ClientAnswers,
         ends_at: OffsetDateTime,
     ) -> Session {
-        let now = Instant::now();
+        let now = self.clock.instant();
         let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
         sessions.retain(|_, s| {
             let live = now.duration_since(s.last_seen) < self.idle_timeout;
@@ -306,8 +316,8 @@ impl Sessions {
     /// The caller's live session `id`, marking it used: from memory, or opened from the id
     /// (a session begun on another instance, or dropped from memory while idle).
     pub fn touch(&self, id: &str, caller: &Caller) -> Result<Session, McpError> {
-        let now = Instant::now();
-        let wall = OffsetDateTime::now_utc();
+        let now = self.clock.instant();
+        let wall = self.clock.now();
         {
             let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(session) = sessions.get_mut(id) {
@@ -395,7 +405,7 @@ impl Sessions {
     /// A session ended on another instance (by hash), refused here until `until` (`None`:
     /// until the longest a session lives).
     pub fn ended_elsewhere(&self, hash: [u8; 32], until: Option<OffsetDateTime>) {
-        let wall = OffsetDateTime::now_utc();
+        let wall = self.clock.now();
         let until = until.unwrap_or_else(|| {
             wall + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY)
         });
@@ -496,7 +506,7 @@ impl Sessions {
 
     /// Forgets ended sessions past the time they would have ended anyway.
     fn prune_ended(&self) {
-        self.ended.prune();
+        self.ended.prune(self.clock.now());
     }
 
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use gating_core::ToolAnnotations;
+use mcp_clock::{Clock, SystemClock};
 use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ParamHeader};
 use serde_json::Value;
@@ -275,6 +276,8 @@ pub struct Registry {
     left_out: Mutex<Vec<Vec<String>>>,
     /// Fires after each refresh of a module's tools.
     refreshed: tokio::sync::broadcast::Sender<()>,
+    /// Where the time since a failed listing is read.
+    clock: Arc<dyn Clock>,
     /// The rank of the most verbose log level clients asked for (`u8::MAX`: none yet).
     log_level: std::sync::atomic::AtomicU8,
     /// Every module's `notifications/resources/updated` URIs, with the caller whose own
@@ -304,13 +307,15 @@ impl Registry {
     /// Lists every module's tools and watches for changes. A module that cannot be listed
     /// now is tried again later; what a module lists wrong is left out (see `install`).
     pub async fn start(modules: Vec<ModuleSpec>) -> Result<Arc<Registry>, RegistryError> {
-        Self::start_with(modules, CallLimit::default()).await
+        Self::start_with(modules, CallLimit::default(), Arc::new(SystemClock)).await
     }
 
-    /// [`Registry::start`], running at most `limit` calls per module at once.
+    /// [`Registry::start`], running at most `limit` calls per module at once, and reading
+    /// when to list a module again from `clock` (tests move it instead of sleeping).
     pub async fn start_with(
         modules: Vec<ModuleSpec>,
         limit: CallLimit,
+        clock: Arc<dyn Clock>,
     ) -> Result<Arc<Registry>, RegistryError> {
         for (i, m) in modules.iter().enumerate() {
             if modules[..i].iter().any(|other| other.name == m.name) {
@@ -347,6 +352,7 @@ impl Registry {
             failed_at: Mutex::new(vec![None; count]),
             left_out: Mutex::new(vec![Vec::new(); count]),
             refreshed: tokio::sync::broadcast::channel(16).0,
+            clock,
         });
         let _ = registry.this.set(Arc::downgrade(&registry));
         // Idle per-caller instances stop.
@@ -516,7 +522,7 @@ impl Registry {
             }
             Err(err) => {
                 tracing::warn!(module = %spec.name, error = %err, "cannot list the module's tools; will retry");
-                failed[index] = Some(Instant::now());
+                failed[index] = Some(self.clock.instant());
                 None
             }
         }
@@ -742,6 +748,7 @@ impl Registry {
     /// Lists again every module whose listing failed at least [`RETRY_LIST_AFTER`] ago.
     async fn retry_failed(&self) {
         let retry: Vec<usize> = {
+            let now = self.clock.instant();
             let failed = self
                 .failed_at
                 .lock()
@@ -749,7 +756,9 @@ impl Registry {
             failed
                 .iter()
                 .enumerate()
-                .filter(|(_, at)| at.is_some_and(|at| at.elapsed() >= RETRY_LIST_AFTER))
+                .filter(|(_, at)| {
+                    at.is_some_and(|at| now.saturating_duration_since(at) >= RETRY_LIST_AFTER)
+                })
                 .map(|(i, _)| i)
                 .collect()
         };

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use elicitation_core::{ElicitationSpec, ResponseSpec};
-use elicitation_store::{Caller, MemoryStore, Store};
+use elicitation_store::{Caller, ManualClock, MemoryStore, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -35,6 +35,8 @@ struct Harness {
     deleted: Arc<AtomicUsize>,
     /// The service's upload store, as a second handle on the same directory.
     uploads: Uploads,
+    /// What the store and the service read the time from.
+    clock: Arc<ManualClock>,
 }
 
 async fn harness() -> Harness {
@@ -81,7 +83,11 @@ async fn harness_at(
     }])
     .await
     .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let clock = Arc::new(ManualClock::stopped_now());
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(
+        clock.clone(),
+        elicitation_store::MemoryLimits::default(),
+    ));
     let gateway = Arc::new(
         Gateway::new(registry, store.clone(), GatePolicy::default(), false)
             .with_approvers(approvers),
@@ -111,12 +117,20 @@ async fn harness_at(
     let uploads = UploadsConfig::dir(uploads);
     Harness {
         service: Arc::new(
-            McpService::new(gateway, auth, ServiceConfig::default())
-                .with_uploads(Uploads::open(&uploads).unwrap()),
+            McpService::new(
+                gateway,
+                auth,
+                ServiceConfig {
+                    clock: clock.clone(),
+                    ..ServiceConfig::default()
+                },
+            )
+            .with_uploads(Uploads::open(&uploads).unwrap()),
         ),
         store,
         deleted,
         uploads: Uploads::open(&uploads).unwrap(),
+        clock,
     }
 }
 
@@ -1234,6 +1248,23 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
     assert!(lately.contains("bob on the approvals page"), "{lately}");
 }
 
+/// A page sign-in lasts eight hours, however it is used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_sign_in_ends_after_eight_hours() {
+    let h = harness().await;
+    let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
+    h.clock
+        .advance_std(std::time::Duration::from_secs(8 * 3600 - 60));
+    assert!(bob.get().await.body.contains("Sign out"), "a minute left");
+    h.clock.advance_std(std::time::Duration::from_secs(60));
+    let page = send(&h, "GET", "/approvals", &[("cookie", &bob.cookie)], "").await;
+    assert!(
+        page.body.contains("Sign in") && !page.body.contains("Sign out"),
+        "{}",
+        page.body
+    );
+}
+
 /// A page sign-in holds only while its credential does: a token revoked by a reload signs
 /// the page out (each request takes the token's grant as configured now), and a sign-in
 /// made under another auth mode opens nothing.
@@ -1278,7 +1309,7 @@ async fn a_page_sign_in_follows_its_token_and_the_auth_mode() {
     );
     // Put back, his token is a new grant: the sign-in made under the old one stays dead
     // (on today's main it worked again), and a new sign-in works.
-    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    h.clock.advance_std(std::time::Duration::from_secs(1));
     h.service.reload(
         gateway.clone(),
         Auth::tokens(vec![

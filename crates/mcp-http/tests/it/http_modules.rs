@@ -8,14 +8,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use elicitation_store::MemoryStore;
+use elicitation_store::{Clock, ManualClock, MemoryStore, SystemClock};
 use gating_core::GatePolicy;
 use mcp_auth::{Auth, Principal};
 use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::demo::demo_module;
 use mcp_upstream::http::{HttpConfig, HttpModule};
-use mcp_upstream::registry::{ModuleSpec, Registry};
+use mcp_upstream::registry::{CallLimit, ModuleSpec, Registry};
 use mcp_wire::CallToolParams;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -32,19 +32,28 @@ fn params(name: &str, arguments: Value) -> CallToolParams {
 }
 
 async fn gateway_over_http(url: String) -> Gateway {
+    gateway_over_http_with(url, Arc::new(SystemClock)).await
+}
+
+/// [`gateway_over_http`], its registry reading the time from `clock`.
+async fn gateway_over_http_with(url: String, clock: Arc<dyn Clock>) -> Gateway {
     let module = HttpModule::new(HttpConfig {
         name: "up".into(),
         url: url.parse().unwrap(),
         headers: Vec::new(),
         call_timeout: Duration::from_secs(30),
     });
-    let registry = Registry::start(vec![ModuleSpec {
-        isolation: None,
-        name: "up".into(),
-        prefix: "up".into(),
-        trust_annotations: true,
-        module: Arc::new(module),
-    }])
+    let registry = Registry::start_with(
+        vec![ModuleSpec {
+            isolation: None,
+            name: "up".into(),
+            prefix: "up".into(),
+            trust_annotations: true,
+            module: Arc::new(module),
+        }],
+        CallLimit::default(),
+        clock,
+    )
     .await
     .unwrap();
     Gateway::new(
@@ -190,7 +199,9 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
         .local_addr()
         .unwrap()
         .port();
-    let gateway = gateway_over_http(format!("http://127.0.0.1:{port}/mcp")).await;
+    let clock = Arc::new(ManualClock::stopped_now());
+    let gateway =
+        gateway_over_http_with(format!("http://127.0.0.1:{port}/mcp"), clock.clone()).await;
     let early = gateway
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await;
@@ -231,8 +242,16 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
             let _ = stopped.await;
         },
     ));
-    // A failed listing is retried once it is older than the retry interval (5 s).
-    tokio::time::sleep(Duration::from_millis(5_200)).await;
+    // A failed listing is retried once it is older than the retry interval (5 s), not on
+    // every call before that.
+    let soon = gateway
+        .call_tool(&principal(), params("up__demo__list_notes", json!({})))
+        .await;
+    assert!(
+        matches!(soon, Err(mcp_http_kit::error::McpError::UnknownTool(_))),
+        "not listed again within the retry interval: {soon:?}"
+    );
+    clock.advance_std(Duration::from_secs(5));
     let listed = gateway
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use elicitation_store::{KeyRing, MemoryStore, PostgresOptions, PostgresStore, SystemClock};
+use elicitation_store::{
+    KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore, SystemClock,
+};
 use elicitation_store::{Metered, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
@@ -20,7 +22,7 @@ use mcp_auth::{
     Auth, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256,
 };
 use mcp_gate::Gateway;
-use mcp_gate::limits::{Limits, ManualTicker, Rate};
+use mcp_gate::limits::{Limits, Rate};
 use mcp_gate::metrics::Metrics;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
@@ -38,8 +40,8 @@ struct Harness {
     service: Arc<McpService>,
     store: Arc<dyn Store>,
     deletes: Arc<AtomicUsize>,
-    /// What the readiness cache reads the time from.
-    ticker: Arc<ManualTicker>,
+    /// What the service reads the time from (the readiness cache among others).
+    clock: Arc<ManualClock>,
 }
 
 fn grant(token: &str, scopes: &[&str]) -> TokenGrant {
@@ -100,6 +102,7 @@ async fn harness_requiring(
             max_per_module: 1,
             wait: Duration::from_millis(200),
         },
+        Arc::new(SystemClock),
     )
     .await
     .unwrap();
@@ -113,14 +116,16 @@ async fn harness_requiring(
         grant(SCRAPER, &[SCOPE_METRICS]),
     ])
     .unwrap();
-    let ticker = Arc::new(ManualTicker::default());
+    let clock = Arc::new(ManualClock::stopped_now());
+    let config = ServiceConfig {
+        clock: clock.clone(),
+        ..config
+    };
     Harness {
-        service: Arc::new(
-            McpService::new(Arc::new(gateway), auth, config).with_ticker(ticker.clone()),
-        ),
+        service: Arc::new(McpService::new(Arc::new(gateway), auth, config)),
         store,
         deletes,
-        ticker,
+        clock,
     }
 }
 
@@ -384,7 +389,7 @@ async fn metrics_on_the_main_listener_need_their_scope() {
 
 #[tokio::test]
 async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
-    let ticker = Arc::new(ManualTicker::default());
+    let clock = Arc::new(ManualClock::stopped_now());
     let h = harness(
         Limits::new(
             Rate {
@@ -396,7 +401,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
                 burst: 1,
             },
         )
-        .with_ticker(ticker.clone()),
+        .with_clock(clock.clone()),
     )
     .await;
     // Calls: a burst of two, then an in-band error that says when to try again.
@@ -433,7 +438,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
         "{headers:?}"
     );
     // A call comes back after the window.
-    ticker.advance(Duration::from_millis(2100));
+    clock.advance_std(Duration::from_millis(2100));
     assert_eq!(
         call(&h, "test__read", json!({}), None).await["isError"],
         false
@@ -472,7 +477,7 @@ async fn a_caller_over_its_rates_is_refused_clearly_and_recovers() {
     assert_eq!(problem["status"], 429, "{problem}");
     // After the window, one more; the gate's confirmations draw on the same bucket, so a
     // gated call right after it is refused, not held (and not run).
-    ticker.advance(Duration::from_millis(2100));
+    clock.advance_std(Duration::from_millis(2100));
     let (status, _, _) = send(&h, "POST", "/v1/mcp/elicitations", Some(AGENT), Some(ask)).await;
     assert_eq!(status, StatusCode::CREATED);
     let refused = call(&h, "test__delete", json!({}), None).await;
@@ -671,7 +676,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
 
     // A schema behind this build's migrations (readiness is checked at most once a second;
     // probes in between get the last answer).
-    h.ticker.advance(Duration::from_millis(1100));
+    h.clock.advance_std(Duration::from_millis(1100));
     let admin = db.admin().await;
     admin
         .execute(

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use elicitation_store::MemoryStore;
+use elicitation_store::{ManualClock, MemoryStore};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
@@ -32,6 +32,8 @@ const CLIENT: &str = "client-token";
 
 struct Harness {
     service: Arc<McpService>,
+    /// What the service reads the time from.
+    clock: Arc<ManualClock>,
 }
 
 async fn harness() -> Harness {
@@ -109,8 +111,14 @@ async fn harness_over(name: &str, module: Arc<dyn mcp_upstream::Module>) -> Harn
         grant(CLIENT, &[SCOPE_TOOLS_CALL, SCOPE_RESPOND]),
     ])
     .unwrap();
+    let clock = Arc::new(ManualClock::stopped_now());
+    let config = ServiceConfig {
+        clock: clock.clone(),
+        ..ServiceConfig::default()
+    };
     Harness {
-        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        service: Arc::new(McpService::new(gateway, auth, config)),
+        clock,
     }
 }
 
@@ -948,6 +956,50 @@ async fn modern_call(
     ];
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
     exchange(h, "POST", &headers, &body).await.1
+}
+
+/// A module's question put to a modern client waits ten minutes for the retry that answers
+/// it; after that the retry is refused and the module's call is cancelled (the module hears
+/// it), rather than left holding its connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_modules_question_unanswered_for_ten_minutes_is_cancelled() {
+    let h = harness().await;
+    let elicit = json!({"elicitation": {}});
+    let ask =
+        |id: i64, extra: Value| modern_call(&h, AGENT, id, "chatty__ask", elicit.clone(), extra);
+    let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+    let retry = |first: &Value| json!({"requestState": first["result"]["requestState"], "inputResponses": {"input": answer}});
+    let first = ask(1, json!({})).await.json();
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    h.clock.advance_std(Duration::from_secs(599));
+    let done = ask(2, retry(&first)).await.json();
+    assert_eq!(
+        done["result"]["resultType"], "complete",
+        "within its time: {done}"
+    );
+
+    let second = ask(3, json!({})).await.json();
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    h.clock.advance_std(Duration::from_secs(601));
+    let late = ask(4, retry(&second)).await.json();
+    assert_eq!(late["error"]["code"], -32602, "{late}");
+    assert_eq!(
+        late["error"]["message"],
+        "invalid params: Invalid or expired requestState"
+    );
+    // The module hears the cancellation (it is sent as the call is dropped).
+    let mut heard = Value::Null;
+    for id in 5..500 {
+        let listed = modern_call(&h, AGENT, id, "chatty__cancelled", json!({}), json!({}))
+            .await
+            .json();
+        heard = serde_json::from_str(&text(&listed)).unwrap();
+        if heard.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(heard.as_array().map(Vec::len), Some(1), "{heard}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

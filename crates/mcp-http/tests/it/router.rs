@@ -6,10 +6,11 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use bytes::Bytes;
 use elicitation_store::{
-    ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore, Store,
+    ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore, Store,
 };
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
@@ -934,6 +935,57 @@ async fn unknown_session_is_404_and_missing_session_is_400() {
         .post(json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}))
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "a deleted session is gone");
+}
+
+/// The legacy sessions held in memory, as `/metrics` says.
+fn sessions_held(h: &Harness) -> String {
+    h.service
+        .metrics_text()
+        .lines()
+        .find(|l| l.starts_with("mcp_gateway_sessions "))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A legacy session idle past `session_idle_timeout` leaves this instance's memory but opens
+/// again from its id; `session_max_age` after its `initialize` it ends however it was used.
+#[tokio::test]
+async fn a_legacy_session_idle_too_long_opens_again_and_one_past_its_age_is_gone() {
+    let clock = Arc::new(ManualClock::stopped_now());
+    let config = ServiceConfig {
+        session_idle_timeout: Duration::from_secs(60),
+        session_max_age: Duration::from_secs(3600),
+        clock: clock.clone(),
+        ..ServiceConfig::default()
+    };
+    let store = Arc::new(MemoryStore::default());
+    let h = harness_configured(store, false, RequestStates::ephemeral(), config).await;
+    let ping = |id: i64| json!({"jsonrpc": "2.0", "id": id, "method": "ping"});
+    let first = Session::open(&h, AGENT).await;
+    assert_eq!(sessions_held(&h), "mcp_gateway_sessions 1");
+    // Idle past the timeout: a new session makes room by dropping it from memory…
+    clock.advance_std(Duration::from_secs(61));
+    let second = Session::open(&h, AGENT).await;
+    assert_eq!(
+        sessions_held(&h),
+        "mcp_gateway_sessions 1",
+        "the idle one left"
+    );
+    // …and it opens again from its id when it comes back.
+    let (status, _, body) = first.post(ping(1)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(sessions_held(&h), "mcp_gateway_sessions 2");
+    // Used all along, a session still ends at its age (the first is 3,602 s old at the end).
+    for _ in 0..59 {
+        clock.advance_std(Duration::from_secs(59));
+        let (status, _, body) = first.post(ping(2)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    clock.advance_std(Duration::from_secs(60));
+    let (status, _, body) = first.post(ping(3)).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "past its age: {body}");
+    let (status, _, body) = second.post(ping(4)).await;
+    assert_eq!(status, StatusCode::OK, "the younger one lives on: {body}");
 }
 
 #[tokio::test]
