@@ -208,23 +208,8 @@ fn pending_item(
 ) -> String {
     let id = escape(text(item, "id"));
     let kind = text(item, "type");
-    let mut out = format!("<article class=\"item\" id=\"e-{id}\"><h3>");
-    match item.get("tool").and_then(Value::as_str) {
-        Some(tool) => {
-            let _ = write!(out, "The agent wants to run <code>{}</code>", shown(tool));
-        }
-        None => out.push_str("A question"),
-    }
-    if let Some(owner) = item.get("for").and_then(Value::as_str) {
-        let _ = write!(out, " <span class=\"for\">for {}</span>", shown(owner));
-    }
-    let _ = write!(
-        out,
-        "</h3><p class=\"meta\">{} · <span class=\"left\">{}</span></p><p class=\"message\">{}</p>",
-        escape(kind),
-        escape(&time_left(item, now)),
-        shown(text(item, "message"))
-    );
+    let mut out = format!("<article class=\"item\" id=\"e-{id}\">");
+    item_heading(&mut out, item, kind, now);
     if let Some(arguments) = item.get("arguments") {
         // The JSON's own line breaks are layout (those inside strings are escaped by
         // serde_json): each line is shown, the breaks kept.
@@ -255,100 +240,11 @@ fn pending_item(
         .get("response_schema")
         .and_then(|s| s.get("properties"));
     match kind {
-        "confirmation" if item.get("answerable") == Some(&Value::Bool(false)) => {
-            let group = item
-                .get("approval")
-                .and_then(|a| a.get("group"))
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let _ = write!(
-                out,
-                "<p class=\"waits\">Waits for a member of <strong>{}</strong> to approve.</p>",
-                shown(group)
-            );
-        }
-        "confirmation" => out.push_str(
-            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button>",
-        ),
-        "string_input" => {
-            let field = schema.and_then(|p| p.get("value"));
-            let bound = |key: &str| field.and_then(|f| f.get(key)).and_then(Value::as_u64);
-            let mut attrs = String::new();
-            if let Some(min) = bound("minLength") {
-                let _ = write!(attrs, " minlength=\"{min}\"");
-            }
-            if let Some(max) = bound("maxLength") {
-                let _ = write!(attrs, " maxlength=\"{max}\"");
-            }
-            let _ = write!(
-                out,
-                "<label for=\"v-{id}\">Your answer</label> <input id=\"v-{id}\" name=\"value\" type=\"text\"{attrs}> <button type=\"submit\">Submit</button>"
-            );
-        }
-        "single_choice" | "multi_choice" => {
-            let multi = kind == "multi_choice";
-            let key = if multi { "choices" } else { "choice" };
-            let field = schema.and_then(|p| p.get(key));
-            let options = if multi {
-                field.and_then(|f| f.get("items")).and_then(|i| i.get("enum"))
-            } else {
-                field.and_then(|f| f.get("enum"))
-            };
-            let mut legend = String::from("Choose");
-            if multi {
-                let bound = |k: &str| field.and_then(|f| f.get(k)).and_then(Value::as_u64);
-                match (bound("minItems"), bound("maxItems")) {
-                    (Some(min), Some(max)) => legend = format!("Choose {min} to {max}"),
-                    (Some(min), None) => legend = format!("Choose at least {min}"),
-                    (None, Some(max)) => legend = format!("Choose at most {max}"),
-                    (None, None) => legend = "Choose any".into(),
-                }
-            }
-            let _ = write!(out, "<fieldset><legend>{}</legend>", escape(&legend));
-            let input = if multi { "checkbox" } else { "radio" };
-            for (n, option) in options.and_then(Value::as_array).into_iter().flatten().enumerate() {
-                let option = option.as_str().unwrap_or_default();
-                let _ = write!(
-                    out,
-                    "<label><input type=\"{input}\" name=\"{key}\" value=\"{}\" id=\"o-{id}-{n}\"> {}</label>",
-                    escape(option),
-                    shown(option)
-                );
-            }
-            out.push_str("</fieldset><button type=\"submit\">Submit</button>");
-        }
-        "file_upload" => {
-            let spec = item.get("response_spec");
-            let max_bytes = spec.and_then(|s| s.get("max_bytes")).and_then(Value::as_u64);
-            let types: Vec<&str> = spec
-                .and_then(|s| s.get("content_types"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let mut limits = Vec::new();
-            let mut attrs = String::new();
-            if !types.is_empty() {
-                limits.push(format!("of type {}", types.join(", ")));
-                let _ = write!(attrs, " accept=\"{}\"", escape(&types.join(",")));
-            }
-            if let Some(max) = max_bytes {
-                limits.push(format!("at most {max} bytes"));
-                let _ = write!(attrs, " data-max-bytes=\"{max}\"");
-            }
-            if !limits.is_empty() {
-                let _ = write!(
-                    out,
-                    "<p class=\"limits\">A file {}.</p>",
-                    escape(&limits.join(", "))
-                );
-            }
-            let _ = write!(
-                out,
-                "<label for=\"f-{id}\">Your file</label> <input id=\"f-{id}\" type=\"file\"{attrs} data-upload=\"/approvals/{id}/upload\"> <button type=\"button\" class=\"upload\" data-for=\"f-{id}\">Upload</button><noscript> Uploading needs JavaScript.</noscript><span class=\"upload-status\" role=\"status\"></span>"
-            );
-        }
+        "confirmation" => confirmation_controls(&mut out, item),
+        "string_input" => string_controls(&mut out, &id, schema),
+        "single_choice" => choice_controls(&mut out, &id, schema, false),
+        "multi_choice" => choice_controls(&mut out, &id, schema, true),
+        "file_upload" => file_controls(&mut out, &id, item.get("response_spec")),
         _ => out.push_str("<p>This type is answered through the REST API.</p>"),
     }
     let _ = write!(
@@ -356,6 +252,140 @@ fn pending_item(
         "</form><form method=\"post\" action=\"/approvals/{id}/cancel\" class=\"cancel\">{hidden}<button type=\"submit\">Cancel</button></form></article>"
     );
     out
+}
+
+/// What is asked, for whom, of which type, the time left, and the message.
+fn item_heading(out: &mut String, item: &Value, kind: &str, now: time::OffsetDateTime) {
+    out.push_str("<h3>");
+    match item.get("tool").and_then(Value::as_str) {
+        Some(tool) => {
+            let _ = write!(out, "The agent wants to run <code>{}</code>", shown(tool));
+        }
+        None => out.push_str("A question"),
+    }
+    if let Some(owner) = item.get("for").and_then(Value::as_str) {
+        let _ = write!(out, " <span class=\"for\">for {}</span>", shown(owner));
+    }
+    let _ = write!(
+        out,
+        "</h3><p class=\"meta\">{} · <span class=\"left\">{}</span></p><p class=\"message\">{}</p>",
+        escape(kind),
+        escape(&time_left(item, now)),
+        shown(text(item, "message"))
+    );
+}
+
+/// Approve and Decline, or, where another group must approve, who it waits for.
+fn confirmation_controls(out: &mut String, item: &Value) {
+    if item.get("answerable") == Some(&Value::Bool(false)) {
+        let group = item
+            .get("approval")
+            .and_then(|a| a.get("group"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let _ = write!(
+            out,
+            "<p class=\"waits\">Waits for a member of <strong>{}</strong> to approve.</p>",
+            shown(group)
+        );
+    } else {
+        out.push_str(
+            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button>",
+        );
+    }
+}
+
+/// A text field with the schema's length bounds.
+fn string_controls(out: &mut String, id: &str, schema: Option<&Value>) {
+    let field = schema.and_then(|p| p.get("value"));
+    let bound = |key: &str| field.and_then(|f| f.get(key)).and_then(Value::as_u64);
+    let mut attrs = String::new();
+    if let Some(min) = bound("minLength") {
+        let _ = write!(attrs, " minlength=\"{min}\"");
+    }
+    if let Some(max) = bound("maxLength") {
+        let _ = write!(attrs, " maxlength=\"{max}\"");
+    }
+    let _ = write!(
+        out,
+        "<label for=\"v-{id}\">Your answer</label> <input id=\"v-{id}\" name=\"value\" type=\"text\"{attrs}> <button type=\"submit\">Submit</button>"
+    );
+}
+
+/// Radio buttons (one choice) or checkboxes (several, with the schema's bounds as legend).
+fn choice_controls(out: &mut String, id: &str, schema: Option<&Value>, multi: bool) {
+    let key = if multi { "choices" } else { "choice" };
+    let field = schema.and_then(|p| p.get(key));
+    let options = if multi {
+        field
+            .and_then(|f| f.get("items"))
+            .and_then(|i| i.get("enum"))
+    } else {
+        field.and_then(|f| f.get("enum"))
+    };
+    let legend = if multi {
+        let bound = |k: &str| field.and_then(|f| f.get(k)).and_then(Value::as_u64);
+        match (bound("minItems"), bound("maxItems")) {
+            (Some(min), Some(max)) => format!("Choose {min} to {max}"),
+            (Some(min), None) => format!("Choose at least {min}"),
+            (None, Some(max)) => format!("Choose at most {max}"),
+            (None, None) => "Choose any".into(),
+        }
+    } else {
+        String::from("Choose")
+    };
+    let _ = write!(out, "<fieldset><legend>{}</legend>", escape(&legend));
+    let input = if multi { "checkbox" } else { "radio" };
+    for (n, option) in options
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let option = option.as_str().unwrap_or_default();
+        let _ = write!(
+            out,
+            "<label><input type=\"{input}\" name=\"{key}\" value=\"{}\" id=\"o-{id}-{n}\"> {}</label>",
+            escape(option),
+            shown(option)
+        );
+    }
+    out.push_str("</fieldset><button type=\"submit\">Submit</button>");
+}
+
+/// A file picker with the spec's type and size limits, uploaded by the page's script.
+fn file_controls(out: &mut String, id: &str, spec: Option<&Value>) {
+    let max_bytes = spec
+        .and_then(|s| s.get("max_bytes"))
+        .and_then(Value::as_u64);
+    let types: Vec<&str> = spec
+        .and_then(|s| s.get("content_types"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut limits = Vec::new();
+    let mut attrs = String::new();
+    if !types.is_empty() {
+        limits.push(format!("of type {}", types.join(", ")));
+        let _ = write!(attrs, " accept=\"{}\"", escape(&types.join(",")));
+    }
+    if let Some(max) = max_bytes {
+        limits.push(format!("at most {max} bytes"));
+        let _ = write!(attrs, " data-max-bytes=\"{max}\"");
+    }
+    if !limits.is_empty() {
+        let _ = write!(
+            out,
+            "<p class=\"limits\">A file {}.</p>",
+            escape(&limits.join(", "))
+        );
+    }
+    let _ = write!(
+        out,
+        "<label for=\"f-{id}\">Your file</label> <input id=\"f-{id}\" type=\"file\"{attrs} data-upload=\"/approvals/{id}/upload\"> <button type=\"button\" class=\"upload\" data-for=\"f-{id}\">Upload</button><noscript> Uploading needs JavaScript.</noscript><span class=\"upload-status\" role=\"status\"></span>"
+    );
 }
 
 fn history_row(item: &Value) -> String {

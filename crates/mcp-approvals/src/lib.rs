@@ -468,48 +468,8 @@ impl Page {
             (&Method::POST, ["sign-in"]) => self.sign_in(snap, body).await,
             (&Method::GET, ["oidc", "start"]) => self.sso_start(query).await,
             (&Method::GET, ["oidc", "callback"]) => self.sso_callback(headers, query).await,
-            (&Method::GET, []) => {
-                let notice = query
-                    .and_then(|q| q.strip_prefix("done="))
-                    .map(|done| match done {
-                        "approved" => "Approved.",
-                        "uploaded" => "Uploaded.",
-                        "declined" => "Declined.",
-                        "cancelled" => "Cancelled.",
-                        _ => "Answered.",
-                    });
-                match self.web_session(snap, headers) {
-                    Some((_, principal, csrf)) => {
-                        self.render(snap, &principal, &csrf, notice, None, StatusCode::OK)
-                            .await
-                    }
-                    None => self.first_visit(snap, PREFIX),
-                }
-            }
-            (&Method::GET, ["e", id]) => {
-                let Ok(id) = id.parse::<ElicitationId>() else {
-                    return html(
-                        StatusCode::NOT_FOUND,
-                        html::sign_in(Some("No such elicitation.")),
-                    );
-                };
-                match self.web_session(snap, headers) {
-                    Some((_, principal, csrf)) => {
-                        self.render_one(snap, &principal, &csrf, id).await
-                    }
-                    None => match &*snap.auth {
-                        Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}")),
-                        Auth::Tokens(_) | Auth::Jwt(_) => html(
-                            StatusCode::OK,
-                            html::sign_in_with(
-                                None,
-                                Some(&format!("{PREFIX}/e/{id}")),
-                                self.sso.is_some(),
-                            ),
-                        ),
-                    },
-                }
-            }
+            (&Method::GET, []) => self.home(snap, headers, query).await,
+            (&Method::GET, ["e", id]) => self.one(snap, headers, id).await,
             (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
                 Some((_, principal, _)) => {
                     // What the page showed: a change since is announced at once.
@@ -521,77 +481,147 @@ impl Page {
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
             (&Method::POST, [id, "upload"]) => self.upload(snap, headers, id, body.clone()).await,
-            (&Method::POST, action) => {
-                let Some((session, principal, csrf)) = self.web_session(snap, headers) else {
-                    return html(
-                        StatusCode::UNAUTHORIZED,
-                        html::sign_in(Some("Please sign in again.")),
-                    );
-                };
-                let fields = form(body);
-                if !csrf_ok(&fields, &csrf) {
-                    return html(
-                        StatusCode::FORBIDDEN,
-                        html::sign_in(Some(
-                            "That form is stale or did not come from this page; nothing was changed.",
-                        )),
-                    );
-                }
-                match action {
-                    ["sign-out"] => {
-                        if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
-                            return too_many(&e);
-                        }
-                        let id_token = self.end_web_session(snap, &session, &principal).await;
-                        // Signed in through the identity provider: sign out there too.
-                        let to = match &self.sso {
-                            Some(sso) => sso.sign_out_url(id_token.as_deref()).await,
-                            None => None,
-                        };
-                        let mut response = match to {
-                            Some(to) => {
-                                html(StatusCode::OK, html::continue_to("Signed out here", &to))
-                            }
-                            None => redirect(PREFIX),
-                        };
-                        self.set_cookie(&mut response, "", 0);
-                        response
-                    }
-                    [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
-                    [id, "cancel"] => {
-                        let Ok(id) = id.parse::<ElicitationId>() else {
-                            return html(
-                                StatusCode::NOT_FOUND,
-                                html::sign_in(Some("No such elicitation.")),
-                            );
-                        };
-                        let store = snap.gateway.store().clone();
-                        match store
-                            .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
-                            .await
-                        {
-                            Ok(_) => {
-                                self.discard_uploads([id]);
-                                redirect("/approvals?done=cancelled")
-                            }
-                            Err(e) => {
-                                let e = McpError::from(e);
-                                self.render(
-                                    snap,
-                                    &principal,
-                                    &csrf,
-                                    Some(&e.to_string()),
-                                    None,
-                                    e.status(None),
-                                )
-                                .await
-                            }
-                        }
-                    }
-                    _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
-                }
-            }
+            (&Method::POST, action) => self.form_post(snap, action, headers, body).await,
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+        }
+    }
+
+    /// `GET /approvals`: the page of what waits (with a notice of what was just done), or a
+    /// first visit's sign-in.
+    async fn home(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Response<Body> {
+        let notice = query
+            .and_then(|q| q.strip_prefix("done="))
+            .map(|done| match done {
+                "approved" => "Approved.",
+                "uploaded" => "Uploaded.",
+                "declined" => "Declined.",
+                "cancelled" => "Cancelled.",
+                _ => "Answered.",
+            });
+        match self.web_session(snap, headers) {
+            Some((_, principal, csrf)) => {
+                self.render(snap, &principal, &csrf, notice, None, StatusCode::OK)
+                    .await
+            }
+            None => self.first_visit(snap, PREFIX),
+        }
+    }
+
+    /// `GET /approvals/e/{id}`: one elicitation, or a sign-in that comes back to it.
+    async fn one(&self, snap: &Snapshot, headers: &HeaderMap, id: &str) -> Response<Body> {
+        let Ok(id) = id.parse::<ElicitationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such elicitation.")),
+            );
+        };
+        match self.web_session(snap, headers) {
+            Some((_, principal, csrf)) => self.render_one(snap, &principal, &csrf, id).await,
+            None => match &*snap.auth {
+                Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}")),
+                Auth::Tokens(_) | Auth::Jwt(_) => html(
+                    StatusCode::OK,
+                    html::sign_in_with(None, Some(&format!("{PREFIX}/e/{id}")), self.sso.is_some()),
+                ),
+            },
+        }
+    }
+
+    /// A form posted by a signed-in page (its form token checked): sign out, answer, cancel.
+    async fn form_post(
+        &self,
+        snap: &Snapshot,
+        action: &[&str],
+        headers: &HeaderMap,
+        body: &Bytes,
+    ) -> Response<Body> {
+        let Some((session, principal, csrf)) = self.web_session(snap, headers) else {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                html::sign_in(Some("Please sign in again.")),
+            );
+        };
+        let fields = form(body);
+        if !csrf_ok(&fields, &csrf) {
+            return html(
+                StatusCode::FORBIDDEN,
+                html::sign_in(Some(
+                    "That form is stale or did not come from this page; nothing was changed.",
+                )),
+            );
+        }
+        match action {
+            ["sign-out"] => self.sign_out(snap, &session, &principal).await,
+            [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
+            [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
+            _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+        }
+    }
+
+    /// Ends the sign-in `session` (and, signed in through the identity provider, sends the
+    /// person to sign out there too).
+    async fn sign_out(
+        &self,
+        snap: &Snapshot,
+        session: &str,
+        principal: &Principal,
+    ) -> Response<Body> {
+        if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
+            return too_many(&e);
+        }
+        let id_token = self.end_web_session(snap, session, principal).await;
+        let to = match &self.sso {
+            Some(sso) => sso.sign_out_url(id_token.as_deref()).await,
+            None => None,
+        };
+        let mut response = match to {
+            Some(to) => html(StatusCode::OK, html::continue_to("Signed out here", &to)),
+            None => redirect(PREFIX),
+        };
+        self.set_cookie(&mut response, "", 0);
+        response
+    }
+
+    /// The person cancels elicitation `id`.
+    async fn cancel(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+    ) -> Response<Body> {
+        let Ok(id) = id.parse::<ElicitationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such elicitation.")),
+            );
+        };
+        let store = snap.gateway.store().clone();
+        match store
+            .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
+            .await
+        {
+            Ok(_) => {
+                self.discard_uploads([id]);
+                redirect("/approvals?done=cancelled")
+            }
+            Err(e) => {
+                let e = McpError::from(e);
+                self.render(
+                    snap,
+                    principal,
+                    csrf,
+                    Some(&e.to_string()),
+                    None,
+                    e.status(None),
+                )
+                .await
+            }
         }
     }
 

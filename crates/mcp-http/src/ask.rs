@@ -438,91 +438,19 @@ async fn converse(
     first: Elicitation,
     tx: &tokio::sync::mpsc::Sender<Bytes>,
 ) -> Option<Vec<u8>> {
-    let with_mode = elicitation_has_mode(c.version);
     let answer_with = |result: Result<ResultBody, McpError>| {
         crate::relay::final_message(&c.request_id, result, false)
     };
+    let held =
+        |current: &Elicitation| Some(answer_with(Ok(gating_core::held_result(current).into())));
+    let by_url = c.by == AskBy::Url;
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
-        let by_url = c.by == AskBy::Url;
-        let server_id = c.answers.fresh_id(current.id, by_url);
-        // A URL-mode answer is not the person's (they answer on the page), so any client
-        // may give it; a form's answer only a client that may confirm.
-        let answer = c.answers.insert(&c.session, &server_id, !by_url);
-        let ask = match (c.by, c.page.as_deref()) {
-            (AskBy::Url, Some(page)) => {
-                let url = page_url(page, current.id);
-                let message = url_message(&current);
-                let id = current.id.to_string();
-                let params = ElicitUrlParams {
-                    mode: "url",
-                    message: &message,
-                    elicitation_id: &id,
-                    url: &url,
-                };
-                jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
-            }
-            _ => with_elicit_params(&current, with_mode, |params| {
-                jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
-            }),
+        let answered = match ask_and_wait(c, &current, tx).await {
+            Waited::Answer(answered) => answered,
+            Waited::Held => return held(&current),
+            Waited::Gone => return None,
         };
-        if !deliver(tx, sse::event_bytes(&ask)).await {
-            c.answers.forget(&c.session, &server_id);
-            return None;
-        }
-        let remaining = (current.expires_at - c.clock.now()).max(time::Duration::ZERO);
-        let deadline =
-            tokio::time::Instant::now() + Duration::try_from(remaining).unwrap_or_default();
-        let changed = c
-            .gateway
-            .store()
-            .wait_for_change(&c.principal.caller, current.id, deadline);
-        tokio::pin!(changed, answer);
-        let mut keep_alive =
-            tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
-        let mut went = false;
-        let answered = loop {
-            tokio::select! {
-                answered = &mut answer, if !went => match answered.ok() {
-                    // URL mode: the person went to the page (accept) — wait for their answer
-                    // there; anything else, they did not: the held result.
-                    Some(Ok(result)) if by_url => {
-                        if result.get("action").and_then(Value::as_str) == Some("accept") {
-                            went = true;
-                        } else {
-                            c.answers.forget(&c.session, &server_id);
-                            return Some(answer_with(Ok(gating_core::held_result(&current).into())));
-                        }
-                    }
-                    other => break other,
-                },
-                _ = &mut changed => break None,
-                // The client went away: stop asking (the confirmation stays pending, for
-                // the REST API or a retry) and free the stream.
-                () = tx.closed() => {
-                    c.answers.forget(&c.session, &server_id);
-                    return None;
-                }
-                _ = keep_alive.tick() => match tx.try_send(sse::comment("waiting for a person to confirm")) {
-                    // A full buffer means the client is slow to read: a keep-alive is not needed.
-                    Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
-                    Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
-                        c.answers.forget(&c.session, &server_id);
-                        return None;
-                    }
-                },
-            }
-        };
-        c.answers.forget(&c.session, &server_id);
-        if by_url && with_mode {
-            // The page's answer is in: the client may close what it opened.
-            let params = serde_json::json!({"elicitationId": current.id.to_string()});
-            let done =
-                jsonrpc::notification_bytes("notifications/elicitation/complete", Some(&params));
-            if !deliver(tx, sse::event_bytes(&done)).await {
-                return None;
-            }
-        }
         let dismissed = match answered {
             Some(Ok(result)) if !by_url => {
                 record(&c.gateway, &c.principal, current.id, result).await == Recorded::Dismissed
@@ -531,53 +459,162 @@ async fn converse(
             // The client refused to ask (it errored): leave the question to the REST API.
             Some(Err(error)) => {
                 tracing::info!(elicitation_id = %current.id, ?error, "the client did not elicit; answering with the held result");
-                return Some(answer_with(Ok(gating_core::held_result(&current).into())));
+                return held(&current);
             }
         };
         if dismissed {
-            return Some(answer_with(Ok(gating_core::held_result(&current).into())));
+            return held(&current);
         }
-        // Once approved the call runs: its module's messages travel on this stream too.
-        let asker = crate::relay::SessionAsker {
-            answers: c.answers.clone(),
-            session: c.session.clone(),
-            can: c.client,
-        };
-        let (relay, mut queue) = crate::relay::ClientRelay::new(
-            &c.call.entry,
-            crate::relay::LogFilter::AtLeast(c.log_level),
-            Some(Box::new(asker)),
-            c.gateway.inbox(&c.principal),
-        );
-        let relay: Arc<dyn mcp_upstream::Relay> = relay;
-        let resolving = c
-            .gateway
-            .resolve(&c.principal, &c.call, Some(current.id), Some(relay));
-        tokio::pin!(resolving);
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                Some(message) = queue.recv() => {
-                    if !deliver(tx, sse::event_bytes(&message)).await {
-                        return None;
-                    }
-                }
-                outcome = &mut resolving => break outcome,
-                // The client went away: the call is dropped (cancelled at its module).
-                () = tx.closed() => return None,
-            }
-        };
-        while let Ok(message) = queue.try_recv() {
-            if !deliver(tx, sse::event_bytes(&message)).await {
-                return None;
-            }
-        }
-        match outcome {
+        match run_answered(c, &current, tx).await? {
             CallOutcome::NeedsConfirmation(next) if next.askable_natively || by_url => {
-                current = next.confirmation
+                current = next.confirmation;
             }
             outcome => return Some(answer_with(outcome.into_reply())),
         }
     }
-    Some(answer_with(Ok(gating_core::held_result(&current).into())))
+    held(&current)
+}
+
+/// How one question on the stream ended.
+enum Waited {
+    /// The client's answer (`None`: the store says the elicitation changed, answered
+    /// elsewhere or expired).
+    Answer(Option<Result<Value, Value>>),
+    /// The person did not go to the page (URL mode): the held result.
+    Held,
+    /// The client went away.
+    Gone,
+}
+
+/// Asks the client about `current` on the stream and waits for its answer, the store's
+/// word that it changed, or the client to go away; keeps the stream alive meanwhile.
+async fn ask_and_wait(
+    c: &StreamContext,
+    current: &Elicitation,
+    tx: &tokio::sync::mpsc::Sender<Bytes>,
+) -> Waited {
+    let by_url = c.by == AskBy::Url;
+    let with_mode = elicitation_has_mode(c.version);
+    let server_id = c.answers.fresh_id(current.id, by_url);
+    // A URL-mode answer is not the person's (they answer on the page), so any client may
+    // give it; a form's answer only a client that may confirm.
+    let answer = c.answers.insert(&c.session, &server_id, !by_url);
+    let forget = || c.answers.forget(&c.session, &server_id);
+    let ask = match (c.by, c.page.as_deref()) {
+        (AskBy::Url, Some(page)) => {
+            let url = page_url(page, current.id);
+            let message = url_message(current);
+            let id = current.id.to_string();
+            let params = ElicitUrlParams {
+                mode: "url",
+                message: &message,
+                elicitation_id: &id,
+                url: &url,
+            };
+            jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
+        }
+        _ => with_elicit_params(current, with_mode, |params| {
+            jsonrpc::request_bytes(&server_id, "elicitation/create", &params)
+        }),
+    };
+    if !deliver(tx, sse::event_bytes(&ask)).await {
+        forget();
+        return Waited::Gone;
+    }
+    let remaining = (current.expires_at - c.clock.now()).max(time::Duration::ZERO);
+    let deadline = tokio::time::Instant::now() + Duration::try_from(remaining).unwrap_or_default();
+    let changed = c
+        .gateway
+        .store()
+        .wait_for_change(&c.principal.caller, current.id, deadline);
+    tokio::pin!(changed, answer);
+    let mut keep_alive =
+        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+    let mut went = false;
+    let answered = loop {
+        tokio::select! {
+            answered = &mut answer, if !went => match answered.ok() {
+                // URL mode: the person went to the page (accept) — wait for their answer
+                // there; anything else, they did not: the held result.
+                Some(Ok(result)) if by_url => {
+                    if result.get("action").and_then(Value::as_str) == Some("accept") {
+                        went = true;
+                    } else {
+                        forget();
+                        return Waited::Held;
+                    }
+                }
+                other => break other,
+            },
+            _ = &mut changed => break None,
+            // The client went away: stop asking (the confirmation stays pending, for the
+            // REST API or a retry) and free the stream.
+            () = tx.closed() => {
+                forget();
+                return Waited::Gone;
+            }
+            _ = keep_alive.tick() => match tx.try_send(sse::comment("waiting for a person to confirm")) {
+                // A full buffer means the client is slow to read: a keep-alive is not needed.
+                Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
+                Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {
+                    forget();
+                    return Waited::Gone;
+                }
+            },
+        }
+    };
+    forget();
+    if by_url && with_mode {
+        // The page's answer is in: the client may close what it opened.
+        let params = serde_json::json!({"elicitationId": current.id.to_string()});
+        let done = jsonrpc::notification_bytes("notifications/elicitation/complete", Some(&params));
+        if !deliver(tx, sse::event_bytes(&done)).await {
+            return Waited::Gone;
+        }
+    }
+    Waited::Answer(answered)
+}
+
+/// Resolves the call with its answered confirmation `current`, the module's messages about
+/// it travelling on the stream; `None` when the client went away (the call is then dropped,
+/// which cancels it at its module).
+async fn run_answered(
+    c: &StreamContext,
+    current: &Elicitation,
+    tx: &tokio::sync::mpsc::Sender<Bytes>,
+) -> Option<CallOutcome> {
+    let asker = crate::relay::SessionAsker {
+        answers: c.answers.clone(),
+        session: c.session.clone(),
+        can: c.client,
+    };
+    let (relay, mut queue) = crate::relay::ClientRelay::new(
+        &c.call.entry,
+        crate::relay::LogFilter::AtLeast(c.log_level),
+        Some(Box::new(asker)),
+        c.gateway.inbox(&c.principal),
+    );
+    let relay: Arc<dyn mcp_upstream::Relay> = relay;
+    let resolving = c
+        .gateway
+        .resolve(&c.principal, &c.call, Some(current.id), Some(relay));
+    tokio::pin!(resolving);
+    let outcome = loop {
+        tokio::select! {
+            biased;
+            Some(message) = queue.recv() => {
+                if !deliver(tx, sse::event_bytes(&message)).await {
+                    return None;
+                }
+            }
+            outcome = &mut resolving => break outcome,
+            () = tx.closed() => return None,
+        }
+    };
+    while let Ok(message) = queue.try_recv() {
+        if !deliver(tx, sse::event_bytes(&message)).await {
+            return None;
+        }
+    }
+    Some(outcome)
 }
