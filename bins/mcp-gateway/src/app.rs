@@ -8,7 +8,7 @@ use elicitation_store::{
     KeyRing, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore, SEAL_KEYS_ENV, Store,
     SystemClock,
 };
-use gating_core::{GatePolicy, ToolRule};
+use gating_core::GatePolicy;
 use http::{HeaderName, HeaderValue};
 use mcp_auth::{Auth, TokenGrant};
 use mcp_gate::Gateway;
@@ -365,21 +365,15 @@ async fn auth(config: &Config) -> Result<Auth> {
     })
 }
 
-fn policy(config: &Config) -> GatePolicy {
+pub(crate) fn policy(config: &Config) -> Result<GatePolicy> {
     let mut policy = GatePolicy::default().with_default_ttl(ttl(config.gate.default_ttl));
     if config.gate.gate_open_world {
         policy = policy.with_open_world_gating();
     }
-    for rule in &config.policy {
-        policy = policy.with_rule(
-            rule.tool.clone(),
-            ToolRule {
-                mode: rule.gate,
-                ttl: rule.ttl.map(ttl),
-            },
-        );
+    for (index, rule) in config.policy.iter().enumerate() {
+        policy = policy.with_rule(rule.resolve(index)?);
     }
-    policy
+    Ok(policy)
 }
 
 /// What makes a module a different one (everything but `required`, which only readiness
@@ -512,7 +506,7 @@ async fn gateway_over(
         .map(|rule| rule.resolve(&config.auth))
         .collect::<Result<Vec<_>>>()?;
     let gateway = Arc::new(
-        Gateway::new(registry, store, policy(config), durable)
+        Gateway::new(registry, store, policy(config)?, durable)
             .with_approvers(approvers)
             .with_unbuilt_modules(unbuilt)
             .with_required_modules(

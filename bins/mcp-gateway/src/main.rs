@@ -13,6 +13,7 @@ use tracing_subscriber::EnvFilter;
 
 mod app;
 mod config;
+mod explain;
 mod users;
 
 use config::Config;
@@ -61,6 +62,34 @@ enum Command {
     CheckConfig {
         /// The file to check.
         file: PathBuf,
+    },
+    /// The policy of the configuration (`--config`).
+    Policy {
+        #[command(subcommand)]
+        action: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print what the policy decides for one call, and the rule that decides it.
+    Explain {
+        /// The qualified tool name, as clients see it (`fs__write_file`).
+        #[arg(long)]
+        tool: String,
+        /// The call's arguments, a JSON object.
+        #[arg(long, default_value = "{}")]
+        args: String,
+        /// The caller's subject.
+        #[arg(long, default_value = "local")]
+        caller: String,
+        /// The caller's groups, separated by commas.
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+        /// The tool's annotations as its module lists them (JSON); they count only for a
+        /// module with `trust_annotations = true`.
+        #[arg(long)]
+        annotations: Option<String>,
     },
 }
 
@@ -129,9 +158,29 @@ async fn run(cli: Cli) -> Result<()> {
         Some(path) => Some(Config::load(path)?),
         None => None,
     };
+    if let Some(Command::Policy { action }) = &cli.command {
+        let PolicyCommand::Explain {
+            tool,
+            args,
+            caller,
+            groups,
+            annotations,
+        } = action;
+        let config =
+            config.context("policy explain needs the configuration: pass --config FILE")?;
+        let call = explain::Call {
+            tool: tool.clone(),
+            args: args.clone(),
+            caller: caller.clone(),
+            groups: groups.clone(),
+            annotations: annotations.clone(),
+        };
+        print!("{}", explain::explain(&config, &call)?);
+        return Ok(());
+    }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config, cli.config).await,
-        Command::CheckConfig { .. } => Ok(()),
+        Command::CheckConfig { .. } | Command::Policy { .. } => Ok(()),
         Command::Migrate { database_url } => {
             let url = database_url
                 .map_or_else(

@@ -3395,3 +3395,90 @@ async fn request_state(base: &str, path: &std::path::Path, state: Option<&str>) 
             .map_or_else(|| body.to_string(), str::to_owned),
     }
 }
+
+/// `policy explain` prints what the rules decide for one call and which rule decided; a
+/// `when` that does not compile is refused at load, naming its rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_explain_names_the_deciding_rule_and_a_bad_when_is_refused_by_its_rule() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-explain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("policy.toml");
+    let rules = r#"
+[[modules]]
+name = "fs"
+transport = "http"
+url = "http://127.0.0.1:9/mcp"
+[[policy]]
+tool = "fs__*"
+when = "has(args.path) && args.path.contains('..')"
+gate = "deny"
+reason = "paths with .. are refused"
+[[policy]]
+tool = "fs__write_file"
+when = "args.path.startsWith('/srv/shared/tmp/')"
+gate = "allow"
+[[policy]]
+tool = "fs__write_file"
+gate = "confirm"
+"#;
+    std::fs::write(&file, rules).unwrap();
+    let explain = |args: &'static str| {
+        let file = file.clone();
+        async move {
+            let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+                .args(["policy", "explain", "--config"])
+                .arg(&file)
+                .args(["--tool", "fs__write_file", "--args", args])
+                .output()
+                .await
+                .unwrap();
+            assert!(output.status.success(), "{output:?}");
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+    };
+    let scratch = explain(r#"{"path": "/srv/shared/tmp/a", "content": "x"}"#).await;
+    assert!(scratch.starts_with("decision: allow"), "{scratch}");
+    assert!(
+        scratch.contains("rule: 1 (tool = \"fs__write_file\""),
+        "{scratch}"
+    );
+    let elsewhere = explain(r#"{"path": "/srv/a"}"#).await;
+    assert!(elsewhere.starts_with("decision: confirm"), "{elsewhere}");
+    assert!(elsewhere.contains("rule: 2 "), "{elsewhere}");
+    let climbing = explain(r#"{"path": "/srv/shared/tmp/../x"}"#).await;
+    assert!(climbing.starts_with("decision: deny"), "{climbing}");
+    assert!(climbing.contains("rule: 0 (tool = \"fs__*\""), "{climbing}");
+    assert!(
+        climbing.contains("reason: paths with .. are refused"),
+        "{climbing}"
+    );
+    // Not JSON: a clear error, not a decision.
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .args(["policy", "explain", "--config"])
+        .arg(&file)
+        .args(["--tool", "fs__write_file", "--args", "path=/x"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--args"));
+    // A `when` that does not compile: the file is refused, naming the rule.
+    std::fs::write(
+        &file,
+        rules.replace("startsWith('/srv", "startsWith(('/srv"),
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("check-config")
+        .arg(&file)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("[[policy]] rule 1 (tool = \"fs__write_file\"): when:"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

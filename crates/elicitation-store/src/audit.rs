@@ -25,11 +25,13 @@ pub enum AuditEvent {
     ToolCallForwarded,
     /// The gate refused a call.
     ToolCallRejected,
+    /// A `shadow` rule forwarded a call it would have held.
+    ToolCallShadowed,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 8] = [
+    pub const ALL: [AuditEvent; 9] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -38,6 +40,7 @@ impl AuditEvent {
         AuditEvent::ToolCallHeld,
         AuditEvent::ToolCallForwarded,
         AuditEvent::ToolCallRejected,
+        AuditEvent::ToolCallShadowed,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -51,6 +54,7 @@ impl AuditEvent {
             AuditEvent::ToolCallHeld => "tool_call_held",
             AuditEvent::ToolCallForwarded => "tool_call_forwarded",
             AuditEvent::ToolCallRejected => "tool_call_rejected",
+            AuditEvent::ToolCallShadowed => "tool_call_shadowed",
         }
     }
 }
@@ -115,6 +119,18 @@ pub enum GateRecord {
     Held,
     /// Refused.
     Rejected(RejectReason),
+    /// Forwarded by a `shadow` rule that would have held it.
+    Shadowed,
+}
+
+/// Which rule of which policy made a gate decision (`detail.rule`, `detail.policy`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyRef {
+    /// The deciding rule's index in the policy (from 0); `None`: no rule matched and the
+    /// tool's hints decided.
+    pub rule: Option<usize>,
+    /// The digest of the policy in force (`None`: not recorded, e.g. a store failure).
+    pub policy: Option<String>,
 }
 
 impl GateRecord {
@@ -123,16 +139,33 @@ impl GateRecord {
         match self {
             GateRecord::Held => AuditEvent::ToolCallHeld,
             GateRecord::Rejected(_) => AuditEvent::ToolCallRejected,
+            GateRecord::Shadowed => AuditEvent::ToolCallShadowed,
         }
     }
 
     /// The refusal's reason, if it is one.
     pub const fn reason(self) -> Option<RejectReason> {
         match self {
-            GateRecord::Held => None,
+            GateRecord::Held | GateRecord::Shadowed => None,
             GateRecord::Rejected(reason) => Some(reason),
         }
     }
+}
+
+/// The `detail` of a gate decision's row: the refusal's reason, the deciding rule and the
+/// policy's digest, each left out when there is none.
+pub(crate) fn gate_detail(reason: Option<RejectReason>, policy: &PolicyRef) -> serde_json::Value {
+    let mut detail = serde_json::Map::new();
+    if let Some(reason) = reason {
+        detail.insert("reason".into(), reason.label().into());
+    }
+    if let Some(rule) = policy.rule {
+        detail.insert("rule".into(), rule.into());
+    }
+    if let Some(digest) = &policy.policy {
+        detail.insert("policy".into(), digest.clone().into());
+    }
+    serde_json::Value::Object(detail)
 }
 
 /// A lifecycle event of an elicitation.
@@ -183,11 +216,12 @@ pub(crate) fn emit(event: Event, caller: &Caller, id: ElicitationId, tool: Optio
 mod tests {
     use super::*;
 
-    /// The values of `event IN (...)` in the migration that creates the audit table.
+    /// The values of `event IN (...)` in the latest migration that sets the audit table's
+    /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../../../migrations/V1__mcp_elicitations.sql");
+        let migration = include_str!("../../../migrations/V10__tool_call_shadowed.sql");
         let start = migration
-            .find("event          text NOT NULL CHECK (event IN (")
+            .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");
         let list = &migration[start..];
         let list = &list[list.find("IN (").unwrap_or(0) + 4..list.find("))").unwrap_or(0)];

@@ -28,7 +28,7 @@ mod conformance;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
-pub use audit::{AuditEvent, GateRecord, RejectReason};
+pub use audit::{AuditEvent, GateRecord, PolicyRef, RejectReason};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use error::StoreError;
 pub use mcp_clock::{Clock, ManualClock, SystemClock};

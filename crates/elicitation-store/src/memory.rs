@@ -13,7 +13,7 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
-use crate::audit::{self, Event, GateRecord};
+use crate::audit::{self, Event, GateRecord, PolicyRef};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
@@ -815,6 +815,7 @@ impl AuditSink for MemoryStore {
         _: Option<ElicitationId>,
         _: &str,
         _: GateRecord,
+        _: &PolicyRef,
     ) -> Result<(), StoreError> {
         Ok(())
     }

@@ -15,8 +15,8 @@ use time::OffsetDateTime;
 
 use crate::{
     Approver, AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore,
-    ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, Redeemed, Store,
-    StoreError, StoredElicitation,
+    ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, PolicyRef,
+    Redeemed, Store, StoreError, StoredElicitation,
 };
 
 /// What [`Metered`] tells.
@@ -332,10 +332,12 @@ impl AuditSink for Metered {
         elicitation: Option<ElicitationId>,
         tool: &str,
         record: GateRecord,
+        policy: &PolicyRef,
     ) -> Result<(), StoreError> {
         self.timed(
             "record_gate",
-            self.inner.record_gate(caller, elicitation, tool, record),
+            self.inner
+                .record_gate(caller, elicitation, tool, record, policy),
         )
         .await
     }

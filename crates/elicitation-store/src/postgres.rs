@@ -27,7 +27,7 @@ use tokio::sync::broadcast;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use crate::audit::{self, Event, GateRecord, RejectReason};
+use crate::audit::{self, Event, GateRecord, PolicyRef};
 use crate::error::map_db_error;
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
@@ -407,7 +407,9 @@ impl PostgresStore {
         caller: &Caller,
         elicitation: &Elicitation,
         call: Option<&HeldCall>,
+        policy: &PolicyRef,
     ) -> Result<(), StoreError> {
+        let held_detail = crate::audit::gate_detail(None, policy);
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
@@ -463,6 +465,7 @@ impl PostgresStore {
                     &message.key_id,
                     &approver_group,
                     &approval_mode,
+                    &held_detail,
                 ],
             )
             .await?;
@@ -633,7 +636,8 @@ impl ElicitationStore for PostgresStore {
         ttl: Duration,
     ) -> Result<Elicitation, StoreError> {
         let elicitation = new_elicitation(&self.rng, spec, self.now(), ttl)?;
-        self.insert(caller, &elicitation, None).await?;
+        self.insert(caller, &elicitation, None, &PolicyRef::default())
+            .await?;
         Ok(elicitation)
     }
 
@@ -642,8 +646,9 @@ impl ElicitationStore for PostgresStore {
         caller: &Caller,
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
+        let policy = request.policy.clone();
         let stored = request.into_new(&self.rng, self.now())?;
-        self.insert(caller, &stored.elicitation, stored.call.as_ref())
+        self.insert(caller, &stored.elicitation, stored.call.as_ref(), &policy)
             .await?;
         Ok(stored)
     }
@@ -1099,11 +1104,12 @@ impl AuditSink for PostgresStore {
         elicitation: Option<ElicitationId>,
         tool: &str,
         record: GateRecord,
+        policy: &PolicyRef,
     ) -> Result<(), StoreError> {
         let now = self.now();
         let elicitation = elicitation.map(|id| *id.as_uuid());
         let event = record.event().label();
-        let reason = record.reason().map(RejectReason::label);
+        let reason = crate::audit::gate_detail(record.reason(), policy);
         self.scoped(
             caller,
             sql::RECORD_GATE,

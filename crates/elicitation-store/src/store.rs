@@ -10,7 +10,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
-use crate::audit::GateRecord;
+use crate::audit::{GateRecord, PolicyRef};
 use crate::{Caller, StoreError};
 
 /// Most rows one `list` returns, whatever the caller asks for.
@@ -40,6 +40,8 @@ pub struct ConfirmationRequest {
     pub ttl: Duration,
     /// Who answers besides, or instead of, the caller (`None`: the caller).
     pub approval: Option<Approval>,
+    /// Which rule of which policy held the call (recorded with the hold).
+    pub policy: PolicyRef,
 }
 
 /// Who may answer a confirmation: the members of an approver group, besides or instead of
@@ -134,6 +136,7 @@ impl ConfirmationRequest {
             message: message.into(),
             ttl,
             approval: None,
+            policy: PolicyRef::default(),
         }
     }
 
@@ -556,6 +559,7 @@ pub trait AuditSink: Send + Sync + 'static {
         elicitation: Option<ElicitationId>,
         tool: &str,
         record: GateRecord,
+        policy: &PolicyRef,
     ) -> Result<(), StoreError>;
 }
 

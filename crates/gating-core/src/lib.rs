@@ -19,15 +19,20 @@ mod digest;
 mod evaluate;
 mod policy;
 mod result;
+mod when;
 
 pub use annotations::{EffectiveHints, ToolAnnotations};
 pub use digest::{CallDigest, DigestParseError, canonical_json};
 pub use evaluate::{ConfirmationOutcome, evaluate};
 pub use policy::{
-    DEFAULT_CONFIRMATION_TTL, GateDecision, GateMode, GatePolicy, HintSource, HoldReason, ToolRule,
+    DEFAULT_CONFIRMATION_TTL, Decided, GateDecision, GateMode, GatePolicy, HintSource, HoldReason,
+    Listing, PolicyRule, ToolPattern,
 };
 pub use result::{
     ConfirmationMessage, ResultParts, cancelled_result, confirmation_message, confirmation_prompt,
     denied_result, expired_result, gate_unavailable_result, held_result, held_result_parts,
     rate_limited_result, upstream_error_result, user_rejected_result, visible,
+};
+pub use when::{
+    CallFacts, MAX_ARGS_BYTES, MAX_ARGS_DEPTH, MAX_NESTING, MAX_SOURCE, When, WhenError,
 };

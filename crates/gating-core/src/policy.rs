@@ -1,16 +1,23 @@
 //! The operator's gate policy and the decision whether a call is gated.
-
-use std::collections::BTreeMap;
+//!
+//! The policy is an ordered table of rules. A rule names tools (a qualified name, or a prefix
+//! ending in `*`), optionally narrowed by a `when` (a CEL expression over the call, see
+//! [`crate::When`]), and says what becomes of a call it matches. The first rule that
+//! matches decides; a call no rule matches is decided by its hints (`auto`).
+//!
+//! A `when` that cannot be evaluated never opens the gate: an `allow`, `shadow` or `auto`
+//! rule then does not match (the next rule decides), and a `confirm` or `deny` rule does.
 
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use time::Duration;
 
-use crate::{EffectiveHints, ToolAnnotations};
+use crate::{CallDigest, CallFacts, EffectiveHints, ToolAnnotations, When};
 
 /// How long a confirmation waits for a person unless policy says otherwise.
 pub const DEFAULT_CONFIRMATION_TTL: Duration = Duration::minutes(10);
 
-/// What the operator decided for one tool.
+/// What the operator decided for the calls a rule matches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GateMode {
@@ -23,6 +30,27 @@ pub enum GateMode {
     Allow,
     /// Never forward.
     Deny,
+    /// Forward without asking, recording that the call would have been held.
+    Shadow,
+}
+
+impl GateMode {
+    /// The mode's configuration label.
+    pub const fn label(self) -> &'static str {
+        match self {
+            GateMode::Auto => "auto",
+            GateMode::Confirm => "confirm",
+            GateMode::Allow => "allow",
+            GateMode::Deny => "deny",
+            GateMode::Shadow => "shadow",
+        }
+    }
+
+    /// Whether a `when` that cannot be evaluated makes a rule of this mode match: only where
+    /// matching keeps the gate shut.
+    const fn matches_on_failure(self) -> bool {
+        matches!(self, GateMode::Confirm | GateMode::Deny)
+    }
 }
 
 /// Where a tool's hints come from.
@@ -53,12 +81,14 @@ pub enum GateDecision {
     Confirm(HoldReason),
     /// Never forward it.
     Deny,
+    /// Forward it without asking, recording that a `shadow` rule would have held it.
+    Shadow,
 }
 
 /// Why a call is held for a person: what the person (and the agent) are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HoldReason {
-    /// The operator's policy says `confirm` for the tool, whatever its hints.
+    /// The operator's policy says `confirm` for the call, whatever its hints.
     Policy,
     /// The tool may change or delete data: its trusted module says it is destructive
     /// (`declared`), or nothing trusted says it is not (the MCP defaults).
@@ -70,20 +100,122 @@ pub enum HoldReason {
     OpenWorld,
 }
 
-/// The operator's policy for one tool.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ToolRule {
-    /// The gate mode.
+/// The tools a rule names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolPattern {
+    /// One qualified name.
+    Exact(String),
+    /// Every name that starts with this (written with a trailing `*`).
+    Prefix(String),
+}
+
+impl ToolPattern {
+    /// `fs__*` is a prefix, anything else an exact name.
+    pub fn parse(text: &str) -> ToolPattern {
+        match text.strip_suffix('*') {
+            Some(prefix) => ToolPattern::Prefix(prefix.to_owned()),
+            None => ToolPattern::Exact(text.to_owned()),
+        }
+    }
+
+    /// Whether it names `tool`.
+    pub fn matches(&self, tool: &str) -> bool {
+        match self {
+            ToolPattern::Exact(name) => name == tool,
+            ToolPattern::Prefix(prefix) => tool.starts_with(prefix.as_str()),
+        }
+    }
+
+    /// As written in the configuration.
+    pub fn text(&self) -> String {
+        match self {
+            ToolPattern::Exact(name) => name.clone(),
+            ToolPattern::Prefix(prefix) => format!("{prefix}*"),
+        }
+    }
+}
+
+/// One rule of the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyRule {
+    /// The tools it names.
+    pub tool: ToolPattern,
+    /// What the call must satisfy besides (none: every call of those tools).
+    pub when: Option<When>,
+    /// What becomes of a call it matches.
     pub mode: GateMode,
     /// How long its confirmations wait; the policy default when `None`.
     pub ttl: Option<Duration>,
+    /// Why (recorded; for `deny`, told to the agent).
+    pub reason: Option<String>,
 }
 
-/// The gate policy of a gateway: per-tool rules (by qualified tool name) over a default of
-/// `auto`, and whether open-world tools are gated too.
+impl PolicyRule {
+    /// A rule for the tools `tool` names (`fs__*`: a prefix), of every call.
+    pub fn new(tool: &str, mode: GateMode) -> PolicyRule {
+        PolicyRule {
+            tool: ToolPattern::parse(tool),
+            when: None,
+            mode,
+            ttl: None,
+            reason: None,
+        }
+    }
+
+    /// Only the calls `when` matches.
+    #[must_use]
+    pub fn when(mut self, when: When) -> PolicyRule {
+        self.when = Some(when);
+        self
+    }
+
+    /// Its confirmations wait `ttl`.
+    #[must_use]
+    pub fn ttl(mut self, ttl: Duration) -> PolicyRule {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Records (and, for `deny`, tells the agent) why.
+    #[must_use]
+    pub fn reason(mut self, reason: impl Into<String>) -> PolicyRule {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// What the policy decided for one call, and which rule decided it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    /// What becomes of the call.
+    pub decision: GateDecision,
+    /// The index (from 0, in the order of the configuration) of the rule that decided, if
+    /// one did; `None`: no rule matched and the hints decided.
+    pub rule: Option<usize>,
+    /// That rule's reason.
+    pub reason: Option<String>,
+    /// How long a confirmation of the call waits.
+    pub ttl: Duration,
+    /// The `when`s that could not be evaluated on the way (rule index, why), for the log.
+    pub failures: Vec<(usize, String)>,
+}
+
+/// How a tool is listed to clients, whatever a call's arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Not listed: every call of it is denied.
+    Hidden,
+    /// Listed as it is.
+    Plain,
+    /// Listed, and some calls of it are held (so its result may be the gateway's).
+    Gated,
+}
+
+/// The gate policy of a gateway: the ordered rules over a default of `auto`, and whether
+/// open-world tools are gated too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatePolicy {
-    rules: BTreeMap<String, ToolRule>,
+    rules: Vec<PolicyRule>,
     gate_open_world: bool,
     default_ttl: Duration,
 }
@@ -91,7 +223,7 @@ pub struct GatePolicy {
 impl Default for GatePolicy {
     fn default() -> Self {
         GatePolicy {
-            rules: BTreeMap::new(),
+            rules: Vec::new(),
             gate_open_world: false,
             default_ttl: DEFAULT_CONFIRMATION_TTL,
         }
@@ -99,54 +231,133 @@ impl Default for GatePolicy {
 }
 
 impl GatePolicy {
-    /// Adds (or replaces) the rule for one qualified tool name.
-    pub fn with_rule(mut self, tool: impl Into<String>, rule: ToolRule) -> Self {
-        self.rules.insert(tool.into(), rule);
+    /// Adds a rule after the others (an earlier rule that matches a call decides first).
+    #[must_use]
+    pub fn with_rule(mut self, rule: PolicyRule) -> Self {
+        self.rules.push(rule);
         self
     }
 
     /// Also gates every tool whose effective `openWorldHint` is true, read-only or not.
+    #[must_use]
     pub fn with_open_world_gating(mut self) -> Self {
         self.gate_open_world = true;
         self
     }
 
-    /// Sets the confirmation TTL for tools without their own.
+    /// Sets the confirmation TTL for rules without their own.
+    #[must_use]
     pub fn with_default_ttl(mut self, ttl: Duration) -> Self {
         self.default_ttl = ttl;
         self
     }
 
-    /// The tools the rules name, with their modes (rules name tools exactly; there are no
-    /// patterns, so a rule protects only the name it spells).
-    pub fn rules(&self) -> impl Iterator<Item = (&str, GateMode)> {
+    /// The rules, in order.
+    pub fn rules(&self) -> &[PolicyRule] {
+        &self.rules
+    }
+
+    /// SHA-256 (hex) of the policy as configured — every rule in order, the default TTL and
+    /// open-world gating — recorded with each decision so a record says which policy made it.
+    pub fn digest(&self) -> String {
+        let rules: Vec<_> = self
+            .rules
+            .iter()
+            .map(|r| {
+                json!({
+                    "tool": r.tool.text(),
+                    "when": r.when.as_ref().map(When::source),
+                    "gate": r.mode.label(),
+                    "ttl": r.ttl.map(|t| t.whole_seconds()),
+                    "reason": r.reason,
+                })
+            })
+            .collect();
+        CallDigest::of(&json!({
+            "rules": rules,
+            "default_ttl": self.default_ttl.whole_seconds(),
+            "gate_open_world": self.gate_open_world,
+        }))
+        .to_string()
+    }
+
+    /// Whether some rule naming `tool` reads its calls (has a `when`): only then does a call
+    /// of it need its facts read.
+    pub fn reads_calls(&self, tool: &str) -> bool {
         self.rules
             .iter()
-            .map(|(tool, rule)| (tool.as_str(), rule.mode))
+            .any(|r| r.when.is_some() && r.tool.matches(tool))
     }
 
-    /// The mode for a tool: its rule's, else `auto`.
-    pub fn mode_for(&self, tool: &str) -> GateMode {
-        self.rules.get(tool).map(|r| r.mode).unwrap_or_default()
+    /// Decides what happens to a call with these facts, whose tool's hints come from
+    /// `hints`: the first rule that matches decides, else the hints (`auto`).
+    pub fn decide(&self, facts: &CallFacts<'_>, hints: HintSource<'_>) -> Decided {
+        let mut failures = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            if !rule.tool.matches(facts.tool) {
+                continue;
+            }
+            let matched = match &rule.when {
+                None => true,
+                Some(when) => when.matches(facts).unwrap_or_else(|why| {
+                    failures.push((index, why));
+                    rule.mode.matches_on_failure()
+                }),
+            };
+            if matched {
+                return Decided {
+                    decision: self.apply(rule.mode, hints),
+                    rule: Some(index),
+                    reason: rule.reason.clone(),
+                    ttl: rule.ttl.unwrap_or(self.default_ttl),
+                    failures,
+                };
+            }
+        }
+        Decided {
+            decision: self.apply(GateMode::Auto, hints),
+            rule: None,
+            reason: None,
+            ttl: self.default_ttl,
+            failures,
+        }
     }
 
-    /// How long a confirmation for this tool waits for a person.
-    pub fn ttl_for(&self, tool: &str) -> Duration {
-        self.rules
-            .get(tool)
-            .and_then(|r| r.ttl)
-            .unwrap_or(self.default_ttl)
+    /// How `tool` is listed: hidden when every call of it is denied (the first rule naming
+    /// it without a `when` denies, and only `deny` rules come before it), gated when some call
+    /// of it may be held, else plain.
+    pub fn listing(&self, tool: &str, hints: HintSource<'_>) -> Listing {
+        let mut gated = false;
+        let mut all_denied = true;
+        for rule in self.rules.iter().filter(|r| r.tool.matches(tool)) {
+            let decision = self.apply(rule.mode, hints);
+            if rule.when.is_none() {
+                return match decision {
+                    GateDecision::Deny if all_denied => Listing::Hidden,
+                    GateDecision::Confirm(_) => Listing::Gated,
+                    _ if gated => Listing::Gated,
+                    _ => Listing::Plain,
+                };
+            }
+            gated |= matches!(decision, GateDecision::Confirm(_));
+            all_denied &= decision == GateDecision::Deny;
+        }
+        match self.apply(GateMode::Auto, hints) {
+            GateDecision::Confirm(_) => Listing::Gated,
+            _ if gated => Listing::Gated,
+            _ => Listing::Plain,
+        }
     }
 
-    /// Decides what happens to a call of `tool` whose hints come from `hints`.
-    ///
-    /// The operator's mode wins; under `auto` a call is gated when, effectively, the tool is
-    /// not read-only and destructive, or (with open-world gating on) open-world.
-    pub fn decide(&self, tool: &str, hints: HintSource<'_>) -> GateDecision {
-        match self.mode_for(tool) {
+    /// What `mode` means for a tool whose hints come from `hints`: under `auto` a call is
+    /// gated when, effectively, the tool is not read-only and destructive, or (with
+    /// open-world gating on) open-world.
+    fn apply(&self, mode: GateMode, hints: HintSource<'_>) -> GateDecision {
+        match mode {
             GateMode::Allow => GateDecision::Forward,
             GateMode::Confirm => GateDecision::Confirm(HoldReason::Policy),
             GateMode::Deny => GateDecision::Deny,
+            GateMode::Shadow => GateDecision::Shadow,
             GateMode::Auto => {
                 let h = hints.effective();
                 if !h.read_only && h.destructive {
@@ -166,26 +377,41 @@ impl GatePolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
 
-    fn rule(mode: GateMode) -> ToolRule {
-        ToolRule { mode, ttl: None }
+    const NO_ARGS: &Value = &Value::Null;
+
+    fn facts<'a>(tool: &'a str, args: &'a Value) -> CallFacts<'a> {
+        CallFacts {
+            tool,
+            module: tool.split("__").next().unwrap_or_default(),
+            args,
+            caller: "alice",
+            groups: &[],
+            hints: EffectiveHints::DEFAULTS,
+        }
+    }
+
+    /// The decision for a call of `tool` without arguments.
+    fn decide(policy: &GatePolicy, tool: &str, hints: HintSource<'_>) -> GateDecision {
+        policy.decide(&facts(tool, NO_ARGS), hints).decision
     }
 
     #[test]
     fn an_unannotated_tool_is_gated() {
         let policy = GatePolicy::default();
         assert_eq!(
-            policy.decide("fs__write", HintSource::Untrusted),
+            decide(&policy, "fs__write", HintSource::Untrusted),
             GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
         let empty = ToolAnnotations::default();
         assert_eq!(
-            policy.decide("fs__write", HintSource::Trusted(&empty)),
+            decide(&policy, "fs__write", HintSource::Trusted(&empty)),
             GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
         let destructive = ToolAnnotations::destructive();
         assert_eq!(
-            policy.decide("fs__write", HintSource::Trusted(&destructive)),
+            decide(&policy, "fs__write", HintSource::Trusted(&destructive)),
             GateDecision::Confirm(HoldReason::Destructive { declared: true }),
             "a trusted module's own destructiveHint is what the person is told"
         );
@@ -196,7 +422,7 @@ mod tests {
         let policy = GatePolicy::default();
         let ro = ToolAnnotations::read_only_idempotent();
         assert_eq!(
-            policy.decide("fs__read", HintSource::Trusted(&ro)),
+            decide(&policy, "fs__read", HintSource::Trusted(&ro)),
             GateDecision::Forward
         );
         let not_destructive = ToolAnnotations {
@@ -205,7 +431,7 @@ mod tests {
             ..ToolAnnotations::default()
         };
         assert_eq!(
-            policy.decide("fs__append", HintSource::Trusted(&not_destructive)),
+            decide(&policy, "fs__append", HintSource::Trusted(&not_destructive)),
             GateDecision::Forward
         );
     }
@@ -218,7 +444,7 @@ mod tests {
         // What the mcp-http layer passes for a module with trust_annotations = false,
         // whatever the module claimed.
         assert_eq!(
-            policy.decide("evil__read", HintSource::Untrusted),
+            decide(&policy, "evil__read", HintSource::Untrusted),
             GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
     }
@@ -228,9 +454,9 @@ mod tests {
         let ro = ToolAnnotations::read_only_idempotent();
         let destructive = ToolAnnotations::destructive();
         let policy = GatePolicy::default()
-            .with_rule("a__rm", rule(GateMode::Allow))
-            .with_rule("a__read", rule(GateMode::Confirm))
-            .with_rule("a__list", rule(GateMode::Deny));
+            .with_rule(PolicyRule::new("a__rm", GateMode::Allow))
+            .with_rule(PolicyRule::new("a__read", GateMode::Confirm))
+            .with_rule(PolicyRule::new("a__list", GateMode::Deny));
         let cases = [
             (
                 "a__rm",
@@ -247,7 +473,7 @@ mod tests {
             ("a__other", HintSource::Trusted(&ro), GateDecision::Forward),
         ];
         for (tool, hints, want) in cases {
-            assert_eq!(policy.decide(tool, hints), want, "{tool}");
+            assert_eq!(decide(&policy, tool, hints), want, "{tool}");
         }
     }
 
@@ -264,15 +490,15 @@ mod tests {
         let off = GatePolicy::default();
         let on = GatePolicy::default().with_open_world_gating();
         assert_eq!(
-            off.decide("web__search", HintSource::Trusted(&search)),
+            decide(&off, "web__search", HintSource::Trusted(&search)),
             GateDecision::Forward
         );
         assert_eq!(
-            on.decide("web__search", HintSource::Trusted(&search)),
+            decide(&on, "web__search", HintSource::Trusted(&search)),
             GateDecision::Confirm(HoldReason::OpenWorld)
         );
         assert_eq!(
-            on.decide("db__read", HintSource::Trusted(&closed)),
+            decide(&on, "db__read", HintSource::Trusted(&closed)),
             GateDecision::Forward
         );
     }
@@ -281,30 +507,185 @@ mod tests {
     fn ttl_comes_from_the_tools_rule_else_the_default() {
         let policy = GatePolicy::default()
             .with_default_ttl(Duration::minutes(5))
-            .with_rule(
-                "a__rm",
-                ToolRule {
-                    mode: GateMode::Confirm,
-                    ttl: Some(Duration::seconds(30)),
-                },
-            );
-        assert_eq!(policy.ttl_for("a__rm"), Duration::seconds(30));
-        assert_eq!(policy.ttl_for("a__other"), Duration::minutes(5));
-        assert_eq!(GatePolicy::default().ttl_for("x"), DEFAULT_CONFIRMATION_TTL);
+            .with_rule(PolicyRule::new("a__rm", GateMode::Confirm).ttl(Duration::seconds(30)));
+        let ttl = |policy: &GatePolicy, tool| {
+            policy
+                .decide(&facts(tool, NO_ARGS), HintSource::Untrusted)
+                .ttl
+        };
+        assert_eq!(ttl(&policy, "a__rm"), Duration::seconds(30));
+        assert_eq!(ttl(&policy, "a__other"), Duration::minutes(5));
+        assert_eq!(ttl(&GatePolicy::default(), "x"), DEFAULT_CONFIRMATION_TTL);
     }
 
     #[test]
     fn gate_modes_use_lowercase_config_labels() {
         let modes: Vec<GateMode> =
-            serde_json::from_str(r#"["auto","confirm","allow","deny"]"#).unwrap();
+            serde_json::from_str(r#"["auto","confirm","allow","deny","shadow"]"#).unwrap();
         assert_eq!(
             modes,
             [
                 GateMode::Auto,
                 GateMode::Confirm,
                 GateMode::Allow,
-                GateMode::Deny
+                GateMode::Deny,
+                GateMode::Shadow
             ]
         );
+        for mode in modes {
+            assert_eq!(serde_json::to_value(mode).unwrap(), mode.label());
+        }
+    }
+
+    fn when(source: &str) -> When {
+        When::compile(source).unwrap()
+    }
+
+    /// The issue's example: writes under the scratch directory run, `..` is refused, other
+    /// writes ask; the first rule that matches decides.
+    #[test]
+    fn the_first_matching_rule_decides_and_prefixes_name_every_tool_they_start() {
+        let policy = GatePolicy::default()
+            .with_rule(
+                PolicyRule::new("fs__*", GateMode::Deny)
+                    .when(when("args.path.contains('..')"))
+                    .reason("no parent directories"),
+            )
+            .with_rule(
+                PolicyRule::new("fs__write_file", GateMode::Allow)
+                    .when(when("args.path.startsWith('/srv/shared/tmp/')")),
+            )
+            .with_rule(PolicyRule::new("fs__write_file", GateMode::Confirm));
+        let case = |path: &str| {
+            let args = json!({ "path": path });
+            let d = policy.decide(&facts("fs__write_file", &args), HintSource::Untrusted);
+            (d.decision, d.rule, d.reason)
+        };
+        assert_eq!(
+            case("/srv/shared/tmp/a"),
+            (GateDecision::Forward, Some(1), None)
+        );
+        assert_eq!(
+            case("/srv/shared/tmp/../../etc/passwd"),
+            (
+                GateDecision::Deny,
+                Some(0),
+                Some("no parent directories".into())
+            )
+        );
+        assert_eq!(
+            case("/home/a"),
+            (GateDecision::Confirm(HoldReason::Policy), Some(2), None)
+        );
+        // The prefix names the module's other tools too; a tool no rule names is `auto`.
+        let args = json!({"path": "/a/../b"});
+        let read = policy.decide(&facts("fs__read_file", &args), HintSource::Untrusted);
+        assert_eq!((read.decision, read.rule), (GateDecision::Deny, Some(0)));
+        let other = policy.decide(&facts("git__push", &args), HintSource::Untrusted);
+        assert_eq!(other.rule, None);
+        assert_eq!(
+            other.decision,
+            GateDecision::Confirm(HoldReason::Destructive { declared: false })
+        );
+    }
+
+    /// A `when` that cannot be evaluated never opens the gate: `allow`, `shadow` and `auto`
+    /// rules do not match, `confirm` and `deny` rules do.
+    #[test]
+    fn a_when_that_cannot_be_evaluated_never_opens_the_gate() {
+        let ro = ToolAnnotations::read_only_idempotent();
+        let broken = "args.path.startsWith('/tmp/')";
+        // `path` is a number: a type error. Missing: no such key.
+        for args in [json!({"path": 7}), json!({})] {
+            for (mode, fallback, want, rule) in [
+                (
+                    GateMode::Allow,
+                    GateMode::Confirm,
+                    GateDecision::Confirm(HoldReason::Policy),
+                    Some(1),
+                ),
+                (
+                    GateMode::Shadow,
+                    GateMode::Confirm,
+                    GateDecision::Confirm(HoldReason::Policy),
+                    Some(1),
+                ),
+                (GateMode::Auto, GateMode::Deny, GateDecision::Deny, Some(1)),
+                (
+                    GateMode::Confirm,
+                    GateMode::Allow,
+                    GateDecision::Confirm(HoldReason::Policy),
+                    Some(0),
+                ),
+                (GateMode::Deny, GateMode::Allow, GateDecision::Deny, Some(0)),
+            ] {
+                let policy = GatePolicy::default()
+                    .with_rule(PolicyRule::new("t__x", mode).when(when(broken)))
+                    .with_rule(PolicyRule::new("t__x", fallback));
+                let d = policy.decide(&facts("t__x", &args), HintSource::Trusted(&ro));
+                assert_eq!((d.decision, d.rule), (want, rule), "{mode:?} with {args}");
+                assert_eq!(d.failures.len(), 1, "the failure is reported: {mode:?}");
+                assert_eq!(d.failures[0].0, 0);
+            }
+        }
+        // A result that is not a boolean is a failure too.
+        let policy = GatePolicy::default()
+            .with_rule(PolicyRule::new("t__x", GateMode::Allow).when(when("args.path")));
+        let args = json!({"path": "/tmp/a"});
+        let d = policy.decide(&facts("t__x", &args), HintSource::Untrusted);
+        assert_eq!(
+            d.decision,
+            GateDecision::Confirm(HoldReason::Destructive { declared: false })
+        );
+        assert_eq!(d.rule, None);
+    }
+
+    #[test]
+    fn shadow_forwards_and_says_so() {
+        let policy = GatePolicy::default().with_rule(PolicyRule::new("t__*", GateMode::Shadow));
+        let d = policy.decide(&facts("t__rm", NO_ARGS), HintSource::Untrusted);
+        assert_eq!((d.decision, d.rule), (GateDecision::Shadow, Some(0)));
+        assert_eq!(
+            policy.listing("t__rm", HintSource::Untrusted),
+            Listing::Plain,
+            "a shadowed tool's results are its own"
+        );
+    }
+
+    #[test]
+    fn a_tool_is_hidden_only_when_every_call_of_it_is_denied() {
+        let ro = ToolAnnotations::read_only_idempotent();
+        let ro = HintSource::Trusted(&ro);
+        let deny = |tool| PolicyRule::new(tool, GateMode::Deny);
+        let only_deny = GatePolicy::default()
+            .with_rule(deny("a__x").when(when("args.n > 1")))
+            .with_rule(deny("a__*"));
+        assert_eq!(only_deny.listing("a__x", ro), Listing::Hidden);
+        let some_allowed = GatePolicy::default()
+            .with_rule(PolicyRule::new("a__x", GateMode::Allow).when(when("args.n > 1")))
+            .with_rule(deny("a__*"));
+        assert_eq!(some_allowed.listing("a__x", ro), Listing::Plain);
+        let some_held = GatePolicy::default()
+            .with_rule(PolicyRule::new("a__x", GateMode::Confirm).when(when("args.n > 1")))
+            .with_rule(PolicyRule::new("a__x", GateMode::Allow));
+        assert_eq!(some_held.listing("a__x", ro), Listing::Gated);
+        assert_eq!(some_held.listing("b__y", ro), Listing::Plain);
+        assert_eq!(
+            GatePolicy::default().listing("b__y", HintSource::Untrusted),
+            Listing::Gated
+        );
+    }
+
+    #[test]
+    fn the_digest_names_the_policy_in_force() {
+        let a = GatePolicy::default().with_rule(PolicyRule::new("a__x", GateMode::Confirm));
+        let b = GatePolicy::default().with_rule(PolicyRule::new("a__x", GateMode::Allow));
+        let c = GatePolicy::default()
+            .with_rule(PolicyRule::new("a__x", GateMode::Confirm).when(when("true")));
+        assert_eq!(a.digest(), a.clone().digest());
+        assert_eq!(a.digest().len(), 64);
+        assert_ne!(a.digest(), b.digest());
+        assert_ne!(a.digest(), c.digest());
+        assert_ne!(a.digest(), GatePolicy::default().digest());
     }
 }

@@ -219,14 +219,20 @@ pub fn expired_result(id: ElicitationId) -> Value {
 
 /// The result for a tool the operator's policy denies: an in-band tool error,
 /// `policy_denied: true`.
-pub fn denied_result(tool_name: &str) -> Value {
-    let parts = ResultParts {
-        text: format!(
+pub fn denied_result(tool_name: &str, reason: Option<&str>) -> Value {
+    let text = match reason {
+        Some(reason) => format!(
+            "The gateway's policy does not allow this call to `{tool_name}`: {reason}. The call was not run."
+        ),
+        None => format!(
             "The gateway's policy does not allow calls to `{tool_name}`; the call was not run."
         ),
-        structured: json!({"policy_denied": true}),
     };
-    tool_result(&parts, true)
+    let structured = match reason {
+        Some(reason) => json!({"policy_denied": true, "reason": reason}),
+        None => json!({"policy_denied": true}),
+    };
+    tool_result(&ResultParts { text, structured }, true)
 }
 
 /// The result when the gate cannot decide safely (no usable store, no authenticated caller,

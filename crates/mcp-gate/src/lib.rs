@@ -26,11 +26,11 @@ use std::time::Duration;
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{
     AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore, Fleet, GateRecord,
-    Redeemed, RejectReason, Store, StoreError,
+    PolicyRef, Redeemed, RejectReason, Store, StoreError,
 };
 use gating_core::{
-    CallDigest, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode, GatePolicy,
-    HintSource,
+    CallDigest, CallFacts, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode,
+    GatePolicy, HintSource, Listing,
 };
 use mcp_upstream::registry::{Registry, ToolEntry};
 use mcp_upstream::{ModuleError, Relay};
@@ -55,6 +55,8 @@ pub struct Gateway {
     /// The store's audit trail of the gate's decisions.
     trail: Arc<dyn AuditSink>,
     policy: GatePolicy,
+    /// The policy's digest, recorded with each gate decision.
+    policy_digest: String,
     require_authenticated_caller: bool,
     approvers: Vec<ApproverRule>,
     metrics: Arc<crate::metrics::Metrics>,
@@ -165,6 +167,10 @@ pub struct GatedCall {
     pub binding: CallBinding,
     /// What the person is asked.
     pub message: ConfirmationMessage,
+    /// Which rule of which policy gated it.
+    pub policy: PolicyRef,
+    /// How long its confirmation waits.
+    pub ttl: time::Duration,
 }
 
 /// What the gate makes of a call before anything is stored or forwarded.
@@ -172,8 +178,10 @@ pub struct GatedCall {
 pub enum Classified {
     /// Not gated: forwarded as it is.
     Forward(Arc<ToolEntry>, Box<CallToolParams>),
-    /// Denied by policy.
-    Deny(Arc<ToolEntry>),
+    /// Denied by policy (the rule's reason, told to the agent, and which rule).
+    Deny(Arc<ToolEntry>, Option<String>, PolicyRef),
+    /// Forwarded by a `shadow` rule that would have held it.
+    Shadow(Arc<ToolEntry>, Box<CallToolParams>, PolicyRef),
     /// Gated: forwarded only with a person's confirmation.
     Gated(Box<GatedCall>),
     /// The caller is over its call rate: refused, to try again after the wait.
@@ -185,7 +193,8 @@ impl Classified {
     pub fn entry(&self) -> &Arc<ToolEntry> {
         match self {
             Classified::Forward(entry, _)
-            | Classified::Deny(entry)
+            | Classified::Deny(entry, ..)
+            | Classified::Shadow(entry, ..)
             | Classified::Limited(entry, _) => entry,
             Classified::Gated(call) => &call.entry,
         }
@@ -196,8 +205,9 @@ impl Classified {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Audit {
     Held,
-    Forwarded { gated: bool },
+    Forwarded { gated: bool, shadowed: bool },
     Rejected(&'static str),
+    Shadowed,
 }
 
 impl Gateway {
@@ -214,6 +224,7 @@ impl Gateway {
             store: store.clone(),
             fleet: store.clone(),
             trail: store,
+            policy_digest: policy.digest(),
             policy,
             require_authenticated_caller,
             approvers: Vec::new(),
@@ -349,13 +360,14 @@ impl Gateway {
         &self.fleet
     }
 
-    /// The policy rules that name a tool no module lists now — a typo, or a module not up
-    /// yet. Such a rule protects nothing.
+    /// The policy rules whose tool (a name or a prefix) names no tool any module lists now
+    /// — a typo, or a module not up yet. Such a rule protects nothing.
     pub fn unmatched_policy_rules(&self) -> Vec<(String, GateMode)> {
         self.policy
             .rules()
-            .filter(|(name, _)| self.registry.lookup(name).is_none())
-            .map(|(name, mode)| (name.to_owned(), mode))
+            .iter()
+            .filter(|rule| !self.registry.lists_any(|name| rule.tool.matches(name)))
+            .map(|rule| (rule.tool.text(), rule.mode))
             .collect()
     }
 
@@ -370,7 +382,7 @@ impl Gateway {
                     return;
                 };
                 for (tool, mode) in live.unmatched_policy_rules() {
-                    tracing::warn!(%tool, ?mode, "a [[policy]] rule names a tool that no module lists; it protects nothing until one does (check the name: rules match exact qualified names)");
+                    tracing::warn!(%tool, ?mode, "a [[policy]] rule names a tool that no module lists; it protects nothing until one does (check the name: a rule names a qualified tool name, or a prefix ending in `*`)");
                 }
                 drop(live);
                 if let Err(tokio::sync::broadcast::error::RecvError::Closed) =
@@ -389,10 +401,10 @@ impl Gateway {
     pub async fn list_tools(&self) -> Vec<Value> {
         let mut listed = Vec::new();
         for entry in self.registry.tools().await {
-            match self.policy.decide(&entry.qualified, hints(&entry)) {
-                GateDecision::Deny => {}
-                GateDecision::Forward => listed.push(entry.tool.clone()),
-                GateDecision::Confirm(_) => {
+            match self.policy.listing(&entry.qualified, hints(&entry)) {
+                Listing::Hidden => {}
+                Listing::Plain => listed.push(entry.tool.clone()),
+                Listing::Gated => {
                     let mut tool = entry.tool.clone();
                     if let Some(map) = tool.as_object_mut() {
                         map.remove("outputSchema");
@@ -539,15 +551,56 @@ impl Gateway {
         {
             arguments.to_map().map_err(unreadable)?;
         }
-        Ok(match self.policy.decide(&entry.qualified, hints(&entry)) {
+        // Read once, and only where a rule's `when` reads the call: absent arguments are
+        // `{}` to the rules, the digest and the message.
+        let read = |params: &CallToolParams| match &params.arguments {
+            None => Ok(Value::Object(Map::new())),
+            Some(arguments) => arguments.to_value().map_err(unreadable),
+        };
+        let mut arguments = None;
+        let decided = if self.policy.reads_calls(&entry.qualified) {
+            let args = arguments.insert(read(&params)?);
+            let groups: Vec<String> = principal.groups.iter().cloned().collect();
+            self.policy.decide(
+                &CallFacts {
+                    tool: &entry.qualified,
+                    module: &entry.module_name,
+                    args,
+                    caller: principal.caller.subject_id(),
+                    groups: &groups,
+                    hints: hints(&entry).effective(),
+                },
+                hints(&entry),
+            )
+        } else {
+            self.policy.decide(
+                &CallFacts {
+                    tool: &entry.qualified,
+                    module: &entry.module_name,
+                    args: &Value::Null,
+                    caller: principal.caller.subject_id(),
+                    groups: &[],
+                    hints: hints(&entry).effective(),
+                },
+                hints(&entry),
+            )
+        };
+        for (rule, why) in &decided.failures {
+            tracing::warn!(tool = %entry.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a call; the rule was taken the way that keeps the gate shut");
+        }
+        let policy = PolicyRef {
+            rule: decided.rule,
+            policy: Some(self.policy_digest.clone()),
+        };
+        Ok(match decided.decision {
             GateDecision::Forward => Classified::Forward(entry, Box::new(params)),
-            GateDecision::Deny => Classified::Deny(entry),
+            GateDecision::Shadow => Classified::Shadow(entry, Box::new(params), policy),
+            GateDecision::Deny => Classified::Deny(entry, decided.reason, policy),
             GateDecision::Confirm(reason) => {
                 let mut params = params;
-                // Read now, once: absent arguments are `{}` to the digest and the message.
-                let arguments = match &params.arguments {
-                    None => Value::Object(Map::new()),
-                    Some(arguments) => arguments.to_value().map_err(unreadable)?,
+                let arguments = match arguments {
+                    Some(arguments) => arguments,
+                    None => read(&params)?,
                 };
                 // What the person approves is what the module gets: the arguments go upstream
                 // written from the tree that was digested and shown, never as the client's
@@ -568,6 +621,8 @@ impl Gateway {
                     arguments,
                     binding,
                     message,
+                    policy,
+                    ttl: decided.ttl,
                 }))
             }
         })
@@ -600,7 +655,10 @@ impl Gateway {
                 return self.limited(principal, &entry, "calls", wait);
             }
             Classified::Forward(entry, params) => {
-                let forwarded = Audit::Forwarded { gated: false };
+                let forwarded = Audit::Forwarded {
+                    gated: false,
+                    shadowed: false,
+                };
                 self.forward(
                     principal,
                     &entry,
@@ -611,10 +669,31 @@ impl Gateway {
                 )
                 .await
             }
-            Classified::Deny(entry) => {
-                self.refused(principal, &entry, RejectReason::PolicyDenied, None)
+            Classified::Shadow(entry, params, policy) => {
+                self.record(principal, &entry, GateRecord::Shadowed, None, &policy)
                     .await;
-                CallOutcome::Done(gating_core::denied_result(&entry.qualified))
+                let forwarded = Audit::Forwarded {
+                    gated: false,
+                    shadowed: true,
+                };
+                self.forward(
+                    principal,
+                    &entry,
+                    *params,
+                    (forwarded, None),
+                    relay,
+                    &mut upstream,
+                )
+                .await
+            }
+            Classified::Deny(entry, reason, policy) => {
+                let rejected = GateRecord::Rejected(RejectReason::PolicyDenied);
+                self.record(principal, &entry, rejected, None, &policy)
+                    .await;
+                CallOutcome::Done(gating_core::denied_result(
+                    &entry.qualified,
+                    reason.as_deref(),
+                ))
             }
             Classified::Gated(call) => {
                 let confirmation = call
@@ -663,7 +742,7 @@ impl Gateway {
         let binding = &call.binding;
         let done = CallOutcome::Done;
         if self.require_authenticated_caller && !principal.authenticated {
-            self.refused(principal, entry, RejectReason::NoAuthenticatedCaller, None)
+            self.refused(principal, call, RejectReason::NoAuthenticatedCaller, None)
                 .await;
             return done(gating_core::gate_unavailable_result(
                 "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
@@ -691,7 +770,10 @@ impl Gateway {
             match timed(self.store.redeem_confirmation(caller, id, binding)).await {
                 // Approved, and consumed now: forwarded, once.
                 Ok(Redeemed::Consumed(_)) => {
-                    let forwarded = Audit::Forwarded { gated: true };
+                    let forwarded = Audit::Forwarded {
+                        gated: true,
+                        shadowed: false,
+                    };
                     return self
                         .forward(
                             principal,
@@ -710,18 +792,19 @@ impl Gateway {
                     let outcome = match current.status {
                         // Not answered yet: the same confirmation again, no new elicitation.
                         ElicitationStatus::Pending => {
-                            self.record(principal, entry, GateRecord::Held, Some(id))
+                            let held = GateRecord::Held;
+                            self.record(principal, entry, held, Some(id), &call.policy)
                                 .await;
                             return pending(current);
                         }
                         ElicitationStatus::Cancelled => {
                             let reason = RejectReason::ConfirmationCancelled;
-                            self.refused(principal, entry, reason, Some(id)).await;
+                            self.refused(principal, call, reason, Some(id)).await;
                             return done(gating_core::cancelled_result(id));
                         }
                         ElicitationStatus::Expired => {
                             let reason = RejectReason::ConfirmationExpired;
-                            self.refused(principal, entry, reason, Some(id)).await;
+                            self.refused(principal, call, reason, Some(id)).await;
                             return done(gating_core::expired_result(id));
                         }
                         ElicitationStatus::Responded => {
@@ -734,7 +817,7 @@ impl Gateway {
                     };
                     if outcome == ConfirmationOutcome::Declined {
                         let reason = RejectReason::UserRejected;
-                        self.refused(principal, entry, reason, Some(id)).await;
+                        self.refused(principal, call, reason, Some(id)).await;
                         return done(gating_core::user_rejected_result());
                     }
                     // Approved but used already (or expired after the answer), or failed:
@@ -786,8 +869,9 @@ impl Gateway {
             binding: binding.clone(),
             arguments: call.arguments.clone(),
             message,
-            ttl: self.policy.ttl_for(&entry.qualified),
+            ttl: call.ttl,
             approval,
+            policy: call.policy.clone(),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
@@ -795,14 +879,14 @@ impl Gateway {
                 pending(stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
-                self.refused(principal, entry, RejectReason::PendingLimit, None)
+                self.refused(principal, call, RejectReason::PendingLimit, None)
                     .await;
                 done(gating_core::gate_unavailable_result(&format!(
                     "this caller already has {limit} confirmations waiting; answer or cancel some first"
                 )))
             }
             Err(StoreError::CallerFull { .. }) => {
-                self.refused(principal, entry, RejectReason::CallerFull, None)
+                self.refused(principal, call, RejectReason::CallerFull, None)
                     .await;
                 done(gating_core::gate_unavailable_result(
                     "this caller holds as many confirmations as the gateway keeps for one caller; answer or cancel some first",
@@ -840,14 +924,16 @@ impl Gateway {
         ))
     }
 
+    /// A gated call refused.
     async fn refused(
         &self,
         principal: &Principal,
-        entry: &ToolEntry,
+        call: &GatedCall,
         reason: RejectReason,
         id: Option<ElicitationId>,
     ) {
-        self.record(principal, entry, GateRecord::Rejected(reason), id)
+        let rejected = GateRecord::Rejected(reason);
+        self.record(principal, &call.entry, rejected, id, &call.policy)
             .await;
     }
 
@@ -859,16 +945,18 @@ impl Gateway {
         entry: &ToolEntry,
         record: GateRecord,
         id: Option<ElicitationId>,
+        policy: &PolicyRef,
     ) {
         let event = match record {
             GateRecord::Held => Audit::Held,
             GateRecord::Rejected(reason) => Audit::Rejected(reason.label()),
+            GateRecord::Shadowed => Audit::Shadowed,
         };
         self.audit(principal, entry, event, id);
         if let Err(e) =
             timed(
                 self.trail
-                    .record_gate(&principal.caller, id, &entry.qualified, record),
+                    .record_gate(&principal.caller, id, &entry.qualified, record, policy),
             )
             .await
         {
@@ -892,7 +980,8 @@ impl Gateway {
         let tool = entry.qualified.clone();
         tokio::spawn(async move {
             let record = GateRecord::Rejected(RejectReason::StoreError);
-            if let Err(e) = timed(trail.record_gate(&caller, None, &tool, record)).await {
+            let policy = PolicyRef::default();
+            if let Err(e) = timed(trail.record_gate(&caller, None, &tool, record, &policy)).await {
                 tracing::debug!(error = %e, "could not record a store failure in the store");
             }
         });
@@ -938,6 +1027,7 @@ impl Gateway {
         });
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
+            Ok(_) if matches!(event, Audit::Forwarded { shadowed: true, .. }) => ("shadowed", ""),
             Ok(_) => ("forwarded", ""),
             Err(ModuleError::Rpc { .. }) => ("module_error", "rpc_error"),
             Err(ModuleError::Timeout { .. }) => ("module_error", "timeout"),
@@ -965,7 +1055,7 @@ impl Gateway {
                 let error_id = crate::error::new_error_id();
                 tracing::warn!(tool = %entry.qualified, %error_id, error = %err, "forwarded call failed");
                 // A gated tool is listed without its outputSchema; a forwarded one with it.
-                let has_output_schema = matches!(event, Audit::Forwarded { gated: false })
+                let has_output_schema = matches!(event, Audit::Forwarded { gated: false, .. })
                     && entry.tool.get("outputSchema").is_some();
                 CallOutcome::Done(gating_core::upstream_error_result(
                     &err.public_message(&error_id),
@@ -1095,7 +1185,7 @@ impl Gateway {
                 self.metrics
                     .tool_call(&entry.module_name, &entry.qualified, "rejected", reason)
             }
-            Audit::Forwarded { .. } => {}
+            Audit::Forwarded { .. } | Audit::Shadowed => {}
         }
         audit(principal, entry, event, elicitation);
     }
@@ -1116,8 +1206,11 @@ fn audit(
         Audit::Held => {
             tracing::info!(target: "audit", event = "tool_call_held", subject, tenant, tool = %entry.qualified, elicitation_id)
         }
-        Audit::Forwarded { gated } => {
-            tracing::info!(target: "audit", event = "tool_call_forwarded", subject, tenant, tool = %entry.qualified, gated, elicitation_id)
+        Audit::Forwarded { gated, shadowed } => {
+            tracing::info!(target: "audit", event = "tool_call_forwarded", subject, tenant, tool = %entry.qualified, gated, shadowed, elicitation_id)
+        }
+        Audit::Shadowed => {
+            tracing::info!(target: "audit", event = "tool_call_shadowed", subject, tenant, tool = %entry.qualified)
         }
         Audit::Rejected(reason) => {
             tracing::info!(target: "audit", event = "tool_call_rejected", subject, tenant, tool = %entry.qualified, reason, elicitation_id)

@@ -146,7 +146,7 @@ impl Metrics {
         };
         registry.register(
             "tool_calls",
-            "Tool calls by module, tool and what the gateway did (forwarded, held, rejected, module_error)",
+            "Tool calls by module, tool and what the gateway did (forwarded, held, rejected, shadowed, module_error)",
             metrics.tool_calls.clone(),
         );
         registry.register(

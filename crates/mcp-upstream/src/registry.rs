@@ -901,6 +901,15 @@ impl Registry {
         })
     }
 
+    /// Whether some tool listed now has a name `matches` accepts.
+    pub fn lists_any(&self, matches: impl Fn(&str) -> bool) -> bool {
+        self.catalog
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .keys()
+            .any(|name| matches(name))
+    }
+
     /// The tool listed as `name`.
     pub fn lookup(&self, name: &str) -> Option<Arc<ToolEntry>> {
         self.catalog

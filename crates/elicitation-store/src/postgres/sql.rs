@@ -34,7 +34,8 @@ macro_rules! audit_from_changed {
 }
 
 /// Creates a row unless the caller already has `$13` pending elicitations. `$5` is the
-/// sealed message and `$14` its key id. Returns the number inserted (0 or 1).
+/// sealed message and `$14` its key id; `$17` the detail of a confirmation's
+/// `tool_call_held` (the deciding rule and policy). Returns the number inserted (0 or 1).
 pub(super) const INSERT: &str = concat!(
     "WITH changed AS (",
     "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode) ",
@@ -49,7 +50,7 @@ pub(super) const INSERT: &str = concat!(
         "jsonb_build_object('type', $4::text)"
     ),
     ", held AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
-    "SELECT $11, 'tool_call_held', $2, $3::text, id, tool_name, '{}'::jsonb FROM changed WHERE tool_name IS NOT NULL) ",
+    "SELECT $11, 'tool_call_held', $2, $3::text, id, tool_name, $17::jsonb FROM changed WHERE tool_name IS NOT NULL) ",
     "SELECT count(*) FROM changed"
 );
 
@@ -188,7 +189,7 @@ pub(super) const REDEEM: &str = concat!(
 /// `$7` now: what the gate did with a call it held or refused.
 pub(super) const RECORD_GATE: &str = concat!(
     "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
-    "SELECT $7, $5, $2, $3::text, $1, $4, jsonb_strip_nulls(jsonb_build_object('reason', $6::text))"
+    "SELECT $7, $5, $2, $3::text, $1, $4, $6::jsonb"
 );
 
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 use crate::conformance::{Harness, Setup, conformance_tests, start_time};
-use crate::{ManualClock, SealError};
+use crate::{ManualClock, PolicyRef, RejectReason, SealError};
 
 use crate::test_support::TestDb;
 
@@ -492,13 +492,34 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .unwrap();
     let rejected = GateRecord::Rejected(RejectReason::ConfirmationCancelled);
     store
-        .record_gate(&alice(), Some(cancelled), "fs__delete", rejected)
+        .record_gate(
+            &alice(),
+            Some(cancelled),
+            "fs__delete",
+            rejected,
+            &PolicyRef::default(),
+        )
         .await
         .unwrap();
-    // A refusal about no confirmation (policy), and a hold on one still pending.
+    // A refusal about no confirmation (policy), naming the rule and policy that made it,
+    // and a call a shadow rule forwarded; a hold on one still pending.
+    let by_rule = |rule| PolicyRef {
+        rule: Some(rule),
+        policy: Some("ab12".into()),
+    };
     let denied = GateRecord::Rejected(RejectReason::PolicyDenied);
     store
-        .record_gate(&alice(), None, "fs__format", denied)
+        .record_gate(&alice(), None, "fs__format", denied, &by_rule(2))
+        .await
+        .unwrap();
+    store
+        .record_gate(
+            &alice(),
+            None,
+            "fs__write",
+            GateRecord::Shadowed,
+            &by_rule(0),
+        )
         .await
         .unwrap();
     let failed = store
@@ -530,7 +551,7 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .await
         .unwrap();
     let unbound = admin
-        .query("SELECT event, detail::text, tool_name FROM mcp_audit_events WHERE elicitation_id IS NULL", &[])
+        .query("SELECT event, detail::text, tool_name FROM mcp_audit_events WHERE elicitation_id IS NULL ORDER BY id", &[])
         .await
         .unwrap();
     let unbound: Vec<(String, String, String)> = unbound
@@ -539,11 +560,18 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .collect();
     assert_eq!(
         unbound,
-        [(
-            "tool_call_rejected".to_owned(),
-            r#"{"reason": "policy_denied"}"#.to_owned(),
-            "fs__format".to_owned()
-        )]
+        [
+            (
+                "tool_call_rejected".to_owned(),
+                r#"{"rule": 2, "policy": "ab12", "reason": "policy_denied"}"#.to_owned(),
+                "fs__format".to_owned()
+            ),
+            (
+                "tool_call_shadowed".to_owned(),
+                r#"{"rule": 0, "policy": "ab12"}"#.to_owned(),
+                "fs__write".to_owned()
+            )
+        ]
     );
     // Rows written by one statement have no guaranteed order among themselves: compare sorted.
     let mut events: Vec<(uuid::Uuid, String, String)> = rows

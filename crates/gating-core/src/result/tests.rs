@@ -72,7 +72,7 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
     let id = confirmation().id;
     let cancelled = cancelled_result(id);
     let expired = expired_result(id);
-    let denied = denied_result("fs__format_disk");
+    let denied = denied_result("fs__format_disk", None);
     let unavailable = gate_unavailable_result("the store is down");
     let upstream = upstream_error_result("module fs is unavailable", false);
     for r in [&cancelled, &expired, &denied, &unavailable, &upstream] {
@@ -88,6 +88,17 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
         json!({"confirmation_expired": true, "elicitation_id": id.to_string()})
     );
     assert_eq!(denied["structuredContent"], json!({"policy_denied": true}));
+    let told = denied_result("fs__write_file", Some("no parent directories"));
+    assert_eq!(
+        told["structuredContent"],
+        json!({"policy_denied": true, "reason": "no parent directories"})
+    );
+    assert!(
+        told["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("no parent directories")
+    );
     assert_eq!(
         unavailable["structuredContent"],
         json!({"gate_unavailable": true})

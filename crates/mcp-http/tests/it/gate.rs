@@ -17,7 +17,7 @@ use elicitation_store::{
     ListQuery, Listed, ManualClock, MemoryLimits, MemoryStore, PostgresOptions, PostgresStore,
     Redeemed, Store, StoreError, StoredElicitation,
 };
-use gating_core::{GateMode, GatePolicy, ToolRule};
+use gating_core::{GateMode, GatePolicy, PolicyRule};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
@@ -409,10 +409,9 @@ async fn a_store_that_never_answers_fails_closed_at_the_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_deny_hides_and_refuses_and_confirm_holds_even_a_read_only_tool() {
-    let rule = |mode| ToolRule { mode, ttl: None };
     let policy = GatePolicy::default()
-        .with_rule("test__delete", rule(GateMode::Deny))
-        .with_rule("test__read", rule(GateMode::Confirm));
+        .with_rule(PolicyRule::new("test__delete", GateMode::Deny))
+        .with_rule(PolicyRule::new("test__read", GateMode::Confirm));
     let h = harness(Arc::new(MemoryStore::default()), policy).await;
     let (status, listed) = rpc(&h, "tools/list", json!({})).await;
     assert_eq!(status, StatusCode::OK, "{listed}");
@@ -527,11 +526,7 @@ async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
     options.pool_size = 2;
     options.max_pending_per_caller = 2;
     let store = Arc::new(PostgresStore::connect(options).await.unwrap());
-    let rule = ToolRule {
-        mode: GateMode::Deny,
-        ttl: None,
-    };
-    let policy = GatePolicy::default().with_rule("test__wipe", rule);
+    let policy = GatePolicy::default().with_rule(PolicyRule::new("test__wipe", GateMode::Deny));
     let h = harness(store.clone(), policy).await;
 
     let denied = call(&h, "test__wipe", json!({}), None).await;
@@ -652,5 +647,137 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
     assert_eq!(
         call.binding.digest,
         gating_core::CallDigest::of(&json!({"path": "/etc", "n": 1.0}))
+    );
+}
+
+/// The issue's three rules, over a real PostgreSQL store: a `when` on the arguments decides
+/// per call, a deny's reason reaches the agent, a shadow rule forwards and is recorded as
+/// `tool_call_shadowed`, and every record names its rule and the policy in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_on_arguments_decide_each_call_and_shadow_forwards_what_it_would_hold() {
+    use gating_core::When;
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
+    options.config = db.writer.clone();
+    options.pool_size = 2;
+    let store = Arc::new(PostgresStore::connect(options).await.unwrap());
+    let when = |source: &str| When::compile(source).unwrap();
+    let policy = GatePolicy::default()
+        .with_rule(
+            // `has` first: on a tool without a `path`, a deny rule that cannot be evaluated
+            // would match (and deny it).
+            PolicyRule::new("test__*", GateMode::Deny)
+                .when(when("has(args.path) && args.path.contains('..')"))
+                .reason("paths with .. are refused"),
+        )
+        .with_rule(
+            PolicyRule::new("test__delete", GateMode::Allow)
+                .when(when("args.path.startsWith('/srv/shared/tmp/')")),
+        )
+        .with_rule(PolicyRule::new("test__wipe", GateMode::Shadow))
+        .with_rule(PolicyRule::new("test__delete", GateMode::Confirm));
+    let digest = policy.digest();
+    let h = harness(store.clone(), policy).await;
+
+    let scratch = call(
+        &h,
+        "test__delete",
+        json!({"path": "/srv/shared/tmp/a"}),
+        None,
+    )
+    .await;
+    assert_eq!(scratch["content"][0]["text"], "deleted", "{scratch}");
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 1);
+    let elsewhere = held_id(&call(&h, "test__delete", json!({"path": "/srv/a"}), None).await);
+    let climbing = call(
+        &h,
+        "test__delete",
+        json!({"path": "/srv/shared/tmp/../../etc"}),
+        None,
+    )
+    .await;
+    assert_eq!(
+        climbing["structuredContent"]["policy_denied"], true,
+        "{climbing}"
+    );
+    assert_eq!(
+        climbing["structuredContent"]["reason"], "paths with .. are refused",
+        "{climbing}"
+    );
+    // A path that is not a string cannot be evaluated: the deny rule matches.
+    let odd = call(&h, "test__delete", json!({"path": 7}), None).await;
+    assert_eq!(odd["structuredContent"]["policy_denied"], true, "{odd}");
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 1, "nothing else ran");
+    let shadowed = call(&h, "test__wipe", json!({}), None).await;
+    assert_eq!(shadowed["isError"], false, "shadow forwards: {shadowed}");
+    let metrics = h.service.metrics_text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("mcp_gateway_tool_calls_total{")
+                && l.contains("tool=\"test__wipe\"")
+                && l.contains("outcome=\"shadowed\"")
+                && l.ends_with(" 1")),
+        "{metrics}"
+    );
+
+    let admin = db.admin().await;
+    let rows = admin
+        .query(
+            "SELECT event, tool_name, detail->>'rule', detail->>'policy', detail->>'reason', elicitation_id::text \
+             FROM mcp_audit_events WHERE event LIKE 'tool_call_%' AND event <> 'tool_call_forwarded' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let got: Vec<Row> = rows
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4), r.get(5)))
+        .collect();
+    let row = |event: &str, tool: &str, rule: &str, reason: Option<&str>, id: Option<&str>| {
+        (
+            event.to_owned(),
+            tool.to_owned(),
+            Some(rule.to_owned()),
+            Some(digest.clone()),
+            reason.map(str::to_owned),
+            id.map(str::to_owned),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            row(
+                "tool_call_held",
+                "test__delete",
+                "3",
+                None,
+                Some(&elsewhere)
+            ),
+            row(
+                "tool_call_rejected",
+                "test__delete",
+                "0",
+                Some("policy_denied"),
+                None
+            ),
+            row(
+                "tool_call_rejected",
+                "test__delete",
+                "0",
+                Some("policy_denied"),
+                None
+            ),
+            row("tool_call_shadowed", "test__wipe", "2", None, None),
+        ]
     );
 }

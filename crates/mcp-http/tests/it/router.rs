@@ -2178,18 +2178,20 @@ async fn a_policy_rule_naming_no_listed_tool_is_reported() {
     }])
     .await
     .unwrap();
-    let deny = gating_core::ToolRule {
-        mode: gating_core::GateMode::Deny,
-        ttl: None,
-    };
+    let deny = |tool| gating_core::PolicyRule::new(tool, gating_core::GateMode::Deny);
     let policy = GatePolicy::default()
-        .with_rule("test__delete", deny)
-        .with_rule("test__delte", deny);
+        .with_rule(deny("test__delete"))
+        .with_rule(deny("test__delte"))
+        .with_rule(deny("test__*"))
+        .with_rule(deny("tset__*"));
     let gateway = Gateway::new(registry, Arc::new(MemoryStore::default()), policy, false);
     assert_eq!(
         gateway.unmatched_policy_rules(),
-        [("test__delte".to_owned(), gating_core::GateMode::Deny)],
-        "the typo is reported, the real rule is not"
+        [
+            ("test__delte".to_owned(), gating_core::GateMode::Deny),
+            ("tset__*".to_owned(), gating_core::GateMode::Deny)
+        ],
+        "the typos are reported, the real rules are not"
     );
 }
 
@@ -2466,13 +2468,10 @@ fn reload_with(h: &Harness, policy: GatePolicy) {
 }
 
 fn denying_delete() -> GatePolicy {
-    GatePolicy::default().with_rule(
+    GatePolicy::default().with_rule(gating_core::PolicyRule::new(
         "test__delete",
-        gating_core::ToolRule {
-            mode: gating_core::GateMode::Deny,
-            ttl: None,
-        },
-    )
+        gating_core::GateMode::Deny,
+    ))
 }
 
 /// A legacy call held on its stream when a reload denies its tool finishes as it began: the

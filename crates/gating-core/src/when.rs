@@ -1,0 +1,457 @@
+//! A policy rule's `when`: a CEL expression over the facts of one call, compiled when the
+//! policy is loaded and evaluated for every call its rule's tool pattern matches.
+//!
+//! The expression sees `tool` (the qualified name), `module`, `args` (the call's arguments),
+//! `caller` (the subject), `groups` (a list of strings) and `hints` (the effective
+//! `readOnly`, `destructive`, `idempotent` and `openWorld`, as booleans).
+//!
+//! Evaluation is bounded: the source is at most [`MAX_SOURCE`] bytes nested at most
+//! [`MAX_NESTING`] deep; the macros that build lists (`map`, `filter`) are refused, and a
+//! macro may not run inside another, so the work is at most linear in what the expression
+//! reads times its own size; and the arguments it reads (only the fields it names, when it
+//! names `args` only as `args.field`) are at most [`MAX_ARGS_BYTES`] of JSON nested at most
+//! [`MAX_ARGS_DEPTH`] deep. Past a bound evaluation fails, and a failure is never an open
+//! gate: the caller decides what a failure means for its rule (`crate::policy`).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr};
+use cel::{Context, IdedExpr, Program, Value as Cel};
+use serde_json::Value;
+
+use crate::EffectiveHints;
+
+/// Longest `when`, in bytes.
+pub const MAX_SOURCE: usize = 4096;
+/// Deepest nesting of brackets in a `when`.
+pub const MAX_NESTING: usize = 32;
+/// Most JSON of the arguments a `when` reads, in bytes (serialized).
+pub const MAX_ARGS_BYTES: usize = 32 * 1024;
+/// Deepest nesting of the arguments a `when` reads.
+pub const MAX_ARGS_DEPTH: usize = 32;
+
+/// A compiled `when`.
+#[derive(Clone)]
+pub struct When {
+    source: Arc<str>,
+    program: Arc<Program>,
+    /// The top-level argument fields it reads, when it reads `args` only as `args.field`
+    /// (`None`: it reads `args` whole).
+    fields: Option<Vec<String>>,
+}
+
+impl fmt::Debug for When {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("When").field(&self.source).finish()
+    }
+}
+
+impl PartialEq for When {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for When {}
+
+/// Why a `when` cannot be compiled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WhenError {
+    /// Longer than [`MAX_SOURCE`].
+    #[error("the expression is longer than {MAX_SOURCE} bytes")]
+    TooLong,
+    /// Nested deeper than [`MAX_NESTING`].
+    #[error("the expression nests deeper than {MAX_NESTING} brackets")]
+    TooDeep,
+    /// Not CEL.
+    #[error("the expression does not parse: {0}")]
+    Syntax(String),
+    /// Names a variable there is none of.
+    #[error(
+        "the expression names `{0}`, which is none of tool, module, args, caller, groups, hints"
+    )]
+    Unknown(String),
+    /// Uses `map` or `filter`, or a macro inside another.
+    #[error("the expression {0}")]
+    Unbounded(&'static str),
+}
+
+/// The facts of one call that a `when` sees.
+#[derive(Debug, Clone, Copy)]
+pub struct CallFacts<'a> {
+    /// The qualified tool name.
+    pub tool: &'a str,
+    /// The module's name.
+    pub module: &'a str,
+    /// The call's arguments (`{}` when it has none).
+    pub args: &'a Value,
+    /// The caller's subject.
+    pub caller: &'a str,
+    /// The caller's groups.
+    pub groups: &'a [String],
+    /// The tool's effective hints.
+    pub hints: EffectiveHints,
+}
+
+const VARIABLES: [&str; 6] = ["tool", "module", "args", "caller", "groups", "hints"];
+
+impl When {
+    /// Compiles `source`, refusing what would not be bounded.
+    pub fn compile(source: &str) -> Result<When, WhenError> {
+        if source.len() > MAX_SOURCE {
+            return Err(WhenError::TooLong);
+        }
+        let mut depth = 0usize;
+        for c in source.chars() {
+            match c {
+                '(' | '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(WhenError::TooDeep);
+                    }
+                }
+                ')' | ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        // The parser is third-party code given the operator's text: a panic in it is a
+        // compile error, not a gateway that will not start for no stated reason.
+        let program = std::panic::catch_unwind(|| Program::compile(source))
+            .map_err(|_| WhenError::Syntax("the parser failed on it".into()))?
+            .map_err(|e| WhenError::Syntax(e.to_string()))?;
+        let mut check = Check::default();
+        check.walk(program.expression(), 0)?;
+        if let Some(unknown) = check
+            .free
+            .iter()
+            .find(|name| !VARIABLES.contains(&name.as_str()))
+        {
+            return Err(WhenError::Unknown(unknown.clone()));
+        }
+        let fields = (!check.whole_args).then(|| {
+            let mut fields: Vec<String> = check.arg_fields.into_iter().collect();
+            fields.sort();
+            fields
+        });
+        Ok(When {
+            source: source.into(),
+            program: Arc::new(program),
+            fields,
+        })
+    }
+
+    /// The expression as written.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Whether the call's facts satisfy it; `Err` with why when it cannot be evaluated (a
+    /// missing key, a type error, a result that is not a boolean, arguments past the bounds).
+    pub fn matches(&self, facts: &CallFacts<'_>) -> Result<bool, String> {
+        let args = match &self.fields {
+            None => facts.args.clone(),
+            Some(fields) => {
+                let mut seen = serde_json::Map::new();
+                if let Value::Object(all) = facts.args {
+                    for field in fields {
+                        if let Some(value) = all.get(field) {
+                            seen.insert(field.clone(), value.clone());
+                        }
+                    }
+                }
+                Value::Object(seen)
+            }
+        };
+        let size = serde_json::to_vec(&args).map_or(usize::MAX, |v| v.len());
+        if size > MAX_ARGS_BYTES {
+            return Err(format!(
+                "the arguments it reads are {size} bytes, more than {MAX_ARGS_BYTES}"
+            ));
+        }
+        let args = to_cel(&args, 0)
+            .ok_or_else(|| format!("the arguments nest deeper than {MAX_ARGS_DEPTH}"))?;
+        let mut context = Context::default();
+        context.add_variable_from_value("args", args);
+        context.add_variable_from_value("tool", facts.tool.to_owned());
+        context.add_variable_from_value("module", facts.module.to_owned());
+        context.add_variable_from_value("caller", facts.caller.to_owned());
+        context.add_variable_from_value(
+            "groups",
+            Cel::List(Arc::new(
+                facts
+                    .groups
+                    .iter()
+                    .map(|g| Cel::String(Arc::new(g.clone())))
+                    .collect(),
+            )),
+        );
+        let h = facts.hints;
+        let hints: HashMap<String, Cel> = [
+            ("readOnly", h.read_only),
+            ("destructive", h.destructive),
+            ("idempotent", h.idempotent),
+            ("openWorld", h.open_world),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), Cel::Bool(v)))
+        .collect();
+        context.add_variable_from_value("hints", hints);
+        // What went wrong, never with the values (they are the agent's arguments, which
+        // are not logged).
+        match self.program.execute(&context) {
+            Ok(Cel::Bool(b)) => Ok(b),
+            Ok(_) => Err("its value is not a boolean".into()),
+            Err(cel::ExecutionError::NoSuchKey(_)) => Err("a key it reads is missing".into()),
+            Err(
+                cel::ExecutionError::UnexpectedType { .. }
+                | cel::ExecutionError::UnsupportedTargetType { .. }
+                | cel::ExecutionError::NoSuchOverload(_)
+                | cel::ExecutionError::NotSupportedAsMethod { .. }
+                | cel::ExecutionError::ValuesNotComparable(..),
+            ) => Err("a value it reads has another type".into()),
+            Err(_) => Err("it cannot be evaluated".into()),
+        }
+    }
+}
+
+/// The JSON as a CEL value, or `None` past [`MAX_ARGS_DEPTH`].
+fn to_cel(value: &Value, depth: usize) -> Option<Cel> {
+    if depth > MAX_ARGS_DEPTH {
+        return None;
+    }
+    Some(match value {
+        Value::Null => Cel::Null,
+        Value::Bool(b) => Cel::Bool(*b),
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Cel::Int(i),
+            (None, Some(u), _) => Cel::UInt(u),
+            (None, None, f) => Cel::Float(f.unwrap_or(f64::NAN)),
+        },
+        Value::String(s) => Cel::String(Arc::new(s.clone())),
+        Value::Array(items) => Cel::List(Arc::new(
+            items
+                .iter()
+                .map(|v| to_cel(v, depth + 1))
+                .collect::<Option<Vec<_>>>()?,
+        )),
+        Value::Object(map) => {
+            let mut out = HashMap::with_capacity(map.len());
+            for (k, v) in map {
+                out.insert(k.clone(), to_cel(v, depth + 1)?);
+            }
+            Cel::from(out)
+        }
+    })
+}
+
+/// What a walk of the expression found.
+#[derive(Default)]
+struct Check {
+    /// Identifiers not bound by a macro.
+    free: Vec<String>,
+    /// Variables macros bind, innermost last.
+    bound: Vec<String>,
+    /// `args.field` reads.
+    arg_fields: std::collections::BTreeSet<String>,
+    /// `args` read other than as `args.field`.
+    whole_args: bool,
+}
+
+impl Check {
+    fn walk(&mut self, e: &IdedExpr, in_macro: usize) -> Result<(), WhenError> {
+        match &e.expr {
+            Expr::Ident(name) => {
+                if !self.bound.contains(name) {
+                    if name == "args" {
+                        self.whole_args = true;
+                    }
+                    if !self.free.contains(name) {
+                        self.free.push(name.clone());
+                    }
+                }
+            }
+            Expr::Select(select) => match &select.operand.expr {
+                Expr::Ident(name) if name == "args" && !self.bound.iter().any(|b| b == "args") => {
+                    self.arg_fields.insert(select.field.clone());
+                    if !self.free.iter().any(|f| f == "args") {
+                        self.free.push("args".into());
+                    }
+                }
+                _ => self.walk(&select.operand, in_macro)?,
+            },
+            Expr::Call(call) => {
+                if let Some(target) = &call.target {
+                    self.walk(target, in_macro)?;
+                }
+                for arg in &call.args {
+                    self.walk(arg, in_macro)?;
+                }
+            }
+            Expr::List(list) => {
+                for element in &list.elements {
+                    self.walk(element, in_macro)?;
+                }
+            }
+            Expr::Map(map) => self.entries(&map.entries, in_macro)?,
+            Expr::Struct(s) => self.entries(&s.entries, in_macro)?,
+            Expr::Comprehension(c) => {
+                if matches!(c.accu_init.expr, Expr::List(_) | Expr::Map(_)) {
+                    return Err(WhenError::Unbounded(
+                        "uses `map` or `filter`, which build lists (use `all`, `exists` or `exists_one`)",
+                    ));
+                }
+                if in_macro > 0 {
+                    return Err(WhenError::Unbounded(
+                        "runs a macro (`all`, `exists`, `exists_one`) inside another",
+                    ));
+                }
+                self.walk(&c.iter_range, in_macro)?;
+                self.walk(&c.accu_init, in_macro)?;
+                let pushed = 2 + usize::from(c.iter_var2.is_some());
+                self.bound.push(c.iter_var.clone());
+                if let Some(second) = &c.iter_var2 {
+                    self.bound.push(second.clone());
+                }
+                self.bound.push(c.accu_var.clone());
+                let inner = self
+                    .walk(&c.loop_cond, in_macro + 1)
+                    .and_then(|()| self.walk(&c.loop_step, in_macro + 1))
+                    .and_then(|()| self.walk(&c.result, in_macro + 1));
+                self.bound.truncate(self.bound.len() - pushed);
+                inner?;
+            }
+            Expr::Literal(_) | Expr::Unspecified => {}
+        }
+        Ok(())
+    }
+
+    fn entries(
+        &mut self,
+        entries: &[cel::common::ast::IdedEntryExpr],
+        in_macro: usize,
+    ) -> Result<(), WhenError> {
+        for entry in entries {
+            match &entry.expr {
+                EntryExpr::StructField(field) => self.walk(&field.value, in_macro)?,
+                EntryExpr::MapEntry(entry) => {
+                    self.walk(&entry.key, in_macro)?;
+                    self.walk(&entry.value, in_macro)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn facts<'a>(args: &'a Value, groups: &'a [String]) -> CallFacts<'a> {
+        CallFacts {
+            tool: "fs__write_file",
+            module: "fs",
+            args,
+            caller: "alice",
+            groups,
+            hints: EffectiveHints::DEFAULTS,
+        }
+    }
+
+    #[test]
+    fn a_when_reads_every_fact_of_the_call() {
+        let args = json!({"path": "/srv/shared/tmp/a", "n": 3, "tags": ["x", "y"]});
+        let groups = vec!["sre".to_owned()];
+        let f = facts(&args, &groups);
+        for (source, want) in [
+            ("args.path.startsWith('/srv/shared/tmp/')", true),
+            ("!args.path.contains('..')", true),
+            ("args.n > 2 && args.n < 4", true),
+            ("args.tags.exists(t, t == 'y')", true),
+            ("args.tags.all(t, t.size() == 1)", true),
+            ("tool == 'fs__write_file' && module == 'fs'", true),
+            ("caller == 'alice' && 'sre' in groups", true),
+            ("hints.destructive && !hints.readOnly", true),
+            ("has(args.missing)", false),
+            ("size(args) == 3", true),
+        ] {
+            let when = When::compile(source).unwrap();
+            assert_eq!(when.matches(&f), Ok(want), "{source}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_evaluated_is_an_error_not_a_false() {
+        let args = json!({"path": 7});
+        let f = facts(&args, &[]);
+        for source in [
+            "args.missing == 'x'",
+            "args.path.startsWith('/')",
+            "args.path",
+            "args.path + 'x' == 'y'",
+        ] {
+            let when = When::compile(source).unwrap();
+            assert!(
+                when.matches(&f).is_err(),
+                "{source}: {:?}",
+                when.matches(&f)
+            );
+        }
+    }
+
+    #[test]
+    fn what_would_not_be_bounded_does_not_compile() {
+        assert_eq!(
+            When::compile(&"a".repeat(MAX_SOURCE + 1)).unwrap_err(),
+            WhenError::TooLong
+        );
+        let deep = format!("{}true{}", "(".repeat(40), ")".repeat(40));
+        assert_eq!(When::compile(&deep).unwrap_err(), WhenError::TooDeep);
+        assert!(matches!(
+            When::compile("args.xs.map(x, x + x).size() > 0").unwrap_err(),
+            WhenError::Unbounded(_)
+        ));
+        assert!(matches!(
+            When::compile("args.xs.filter(x, x > 1).size() > 0").unwrap_err(),
+            WhenError::Unbounded(_)
+        ));
+        assert!(matches!(
+            When::compile("args.xs.all(x, args.ys.exists(y, y == x))").unwrap_err(),
+            WhenError::Unbounded(_)
+        ));
+        assert!(matches!(
+            When::compile("args.path ==").unwrap_err(),
+            WhenError::Syntax(_)
+        ));
+        assert_eq!(
+            When::compile("request.path == '/'").unwrap_err(),
+            WhenError::Unknown("request".into())
+        );
+    }
+
+    #[test]
+    fn the_arguments_it_reads_are_bounded_and_only_the_fields_it_names_count() {
+        let big = "x".repeat(MAX_ARGS_BYTES * 2);
+        let args = json!({"path": "/tmp/a", "content": big});
+        let f = facts(&args, &[]);
+        let by_field = When::compile("args.path == '/tmp/a'").unwrap();
+        assert_eq!(by_field.matches(&f), Ok(true), "content is not read");
+        let whole = When::compile("size(args) == 2").unwrap();
+        assert!(
+            whole.matches(&f).is_err(),
+            "the whole arguments are too big"
+        );
+        let read = When::compile("args.content.size() > 0").unwrap();
+        assert!(read.matches(&f).is_err(), "a field too big to read");
+        let mut deep = json!("leaf");
+        for _ in 0..40 {
+            deep = json!({ "d": deep });
+        }
+        let args = json!({ "d": deep });
+        let nested = When::compile("has(args.d)").unwrap();
+        assert!(nested.matches(&facts(&args, &[])).is_err());
+    }
+}
