@@ -3482,3 +3482,101 @@ gate = "confirm"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The issue's rules against the real filesystem server: writes under a scratch directory
+/// run, other writes are held, a path with `..` is refused with the rule's reason, and a
+/// shadow rule forwards while it counts what it would have held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_on_arguments_let_scratch_writes_run_hold_the_rest_and_refuse_dot_dot() {
+    let scene = Scene::new("rules", "[store]\nkind = \"memory\"");
+    let scratch = scene.file("tmp");
+    std::fs::create_dir_all(&scratch).unwrap();
+    module_user_owns(&scratch);
+    let rules = format!(
+        r#"
+[[policy]]
+tool = "fs__*"
+when = "has(args.path) && args.path.contains('..')"
+gate = "deny"
+reason = "paths with .. are refused"
+[[policy]]
+tool = "fs__write_file"
+when = "args.path.startsWith('{scratch}/')"
+gate = "allow"
+[[policy]]
+tool = "fs__create_directory"
+gate = "shadow"
+"#,
+        scratch = scratch.display()
+    );
+    let config = std::fs::read_to_string(&scene.config).unwrap() + &rules;
+    write_secret(&scene.config, &config);
+    let gateway = Gateway::start(&scene.config).await;
+    let mut s = Session::open(&gateway).await;
+
+    let free = scratch.join("free.txt");
+    let done = s
+        .call(
+            "fs__write_file",
+            json!({"path": free, "content": "ran"}),
+            None,
+        )
+        .await;
+    assert!(text(&done).starts_with("Successfully wrote"), "{done}");
+    assert_eq!(std::fs::read_to_string(&free).unwrap(), "ran");
+
+    let elsewhere = scene.file("kept.txt");
+    held_id(
+        &s.call(
+            "fs__write_file",
+            json!({"path": elsewhere, "content": "x"}),
+            None,
+        )
+        .await,
+    );
+    assert!(!elsewhere.exists(), "held, not written");
+
+    let climbing = format!("{}/../escaped.txt", scratch.display());
+    let refused = s
+        .call(
+            "fs__write_file",
+            json!({"path": climbing, "content": "x"}),
+            None,
+        )
+        .await;
+    assert_eq!(
+        refused["structuredContent"]["policy_denied"], true,
+        "{refused}"
+    );
+    assert_eq!(
+        refused["structuredContent"]["reason"], "paths with .. are refused",
+        "{refused}"
+    );
+    assert!(!scene.file("escaped.txt").exists());
+
+    let made = scene.file("made");
+    let shadowed = s
+        .call("fs__create_directory", json!({"path": made}), None)
+        .await;
+    assert_ne!(shadowed["isError"], true, "{shadowed}");
+    assert!(made.is_dir(), "a shadow rule forwards");
+    let auth = format!("Bearer {SCRAPER}");
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = http::Request::get(format!("{}/metrics", gateway.base))
+        .header("authorization", &auth)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let metrics = String::from_utf8_lossy(&body);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("mcp_gateway_tool_calls_total{")
+                && l.contains("tool=\"fs__create_directory\"")
+                && l.contains("outcome=\"shadowed\"")
+                && l.ends_with(" 1")),
+        "{metrics}"
+    );
+    gateway.stop().await;
+}
