@@ -33,4 +33,6 @@ pub use schema::response_schema;
 pub use spec::{
     ElicitationSpec, MAX_MESSAGE_CHARS, ResponseSpec, SpecError, content_type_accepted,
 };
-pub use validate::{Expected, Problem, Violation, validate_response};
+pub use validate::{
+    Expected, MAX_NOTE_CHARS, Problem, Violation, take_note, validate_response, with_note,
+};

@@ -110,6 +110,11 @@ pub struct Elicitation {
     /// approvals page`); `None` when not said. At most [`MAX_ANSWERED_BY_CHARS`] characters.
     #[serde(default)]
     pub answered_by: Option<String>,
+    /// The person's note with a declined confirmation ("use the staging bucket"): told to
+    /// the agent, kept apart from the answer (which stays `{"confirmed": false}`). At most
+    /// [`crate::MAX_NOTE_CHARS`] characters.
+    #[serde(default)]
+    pub note: Option<String>,
     /// When it was cancelled.
     #[serde(with = "time::serde::rfc3339::option")]
     pub cancelled_at: Option<OffsetDateTime>,
@@ -161,6 +166,7 @@ impl Elicitation {
             cancel_reason: None,
             consumed_at: None,
             answered_by: None,
+            note: None,
         }
     }
 
@@ -205,8 +211,11 @@ impl Elicitation {
         now: OffsetDateTime,
     ) -> Result<RespondOutcome, TransitionError> {
         self.expire(now);
+        let mut payload = payload;
+        let note = crate::validate::take_note(self.spec.response(), &mut payload);
         match self.status {
             ElicitationStatus::Pending => {}
+            // The same answer again (whatever its note: the first one's stands).
             ElicitationStatus::Responded if self.response.as_ref() == Some(&payload) => {
                 return Ok(RespondOutcome::AlreadyRecorded);
             }
@@ -220,10 +229,11 @@ impl Elicitation {
                 });
             }
         }
-        match validate_response(self.spec.response(), &payload) {
-            Ok(()) => {
+        match crate::validate::with_note(validate_response(self.spec.response(), &payload), note) {
+            Ok(note) => {
                 self.status = ElicitationStatus::Responded;
                 self.response = Some(payload);
+                self.note = note;
                 self.responded_at = Some(truncate_to_micros(now));
                 Ok(RespondOutcome::Recorded)
             }

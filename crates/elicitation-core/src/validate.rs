@@ -118,6 +118,71 @@ pub enum Problem {
     /// Not a 64-character lowercase hex string.
     #[error("must be 64 lowercase hex digits")]
     NotSha256Hex,
+    /// A note with anything but a decline.
+    #[error("goes only with a decline (\"confirmed\": false)")]
+    OnlyWithDecline,
+    /// Text with control characters (other than line breaks).
+    #[error("must not contain control characters")]
+    ControlCharacters,
+}
+
+/// Longest note a person may give with a decline, in characters.
+pub const MAX_NOTE_CHARS: u32 = 1000;
+
+/// Takes the person's note out of a confirmation's `payload` (`{"confirmed": false, "note":
+/// "…"}`), leaving the answer as it is recorded (`{"confirmed": false}`). A note is a string
+/// of 1 to [`MAX_NOTE_CHARS`] characters, without control characters but line breaks, and
+/// goes only with a decline. Other types have no note (a `note` field stays in the payload,
+/// where validation refuses it as unexpected).
+pub fn take_note(spec: &ResponseSpec, payload: &mut Value) -> Result<Option<String>, Violation> {
+    if !matches!(spec, ResponseSpec::Confirmation) {
+        return Ok(None);
+    }
+    let Some(note) = payload.as_object_mut().and_then(|o| o.remove("note")) else {
+        return Ok(None);
+    };
+    let at = |problem| Violation {
+        field: Some("note".into()),
+        problem,
+    };
+    let Value::String(note) = note else {
+        return Err(at(Problem::WrongType {
+            expected: Expected::String,
+        }));
+    };
+    if payload.get(crate::schema::CONFIRMED) != Some(&Value::Bool(false)) {
+        return Err(at(Problem::OnlyWithDecline));
+    }
+    let note = note.trim();
+    let chars = note.chars().count();
+    if chars == 0 {
+        return Err(at(Problem::TooShort { min: 1 }));
+    }
+    if chars > MAX_NOTE_CHARS as usize {
+        return Err(at(Problem::TooLong {
+            max: MAX_NOTE_CHARS,
+        }));
+    }
+    if note.chars().any(|c| c.is_control() && c != '\n') {
+        return Err(at(Problem::ControlCharacters));
+    }
+    Ok(Some(note.to_owned()))
+}
+
+/// The answer's validation and its note's together: the note, or every violation of both.
+pub fn with_note(
+    answer: Result<(), Vec<Violation>>,
+    note: Result<Option<String>, Violation>,
+) -> Result<Option<String>, Vec<Violation>> {
+    match (answer, note) {
+        (Ok(()), Ok(note)) => Ok(note),
+        (Ok(()), Err(v)) => Err(vec![v]),
+        (Err(errors), Ok(_)) => Err(errors),
+        (Err(mut errors), Err(v)) => {
+            errors.push(v);
+            Err(errors)
+        }
+    }
 }
 
 /// Checks `payload` against `spec` and returns every violation, in field order.

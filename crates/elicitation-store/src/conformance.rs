@@ -64,6 +64,7 @@ macro_rules! conformance_tests {
             approvers_answer_only_what_their_group_may,
             retention_erases_only_what_is_finished_and_old,
             the_fleet_hears_an_ended_session_and_a_broadcast_where_the_store_is_shared,
+            a_declines_note_is_kept_apart_from_the_answer,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1393,4 +1394,78 @@ pub(crate) async fn the_fleet_hears_an_ended_session_and_a_broadcast_where_the_s
     // Too long for the feed: refused, never cut.
     let long = "x".repeat(crate::MAX_BROADCAST_BYTES + 1);
     assert!(h.store.broadcast(&long).await.is_err());
+}
+
+/// A decline's note: recorded with the answer (which stays `{"confirmed": false}`), read back
+/// by every handle and by the redemption that refuses the call; an approval cannot carry one.
+pub(crate) async fn a_declines_note_is_kept_apart_from_the_answer(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"bucket": "prod"});
+    let b = binding("s3__delete_bucket", &args);
+    let declined = h
+        .store
+        .create_confirmation(&alice(), request("s3__delete_bucket", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    // A note with an approval is an invalid answer, nothing recorded.
+    assert!(matches!(
+        h.store
+            .respond(
+                &alice(),
+                declined,
+                json!({"confirmed": true, "note": "fine"})
+            )
+            .await
+            .unwrap(),
+        RespondOutcome::Invalid { .. }
+    ));
+    let note = json!({"confirmed": false, "note": "use the staging bucket"});
+    assert_eq!(
+        h.store
+            .respond(&alice(), declined, note.clone())
+            .await
+            .unwrap(),
+        RespondOutcome::Recorded
+    );
+    assert_eq!(
+        h.store.respond(&alice(), declined, note).await.unwrap(),
+        RespondOutcome::AlreadyRecorded
+    );
+    for store in [&h.store, &h.twin] {
+        let got = store.get(&alice(), declined).await.unwrap().elicitation;
+        assert_eq!(got.response, Some(json!({"confirmed": false})));
+        assert_eq!(got.note.as_deref(), Some("use the staging bucket"));
+    }
+    match h
+        .twin
+        .redeem_confirmation(&alice(), declined, &b)
+        .await
+        .unwrap()
+    {
+        crate::Redeemed::Refused { current, .. } => {
+            assert_eq!(current.note.as_deref(), Some("use the staging bucket"));
+        }
+        other => panic!("a declined confirmation is refused: {other:?}"),
+    }
+    // Without a note, none; another caller sees neither.
+    let plain = h
+        .store
+        .create_confirmation(&alice(), request("s3__delete_bucket", json!({"b": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&alice(), plain, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store.get(&alice(), plain).await.unwrap().elicitation.note,
+        None
+    );
+    assert!(h.store.get(&bob(), declined).await.is_err());
 }

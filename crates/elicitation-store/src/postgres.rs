@@ -42,7 +42,7 @@ mod listen;
 mod row;
 pub(crate) mod sql;
 
-use row::{MESSAGE, REQUEST, RESPONSE, decode};
+use row::{MESSAGE, NOTE, REQUEST, RESPONSE, decode};
 
 /// How a [`PostgresStore`] connects and behaves.
 pub struct PostgresOptions {
@@ -513,8 +513,23 @@ impl PostgresStore {
         let answered_by = answered_by.map(elicitation_core::answered_by);
         let spec = self.spec_of(caller, id).await?;
         let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
-        match validate_response(&spec, &payload) {
-            Ok(()) => {
+        let mut payload = payload;
+        let note = elicitation_core::take_note(&spec, &mut payload);
+        match elicitation_core::with_note(validate_response(&spec, &payload), note) {
+            Ok(note) => {
+                let note = note
+                    .map(|note| {
+                        self.keys.seal(
+                            note.as_bytes(),
+                            SealContext {
+                                column: NOTE,
+                                id,
+                                caller,
+                                call: None,
+                            },
+                        )
+                    })
+                    .transpose()?;
                 let plaintext =
                     serde_json::to_vec(&payload).map_err(|e| StoreError::Backend(Box::new(e)))?;
                 let sealed = self.keys.seal(
@@ -545,6 +560,8 @@ impl PostgresStore {
                             &groups,
                             &approver_subject,
                             &approver_tenant,
+                            &note.as_ref().map(|n| n.blob.as_slice()),
+                            &note.as_ref().map(|n| n.key_id.as_str()),
                         ],
                     )
                     .await?;

@@ -187,10 +187,21 @@ pub fn held_result(confirmation: &Elicitation) -> Value {
 }
 
 /// The result when the person declined: an in-band tool error, `user_rejected: true`.
-pub fn user_rejected_result() -> Value {
-    let parts = ResultParts {
-        text: "The user declined this call; it was not run.".to_owned(),
-        structured: json!({"user_rejected": true}),
+pub fn user_rejected_result(note: Option<&str>) -> Value {
+    let parts = match note {
+        // The person's words are data for the agent, shown as such (control, bidi and
+        // invisible characters escaped), never instructions of the gateway's.
+        Some(note) => ResultParts {
+            text: format!(
+                "The user declined this call; it was not run. Their note: {}",
+                visible(note)
+            ),
+            structured: json!({"user_rejected": true, "note": note}),
+        },
+        None => ResultParts {
+            text: "The user declined this call; it was not run.".to_owned(),
+            structured: json!({"user_rejected": true}),
+        },
     };
     tool_result(&parts, true)
 }

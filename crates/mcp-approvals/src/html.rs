@@ -289,8 +289,10 @@ fn confirmation_controls(out: &mut String, item: &Value) {
             shown(group)
         );
     } else {
-        out.push_str(
-            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button>",
+        let id = escape(text(item, "id"));
+        let _ = write!(
+            out,
+            "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button> <label for=\"n-{id}\" class=\"note\">Note with a decline (optional)</label> <textarea id=\"n-{id}\" name=\"note\" maxlength=\"1000\" rows=\"2\"></textarea>"
         );
     }
 }

@@ -1129,7 +1129,13 @@ impl Page {
         let (payload, done) = match kind.as_str() {
             "confirmation" => match field(fields, "decision") {
                 Some("approve") => (json!({"confirmed": true}), "approved"),
-                Some("decline") => (json!({"confirmed": false}), "declined"),
+                // A note typed next to Decline goes with it (and only with it).
+                Some("decline") => match field(fields, "note").map(str::trim) {
+                    Some(note) if !note.is_empty() => {
+                        (json!({"confirmed": false, "note": note}), "declined")
+                    }
+                    _ => (json!({"confirmed": false}), "declined"),
+                },
                 _ => (json!({}), "answered"),
             },
             "string_input" => (

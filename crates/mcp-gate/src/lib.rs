@@ -818,7 +818,7 @@ impl Gateway {
                     if outcome == ConfirmationOutcome::Declined {
                         let reason = RejectReason::UserRejected;
                         self.refused(principal, call, reason, Some(id)).await;
-                        return done(gating_core::user_rejected_result());
+                        return done(gating_core::user_rejected_result(current.note.as_deref()));
                     }
                     // Approved but used already (or expired after the answer), or failed:
                     // ask anew below.

@@ -22,6 +22,7 @@ pub fn view(stored: &StoredElicitation) -> Value {
         "expires_at": time(Some(e.expires_at)),
         "responded_at": time(e.responded_at),
         "answered_by": e.answered_by,
+        "note": e.note,
         "cancelled_at": time(e.cancelled_at),
         "cancel_reason": e.cancel_reason,
         "consumed_at": time(e.consumed_at),

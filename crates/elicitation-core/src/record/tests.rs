@@ -2,7 +2,7 @@ use serde_json::json;
 use time::macros::datetime;
 
 use super::*;
-use crate::{ElicitationSpec, ResponseSpec};
+use crate::{ElicitationSpec, Problem, ResponseSpec};
 
 const T0: OffsetDateTime = datetime!(2026-11-30 10:00:00.123456789 UTC);
 
@@ -321,4 +321,78 @@ fn records_round_trip_through_json() {
     assert_eq!(json["spec"]["response"]["type"], "single_choice");
     let back: Elicitation = serde_json::from_value(json).unwrap();
     assert_eq!(back, e);
+}
+
+/// A decline may carry the person's note: recorded apart from the answer, which stays
+/// exactly `{"confirmed": false}`. A note on an approval, or one that is not plain text, is an
+/// invalid answer (counted as a retry), and other types have no note.
+#[test]
+fn a_decline_keeps_its_note_apart_from_the_answer() {
+    let mut e = confirmation();
+    let declined = json!({"confirmed": false, "note": "  use the staging bucket\nthanks "});
+    assert_eq!(
+        e.respond(declined.clone(), later(1)),
+        Ok(RespondOutcome::Recorded)
+    );
+    assert_eq!(e.response, Some(json!({"confirmed": false})));
+    assert_eq!(e.note.as_deref(), Some("use the staging bucket\nthanks"));
+    assert_eq!(
+        e.respond(declined, later(2)),
+        Ok(RespondOutcome::AlreadyRecorded)
+    );
+    assert_eq!(
+        e.respond(json!({"confirmed": false, "note": "other"}), later(3)),
+        Ok(RespondOutcome::AlreadyRecorded)
+    );
+    assert_eq!(
+        e.note.as_deref(),
+        Some("use the staging bucket\nthanks"),
+        "the first note stands"
+    );
+    assert!(matches!(
+        e.respond(json!({"confirmed": true}), later(3)),
+        Err(TransitionError::ConflictingResponse { .. })
+    ));
+
+    for (payload, problem) in [
+        (
+            json!({"confirmed": true, "note": "ok"}),
+            Problem::OnlyWithDecline,
+        ),
+        (
+            json!({"confirmed": false, "note": 7}),
+            Problem::WrongType {
+                expected: crate::Expected::String,
+            },
+        ),
+        (
+            json!({"confirmed": false, "note": "  "}),
+            Problem::TooShort { min: 1 },
+        ),
+        (
+            json!({"confirmed": false, "note": "x".repeat(1001)}),
+            Problem::TooLong { max: 1000 },
+        ),
+        (
+            json!({"confirmed": false, "note": "a\u{1b}[2Jb"}),
+            Problem::ControlCharacters,
+        ),
+    ] {
+        let mut e = confirmation();
+        match e.respond(payload.clone(), later(1)) {
+            Ok(RespondOutcome::Invalid { errors, .. }) => {
+                assert_eq!(errors.len(), 1, "{payload}");
+                assert_eq!(errors[0].field.as_deref(), Some("note"));
+                assert_eq!(errors[0].problem, problem, "{payload}");
+            }
+            other => panic!("{payload}: {other:?}"),
+        }
+        assert_eq!(e.status, ElicitationStatus::Pending);
+        assert_eq!(e.note, None);
+    }
+    let mut choice = single_choice();
+    assert!(matches!(
+        choice.respond(json!({"choice": "red", "note": "x"}), later(1)),
+        Ok(RespondOutcome::Invalid { .. })
+    ));
 }

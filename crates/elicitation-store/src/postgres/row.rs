@@ -16,6 +16,7 @@ use crate::{Approval, ApprovalMode, Caller, HeldCall, StoreError, StoredElicitat
 pub(super) const REQUEST: &str = "request";
 pub(super) const RESPONSE: &str = "response";
 pub(super) const MESSAGE: &str = "message";
+pub(super) const NOTE: &str = "note";
 
 /// A row as read, before its sealed columns are opened.
 pub(super) struct RawRow {
@@ -118,6 +119,22 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         )?),
         None => None,
     };
+    let note = match sealed(
+        row.try_get("note_sealed").map_err(get_err)?,
+        row.try_get("note_key_id").map_err(get_err)?,
+    ) {
+        Some(s) => {
+            let context = SealContext {
+                column: NOTE,
+                id,
+                caller: &caller,
+                call: None,
+            };
+            let bytes = keys.open(&s, context)?;
+            Some(String::from_utf8(bytes).map_err(|_| corrupt(id, "the note is not text"))?)
+        }
+        None => None,
+    };
     let time = |name: &str| row.try_get::<_, OffsetDateTime>(name).map_err(get_err);
     let maybe_time = |name: &str| {
         row.try_get::<_, Option<OffsetDateTime>>(name)
@@ -138,6 +155,7 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         answered_by: row
             .try_get("answered_by")
             .map_err(|e| StoreError::Backend(Box::new(e)))?,
+        note,
     };
     let approval = match (
         row.try_get::<_, Option<String>>("approver_group")

@@ -8,7 +8,8 @@ macro_rules! columns {
          message_sealed, message_key_id, spec, \
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
-         cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode"
+         cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode, \
+         note_sealed, note_key_id"
     };
 }
 
@@ -99,9 +100,9 @@ macro_rules! answerer_may {
 
 /// Records a valid answer: `$4` sealed response, `$5` its key id, `$6` confirmed (NULL
 /// unless a confirmation), `$7` now, `$8` who answered (or NULL); `$9`–`$11` the answerer
-/// (see `answerer_may!`).
+/// (see `answerer_may!`); `$12`, `$13` a decline's sealed note and its key id (or NULL).
 pub(super) const RESPOND_VALID: &str = concat!(
-    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8 ",
+    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13 ",
     "WHERE id = $1 AND ",
     caller_is!(),
     answerer_may!("$9", "$10", "$11"),

@@ -757,20 +757,32 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
         digest: gating_core::CallDigest::of(&args),
     };
     let mut ids = Vec::new();
-    for confirmed in [true, false] {
+    for answer in [
+        json!({"confirmed": true}),
+        json!({"confirmed": false, "note": "use the staging bucket"}),
+    ] {
         let id = store
             .create_confirmation(&alice(), confirmation_request(args.clone()))
             .await
             .unwrap()
             .elicitation
             .id;
-        store
-            .respond(&alice(), id, json!({"confirmed": confirmed}))
-            .await
-            .unwrap();
+        store.respond(&alice(), id, answer).await.unwrap();
         ids.push(id);
     }
     let (used, declined) = (ids[0], ids[1]);
+    // The note is sealed at rest.
+    let sealed: Vec<u8> = db
+        .admin()
+        .await
+        .query_one(
+            "SELECT note_sealed FROM mcp_elicitations WHERE id = $1",
+            &[declined.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!sealed.windows(7).any(|w| w == b"staging"));
     store
         .consume_confirmation(&alice(), used, &binding)
         .await
@@ -806,6 +818,18 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
         (
             declined,
             "UPDATE mcp_elicitations SET confirmed = true WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET note_sealed = NULL, note_key_id = NULL WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET note_sealed = note_sealed || '\\x00'::bytea WHERE id = $1",
+        ),
+        (
+            used,
+            "UPDATE mcp_elicitations SET note_sealed = '\\x00'::bytea, note_key_id = 'k1' WHERE id = $1",
         ),
         (
             declined,

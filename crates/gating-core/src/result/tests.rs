@@ -61,10 +61,24 @@ fn held_result_parts_are_the_held_result() {
 
 #[test]
 fn user_rejected_result_is_an_in_band_error() {
-    let r = user_rejected_result();
+    let r = user_rejected_result(None);
     assert_eq!(r["isError"], true);
     assert_eq!(r["structuredContent"], json!({"user_rejected": true}));
     assert_eq!(r["content"][0]["type"], "text");
+    let noted = user_rejected_result(Some("use the staging bucket\u{202e}"));
+    assert_eq!(
+        noted["structuredContent"],
+        json!({"user_rejected": true, "note": "use the staging bucket\u{202e}"})
+    );
+    let text = noted["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("Their note: use the staging bucket"),
+        "{text}"
+    );
+    assert!(
+        !text.contains('\u{202e}'),
+        "bidi controls are escaped in the text: {text}"
+    );
 }
 
 #[test]

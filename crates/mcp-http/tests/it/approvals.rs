@@ -1465,3 +1465,40 @@ async fn a_full_or_read_only_upload_disk_fails_uploads_cleanly_and_nothing_else(
         "the question whose upload failed is still pending: {listed}"
     );
 }
+
+/// Declining on the page with a note: the agent's refusal carries it, escaped on the page
+/// and told as data; an empty note is no note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_note_typed_next_to_decline_reaches_the_agent() {
+    let h = harness().await;
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    assert!(page.body.contains("name=\"note\""), "{}", page.body);
+    let declined = browser
+        .post(
+            &format!("/approvals/{id}/respond"),
+            "decision=decline&note=use+%3Cb%3Estaging%3C%2Fb%3E+instead",
+        )
+        .await;
+    assert_eq!(declined.status, StatusCode::SEE_OTHER, "{}", declined.body);
+    let refused = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(
+        refused["structuredContent"]["note"], "use <b>staging</b> instead",
+        "{refused}"
+    );
+    let other = held_id(&agent_call(&h, json!({"path": "/other"}), None).await);
+    browser
+        .post(
+            &format!("/approvals/{other}/respond"),
+            "decision=decline&note=+",
+        )
+        .await;
+    let plain = agent_call(&h, json!({"path": "/other"}), Some(&other)).await;
+    assert_eq!(
+        plain["structuredContent"],
+        json!({"user_rejected": true}),
+        "{plain}"
+    );
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+}

@@ -781,3 +781,64 @@ async fn rules_on_arguments_decide_each_call_and_shadow_forwards_what_it_would_h
         ]
     );
 }
+
+/// A person who declines can say why, and the agent hears it: the note rides with the
+/// refusal (`structuredContent.note` and the text), while the recorded answer stays
+/// `{"confirmed": false}`. A note with an approval is refused as an invalid answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declines_note_reaches_the_agent() {
+    let store = Arc::new(MemoryStore::default());
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    let respond = |id: String, body: Value| {
+        let h = &h;
+        async move {
+            let request = Request::builder()
+                .method("POST")
+                .uri(format!("/v1/mcp/elicitations/{id}/respond"))
+                .header("host", "127.0.0.1")
+                .header("authorization", format!("Bearer {HUMAN}"))
+                .body(Full::new(Bytes::from(serde_json::to_vec(&body).unwrap())))
+                .unwrap();
+            let response = h.service.handle(request).await;
+            let status = response.status();
+            let bytes = response.into_body().collect().await.unwrap().to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+            )
+        }
+    };
+    let id = held_id(&call(&h, "test__delete", json!({"bucket": "prod"}), None).await);
+    let (status, body) = respond(id.clone(), json!({"confirmed": true, "note": "ok"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.to_string().contains("note"), "{body}");
+    let (status, body) = respond(
+        id.clone(),
+        json!({"confirmed": false, "note": "use the staging bucket"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let refused = call(&h, "test__delete", json!({"bucket": "prod"}), Some(&id)).await;
+    assert_eq!(
+        refused["structuredContent"]["user_rejected"], true,
+        "{refused}"
+    );
+    assert_eq!(
+        refused["structuredContent"]["note"], "use the staging bucket",
+        "{refused}"
+    );
+    assert!(
+        refused["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("use the staging bucket")
+    );
+    let caller = Caller::new("alice", None).unwrap();
+    let stored = store
+        .get(&caller, id.parse().unwrap())
+        .await
+        .unwrap()
+        .elicitation;
+    assert_eq!(stored.response, Some(json!({"confirmed": false})));
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+}
