@@ -1930,6 +1930,10 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
         seen["declined_call"]["structuredContent"]["user_rejected"], true,
         "{seen}"
     );
+    assert_eq!(
+        seen["declined_call"]["structuredContent"]["note"], "use <b>staging</b> instead",
+        "the note typed next to Decline reaches the agent: {seen}"
+    );
     assert!(!scene.file("declined.txt").exists());
     assert_eq!(seen["forged_still_waiting"], true, "{seen}");
     assert!(!scene.file("forged.txt").exists());

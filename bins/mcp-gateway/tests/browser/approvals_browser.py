@@ -129,10 +129,12 @@ def main():
         out["approved_again"] = agent_call(target, hostile, first)
 
         step("approved")
-        # Decline: the re-call is rejected.
+        # Decline: the re-call is rejected, with the person's note.
         declined_target = SANDBOX + "/declined.txt"
         second = held_id(agent_call(declined_target, "no"))
         page.wait_for_selector(f"#e-{second}", timeout=15000)
+        # With a note (markup in it is text), which the agent hears.
+        page.locator(f"#n-{second}").fill("use <b>staging</b> instead")
         page.locator(f"#e-{second}").get_by_role("button", name="Decline").click()
         page.wait_for_selector("text=Declined.")
         out["declined_call"] = agent_call(declined_target, "no", second)
