@@ -200,7 +200,13 @@ impl When {
         context.add_variable_from_value("hints", hints);
         // What went wrong, never with the values (they are the agent's arguments, which
         // are not logged).
-        match self.program.execute(&context) {
+        // The evaluator is third-party code given the agent's arguments: a panic in it is a
+        // failure to evaluate (which never opens the gate), not a dropped request.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.program.execute(&context)
+        }))
+        .map_err(|_| "it cannot be evaluated".to_owned())?;
+        match result {
             Ok(Cel::Bool(b)) => Ok(b),
             Ok(_) => Err("its value is not a boolean".into()),
             Err(cel::ExecutionError::NoSuchKey(_)) => Err("a key it reads is missing".into()),
@@ -453,5 +459,84 @@ mod tests {
         let args = json!({ "d": deep });
         let nested = When::compile("has(args.d)").unwrap();
         assert!(nested.matches(&facts(&args, &[])).is_err());
+    }
+
+    use proptest::prelude::*;
+
+    /// Pieces CEL is made of, so arbitrary sequences of them reach deep into the parser and
+    /// the evaluator rather than failing at the first character.
+    fn token() -> impl Strategy<Value = &'static str> {
+        prop::sample::select(vec![
+            "args",
+            "tool",
+            "module",
+            "caller",
+            "groups",
+            "hints",
+            ".",
+            "path",
+            "x",
+            "(",
+            ")",
+            "[",
+            "]",
+            "{",
+            "}",
+            ",",
+            ":",
+            "'a'",
+            "\"..\"",
+            "1",
+            "-1",
+            "2.5",
+            "true",
+            "null",
+            "==",
+            "!=",
+            "<",
+            "&&",
+            "||",
+            "!",
+            "+",
+            "-",
+            "*",
+            "/",
+            "%",
+            "?",
+            "in",
+            "has",
+            "size",
+            "startsWith",
+            "contains",
+            "matches",
+            "exists",
+            "all",
+            "map",
+            "filter",
+            "exists_one",
+            "e",
+            "int",
+            "string",
+            " ",
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Whatever an operator writes, compiling answers with a program or a reason, and a
+        /// program answers every call with a verdict or a failure — never a panic.
+        #[test]
+        fn any_expression_compiles_or_is_refused_and_never_panics_when_evaluated(
+            tokens in prop::collection::vec(token(), 0..40),
+            path in "[a-z/.]{0,12}",
+            n in any::<i64>(),
+        ) {
+            let source = tokens.concat();
+            if let Ok(when) = When::compile(&source) {
+                let args = json!({"path": path, "x": n, "xs": [1, "a", null, {"e": true}]});
+                let groups = vec!["sre".to_owned()];
+                let _ = when.matches(&facts(&args, &groups));
+            }
+        }
     }
 }
