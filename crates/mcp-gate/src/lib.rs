@@ -557,58 +557,59 @@ impl Gateway {
             None => Ok(Value::Object(Map::new())),
             Some(arguments) => arguments.to_value().map_err(unreadable),
         };
-        let mut arguments = None;
-        let decided = if self.policy.reads_calls(&entry.qualified) {
-            let args = arguments.insert(read(&params)?);
-            let groups: Vec<String> = principal.groups.iter().cloned().collect();
-            self.policy.decide(
-                &CallFacts {
-                    tool: &entry.qualified,
-                    module: &entry.module_name,
-                    args,
-                    caller: principal.caller.subject_id(),
-                    groups: &groups,
-                    hints: hints(&entry).effective(),
-                },
-                hints(&entry),
-            )
-        } else {
-            self.policy.decide(
-                &CallFacts {
-                    tool: &entry.qualified,
-                    module: &entry.module_name,
-                    args: &Value::Null,
-                    caller: principal.caller.subject_id(),
-                    groups: &[],
-                    hints: hints(&entry).effective(),
-                },
-                hints(&entry),
-            )
+        // The arguments and groups are read only where a rule's `when` reads them (not on
+        // the path of a tool no such rule names).
+        let reads = self.policy.reads_calls(&entry.qualified);
+        let arguments = if reads { Some(read(&params)?) } else { None };
+        // What was decided on is what the module gets: arguments that were read (by a rule,
+        // or below to be shown and digested) go upstream written from the tree that was
+        // read, never as the client's text, which a module's JSON parser could read
+        // differently (a duplicate key is the last one here, maybe the first one there).
+        let mut params = params;
+        let upstream_as_read = |params: &mut CallToolParams, arguments: &Value| {
+            if let (Some(given), Value::Object(map)) = (&mut params.arguments, arguments) {
+                *given = Arguments::from_map(map);
+            }
         };
+        if let Some(arguments) = &arguments {
+            upstream_as_read(&mut params, arguments);
+        }
+        let groups: Vec<String> = if reads {
+            principal.groups.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let decided = self.policy.decide(
+            &CallFacts {
+                tool: &entry.qualified,
+                module: &entry.module_name,
+                args: arguments.as_ref().unwrap_or(&Value::Null),
+                caller: principal.caller.subject_id(),
+                groups: &groups,
+                hints: hints(&entry).effective(),
+            },
+            hints(&entry),
+        );
         for (rule, why) in &decided.failures {
             tracing::warn!(tool = %entry.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a call; the rule was taken the way that keeps the gate shut");
         }
-        let policy = PolicyRef {
+        let policy = || PolicyRef {
             rule: decided.rule,
             policy: Some(self.policy_digest.clone()),
         };
         Ok(match decided.decision {
             GateDecision::Forward => Classified::Forward(entry, Box::new(params)),
-            GateDecision::Shadow => Classified::Shadow(entry, Box::new(params), policy),
-            GateDecision::Deny => Classified::Deny(entry, decided.reason, policy),
+            GateDecision::Shadow => Classified::Shadow(entry, Box::new(params), policy()),
+            GateDecision::Deny => Classified::Deny(entry, decided.reason.clone(), policy()),
             GateDecision::Confirm(reason) => {
-                let mut params = params;
                 let arguments = match arguments {
                     Some(arguments) => arguments,
-                    None => read(&params)?,
+                    None => {
+                        let arguments = read(&params)?;
+                        upstream_as_read(&mut params, &arguments);
+                        arguments
+                    }
                 };
-                // What the person approves is what the module gets: the arguments go upstream
-                // written from the tree that was digested and shown, never as the client's
-                // text, which a module's JSON parser could read differently (a duplicate key
-                // is the last one here, maybe the first one there).
-                if let (Some(given), Value::Object(map)) = (&mut params.arguments, &arguments) {
-                    *given = Arguments::from_map(map);
-                }
                 let binding = CallBinding {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
@@ -621,7 +622,7 @@ impl Gateway {
                     arguments,
                     binding,
                     message,
-                    policy,
+                    policy: policy(),
                     ttl: decided.ttl,
                 }))
             }

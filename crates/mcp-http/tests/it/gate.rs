@@ -650,6 +650,61 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
     );
 }
 
+/// The same attack on a rule: an allow rule reads the last of two `path`s; the call goes
+/// upstream with only that one, so a module whose parser reads the first cannot be sent
+/// somewhere the rule never saw. So too for a shadowed call and a call a rule denies nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_a_rule_lets_through_goes_upstream_as_the_rule_read_it() {
+    let reads = Arc::new(AtomicUsize::new(0));
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(module(&reads, &deletes)),
+    }])
+    .await
+    .unwrap();
+    let policy = GatePolicy::default()
+        .with_rule(
+            PolicyRule::new("test__delete", GateMode::Allow)
+                .when(gating_core::When::compile("args.path.startsWith('/tmp/')").unwrap()),
+        )
+        .with_rule(
+            PolicyRule::new("test__wipe", GateMode::Shadow)
+                .when(gating_core::When::compile("has(args.path)").unwrap()),
+        );
+    let gateway = Gateway::new(registry, Arc::new(MemoryStore::default()), policy, false);
+    let principal = mcp_auth::Principal {
+        caller: Caller::new("alice", None).unwrap(),
+        scopes: Default::default(),
+        authenticated: true,
+        groups: Default::default(),
+    };
+    for (text, tool) in [
+        (
+            r#"{"name":"test__delete","arguments":{"path":"/etc","path":"/tmp/x"}}"#,
+            "delete",
+        ),
+        (
+            r#"{"name":"test__wipe","arguments":{"path":"/etc","path":"/tmp/x"}}"#,
+            "wipe",
+        ),
+    ] {
+        let params: mcp_wire::CallToolParams = serde_json::from_str(text).unwrap();
+        let params = match gateway.classify(&principal, params).await.unwrap() {
+            Classified::Forward(_, params) | Classified::Shadow(_, params, _) => params,
+            other => panic!("{tool} is let through by its rule: {other:?}"),
+        };
+        let upstream = serde_json::to_string(&params.into_upstream(tool)).unwrap();
+        assert!(
+            upstream.contains("/tmp/x") && !upstream.contains("/etc"),
+            "what goes upstream is what the rule read: {upstream}"
+        );
+    }
+}
+
 /// The issue's three rules, over a real PostgreSQL store: a `when` on the arguments decides
 /// per call, a deny's reason reaches the agent, a shadow rule forwards and is recorded as
 /// `tool_call_shadowed`, and every record names its rule and the policy in force.
