@@ -27,11 +27,15 @@ pub enum AuditEvent {
     ToolCallRejected,
     /// A `shadow` rule forwarded a call it would have held.
     ToolCallShadowed,
+    /// A person made a standing grant with an approval.
+    GrantCreated,
+    /// A standing grant was revoked.
+    GrantRevoked,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 9] = [
+    pub const ALL: [AuditEvent; 11] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -41,6 +45,8 @@ impl AuditEvent {
         AuditEvent::ToolCallForwarded,
         AuditEvent::ToolCallRejected,
         AuditEvent::ToolCallShadowed,
+        AuditEvent::GrantCreated,
+        AuditEvent::GrantRevoked,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -55,6 +61,8 @@ impl AuditEvent {
             AuditEvent::ToolCallForwarded => "tool_call_forwarded",
             AuditEvent::ToolCallRejected => "tool_call_rejected",
             AuditEvent::ToolCallShadowed => "tool_call_shadowed",
+            AuditEvent::GrantCreated => "grant_created",
+            AuditEvent::GrantRevoked => "grant_revoked",
         }
     }
 }
@@ -212,6 +220,24 @@ pub(crate) fn emit(event: Event, caller: &Caller, id: ElicitationId, tool: Optio
     );
 }
 
+/// A grant's event (made, revoked, or `tool_call_forwarded` for a call it forwarded) as a
+/// structured tracing event: ids, the tool, the scope and uses; never the `when` or a digest.
+pub(crate) fn emit_grant(event: AuditEvent, grant: &crate::Grant) {
+    tracing::info!(
+        target: "audit",
+        event = event.label(),
+        subject = grant.caller.subject_id(),
+        tenant = grant.caller.tenant_id(),
+        elicitation_id = %grant.elicitation,
+        grant_id = %grant.id,
+        tool = grant.tool.as_str(),
+        scope = grant.scope.label(),
+        uses = grant.uses,
+        granted_by = grant.granted_by.as_deref(),
+        revoked_by = grant.revoked_by.as_deref(),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,7 +245,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../../../migrations/V10__tool_call_shadowed.sql");
+        let migration = include_str!("../../../migrations/V12__standing_grants.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");

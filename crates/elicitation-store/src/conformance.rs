@@ -65,6 +65,10 @@ macro_rules! conformance_tests {
             retention_erases_only_what_is_finished_and_old,
             the_fleet_hears_an_ended_session_and_a_broadcast_where_the_store_is_shared,
             a_declines_note_is_kept_apart_from_the_answer,
+            a_grant_is_made_with_its_approval_or_not_at_all,
+            a_grant_forwards_exactly_its_uses_under_contention,
+            a_grant_ends_when_it_expires_or_is_revoked_everywhere,
+            an_approver_grants_for_the_caller_and_sees_what_it_made,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1468,4 +1472,475 @@ pub(crate) async fn a_declines_note_is_kept_apart_from_the_answer(
         None
     );
     assert!(h.store.get(&bob(), declined).await.is_err());
+}
+
+fn grant_request(
+    scope: crate::GrantScope,
+    lasts: Duration,
+    max_uses: Option<u32>,
+) -> crate::GrantRequest {
+    crate::GrantRequest {
+        scope,
+        when: None,
+        lasts,
+        max_uses,
+        definition: "def-1".into(),
+    }
+}
+
+/// A grant is made in the same operation as the approval it comes with, or not at all: never
+/// with a decline, never on a question that is not a held call, never twice; the recorded
+/// answer stays exactly `{"confirmed": true}`; a scope `call` grant is bound to the call's
+/// digest, a scope `tool` grant keeps its `when`; both read back on every instance.
+pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::GrantScope;
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/srv/a"});
+    let held = h
+        .store
+        .create_confirmation(&alice(), request("fs__write_file", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let call = grant_request(GrantScope::Call, Duration::minutes(30), Some(3));
+    // A decline carries no grant, and nothing is recorded.
+    assert!(matches!(
+        h.store
+            .respond_granting(
+                &alice(),
+                held,
+                json!({"confirmed": false}),
+                None,
+                call.clone()
+            )
+            .await,
+        Err(StoreError::GrantRefused(_))
+    ));
+    assert_eq!(
+        h.store
+            .get(&alice(), held)
+            .await
+            .unwrap()
+            .elicitation
+            .status,
+        ElicitationStatus::Pending
+    );
+    // Another caller cannot answer it, with a grant or without.
+    assert!(matches!(
+        h.store
+            .respond_granting(&bob(), held, json!({"confirmed": true}), None, call.clone())
+            .await,
+        Err(StoreError::NotFound { .. })
+    ));
+    let (outcome, grant) = h
+        .store
+        .respond_granting(
+            &alice(),
+            held,
+            json!({"confirmed": true}),
+            Some("alice via rest"),
+            call.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome, RespondOutcome::Recorded);
+    let grant = grant.expect("a grant with the approval");
+    assert_eq!(grant.caller, alice());
+    assert_eq!(grant.granter, alice());
+    assert_eq!(grant.tool, "fs__write_file");
+    assert_eq!(grant.elicitation, held);
+    assert_eq!(grant.digest, Some(CallDigest::of(&args)));
+    assert_eq!((grant.uses, grant.max_uses), (0, Some(3)));
+    assert_eq!(grant.expires_at - grant.created_at, Duration::minutes(30));
+    assert_eq!(grant.granted_by.as_deref(), Some("alice via rest"));
+    // Answered once: a second grant does not come with an answer already recorded.
+    let (again, none) = h
+        .store
+        .respond_granting(
+            &alice(),
+            held,
+            json!({"confirmed": true}),
+            None,
+            call.clone(),
+        )
+        .await
+        .unwrap();
+    assert_eq!((again, none), (RespondOutcome::AlreadyRecorded, None));
+    for store in [&h.store, &h.twin] {
+        let answered = store.get(&alice(), held).await.unwrap().elicitation;
+        assert_eq!(answered.response, Some(json!({"confirmed": true})));
+        let live = store.live_grants(&alice(), "fs__write_file").await.unwrap();
+        assert_eq!(live, vec![grant.clone()]);
+        assert!(
+            store
+                .live_grants(&alice(), "fs__delete")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            store
+                .live_grants(&bob(), "fs__write_file")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    // The approval itself still authorises its own call, once.
+    h.store
+        .consume_confirmation(&alice(), held, &binding("fs__write_file", &args))
+        .await
+        .unwrap();
+
+    // Scope `tool`, narrowed: the expression reads back as written.
+    h.clock.advance(Duration::seconds(1));
+    let second = h
+        .store
+        .create_confirmation(
+            &alice(),
+            request("fs__write_file", json!({"path": "/srv/b"})),
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let mut tool = grant_request(GrantScope::Tool, Duration::hours(1), None);
+    tool.when = Some("args.path.startsWith('/srv/')".into());
+    let (_, made) = h
+        .store
+        .respond_granting(&alice(), second, json!({"confirmed": true}), None, tool)
+        .await
+        .unwrap();
+    let made = made.unwrap();
+    assert_eq!((made.scope, made.digest), (GrantScope::Tool, None));
+    let read = h.twin.grants(&alice(), 10).await.unwrap();
+    assert_eq!(read.len(), 2);
+    assert_eq!(read[0].id, made.id, "newest first");
+    assert_eq!(
+        read[0].when.as_deref(),
+        Some("args.path.startsWith('/srv/')")
+    );
+
+    // A question that is not a held call carries no grant; it stays unanswered.
+    let form = h
+        .store
+        .create(
+            &alice(),
+            ElicitationSpec::confirmation("Go on?").unwrap(),
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap()
+        .id;
+    assert!(matches!(
+        h.store
+            .respond_granting(&alice(), form, json!({"confirmed": true}), None, call)
+            .await,
+        Err(StoreError::GrantRefused(_))
+    ));
+    assert_eq!(
+        h.store
+            .get(&alice(), form)
+            .await
+            .unwrap()
+            .elicitation
+            .status,
+        ElicitationStatus::Pending
+    );
+}
+
+/// Using a grant is one step: of 64 concurrent uses (on two instances) of a grant with
+/// `max_uses = 5`, exactly five succeed; then it is used up, and not live.
+pub(crate) async fn a_grant_forwards_exactly_its_uses_under_contention(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::GrantScope;
+    let h = make(Setup::default()).await;
+    let held = h
+        .store
+        .create_confirmation(&alice(), request("fs__write_file", json!({"path": "/x"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let (_, grant) = h
+        .store
+        .respond_granting(
+            &alice(),
+            held,
+            json!({"confirmed": true}),
+            None,
+            grant_request(GrantScope::Tool, Duration::hours(1), Some(5)),
+        )
+        .await
+        .unwrap();
+    let id = grant.unwrap().id;
+    let mut uses = tokio::task::JoinSet::new();
+    for n in 0..64 {
+        let store = if n % 2 == 0 {
+            h.store.clone()
+        } else {
+            h.twin.clone()
+        };
+        uses.spawn(async move { store.use_grant(&alice(), id, "fs__write_file").await });
+    }
+    let mut counted = Vec::new();
+    while let Some(used) = uses.join_next().await {
+        if let Some(grant) = used.unwrap().unwrap() {
+            counted.push(grant.uses);
+        }
+    }
+    counted.sort_unstable();
+    assert_eq!(
+        counted,
+        vec![1, 2, 3, 4, 5],
+        "exactly max_uses forwarded, each counted once"
+    );
+    assert!(
+        h.store
+            .use_grant(&alice(), id, "fs__write_file")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        h.store
+            .live_grants(&alice(), "fs__write_file")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let now = crate::Clock::now(&*h.clock);
+    let listed = h.twin.grants(&alice(), 10).await.unwrap();
+    assert_eq!(listed[0].status_at(now), "used_up");
+    assert_eq!(listed[0].uses_left(), Some(0));
+}
+
+/// A grant serves only its caller and its tool; it ends when it expires or is revoked — on
+/// every instance at once — and only its caller or whoever made it may revoke it. An ended
+/// grant is erased by retention with the finished elicitations.
+pub(crate) async fn a_grant_ends_when_it_expires_or_is_revoked_everywhere(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::GrantScope;
+    let h = make(Setup::default()).await;
+    let make_grant = async |lasts: Duration| {
+        let held = h
+            .store
+            .create_confirmation(&alice(), request("fs__write_file", json!({"path": "/y"})))
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        h.store
+            .respond_granting(
+                &alice(),
+                held,
+                json!({"confirmed": true}),
+                None,
+                grant_request(GrantScope::Tool, lasts, None),
+            )
+            .await
+            .unwrap()
+            .1
+            .unwrap()
+            .id
+    };
+    let short = make_grant(Duration::seconds(10)).await;
+    let revoked = make_grant(Duration::hours(1)).await;
+    // Not another caller's, nor another tool's.
+    assert!(
+        h.store
+            .use_grant(&bob(), short, "fs__write_file")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        h.store
+            .use_grant(&alice(), short, "fs__delete")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(matches!(
+        h.store.revoke_grant(&bob(), revoked, Some("bob")).await,
+        Err(StoreError::GrantNotFound { .. })
+    ));
+    assert!(
+        h.twin
+            .use_grant(&alice(), revoked, "fs__write_file")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    // Revoked on one instance: refused on the other at once.
+    let gone = h
+        .store
+        .revoke_grant(&alice(), revoked, Some("alice via page"))
+        .await
+        .unwrap();
+    assert!(gone.revoked_at.is_some());
+    assert_eq!(gone.revoked_by.as_deref(), Some("alice via page"));
+    assert!(
+        h.twin
+            .use_grant(&alice(), revoked, "fs__write_file")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Revoking again changes nothing.
+    let again = h
+        .twin
+        .revoke_grant(&alice(), revoked, Some("someone else"))
+        .await
+        .unwrap();
+    assert_eq!(again.revoked_by.as_deref(), Some("alice via page"));
+    assert_eq!(again.uses, 1);
+
+    h.clock.advance(Duration::seconds(11));
+    assert!(
+        h.store
+            .use_grant(&alice(), short, "fs__write_file")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        h.twin
+            .live_grants(&alice(), "fs__write_file")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let now = crate::Clock::now(&*h.clock);
+    let statuses: Vec<_> = h
+        .store
+        .grants(&alice(), 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|g| (g.id, g.status_at(now)))
+        .collect();
+    assert!(statuses.contains(&(short, "expired")) && statuses.contains(&(revoked, "revoked")));
+    assert!(h.store.grants(&bob(), 10).await.unwrap().is_empty());
+
+    h.store.erase_finished(now).await.unwrap();
+    assert!(
+        h.twin.grants(&alice(), 10).await.unwrap().is_empty(),
+        "ended grants are erased"
+    );
+}
+
+/// An approver who may answer another caller's confirmation may grant on it: the grant is the
+/// caller's (it authorises only the caller's calls), made by the approver, who sees it among
+/// the grants it made and may revoke it. Four eyes still holds: the caller cannot grant on its
+/// own four-eyes confirmation, not even as a member of the group.
+pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::{Approval, ApprovalMode, Approver, GrantScope};
+    let h = make(Setup::default()).await;
+    let four_eyes = Some(Approval {
+        group: "sre".into(),
+        mode: ApprovalMode::FourEyes,
+    });
+    let held = h
+        .store
+        .create_confirmation(
+            &alice(),
+            request("fs__delete", json!({"path": "/z"})).with_approval(four_eyes.clone()),
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let grant = grant_request(GrantScope::Call, Duration::hours(1), None);
+    let alice_sre = Approver {
+        caller: alice(),
+        groups: vec!["sre".into()],
+    };
+    let bob_sre = Approver {
+        caller: bob(),
+        groups: vec!["sre".into()],
+    };
+    assert!(matches!(
+        h.store
+            .respond_granting(
+                &alice(),
+                held,
+                json!({"confirmed": true}),
+                None,
+                grant.clone()
+            )
+            .await,
+        Err(StoreError::ApproverRequired { .. })
+    ));
+    assert!(matches!(
+        h.store
+            .approver_respond_granting(
+                &alice_sre,
+                held,
+                json!({"confirmed": true}),
+                None,
+                grant.clone()
+            )
+            .await,
+        Err(StoreError::FourEyes { .. })
+    ));
+    let (owner, read) = h.twin.approver_get(&bob_sre, held).await.unwrap();
+    assert_eq!(owner, alice());
+    assert_eq!(read.call.unwrap().tool, "fs__delete");
+    let (owner, outcome, made) = h
+        .store
+        .approver_respond_granting(
+            &bob_sre,
+            held,
+            json!({"confirmed": true}),
+            Some("bob"),
+            grant,
+        )
+        .await
+        .unwrap();
+    assert_eq!((owner, outcome), (alice(), RespondOutcome::Recorded));
+    let made = made.unwrap();
+    assert_eq!(
+        (made.caller.clone(), made.granter.clone()),
+        (alice(), bob())
+    );
+    assert_eq!(made.approval, four_eyes);
+    // Bob's calls are not covered; Alice's are; both see it; Bob may revoke it.
+    assert!(
+        h.store
+            .live_grants(&bob(), "fs__delete")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        h.twin
+            .live_grants(&alice(), "fs__delete")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    assert_eq!(h.twin.grants(&bob(), 10).await.unwrap()[0].id, made.id);
+    assert_eq!(h.twin.grants(&alice(), 10).await.unwrap()[0].id, made.id);
+    let revoked = h
+        .twin
+        .revoke_grant(&bob(), made.id, Some("bob"))
+        .await
+        .unwrap();
+    assert!(revoked.revoked_at.is_some());
+    assert!(
+        h.store
+            .live_grants(&alice(), "fs__delete")
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }

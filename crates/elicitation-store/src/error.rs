@@ -65,6 +65,15 @@ type Source = Box<dyn std::error::Error + Send + Sync>;
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// No grant with this id is the caller's or made by it.
+    #[error("grant {id} not found")]
+    GrantNotFound {
+        /// The id asked for.
+        id: crate::GrantId,
+    },
+    /// A grant asked for with an answer that cannot be made (said why, for the person).
+    #[error("{0}")]
+    GrantRefused(String),
     /// The caller answered a confirmation that an approver group must answer.
     #[error("confirmation {id} must be answered by a member of {group:?}")]
     ApproverRequired {
@@ -171,6 +180,8 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound { .. }
+                | StoreError::GrantRefused(_)
+                | StoreError::GrantNotFound { .. }
                 | StoreError::ApproverRequired { .. }
                 | StoreError::FourEyes { .. }
                 | StoreError::Transition(_)

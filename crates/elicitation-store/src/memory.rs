@@ -13,7 +13,8 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
-use crate::audit::{self, Event, GateRecord, PolicyRef};
+use crate::audit::{self, AuditEvent, Event, GateRecord, PolicyRef};
+use crate::grant::{Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
@@ -282,6 +283,8 @@ impl State {
 /// The memory store. Share it as `Arc<MemoryStore>` or `Arc<dyn ElicitationStore>`.
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// Standing grants, by id. Locked after `state` when both are held.
+    grants: Mutex<HashMap<GrantId, Grant>>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -299,6 +302,7 @@ impl MemoryStore {
     pub fn new(clock: Arc<dyn Clock>, limits: MemoryLimits) -> Self {
         MemoryStore {
             state: Mutex::new(State::default()),
+            grants: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),
@@ -308,6 +312,17 @@ impl MemoryStore {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn lock_grants(&self) -> MutexGuard<'_, HashMap<GrantId, Grant>> {
+        self.grants.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn new_grant_id(&self, now: OffsetDateTime) -> Result<GrantId, StoreError> {
+        let mut random = [0u8; 10];
+        ring::rand::SecureRandom::fill(&self.rng, &mut random)
+            .map_err(|_| StoreError::Seal(crate::SealError::Random))?;
+        Ok(GrantId::v7(now, random))
     }
 
     /// What the store holds now, in all.
@@ -416,7 +431,8 @@ impl MemoryStore {
 }
 
 impl MemoryStore {
-    /// Records an answer to `caller`'s elicitation `id`, once `allowed` agrees.
+    /// Records an answer to `caller`'s elicitation `id`, once `allowed` agrees; with a grant
+    /// request (and who makes it), makes the grant under the same lock, or neither.
     fn respond_checked(
         &self,
         caller: &Caller,
@@ -424,18 +440,54 @@ impl MemoryStore {
         payload: Value,
         answered_by: Option<&str>,
         allowed: impl FnOnce(&Entry) -> Result<(), StoreError>,
-    ) -> Result<RespondOutcome, StoreError> {
+        grant: Option<(GrantRequest, &Caller)>,
+    ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         let now = self.clock.now();
         let response_bytes = json_bytes(&payload);
+        if grant.is_some() {
+            crate::grant::check_with_answer(&payload)?;
+        }
+        let grant_id = grant.as_ref().map(|_| self.new_grant_id(now)).transpose()?;
         let outcome = self.with_entry(caller, id, |entry| {
             allowed(entry)?;
             entry.refuse_if_overdue(now)?;
+            let mut grants = grant.as_ref().map(|_| self.lock_grants());
+            if let Some(grants) = &grants {
+                let held = grants.values().filter(|g| g.caller == *caller).count();
+                if held >= MAX_GRANTS_PER_CALLER {
+                    return Err(StoreError::GrantRefused(format!(
+                        "this caller already holds {MAX_GRANTS_PER_CALLER} grants, the most the gateway keeps; revoke some first"
+                    )));
+                }
+                if entry.call.is_none() {
+                    return Err(StoreError::GrantRefused(
+                        "only a confirmation of a tool call can carry a grant".into(),
+                    ));
+                }
+            }
             let outcome = entry
                 .elicitation
                 .respond(payload, now)
                 .map_err(StoreError::from);
+            let mut made = None;
             if matches!(outcome, Ok(RespondOutcome::Recorded)) {
                 entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
+                if let (Some((request, granter)), Some(grants), Some(call), Some(grant_id)) =
+                    (grant, grants.as_mut(), entry.call.as_ref(), grant_id)
+                {
+                    let made_now = request.into_grant(
+                        grant_id,
+                        id,
+                        caller,
+                        call,
+                        granter,
+                        answered_by,
+                        now,
+                    );
+                    grants.insert(grant_id, made_now.clone());
+                    audit::emit_grant(AuditEvent::GrantCreated, &made_now);
+                    made = Some(made_now);
+                }
             }
             let event = match &outcome {
                 Ok(RespondOutcome::Recorded) => Some(Event::Responded),
@@ -448,9 +500,79 @@ impl MemoryStore {
             if matches!(outcome, Ok(RespondOutcome::Recorded)) {
                 entry.bytes += response_bytes;
             }
-            outcome
+            outcome.map(|o| (o, made))
         })??;
         Ok(outcome)
+    }
+
+    /// The owner of confirmation `id` if `approver`'s groups answer it.
+    fn approver_owner(&self, approver: &Approver, id: ElicitationId) -> Result<Caller, StoreError> {
+        let state = self.lock();
+        state
+            .entries
+            .get(&id)
+            .filter(|e| {
+                e.call
+                    .as_ref()
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| approver.groups.contains(&a.group))
+            })
+            .map(|e| e.caller.clone())
+            .ok_or(StoreError::NotFound { id })
+    }
+
+    /// Answers as `approver` (the rule checked under the lock), with a grant or not.
+    fn approver_answer(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: Option<GrantRequest>,
+    ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
+        let owner = self.approver_owner(approver, id)?;
+        let (outcome, grant) = self.respond_checked(
+            &owner,
+            id,
+            payload,
+            answered_by,
+            |entry| match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
+                Some(a)
+                    if a.approver_may_answer(&entry.caller, &approver.caller, &approver.groups) =>
+                {
+                    Ok(())
+                }
+                Some(a) if approver.groups.contains(&a.group) => Err(StoreError::FourEyes { id }),
+                _ => Err(StoreError::NotFound { id }),
+            },
+            grant.map(|g| (g, &approver.caller)),
+        )?;
+        Ok((owner, outcome, grant))
+    }
+
+    /// Answers as the caller itself (refused where an approver group must answer).
+    fn own_answer(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: Option<GrantRequest>,
+    ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
+        self.respond_checked(
+            caller,
+            id,
+            payload,
+            answered_by,
+            |entry| match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
+                Some(a) if !a.caller_may_answer() => Err(StoreError::ApproverRequired {
+                    id,
+                    group: a.group.clone(),
+                }),
+                _ => Ok(()),
+            },
+            grant.map(|g| (g, caller)),
+        )
     }
 }
 
@@ -557,39 +679,8 @@ impl ElicitationStore for MemoryStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<(Caller, RespondOutcome), StoreError> {
-        let owner = {
-            let state = self.lock();
-            state
-                .entries
-                .get(&id)
-                .filter(|e| {
-                    e.call
-                        .as_ref()
-                        .and_then(|c| c.approval.as_ref())
-                        .is_some_and(|a| approver.groups.contains(&a.group))
-                })
-                .map(|e| e.caller.clone())
-                .ok_or(StoreError::NotFound { id })?
-        };
-        let outcome =
-            self.respond_checked(&owner, id, payload, answered_by, |entry| {
-                match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
-                    Some(a)
-                        if a.approver_may_answer(
-                            &entry.caller,
-                            &approver.caller,
-                            &approver.groups,
-                        ) =>
-                    {
-                        Ok(())
-                    }
-                    Some(a) if approver.groups.contains(&a.group) => {
-                        Err(StoreError::FourEyes { id })
-                    }
-                    _ => Err(StoreError::NotFound { id }),
-                }
-            })?;
-        Ok((owner, outcome))
+        self.approver_answer(approver, id, payload, answered_by, None)
+            .map(|(owner, outcome, _)| (owner, outcome))
     }
 
     async fn respond_as(
@@ -599,15 +690,8 @@ impl ElicitationStore for MemoryStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
-        self.respond_checked(caller, id, payload, answered_by, |entry| {
-            match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
-                Some(a) if !a.caller_may_answer() => Err(StoreError::ApproverRequired {
-                    id,
-                    group: a.group.clone(),
-                }),
-                _ => Ok(()),
-            }
-        })
+        self.own_answer(caller, id, payload, answered_by, None)
+            .map(|(outcome, _)| outcome)
     }
 
     async fn cancel(
@@ -733,6 +817,8 @@ impl ElicitationStore for MemoryStore {
         for e in &erased {
             state.remove(e.id);
         }
+        drop(state);
+        self.lock_grants().retain(|_, g| !g.ended_before(before));
         Ok(erased)
     }
 
@@ -818,5 +904,103 @@ impl AuditSink for MemoryStore {
         _: &PolicyRef,
     ) -> Result<(), StoreError> {
         Ok(())
+    }
+}
+
+#[async_trait]
+impl GrantStore for MemoryStore {
+    async fn respond_granting(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
+        self.own_answer(caller, id, payload, answered_by, Some(grant))
+    }
+
+    async fn approver_respond_granting(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
+        self.approver_answer(approver, id, payload, answered_by, Some(grant))
+    }
+
+    async fn approver_get(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+    ) -> Result<(Caller, StoredElicitation), StoreError> {
+        let owner = self.approver_owner(approver, id)?;
+        let stored = self.get(&owner, id).await?;
+        Ok((owner, stored))
+    }
+
+    async fn live_grants(&self, caller: &Caller, tool: &str) -> Result<Vec<Grant>, StoreError> {
+        let now = self.clock.now();
+        let mut live: Vec<Grant> = self
+            .lock_grants()
+            .values()
+            .filter(|g| g.caller == *caller && g.tool == tool && g.is_live(now))
+            .cloned()
+            .collect();
+        live.sort_by_key(|g| (g.created_at, g.id));
+        Ok(live)
+    }
+
+    async fn use_grant(
+        &self,
+        caller: &Caller,
+        id: GrantId,
+        tool: &str,
+    ) -> Result<Option<Grant>, StoreError> {
+        let now = self.clock.now();
+        let mut grants = self.lock_grants();
+        let Some(grant) = grants
+            .get_mut(&id)
+            .filter(|g| g.caller == *caller && g.tool == tool && g.is_live(now))
+        else {
+            return Ok(None);
+        };
+        grant.uses += 1;
+        audit::emit_grant(AuditEvent::ToolCallForwarded, grant);
+        Ok(Some(grant.clone()))
+    }
+
+    async fn grants(&self, caller: &Caller, limit: usize) -> Result<Vec<Grant>, StoreError> {
+        let mut found: Vec<Grant> = self
+            .lock_grants()
+            .values()
+            .filter(|g| g.caller == *caller || g.granter == *caller)
+            .cloned()
+            .collect();
+        found.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        found.truncate(limit.min(MAX_LIST_LIMIT));
+        Ok(found)
+    }
+
+    async fn revoke_grant(
+        &self,
+        revoker: &Caller,
+        id: GrantId,
+        revoked_by: Option<&str>,
+    ) -> Result<Grant, StoreError> {
+        let now = self.clock.now();
+        let mut grants = self.lock_grants();
+        let grant = grants
+            .get_mut(&id)
+            .filter(|g| g.caller == *revoker || g.granter == *revoker)
+            .ok_or(StoreError::GrantNotFound { id })?;
+        if grant.is_live(now) {
+            grant.revoked_at = Some(now);
+            grant.revoked_by = revoked_by.map(elicitation_core::answered_by);
+            audit::emit_grant(AuditEvent::GrantRevoked, grant);
+        }
+        Ok(grant.clone())
     }
 }

@@ -13,6 +13,7 @@ use elicitation_core::{
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::grant::{Grant, GrantId, GrantRequest, GrantStore};
 use crate::{
     Approver, AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore,
     ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, PolicyRef,
@@ -425,5 +426,93 @@ mod tests {
             *told.operations.lock().unwrap(),
             ["create", "respond", "respond"]
         );
+    }
+}
+
+#[async_trait]
+impl GrantStore for Metered {
+    async fn respond_granting(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
+        let confirmed = confirmed(&payload);
+        let outcome = self
+            .timed(
+                "respond",
+                self.inner
+                    .respond_granting(caller, id, payload, answered_by, grant),
+            )
+            .await;
+        if let Ok((outcome, _)) = &outcome {
+            self.responded(id, confirmed, outcome);
+        }
+        outcome
+    }
+
+    async fn approver_respond_granting(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
+        let confirmed = confirmed(&payload);
+        let outcome = self
+            .timed(
+                "approver_respond",
+                self.inner
+                    .approver_respond_granting(approver, id, payload, answered_by, grant),
+            )
+            .await;
+        if let Ok((_, outcome, _)) = &outcome {
+            self.responded(id, confirmed, outcome);
+        }
+        outcome
+    }
+
+    async fn approver_get(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+    ) -> Result<(Caller, StoredElicitation), StoreError> {
+        self.timed("approver_get", self.inner.approver_get(approver, id))
+            .await
+    }
+
+    async fn live_grants(&self, caller: &Caller, tool: &str) -> Result<Vec<Grant>, StoreError> {
+        self.timed("live_grants", self.inner.live_grants(caller, tool))
+            .await
+    }
+
+    async fn use_grant(
+        &self,
+        caller: &Caller,
+        id: GrantId,
+        tool: &str,
+    ) -> Result<Option<Grant>, StoreError> {
+        self.timed("use_grant", self.inner.use_grant(caller, id, tool))
+            .await
+    }
+
+    async fn grants(&self, caller: &Caller, limit: usize) -> Result<Vec<Grant>, StoreError> {
+        self.timed("grants", self.inner.grants(caller, limit)).await
+    }
+
+    async fn revoke_grant(
+        &self,
+        revoker: &Caller,
+        id: GrantId,
+        revoked_by: Option<&str>,
+    ) -> Result<Grant, StoreError> {
+        self.timed(
+            "revoke_grant",
+            self.inner.revoke_grant(revoker, id, revoked_by),
+        )
+        .await
     }
 }

@@ -38,10 +38,12 @@ use crate::{
 };
 use crate::{AuditSink, Fleet};
 
+mod grants;
 mod listen;
 mod row;
 pub(crate) mod sql;
 
+use crate::grant::{Grant, GrantRequest};
 use row::{MESSAGE, NOTE, REQUEST, RESPONSE, decode};
 
 /// How a [`PostgresStore`] connects and behaves.
@@ -505,8 +507,12 @@ impl PostgresStore {
         payload: Value,
         answered_by: Option<&str>,
         approver: Option<&Approver>,
-    ) -> Result<RespondOutcome, StoreError> {
+        grant: Option<GrantRequest>,
+    ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         let now = self.now();
+        if grant.is_some() {
+            crate::grant::check_with_answer(&payload)?;
+        }
         let groups = approver.map(|a| Value::from(a.groups.clone()));
         let approver_subject = approver.map(|a| a.caller.subject_id());
         let approver_tenant = approver.map(|a| a.caller.tenant_id().unwrap_or(""));
@@ -544,30 +550,46 @@ impl PostgresStore {
                 let confirmed = (spec.kind() == ElicitationType::Confirmation)
                     .then(|| payload.get("confirmed").and_then(Value::as_bool))
                     .flatten();
-                let rows = self
-                    .scoped(
-                        caller,
-                        sql::RESPOND_VALID,
-                        &[
-                            key.0,
-                            &key.1,
-                            &key.2,
-                            &sealed.blob,
-                            &sealed.key_id,
-                            &confirmed,
-                            &now,
-                            &answered_by,
-                            &groups,
-                            &approver_subject,
-                            &approver_tenant,
-                            &note.as_ref().map(|n| n.blob.as_slice()),
-                            &note.as_ref().map(|n| n.key_id.as_str()),
-                        ],
-                    )
-                    .await?;
-                if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
-                    audit::emit(Event::Responded, caller, id, None);
-                    return Ok(RespondOutcome::Recorded);
+                let note_blob = note.as_ref().map(|n| n.blob.as_slice());
+                let note_key = note.as_ref().map(|n| n.key_id.as_str());
+                let answer: [&(dyn ToSql + Sync); 13] = [
+                    key.0,
+                    &key.1,
+                    &key.2,
+                    &sealed.blob,
+                    &sealed.key_id,
+                    &confirmed,
+                    &now,
+                    &answered_by,
+                    &groups,
+                    &approver_subject,
+                    &approver_tenant,
+                    &note_blob,
+                    &note_key,
+                ];
+                if let Some(request) = grant {
+                    let granter = approver.map_or(caller, |a| &a.caller);
+                    let made = self
+                        .respond_granting_row(
+                            caller,
+                            id,
+                            granter,
+                            answered_by.as_deref(),
+                            request,
+                            now,
+                            &answer,
+                        )
+                        .await?;
+                    if let Some(made) = made {
+                        audit::emit(Event::Responded, caller, id, None);
+                        return Ok((RespondOutcome::Recorded, made));
+                    }
+                } else {
+                    let rows = self.scoped(caller, sql::RESPOND_VALID, &answer).await?;
+                    if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
+                        audit::emit(Event::Responded, caller, id, None);
+                        return Ok((RespondOutcome::Recorded, None));
+                    }
                 }
             }
             Err(errors) => {
@@ -593,18 +615,61 @@ impl PostgresStore {
                     let status: &str = row.get(1);
                     if status == ElicitationStatus::ValidationFailed.as_str() {
                         audit::emit(Event::ValidationFailed, caller, id, None);
-                        return Ok(RespondOutcome::ValidationFailed { errors });
+                        return Ok((RespondOutcome::ValidationFailed { errors }, None));
                     }
                     let used = u8::try_from(retries).unwrap_or(MAX_RETRIES);
-                    return Ok(RespondOutcome::Invalid {
-                        errors,
-                        retries_left: MAX_RETRIES.saturating_sub(used),
-                    });
+                    return Ok((
+                        RespondOutcome::Invalid {
+                            errors,
+                            retries_left: MAX_RETRIES.saturating_sub(used),
+                        },
+                        None,
+                    ));
                 }
             }
         }
         self.refused_respond(caller, id, payload, now, approver)
             .await
+            .map(|outcome| (outcome, None))
+    }
+
+    /// The row of confirmation `id` as `approver` reads it (its groups answer it), with its
+    /// caller.
+    async fn approver_row(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+    ) -> Result<row::RawRow, StoreError> {
+        let rows = self
+            .scoped_approver(approver, sql::APPROVER_ONE, &[id.as_uuid()])
+            .await?;
+        let row = rows.first().ok_or(StoreError::NotFound { id })?;
+        decode(row, &self.keys)
+    }
+
+    /// Answers another caller's confirmation as `approver` (the rule checked here and held
+    /// again by the SQL), with a grant or not.
+    async fn approver_answer(
+        &self,
+        approver: &Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: Option<GrantRequest>,
+    ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
+        let raw = self.approver_row(approver, id).await?;
+        let owner = raw.caller.clone();
+        match raw.approval() {
+            Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {}
+            Some(a) if approver.groups.contains(&a.group) => {
+                return Err(StoreError::FourEyes { id });
+            }
+            _ => return Err(StoreError::NotFound { id }),
+        }
+        let (outcome, grant) = self
+            .respond_guarded(&owner, id, payload, answered_by, Some(approver), grant)
+            .await?;
+        Ok((owner, outcome, grant))
     }
 
     /// After a guarded update matched nothing: explain why from the row as it is now.
@@ -723,8 +788,9 @@ impl ElicitationStore for PostgresStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<RespondOutcome, StoreError> {
-        self.respond_guarded(caller, id, payload, answered_by, None)
+        self.respond_guarded(caller, id, payload, answered_by, None, None)
             .await
+            .map(|(outcome, _)| outcome)
     }
 
     async fn approver_pending(
@@ -761,24 +827,9 @@ impl ElicitationStore for PostgresStore {
         payload: Value,
         answered_by: Option<&str>,
     ) -> Result<(Caller, RespondOutcome), StoreError> {
-        let rows = self
-            .scoped_approver(approver, sql::APPROVER_ONE, &[id.as_uuid()])
-            .await?;
-        let row = rows.first().ok_or(StoreError::NotFound { id })?;
-        let raw = decode(row, &self.keys)?;
-        let owner = raw.caller.clone();
-        let approval = raw.approval().cloned();
-        match approval {
-            Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {}
-            Some(a) if approver.groups.contains(&a.group) => {
-                return Err(StoreError::FourEyes { id });
-            }
-            _ => return Err(StoreError::NotFound { id }),
-        }
-        let outcome = self
-            .respond_guarded(&owner, id, payload, answered_by, Some(approver))
-            .await?;
-        Ok((owner, outcome))
+        self.approver_answer(approver, id, payload, answered_by, None)
+            .await
+            .map(|(owner, outcome, _)| (owner, outcome))
     }
 
     async fn cancel(
@@ -962,6 +1013,7 @@ impl ElicitationStore for PostgresStore {
                     .map_err(map_db_error)
             })
             .await?;
+        self.erase_ended_grants(before).await?;
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         rows.iter()
             .map(|row| {

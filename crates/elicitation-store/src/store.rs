@@ -565,9 +565,9 @@ pub trait AuditSink: Send + Sync + 'static {
 
 /// A whole store: its elicitations, its fleet and its audit trail. The gateway is built on
 /// one; a test double implements only the part it fakes and is put in its place.
-pub trait Store: ElicitationStore + Fleet + AuditSink {}
+pub trait Store: ElicitationStore + Fleet + AuditSink + crate::GrantStore {}
 
-impl<T: ElicitationStore + Fleet + AuditSink> Store for T {}
+impl<T: ElicitationStore + Fleet + AuditSink + crate::GrantStore> Store for T {}
 
 /// A new pending elicitation: the TTL checked, a UUID v7 id with random bits from `rng`.
 pub(crate) fn new_elicitation(

@@ -17,6 +17,7 @@
 mod annotations;
 mod digest;
 mod evaluate;
+mod grant;
 mod policy;
 mod result;
 mod when;
@@ -24,6 +25,7 @@ mod when;
 pub use annotations::{EffectiveHints, ToolAnnotations};
 pub use digest::{CallDigest, DigestParseError, canonical_json};
 pub use evaluate::{ConfirmationOutcome, evaluate};
+pub use grant::{GrantScope, GrantTerms, MAX_GRANT_USES, format_duration, parse_duration};
 pub use policy::{
     DEFAULT_CONFIRMATION_TTL, Decided, GateDecision, GateMode, GatePolicy, HintSource, HoldReason,
     Listing, PolicyRule, ToolPattern,

@@ -148,6 +148,9 @@ pub struct PolicyRule {
     pub ttl: Option<Duration>,
     /// Why (recorded; for `deny`, told to the agent).
     pub reason: Option<String>,
+    /// Whether a person approving a call it holds may also grant later calls (`grants =
+    /// false` in the configuration: every call is asked).
+    pub grants: bool,
 }
 
 impl PolicyRule {
@@ -159,7 +162,15 @@ impl PolicyRule {
             mode,
             ttl: None,
             reason: None,
+            grants: true,
         }
+    }
+
+    /// A person approving a call it holds may not grant later calls.
+    #[must_use]
+    pub fn without_grants(mut self) -> PolicyRule {
+        self.grants = false;
+        self
     }
 
     /// Only the calls `when` matches.
@@ -198,6 +209,9 @@ pub struct Decided {
     pub ttl: Duration,
     /// The `when`s that could not be evaluated on the way (rule index, why), for the log.
     pub failures: Vec<(usize, String)>,
+    /// Whether a standing grant may stand in for a person's answer (a held call only; the
+    /// deciding rule's `grants`, true when the hints decided).
+    pub grants: bool,
 }
 
 /// How a tool is listed to clients, whatever a call's arguments.
@@ -270,6 +284,7 @@ impl GatePolicy {
                     "gate": r.mode.label(),
                     "ttl": r.ttl.map(|t| t.whole_seconds()),
                     "reason": r.reason,
+                    "grants": r.grants,
                 })
             })
             .collect();
@@ -311,6 +326,7 @@ impl GatePolicy {
                     reason: rule.reason.clone(),
                     ttl: rule.ttl.unwrap_or(self.default_ttl),
                     failures,
+                    grants: rule.grants,
                 };
             }
         }
@@ -320,6 +336,7 @@ impl GatePolicy {
             reason: None,
             ttl: self.default_ttl,
             failures,
+            grants: true,
         }
     }
 

@@ -98,9 +98,10 @@ impl HttpError for McpError {
 
 fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
     match e {
-        StoreError::NotFound { .. } => StatusCode::NOT_FOUND,
+        StoreError::NotFound { .. } | StoreError::GrantNotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::ApproverRequired { .. } | StoreError::FourEyes { .. } => StatusCode::FORBIDDEN,
         StoreError::Transition(_) => StatusCode::CONFLICT,
+        StoreError::GrantRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,
         StoreError::PendingLimit { .. }
         | StoreError::CallerFull { .. }
         | StoreError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -189,6 +189,11 @@ impl RawRow {
         self.tool.as_deref()
     }
 
+    /// The digest of the held call's arguments, as stored.
+    pub(super) fn digest(&self) -> Option<&[u8]> {
+        self.digest.as_deref()
+    }
+
     /// Who answers the confirmation besides, or instead of, its caller.
     pub(super) fn approval(&self) -> Option<&Approval> {
         self.approval.as_ref()

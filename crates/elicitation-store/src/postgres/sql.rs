@@ -98,21 +98,42 @@ macro_rules! answerer_may {
     };
 }
 
+/// The update that records a valid answer and its audit row (see [`RESPOND_VALID`]).
+macro_rules! respond_valid {
+    () => {
+        concat!(
+            "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13 ",
+            "WHERE id = $1 AND ",
+            caller_is!(),
+            answerer_may!("$9", "$10", "$11"),
+            " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name, call_digest, approver_group, approval_mode), ",
+            audit_from_changed!(
+                "$7",
+                "elicitation_responded",
+                "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text))"
+            )
+        )
+    };
+}
+
 /// Records a valid answer: `$4` sealed response, `$5` its key id, `$6` confirmed (NULL
 /// unless a confirmation), `$7` now, `$8` who answered (or NULL); `$9`–`$11` the answerer
 /// (see `answerer_may!`); `$12`, `$13` a decline's sealed note and its key id (or NULL).
-pub(super) const RESPOND_VALID: &str = concat!(
-    "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13 ",
-    "WHERE id = $1 AND ",
-    caller_is!(),
-    answerer_may!("$9", "$10", "$11"),
-    " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name), ",
-    audit_from_changed!(
-        "$7",
-        "elicitation_responded",
-        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text))"
-    ),
-    "SELECT count(*) FROM changed"
+pub(super) const RESPOND_VALID: &str = concat!(respond_valid!(), "SELECT count(*) FROM changed");
+
+/// [`RESPOND_VALID`] for an approval that makes a grant in the same statement, or neither:
+/// `$14` the grant's id, `$15` scope, `$16`/`$17` the sealed digest and its key (scope
+/// `call`), `$18`/`$19` the sealed `when` and its key, `$20` the definition digest, `$21`
+/// the granter's subject, `$22` its tenant, `$23` expiry, `$24` max uses, `$25` the digest
+/// in clear that the row must be bound to (scope `call`; NULL for `tool`).
+pub(super) const RESPOND_VALID_GRANTING: &str = concat!(
+    respond_valid!(),
+    ", granted AS (INSERT INTO mcp_grants (id, elicitation_id, caller_subject, caller_tenant, tool_name, scope, digest_sealed, digest_key_id, when_sealed, when_key_id, definition_digest, approver_group, approval_mode, granted_by, granter_subject, granter_tenant, created_at, expires_at, max_uses) ",
+    "SELECT $14, id, $2, $3::text, tool_name, $15::text, $16, $17::text, $18, $19::text, $20::text, approver_group, approval_mode, $8, $21::text, $22::text, $7, $23, $24::integer ",
+    "FROM changed WHERE $6::boolean AND tool_name IS NOT NULL AND ($25::bytea IS NULL OR call_digest = $25) RETURNING id, elicitation_id, tool_name), ",
+    "grant_audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $7, 'grant_created', $2, $3::text, elicitation_id, tool_name, jsonb_strip_nulls(jsonb_build_object('grant', id::text, 'scope', $15::text, 'expires_at', $23::timestamptz, 'max_uses', $24::integer, 'granted_by', $8::text)) FROM granted) ",
+    "SELECT count(*), (SELECT count(*) FROM granted) FROM changed"
 );
 
 /// Counts an invalid answer; the `$4`-th is terminal. `$5` now; `$6`–`$8` the answerer (see
@@ -193,6 +214,74 @@ pub(super) const RECORD_GATE: &str = concat!(
     "SELECT $7, $5, $2, $3::text, $1, $4, $6::jsonb"
 );
 
+/// The columns of a grant row, in the order `grants::decode` reads them.
+macro_rules! grant_columns {
+    () => {
+        "id, elicitation_id, caller_subject, caller_tenant, tool_name, scope, digest_sealed, \
+         digest_key_id, when_sealed, when_key_id, definition_digest, approver_group, approval_mode, \
+         granted_by, granter_subject, granter_tenant, created_at, expires_at, max_uses, uses, \
+         revoked_at, revoked_by"
+    };
+}
+
+/// `$1` now, `$4` tool: the caller's live grants of the tool, oldest first.
+pub(super) const LIVE_GRANTS: &str = concat!(
+    "SELECT ",
+    grant_columns!(),
+    " FROM mcp_grants WHERE ",
+    caller_is!(),
+    " AND tool_name = $4 AND revoked_at IS NULL AND expires_at > $1",
+    " AND (max_uses IS NULL OR uses < max_uses) ORDER BY created_at, id LIMIT 100"
+);
+
+/// Uses the caller's grant `$1` for a call of tool `$4` at `$5`, in one statement: counted
+/// (and the forwarded call recorded with the grant's id) only if it is live. Returns the
+/// grant as counted, or nothing.
+pub(super) const USE_GRANT: &str = concat!(
+    "WITH changed AS (UPDATE mcp_grants SET uses = uses + 1 WHERE id = $1 AND ",
+    caller_is!(),
+    " AND tool_name = $4 AND revoked_at IS NULL AND expires_at > $5",
+    " AND (max_uses IS NULL OR uses < max_uses) RETURNING ",
+    grant_columns!(),
+    "), audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $5, 'tool_call_forwarded', $2, $3::text, elicitation_id, tool_name, jsonb_build_object('gated', true, 'grant', id::text, 'uses', uses) FROM changed) ",
+    "SELECT * FROM changed"
+);
+
+/// `$1` subject, `$2` tenant, `$3` limit: the grants the caller holds or made, newest first.
+pub(super) const GRANTS: &str = concat!(
+    "SELECT ",
+    grant_columns!(),
+    " FROM mcp_grants WHERE (caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text)",
+    " OR (granter_subject = $1 AND granter_tenant IS NOT DISTINCT FROM $2::text)",
+    " ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// `$1` id, `$2` subject, `$3` tenant: one grant the caller holds or made.
+pub(super) const GRANT_ONE: &str = concat!(
+    "SELECT ",
+    grant_columns!(),
+    " FROM mcp_grants WHERE id = $1 AND ((caller_subject = $2 AND caller_tenant IS NOT DISTINCT FROM $3::text)",
+    " OR (granter_subject = $2 AND granter_tenant IS NOT DISTINCT FROM $3::text))"
+);
+
+/// Revokes grant `$1` of the caller (`$2`, `$3`) at `$4` by `$5` (who, as recorded), if it
+/// is live and the revoker (`$6` subject, `$7` tenant) holds or made it; returns it.
+pub(super) const REVOKE_GRANT: &str = concat!(
+    "WITH changed AS (UPDATE mcp_grants SET revoked_at = $4, revoked_by = $5 WHERE id = $1 AND ",
+    caller_is!(),
+    " AND revoked_at IS NULL AND expires_at > $4 AND (max_uses IS NULL OR uses < max_uses)",
+    " AND ((caller_subject = $6 AND caller_tenant IS NOT DISTINCT FROM $7::text)",
+    " OR (granter_subject = $6 AND granter_tenant IS NOT DISTINCT FROM $7::text)) RETURNING ",
+    grant_columns!(),
+    "), audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $4, 'grant_revoked', $2, $3::text, elicitation_id, tool_name, jsonb_strip_nulls(jsonb_build_object('grant', id::text, 'revoked_by', $5::text)) FROM changed) ",
+    "SELECT * FROM changed"
+);
+
+/// `$1` cutoff, `$2` batch size.
+pub(super) const ERASE_ENDED_GRANTS: &str = "SELECT mcp_erase_ended_grants($1, $2)";
+
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
@@ -249,5 +338,8 @@ pub(crate) const ALL: &[&str] = &[
     CANCEL,
     REDEEM,
     RECORD_GATE,
+    RESPOND_VALID_GRANTING,
+    USE_GRANT,
+    REVOKE_GRANT,
     EXPIRE_DUE,
 ];

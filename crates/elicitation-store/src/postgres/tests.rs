@@ -1311,3 +1311,190 @@ async fn a_frozen_or_stopped_database_fails_every_operation_as_unavailable_and_t
         Ok(Redeemed::Refused { .. })
     ));
 }
+
+/// The writer login, scoped as the grant's own caller, tries what an attacker with it would:
+/// extend a grant, give it more uses, un-use it, re-own it, un-revoke it, use a revoked one,
+/// forge one for another caller or on no confirmation. Each is refused by the database; the
+/// argument digest and the `when` are sealed at rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_extend_unuse_reown_or_forge_a_grant() {
+    use crate::{GrantRequest, GrantScope, GrantStore};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let make = async |scope: GrantScope, when: Option<&str>| {
+        let id = store
+            .create_confirmation(
+                &alice(),
+                confirmation_request(json!({"path": "/srv/secret-path"})),
+            )
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        let request = GrantRequest {
+            scope,
+            when: when.map(str::to_owned),
+            lasts: Duration::hours(1),
+            max_uses: Some(2),
+            definition: "def".into(),
+        };
+        store
+            .respond_granting(&alice(), id, json!({"confirmed": true}), None, request)
+            .await
+            .unwrap()
+            .1
+            .unwrap()
+    };
+    let call = make(GrantScope::Call, None).await;
+    let tool = make(
+        GrantScope::Tool,
+        Some("args.path.startsWith('/srv/secret')"),
+    )
+    .await;
+    store
+        .use_grant(&alice(), call.id, &call.tool)
+        .await
+        .unwrap()
+        .unwrap();
+    let revoked = make(GrantScope::Tool, None).await;
+    store
+        .revoke_grant(&alice(), revoked.id, None)
+        .await
+        .unwrap();
+
+    let admin = db.admin().await;
+    for row in admin
+        .query("SELECT coalesce(digest_sealed, ''::bytea) || coalesce(when_sealed, ''::bytea) FROM mcp_grants", &[])
+        .await
+        .unwrap()
+    {
+        let sealed: Vec<u8> = row.get(0);
+        assert!(!sealed.windows(6).any(|w| w == b"secret"), "the when is sealed");
+        assert!(!sealed.windows(32).any(|w| w == call.digest.unwrap().as_bytes()), "the digest is sealed");
+    }
+
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let no_privilege = [
+        "UPDATE mcp_grants SET expires_at = expires_at + interval '1 year'",
+        "UPDATE mcp_grants SET max_uses = 1000000",
+        "UPDATE mcp_grants SET max_uses = NULL",
+        "UPDATE mcp_grants SET caller_subject = 'mallory'",
+        "UPDATE mcp_grants SET granter_subject = 'mallory'",
+        "UPDATE mcp_grants SET tool_name = 'fs__delete'",
+        "UPDATE mcp_grants SET scope = 'tool', digest_sealed = NULL, digest_key_id = NULL",
+        "UPDATE mcp_grants SET when_sealed = NULL, when_key_id = NULL",
+        "UPDATE mcp_grants SET definition_digest = 'other'",
+        "DELETE FROM mcp_grants",
+        "TRUNCATE mcp_grants",
+        "ALTER TABLE mcp_grants DISABLE ROW LEVEL SECURITY",
+    ];
+    for statement in no_privilege {
+        let code = sqlstate(writer.execute(statement, &[]).await);
+        assert_eq!(code, Some(SqlState::INSUFFICIENT_PRIVILEGE), "{statement}");
+    }
+    let refused = [
+        (call.id, "UPDATE mcp_grants SET uses = 0 WHERE id = $1"),
+        (
+            call.id,
+            "UPDATE mcp_grants SET uses = uses - 1 WHERE id = $1",
+        ),
+        (
+            tool.id,
+            "UPDATE mcp_grants SET uses = uses + 2 WHERE id = $1",
+        ),
+        (
+            revoked.id,
+            "UPDATE mcp_grants SET revoked_at = NULL, revoked_by = NULL WHERE id = $1",
+        ),
+        (
+            revoked.id,
+            "UPDATE mcp_grants SET revoked_at = revoked_at + interval '1 year' WHERE id = $1",
+        ),
+        (
+            revoked.id,
+            "UPDATE mcp_grants SET uses = uses + 1 WHERE id = $1",
+        ),
+    ];
+    for (id, statement) in refused {
+        let code = sqlstate(writer.execute(statement, &[id.as_uuid()]).await);
+        assert_eq!(
+            code,
+            Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION),
+            "{statement}"
+        );
+    }
+    // Past its maximum: the CHECK.
+    writer
+        .execute(
+            "UPDATE mcp_grants SET uses = uses + 1 WHERE id = $1",
+            &[call.id.as_uuid()],
+        )
+        .await
+        .unwrap();
+    let code = sqlstate(
+        writer
+            .execute(
+                "UPDATE mcp_grants SET uses = uses + 1 WHERE id = $1",
+                &[call.id.as_uuid()],
+            )
+            .await,
+    );
+    assert_eq!(code, Some(SqlState::CHECK_VIOLATION));
+
+    // Forged grants: for another caller (row-level security), on no confirmation, or on a
+    // confirmation of another tool (the insert trigger).
+    let forge = |caller: &str, elicitation: &str, tool: &str| {
+        format!(
+            "INSERT INTO mcp_grants (id, elicitation_id, caller_subject, caller_tenant, tool_name, scope, definition_digest, granter_subject, granter_tenant, created_at, expires_at) \
+             VALUES (gen_random_uuid(), {elicitation}, '{caller}', 'acme', '{tool}', 'tool', 'def', '{caller}', 'acme', now(), now() + interval '1 year')"
+        )
+    };
+    let fresh = store
+        .create_confirmation(&alice(), confirmation_request(json!({"path": "/other"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let fresh = format!("'{fresh}'::uuid");
+    let attempts = [
+        forge("bob", &fresh, "fs__delete"),
+        forge("alice", "gen_random_uuid()", "fs__delete"),
+        forge("alice", &fresh, "fs__read_file"),
+    ];
+    for statement in attempts {
+        let code = sqlstate(writer.execute(statement.as_str(), &[]).await);
+        assert!(
+            code == Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION)
+                || code == Some(SqlState::INSUFFICIENT_PRIVILEGE),
+            "{statement}: {code:?}"
+        );
+    }
+    // Row-level security on its own: a grant of Bob's, written as Alice.
+    let as_bob = forge("bob", &fresh, "fs__delete").replace(
+        "'bob', 'acme', 'fs__delete'",
+        "'alice', 'acme', 'fs__delete'",
+    );
+    as_caller(&writer, "bob", "acme").await;
+    let code = sqlstate(writer.execute(as_bob.as_str(), &[]).await);
+    assert!(
+        code.is_some(),
+        "a grant of Alice's written in Bob's scope is refused"
+    );
+    // Another caller sees none of them.
+    as_caller(&writer, "bob", "acme").await;
+    let seen: i64 = writer
+        .query_one("SELECT count(*) FROM mcp_grants", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(seen, 0);
+    assert!(
+        store
+            .use_grant(&alice(), revoked.id, &revoked.tool)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}

@@ -1,0 +1,289 @@
+//! Standing grants: a person who approves a call may also let later calls of the same caller
+//! run without asking — the same call, or the tool (narrowed by a `when`) — for a bounded
+//! time and number of uses. A grant is made in the same store operation as the approval it
+//! comes with, belongs to the caller whose call was approved, and is used one call at a time
+//! in one step (an expired, revoked or used-up grant never forwards).
+
+use std::fmt;
+use std::str::FromStr;
+
+use elicitation_core::ElicitationId;
+use gating_core::{CallDigest, GrantScope};
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+use crate::{Approval, Caller};
+
+/// Most grants one caller holds at once in the memory store (live or not yet erased).
+pub const MAX_GRANTS_PER_CALLER: usize = 1000;
+
+/// The identity of a grant (a UUID v7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GrantId(Uuid);
+
+impl GrantId {
+    /// A new id for `now` with these random bits.
+    pub fn v7(now: OffsetDateTime, random: [u8; 10]) -> Self {
+        GrantId(*ElicitationId::v7(now, random).as_uuid())
+    }
+
+    /// Wraps a UUID read back from the database.
+    pub const fn from_uuid(uuid: Uuid) -> Self {
+        GrantId(uuid)
+    }
+
+    /// The UUID.
+    pub const fn as_uuid(&self) -> &Uuid {
+        &self.0
+    }
+}
+
+impl fmt::Display for GrantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.hyphenated().fmt(f)
+    }
+}
+
+impl FromStr for GrantId {
+    type Err = uuid::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s).map(GrantId)
+    }
+}
+
+/// A grant to make with an approval. The tool, the argument digest and the approval rule
+/// come from the confirmation it is made on; the rest is the person's (checked by the gate
+/// against the policy and `[gate] max_grant`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantRequest {
+    /// Which later calls it covers.
+    pub scope: GrantScope,
+    /// Scope `tool`: the CEL expression later calls must satisfy (stored sealed).
+    pub when: Option<String>,
+    /// How long it lasts from the answer.
+    pub lasts: Duration,
+    /// How many calls it may forward (`None`: until it ends).
+    pub max_uses: Option<u32>,
+    /// The digest of the tool's definition as listed when the grant was made: a call after
+    /// the definition changed is not covered.
+    pub definition: String,
+}
+
+/// A standing grant as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// Which.
+    pub id: GrantId,
+    /// The approval it was made with.
+    pub elicitation: ElicitationId,
+    /// Whose calls it authorises.
+    pub caller: Caller,
+    /// The qualified tool name.
+    pub tool: String,
+    /// Which calls of the tool.
+    pub scope: GrantScope,
+    /// Scope `call`: the arguments' digest.
+    pub digest: Option<CallDigest>,
+    /// Scope `tool`: what a call must satisfy.
+    pub when: Option<String>,
+    /// The tool definition's digest when it was made.
+    pub definition: String,
+    /// The approval rule of the confirmation it was made on: a call answered by another rule
+    /// now is not covered.
+    pub approval: Option<Approval>,
+    /// Who made it (as recorded with the answer).
+    pub granted_by: Option<String>,
+    /// The caller identity of who made it (the caller itself, or an approver).
+    pub granter: Caller,
+    /// When it was made.
+    pub created_at: OffsetDateTime,
+    /// When it ends.
+    pub expires_at: OffsetDateTime,
+    /// How many calls it may forward.
+    pub max_uses: Option<u32>,
+    /// How many it has.
+    pub uses: u32,
+    /// When it was revoked.
+    pub revoked_at: Option<OffsetDateTime>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+impl Grant {
+    /// What it is at `now`: `live`, `revoked`, `used_up` or `expired`.
+    pub fn status_at(&self, now: OffsetDateTime) -> &'static str {
+        if self.revoked_at.is_some() {
+            "revoked"
+        } else if self.max_uses.is_some_and(|max| self.uses >= max) {
+            "used_up"
+        } else if now >= self.expires_at {
+            "expired"
+        } else {
+            "live"
+        }
+    }
+
+    /// Whether it may forward a call at `now`.
+    pub fn is_live(&self, now: OffsetDateTime) -> bool {
+        self.status_at(now) == "live"
+    }
+
+    /// Uses left (`None`: no limit).
+    pub fn uses_left(&self) -> Option<u32> {
+        self.max_uses.map(|max| max.saturating_sub(self.uses))
+    }
+
+    /// Whether it ended (was revoked, or expired) at or before `before`: what the retention
+    /// job erases.
+    pub fn ended_before(&self, before: OffsetDateTime) -> bool {
+        self.revoked_at
+            .unwrap_or(self.expires_at)
+            .min(self.expires_at)
+            <= before
+    }
+
+    /// The REST and page view (no argument digest: it is sealed at rest and of no use to a
+    /// reader).
+    pub fn view(&self, now: OffsetDateTime) -> Value {
+        json!({
+            "id": self.id.to_string(),
+            "elicitation_id": self.elicitation.to_string(),
+            "tool": self.tool,
+            "scope": self.scope.label(),
+            "when": self.when,
+            "status": self.status_at(now),
+            "caller": {"subject": self.caller.subject_id(), "tenant": self.caller.tenant_id()},
+            "granted_by": self.granted_by,
+            "created_at": rfc3339(self.created_at),
+            "expires_at": rfc3339(self.expires_at),
+            "max_uses": self.max_uses,
+            "uses": self.uses,
+            "uses_left": self.uses_left(),
+            "revoked_at": self.revoked_at.map(rfc3339),
+            "revoked_by": self.revoked_by,
+        })
+    }
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+impl GrantRequest {
+    /// The grant this request makes on confirmation `elicitation` of `caller` (bound to
+    /// `call`), answered at `now` by `granter`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn into_grant(
+        self,
+        id: GrantId,
+        elicitation: ElicitationId,
+        caller: &Caller,
+        call: &crate::HeldCall,
+        granter: &Caller,
+        granted_by: Option<&str>,
+        now: OffsetDateTime,
+    ) -> Grant {
+        Grant {
+            id,
+            elicitation,
+            caller: caller.clone(),
+            tool: call.tool.clone(),
+            scope: self.scope,
+            digest: (self.scope == GrantScope::Call).then_some(call.digest),
+            when: match self.scope {
+                GrantScope::Tool => self.when,
+                GrantScope::Call => None,
+            },
+            definition: self.definition,
+            approval: call.approval.clone(),
+            granted_by: granted_by.map(elicitation_core::answered_by),
+            granter: granter.clone(),
+            created_at: now,
+            expires_at: now + self.lasts,
+            max_uses: self.max_uses,
+            uses: 0,
+            revoked_at: None,
+            revoked_by: None,
+        }
+    }
+}
+
+/// Whether a grant request goes with this answer: only an approval may carry one.
+pub(crate) fn check_with_answer(payload: &Value) -> Result<(), crate::StoreError> {
+    if payload.get("confirmed").and_then(Value::as_bool) == Some(true) {
+        Ok(())
+    } else {
+        Err(crate::StoreError::GrantRefused(
+            "a grant comes only with an approval ({\"confirmed\": true})".into(),
+        ))
+    }
+}
+
+/// Where standing grants live (both stores). Every operation is scoped: a grant is seen by
+/// its caller and by whoever made it; to anyone else it does not exist.
+#[async_trait::async_trait]
+pub trait GrantStore: Send + Sync + 'static {
+    /// Answers `caller`'s own confirmation `id` (as [`crate::ElicitationStore::respond_as`])
+    /// and, when the answer is recorded, makes `grant` on it in the same operation — or
+    /// neither. Only an approval carries a grant ([`crate::StoreError::GrantRefused`]).
+    async fn respond_granting(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(elicitation_core::RespondOutcome, Option<Grant>), crate::StoreError>;
+
+    /// Answers another caller's confirmation as `approver` (as
+    /// [`crate::ElicitationStore::approver_respond`]) and makes `grant` with it, or neither.
+    async fn approver_respond_granting(
+        &self,
+        approver: &crate::Approver,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: Option<&str>,
+        grant: GrantRequest,
+    ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), crate::StoreError>;
+
+    /// A confirmation `approver`'s groups answer, with its caller (`NotFound` otherwise).
+    async fn approver_get(
+        &self,
+        approver: &crate::Approver,
+        id: ElicitationId,
+    ) -> Result<(Caller, crate::StoredElicitation), crate::StoreError>;
+
+    /// The caller's live grants of `tool` (unexpired, unrevoked, not used up), oldest
+    /// first. Reading one authorises nothing: see [`Self::use_grant`].
+    async fn live_grants(
+        &self,
+        caller: &Caller,
+        tool: &str,
+    ) -> Result<Vec<Grant>, crate::StoreError>;
+
+    /// Uses the caller's grant `id` for one call of `tool`, in one step: counted if it is
+    /// live — of any number of concurrent uses, at most its remaining uses succeed — and the
+    /// forwarded call recorded with the grant's id. `None` when it is not (any more) live.
+    async fn use_grant(
+        &self,
+        caller: &Caller,
+        id: GrantId,
+        tool: &str,
+    ) -> Result<Option<Grant>, crate::StoreError>;
+
+    /// The grants `caller` holds and those it made for others (live and ended, not yet
+    /// erased), newest first; at most `limit`.
+    async fn grants(&self, caller: &Caller, limit: usize) -> Result<Vec<Grant>, crate::StoreError>;
+
+    /// Revokes grant `id`, held or made by `revoker` (`GrantNotFound` otherwise), on every
+    /// instance at once: the next use fails. A grant already ended is returned as it is.
+    async fn revoke_grant(
+        &self,
+        revoker: &Caller,
+        id: GrantId,
+        revoked_by: Option<&str>,
+    ) -> Result<Grant, crate::StoreError>;
+}
