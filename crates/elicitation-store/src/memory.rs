@@ -979,7 +979,7 @@ impl GrantStore for MemoryStore {
             .filter(|g| g.caller == *caller || g.granter == *caller)
             .cloned()
             .collect();
-        found.sort_by(|a, b| (b.created_at, b.id).cmp(&(a.created_at, a.id)));
+        found.sort_by_key(|g| std::cmp::Reverse((g.created_at, g.id)));
         found.truncate(limit.min(MAX_LIST_LIMIT));
         Ok(found)
     }

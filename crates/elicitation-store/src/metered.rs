@@ -344,91 +344,6 @@ impl AuditSink for Metered {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::sync::Mutex;
-
-    use super::*;
-    use crate::conformance::{Harness, Setup, conformance_tests, start_time};
-    use crate::{ManualClock, MemoryLimits, MemoryStore};
-
-    /// A meter that keeps what it was told.
-    #[derive(Default)]
-    struct Told {
-        operations: Mutex<Vec<&'static str>>,
-        created: Mutex<Vec<ElicitationType>>,
-        answered: Mutex<Vec<&'static str>>,
-    }
-
-    impl StoreMeter for Told {
-        fn operation(&self, op: &'static str, _: Duration, _: Option<&StoreError>) {
-            self.operations.lock().unwrap().push(op);
-        }
-        fn created(&self, kind: ElicitationType) {
-            self.created.lock().unwrap().push(kind);
-        }
-        fn answered(&self, outcome: &'static str, _: ElicitationId) {
-            self.answered.lock().unwrap().push(outcome);
-        }
-        fn expired(&self, _: usize) {}
-        fn erased(&self, _: usize) {}
-        fn pending(&self, _: u64) {}
-    }
-
-    fn metered(setup: Setup, told: Arc<Told>) -> Harness {
-        let clock = Arc::new(ManualClock::new(start_time()));
-        let limits = MemoryLimits {
-            max_pending_per_caller: setup.max_pending_per_caller,
-            ..MemoryLimits::default()
-        };
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
-        let store: Arc<dyn Store> = Arc::new(Metered::new(inner, told));
-        Harness {
-            twin: store.clone(),
-            store,
-            clock,
-        }
-    }
-
-    async fn make(setup: Setup) -> Harness {
-        metered(setup, Arc::default())
-    }
-
-    // The decorator is a store like the others: the whole suite runs through it.
-    conformance_tests!(make);
-
-    #[tokio::test]
-    async fn operations_are_timed_and_an_elicitations_life_is_counted_once() {
-        let told = Arc::new(Told::default());
-        let h = metered(Setup::default(), told.clone());
-        let alice = Caller::new("alice", None).unwrap();
-        let spec = ElicitationSpec::confirmation("Delete?").unwrap();
-        let e = h
-            .store
-            .create(&alice, spec, time::Duration::minutes(5))
-            .await
-            .unwrap();
-        h.store
-            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
-            .await
-            .unwrap();
-        // Answered again: the store records nothing new, and nothing is counted twice.
-        h.store
-            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
-            .await
-            .unwrap();
-        assert_eq!(
-            *told.created.lock().unwrap(),
-            [ElicitationType::Confirmation]
-        );
-        assert_eq!(*told.answered.lock().unwrap(), ["approved"]);
-        assert_eq!(
-            *told.operations.lock().unwrap(),
-            ["create", "respond", "respond"]
-        );
-    }
-}
-
 #[async_trait]
 impl GrantStore for Metered {
     async fn respond_granting(
@@ -514,5 +429,90 @@ impl GrantStore for Metered {
             self.inner.revoke_grant(revoker, id, revoked_by),
         )
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+    use crate::{ManualClock, MemoryLimits, MemoryStore};
+
+    /// A meter that keeps what it was told.
+    #[derive(Default)]
+    struct Told {
+        operations: Mutex<Vec<&'static str>>,
+        created: Mutex<Vec<ElicitationType>>,
+        answered: Mutex<Vec<&'static str>>,
+    }
+
+    impl StoreMeter for Told {
+        fn operation(&self, op: &'static str, _: Duration, _: Option<&StoreError>) {
+            self.operations.lock().unwrap().push(op);
+        }
+        fn created(&self, kind: ElicitationType) {
+            self.created.lock().unwrap().push(kind);
+        }
+        fn answered(&self, outcome: &'static str, _: ElicitationId) {
+            self.answered.lock().unwrap().push(outcome);
+        }
+        fn expired(&self, _: usize) {}
+        fn erased(&self, _: usize) {}
+        fn pending(&self, _: u64) {}
+    }
+
+    fn metered(setup: Setup, told: Arc<Told>) -> Harness {
+        let clock = Arc::new(ManualClock::new(start_time()));
+        let limits = MemoryLimits {
+            max_pending_per_caller: setup.max_pending_per_caller,
+            ..MemoryLimits::default()
+        };
+        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
+        let store: Arc<dyn Store> = Arc::new(Metered::new(inner, told));
+        Harness {
+            twin: store.clone(),
+            store,
+            clock,
+        }
+    }
+
+    async fn make(setup: Setup) -> Harness {
+        metered(setup, Arc::default())
+    }
+
+    // The decorator is a store like the others: the whole suite runs through it.
+    conformance_tests!(make);
+
+    #[tokio::test]
+    async fn operations_are_timed_and_an_elicitations_life_is_counted_once() {
+        let told = Arc::new(Told::default());
+        let h = metered(Setup::default(), told.clone());
+        let alice = Caller::new("alice", None).unwrap();
+        let spec = ElicitationSpec::confirmation("Delete?").unwrap();
+        let e = h
+            .store
+            .create(&alice, spec, time::Duration::minutes(5))
+            .await
+            .unwrap();
+        h.store
+            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
+            .await
+            .unwrap();
+        // Answered again: the store records nothing new, and nothing is counted twice.
+        h.store
+            .respond_as(&alice, e.id, serde_json::json!({"confirmed": true}), None)
+            .await
+            .unwrap();
+        assert_eq!(
+            *told.created.lock().unwrap(),
+            [ElicitationType::Confirmation]
+        );
+        assert_eq!(*told.answered.lock().unwrap(), ["approved"]);
+        assert_eq!(
+            *told.operations.lock().unwrap(),
+            ["create", "respond", "respond"]
+        );
     }
 }
