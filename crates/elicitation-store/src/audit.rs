@@ -220,24 +220,6 @@ pub(crate) fn emit(event: Event, caller: &Caller, id: ElicitationId, tool: Optio
     );
 }
 
-/// A grant's event (made, revoked, or `tool_call_forwarded` for a call it forwarded) as a
-/// structured tracing event: ids, the tool, the scope and uses; never the `when` or a digest.
-pub(crate) fn emit_grant(event: AuditEvent, grant: &crate::Grant) {
-    tracing::info!(
-        target: "audit",
-        event = event.label(),
-        subject = grant.caller.subject_id(),
-        tenant = grant.caller.tenant_id(),
-        elicitation_id = %grant.elicitation,
-        grant_id = %grant.id,
-        tool = grant.tool.as_str(),
-        scope = grant.scope.label(),
-        uses = grant.uses,
-        granted_by = grant.granted_by.as_deref(),
-        revoked_by = grant.revoked_by.as_deref(),
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

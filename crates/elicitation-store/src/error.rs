@@ -69,7 +69,7 @@ pub enum StoreError {
     #[error("grant {id} not found")]
     GrantNotFound {
         /// The id asked for.
-        id: crate::GrantId,
+        id: uuid::Uuid,
     },
     /// A grant asked for with an answer that cannot be made (said why, for the person).
     #[error("{0}")]

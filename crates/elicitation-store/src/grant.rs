@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
+use crate::audit::AuditEvent;
 use crate::{Approval, Caller};
 
 /// Most grants one caller holds at once in the memory store (live or not yet erased).
@@ -209,6 +210,24 @@ impl GrantRequest {
             revoked_by: None,
         }
     }
+}
+
+/// A grant's event (made, revoked, or `tool_call_forwarded` for a call it forwarded) as a
+/// structured tracing event: ids, the tool, the scope and uses; never the `when` or a digest.
+pub(crate) fn emit(event: AuditEvent, grant: &Grant) {
+    tracing::info!(
+        target: "audit",
+        event = event.label(),
+        subject = grant.caller.subject_id(),
+        tenant = grant.caller.tenant_id(),
+        elicitation_id = %grant.elicitation,
+        grant_id = %grant.id,
+        tool = grant.tool.as_str(),
+        scope = grant.scope.label(),
+        uses = grant.uses,
+        granted_by = grant.granted_by.as_deref(),
+        revoked_by = grant.revoked_by.as_deref(),
+    );
 }
 
 /// Whether a grant request goes with this answer: only an approval may carry one.

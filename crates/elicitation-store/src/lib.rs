@@ -23,6 +23,7 @@ mod seal;
 mod store;
 mod sweeper;
 mod wait;
+mod whole;
 
 #[cfg(test)]
 mod conformance;
@@ -43,7 +44,8 @@ pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, Approver, AuditSink, CallBinding, ConfirmationRequest,
     ElicitationStore, ErasedElicitation, ExpiredElicitation, Fleet, HeldCall, ListQuery, Listed,
-    MAX_BROADCAST_BYTES, MAX_LIST_LIMIT, MIN_TTL, Redeemed, SingleInstance, Store,
-    StoredElicitation, Unreadable,
+    MAX_BROADCAST_BYTES, MAX_LIST_LIMIT, MIN_TTL, Redeemed, SingleInstance, StoredElicitation,
+    Unreadable,
 };
 pub use sweeper::{SweepOptions, Swept, sweep, sweep_once};
+pub use whole::Store;

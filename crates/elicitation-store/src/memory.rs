@@ -485,7 +485,7 @@ impl MemoryStore {
                         now,
                     );
                     grants.insert(grant_id, made_now.clone());
-                    audit::emit_grant(AuditEvent::GrantCreated, &made_now);
+                    crate::grant::emit(AuditEvent::GrantCreated, &made_now);
                     made = Some(made_now);
                 }
             }
@@ -968,7 +968,7 @@ impl GrantStore for MemoryStore {
             return Ok(None);
         };
         grant.uses += 1;
-        audit::emit_grant(AuditEvent::ToolCallForwarded, grant);
+        crate::grant::emit(AuditEvent::ToolCallForwarded, grant);
         Ok(Some(grant.clone()))
     }
 
@@ -995,11 +995,11 @@ impl GrantStore for MemoryStore {
         let grant = grants
             .get_mut(&id)
             .filter(|g| g.caller == *revoker || g.granter == *revoker)
-            .ok_or(StoreError::GrantNotFound { id })?;
+            .ok_or(StoreError::GrantNotFound { id: *id.as_uuid() })?;
         if grant.is_live(now) {
             grant.revoked_at = Some(now);
             grant.revoked_by = revoked_by.map(elicitation_core::answered_by);
-            audit::emit_grant(AuditEvent::GrantRevoked, grant);
+            crate::grant::emit(AuditEvent::GrantRevoked, grant);
         }
         Ok(grant.clone())
     }

@@ -563,12 +563,6 @@ pub trait AuditSink: Send + Sync + 'static {
     ) -> Result<(), StoreError>;
 }
 
-/// A whole store: its elicitations, its fleet and its audit trail. The gateway is built on
-/// one; a test double implements only the part it fakes and is put in its place.
-pub trait Store: ElicitationStore + Fleet + AuditSink + crate::GrantStore {}
-
-impl<T: ElicitationStore + Fleet + AuditSink + crate::GrantStore> Store for T {}
-
 /// A new pending elicitation: the TTL checked, a UUID v7 id with random bits from `rng`.
 pub(crate) fn new_elicitation(
     rng: &SystemRandom,

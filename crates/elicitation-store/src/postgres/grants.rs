@@ -13,7 +13,7 @@ use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{PostgresStore, sql, tenant_param};
-use crate::audit::{self, AuditEvent};
+use crate::audit::AuditEvent;
 use crate::grant::{Grant, GrantId, GrantRequest, GrantStore};
 use crate::seal::{KeyRing, SealContext, Sealed};
 use crate::{
@@ -240,7 +240,7 @@ impl PostgresStore {
             revoked_at: None,
             revoked_by: None,
         };
-        audit::emit_grant(AuditEvent::GrantCreated, &grant);
+        crate::grant::emit(AuditEvent::GrantCreated, &grant);
         Ok(Some(Some(grant)))
     }
 
@@ -341,7 +341,7 @@ impl GrantStore for PostgresStore {
             return Ok(None);
         };
         let grant = decode(row, &self.keys)?;
-        audit::emit_grant(AuditEvent::ToolCallForwarded, &grant);
+        crate::grant::emit(AuditEvent::ToolCallForwarded, &grant);
         Ok(Some(grant))
     }
 
@@ -370,7 +370,9 @@ impl GrantStore for PostgresStore {
                 &[id.as_uuid(), &revoker.subject_id(), &tenant_param(revoker)],
             )
             .await?;
-        let row = rows.first().ok_or(StoreError::GrantNotFound { id })?;
+        let row = rows
+            .first()
+            .ok_or(StoreError::GrantNotFound { id: *id.as_uuid() })?;
         let read = decode(row, &self.keys)?;
         let owner = read.caller.clone();
         let now = self.now();
@@ -395,7 +397,7 @@ impl GrantStore for PostgresStore {
         match rows.first() {
             Some(row) => {
                 let grant = decode(row, &self.keys)?;
-                audit::emit_grant(AuditEvent::GrantRevoked, &grant);
+                crate::grant::emit(AuditEvent::GrantRevoked, &grant);
                 Ok(grant)
             }
             None => Ok(read),
