@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use elicitation_core::ElicitationId;
 use gating_core::{CallDigest, GrantScope};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use uuid::Uuid;
 
@@ -144,33 +144,6 @@ impl Grant {
             .min(self.expires_at)
             <= before
     }
-
-    /// The REST and page view (no argument digest: it is sealed at rest and of no use to a
-    /// reader).
-    pub fn view(&self, now: OffsetDateTime) -> Value {
-        json!({
-            "id": self.id.to_string(),
-            "elicitation_id": self.elicitation.to_string(),
-            "tool": self.tool,
-            "scope": self.scope.label(),
-            "when": self.when,
-            "status": self.status_at(now),
-            "caller": {"subject": self.caller.subject_id(), "tenant": self.caller.tenant_id()},
-            "granted_by": self.granted_by,
-            "created_at": rfc3339(self.created_at),
-            "expires_at": rfc3339(self.expires_at),
-            "max_uses": self.max_uses,
-            "uses": self.uses,
-            "uses_left": self.uses_left(),
-            "revoked_at": self.revoked_at.map(rfc3339),
-            "revoked_by": self.revoked_by,
-        })
-    }
-}
-
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
 }
 
 impl GrantRequest {
@@ -228,6 +201,11 @@ pub(crate) fn emit(event: AuditEvent, grant: &Grant) {
         granted_by = grant.granted_by.as_deref(),
         revoked_by = grant.revoked_by.as_deref(),
     );
+}
+
+/// The refusal of a grant on an elicitation that does not hold a tool call.
+pub(crate) fn not_a_held_call() -> crate::StoreError {
+    crate::StoreError::GrantRefused("only a confirmation of a tool call can carry a grant".into())
 }
 
 /// Whether a grant request goes with this answer: only an approval may carry one.

@@ -460,9 +460,7 @@ impl MemoryStore {
                     )));
                 }
                 if entry.call.is_none() {
-                    return Err(StoreError::GrantRefused(
-                        "only a confirmation of a tool call can carry a grant".into(),
-                    ));
+                    return Err(crate::grant::not_a_held_call());
                 }
             }
             let outcome = entry

@@ -151,9 +151,7 @@ impl PostgresStore {
     ) -> Result<Option<Option<Grant>>, StoreError> {
         let raw = self.select_one(caller, id).await?;
         let (Some(tool), Some(digest)) = (raw.tool(), raw.digest()) else {
-            return Err(StoreError::GrantRefused(
-                "only a confirmation of a tool call can carry a grant".into(),
-            ));
+            return Err(crate::grant::not_a_held_call());
         };
         let digest: [u8; 32] = digest
             .try_into()
