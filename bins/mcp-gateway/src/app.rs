@@ -508,6 +508,7 @@ async fn gateway_over(
     let gateway = Arc::new(
         Gateway::new(registry, store, policy(config)?, durable)
             .with_approvers(approvers)
+            .with_max_grant(config.gate.max_grant()?)
             .with_unbuilt_modules(unbuilt)
             .with_required_modules(
                 config

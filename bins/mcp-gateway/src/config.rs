@@ -747,6 +747,24 @@ pub(crate) struct GateConfig {
     /// How a client is asked natively: `auto`, `form`, `url` or `off`.
     #[serde(default)]
     pub(crate) native: mcp_http::ask::NativeMode,
+    /// The longest standing grant a person may make when approving a call.
+    #[serde(default = "default_max_grant", with = "duration")]
+    pub(crate) max_grant: Duration,
+}
+
+/// Longest `[gate] max_grant` an operator may configure.
+pub(crate) const MAX_MAX_GRANT: Duration = Duration::from_secs(30 * 86_400);
+
+impl GateConfig {
+    /// `max_grant`, checked: 1s to 30d.
+    pub(crate) fn max_grant(&self) -> Result<time::Duration> {
+        if self.max_grant < Duration::from_secs(1) || self.max_grant > MAX_MAX_GRANT {
+            bail!(
+                "[gate] max_grant must be 1s to 30d (it bounds how long a person's standing grant may last)"
+            );
+        }
+        Ok(time::Duration::try_from(self.max_grant).unwrap_or(time::Duration::DAY))
+    }
 }
 
 impl Default for GateConfig {
@@ -755,12 +773,17 @@ impl Default for GateConfig {
             default_ttl: default_ttl(),
             gate_open_world: false,
             native: mcp_http::ask::NativeMode::Auto,
+            max_grant: default_max_grant(),
         }
     }
 }
 
 fn default_ttl() -> Duration {
     Duration::from_secs(600)
+}
+
+fn default_max_grant() -> Duration {
+    Duration::from_secs(8 * 3600)
 }
 
 #[derive(Debug, Serialize, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -883,6 +906,13 @@ pub(crate) struct PolicyConfig {
     pub(crate) ttl: Option<Duration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) reason: Option<String>,
+    /// Whether a person approving a call this rule holds may grant later ones too.
+    #[serde(default = "yes")]
+    pub(crate) grants: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl PolicyConfig {
@@ -915,6 +945,9 @@ impl PolicyConfig {
                 );
             }
             rule = rule.reason(reason.trim());
+        }
+        if !self.grants {
+            rule = rule.without_grants();
         }
         Ok(rule)
     }
@@ -1360,6 +1393,7 @@ impl Config {
                 "[limits] module_queue_timeout must be more than 0 when module_concurrency is set"
             );
         }
+        self.gate.max_grant()?;
         for rule in &self.approvers {
             rule.resolve(&self.auth)?;
         }
@@ -1640,6 +1674,8 @@ mod tests {
                 "letters",
             ),
             ("[[policy]]\ntool = \"x\"\nttl = \"0s\"", "at least 1s"),
+            ("[gate]\nmax_grant = \"31d\"", "max_grant must be 1s to 30d"),
+            ("[gate]\nmax_grant = \"0s\"", "max_grant must be 1s to 30d"),
             (
                 "[[modules]]\nname = \"m\"\ntransport = \"demo\"\nprefix = \"a b\"",
                 "prefix",

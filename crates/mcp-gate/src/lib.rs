@@ -26,11 +26,11 @@ use std::time::Duration;
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{
     AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore, Fleet, GateRecord,
-    PolicyRef, Redeemed, RejectReason, Store, StoreError,
+    Grant, GrantId, GrantStore, PolicyRef, Redeemed, RejectReason, Store, StoreError,
 };
 use gating_core::{
     CallDigest, CallFacts, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode,
-    GatePolicy, HintSource, Listing,
+    GatePolicy, GrantScope, GrantTerms, HintSource, Listing, When,
 };
 use mcp_upstream::registry::{Registry, ToolEntry};
 use mcp_upstream::{ModuleError, Relay};
@@ -54,6 +54,8 @@ pub struct Gateway {
     fleet: Arc<dyn Fleet>,
     /// The store's audit trail of the gate's decisions.
     trail: Arc<dyn AuditSink>,
+    /// The store's standing grants.
+    grants: Arc<dyn GrantStore>,
     policy: GatePolicy,
     /// The policy's digest, recorded with each gate decision.
     policy_digest: String,
@@ -64,7 +66,12 @@ pub struct Gateway {
     required: Vec<String>,
     /// Configured modules that could not be started, with why.
     unbuilt: Vec<(String, String)>,
+    /// The longest standing grant a person may make (`[gate] max_grant`).
+    max_grant: time::Duration,
 }
+
+/// `[gate] max_grant` unless configured.
+pub const DEFAULT_MAX_GRANT: time::Duration = time::Duration::hours(8);
 
 /// `[[approvers]]`: confirmations of the tools a pattern matches are answered by a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +178,9 @@ pub struct GatedCall {
     pub policy: PolicyRef,
     /// How long its confirmation waits.
     pub ttl: time::Duration,
+    /// Whether the rule that gated it lets a standing grant cover it (`grants = false` does
+    /// not).
+    pub grants: bool,
 }
 
 /// What the gate makes of a call before anything is stored or forwarded.
@@ -205,9 +215,14 @@ impl Classified {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Audit {
     Held,
-    Forwarded { gated: bool, shadowed: bool },
+    Forwarded {
+        gated: bool,
+        shadowed: bool,
+    },
     Rejected(&'static str),
     Shadowed,
+    /// Forwarded under a standing grant (the store records the use, with the grant's id).
+    Granted(GrantId),
 }
 
 impl Gateway {
@@ -223,7 +238,8 @@ impl Gateway {
             registry,
             store: store.clone(),
             fleet: store.clone(),
-            trail: store,
+            trail: store.clone(),
+            grants: store,
             policy_digest: policy.digest(),
             policy,
             require_authenticated_caller,
@@ -232,7 +248,25 @@ impl Gateway {
             limits: Arc::default(),
             required: Vec::new(),
             unbuilt: Vec::new(),
+            max_grant: DEFAULT_MAX_GRANT,
         }
+    }
+
+    /// A person may grant later calls for at most `max` (`[gate] max_grant`).
+    #[must_use]
+    pub fn with_max_grant(mut self, max: time::Duration) -> Self {
+        self.max_grant = max;
+        self
+    }
+
+    /// The longest standing grant a person may make.
+    pub fn max_grant(&self) -> time::Duration {
+        self.max_grant
+    }
+
+    /// The store's standing grants (the REST API lists and revokes through them).
+    pub fn grants(&self) -> &Arc<dyn GrantStore> {
+        &self.grants
     }
 
     /// `/readyz` answers 503 while any of these modules is down.
@@ -624,6 +658,7 @@ impl Gateway {
                     message,
                     policy: policy(),
                     ttl: decided.ttl,
+                    grants: decided.grants,
                 }))
             }
         })
@@ -793,6 +828,12 @@ impl Gateway {
                     let outcome = match current.status {
                         // Not answered yet: the same confirmation again, no new elicitation.
                         ElicitationStatus::Pending => {
+                            // A grant made since covers the call: no need to wait.
+                            if let Some(granted) =
+                                self.granted(principal, call, relay, upstream).await
+                            {
+                                return granted;
+                            }
                             let held = GateRecord::Held;
                             self.record(principal, entry, held, Some(id), &call.policy)
                                 .await;
@@ -829,8 +870,102 @@ impl Gateway {
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
         }
-        // Not answered for this call, or answered but of no use any more: ask anew.
+        // Not answered for this call, or answered but of no use any more: a standing grant
+        // covers it, or a person is asked anew.
+        if let Some(granted) = self.granted(principal, call, relay, upstream).await {
+            return granted;
+        }
         self.hold_anew(principal, call).await
+    }
+
+    /// Forwards `call` under one of its caller's live grants that covers it, used now (one
+    /// use, in one store step); `None` when none does. A store failure fails closed.
+    async fn granted(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        relay: Option<Arc<dyn Relay>>,
+        upstream: &mut Duration,
+    ) -> Option<CallOutcome> {
+        if !call.grants {
+            return None;
+        }
+        let entry = &*call.entry;
+        let caller = &principal.caller;
+        let live = match timed(self.grants.live_grants(caller, &entry.qualified)).await {
+            Ok(live) => live,
+            Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+        };
+        if live.is_empty() {
+            return None;
+        }
+        let definition = definition_digest(entry);
+        let approval = self.approval_for(&entry.qualified, caller);
+        for grant in live {
+            if !self.covers(&grant, principal, call, &definition, approval.as_ref()) {
+                continue;
+            }
+            match timed(self.grants.use_grant(caller, grant.id, &entry.qualified)).await {
+                Ok(Some(used)) => {
+                    let event = (Audit::Granted(used.id), None);
+                    let params = call.params.clone();
+                    return Some(
+                        self.forward(principal, entry, params, event, relay, upstream)
+                            .await,
+                    );
+                }
+                // Used up or revoked since it was read: the next one, if any.
+                Ok(None) => {}
+                Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+            }
+        }
+        None
+    }
+
+    /// Whether `grant` covers `call` now: made against the tool's definition as it is listed
+    /// now and under the approver rule that answers the call now, and for this call (scope
+    /// `call`: the same argument digest; scope `tool`: its `when`, if any, holds). A `when`
+    /// that cannot be compiled or evaluated covers nothing.
+    fn covers(
+        &self,
+        grant: &Grant,
+        principal: &Principal,
+        call: &GatedCall,
+        definition: &str,
+        approval: Option<&elicitation_store::Approval>,
+    ) -> bool {
+        if grant.definition != definition || grant.approval.as_ref() != approval {
+            return false;
+        }
+        match grant.scope {
+            GrantScope::Call => grant.digest.as_ref() == Some(&call.binding.digest),
+            GrantScope::Tool => {
+                let Some(source) = &grant.when else {
+                    return true;
+                };
+                let groups: Vec<String> = principal.groups.iter().cloned().collect();
+                let facts = CallFacts {
+                    tool: &call.entry.qualified,
+                    module: &call.entry.module_name,
+                    args: &call.arguments,
+                    caller: principal.caller.subject_id(),
+                    groups: &groups,
+                    hints: hints(&call.entry).effective(),
+                };
+                match When::compile(source).map(|when| when.matches(&facts)) {
+                    Ok(Ok(true)) => true,
+                    Ok(Ok(false)) => false,
+                    Ok(Err(why)) => {
+                        tracing::debug!(grant_id = %grant.id, why = %why, "a grant's `when` could not be evaluated for a call; it does not cover it");
+                        false
+                    }
+                    Err(why) => {
+                        tracing::warn!(grant_id = %grant.id, why = %why, "a grant's `when` does not compile; it covers nothing");
+                        false
+                    }
+                }
+            }
+        }
     }
 
     /// Holds `call` on a new confirmation (its approver rule told in its message), or says
@@ -1028,6 +1163,7 @@ impl Gateway {
         });
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
+            Ok(_) if matches!(event, Audit::Granted(_)) => ("forwarded", "granted"),
             Ok(_) if matches!(event, Audit::Forwarded { shadowed: true, .. }) => ("shadowed", ""),
             Ok(_) => ("forwarded", ""),
             Err(ModuleError::Rpc { .. }) => ("module_error", "rpc_error"),
@@ -1108,6 +1244,120 @@ fn module_failure(what: &str, err: ModuleError) -> McpError {
     }
 }
 
+impl Gateway {
+    /// Approves confirmation `id` as `principal` (as [`answer`] does: as its caller, or as a
+    /// member of its approver group) and, in the same store operation, makes the standing
+    /// grant `grant` asks for (`{"scope", "for", "max_uses"?, "when"?}`), or neither.
+    /// Refused (`GrantRefused`, a 422 saying why) when the terms are malformed or longer
+    /// than `[gate] max_grant`, when the tool is not listed now, when the policy no longer
+    /// holds the call for a person or its rule says `grants = false`, and (by the store) on
+    /// anything but an approval of a held call. The store enforces who may answer: a
+    /// four-eyes or `must` rule's confirmation is granted only by someone who may answer it.
+    pub async fn answer_granting(
+        &self,
+        principal: &Principal,
+        id: ElicitationId,
+        payload: Value,
+        answered_by: &str,
+        grant: &Value,
+    ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), McpError> {
+        let refused = |why: String| McpError::Store(StoreError::GrantRefused(why));
+        let terms = GrantTerms::parse(grant, self.max_grant).map_err(refused)?;
+        // The held call, as its caller or as an approver may read it.
+        let (owner, held) = match (
+            self.store.get(&principal.caller, id).await,
+            principal.approver(),
+        ) {
+            (Ok(stored), _) => (principal.caller.clone(), stored),
+            (Err(StoreError::NotFound { .. }), Some(approver)) => {
+                self.grants.approver_get(&approver, id).await?
+            }
+            (Err(e), _) => return Err(e.into()),
+        };
+        let Some(call) = held.call else {
+            return Err(refused(
+                "only a confirmation of a tool call can carry a grant".into(),
+            ));
+        };
+        let entry = self.registry.find(&call.tool).await.ok_or_else(|| {
+            refused(format!(
+                "{} is not listed by any module now, so nothing can be granted for it",
+                call.tool
+            ))
+        })?;
+        // What the policy decides now for the call as held. The caller's groups are known
+        // only when the caller answers; an approver's grant is decided without them — the
+        // gate decides again, with them, at every call a grant would cover.
+        let groups: Vec<String> = if owner == principal.caller {
+            principal.groups.iter().cloned().collect()
+        } else {
+            Vec::new()
+        };
+        let decided = self.policy.decide(
+            &CallFacts {
+                tool: &entry.qualified,
+                module: &entry.module_name,
+                args: &call.arguments,
+                caller: owner.subject_id(),
+                groups: &groups,
+                hints: hints(&entry).effective(),
+            },
+            hints(&entry),
+        );
+        let rule = || match decided.rule {
+            Some(index) => format!("[[policy]] rule {index}"),
+            None => "the tool's hints".to_owned(),
+        };
+        match decided.decision {
+            GateDecision::Confirm(_) if decided.grants => {}
+            GateDecision::Confirm(_) => {
+                return Err(refused(format!(
+                    "{} holds {} for a person at every call (`grants = false`); approve without a grant",
+                    rule(),
+                    entry.qualified
+                )));
+            }
+            _ => {
+                return Err(refused(format!(
+                    "the policy no longer holds this call of {} for a person ({} decides it), so there is nothing to grant",
+                    entry.qualified,
+                    rule()
+                )));
+            }
+        }
+        let request = elicitation_store::GrantRequest {
+            scope: terms.scope,
+            when: terms.when.as_ref().map(|w| w.source().to_owned()),
+            lasts: terms.lasts,
+            max_uses: terms.max_uses,
+            definition: definition_digest(&entry),
+        };
+        let own = self
+            .grants
+            .respond_granting(
+                &principal.caller,
+                id,
+                payload.clone(),
+                Some(answered_by),
+                request.clone(),
+            )
+            .await;
+        match (own, principal.approver()) {
+            (
+                Err(StoreError::NotFound { .. } | StoreError::ApproverRequired { .. }),
+                Some(approver),
+            ) => Ok(self
+                .grants
+                .approver_respond_granting(&approver, id, payload, Some(answered_by), request)
+                .await?),
+            (own, _) => {
+                let (outcome, grant) = own?;
+                Ok((principal.caller.clone(), outcome, grant))
+            }
+        }
+    }
+}
+
 /// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
 /// confirmation, or one its caller may not answer — as a member of its approver group (the
 /// store holds the rule: group, four eyes). Returns whose elicitation it is, and the outcome.
@@ -1130,6 +1380,12 @@ pub async fn answer(
             .await?),
         (own, _) => Ok((principal.caller.clone(), own?)),
     }
+}
+
+/// The digest of a tool's definition as its module lists it: a grant made against one
+/// definition covers no call after the definition changed.
+pub fn definition_digest(entry: &ToolEntry) -> String {
+    CallDigest::of(&entry.tool).to_string()
 }
 
 fn hints(entry: &ToolEntry) -> HintSource<'_> {
@@ -1187,6 +1443,8 @@ impl Gateway {
                     .tool_call(&entry.module_name, &entry.qualified, "rejected", reason)
             }
             Audit::Forwarded { .. } | Audit::Shadowed => {}
+            // The store recorded the use (with the grant's id) as it counted it.
+            Audit::Granted(_) => return,
         }
         audit(principal, entry, event, elicitation);
     }
@@ -1216,6 +1474,7 @@ fn audit(
         Audit::Rejected(reason) => {
             tracing::info!(target: "audit", event = "tool_call_rejected", subject, tenant, tool = %entry.qualified, reason, elicitation_id)
         }
+        Audit::Granted(_) => {}
     }
 }
 

@@ -44,3 +44,33 @@ fn time(t: Option<time::OffsetDateTime>) -> Value {
     t.and_then(|t| t.format(&Rfc3339).ok())
         .map_or(Value::Null, Value::String)
 }
+
+/// The API's view of a standing grant (shared by the API and the approvals page): whose
+/// calls it covers, which, for how long and how many, and who made it. Never the argument
+/// digest (it is sealed with the arguments).
+pub fn grant_view(grant: &elicitation_store::Grant, now: time::OffsetDateTime) -> Value {
+    let mut out = json!({
+        "id": grant.id.to_string(),
+        "elicitation_id": grant.elicitation,
+        "for": {"subject": grant.caller.subject_id(), "tenant": grant.caller.tenant_id()},
+        "tool": grant.tool,
+        "scope": grant.scope.label(),
+        "when": grant.when,
+        "status": grant.status_at(now),
+        "uses": grant.uses,
+        "max_uses": grant.max_uses,
+        "uses_left": grant.uses_left(),
+        "created_at": time(Some(grant.created_at)),
+        "expires_at": time(Some(grant.expires_at)),
+        "granted_by": grant.granted_by,
+        "revoked_at": time(grant.revoked_at),
+        "revoked_by": grant.revoked_by,
+    });
+    if let (Some(approval), Some(map)) = (&grant.approval, out.as_object_mut()) {
+        map.insert(
+            "approval".into(),
+            json!({"group": approval.group, "mode": approval.mode.label()}),
+        );
+    }
+    out
+}

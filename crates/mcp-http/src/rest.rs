@@ -2,8 +2,11 @@
 //!
 //! - `GET  /v1/mcp/elicitations[?status=pending|responded|…|all][&limit=N]`
 //! - `GET  /v1/mcp/elicitations/{id}`
-//! - `POST /v1/mcp/elicitations/{id}/respond` (body: the response payload)
+//! - `POST /v1/mcp/elicitations/{id}/respond` (body: the response payload; an approval may
+//!   carry a standing `grant`)
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
+//! - `GET  /v1/mcp/grants[?limit=N]`: the caller's standing grants and those it made
+//! - `DELETE /v1/mcp/grants/{id}`: revokes one, on every instance at once
 //!
 //! Everything is the caller's own: another caller's elicitation is 404, never 403. Errors are
 //! RFC 9457 problem details, built by [`HttpError::problem`](mcp_http_kit::error::HttpError::problem).
@@ -17,10 +20,12 @@ use serde_json::{Value, json};
 use mcp_auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
 use mcp_http_kit::error::McpError;
-use mcp_http_kit::views::view;
+use mcp_http_kit::views::{grant_view, view};
 
 /// The path prefix of the API.
 pub const PREFIX: &str = "/v1/mcp/elicitations";
+/// The path prefix of the standing grants.
+pub const GRANTS_PREFIX: &str = "/v1/mcp/grants";
 /// Default and largest page of a listing.
 const DEFAULT_LIMIT: usize = 100;
 
@@ -107,12 +112,24 @@ pub async fn handle(
         (&http::Method::POST, [id, "respond"]) => {
             principal.require(SCOPE_RESPOND)?;
             let id = parse_id(id)?;
-            let payload: Value = serde_json::from_slice(request.body).map_err(|e| {
+            let mut payload: Value = serde_json::from_slice(request.body).map_err(|e| {
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
+            // A standing grant rides with the approval; the recorded answer is without it.
+            let grant = payload.as_object_mut().and_then(|o| o.remove("grant"));
             let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
-            let (owner, outcome) =
-                mcp_gate::answer(store.as_ref(), principal, id, payload, &by).await?;
+            let (owner, outcome, made) = match &grant {
+                None => {
+                    let (owner, outcome) =
+                        mcp_gate::answer(store.as_ref(), principal, id, payload, &by).await?;
+                    (owner, outcome, None)
+                }
+                Some(grant) => {
+                    gateway
+                        .answer_granting(principal, id, payload, &by, grant)
+                        .await?
+                }
+            };
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",
                 RespondOutcome::AlreadyRecorded => "already_recorded",
@@ -134,10 +151,13 @@ pub async fn handle(
             };
             // The answer is committed: a row that cannot be shown does not undo that.
             let shown = read_view(store.get(&owner, id).await, id)?;
-            Ok((
-                http::StatusCode::OK,
-                json!({"outcome": label, "elicitation": shown}),
-            ))
+            let mut body = json!({"outcome": label, "elicitation": shown});
+            if grant.is_some() {
+                // `null`: the answer was recorded before, and nothing was granted now.
+                let now = time::OffsetDateTime::now_utc();
+                body["grant"] = made.map_or(Value::Null, |g| grant_view(&g, now));
+            }
+            Ok((http::StatusCode::OK, body))
         }
         (&http::Method::POST, [id, "cancel"]) => {
             principal.require(SCOPE_RESPOND)?;
@@ -152,6 +172,59 @@ pub async fn handle(
         (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
         _ => Err(McpError::NotFound),
     }
+}
+
+/// Serves one request under [`GRANTS_PREFIX`] (`rest` is the path after it): the
+/// caller's standing grants, and revoking one. Scope `elicitations:respond`.
+pub async fn grants(
+    gateway: &Gateway,
+    principal: &Principal,
+    request: RestRequest<'_>,
+) -> Result<(http::StatusCode, Value), McpError> {
+    let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
+    principal.require(SCOPE_RESPOND)?;
+    let store = gateway.grants();
+    let now = time::OffsetDateTime::now_utc();
+    match (request.method, segments.as_slice()) {
+        (&http::Method::GET, []) => {
+            let limit = grants_limit(request.query)?;
+            let found = store.grants(&principal.caller, limit).await?;
+            let items: Vec<Value> = found.iter().map(|g| grant_view(g, now)).collect();
+            Ok((http::StatusCode::OK, json!({"grants": items})))
+        }
+        (&http::Method::DELETE, [id]) => {
+            let id: elicitation_store::GrantId = id.parse().map_err(|_| McpError::NotFound)?;
+            let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
+            let revoked = store.revoke_grant(&principal.caller, id, Some(&by)).await?;
+            Ok((http::StatusCode::OK, grant_view(&revoked, now)))
+        }
+        (_, [] | [_]) => Err(McpError::MethodNotAllowed),
+        _ => Err(McpError::NotFound),
+    }
+}
+
+/// `?limit=N` of the grants listing.
+fn grants_limit(query: Option<&str>) -> Result<usize, McpError> {
+    let mut limit = DEFAULT_LIMIT;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if key != "limit" {
+            return Err(McpError::BadBody(format!(
+                "unknown query parameter {key:?}"
+            )));
+        }
+        limit = value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=elicitation_store::MAX_LIST_LIMIT).contains(n))
+            .ok_or_else(|| {
+                McpError::BadBody(format!(
+                    "limit must be 1 to {}",
+                    elicitation_store::MAX_LIST_LIMIT
+                ))
+            })?;
+    }
+    Ok(limit)
 }
 
 /// Longest long poll.

@@ -742,7 +742,13 @@ impl McpService {
     {
         let (parts, body) = request.into_parts();
         let path = parts.uri.path().to_owned();
-        let is_rest = path == rest::PREFIX || path.starts_with(&format!("{}/", rest::PREFIX));
+        let under = |prefix: &str| {
+            path == prefix
+                || path
+                    .strip_prefix(prefix)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        };
+        let is_rest = under(rest::PREFIX) || under(rest::GRANTS_PREFIX);
         // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
         // are `application/problem+json`.
         let is_api = path.starts_with("/v1/");
@@ -861,6 +867,18 @@ impl McpService {
         principal: &Principal,
         bytes: &[u8],
     ) -> Response<Body> {
+        if let Some(rest) = path.strip_prefix(rest::GRANTS_PREFIX) {
+            let request = rest::RestRequest {
+                method: &parts.method,
+                rest,
+                query: parts.uri.query(),
+                body: bytes,
+            };
+            return match rest::grants(&snap.gateway, principal, request).await {
+                Ok((status, body)) => response::json(status, &body),
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         let request = rest::RestRequest {
             method: &parts.method,
             rest: &path[rest::PREFIX.len()..],

@@ -30,6 +30,8 @@ use time::{Duration, OffsetDateTime};
 
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
+/// Another caller, bob, with both scopes.
+const BOB: &str = "bob-token";
 
 /// How a [`FaultyStore`] misbehaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -273,6 +275,13 @@ async fn harness_over(
             scopes: vec![SCOPE_RESPOND.into()],
             groups: Vec::new(),
         },
+        TokenGrant {
+            subject: "bob".into(),
+            tenant: None,
+            token_sha256: token_sha256(BOB),
+            scopes: vec![SCOPE_TOOLS_CALL.into(), SCOPE_RESPOND.into()],
+            groups: Vec::new(),
+        },
     ])
     .unwrap();
     Harness {
@@ -284,6 +293,38 @@ async fn harness_over(
 
 /// A modern (stateless) JSON-RPC exchange; the status and the whole body.
 async fn rpc(h: &Harness, method: &str, params: Value) -> (StatusCode, Value) {
+    rpc_as(h, AGENT, method, params).await
+}
+
+/// A REST request with `token`: the status and the body as JSON (`null` when empty).
+async fn rest(
+    h: &Harness,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::from(
+            body.map(|b| serde_json::to_vec(&b).unwrap())
+                .unwrap_or_default(),
+        )))
+        .unwrap();
+    let response = h.service.handle(request).await;
+    let status = response.status();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+/// A modern exchange with `token`.
+async fn rpc_as(h: &Harness, token: &str, method: &str, params: Value) -> (StatusCode, Value) {
     let mut params = params;
     params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2026-07-28");
     params["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({});
@@ -291,7 +332,7 @@ async fn rpc(h: &Harness, method: &str, params: Value) -> (StatusCode, Value) {
         .method("POST")
         .uri("/mcp")
         .header("host", "127.0.0.1")
-        .header("authorization", format!("Bearer {AGENT}"))
+        .header("authorization", format!("Bearer {token}"))
         .header("content-type", "application/json")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", method);
@@ -896,4 +937,382 @@ async fn a_declines_note_reaches_the_agent() {
         .elicitation;
     assert_eq!(stored.response, Some(json!({"confirmed": false})));
     assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
+}
+
+/// The grant a respond answer made.
+fn made_grant(body: &Value) -> Value {
+    assert_eq!(body["outcome"], "recorded", "{body}");
+    assert!(body["grant"].is_object(), "{body}");
+    body["grant"].clone()
+}
+
+/// Calls counted with `outcome` and `reason` for test__delete.
+fn delete_calls(h: &Harness, outcome: &str, reason: &str) -> u64 {
+    h.service
+        .metrics_text()
+        .lines()
+        .find(|l| {
+            l.starts_with("mcp_gateway_tool_calls_total{")
+                && l.contains("tool=\"test__delete\"")
+                && l.contains(&format!("outcome=\"{outcome}\""))
+                && l.contains(&format!("reason=\"{reason}\""))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// A person approves once and grants the tool for two more calls: the approved call uses
+/// its confirmation as before, the next two run without anyone asked (counted `granted`),
+/// and the third is held again. The recorded answer stays exactly `{"confirmed": true}`.
+async fn a_grant_runs_its_uses_and_then_holds(store: Arc<dyn Store>) {
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    let id = held_id(&call(&h, "test__delete", json!({"path": "/a"}), None).await);
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        Some(json!({"confirmed": true, "grant": {"scope": "tool", "for": "30m", "max_uses": 2}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let grant = made_grant(&body);
+    assert_eq!(grant["scope"], "tool", "{grant}");
+    assert_eq!(grant["tool"], "test__delete", "{grant}");
+    assert_eq!(grant["uses_left"], 2, "{grant}");
+    assert_eq!(grant["status"], "live", "{grant}");
+    assert_eq!(grant["for"]["subject"], "alice", "{grant}");
+    assert_eq!(body["elicitation"]["response"], json!({"confirmed": true}));
+    let stored = store
+        .get(&Caller::new("alice", None).unwrap(), id.parse().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.elicitation.response,
+        Some(json!({"confirmed": true}))
+    );
+
+    // The approved call itself redeems its confirmation, not a use of the grant.
+    let approved = call(&h, "test__delete", json!({"path": "/a"}), Some(&id)).await;
+    assert_eq!(approved["content"][0]["text"], "deleted", "{approved}");
+    for path in ["/b", "/c"] {
+        let granted = call(&h, "test__delete", json!({"path": path}), None).await;
+        assert_eq!(granted["content"][0]["text"], "deleted", "{granted}");
+    }
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 3);
+    held_id(&call(&h, "test__delete", json!({"path": "/d"}), None).await);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 3, "the third is held");
+    assert_eq!(delete_calls(&h, "forwarded", "granted"), 2);
+    assert_eq!(delete_calls(&h, "forwarded", "confirmed"), 1);
+
+    let (status, listed) = rest(&h, HUMAN, "GET", "/v1/mcp/grants", None).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    let grants = listed["grants"].as_array().unwrap();
+    assert_eq!(grants.len(), 1, "{listed}");
+    assert_eq!(grants[0]["id"], grant["id"]);
+    assert_eq!(grants[0]["uses"], 2, "{listed}");
+    assert_eq!(grants[0]["status"], "used_up", "{listed}");
+    // Bob sees none of alice's grants, and a token without the respond scope lists none.
+    let (_, theirs) = rest(&h, BOB, "GET", "/v1/mcp/grants", None).await;
+    assert_eq!(theirs["grants"], json!([]), "{theirs}");
+    let (status, _) = rest(&h, AGENT, "GET", "/v1/mcp/grants", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_lets_the_next_calls_run_without_asking_and_the_one_after_is_held() {
+    a_grant_runs_its_uses_and_then_holds(Arc::new(MemoryStore::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_lets_the_next_calls_run_without_asking_and_the_one_after_is_held_on_postgres() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    a_grant_runs_its_uses_and_then_holds(postgres_store(&db).await).await;
+}
+
+async fn postgres_store(db: &elicitation_store::test_support::TestDb) -> Arc<PostgresStore> {
+    let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
+    options.config = db.writer.clone();
+    options.pool_size = 2;
+    Arc::new(PostgresStore::connect(options).await.unwrap())
+}
+
+/// Approves the pending confirmation of `arguments` with `grant`, returning the grant.
+async fn grant_on(h: &Harness, arguments: Value, grant: Value) -> Value {
+    let id = held_id(&call(h, "test__delete", arguments.clone(), None).await);
+    let (status, body) = rest(
+        h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        Some(json!({"confirmed": true, "grant": grant})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let made = made_grant(&body);
+    let done = call(h, "test__delete", arguments, Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    made
+}
+
+/// A `call` grant covers the same arguments only; a `tool` grant's `when` narrows it, and a
+/// `when` that cannot be evaluated for a call (no `path`) covers nothing. No grant covers
+/// another caller's calls, and no one else can revoke it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_covers_only_what_it_names_and_only_its_callers_calls() {
+    let h = harness(Arc::new(MemoryStore::default()), GatePolicy::default()).await;
+    grant_on(
+        &h,
+        json!({"path": "/srv/x"}),
+        json!({"scope": "call", "for": "1h"}),
+    )
+    .await;
+    let same = call(&h, "test__delete", json!({"path": "/srv/x"}), None).await;
+    assert_eq!(same["content"][0]["text"], "deleted", "{same}");
+    held_id(&call(&h, "test__delete", json!({"path": "/srv/y"}), None).await);
+    // Bob's identical call is his own question.
+    let (_, bobs) = rpc_as(
+        &h,
+        BOB,
+        "tools/call",
+        json!({"name": "test__delete", "arguments": {"path": "/srv/x"}}),
+    )
+    .await;
+    held_id(&bobs["result"]);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 2);
+
+    let tool = grant_on(
+        &h,
+        json!({"path": "/tmp/first"}),
+        json!({"scope": "tool", "for": "1h", "when": "args.path.startsWith('/tmp/')"}),
+    )
+    .await;
+    let scratch = call(&h, "test__delete", json!({"path": "/tmp/other"}), None).await;
+    assert_eq!(scratch["content"][0]["text"], "deleted", "{scratch}");
+    held_id(&call(&h, "test__delete", json!({"path": "/etc/passwd"}), None).await);
+    held_id(&call(&h, "test__delete", json!({"bucket": "prod"}), None).await);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 4);
+
+    // Bob can neither revoke alice's grant nor tell it exists.
+    let grant_path = format!("/v1/mcp/grants/{}", tool["id"].as_str().unwrap());
+    let (status, body) = rest(&h, BOB, "DELETE", &grant_path, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = rest(&h, HUMAN, "DELETE", &grant_path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "revoked", "{body}");
+    held_id(&call(&h, "test__delete", json!({"path": "/tmp/again"}), None).await);
+    assert_eq!(h.deletes.load(Ordering::SeqCst), 4, "revoked: held");
+    let (status, _) = rest(&h, HUMAN, "DELETE", "/v1/mcp/grants/not-an-id", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, _) = rest(&h, HUMAN, "PUT", &grant_path, None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+}
+
+/// Every way to ask for a grant that must not be honoured is a 422 saying why, and nothing
+/// is recorded: the confirmation stays pending, to be answered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_is_refused_with_why_and_the_confirmation_stays_pending() {
+    let store = Arc::new(MemoryStore::default());
+    let strict = GatePolicy::default()
+        .with_rule(PolicyRule::new("test__wipe", GateMode::Confirm).without_grants());
+    let h = harness(store.clone(), strict).await;
+    let id = held_id(&call(&h, "test__delete", json!({"path": "/a"}), None).await);
+    let wipe = held_id(&call(&h, "test__wipe", json!({}), None).await);
+    let respond = |id: &str, body: Value| {
+        let path = format!("/v1/mcp/elicitations/{id}/respond");
+        let h = &h;
+        async move { rest(h, HUMAN, "POST", &path, Some(body)).await }
+    };
+    for (target, body, says) in [
+        (
+            &wipe,
+            json!({"confirmed": true, "grant": {"scope": "tool", "for": "1h"}}),
+            "grants = false",
+        ),
+        (
+            &id,
+            json!({"confirmed": false, "grant": {"scope": "tool", "for": "1h"}}),
+            "approval",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": {"scope": "tool", "for": "9h"}}),
+            "8h",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": {"scope": "call", "for": "1h", "when": "true"}}),
+            "when",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": {"scope": "tool", "for": "1h", "extend": true}}),
+            "extend",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": {"scope": "everything", "for": "1h"}}),
+            "scope",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": {"scope": "tool", "for": "1h", "max_uses": 0}}),
+            "max_uses",
+        ),
+        (
+            &id,
+            json!({"confirmed": true, "grant": "forever"}),
+            "object",
+        ),
+    ] {
+        let (status, problem) = respond(target, body.clone()).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {problem}"
+        );
+        assert!(
+            problem.to_string().contains(says),
+            "{body}: says {says:?}: {problem}"
+        );
+    }
+    let caller = Caller::new("alice", None).unwrap();
+    for held in [&id, &wipe] {
+        let stored = store.get(&caller, held.parse().unwrap()).await.unwrap();
+        assert_eq!(stored.elicitation.response, None, "nothing recorded");
+    }
+    let (_, listed) = rest(&h, HUMAN, "GET", "/v1/mcp/grants", None).await;
+    assert_eq!(listed["grants"], json!([]), "{listed}");
+    // The question can still be answered, plainly.
+    approve(&h, &wipe).await;
+}
+
+/// A grant never outranks the policy in force at the call: a rule that now denies the tool
+/// denies it, and one that now says `grants = false` holds it, grant or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_never_overrides_deny_or_a_rule_that_takes_grants_away() {
+    let store = Arc::new(MemoryStore::default());
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    grant_on(
+        &h,
+        json!({"path": "/a"}),
+        json!({"scope": "tool", "for": "1h"}),
+    )
+    .await;
+    let deny = GatePolicy::default().with_rule(PolicyRule::new("test__delete", GateMode::Deny));
+    let denied = harness(store.clone(), deny).await;
+    let refused = call(&denied, "test__delete", json!({"path": "/b"}), None).await;
+    assert_eq!(
+        refused["structuredContent"]["policy_denied"], true,
+        "{refused}"
+    );
+    let strict = GatePolicy::default()
+        .with_rule(PolicyRule::new("test__delete", GateMode::Confirm).without_grants());
+    let strict = harness(store.clone(), strict).await;
+    held_id(&call(&strict, "test__delete", json!({"path": "/b"}), None).await);
+    assert_eq!(denied.deletes.load(Ordering::SeqCst), 0);
+    assert_eq!(strict.deletes.load(Ordering::SeqCst), 0);
+    // And under the policy it was made in, it still runs.
+    let runs = call(&h, "test__delete", json!({"path": "/b"}), None).await;
+    assert_eq!(runs["content"][0]["text"], "deleted", "{runs}");
+}
+
+/// Two instances over one PostgreSQL: a grant revoked through one holds the next call on the
+/// other at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_revoked_on_one_instance_holds_the_next_call_on_another() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let one = harness(postgres_store(&db).await, GatePolicy::default()).await;
+    let two = harness(postgres_store(&db).await, GatePolicy::default()).await;
+    let grant = grant_on(
+        &one,
+        json!({"path": "/a"}),
+        json!({"scope": "tool", "for": "1h"}),
+    )
+    .await;
+    let other = call(&two, "test__delete", json!({"path": "/b"}), None).await;
+    assert_eq!(other["content"][0]["text"], "deleted", "{other}");
+    let path = format!("/v1/mcp/grants/{}", grant["id"].as_str().unwrap());
+    let (status, body) = rest(&one, HUMAN, "DELETE", &path, None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "revoked", "{body}");
+    assert!(
+        body["revoked_by"]
+            .as_str()
+            .is_some_and(|by| by.contains("alice")),
+        "{body}"
+    );
+    held_id(&call(&two, "test__delete", json!({"path": "/c"}), None).await);
+    assert_eq!(two.deletes.load(Ordering::SeqCst), 1);
+    let admin = db.admin().await;
+    let forwarded: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE event = 'tool_call_forwarded' AND detail->>'grant' = $1",
+            &[&grant["id"].as_str().unwrap()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        forwarded, 1,
+        "the granted call is audited with the grant's id"
+    );
+}
+
+/// A grant is bound to the tool's definition as it was listed when the person granted it:
+/// once the module lists the tool differently (a new description, say), the grant covers
+/// none of its calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_covers_no_call_once_the_tools_definition_changed() {
+    let store = Arc::new(MemoryStore::default());
+    let h = harness(store.clone(), GatePolicy::default()).await;
+    grant_on(
+        &h,
+        json!({"path": "/a"}),
+        json!({"scope": "tool", "for": "1h"}),
+    )
+    .await;
+    let deletes = Arc::new(AtomicUsize::new(0));
+    let counted = deletes.clone();
+    let changed = InProcessModule::new(
+        "test",
+        vec![InProcessTool::new(
+            json!({"name": "delete", "description": "Also reads ~/.ssh first.",
+                   "inputSchema": {"type": "object"},
+                   "annotations": {"readOnlyHint": false, "destructiveHint": true}}),
+            move |_| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(text_result("deleted", false))
+            },
+        )],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(changed),
+    }])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(registry, store, GatePolicy::default(), false));
+    let auth = Auth::tokens(vec![TokenGrant {
+        subject: "alice".into(),
+        tenant: None,
+        token_sha256: token_sha256(AGENT),
+        scopes: vec![SCOPE_TOOLS_CALL.into()],
+        groups: Vec::new(),
+    }])
+    .unwrap();
+    let after = Harness {
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        deletes: deletes.clone(),
+        reads: Arc::new(AtomicUsize::new(0)),
+    };
+    held_id(&call(&after, "test__delete", json!({"path": "/b"}), None).await);
+    assert_eq!(deletes.load(Ordering::SeqCst), 0);
+    // The definition it was made against still gets it.
+    let runs = call(&h, "test__delete", json!({"path": "/b"}), None).await;
+    assert_eq!(runs["content"][0]["text"], "deleted", "{runs}");
 }
