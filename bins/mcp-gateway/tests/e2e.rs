@@ -3584,3 +3584,83 @@ gate = "shadow"
     );
     gateway.stop().await;
 }
+
+/// A person approves one write to the real filesystem server and grants the tool for three
+/// more under the scratch directory: the next three writes run with nobody asked, the fourth
+/// is held; a grant longer than `[gate] max_grant` is refused with why. (A 2025-era session;
+/// the gate suite runs the same over 2026-07-28.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_for_write_file_lets_the_next_writes_run_and_holds_the_one_after() {
+    let scene = Scene::new("grants", "[store]\nkind = \"memory\"");
+    let scratch = scene.file("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    module_user_owns(&scratch);
+    let config = std::fs::read_to_string(&scene.config).unwrap() + "\n[gate]\nmax_grant = \"1h\"\n";
+    write_secret(&scene.config, &config);
+    let gateway = Gateway::start(&scene.config).await;
+    let mut s = Session::open(&gateway).await;
+    let auth = format!("Bearer {HUMAN}");
+    let write = |n: usize| json!({"path": scratch.join(format!("{n}.txt")), "content": format!("write {n}")});
+
+    let id = held_id(&s.call("fs__write_file", write(0), None).await);
+    let respond = format!("{}/v1/mcp/elicitations/{id}/respond", gateway.base);
+    let within = format!(
+        "has(args.path) && args.path.startsWith('{}/')",
+        scratch.display()
+    );
+    let (status, _, problem) = http(
+        "POST",
+        &respond,
+        &[("authorization", &auth)],
+        Some(&json!({"confirmed": true, "grant": {"scope": "tool", "for": "2h", "when": within}})),
+    )
+    .await;
+    assert_eq!(status, 422, "{problem}");
+    assert!(
+        problem.to_string().contains("1h"),
+        "says the most: {problem}"
+    );
+    let (status, _, body) = http(
+        "POST",
+        &respond,
+        &[("authorization", &auth)],
+        Some(&json!({"confirmed": true, "grant": {"scope": "tool", "for": "30m", "max_uses": 3, "when": within}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["grant"]["uses_left"], 3, "{body}");
+    let done = s.call("fs__write_file", write(0), Some(&id)).await;
+    assert!(text(&done).starts_with("Successfully wrote"), "{done}");
+    for n in 1..=3 {
+        let done = s.call("fs__write_file", write(n), None).await;
+        assert!(text(&done).starts_with("Successfully wrote"), "{n}: {done}");
+        assert_eq!(
+            std::fs::read_to_string(scratch.join(format!("{n}.txt"))).unwrap(),
+            format!("write {n}")
+        );
+    }
+    held_id(&s.call("fs__write_file", write(4), None).await);
+    assert!(!scratch.join("4.txt").exists(), "the fourth is held");
+    // Outside what the `when` names, the grant never applied.
+    let outside = scene.file("outside.txt");
+    held_id(
+        &s.call(
+            "fs__write_file",
+            json!({"path": outside, "content": "x"}),
+            None,
+        )
+        .await,
+    );
+    assert!(!outside.exists());
+    let (status, _, listed) = http(
+        "GET",
+        &format!("{}/v1/mcp/grants", gateway.base),
+        &[("authorization", &auth)],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["grants"][0]["status"], "used_up", "{listed}");
+    assert_eq!(listed["grants"][0]["uses"], 3, "{listed}");
+    gateway.stop().await;
+}
