@@ -1935,6 +1935,53 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
         "the note typed next to Decline reaches the agent: {seen}"
     );
     assert!(!scene.file("declined.txt").exists());
+    // The page updated in place: what was being typed, and where, survived an arrival.
+    assert_eq!(seen["note_kept"], "half a tho", "{seen}");
+    assert_eq!(seen["focus_kept"], true, "{seen}");
+    assert_eq!(
+        seen["typing_declined"]["structuredContent"]["note"], "half a thought",
+        "{seen}"
+    );
+    // Approve and allow the tool for two calls: they run, the third is held.
+    assert_ne!(seen["granted_approved_call"]["isError"], true, "{seen}");
+    for n in 1..=2 {
+        assert_eq!(
+            std::fs::read_to_string(scene.file(&format!("granted-{n}.txt"))).unwrap(),
+            format!("granted {n}"),
+            "{seen}"
+        );
+    }
+    assert_eq!(
+        seen["after_grant"]["structuredContent"]["elicitation_required"], true,
+        "{seen}"
+    );
+    // Approve and allow this call: it runs again unasked until revoked on the page.
+    assert_ne!(seen["call_grant_approved"]["isError"], true, "{seen}");
+    assert_ne!(seen["call_grant_reused"]["isError"], true, "{seen}");
+    assert!(
+        seen["call_grant_reused"]["structuredContent"]
+            .get("elicitation_required")
+            .is_none(),
+        "{seen}"
+    );
+    assert!(
+        seen["grant_row"]
+            .as_str()
+            .unwrap()
+            .contains("fs__write_file"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["after_revoke"]["structuredContent"]["elicitation_required"], true,
+        "{seen}"
+    );
+    assert!(
+        seen["grants_after_revoke"]
+            .as_str()
+            .unwrap()
+            .contains("No standing grants"),
+        "{seen}"
+    );
     assert_eq!(seen["forged_still_waiting"], true, "{seen}");
     assert!(!scene.file("forged.txt").exists());
     assert_eq!(

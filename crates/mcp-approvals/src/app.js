@@ -1,64 +1,109 @@
 // The approvals page works without this script; with it, the page follows changes: when
 // the person's elicitations change (a new one, one answered elsewhere, cancelled, expired),
-// it reloads — unless the person is typing, then it says so and waits.
+// it reads the page again and updates it in place — a new item is added, a finished one
+// removed, and an item already shown is kept as it is, so a note or an edit being typed
+// (and the field's focus) survives whatever arrives.
 "use strict";
 (function () {
   // Set once the page itself changes the list (a form, an upload): its own next page follows.
   var submitting = false;
   var events = null;
   // Uploads: the file's bytes as the body, the page's form token in a header.
-  document.querySelectorAll("button.upload").forEach(function (button) {
-    button.addEventListener("click", function () {
-      var input = document.getElementById(button.getAttribute("data-for"));
-      var status = button.parentElement.querySelector(".upload-status");
-      var file = input && input.files && input.files[0];
-      if (!file) { status.textContent = " Choose a file first."; return; }
-      var max = input.getAttribute("data-max-bytes");
-      if (max !== null && file.size > Number(max)) {
-        status.textContent = " The file is " + file.size + " bytes; this question takes at most " + max + ".";
-        return;
-      }
-      var csrf = document.querySelector("input[name=csrf]").value;
-      status.textContent = " Uploading…";
-      submitting = true;
-      if (events) events.close();
-      fetch(input.getAttribute("data-upload"), {
-        method: "POST",
-        body: file,
-        credentials: "same-origin",
-        headers: {
-          "content-type": file.type || "application/octet-stream",
-          "x-file-name": encodeURIComponent(file.name),
-          "x-csrf-token": csrf
+  function wire(root) {
+    root.querySelectorAll("button.upload").forEach(function (button) {
+      button.addEventListener("click", function () {
+        var input = document.getElementById(button.getAttribute("data-for"));
+        var status = button.parentElement.querySelector(".upload-status");
+        var file = input && input.files && input.files[0];
+        if (!file) { status.textContent = " Choose a file first."; return; }
+        var max = input.getAttribute("data-max-bytes");
+        if (max !== null && file.size > Number(max)) {
+          status.textContent = " The file is " + file.size + " bytes; this question takes at most " + max + ".";
+          return;
         }
-      }).then(function (response) {
-        return response.json().then(function (body) {
-          if (response.ok) { window.location.replace("/approvals?done=uploaded"); return; }
-          submitting = false;
-          status.textContent = " " + (body.error || (body.errors || []).join("; ") || "The upload failed.");
-        });
-      }, function () { status.textContent = " The upload failed."; });
+        var csrf = document.querySelector("input[name=csrf]").value;
+        status.textContent = " Uploading…";
+        submitting = true;
+        if (events) events.close();
+        fetch(input.getAttribute("data-upload"), {
+          method: "POST",
+          body: file,
+          credentials: "same-origin",
+          headers: {
+            "content-type": file.type || "application/octet-stream",
+            "x-file-name": encodeURIComponent(file.name),
+            "x-csrf-token": csrf
+          }
+        }).then(function (response) {
+          return response.json().then(function (body) {
+            if (response.ok) { window.location.replace("/approvals?done=uploaded"); return; }
+            submitting = false;
+            status.textContent = " " + (body.error || (body.errors || []).join("; ") || "The upload failed.");
+          });
+        }, function () { status.textContent = " The upload failed."; });
+      });
     });
-  });
+  }
+  wire(document);
   // Only the signed-in list follows changes (not the sign-in page, nor one confirmation's
   // page); it tells the feed what it shows, so a change made while it loaded counts too.
-  var waiting = document.getElementById("waiting");
-  var seen = waiting && waiting.getAttribute("data-seen");
-  if (!window.EventSource || !seen) return;
-  events = new EventSource("/approvals/events?seen=" + encodeURIComponent(seen));
-  document.addEventListener("submit", function () { submitting = true; events.close(); }, true);
-  events.addEventListener("changed", function () {
-    if (submitting) return;
-    var active = document.activeElement;
-    var typing = active && (active.tagName === "INPUT" && active.type === "text");
-    if (!typing) { window.location.replace("/approvals"); return; }
-    if (document.getElementById("stale")) return;
-    var note = document.createElement("p");
-    note.id = "stale";
-    note.className = "stale";
-    note.setAttribute("role", "status");
-    note.textContent = "Something changed; the page reloads once you submit or leave the field.";
-    document.querySelector("main").prepend(note);
-    active.addEventListener("blur", function () { window.location.replace("/approvals"); }, { once: true });
-  });
+  var heading = document.getElementById("waiting");
+  if (!window.EventSource || !heading || !heading.getAttribute("data-seen")) return;
+  document.addEventListener("submit", function () { submitting = true; if (events) events.close(); }, true);
+
+  // The page as the server renders it now, merged into this one.
+  function update(next) {
+    var nextHeading = next.getElementById("waiting");
+    if (!nextHeading) { window.location.replace("/approvals"); return; }
+    var section = heading.parentElement;
+    var nextSection = nextHeading.parentElement;
+    heading.textContent = nextHeading.textContent;
+    heading.setAttribute("data-seen", nextHeading.getAttribute("data-seen") || "");
+    var wanted = {};
+    nextSection.querySelectorAll("article.item").forEach(function (item) { wanted[item.id] = item; });
+    section.querySelectorAll("article.item").forEach(function (item) {
+      if (!wanted[item.id]) item.remove();
+    });
+    section.querySelectorAll(":scope > p.empty").forEach(function (p) { p.remove(); });
+    nextSection.querySelectorAll(":scope > p.empty").forEach(function (p) {
+      section.appendChild(document.importNode(p, true));
+    });
+    var after = heading;
+    nextSection.querySelectorAll("article.item").forEach(function (item) {
+      var shown = document.getElementById(item.id);
+      if (shown) {
+        // Kept as it is (what is typed in it, its focus); only the time left is new.
+        var left = shown.querySelector(".left"), nextLeft = item.querySelector(".left");
+        if (left && nextLeft) left.textContent = nextLeft.textContent;
+        after = shown;
+        return;
+      }
+      var added = document.importNode(item, true);
+      after.after(added);
+      wire(added);
+      after = added;
+    });
+    // The grants and the history are read-only lists: replaced whole.
+    ["grants", "history"].forEach(function (id) {
+      var mine = document.getElementById(id), theirs = next.getElementById(id);
+      if (mine && theirs) mine.parentElement.replaceWith(document.importNode(theirs.parentElement, true));
+    });
+  }
+
+  function follow() {
+    events = new EventSource("/approvals/events?seen=" + encodeURIComponent(heading.getAttribute("data-seen")));
+    events.addEventListener("changed", function () {
+      if (submitting) return;
+      events.close();
+      fetch("/approvals", { credentials: "same-origin" }).then(function (response) {
+        if (!response.ok) { window.location.replace("/approvals"); return null; }
+        return response.text();
+      }).then(function (text) {
+        if (text === null || submitting) return;
+        update(new DOMParser().parseFromString(text, "text/html"));
+        follow();
+      }, function () { if (!submitting) setTimeout(follow, 2000); });
+    });
+  }
+  follow();
 })();

@@ -39,6 +39,27 @@ pub(crate) struct Frame<'a> {
     /// The fingerprint of the pending list shown, which the page's script gives the change
     /// feed to compare with (`None`: the page does not follow changes).
     pub(crate) seen: Option<&'a str>,
+    /// The durations a person may grant later calls for (`"15m"`, …, up to `[gate]
+    /// max_grant`), offered next to Approve.
+    pub(crate) grant_for: &'a [String],
+}
+
+/// The durations offered for a standing grant: the usual ones up to `max`, and `max`.
+pub(crate) fn grant_durations(max: time::Duration) -> Vec<String> {
+    let mut offered: Vec<time::Duration> = [
+        time::Duration::minutes(15),
+        time::Duration::hours(1),
+        time::Duration::hours(8),
+        time::Duration::days(1),
+    ]
+    .into_iter()
+    .filter(|d| *d < max)
+    .collect();
+    offered.push(max);
+    offered
+        .into_iter()
+        .map(gating_core::format_duration)
+        .collect()
 }
 
 /// A problem with an answer, shown next to its item.
@@ -126,6 +147,7 @@ pub(crate) fn page(
     frame: &Frame<'_>,
     pending: &[Value],
     history: &[Value],
+    grants: &[Value],
     error: Option<&ItemError<'_>>,
     now: time::OffsetDateTime,
 ) -> String {
@@ -160,9 +182,11 @@ pub(crate) fn page(
     }
     for item in pending {
         let item_error = error.filter(|e| item.get("id").and_then(Value::as_str) == Some(e.id));
-        body.push_str(&pending_item(item, frame.csrf, item_error, now));
+        body.push_str(&pending_item(item, frame, item_error, now));
     }
-    body.push_str("</section><section aria-labelledby=\"history\"><h2 id=\"history\">Lately</h2>");
+    body.push_str("</section>");
+    grants_section(&mut body, grants, frame.csrf);
+    body.push_str("<section aria-labelledby=\"history\"><h2 id=\"history\">Lately</h2>");
     if history.is_empty() {
         body.push_str("<p class=\"empty\">Nothing answered yet.</p>");
     } else {
@@ -202,10 +226,11 @@ fn time_left(item: &Value, now: time::OffsetDateTime) -> String {
 
 fn pending_item(
     item: &Value,
-    csrf: &str,
+    frame: &Frame<'_>,
     error: Option<&ItemError<'_>>,
     now: time::OffsetDateTime,
 ) -> String {
+    let csrf = frame.csrf;
     let id = escape(text(item, "id"));
     let kind = text(item, "type");
     let mut out = format!("<article class=\"item\" id=\"e-{id}\">");
@@ -240,7 +265,7 @@ fn pending_item(
         .get("response_schema")
         .and_then(|s| s.get("properties"));
     match kind {
-        "confirmation" => confirmation_controls(&mut out, item),
+        "confirmation" => confirmation_controls(&mut out, item, frame.grant_for),
         "string_input" => string_controls(&mut out, &id, schema),
         "single_choice" => choice_controls(&mut out, &id, schema, false),
         "multi_choice" => choice_controls(&mut out, &id, schema, true),
@@ -275,8 +300,9 @@ fn item_heading(out: &mut String, item: &Value, kind: &str, now: time::OffsetDat
     );
 }
 
-/// Approve and Decline, or, where another group must approve, who it waits for.
-fn confirmation_controls(out: &mut String, item: &Value) {
+/// Approve and Decline (with a note), Approve and allow this call or the tool for a while;
+/// or, where another group must approve, who it waits for.
+fn confirmation_controls(out: &mut String, item: &Value, grant_for: &[String]) {
     if item.get("answerable") == Some(&Value::Bool(false)) {
         let group = item
             .get("approval")
@@ -294,7 +320,64 @@ fn confirmation_controls(out: &mut String, item: &Value) {
             out,
             "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button> <label for=\"n-{id}\" class=\"note\">Note with a decline (optional)</label> <textarea id=\"n-{id}\" name=\"note\" maxlength=\"1000\" rows=\"2\"></textarea>"
         );
+        if item.get("tool").is_some() && !grant_for.is_empty() {
+            let tool = shown(text(item, "tool"));
+            let options: String = grant_for
+                .iter()
+                .map(|d| format!("<option value=\"{0}\">{0}</option>", escape(d)))
+                .collect();
+            let _ = write!(
+                out,
+                "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button> <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
+            );
+        }
     }
+}
+
+/// The person's live standing grants (held and made), each with Revoke.
+fn grants_section(out: &mut String, grants: &[Value], csrf: &str) {
+    out.push_str("<section aria-labelledby=\"grants\"><h2 id=\"grants\">Grants</h2>");
+    if grants.is_empty() {
+        out.push_str("<p class=\"empty\">No standing grants.</p></section>");
+        return;
+    }
+    out.push_str("<table><thead><tr><th>Tool</th><th>Covers</th><th>Uses left</th><th>Until</th><th>Granted by</th><th></th></tr></thead><tbody>");
+    for grant in grants {
+        let id = escape(text(grant, "id"));
+        let covers = match (
+            text(grant, "scope"),
+            grant.get("when").and_then(Value::as_str),
+        ) {
+            ("call", _) => "the same call".to_owned(),
+            (_, Some(when)) => format!("calls where <code>{}</code>", shown(when)),
+            _ => "every call".to_owned(),
+        };
+        let owner = grant
+            .get("for")
+            .and_then(|f| f.get("subject"))
+            .and_then(Value::as_str)
+            .map(|s| format!(" <span class=\"for\">for {}</span>", shown(s)))
+            .unwrap_or_default();
+        let left = grant
+            .get("uses_left")
+            .and_then(Value::as_u64)
+            .map_or_else(|| "any".to_owned(), |n| n.to_string());
+        let _ = write!(
+            out,
+            "<tr id=\"grant-{id}\"><td><code>{}</code>{owner}</td><td>{covers}</td><td>{}</td><td>{}</td><td>{}</td><td><form method=\"post\" action=\"/approvals/grants/{id}/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"revoke\">Revoke</button></form></td></tr>",
+            shown(text(grant, "tool")),
+            escape(&left),
+            escape(text(grant, "expires_at")),
+            shown(
+                grant
+                    .get("granted_by")
+                    .and_then(Value::as_str)
+                    .unwrap_or("(not recorded)")
+            ),
+            escape(csrf)
+        );
+    }
+    out.push_str("</tbody></table></section>");
 }
 
 /// A text field with the schema's length bounds.

@@ -500,6 +500,8 @@ impl Page {
                 "approved" => "Approved.",
                 "uploaded" => "Uploaded.",
                 "declined" => "Declined.",
+                "granted" => "Approved, and allowed for the time chosen.",
+                "revoked" => "Revoked.",
                 "cancelled" => "Cancelled.",
                 _ => "Answered.",
             });
@@ -559,6 +561,7 @@ impl Page {
             ["sign-out"] => self.sign_out(snap, &session, &principal).await,
             [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
             [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
+            ["grants", id, "revoke"] => self.revoke(snap, &principal, &csrf, id).await,
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
         }
     }
@@ -1016,18 +1019,20 @@ impl Page {
             .unwrap_or_default()
             .to_owned();
         let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
+        let grant_for = html::grant_durations(snap.gateway.max_grant());
         let frame = html::Frame {
             signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice: notice.as_deref(),
             seen: None,
+            grant_for: &grant_for,
         };
         let (pending, history) = if status == "pending" {
             (vec![view], Vec::new())
         } else {
             (Vec::new(), vec![view])
         };
-        let page = html::page(&frame, &pending, &history, None, self.clock.now());
+        let page = html::page(&frame, &pending, &history, &[], None, self.clock.now());
         html(StatusCode::OK, page)
     }
 
@@ -1076,14 +1081,63 @@ impl Page {
                 .iter()
                 .filter_map(|v| v.get("id").and_then(Value::as_str)),
         );
+        // The live grants the person holds or made (a failure to read them hides only them).
+        let now = self.clock.now();
+        let grants: Vec<Value> = match snap.gateway.grants().grants(caller, HISTORY * 2).await {
+            Ok(grants) => grants
+                .iter()
+                .filter(|g| g.is_live(now))
+                .map(|g| mcp_http_kit::views::grant_view(g, now))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the standing grants for the approvals page");
+                Vec::new()
+            }
+        };
+        let grant_for = html::grant_durations(snap.gateway.max_grant());
         let frame = html::Frame {
             signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
             csrf,
             notice,
             seen: Some(&seen),
+            grant_for: &grant_for,
         };
-        let page = html::page(&frame, &pending, &history, error.as_ref(), self.clock.now());
+        let page = html::page(&frame, &pending, &history, &grants, error.as_ref(), now);
         html(status, page)
+    }
+
+    /// Revokes a standing grant the person holds or made, from the page's Grants section.
+    async fn revoke(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+    ) -> Response<Body> {
+        let Ok(id) = id.parse::<elicitation_store::GrantId>() else {
+            return html(StatusCode::NOT_FOUND, html::sign_in(Some("No such grant.")));
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
+        match snap
+            .gateway
+            .grants()
+            .revoke_grant(&principal.caller, id, Some(&by))
+            .await
+        {
+            Ok(_) => redirect("/approvals?done=revoked"),
+            Err(e) => {
+                let e = McpError::from(e);
+                self.render(
+                    snap,
+                    principal,
+                    csrf,
+                    Some(&e.to_string()),
+                    None,
+                    e.status(None),
+                )
+                .await
+            }
+        }
     }
 
     /// An answer from the page: the form's fields as the type's response.
@@ -1126,7 +1180,37 @@ impl Page {
                     .await;
             }
         };
+        // Approve and allow this call, or the tool, for the chosen time (and number of calls).
+        let grant = match (kind.as_str(), field(fields, "decision")) {
+            ("confirmation", Some(decision @ ("grant_call" | "grant_tool"))) => {
+                let mut grant = json!({
+                    "scope": if decision == "grant_call" { "call" } else { "tool" },
+                    "for": field(fields, "grant_for").unwrap_or_default(),
+                });
+                match field(fields, "grant_uses").map(str::trim) {
+                    None | Some("") => {}
+                    Some(uses) => match uses.parse::<u32>() {
+                        Ok(n) => grant["max_uses"] = json!(n),
+                        Err(_) => {
+                            return self
+                                .render(
+                                    snap,
+                                    principal,
+                                    csrf,
+                                    Some("The number of calls must be a whole number from 1; nothing was answered."),
+                                    None,
+                                    StatusCode::UNPROCESSABLE_ENTITY,
+                                )
+                                .await;
+                        }
+                    },
+                }
+                Some(grant)
+            }
+            _ => None,
+        };
         let (payload, done) = match kind.as_str() {
+            "confirmation" if grant.is_some() => (json!({"confirmed": true}), "granted"),
             "confirmation" => match field(fields, "decision") {
                 Some("approve") => (json!({"confirmed": true}), "approved"),
                 // A note typed next to Decline goes with it (and only with it).
@@ -1157,9 +1241,16 @@ impl Page {
             _ => (json!({}), "answered"),
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
-        let answered = mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
-            .await
-            .map(|(_, outcome)| outcome);
+        let answered = match &grant {
+            None => mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
+                .await
+                .map(|(_, outcome)| outcome),
+            Some(grant) => snap
+                .gateway
+                .answer_granting(principal, eid, payload, &by, grant)
+                .await
+                .map(|(_, outcome, _)| outcome),
+        };
         match answered {
             Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
                 redirect(&format!("/approvals?done={done}"))

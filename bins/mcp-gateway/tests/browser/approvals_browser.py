@@ -123,7 +123,7 @@ def main():
 
         step("held call shown")
         # Approve: the agent's re-call runs once.
-        item.get_by_role("button", name="Approve").click()
+        item.get_by_role("button", name="Approve", exact=True).click()
         page.wait_for_selector("text=Approved.")
         out["approved_call"] = agent_call(target, hostile, first)
         out["approved_again"] = agent_call(target, hostile, first)
@@ -135,11 +135,55 @@ def main():
         page.wait_for_selector(f"#e-{second}", timeout=15000)
         # With a note (markup in it is text), which the agent hears.
         page.locator(f"#n-{second}").fill("use <b>staging</b> instead")
-        page.locator(f"#e-{second}").get_by_role("button", name="Decline").click()
+        page.locator(f"#e-{second}").get_by_role("button", name="Decline", exact=True).click()
         page.wait_for_selector("text=Declined.")
         out["declined_call"] = agent_call(declined_target, "no", second)
 
         step("declined")
+        # The page updates in place: a note being typed, and the field's focus, survive a
+        # new arrival.
+        typing_target = SANDBOX + "/typing.txt"
+        typing = held_id(agent_call(typing_target, "typing"))
+        page.wait_for_selector(f"#e-{typing}", timeout=15000)
+        page.locator(f"#n-{typing}").fill("half a tho")
+        arrival_target = SANDBOX + "/arrival.txt"
+        arrival = held_id(agent_call(arrival_target, "arrival"))
+        page.wait_for_selector(f"#e-{arrival}", timeout=15000)
+        out["note_kept"] = page.locator(f"#n-{typing}").input_value()
+        out["focus_kept"] = page.evaluate("document.activeElement && document.activeElement.id") == f"n-{typing}"
+        page.keyboard.type("ught")
+        page.locator(f"#e-{typing}").get_by_role("button", name="Decline", exact=True).click()
+        page.wait_for_selector("text=Declined.")
+        out["typing_declined"] = agent_call(typing_target, "typing", typing)
+
+        step("typing survived an arrival")
+        # Approve and allow the tool for two more calls, from the page.
+        item = page.locator(f"#e-{arrival}")
+        item.locator("select[name=grant_for]").select_option("15m")
+        item.locator("input[name=grant_uses]").fill("2")
+        item.get_by_role("button", name="Approve and allow fs__write_file").click()
+        page.wait_for_selector("text=Approved, and allowed")
+        out["granted_approved_call"] = agent_call(arrival_target, "arrival", arrival)
+        out["granted_calls"] = [agent_call(SANDBOX + f"/granted-{n}.txt", f"granted {n}") for n in (1, 2)]
+        third_target = SANDBOX + "/granted-3.txt"
+        after = agent_call(third_target, "granted 3")
+        out["after_grant"] = after
+        # Approve and allow this call: the same call runs again without asking, until the
+        # person revokes the grant from the page's Grants section.
+        held = held_id(after)
+        page.wait_for_selector(f"#e-{held}", timeout=15000)
+        page.locator(f"#e-{held}").get_by_role("button", name="Approve and allow this call").click()
+        page.wait_for_selector("text=Approved, and allowed")
+        out["call_grant_approved"] = agent_call(third_target, "granted 3", held)
+        out["call_grant_reused"] = agent_call(third_target, "granted 3")
+        row = page.locator("#grants").locator("xpath=..").locator("tr", has_text="the same call")
+        out["grant_row"] = row.inner_text()
+        row.get_by_role("button", name="Revoke").click()
+        page.wait_for_selector("text=Revoked.")
+        out["after_revoke"] = agent_call(third_target, "granted 3")
+        out["grants_after_revoke"] = page.locator("#grants").locator("xpath=..").inner_text()
+
+        step("granted and revoked")
         # A form on another site posting an approval is refused, and changes nothing.
         third = held_id(agent_call(SANDBOX + "/forged.txt", "forged"))
         page.wait_for_selector(f"#e-{third}", timeout=15000)
@@ -211,7 +255,7 @@ def main():
         # the confirmation appears, which would abort a navigation in it).
         tab = context.new_page()
         tab.goto(link)
-        tab.get_by_role("button", name="Approve").click()
+        tab.get_by_role("button", name="Approve", exact=True).click()
         tab.wait_for_selector("text=Approved.")
         tab.close()
         worker.join(60)

@@ -1502,3 +1502,97 @@ async fn a_note_typed_next_to_decline_reaches_the_agent() {
     );
     assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
 }
+
+/// Approve and allow, from the page: the durations offered stop at `[gate] max_grant`, a
+/// longer one or a number of calls that is not one is refused with why and answers
+/// nothing, and a grant made runs its calls then holds again. Where a four-eyes rule keeps
+/// the caller from approving, the caller cannot grant either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_made_on_the_page_is_bounded_and_only_whoever_may_approve_makes_one() {
+    let h = harness().await;
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = browser.get().await;
+    for offered in ["15m", "1h", "8h"] {
+        assert!(
+            page.body.contains(&format!("<option value=\"{offered}\">")),
+            "{}",
+            page.body
+        );
+    }
+    assert!(
+        !page.body.contains("<option value=\"1d\">"),
+        "{}",
+        page.body
+    );
+    let respond = format!("/approvals/{id}/respond");
+    let too_long = browser
+        .post(&respond, "decision=grant_tool&grant_for=9h")
+        .await;
+    assert_eq!(
+        too_long.status,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        too_long.body
+    );
+    assert!(too_long.body.contains("8h"), "{}", too_long.body);
+    let not_a_number = browser
+        .post(&respond, "decision=grant_tool&grant_for=1h&grant_uses=two")
+        .await;
+    assert_eq!(not_a_number.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(
+        not_a_number.body.contains("whole number"),
+        "{}",
+        not_a_number.body
+    );
+    let still = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(held_id(&still), id, "nothing was answered: {still}");
+
+    let granted = browser
+        .post(&respond, "decision=grant_tool&grant_for=1h&grant_uses=1")
+        .await;
+    assert_eq!(granted.status, StatusCode::SEE_OTHER, "{}", granted.body);
+    let page = browser.get().await;
+    assert!(page.body.contains("id=\"grants\""), "{}", page.body);
+    assert!(
+        page.body.contains("/revoke\""),
+        "a live grant with Revoke: {}",
+        page.body
+    );
+    agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    agent_call(&h, json!({"path": "/elsewhere"}), None).await;
+    assert_eq!(
+        h.deleted.load(Ordering::SeqCst),
+        2,
+        "the approved call and one granted"
+    );
+    held_id(&agent_call(&h, json!({"path": "/third"}), None).await);
+    let page = browser.get().await;
+    assert!(
+        page.body.contains("No standing grants"),
+        "used up: {}",
+        page.body
+    );
+
+    let strict = harness_with(vec![mcp_gate::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval {
+            group: "sre".into(),
+            mode: elicitation_store::ApprovalMode::FourEyes,
+        },
+        groups_from: mcp_gate::GroupsFrom::Configured,
+    }])
+    .await;
+    let id = held_id(&agent_call(&strict, json!({"path": "/prod"}), None).await);
+    let alice = Browser::sign_in(&strict, HUMAN).await.unwrap();
+    let forged = alice
+        .post(
+            &format!("/approvals/{id}/respond"),
+            "decision=grant_tool&grant_for=1h",
+        )
+        .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "{}", forged.body);
+    let still = agent_call(&strict, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(held_id(&still), id, "{still}");
+    assert_eq!(strict.deleted.load(Ordering::SeqCst), 0);
+}
