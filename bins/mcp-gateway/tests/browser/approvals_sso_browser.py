@@ -77,7 +77,7 @@ def main():
         page.wait_for_selector(f"#e-{held_id}", timeout=15000)
         item = page.locator(f"#e-{held_id}")
         out["caller_sees"] = item.inner_text()
-        out["caller_buttons"] = item.get_by_role("button", name="Approve").count()
+        out["caller_buttons"] = item.get_by_role("button", name="Approve", exact=True).count()
         out["caller_forged_status"] = page.evaluate(
             """async (id) => {
                 const csrf = document.querySelector('input[name=csrf]').value;
@@ -92,7 +92,7 @@ def main():
         sign_in(page, "bob")
         page.wait_for_selector(f"#e-{held_id}", timeout=15000)
         out["approver_sees"] = page.locator(f"#e-{held_id}").inner_text()
-        page.locator(f"#e-{held_id}").get_by_role("button", name="Approve").click()
+        page.locator(f"#e-{held_id}").get_by_role("button", name="Approve", exact=True).click()
         page.wait_for_selector("text=Approved.")
         out["approved_call"] = agent_call("demo__delete_note", {"number": 1}, held_id)
         sign_out(page)
