@@ -1982,6 +1982,29 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
             .contains("No standing grants"),
         "{seen}"
     );
+    // Edit arguments on the page: mistakes shown in place, keeping what was typed; the edit
+    // approved is what the filesystem server writes.
+    assert!(
+        seen["edit_error"].as_str().unwrap().contains("not JSON"),
+        "{seen}"
+    );
+    assert!(
+        seen["edit_kept"].as_str().unwrap().contains("edited.txt"),
+        "{seen}"
+    );
+    assert!(
+        seen["edit_schema_error"]
+            .as_str()
+            .unwrap()
+            .contains("input schema"),
+        "{seen}"
+    );
+    assert_ne!(seen["edited_call"]["isError"], true, "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(scene.file("edited.txt")).unwrap(),
+        "the <i>person's</i>"
+    );
+    assert!(!scene.file("asked.txt").exists(), "{seen}");
     assert_eq!(seen["forged_still_waiting"], true, "{seen}");
     assert!(!scene.file("forged.txt").exists());
     assert_eq!(
@@ -3709,5 +3732,38 @@ async fn a_grant_for_write_file_lets_the_next_writes_run_and_holds_the_one_after
     assert_eq!(status, 200, "{listed}");
     assert_eq!(listed["grants"][0]["status"], "used_up", "{listed}");
     assert_eq!(listed["grants"][0]["uses"], 3, "{listed}");
+    gateway.stop().await;
+}
+
+/// A person approves a write to the real filesystem server with other arguments: the module
+/// writes what the person approved, not what the agent asked, and the agent is told. (A
+/// 2025-era session; the gate suite runs the same over 2026-07-28.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edited_arguments_are_what_the_filesystem_server_writes() {
+    let scene = Scene::new("edited", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let mut s = Session::open(&gateway).await;
+    let asked_path = scene.file("prod.txt");
+    let asked = json!({"path": asked_path, "content": "from the agent"});
+    let id = held_id(&s.call("fs__write_file", asked.clone(), None).await);
+    let edited_path = scene.file("staging.txt");
+    let auth = format!("Bearer {HUMAN}");
+    let (status, _, body) = http(
+        "POST",
+        &format!("{}/v1/mcp/elicitations/{id}/respond", gateway.base),
+        &[("authorization", &auth)],
+        Some(&json!({"confirmed": true, "arguments": {"path": edited_path, "content": "as the person said"}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let done = s.call("fs__write_file", asked, Some(&id)).await;
+    assert!(text(&done).starts_with("Successfully wrote"), "{done}");
+    let told = done["content"][1]["text"].as_str().unwrap_or_default();
+    assert!(told.contains("changed the arguments"), "{done}");
+    assert_eq!(
+        std::fs::read_to_string(&edited_path).unwrap(),
+        "as the person said"
+    );
+    assert!(!asked_path.exists(), "the agent's arguments never ran");
     gateway.stop().await;
 }

@@ -115,6 +115,11 @@ pub struct Elicitation {
     /// [`crate::MAX_NOTE_CHARS`] characters.
     #[serde(default)]
     pub note: Option<String>,
+    /// The arguments a person approved a held call with instead of the agent's (checked by
+    /// the gate against the tool's input schema): what the call is forwarded with. Kept
+    /// apart from the answer (which stays `{"confirmed": true}`).
+    #[serde(default)]
+    pub edited_arguments: Option<Value>,
     /// When it was cancelled.
     #[serde(with = "time::serde::rfc3339::option")]
     pub cancelled_at: Option<OffsetDateTime>,
@@ -167,6 +172,7 @@ impl Elicitation {
             consumed_at: None,
             answered_by: None,
             note: None,
+            edited_arguments: None,
         }
     }
 

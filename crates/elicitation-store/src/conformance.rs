@@ -69,6 +69,7 @@ macro_rules! conformance_tests {
             a_grant_forwards_exactly_its_uses_under_contention,
             a_grant_ends_when_it_expires_or_is_revoked_everywhere,
             an_approver_grants_for_the_caller_and_sees_what_it_made,
+            arguments_a_person_approved_come_back_when_the_confirmation_is_redeemed,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1400,6 +1401,139 @@ pub(crate) async fn the_fleet_hears_an_ended_session_and_a_broadcast_where_the_s
     assert!(h.store.broadcast(&long).await.is_err());
 }
 
+/// Edited arguments: kept with the approval (which stays `{"confirmed": true}`), read back by
+/// every handle and by the redemption that forwards the call; refused with a decline, on a
+/// question that holds no call, when not an object; the first answer's stand.
+pub(crate) async fn arguments_a_person_approved_come_back_when_the_confirmation_is_redeemed(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::AnswerWith;
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/srv/prod/a"});
+    let b = binding("fs__write_file", &args);
+    let held = h
+        .store
+        .create_confirmation(&alice(), request("fs__write_file", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let edited = json!({"path": "/srv/staging/a", "content": "x"});
+    for (payload, with) in [
+        (
+            json!({"confirmed": false}),
+            AnswerWith::Arguments(edited.clone()),
+        ),
+        (
+            json!({"confirmed": true}),
+            AnswerWith::Arguments(json!(["not", "an", "object"])),
+        ),
+    ] {
+        assert!(matches!(
+            h.store
+                .respond_with(&alice(), held, payload, None, with)
+                .await,
+            Err(StoreError::AnswerRefused(_))
+        ));
+    }
+    assert_eq!(
+        h.store
+            .get(&alice(), held)
+            .await
+            .unwrap()
+            .elicitation
+            .response,
+        None,
+        "nothing recorded"
+    );
+    let (outcome, grant) = h
+        .store
+        .respond_with(
+            &alice(),
+            held,
+            json!({"confirmed": true}),
+            Some("alice on the page"),
+            AnswerWith::Arguments(edited.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!((outcome, grant), (RespondOutcome::Recorded, None));
+    // The same approval again with other arguments changes nothing.
+    let (again, _) = h
+        .store
+        .respond_with(
+            &alice(),
+            held,
+            json!({"confirmed": true}),
+            None,
+            AnswerWith::Arguments(json!({"path": "/elsewhere"})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, RespondOutcome::AlreadyRecorded);
+    for store in [&h.store, &h.twin] {
+        let got = store.get(&alice(), held).await.unwrap().elicitation;
+        assert_eq!(got.response, Some(json!({"confirmed": true})));
+        assert_eq!(got.edited_arguments.as_ref(), Some(&edited));
+    }
+    match h
+        .twin
+        .redeem_confirmation(&alice(), held, &b)
+        .await
+        .unwrap()
+    {
+        crate::Redeemed::Consumed(consumed) => {
+            assert_eq!(consumed.edited_arguments, Some(edited.clone()));
+        }
+        other => panic!("an approved confirmation is consumed: {other:?}"),
+    }
+    assert!(h.store.get(&bob(), held).await.is_err());
+    // A question that holds no call carries no arguments.
+    let form = h
+        .store
+        .create(
+            &alice(),
+            ElicitationSpec::confirmation("Go on?").unwrap(),
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap()
+        .id;
+    assert!(matches!(
+        h.store
+            .respond_with(
+                &alice(),
+                form,
+                json!({"confirmed": true}),
+                None,
+                AnswerWith::Arguments(edited)
+            )
+            .await,
+        Err(StoreError::AnswerRefused(_))
+    ));
+    // A plain approval has none.
+    let plain = h
+        .store
+        .create_confirmation(&alice(), request("fs__write_file", json!({"n": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&alice(), plain, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store
+            .get(&alice(), plain)
+            .await
+            .unwrap()
+            .elicitation
+            .edited_arguments,
+        None
+    );
+}
+
 /// A decline's note: recorded with the answer (which stays `{"confirmed": false}`), read back
 /// by every handle and by the redemption that refuses the call; an approval cannot carry one.
 pub(crate) async fn a_declines_note_is_kept_apart_from_the_answer(
@@ -1509,15 +1643,15 @@ pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
     // A decline carries no grant, and nothing is recorded.
     assert!(matches!(
         h.store
-            .respond_granting(
+            .respond_with(
                 &alice(),
                 held,
                 json!({"confirmed": false}),
                 None,
-                call.clone()
+                call.clone().into()
             )
             .await,
-        Err(StoreError::GrantRefused(_))
+        Err(StoreError::AnswerRefused(_))
     ));
     assert_eq!(
         h.store
@@ -1531,18 +1665,24 @@ pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
     // Another caller cannot answer it, with a grant or without.
     assert!(matches!(
         h.store
-            .respond_granting(&bob(), held, json!({"confirmed": true}), None, call.clone())
+            .respond_with(
+                &bob(),
+                held,
+                json!({"confirmed": true}),
+                None,
+                call.clone().into()
+            )
             .await,
         Err(StoreError::NotFound { .. })
     ));
     let (outcome, grant) = h
         .store
-        .respond_granting(
+        .respond_with(
             &alice(),
             held,
             json!({"confirmed": true}),
             Some("alice via rest"),
-            call.clone(),
+            call.clone().into(),
         )
         .await
         .unwrap();
@@ -1559,12 +1699,12 @@ pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
     // Answered once: a second grant does not come with an answer already recorded.
     let (again, none) = h
         .store
-        .respond_granting(
+        .respond_with(
             &alice(),
             held,
             json!({"confirmed": true}),
             None,
-            call.clone(),
+            call.clone().into(),
         )
         .await
         .unwrap();
@@ -1611,7 +1751,13 @@ pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
     tool.when = Some("args.path.startsWith('/srv/')".into());
     let (_, made) = h
         .store
-        .respond_granting(&alice(), second, json!({"confirmed": true}), None, tool)
+        .respond_with(
+            &alice(),
+            second,
+            json!({"confirmed": true}),
+            None,
+            tool.into(),
+        )
         .await
         .unwrap();
     let made = made.unwrap();
@@ -1637,9 +1783,15 @@ pub(crate) async fn a_grant_is_made_with_its_approval_or_not_at_all(
         .id;
     assert!(matches!(
         h.store
-            .respond_granting(&alice(), form, json!({"confirmed": true}), None, call)
+            .respond_with(
+                &alice(),
+                form,
+                json!({"confirmed": true}),
+                None,
+                call.into()
+            )
             .await,
-        Err(StoreError::GrantRefused(_))
+        Err(StoreError::AnswerRefused(_))
     ));
     assert_eq!(
         h.store
@@ -1668,12 +1820,12 @@ pub(crate) async fn a_grant_forwards_exactly_its_uses_under_contention(
         .id;
     let (_, grant) = h
         .store
-        .respond_granting(
+        .respond_with(
             &alice(),
             held,
             json!({"confirmed": true}),
             None,
-            grant_request(GrantScope::Tool, Duration::hours(1), Some(5)),
+            grant_request(GrantScope::Tool, Duration::hours(1), Some(5)).into(),
         )
         .await
         .unwrap();
@@ -1736,12 +1888,12 @@ pub(crate) async fn a_grant_ends_when_it_expires_or_is_revoked_everywhere(
             .elicitation
             .id;
         h.store
-            .respond_granting(
+            .respond_with(
                 &alice(),
                 held,
                 json!({"confirmed": true}),
                 None,
-                grant_request(GrantScope::Tool, lasts, None),
+                grant_request(GrantScope::Tool, lasts, None).into(),
             )
             .await
             .unwrap()
@@ -1869,24 +2021,24 @@ pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
     };
     assert!(matches!(
         h.store
-            .respond_granting(
+            .respond_with(
                 &alice(),
                 held,
                 json!({"confirmed": true}),
                 None,
-                grant.clone()
+                grant.clone().into()
             )
             .await,
         Err(StoreError::ApproverRequired { .. })
     ));
     assert!(matches!(
         h.store
-            .approver_respond_granting(
+            .approver_respond_with(
                 &alice_sre,
                 held,
                 json!({"confirmed": true}),
                 None,
-                grant.clone()
+                grant.clone().into()
             )
             .await,
         Err(StoreError::FourEyes { .. })
@@ -1896,12 +2048,12 @@ pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
     assert_eq!(read.call.unwrap().tool, "fs__delete");
     let (owner, outcome, made) = h
         .store
-        .approver_respond_granting(
+        .approver_respond_with(
             &bob_sre,
             held,
             json!({"confirmed": true}),
             Some("bob"),
-            grant,
+            grant.into(),
         )
         .await
         .unwrap();

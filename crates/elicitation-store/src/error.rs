@@ -71,9 +71,10 @@ pub enum StoreError {
         /// The id asked for.
         id: uuid::Uuid,
     },
-    /// A grant asked for with an answer that cannot be made (said why, for the person).
+    /// What an approval was asked to carry (a standing grant, edited arguments) cannot be
+    /// made (said why, for the person): nothing was recorded.
     #[error("{0}")]
-    GrantRefused(String),
+    AnswerRefused(String),
     /// The caller answered a confirmation that an approver group must answer.
     #[error("confirmation {id} must be answered by a member of {group:?}")]
     ApproverRequired {
@@ -180,7 +181,7 @@ impl StoreError {
         matches!(
             self,
             StoreError::NotFound { .. }
-                | StoreError::GrantRefused(_)
+                | StoreError::AnswerRefused(_)
                 | StoreError::GrantNotFound { .. }
                 | StoreError::ApproverRequired { .. }
                 | StoreError::FourEyes { .. }

@@ -203,20 +203,62 @@ pub(crate) fn emit(event: AuditEvent, grant: &Grant) {
     );
 }
 
-/// The refusal of a grant on an elicitation that does not hold a tool call.
-pub(crate) fn not_a_held_call() -> crate::StoreError {
-    crate::StoreError::GrantRefused("only a confirmation of a tool call can carry a grant".into())
+/// What an approval of a held call carries besides `{"confirmed": true}`: a standing grant
+/// for later calls, or the arguments the person approved instead of the agent's (checked by
+/// the gate against the tool's input schema). Never both.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AnswerWith {
+    /// A standing grant, made with the answer.
+    Grant(GrantRequest),
+    /// The arguments the call is forwarded with (a JSON object).
+    Arguments(Value),
 }
 
-/// Whether a grant request goes with this answer: only an approval may carry one.
-pub(crate) fn check_with_answer(payload: &Value) -> Result<(), crate::StoreError> {
-    if payload.get("confirmed").and_then(Value::as_bool) == Some(true) {
-        Ok(())
-    } else {
-        Err(crate::StoreError::GrantRefused(
-            "a grant comes only with an approval ({\"confirmed\": true})".into(),
-        ))
+impl From<GrantRequest> for AnswerWith {
+    fn from(grant: GrantRequest) -> Self {
+        AnswerWith::Grant(grant)
     }
+}
+
+impl AnswerWith {
+    /// What it is, for a refusal.
+    const fn what(&self) -> &'static str {
+        match self {
+            AnswerWith::Grant(_) => "a grant",
+            AnswerWith::Arguments(_) => "edited arguments",
+        }
+    }
+}
+
+/// The refusal of a grant or edited arguments on an elicitation that does not hold a tool
+/// call.
+pub(crate) fn not_a_held_call(with: &AnswerWith) -> crate::StoreError {
+    crate::StoreError::AnswerRefused(format!(
+        "only a confirmation of a tool call can carry {}",
+        with.what()
+    ))
+}
+
+/// Whether `with` may go with this answer: only an approval carries a grant or edited
+/// arguments, and edited arguments are an object.
+pub(crate) fn check_with_answer(
+    payload: &Value,
+    with: &AnswerWith,
+) -> Result<(), crate::StoreError> {
+    if payload.get("confirmed").and_then(Value::as_bool) != Some(true) {
+        return Err(crate::StoreError::AnswerRefused(format!(
+            "{} comes only with an approval ({{\"confirmed\": true}})",
+            with.what()
+        )));
+    }
+    if let AnswerWith::Arguments(arguments) = with
+        && !arguments.is_object()
+    {
+        return Err(crate::StoreError::AnswerRefused(
+            "edited arguments must be a JSON object".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Where standing grants live (both stores). Every operation is scoped: a grant is seen by
@@ -224,26 +266,27 @@ pub(crate) fn check_with_answer(payload: &Value) -> Result<(), crate::StoreError
 #[async_trait::async_trait]
 pub trait GrantStore: Send + Sync + 'static {
     /// Answers `caller`'s own confirmation `id` (as [`crate::ElicitationStore::respond_as`])
-    /// and, when the answer is recorded, makes `grant` on it in the same operation — or
-    /// neither. Only an approval carries a grant ([`crate::StoreError::GrantRefused`]).
-    async fn respond_granting(
+    /// and, when the answer is recorded, keeps `with` with it in the same operation — makes
+    /// the grant, or records the edited arguments (sealed, like the answer) — or neither.
+    /// Only an approval of a held call carries either ([`crate::StoreError::AnswerRefused`]).
+    async fn respond_with(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(elicitation_core::RespondOutcome, Option<Grant>), crate::StoreError>;
 
     /// Answers another caller's confirmation as `approver` (as
-    /// [`crate::ElicitationStore::approver_respond`]) and makes `grant` with it, or neither.
-    async fn approver_respond_granting(
+    /// [`crate::ElicitationStore::approver_respond`]) with `with`, or nothing.
+    async fn approver_respond_with(
         &self,
         approver: &crate::Approver,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), crate::StoreError>;
 
     /// A confirmation `approver`'s groups answer, with its caller (`NotFound` otherwise).

@@ -34,7 +34,7 @@ pub use audit::{AuditEvent, GateRecord, PolicyRef, RejectReason};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use error::StoreError;
 pub use gating_core::GrantScope;
-pub use grant::{Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
+pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
 pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};

@@ -14,7 +14,7 @@ use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
 use crate::audit::{self, AuditEvent, Event, GateRecord, PolicyRef};
-use crate::grant::{Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
+use crate::grant::{AnswerWith, Grant, GrantId, GrantStore, MAX_GRANTS_PER_CALLER};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
     Approver, CallBinding, Caller, Clock, ConfirmationRequest, ElicitationStore, ErasedElicitation,
@@ -440,27 +440,33 @@ impl MemoryStore {
         payload: Value,
         answered_by: Option<&str>,
         allowed: impl FnOnce(&Entry) -> Result<(), StoreError>,
-        grant: Option<(GrantRequest, &Caller)>,
+        with: Option<(AnswerWith, &Caller)>,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         let now = self.clock.now();
-        let response_bytes = json_bytes(&payload);
-        if grant.is_some() {
-            crate::grant::check_with_answer(&payload)?;
+        let mut response_bytes = json_bytes(&payload);
+        if let Some((with, _)) = &with {
+            crate::grant::check_with_answer(&payload, with)?;
+            if let AnswerWith::Arguments(arguments) = with {
+                response_bytes += json_bytes(arguments);
+            }
         }
-        let grant_id = grant.as_ref().map(|_| self.new_grant_id(now)).transpose()?;
+        let granting = matches!(with, Some((AnswerWith::Grant(_), _)));
+        let grant_id = granting.then(|| self.new_grant_id(now)).transpose()?;
         let outcome = self.with_entry(caller, id, |entry| {
             allowed(entry)?;
             entry.refuse_if_overdue(now)?;
-            let mut grants = grant.as_ref().map(|_| self.lock_grants());
+            if let Some((with, _)) = &with
+                && entry.call.is_none()
+            {
+                return Err(crate::grant::not_a_held_call(with));
+            }
+            let mut grants = granting.then(|| self.lock_grants());
             if let Some(grants) = &grants {
                 let held = grants.values().filter(|g| g.caller == *caller).count();
                 if held >= MAX_GRANTS_PER_CALLER {
-                    return Err(StoreError::GrantRefused(format!(
+                    return Err(StoreError::AnswerRefused(format!(
                         "this caller already holds {MAX_GRANTS_PER_CALLER} grants, the most the gateway keeps; revoke some first"
                     )));
-                }
-                if entry.call.is_none() {
-                    return Err(crate::grant::not_a_held_call());
                 }
             }
             let outcome = entry
@@ -470,21 +476,25 @@ impl MemoryStore {
             let mut made = None;
             if matches!(outcome, Ok(RespondOutcome::Recorded)) {
                 entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
-                if let (Some((request, granter)), Some(grants), Some(call), Some(grant_id)) =
-                    (grant, grants.as_mut(), entry.call.as_ref(), grant_id)
-                {
-                    let made_now = request.into_grant(
-                        grant_id,
-                        id,
-                        caller,
-                        call,
-                        granter,
-                        answered_by,
-                        now,
-                    );
-                    grants.insert(grant_id, made_now.clone());
-                    crate::grant::emit(AuditEvent::GrantCreated, &made_now);
-                    made = Some(made_now);
+                match (with, grants.as_mut(), entry.call.as_ref(), grant_id) {
+                    (Some((AnswerWith::Grant(request), granter)), Some(grants), Some(call), Some(grant_id)) => {
+                        let made_now = request.into_grant(
+                            grant_id,
+                            id,
+                            caller,
+                            call,
+                            granter,
+                            answered_by,
+                            now,
+                        );
+                        grants.insert(grant_id, made_now.clone());
+                        crate::grant::emit(AuditEvent::GrantCreated, &made_now);
+                        made = Some(made_now);
+                    }
+                    (Some((AnswerWith::Arguments(arguments), _)), ..) => {
+                        entry.elicitation.edited_arguments = Some(arguments);
+                    }
+                    _ => {}
                 }
             }
             let event = match &outcome {
@@ -526,7 +536,7 @@ impl MemoryStore {
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: Option<GrantRequest>,
+        with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
         let owner = self.approver_owner(approver, id)?;
         let (outcome, grant) = self.respond_checked(
@@ -543,7 +553,7 @@ impl MemoryStore {
                 Some(a) if approver.groups.contains(&a.group) => Err(StoreError::FourEyes { id }),
                 _ => Err(StoreError::NotFound { id }),
             },
-            grant.map(|g| (g, &approver.caller)),
+            with.map(|w| (w, &approver.caller)),
         )?;
         Ok((owner, outcome, grant))
     }
@@ -555,7 +565,7 @@ impl MemoryStore {
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: Option<GrantRequest>,
+        with: Option<AnswerWith>,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         self.respond_checked(
             caller,
@@ -569,7 +579,7 @@ impl MemoryStore {
                 }),
                 _ => Ok(()),
             },
-            grant.map(|g| (g, caller)),
+            with.map(|w| (w, caller)),
         )
     }
 }
@@ -907,26 +917,26 @@ impl AuditSink for MemoryStore {
 
 #[async_trait]
 impl GrantStore for MemoryStore {
-    async fn respond_granting(
+    async fn respond_with(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
-        self.own_answer(caller, id, payload, answered_by, Some(grant))
+        self.own_answer(caller, id, payload, answered_by, Some(with))
     }
 
-    async fn approver_respond_granting(
+    async fn approver_respond_with(
         &self,
         approver: &Approver,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
-        self.approver_answer(approver, id, payload, answered_by, Some(grant))
+        self.approver_answer(approver, id, payload, answered_by, Some(with))
     }
 
     async fn approver_get(

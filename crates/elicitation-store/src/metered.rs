@@ -13,7 +13,7 @@ use elicitation_core::{
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::grant::{Grant, GrantId, GrantRequest, GrantStore};
+use crate::grant::{AnswerWith, Grant, GrantId, GrantStore};
 use crate::{
     Approver, AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore,
     ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, PolicyRef,
@@ -346,20 +346,20 @@ impl AuditSink for Metered {
 
 #[async_trait]
 impl GrantStore for Metered {
-    async fn respond_granting(
+    async fn respond_with(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         let confirmed = confirmed(&payload);
         let outcome = self
             .timed(
                 "respond",
                 self.inner
-                    .respond_granting(caller, id, payload, answered_by, grant),
+                    .respond_with(caller, id, payload, answered_by, with),
             )
             .await;
         if let Ok((outcome, _)) = &outcome {
@@ -368,20 +368,20 @@ impl GrantStore for Metered {
         outcome
     }
 
-    async fn approver_respond_granting(
+    async fn approver_respond_with(
         &self,
         approver: &Approver,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
         let confirmed = confirmed(&payload);
         let outcome = self
             .timed(
                 "approver_respond",
                 self.inner
-                    .approver_respond_granting(approver, id, payload, answered_by, grant),
+                    .approver_respond_with(approver, id, payload, answered_by, with),
             )
             .await;
         if let Ok((_, outcome, _)) = &outcome {

@@ -29,6 +29,7 @@ use tokio_postgres::{NoTls, Row};
 
 use crate::audit::{self, Event, GateRecord, PolicyRef};
 use crate::error::map_db_error;
+use crate::grant::AnswerWith;
 use crate::seal::{KeyRing, SealContext};
 use crate::store::{as_seen, new_elicitation};
 use crate::{
@@ -43,7 +44,7 @@ mod listen;
 mod row;
 pub(crate) mod sql;
 
-use crate::grant::{Grant, GrantRequest};
+use crate::grant::Grant;
 use row::{MESSAGE, NOTE, REQUEST, RESPONSE, decode};
 
 /// How a [`PostgresStore`] connects and behaves.
@@ -507,11 +508,11 @@ impl PostgresStore {
         payload: Value,
         answered_by: Option<&str>,
         approver: Option<&Approver>,
-        grant: Option<GrantRequest>,
+        with: Option<AnswerWith>,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
         let now = self.now();
-        if grant.is_some() {
-            crate::grant::check_with_answer(&payload)?;
+        if let Some(with) = &with {
+            crate::grant::check_with_answer(&payload, with)?;
         }
         let groups = approver.map(|a| Value::from(a.groups.clone()));
         let approver_subject = approver.map(|a| a.caller.subject_id());
@@ -567,7 +568,36 @@ impl PostgresStore {
                     &note_blob,
                     &note_key,
                 ];
-                if let Some(request) = grant {
+                if let Some(AnswerWith::Arguments(arguments)) = &with {
+                    let raw = self.select_one(caller, id).await?;
+                    if raw.tool().is_none() {
+                        return Err(crate::grant::not_a_held_call(&AnswerWith::Arguments(
+                            Value::Null,
+                        )));
+                    }
+                    let plaintext = serde_json::to_vec(arguments)
+                        .map_err(|e| StoreError::Backend(Box::new(e)))?;
+                    let edited = self.keys.seal(
+                        &plaintext,
+                        SealContext {
+                            column: row::EDITED,
+                            id,
+                            caller,
+                            call: None,
+                        },
+                    )?;
+                    let digest = gating_core::CallDigest::of(arguments);
+                    let digest = digest.as_bytes().as_slice();
+                    let mut params: Vec<&(dyn ToSql + Sync)> = answer.to_vec();
+                    params.extend_from_slice(&[&edited.blob, &edited.key_id, &digest]);
+                    let rows = self
+                        .scoped(caller, sql::RESPOND_VALID_EDITING, &params)
+                        .await?;
+                    if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
+                        audit::emit(Event::Responded, caller, id, None);
+                        return Ok((RespondOutcome::Recorded, None));
+                    }
+                } else if let Some(AnswerWith::Grant(request)) = with {
                     let granter = approver.map_or(caller, |a| &a.caller);
                     let made = self
                         .respond_granting_row(
@@ -655,7 +685,7 @@ impl PostgresStore {
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: Option<GrantRequest>,
+        with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
         let raw = self.approver_row(approver, id).await?;
         let owner = raw.caller.clone();
@@ -667,7 +697,7 @@ impl PostgresStore {
             _ => return Err(StoreError::NotFound { id }),
         }
         let (outcome, grant) = self
-            .respond_guarded(&owner, id, payload, answered_by, Some(approver), grant)
+            .respond_guarded(&owner, id, payload, answered_by, Some(approver), with)
             .await?;
         Ok((owner, outcome, grant))
     }

@@ -66,7 +66,10 @@ pub(crate) fn grant_durations(max: time::Duration) -> Vec<String> {
 pub(crate) struct ItemError<'a> {
     pub(crate) id: &'a str,
     pub(crate) messages: Vec<String>,
-    pub(crate) retries_left: u8,
+    /// The tries left, when the answer cost one (an edit the gate refused costs none).
+    pub(crate) retries_left: Option<u8>,
+    /// The edited arguments as the person typed them, shown again to be corrected.
+    pub(crate) edited: Option<String>,
 }
 
 fn document(title: &str, body: &str) -> String {
@@ -251,7 +254,11 @@ fn pending_item(
         for message in &error.messages {
             let _ = write!(out, "<li>{}</li>", escape(message));
         }
-        let _ = write!(out, "</ul><p>{} tries left.</p></div>", error.retries_left);
+        out.push_str("</ul>");
+        if let Some(left) = error.retries_left {
+            let _ = write!(out, "<p>{left} tries left.</p>");
+        }
+        out.push_str("</div>");
     }
     let hidden = format!(
         "<input type=\"hidden\" name=\"csrf\" value=\"{}\">",
@@ -265,7 +272,14 @@ fn pending_item(
         .get("response_schema")
         .and_then(|s| s.get("properties"));
     match kind {
-        "confirmation" => confirmation_controls(&mut out, item, frame.grant_for),
+        "confirmation" => {
+            confirmation_controls(
+                &mut out,
+                item,
+                frame.grant_for,
+                error.and_then(|e| e.edited.as_deref()),
+            );
+        }
         "string_input" => string_controls(&mut out, &id, schema),
         "single_choice" => choice_controls(&mut out, &id, schema, false),
         "multi_choice" => choice_controls(&mut out, &id, schema, true),
@@ -302,7 +316,12 @@ fn item_heading(out: &mut String, item: &Value, kind: &str, now: time::OffsetDat
 
 /// Approve and Decline (with a note), Approve and allow this call or the tool for a while;
 /// or, where another group must approve, who it waits for.
-fn confirmation_controls(out: &mut String, item: &Value, grant_for: &[String]) {
+fn confirmation_controls(
+    out: &mut String,
+    item: &Value,
+    grant_for: &[String],
+    edited: Option<&str>,
+) {
     if item.get("answerable") == Some(&Value::Bool(false)) {
         let group = item
             .get("approval")
@@ -329,6 +348,20 @@ fn confirmation_controls(out: &mut String, item: &Value, grant_for: &[String]) {
             let _ = write!(
                 out,
                 "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button> <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
+            );
+        }
+        if let Some(arguments) = item.get("arguments") {
+            // What is typed is the person's; what is shown first is the agent's, as JSON
+            // text (escaped: it is data, never markup).
+            let text = edited.map_or_else(
+                || serde_json::to_string_pretty(arguments).unwrap_or_default(),
+                str::to_owned,
+            );
+            let open = if edited.is_some() { " open" } else { "" };
+            let _ = write!(
+                out,
+                "<details class=\"edit\"{open}><summary>Edit arguments</summary><label for=\"a-{id}\">Arguments to run instead (JSON)</label><textarea id=\"a-{id}\" name=\"arguments\" rows=\"6\" spellcheck=\"false\">{}</textarea><button type=\"submit\" name=\"decision\" value=\"approve_edited\" class=\"approve\">Approve with these arguments</button></details>",
+                escape(&text)
             );
         }
     }

@@ -501,6 +501,7 @@ impl Page {
                 "uploaded" => "Uploaded.",
                 "declined" => "Declined.",
                 "granted" => "Approved, and allowed for the time chosen.",
+                "edited" => "Approved with your arguments.",
                 "revoked" => "Revoked.",
                 "cancelled" => "Cancelled.",
                 _ => "Answered.",
@@ -1209,8 +1210,41 @@ impl Page {
             }
             _ => None,
         };
+        // Approve with the arguments as the person edited them (JSON, checked by the gate).
+        let edited = match (kind.as_str(), field(fields, "decision")) {
+            ("confirmation", Some("approve_edited")) => {
+                let typed = field(fields, "arguments").unwrap_or_default().to_owned();
+                match serde_json::from_str::<Value>(&typed) {
+                    Ok(arguments @ Value::Object(_)) => Some((arguments, typed)),
+                    Ok(_) | Err(_) => {
+                        let why = match serde_json::from_str::<Value>(&typed) {
+                            Ok(_) => "The arguments must be a JSON object ({…}).".to_owned(),
+                            Err(e) => format!("The arguments are not JSON: {e}."),
+                        };
+                        let error = html::ItemError {
+                            id,
+                            messages: vec![why],
+                            retries_left: None,
+                            edited: Some(typed),
+                        };
+                        return self
+                            .render(
+                                snap,
+                                principal,
+                                csrf,
+                                None,
+                                Some(error),
+                                StatusCode::UNPROCESSABLE_ENTITY,
+                            )
+                            .await;
+                    }
+                }
+            }
+            _ => None,
+        };
         let (payload, done) = match kind.as_str() {
             "confirmation" if grant.is_some() => (json!({"confirmed": true}), "granted"),
+            "confirmation" if edited.is_some() => (json!({"confirmed": true}), "edited"),
             "confirmation" => match field(fields, "decision") {
                 Some("approve") => (json!({"confirmed": true}), "approved"),
                 // A note typed next to Decline goes with it (and only with it).
@@ -1241,16 +1275,44 @@ impl Page {
             _ => (json!({}), "answered"),
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
-        let answered = match &grant {
+        let with = match (&grant, &edited) {
+            (Some(grant), _) => Some(mcp_gate::Approving::Grant(grant)),
+            (None, Some((arguments, _))) => Some(mcp_gate::Approving::Arguments(arguments)),
+            (None, None) => None,
+        };
+        let answered = match with {
             None => mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
                 .await
                 .map(|(_, outcome)| outcome),
-            Some(grant) => snap
+            Some(with) => snap
                 .gateway
-                .answer_granting(principal, eid, payload, &by, grant)
+                .answer_with(principal, eid, payload, &by, with)
                 .await
                 .map(|(_, outcome, _)| outcome),
         };
+        // An edit the gate refused is shown next to the item, with what was typed.
+        if let (
+            Some((_, typed)),
+            Err(McpError::Store(elicitation_store::StoreError::AnswerRefused(why))),
+        ) = (&edited, &answered)
+        {
+            let error = html::ItemError {
+                id,
+                messages: vec![why.clone()],
+                retries_left: None,
+                edited: Some(typed.clone()),
+            };
+            return self
+                .render(
+                    snap,
+                    principal,
+                    csrf,
+                    None,
+                    Some(error),
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await;
+        }
         match answered {
             Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
                 redirect(&format!("/approvals?done={done}"))
@@ -1263,7 +1325,8 @@ impl Page {
                 let error = html::ItemError {
                     id,
                     messages,
-                    retries_left,
+                    retries_left: Some(retries_left),
+                    edited: None,
                 };
                 self.render(
                     snap,

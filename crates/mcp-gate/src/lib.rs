@@ -805,21 +805,45 @@ impl Gateway {
         if let Some(id) = confirmation_id {
             match timed(self.store.redeem_confirmation(caller, id, binding)).await {
                 // Approved, and consumed now: forwarded, once.
-                Ok(Redeemed::Consumed(_)) => {
+                Ok(Redeemed::Consumed(consumed)) => {
                     let forwarded = Audit::Forwarded {
                         gated: true,
                         shadowed: false,
                     };
-                    return self
+                    let Some(edited) = consumed.edited_arguments else {
+                        return self
+                            .forward(
+                                principal,
+                                entry,
+                                call.params.clone(),
+                                (forwarded, Some(id)),
+                                relay,
+                                upstream,
+                            )
+                            .await;
+                    };
+                    // The person approved other arguments: those run, if the policy in
+                    // force does not deny them, and the agent is told.
+                    let params = match self.edited_params(principal, call, &edited) {
+                        Ok(params) => params,
+                        Err(refusal) => {
+                            let rejected = GateRecord::Rejected(RejectReason::PolicyDenied);
+                            self.record(principal, entry, rejected, Some(id), &call.policy)
+                                .await;
+                            return done(refusal);
+                        }
+                    };
+                    let outcome = self
                         .forward(
                             principal,
                             entry,
-                            call.params.clone(),
+                            params,
                             (forwarded, Some(id)),
                             relay,
                             upstream,
                         )
                         .await;
+                    return told_of_edit(outcome, &edited);
                 }
                 Ok(Redeemed::Refused { current, .. }) => {
                     // The seed's truth table decides an answered confirmation; the statuses
@@ -876,6 +900,43 @@ impl Gateway {
             return granted;
         }
         self.hold_anew(principal, call).await
+    }
+
+    /// `call`'s params with the arguments a person approved instead of the agent's, unless
+    /// the policy in force denies the call with them (then the refusal).
+    fn edited_params(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        edited: &Value,
+    ) -> Result<CallToolParams, Value> {
+        let entry = &call.entry;
+        let Value::Object(map) = edited else {
+            return Err(gating_core::gate_unavailable_result(
+                "the arguments the person approved are not an object; nothing was run",
+            ));
+        };
+        let groups: Vec<String> = principal.groups.iter().cloned().collect();
+        let decided = self.policy.decide(
+            &CallFacts {
+                tool: &entry.qualified,
+                module: &entry.module_name,
+                args: edited,
+                caller: principal.caller.subject_id(),
+                groups: &groups,
+                hints: hints(entry).effective(),
+            },
+            hints(entry),
+        );
+        if decided.decision == GateDecision::Deny {
+            return Err(gating_core::denied_result(
+                &entry.qualified,
+                decided.reason.as_deref(),
+            ));
+        }
+        let mut params = call.params.clone();
+        params.arguments = Some(Arguments::from_map(map));
+        Ok(params)
     }
 
     /// Forwards `call` under one of its caller's live grants that covers it, used now (one
@@ -1244,25 +1305,38 @@ fn module_failure(what: &str, err: ModuleError) -> McpError {
     }
 }
 
+/// What a person's approval carries beyond yes, as they asked for it (checked by
+/// [`Gateway::answer_with`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Approving<'a> {
+    /// A standing grant's terms: `{"scope", "for", "max_uses"?, "when"?}`.
+    Grant(&'a Value),
+    /// The arguments to run the call with instead of the agent's.
+    Arguments(&'a Value),
+}
+
+/// Most schema violations told about edited arguments.
+const MAX_SCHEMA_ERRORS: usize = 5;
+
 impl Gateway {
     /// Approves confirmation `id` as `principal` (as [`answer`] does: as its caller, or as a
-    /// member of its approver group) and, in the same store operation, makes the standing
-    /// grant `grant` asks for (`{"scope", "for", "max_uses"?, "when"?}`), or neither.
-    /// Refused (`GrantRefused`, a 422 saying why) when the terms are malformed or longer
-    /// than `[gate] max_grant`, when the tool is not listed now, when the policy no longer
-    /// holds the call for a person or its rule says `grants = false`, and (by the store) on
-    /// anything but an approval of a held call. The store enforces who may answer: a
-    /// four-eyes or `must` rule's confirmation is granted only by someone who may answer it.
-    pub async fn answer_granting(
+    /// member of its approver group) with what `with` asks for, in the same store operation,
+    /// or does nothing. Refused (`AnswerRefused`, a 422 saying why) when the tool is not
+    /// listed now; for a grant, when the terms are malformed or longer than `[gate]
+    /// max_grant`, or the policy no longer holds the call for a person or its rule says
+    /// `grants = false`; for edited arguments, when they do not match the tool's
+    /// `inputSchema` or the policy denies the call with them; and (by the store) on anything
+    /// but an approval of a held call. The store enforces who may answer: a four-eyes or
+    /// `must` rule's confirmation is approved only by someone who may answer it.
+    pub async fn answer_with(
         &self,
         principal: &Principal,
         id: ElicitationId,
         payload: Value,
         answered_by: &str,
-        grant: &Value,
+        with: Approving<'_>,
     ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), McpError> {
-        let refused = |why: String| McpError::Store(StoreError::GrantRefused(why));
-        let terms = GrantTerms::parse(grant, self.max_grant).map_err(refused)?;
+        let refused = |why: String| McpError::Store(StoreError::AnswerRefused(why));
         // The held call, as its caller or as an approver may read it.
         let (owner, held) = match (
             self.store.get(&principal.caller, id).await,
@@ -1275,71 +1349,100 @@ impl Gateway {
             (Err(e), _) => return Err(e.into()),
         };
         let Some(call) = held.call else {
-            return Err(refused(
-                "only a confirmation of a tool call can carry a grant".into(),
-            ));
+            return Err(refused(format!(
+                "only a confirmation of a tool call can carry {}",
+                match with {
+                    Approving::Grant(_) => "a grant",
+                    Approving::Arguments(_) => "edited arguments",
+                }
+            )));
         };
         let entry = self.registry.find(&call.tool).await.ok_or_else(|| {
             refused(format!(
-                "{} is not listed by any module now, so nothing can be granted for it",
+                "{} is not listed by any module now, so the approval cannot carry anything for it",
                 call.tool
             ))
         })?;
-        // What the policy decides now for the call as held. The caller's groups are known
-        // only when the caller answers; an approver's grant is decided without them — the
-        // gate decides again, with them, at every call a grant would cover.
+        // What the policy decides now for the call as held (or as edited). The caller's
+        // groups are known only when the caller answers; an approver's answer is decided
+        // without them — the gate decides again, with them, when the call runs.
         let groups: Vec<String> = if owner == principal.caller {
             principal.groups.iter().cloned().collect()
         } else {
             Vec::new()
         };
-        let decided = self.policy.decide(
-            &CallFacts {
-                tool: &entry.qualified,
-                module: &entry.module_name,
-                args: &call.arguments,
-                caller: owner.subject_id(),
-                groups: &groups,
-                hints: hints(&entry).effective(),
-            },
-            hints(&entry),
-        );
-        let rule = || match decided.rule {
+        let decide = |args: &Value| {
+            self.policy.decide(
+                &CallFacts {
+                    tool: &entry.qualified,
+                    module: &entry.module_name,
+                    args,
+                    caller: owner.subject_id(),
+                    groups: &groups,
+                    hints: hints(&entry).effective(),
+                },
+                hints(&entry),
+            )
+        };
+        let rule = |decided: &gating_core::Decided| match decided.rule {
             Some(index) => format!("[[policy]] rule {index}"),
             None => "the tool's hints".to_owned(),
         };
-        match decided.decision {
-            GateDecision::Confirm(_) if decided.grants => {}
-            GateDecision::Confirm(_) => {
-                return Err(refused(format!(
-                    "{} holds {} for a person at every call (`grants = false`); approve without a grant",
-                    rule(),
-                    entry.qualified
-                )));
+        let with = match with {
+            Approving::Grant(grant) => {
+                let terms = GrantTerms::parse(grant, self.max_grant).map_err(refused)?;
+                let decided = decide(&call.arguments);
+                match decided.decision {
+                    GateDecision::Confirm(_) if decided.grants => {}
+                    GateDecision::Confirm(_) => {
+                        return Err(refused(format!(
+                            "{} holds {} for a person at every call (`grants = false`); approve without a grant",
+                            rule(&decided),
+                            entry.qualified
+                        )));
+                    }
+                    _ => {
+                        return Err(refused(format!(
+                            "the policy no longer holds this call of {} for a person ({} decides it), so there is nothing to grant",
+                            entry.qualified,
+                            rule(&decided)
+                        )));
+                    }
+                }
+                elicitation_store::AnswerWith::Grant(elicitation_store::GrantRequest {
+                    scope: terms.scope,
+                    when: terms.when.as_ref().map(|w| w.source().to_owned()),
+                    lasts: terms.lasts,
+                    max_uses: terms.max_uses,
+                    definition: definition_digest(&entry),
+                })
             }
-            _ => {
-                return Err(refused(format!(
-                    "the policy no longer holds this call of {} for a person ({} decides it), so there is nothing to grant",
-                    entry.qualified,
-                    rule()
-                )));
+            Approving::Arguments(arguments) => {
+                check_arguments(&entry, arguments).map_err(refused)?;
+                let decided = decide(arguments);
+                if decided.decision == GateDecision::Deny {
+                    return Err(refused(format!(
+                        "{} denies {} with these arguments{}",
+                        rule(&decided),
+                        entry.qualified,
+                        decided
+                            .reason
+                            .as_deref()
+                            .map(|r| format!(": {r}"))
+                            .unwrap_or_default()
+                    )));
+                }
+                elicitation_store::AnswerWith::Arguments(arguments.clone())
             }
-        }
-        let request = elicitation_store::GrantRequest {
-            scope: terms.scope,
-            when: terms.when.as_ref().map(|w| w.source().to_owned()),
-            lasts: terms.lasts,
-            max_uses: terms.max_uses,
-            definition: definition_digest(&entry),
         };
         let own = self
             .grants
-            .respond_granting(
+            .respond_with(
                 &principal.caller,
                 id,
                 payload.clone(),
                 Some(answered_by),
-                request.clone(),
+                with.clone(),
             )
             .await;
         match (own, principal.approver()) {
@@ -1348,7 +1451,7 @@ impl Gateway {
                 Some(approver),
             ) => Ok(self
                 .grants
-                .approver_respond_granting(&approver, id, payload, Some(answered_by), request)
+                .approver_respond_with(&approver, id, payload, Some(answered_by), with)
                 .await?),
             (own, _) => {
                 let (outcome, grant) = own?;
@@ -1357,6 +1460,83 @@ impl Gateway {
         }
     }
 }
+
+/// Whether `arguments` may replace the agent's for `entry`: an object that the tool's
+/// `inputSchema` accepts. A schema the validator cannot use refuses every edit (the gate
+/// cannot check them), and it never fetches anything a `$ref` names.
+fn check_arguments(entry: &ToolEntry, arguments: &Value) -> Result<(), String> {
+    if !arguments.is_object() {
+        return Err("edited arguments must be a JSON object".into());
+    }
+    let Some(schema) = entry.tool.get("inputSchema") else {
+        return Err(format!(
+            "{} lists no input schema, so edited arguments cannot be checked; approve the agent's or decline",
+            entry.qualified
+        ));
+    };
+    let validator = jsonschema::validator_for(schema).map_err(|e| {
+        format!(
+            "{}'s input schema cannot be used to check edited arguments ({e}); approve the agent's or decline",
+            entry.qualified
+        )
+    })?;
+    let errors: Vec<String> = validator
+        .iter_errors(arguments)
+        .take(MAX_SCHEMA_ERRORS)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the edited arguments do not match {}'s input schema: {}",
+            entry.qualified,
+            errors.join("; ")
+        ))
+    }
+}
+
+/// A forwarded call's result, telling the agent that a person changed its arguments before
+/// approving, and to what (a text item after the module's content, and `_meta`). Any other
+/// outcome passes as it is.
+fn told_of_edit(outcome: CallOutcome, edited: &Value) -> CallOutcome {
+    let CallOutcome::Forwarded(raw) = outcome else {
+        return outcome;
+    };
+    let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
+        return CallOutcome::Forwarded(raw);
+    };
+    let told = serde_json::json!({
+        "type": "text",
+        "text": format!(
+            "A person changed the arguments before approving this call; it ran with these instead of yours: {}",
+            gating_core::canonical_json(edited)
+        ),
+    });
+    match result.get_mut("content").and_then(Value::as_array_mut) {
+        Some(content) => content.push(told),
+        None => {
+            result.insert("content".into(), Value::Array(vec![told]));
+        }
+    }
+    let meta = result
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Value::Object(meta) = meta {
+        meta.insert(EDITED_META.into(), edited.clone());
+    }
+    CallOutcome::Done(Value::Object(result))
+}
+
+/// The `_meta` key of a result whose arguments a person changed: the arguments it ran with.
+pub const EDITED_META: &str = "mcp-gateway/edited_arguments";
 
 /// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
 /// confirmation, or one its caller may not answer — as a member of its approver group (the

@@ -101,7 +101,7 @@ fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
         StoreError::NotFound { .. } | StoreError::GrantNotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::ApproverRequired { .. } | StoreError::FourEyes { .. } => StatusCode::FORBIDDEN,
         StoreError::Transition(_) => StatusCode::CONFLICT,
-        StoreError::GrantRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,
+        StoreError::AnswerRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,
         StoreError::PendingLimit { .. }
         | StoreError::CallerFull { .. }
         | StoreError::Full { .. } => StatusCode::TOO_MANY_REQUESTS,

@@ -3,7 +3,7 @@
 //! - `GET  /v1/mcp/elicitations[?status=pending|responded|…|all][&limit=N]`
 //! - `GET  /v1/mcp/elicitations/{id}`
 //! - `POST /v1/mcp/elicitations/{id}/respond` (body: the response payload; an approval may
-//!   carry a standing `grant`)
+//!   carry a standing `grant`, or the `arguments` to run instead of the agent's)
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //! - `GET  /v1/mcp/grants[?limit=N]`: the caller's standing grants and those it made
 //! - `DELETE /v1/mcp/grants/{id}`: revokes one, on every instance at once
@@ -115,18 +115,30 @@ pub async fn handle(
             let mut payload: Value = serde_json::from_slice(request.body).map_err(|e| {
                 McpError::BadBody(format!("the body must be the response as JSON: {e}"))
             })?;
-            // A standing grant rides with the approval; the recorded answer is without it.
+            // A standing grant, or the arguments to run instead of the agent's, rides with
+            // the approval; the recorded answer is without them.
             let grant = payload.as_object_mut().and_then(|o| o.remove("grant"));
+            let arguments = payload.as_object_mut().and_then(|o| o.remove("arguments"));
             let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
-            let (owner, outcome, made) = match &grant {
+            let with = match (&grant, &arguments) {
+                (Some(_), Some(_)) => {
+                    return Err(McpError::Store(StoreError::AnswerRefused(
+                        "a grant cannot be combined with changed arguments: approve the edit, then grant on a later call".into(),
+                    )));
+                }
+                (Some(grant), None) => Some(mcp_gate::Approving::Grant(grant)),
+                (None, Some(arguments)) => Some(mcp_gate::Approving::Arguments(arguments)),
+                (None, None) => None,
+            };
+            let (owner, outcome, made) = match with {
                 None => {
                     let (owner, outcome) =
                         mcp_gate::answer(store.as_ref(), principal, id, payload, &by).await?;
                     (owner, outcome, None)
                 }
-                Some(grant) => {
+                Some(with) => {
                     gateway
-                        .answer_granting(principal, id, payload, &by, grant)
+                        .answer_with(principal, id, payload, &by, with)
                         .await?
                 }
             };

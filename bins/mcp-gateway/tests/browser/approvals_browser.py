@@ -184,6 +184,29 @@ def main():
         out["grants_after_revoke"] = page.locator("#grants").locator("xpath=..").inner_text()
 
         step("granted and revoked")
+        # Edit arguments: a mistake is shown in place with what was typed; the edit then
+        # approved is what the module writes.
+        asked_target = SANDBOX + "/asked.txt"
+        edit = held_id(agent_call(asked_target, "the agent's"))
+        page.wait_for_selector(f"#e-{edit}", timeout=15000)
+        page.locator(f"#e-{edit} details.edit summary").click()
+        broken = '{"path": "' + SANDBOX + '/edited.txt", "content": '
+        page.locator(f"#a-{edit}").fill(broken)
+        page.locator(f"#e-{edit}").get_by_role("button", name="Approve with these arguments").click()
+        page.wait_for_selector(f"#e-{edit} .error")
+        out["edit_error"] = page.locator(f"#e-{edit} .error").inner_text()
+        out["edit_kept"] = page.locator(f"#a-{edit}").input_value()
+        bad_type = json.dumps({"path": 7})
+        page.locator(f"#a-{edit}").fill(bad_type)
+        page.locator(f"#e-{edit}").get_by_role("button", name="Approve with these arguments").click()
+        page.wait_for_selector(f"#e-{edit} .error")
+        out["edit_schema_error"] = page.locator(f"#e-{edit} .error").inner_text()
+        page.locator(f"#a-{edit}").fill(json.dumps({"path": SANDBOX + "/edited.txt", "content": "the <i>person's</i>"}))
+        page.locator(f"#e-{edit}").get_by_role("button", name="Approve with these arguments").click()
+        page.wait_for_selector("text=Approved with your arguments.")
+        out["edited_call"] = agent_call(asked_target, "the agent's", edit)
+
+        step("edited")
         # A form on another site posting an approval is refused, and changes nothing.
         third = held_id(agent_call(SANDBOX + "/forged.txt", "forged"))
         page.wait_for_selector(f"#e-{third}", timeout=15000)

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{PostgresStore, sql, tenant_param};
 use crate::audit::AuditEvent;
-use crate::grant::{Grant, GrantId, GrantRequest, GrantStore};
+use crate::grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore};
 use crate::seal::{KeyRing, SealContext, Sealed};
 use crate::{
     Approval, ApprovalMode, Approver, Caller, MAX_LIST_LIMIT, StoreError, StoredElicitation,
@@ -151,7 +151,7 @@ impl PostgresStore {
     ) -> Result<Option<Option<Grant>>, StoreError> {
         let raw = self.select_one(caller, id).await?;
         let (Some(tool), Some(digest)) = (raw.tool(), raw.digest()) else {
-            return Err(crate::grant::not_a_held_call());
+            return Err(crate::grant::not_a_held_call(&request.into()));
         };
         let digest: [u8; 32] = digest
             .try_into()
@@ -266,27 +266,27 @@ impl PostgresStore {
 
 #[async_trait]
 impl GrantStore for PostgresStore {
-    async fn respond_granting(
+    async fn respond_with(
         &self,
         caller: &Caller,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
-        self.respond_guarded(caller, id, payload, answered_by, None, Some(grant))
+        self.respond_guarded(caller, id, payload, answered_by, None, Some(with))
             .await
     }
 
-    async fn approver_respond_granting(
+    async fn approver_respond_with(
         &self,
         approver: &Approver,
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        grant: GrantRequest,
+        with: AnswerWith,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
-        self.approver_answer(approver, id, payload, answered_by, Some(grant))
+        self.approver_answer(approver, id, payload, answered_by, Some(with))
             .await
     }
 

@@ -17,6 +17,8 @@ pub(super) const REQUEST: &str = "request";
 pub(super) const RESPONSE: &str = "response";
 pub(super) const MESSAGE: &str = "message";
 pub(super) const NOTE: &str = "note";
+/// The seal context column of the arguments a person approved instead of the agent's.
+pub(super) const EDITED: &str = "edited_arguments";
 
 /// A row as read, before its sealed columns are opened.
 pub(super) struct RawRow {
@@ -135,6 +137,22 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         }
         None => None,
     };
+    let edited_arguments = match sealed(
+        row.try_get("edited_sealed").map_err(get_err)?,
+        row.try_get("edited_key_id").map_err(get_err)?,
+    ) {
+        Some(s) => Some(open_json(
+            keys,
+            &s,
+            SealContext {
+                column: EDITED,
+                id,
+                caller: &caller,
+                call: None,
+            },
+        )?),
+        None => None,
+    };
     let time = |name: &str| row.try_get::<_, OffsetDateTime>(name).map_err(get_err);
     let maybe_time = |name: &str| {
         row.try_get::<_, Option<OffsetDateTime>>(name)
@@ -156,6 +174,7 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
             .try_get("answered_by")
             .map_err(|e| StoreError::Backend(Box::new(e)))?,
         note,
+        edited_arguments,
     };
     let approval = match (
         row.try_get::<_, Option<String>>("approver_group")

@@ -9,7 +9,7 @@ macro_rules! columns {
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
          cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode, \
-         note_sealed, note_key_id"
+         note_sealed, note_key_id, edited_sealed, edited_key_id"
     };
 }
 
@@ -101,17 +101,20 @@ macro_rules! answerer_may {
 /// The update that records a valid answer and its audit row (see [`RESPOND_VALID`]).
 macro_rules! respond_valid {
     () => {
+        respond_valid!(
+            "",
+            "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text))"
+        )
+    };
+    ($set:literal, $detail:literal) => {
         concat!(
-            "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13 ",
-            "WHERE id = $1 AND ",
+            "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13",
+            $set,
+            " WHERE id = $1 AND ",
             caller_is!(),
             answerer_may!("$9", "$10", "$11"),
             " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name, call_digest, approver_group, approval_mode), ",
-            audit_from_changed!(
-                "$7",
-                "elicitation_responded",
-                "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text))"
-            )
+            audit_from_changed!("$7", "elicitation_responded", $detail)
         )
     };
 }
@@ -134,6 +137,17 @@ pub(super) const RESPOND_VALID_GRANTING: &str = concat!(
     "grant_audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
     "SELECT $7, 'grant_created', $2, $3::text, elicitation_id, tool_name, jsonb_strip_nulls(jsonb_build_object('grant', id::text, 'scope', $15::text, 'expires_at', $23::timestamptz, 'max_uses', $24::integer, 'granted_by', $8::text)) FROM granted) ",
     "SELECT count(*), (SELECT count(*) FROM granted) FROM changed"
+);
+
+/// [`RESPOND_VALID`] for an approval with the arguments the person approved instead of the
+/// agent's: `$14` sealed, `$15` its key id, `$16` their digest (which the audit row keeps
+/// beside the call's).
+pub(super) const RESPOND_VALID_EDITING: &str = concat!(
+    respond_valid!(
+        ", edited_sealed = $14, edited_key_id = $15, edited_digest = $16",
+        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text, 'call_digest', encode(call_digest, 'hex'), 'edited_digest', encode($16::bytea, 'hex')))"
+    ),
+    "SELECT count(*) FROM changed"
 );
 
 /// Counts an invalid answer; the `$4`-th is terminal. `$5` now; `$6`–`$8` the answerer (see

@@ -7,7 +7,7 @@ use tokio_postgres::error::SqlState;
 
 use super::*;
 use crate::conformance::{Harness, Setup, conformance_tests, start_time};
-use crate::{ManualClock, PolicyRef, RejectReason, SealError};
+use crate::{GrantStore as _, ManualClock, PolicyRef, RejectReason, SealError};
 
 use crate::test_support::TestDb;
 
@@ -860,6 +860,105 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     );
 }
 
+/// Arguments a person approved instead of the agent's are sealed, audited with both digests,
+/// and once the approval is recorded the writer role can neither swap, drop nor add them
+/// (nor put them on a decline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_swap_the_arguments_a_person_approved() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let args = json!({"path": "/srv/prod"});
+    let edited = json!({"path": "/srv/staging-only"});
+    let mut ids = Vec::new();
+    for answer in [json!({"confirmed": true}), json!({"confirmed": false})] {
+        let id = store
+            .create_confirmation(&alice(), confirmation_request(args.clone()))
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        if answer["confirmed"] == true {
+            store
+                .respond_with(
+                    &alice(),
+                    id,
+                    answer,
+                    None,
+                    crate::AnswerWith::Arguments(edited.clone()),
+                )
+                .await
+                .unwrap();
+        } else {
+            store.respond(&alice(), id, answer).await.unwrap();
+        }
+        ids.push(id);
+    }
+    let (approved, declined) = (ids[0], ids[1]);
+    let admin = db.admin().await;
+    let row = admin
+        .query_one(
+            "SELECT edited_sealed, encode(edited_digest, 'hex') FROM mcp_elicitations WHERE id = $1",
+            &[approved.as_uuid()],
+        )
+        .await
+        .unwrap();
+    let sealed: Vec<u8> = row.get(0);
+    assert!(
+        !sealed.windows(7).any(|w| w == b"staging"),
+        "sealed at rest"
+    );
+    let digest: String = row.get(1);
+    assert_eq!(digest, gating_core::CallDigest::of(&edited).to_string());
+    let detail: Value = admin
+        .query_one(
+            "SELECT detail FROM mcp_audit_events WHERE event = 'elicitation_responded' AND elicitation_id = $1",
+            &[approved.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(detail["edited_digest"], digest.as_str(), "{detail}");
+    assert_eq!(
+        detail["call_digest"],
+        gating_core::CallDigest::of(&args).to_string().as_str(),
+        "{detail}"
+    );
+
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    for (id, statement) in [
+        (
+            approved,
+            "UPDATE mcp_elicitations SET edited_sealed = NULL, edited_key_id = NULL, edited_digest = NULL WHERE id = $1",
+        ),
+        (
+            approved,
+            "UPDATE mcp_elicitations SET edited_sealed = edited_sealed || '\\x00'::bytea WHERE id = $1",
+        ),
+        (
+            declined,
+            "UPDATE mcp_elicitations SET edited_sealed = '\\x00'::bytea, edited_key_id = 'k1', edited_digest = decode(repeat('00', 32), 'hex') WHERE id = $1",
+        ),
+    ] {
+        let code = sqlstate(writer.execute(statement, &[id.as_uuid()]).await);
+        assert!(
+            code == Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION)
+                || code == Some(SqlState::CHECK_VIOLATION),
+            "{statement}: {code:?}"
+        );
+    }
+    assert_eq!(
+        store
+            .get(&alice(), approved)
+            .await
+            .unwrap()
+            .elicitation
+            .edited_arguments,
+        Some(edited)
+    );
+}
+
 /// A store that never re-reads on its own: a waiter wakes only if NOTIFY reaches it.
 async fn deaf_but_for_notify(db: &TestDb, clock: Arc<ManualClock>) -> PostgresStore {
     let mut options = PostgresOptions::new(
@@ -1340,7 +1439,13 @@ async fn the_writer_role_cannot_extend_unuse_reown_or_forge_a_grant() {
             definition: "def".into(),
         };
         store
-            .respond_granting(&alice(), id, json!({"confirmed": true}), None, request)
+            .respond_with(
+                &alice(),
+                id,
+                json!({"confirmed": true}),
+                None,
+                request.into(),
+            )
             .await
             .unwrap()
             .1

@@ -1316,3 +1316,159 @@ async fn a_grant_covers_no_call_once_the_tools_definition_changed() {
     let runs = call(&h, "test__delete", json!({"path": "/b"}), None).await;
     assert_eq!(runs["content"][0]["text"], "deleted", "{runs}");
 }
+
+/// A harness whose module has one gated tool, `test__write`, with a real input schema, that
+/// records the arguments each call ran with.
+async fn writer_harness(
+    store: Arc<dyn Store>,
+    policy: GatePolicy,
+) -> (Harness, Arc<Mutex<Vec<Value>>>) {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let seen = ran.clone();
+    let writer = InProcessModule::new(
+        "test",
+        vec![InProcessTool::new(
+            json!({"name": "write", "inputSchema": {
+                    "type": "object",
+                    "properties": {"path": {"type": "string", "minLength": 1}, "content": {"type": "string"}},
+                    "required": ["path"], "additionalProperties": false},
+                   "annotations": {"destructiveHint": true}}),
+            move |args| {
+                seen.lock().unwrap().push(args.clone());
+                Ok(text_result("written", false))
+            },
+        )],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "test".into(),
+        prefix: "test".into(),
+        trust_annotations: true,
+        module: Arc::new(writer),
+    }])
+    .await
+    .unwrap();
+    let gateway = Arc::new(Gateway::new(registry, store, policy, false));
+    let auth = Auth::tokens(vec![
+        TokenGrant {
+            subject: "alice".into(),
+            tenant: None,
+            token_sha256: token_sha256(AGENT),
+            scopes: vec![SCOPE_TOOLS_CALL.into()],
+            groups: Vec::new(),
+        },
+        TokenGrant {
+            subject: "alice".into(),
+            tenant: None,
+            token_sha256: token_sha256(HUMAN),
+            scopes: vec![SCOPE_RESPOND.into()],
+            groups: Vec::new(),
+        },
+    ])
+    .unwrap();
+    let h = Harness {
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        deletes: Arc::new(AtomicUsize::new(0)),
+        reads: Arc::new(AtomicUsize::new(0)),
+    };
+    (h, ran)
+}
+
+/// A person approves with other arguments: those are what the module runs, on the agent's
+/// re-call with its own arguments and the confirmation's id; the agent is told; the
+/// recorded answer stays `{"confirmed": true}`. Arguments the schema refuses, that the
+/// policy denies, or that come with a grant are refused with why, and nothing is recorded.
+async fn edited_arguments_run_instead(store: Arc<dyn Store>) {
+    let policy = GatePolicy::default().with_rule(
+        PolicyRule::new("test__write", GateMode::Deny)
+            .when(gating_core::When::compile("args.path.contains('..')").unwrap())
+            .reason("no .."),
+    );
+    let (h, ran) = writer_harness(store.clone(), policy).await;
+    let asked = json!({"path": "/srv/prod/config", "content": "new"});
+    let id = held_id(&call(&h, "test__write", asked.clone(), None).await);
+    let respond = format!("/v1/mcp/elicitations/{id}/respond");
+    for (body, says) in [
+        (
+            json!({"confirmed": true, "arguments": {"path": 7}}),
+            "input schema",
+        ),
+        (
+            json!({"confirmed": true, "arguments": {"path": "/x", "mode": "0777"}}),
+            "input schema",
+        ),
+        (json!({"confirmed": true, "arguments": ["/x"]}), "object"),
+        (
+            json!({"confirmed": true, "arguments": {"path": "/srv/../etc/passwd"}}),
+            "no ..",
+        ),
+        (
+            json!({"confirmed": false, "arguments": {"path": "/x"}}),
+            "approval",
+        ),
+        (
+            json!({"confirmed": true, "arguments": {"path": "/x"}, "grant": {"scope": "tool", "for": "1h"}}),
+            "cannot be combined",
+        ),
+    ] {
+        let (status, problem) = rest(&h, HUMAN, "POST", &respond, Some(body.clone())).await;
+        assert_eq!(
+            status,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}: {problem}"
+        );
+        assert!(
+            problem.to_string().contains(says),
+            "{body}: {says}: {problem}"
+        );
+    }
+    let caller = Caller::new("alice", None).unwrap();
+    let stored = store.get(&caller, id.parse().unwrap()).await.unwrap();
+    assert_eq!(stored.elicitation.response, None, "nothing recorded");
+
+    let edited = json!({"path": "/srv/staging/config", "content": "new"});
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &respond,
+        Some(json!({"confirmed": true, "arguments": edited})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["elicitation"]["response"], json!({"confirmed": true}));
+    let stored = store.get(&caller, id.parse().unwrap()).await.unwrap();
+    assert_eq!(
+        stored.elicitation.response,
+        Some(json!({"confirmed": true}))
+    );
+    assert_eq!(stored.elicitation.edited_arguments, Some(edited.clone()));
+
+    let result = call(&h, "test__write", asked.clone(), Some(&id)).await;
+    assert_eq!(result["content"][0]["text"], "written", "{result}");
+    let told = result["content"][1]["text"].as_str().unwrap();
+    assert!(
+        told.contains("changed the arguments") && told.contains("/srv/staging/config"),
+        "{told}"
+    );
+    assert_eq!(result["_meta"][mcp_gate::EDITED_META], edited, "{result}");
+    assert_eq!(
+        *ran.lock().unwrap(),
+        vec![edited],
+        "the module ran the person's arguments"
+    );
+    // Used once, like any approval.
+    held_id(&call(&h, "test__write", asked, Some(&id)).await);
+    assert_eq!(ran.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_with_changed_arguments_and_those_are_what_runs() {
+    edited_arguments_run_instead(Arc::new(MemoryStore::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_with_changed_arguments_and_those_are_what_runs_on_postgres() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    edited_arguments_run_instead(postgres_store(&db).await).await;
+}
