@@ -66,6 +66,27 @@ pub fn visible(text: &str) -> String {
     out
 }
 
+/// JSON text with every deceptive character (as [`visible`] finds them, but the layout's
+/// line breaks and tabs) written as a JSON
+/// escape (`\u202e`; a character past U+FFFF as its UTF-16 pair, `\udb40\udc41`): the same
+/// JSON to a parser, but what a person reads and edits is what runs. For JSON written by
+/// `serde_json`, where such characters can appear only inside strings.
+pub fn visible_json(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        // Line breaks and tabs are the JSON's layout (inside a string they are escaped).
+        if is_deceptive(c) && !matches!(c, '\n' | '\r' | '\t') {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{unit:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A confirmation message for a call, and whether it shows the call's arguments in full.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfirmationMessage {

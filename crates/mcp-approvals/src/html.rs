@@ -353,10 +353,12 @@ fn confirmation_controls(
         if let Some(arguments) = item.get("arguments") {
             // What is typed is the person's; what is shown first is the agent's, as JSON
             // text (escaped: it is data, never markup).
-            let text = edited.map_or_else(
+            // Deceptive characters as JSON escapes: the same arguments to the parser, but
+            // a right-to-left override or a tag character is visible where it is edited.
+            let text = gating_core::visible_json(&edited.map_or_else(
                 || serde_json::to_string_pretty(arguments).unwrap_or_default(),
                 str::to_owned,
-            );
+            ));
             let open = if edited.is_some() { " open" } else { "" };
             let _ = write!(
                 out,

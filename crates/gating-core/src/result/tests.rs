@@ -234,3 +234,24 @@ fn a_held_results_structured_content_says_what_to_do_without_meta() {
     let text = held["content"][0]["text"].as_str().unwrap();
     assert!(text.contains(next), "the text says the same: {text}");
 }
+
+#[test]
+fn json_made_visible_reads_back_the_same_and_hides_no_deceptive_character() {
+    let value = serde_json::json!({"name": "\u{202e}fdp.exe", "tag": "a\u{e0041}b\u{200b}", "ok": "plain é"});
+    let text = visible_json(&serde_json::to_string_pretty(&value).unwrap());
+    assert!(
+        !text
+            .chars()
+            .any(|c| is_deceptive(c) && !matches!(c, '\n' | '\t' | '\r')),
+        "{text}"
+    );
+    assert!(
+        text.contains("\\u202e") && text.contains("\\udb40\\udc41"),
+        "{text}"
+    );
+    assert!(text.contains("plain é"), "{text}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+        value
+    );
+}
