@@ -31,11 +31,17 @@ pub enum AuditEvent {
     GrantCreated,
     /// A standing grant was revoked.
     GrantRevoked,
+    /// A module listed a definition that is not its pin: withheld for a person.
+    ToolDefinitionChanged,
+    /// A person approved a changed definition: it is the pin now.
+    ToolDefinitionApproved,
+    /// A person rejected a changed definition: it stays withheld.
+    ToolDefinitionRejected,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 11] = [
+    pub const ALL: [AuditEvent; 14] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -47,6 +53,9 @@ impl AuditEvent {
         AuditEvent::ToolCallShadowed,
         AuditEvent::GrantCreated,
         AuditEvent::GrantRevoked,
+        AuditEvent::ToolDefinitionChanged,
+        AuditEvent::ToolDefinitionApproved,
+        AuditEvent::ToolDefinitionRejected,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -63,6 +72,9 @@ impl AuditEvent {
             AuditEvent::ToolCallShadowed => "tool_call_shadowed",
             AuditEvent::GrantCreated => "grant_created",
             AuditEvent::GrantRevoked => "grant_revoked",
+            AuditEvent::ToolDefinitionChanged => "tool_definition_changed",
+            AuditEvent::ToolDefinitionApproved => "tool_definition_approved",
+            AuditEvent::ToolDefinitionRejected => "tool_definition_rejected",
         }
     }
 }
@@ -227,7 +239,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../../../migrations/V12__standing_grants.sql");
+        let migration = include_str!("../../../migrations/V14__definition_pins.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");

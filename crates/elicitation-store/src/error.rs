@@ -71,6 +71,12 @@ pub enum StoreError {
         /// The id asked for.
         id: uuid::Uuid,
     },
+    /// No such tool-definition change.
+    #[error("tool-definition change {id} not found")]
+    ChangeNotFound {
+        /// The id asked for.
+        id: uuid::Uuid,
+    },
     /// What an approval was asked to carry (a standing grant, edited arguments) cannot be
     /// made (said why, for the person): nothing was recorded.
     #[error("{0}")]
@@ -183,6 +189,7 @@ impl StoreError {
             StoreError::NotFound { .. }
                 | StoreError::AnswerRefused(_)
                 | StoreError::GrantNotFound { .. }
+                | StoreError::ChangeNotFound { .. }
                 | StoreError::ApproverRequired { .. }
                 | StoreError::FourEyes { .. }
                 | StoreError::Transition(_)

@@ -18,6 +18,7 @@ mod grant;
 mod memory;
 mod metered;
 mod migrate;
+mod pins;
 mod postgres;
 mod seal;
 mod store;
@@ -39,6 +40,10 @@ pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
 pub use migrate::{latest_version, migrate};
+pub use pins::{
+    CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
+    Observed, Pin, definition_digest,
+};
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{

@@ -14,6 +14,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::grant::{AnswerWith, Grant, GrantId, GrantStore};
+use crate::pins::{CatalogStore, DefinitionChange, DefinitionKey, FirstSight, Observed, Pin};
 use crate::{
     Approver, AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore,
     ErasedElicitation, ExpiredElicitation, Fleet, GateRecord, ListQuery, Listed, PolicyRef,
@@ -429,6 +430,42 @@ impl GrantStore for Metered {
             self.inner.revoke_grant(revoker, id, revoked_by),
         )
         .await
+    }
+}
+
+#[async_trait]
+impl CatalogStore for Metered {
+    async fn observe(
+        &self,
+        key: &DefinitionKey,
+        definition: &Value,
+        first: FirstSight,
+        reasons: &[String],
+    ) -> Result<Observed, StoreError> {
+        self.timed(
+            "observe_definition",
+            self.inner.observe(key, definition, first, reasons),
+        )
+        .await
+    }
+
+    async fn definition_changes(&self, limit: usize) -> Result<Vec<DefinitionChange>, StoreError> {
+        self.timed("definition_changes", self.inner.definition_changes(limit))
+            .await
+    }
+
+    async fn decide_change(
+        &self,
+        id: uuid::Uuid,
+        approve: bool,
+        by: Option<&str>,
+    ) -> Result<DefinitionChange, StoreError> {
+        self.timed("decide_change", self.inner.decide_change(id, approve, by))
+            .await
+    }
+
+    async fn pin(&self, key: &DefinitionKey) -> Result<Option<Pin>, StoreError> {
+        self.timed("pin", self.inner.pin(key)).await
     }
 }
 

@@ -41,6 +41,7 @@ use crate::{AuditSink, Fleet};
 
 mod grants;
 mod listen;
+mod pins;
 mod row;
 pub(crate) mod sql;
 

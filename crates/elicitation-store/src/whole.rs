@@ -1,11 +1,12 @@
 //! The whole store the gateway is built on.
 
 use crate::grant::GrantStore;
+use crate::pins::CatalogStore;
 use crate::store::{AuditSink, ElicitationStore, Fleet};
 
-/// A whole store: its elicitations, its fleet, its audit trail and its standing grants. The
-/// gateway is built on one; a test double implements only the part it fakes and is put in
-/// its place.
-pub trait Store: ElicitationStore + Fleet + AuditSink + GrantStore {}
+/// A whole store: its elicitations, its fleet, its audit trail, its standing grants and its
+/// tool-definition pins. The gateway is built on one; a test double implements only the part
+/// it fakes and is put in its place.
+pub trait Store: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore {}
 
-impl<T: ElicitationStore + Fleet + AuditSink + GrantStore> Store for T {}
+impl<T: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore> Store for T {}

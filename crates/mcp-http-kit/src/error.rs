@@ -98,7 +98,9 @@ impl HttpError for McpError {
 
 fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
     match e {
-        StoreError::NotFound { .. } | StoreError::GrantNotFound { .. } => StatusCode::NOT_FOUND,
+        StoreError::NotFound { .. }
+        | StoreError::GrantNotFound { .. }
+        | StoreError::ChangeNotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::ApproverRequired { .. } | StoreError::FourEyes { .. } => StatusCode::FORBIDDEN,
         StoreError::Transition(_) => StatusCode::CONFLICT,
         StoreError::AnswerRefused(_) => StatusCode::UNPROCESSABLE_ENTITY,

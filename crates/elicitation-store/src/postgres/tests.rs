@@ -1603,3 +1603,87 @@ async fn the_writer_role_cannot_extend_unuse_reown_or_forge_a_grant() {
             .is_none()
     );
 }
+
+/// Pins are append-only for the writer role: it can neither rewrite nor remove one, nor
+/// decide a change again; a change's audit rows name both digests.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_rewrite_a_pin_or_a_decision() {
+    use crate::{CatalogStore as _, DefinitionKey, DefinitionKind, FirstSight, Observed};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let key = DefinitionKey {
+        module: "fs".into(),
+        kind: DefinitionKind::Tool,
+        name: "write_file".into(),
+    };
+    store
+        .observe(&key, &json!({"d": 1}), FirstSight::Trust, &[])
+        .await
+        .unwrap();
+    let Observed::Held(change) = store
+        .observe(&key, &json!({"d": 2}), FirstSight::Trust, &[])
+        .await
+        .unwrap()
+    else {
+        panic!("held")
+    };
+    store
+        .decide_change(change.id, false, Some("ops"))
+        .await
+        .unwrap();
+    let detail: Value = db
+        .admin()
+        .await
+        .query_one(
+            "SELECT detail FROM mcp_audit_events WHERE event = 'tool_definition_changed'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        detail["pinned_digest"],
+        crate::definition_digest(&json!({"d": 1}))
+            .to_string()
+            .as_str(),
+        "{detail}"
+    );
+    assert_eq!(
+        detail["proposed_digest"],
+        crate::definition_digest(&json!({"d": 2}))
+            .to_string()
+            .as_str(),
+        "{detail}"
+    );
+    let writer = db.writer().await;
+    for statement in [
+        "UPDATE mcp_pins SET definition = '{\"d\": 2}'",
+        "DELETE FROM mcp_pins",
+    ] {
+        let code = sqlstate(writer.execute(statement, &[]).await);
+        assert_eq!(code, Some(SqlState::INSUFFICIENT_PRIVILEGE), "{statement}");
+    }
+    let code = sqlstate(
+        writer
+            .execute(
+                "UPDATE mcp_definition_changes SET status = 'approved' WHERE id = $1",
+                &[&change.id],
+            )
+            .await,
+    );
+    assert_eq!(code, Some(SqlState::INTEGRITY_CONSTRAINT_VIOLATION));
+    let code = sqlstate(
+        writer
+            .execute(
+                "UPDATE mcp_definition_changes SET proposed = '{}' WHERE id = $1",
+                &[&change.id],
+            )
+            .await,
+    );
+    assert_eq!(code, Some(SqlState::INSUFFICIENT_PRIVILEGE));
+    assert_eq!(
+        store.pin(&key).await.unwrap().unwrap().definition,
+        json!({"d": 1})
+    );
+}
