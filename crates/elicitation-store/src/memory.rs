@@ -1071,7 +1071,7 @@ impl CatalogStore for MemoryStore {
                 && c.pinned.as_ref().map(|p| p.version) == against
                 && c.status != ChangeStatus::Approved
         }) {
-            return Ok(Observed::Held(known.clone()));
+            return Ok(Observed::Held(Box::new(known.clone())));
         }
         let change = DefinitionChange {
             id: change_id,
@@ -1095,7 +1095,7 @@ impl CatalogStore for MemoryStore {
             catalog.changes.remove(oldest);
         }
         catalog.changes.push(change.clone());
-        Ok(Observed::Held(change))
+        Ok(Observed::Held(Box::new(change)))
     }
 
     async fn definition_changes(&self, limit: usize) -> Result<Vec<DefinitionChange>, StoreError> {

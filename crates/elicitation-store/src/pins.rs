@@ -147,7 +147,7 @@ pub enum Observed {
     /// It is the pin (or was pinned now, on first sight): list it.
     Pinned(Pin),
     /// It is withheld: the change that waits for (or was refused by) a person.
-    Held(DefinitionChange),
+    Held(Box<DefinitionChange>),
 }
 
 /// How a first sight is taken.

@@ -292,7 +292,7 @@ impl CatalogStore for PostgresStore {
         if inserted {
             crate::pins::emit(AuditEvent::ToolDefinitionChanged, &change);
         }
-        Ok(Observed::Held(change))
+        Ok(Observed::Held(Box::new(change)))
     }
 
     async fn definition_changes(&self, limit: usize) -> Result<Vec<DefinitionChange>, StoreError> {
