@@ -500,6 +500,13 @@ async fn gateway_over(
         Arc::new(elicitation_store::SystemClock),
     )
     .await?;
+    for m in config
+        .modules
+        .iter()
+        .filter(|m| m.pin == crate::config::Pin::Off && m.trust_annotations)
+    {
+        tracing::warn!(module = %m.name, "pin = \"off\" with trust_annotations = true: the module can change a tool's annotations (say, destructiveHint to false) and the gate believes it at once; pin its definitions instead");
+    }
     let approvers = config
         .approvers
         .iter()
@@ -509,6 +516,13 @@ async fn gateway_over(
         Gateway::new(registry, store, policy(config)?, durable)
             .with_approvers(approvers)
             .with_max_grant(config.gate.max_grant()?)
+            .with_pin_modes(
+                config
+                    .modules
+                    .iter()
+                    .map(|m| (m.name.clone(), m.pin.mode()))
+                    .collect(),
+            )
             .with_unbuilt_modules(unbuilt)
             .with_required_modules(
                 config
@@ -522,6 +536,7 @@ async fn gateway_over(
             .with_limits(rates),
     );
     gateway.watch_policy_rules();
+    gateway.watch_pins().await;
     Ok(gateway)
 }
 

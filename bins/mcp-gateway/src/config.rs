@@ -433,6 +433,8 @@ pub(crate) struct JwtScopes {
     pub(crate) create: String,
     #[serde(default = "scope_metrics")]
     pub(crate) metrics: String,
+    #[serde(default = "scope_catalog")]
+    pub(crate) catalog: String,
 }
 
 impl Default for JwtScopes {
@@ -442,6 +444,7 @@ impl Default for JwtScopes {
             respond: scope_respond(),
             create: scope_create(),
             metrics: scope_metrics(),
+            catalog: scope_catalog(),
         }
     }
 }
@@ -457,6 +460,9 @@ fn scope_create() -> String {
 }
 fn scope_metrics() -> String {
     mcp_auth::SCOPE_METRICS.into()
+}
+fn scope_catalog() -> String {
+    mcp_auth::SCOPE_CATALOG.into()
 }
 fn default_groups_claim() -> String {
     "groups".into()
@@ -564,6 +570,7 @@ impl JwtConfig {
                 respond: self.scopes.respond.clone(),
                 create: self.scopes.create.clone(),
                 metrics: self.scopes.metrics.clone(),
+                catalog: self.scopes.catalog.clone(),
             },
             tenant_claim: self.tenant_claim.clone(),
             groups_claim: self.groups_claim.clone(),
@@ -837,6 +844,32 @@ pub(crate) struct ModuleConfig {
     /// stdio, run as another user: its `HOME` (default: a fresh private directory per
     /// process life).
     pub(crate) home: Option<PathBuf>,
+    /// How the module's tool definitions are pinned (docs/security.md).
+    #[serde(default)]
+    pub(crate) pin: Pin,
+}
+
+/// `[[modules]] pin`.
+#[derive(Debug, Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Pin {
+    /// Trust what the module lists the first time; hold every change for review.
+    #[default]
+    FirstUse,
+    /// Hold new tools for review too.
+    Approve,
+    /// No pinning.
+    Off,
+}
+
+impl Pin {
+    pub(crate) fn mode(self) -> mcp_gate::pins::PinMode {
+        match self {
+            Pin::FirstUse => mcp_gate::pins::PinMode::FirstUse,
+            Pin::Approve => mcp_gate::pins::PinMode::Approve,
+            Pin::Off => mcp_gate::pins::PinMode::Off,
+        }
+    }
 }
 
 /// `[[modules]] isolation`.
@@ -1183,6 +1216,7 @@ impl Config {
             instance_idle: default_instance_idle(),
             user: None,
             home: None,
+            pin: Pin::default(),
         });
         config
     }

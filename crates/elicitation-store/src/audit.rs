@@ -100,11 +100,13 @@ pub enum RejectReason {
     NoAuthenticatedCaller,
     /// The caller made more calls, or asked for more confirmations, than its rate allows.
     RateLimited,
+    /// The tool's definition is not its pin: it waits for a person's review.
+    ToolQuarantined,
 }
 
 impl RejectReason {
     /// Every reason.
-    pub const ALL: [RejectReason; 9] = [
+    pub const ALL: [RejectReason; 10] = [
         RejectReason::PolicyDenied,
         RejectReason::UserRejected,
         RejectReason::ConfirmationCancelled,
@@ -114,6 +116,7 @@ impl RejectReason {
         RejectReason::StoreError,
         RejectReason::NoAuthenticatedCaller,
         RejectReason::RateLimited,
+        RejectReason::ToolQuarantined,
     ];
 
     /// The stored value.
@@ -128,6 +131,7 @@ impl RejectReason {
             RejectReason::StoreError => "store_error",
             RejectReason::NoAuthenticatedCaller => "no_authenticated_caller",
             RejectReason::RateLimited => "rate_limited",
+            RejectReason::ToolQuarantined => "tool_quarantined",
         }
     }
 }

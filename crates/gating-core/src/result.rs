@@ -66,6 +66,26 @@ pub fn visible(text: &str) -> String {
     out
 }
 
+/// The in-band answer to a call of a tool whose definition waits for review (it is not its
+/// pin): nothing was run. Names the change and where it waits; the reasons are shown as
+/// visible text.
+pub fn quarantined_result(tool: &str, change: &str, reasons: &[String]) -> Value {
+    let why = reasons
+        .iter()
+        .map(|r| visible(r))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let text = format!(
+        "The tool `{}` is withheld: its definition changed since it was trusted ({why}). It waits for an operator's review as change {change} (GET /v1/catalog/changes); nothing was run.",
+        visible(tool)
+    );
+    serde_json::json!({
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"tool_quarantined": true, "change": change, "reasons": reasons},
+        "isError": true,
+    })
+}
+
 /// JSON text with every deceptive character (as [`visible`] finds them, but the layout's
 /// line breaks and tabs) written as a JSON
 /// escape (`\u202e`; a character past U+FFFF as its UTF-16 pair, `\udb40\udc41`): the same

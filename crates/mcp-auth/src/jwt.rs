@@ -23,7 +23,9 @@ use jsonwebtoken::{DecodingKey, Validation};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::principal::{Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use crate::principal::{
+    Principal, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL,
+};
 
 /// Where an issuer's keys are published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +67,8 @@ pub struct ScopeNames {
     pub create: String,
     /// Grants `metrics:read`.
     pub metrics: String,
+    /// Grants `catalog:approve`.
+    pub catalog: String,
 }
 
 impl Default for ScopeNames {
@@ -74,6 +78,7 @@ impl Default for ScopeNames {
             respond: SCOPE_RESPOND.into(),
             create: SCOPE_CREATE.into(),
             metrics: SCOPE_METRICS.into(),
+            catalog: SCOPE_CATALOG.into(),
         }
     }
 }
@@ -86,6 +91,7 @@ impl ScopeNames {
             SCOPE_RESPOND => self.respond.clone(),
             SCOPE_CREATE => self.create.clone(),
             SCOPE_METRICS => self.metrics.clone(),
+            SCOPE_CATALOG => self.catalog.clone(),
             other => other.to_owned(),
         }
     }
@@ -675,6 +681,7 @@ impl JwtAuth {
                 (&map.respond, SCOPE_RESPOND),
                 (&map.create, SCOPE_CREATE),
                 (&map.metrics, SCOPE_METRICS),
+                (&map.catalog, SCOPE_CATALOG),
             ] {
                 if name == external {
                     granted.insert(internal.to_owned());

@@ -20,7 +20,8 @@ mod principal;
 pub mod sealed;
 
 pub use principal::{
-    AnsweredVia, AuthError, Principal, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL,
+    AnsweredVia, AuthError, Principal, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND,
+    SCOPE_TOOLS_CALL,
 };
 
 /// A configured token.
@@ -111,10 +112,15 @@ impl Auth {
     pub fn none() -> Self {
         Auth::None(Arc::new(Principal {
             caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
-            scopes: [SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_METRICS]
-                .into_iter()
-                .map(String::from)
-                .collect(),
+            scopes: [
+                SCOPE_TOOLS_CALL,
+                SCOPE_RESPOND,
+                SCOPE_METRICS,
+                SCOPE_CATALOG,
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
             authenticated: false,
             groups: BTreeSet::new(),
         }))
@@ -135,8 +141,14 @@ impl Auth {
                     }
                 })?;
             for scope in &grant.scopes {
-                if ![SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE, SCOPE_METRICS]
-                    .contains(&scope.as_str())
+                if ![
+                    SCOPE_TOOLS_CALL,
+                    SCOPE_RESPOND,
+                    SCOPE_CREATE,
+                    SCOPE_METRICS,
+                    SCOPE_CATALOG,
+                ]
+                .contains(&scope.as_str())
                 {
                     return Err(AuthConfigError::UnknownScope {
                         subject,

@@ -31,6 +31,9 @@ pub const SCOPE_RESPOND: &str = "elicitations:respond";
 pub const SCOPE_CREATE: &str = "elicitations:create";
 /// Reading `/metrics` on the main listener.
 pub const SCOPE_METRICS: &str = "metrics:read";
+/// Reviewing changed tool definitions (`/v1/catalog/changes`): an operator's scope, apart
+/// from answering elicitations.
+pub const SCOPE_CATALOG: &str = "catalog:approve";
 
 /// An authenticated (or, in mode `none`, assumed) caller and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]

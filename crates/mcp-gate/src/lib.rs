@@ -8,7 +8,8 @@
 //!
 //! Fail closed: a gated call is forwarded only after its confirmation was consumed (atomically,
 //! once) from the store. Store errors, missing identity, or anything unexpected answer with an
-//! in-band error, never a forward. A non-gated call never touches the store.
+//! in-band error, never a forward. A non-gated call never waits for the store: its tool's
+//! pin is read once, then again in the background at most every `pins::RECHECK`.
 //!
 //! No server here: no hyper, no HTTP types, no sessions. It is driven, and tested, without
 //! one; `mcp-http` puts it on the wire.
@@ -17,6 +18,7 @@ pub mod error;
 mod inbox;
 pub mod limits;
 pub mod metrics;
+pub mod pins;
 
 pub use inbox::Inbox;
 
@@ -68,6 +70,10 @@ pub struct Gateway {
     unbuilt: Vec<(String, String)>,
     /// The longest standing grant a person may make (`[gate] max_grant`).
     max_grant: time::Duration,
+    /// The store's tool-definition pins, as the gate checks them.
+    pinning: Arc<crate::pins::Pinning>,
+    /// The store's catalog (pins and changes), for the review.
+    catalog: Arc<dyn elicitation_store::CatalogStore>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -196,6 +202,12 @@ pub enum Classified {
     Gated(Box<GatedCall>),
     /// The caller is over its call rate: refused, to try again after the wait.
     Limited(Arc<ToolEntry>, Duration),
+    /// The tool's definition is not its pin: withheld (the change that waits; `None` when
+    /// the store could not say, which withholds it too).
+    Quarantined(
+        Arc<ToolEntry>,
+        Option<Box<elicitation_store::DefinitionChange>>,
+    ),
 }
 
 impl Classified {
@@ -205,7 +217,8 @@ impl Classified {
             Classified::Forward(entry, _)
             | Classified::Deny(entry, ..)
             | Classified::Shadow(entry, ..)
-            | Classified::Limited(entry, _) => entry,
+            | Classified::Limited(entry, _)
+            | Classified::Quarantined(entry, _) => entry,
             Classified::Gated(call) => &call.entry,
         }
     }
@@ -239,7 +252,9 @@ impl Gateway {
             store: store.clone(),
             fleet: store.clone(),
             trail: store.clone(),
-            grants: store,
+            grants: store.clone(),
+            pinning: Arc::new(crate::pins::Pinning::new(store.clone(), Default::default())),
+            catalog: store,
             policy_digest: policy.digest(),
             policy,
             require_authenticated_caller,
@@ -250,6 +265,26 @@ impl Gateway {
             unbuilt: Vec::new(),
             max_grant: DEFAULT_MAX_GRANT,
         }
+    }
+
+    /// Pins each module's tool definitions as `modes` says (`first_use` for one not named).
+    #[must_use]
+    pub fn with_pin_modes(
+        mut self,
+        modes: std::collections::HashMap<String, crate::pins::PinMode>,
+    ) -> Self {
+        self.pinning = Arc::new(crate::pins::Pinning::new(self.catalog.clone(), modes));
+        self
+    }
+
+    /// The store's pins and definition changes (the review API reads and decides them).
+    pub fn catalog(&self) -> &Arc<dyn elicitation_store::CatalogStore> {
+        &self.catalog
+    }
+
+    /// How the gate checks tool definitions against their pins.
+    pub fn pinning(&self) -> &Arc<crate::pins::Pinning> {
+        &self.pinning
     }
 
     /// A person may grant later calls for at most `max` (`[gate] max_grant`).
@@ -428,6 +463,39 @@ impl Gateway {
         });
     }
 
+    /// Checks every listed tool's definition against its pin — now (awaited: the catalog
+    /// as read at start-up is verified before the gateway serves) and after every refresh
+    /// of a module's tools (on `list_changed`, after a restart), until the registry is
+    /// dropped. A change is recorded for review as soon as a module lists it, and a tool
+    /// verified here keeps working if the store goes away later.
+    pub async fn watch_pins(self: &Arc<Self>) {
+        let mut refreshed = self.registry.refreshed();
+        self.verify_pins().await;
+        let gateway = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                if let Err(tokio::sync::broadcast::error::RecvError::Closed) =
+                    refreshed.recv().await
+                {
+                    return;
+                }
+                let Some(live) = gateway.upgrade() else {
+                    return;
+                };
+                live.verify_pins().await;
+            }
+        });
+    }
+
+    /// Checks every listed tool's definition against its pin once.
+    async fn verify_pins(&self) {
+        for entry in self.registry.tools().await {
+            if let Err(e) = self.pinning.verdict(&entry).await {
+                tracing::warn!(tool = %entry.qualified, error = %e, "could not check a tool's definition against its pin; it is withheld until it can be");
+            }
+        }
+    }
+
     /// The tools clients see: every module's tools but those policy denies. A gated tool is
     /// listed without its `outputSchema`: the gateway may answer for it with the held result,
     /// whose `structuredContent` cannot match the module's schema, and clients validate
@@ -435,6 +503,16 @@ impl Gateway {
     pub async fn list_tools(&self) -> Vec<Value> {
         let mut listed = Vec::new();
         for entry in self.registry.tools().await {
+            // A definition that is not its pin is withheld (and so is one the store cannot
+            // vouch for now).
+            match self.pinning.verdict(&entry).await {
+                Ok(crate::pins::Verdict::Listed) => {}
+                Ok(crate::pins::Verdict::Held(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(tool = %entry.qualified, error = %e, "could not check a tool's definition against its pin; not listing it");
+                    continue;
+                }
+            }
             match self.policy.listing(&entry.qualified, hints(&entry)) {
                 Listing::Hidden => {}
                 Listing::Plain => listed.push(entry.tool.clone()),
@@ -575,6 +653,16 @@ impl Gateway {
         if let Err(wait) = self.limits.call(&principal.caller) {
             return Ok(Classified::Limited(entry, wait));
         }
+        match self.pinning.verdict(&entry).await {
+            Ok(crate::pins::Verdict::Listed) => {}
+            Ok(crate::pins::Verdict::Held(change)) => {
+                return Ok(Classified::Quarantined(entry, Some(change)));
+            }
+            Err(e) => {
+                tracing::error!(tool = %entry.qualified, error = %e, "could not check a tool's definition against its pin; the call is not forwarded");
+                return Ok(Classified::Quarantined(entry, None));
+            }
+        }
         let unreadable = |e: serde_json::Error| {
             McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
         };
@@ -689,6 +777,21 @@ impl Gateway {
         let outcome = match classified {
             Classified::Limited(entry, wait) => {
                 return self.limited(principal, &entry, "calls", wait);
+            }
+            Classified::Quarantined(entry, change) => {
+                let rejected = GateRecord::Rejected(RejectReason::ToolQuarantined);
+                self.record(principal, &entry, rejected, None, &PolicyRef::default())
+                    .await;
+                CallOutcome::Done(match change {
+                    Some(change) => gating_core::quarantined_result(
+                        &entry.qualified,
+                        &change.id.to_string(),
+                        &change.reasons,
+                    ),
+                    None => gating_core::gate_unavailable_result(
+                        "the gateway could not check this tool's definition against its pin; nothing was run",
+                    ),
+                })
             }
             Classified::Forward(entry, params) => {
                 let forwarded = Audit::Forwarded {

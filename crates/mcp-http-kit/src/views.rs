@@ -74,3 +74,24 @@ pub fn grant_view(grant: &elicitation_store::Grant, now: time::OffsetDateTime) -
     }
     out
 }
+
+/// The API's view of a tool-definition change: which definition, where it stands and why,
+/// the pinned definition (`null` for a first sight) and the proposed one, both as data.
+pub fn change_view(change: &elicitation_store::DefinitionChange) -> Value {
+    json!({
+        "id": change.id.to_string(),
+        "module": change.key.module,
+        "kind": change.key.kind.label(),
+        "name": change.key.name,
+        "status": change.status.label(),
+        "reasons": change.reasons,
+        "pinned": change.pinned.as_ref().map(|p| p.definition.clone()),
+        "pinned_digest": change.pinned.as_ref().map(|p| p.digest.to_string()),
+        "pinned_version": change.pinned.as_ref().map(|p| p.version),
+        "proposed": change.proposed,
+        "proposed_digest": change.proposed_digest.to_string(),
+        "seen_at": time(Some(change.seen_at)),
+        "decided_at": time(change.decided_at),
+        "decided_by": change.decided_by,
+    })
+}

@@ -7,6 +7,9 @@
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //! - `GET  /v1/mcp/grants[?limit=N]`: the caller's standing grants and those it made
 //! - `DELETE /v1/mcp/grants/{id}`: revokes one, on every instance at once
+//! - `GET  /v1/catalog/changes[?limit=N]`: tool definitions withheld because they are not
+//!   their pin (scope `catalog:approve`)
+//! - `POST /v1/catalog/changes/{id}/approve` | `/reject`
 //!
 //! Everything is the caller's own: another caller's elicitation is 404, never 403. Errors are
 //! RFC 9457 problem details, built by [`HttpError::problem`](mcp_http_kit::error::HttpError::problem).
@@ -17,15 +20,17 @@ use elicitation_core::{
 use elicitation_store::{ListQuery, StoreError, StoredElicitation};
 use serde_json::{Value, json};
 
-use mcp_auth::{Principal, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
+use mcp_auth::{Principal, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
 use mcp_http_kit::error::McpError;
-use mcp_http_kit::views::{grant_view, view};
+use mcp_http_kit::views::{change_view, grant_view, view};
 
 /// The path prefix of the API.
 pub const PREFIX: &str = "/v1/mcp/elicitations";
 /// The path prefix of the standing grants.
 pub const GRANTS_PREFIX: &str = "/v1/mcp/grants";
+/// The path prefix of the tool-definition review.
+pub const CATALOG_PREFIX: &str = "/v1/catalog/changes";
 /// Default and largest page of a listing.
 const DEFAULT_LIMIT: usize = 100;
 
@@ -199,7 +204,7 @@ pub async fn grants(
     let now = time::OffsetDateTime::now_utc();
     match (request.method, segments.as_slice()) {
         (&http::Method::GET, []) => {
-            let limit = grants_limit(request.query)?;
+            let limit = limit_query(request.query)?;
             let found = store.grants(&principal.caller, limit).await?;
             let items: Vec<Value> = found.iter().map(|g| grant_view(g, now)).collect();
             Ok((http::StatusCode::OK, json!({"grants": items})))
@@ -215,8 +220,41 @@ pub async fn grants(
     }
 }
 
-/// `?limit=N` of the grants listing.
-fn grants_limit(query: Option<&str>) -> Result<usize, McpError> {
+/// Serves one request under [`CATALOG_PREFIX`] (`rest` is the path after it): the
+/// withheld tool definitions, and a person's decision on one. Scope `catalog:approve`.
+pub async fn catalog(
+    gateway: &Gateway,
+    principal: &Principal,
+    request: RestRequest<'_>,
+) -> Result<(http::StatusCode, Value), McpError> {
+    let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
+    principal.require(SCOPE_CATALOG)?;
+    let store = gateway.catalog();
+    match (request.method, segments.as_slice()) {
+        (&http::Method::GET, []) => {
+            let limit = limit_query(request.query)?;
+            let changes = store.definition_changes(limit).await?;
+            let items: Vec<Value> = changes.iter().map(change_view).collect();
+            Ok((http::StatusCode::OK, json!({"changes": items})))
+        }
+        (&http::Method::POST, [id, decision @ ("approve" | "reject")]) => {
+            let id: uuid::Uuid = id.parse().map_err(|_| McpError::NotFound)?;
+            let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
+            let decided = store
+                .decide_change(id, *decision == "approve", Some(&by))
+                .await?;
+            // This instance reads the pins again, and clients list again.
+            gateway.pinning().forget_all();
+            gateway.registry().announce_change();
+            Ok((http::StatusCode::OK, change_view(&decided)))
+        }
+        (_, [] | [_, "approve" | "reject"]) => Err(McpError::MethodNotAllowed),
+        _ => Err(McpError::NotFound),
+    }
+}
+
+/// `?limit=N` of a listing (grants, definition changes).
+fn limit_query(query: Option<&str>) -> Result<usize, McpError> {
     let mut limit = DEFAULT_LIMIT;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));

@@ -748,7 +748,8 @@ impl McpService {
                     .strip_prefix(prefix)
                     .is_some_and(|rest| rest.starts_with('/'))
         };
-        let is_rest = under(rest::PREFIX) || under(rest::GRANTS_PREFIX);
+        let is_rest =
+            under(rest::PREFIX) || under(rest::GRANTS_PREFIX) || under(rest::CATALOG_PREFIX);
         // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
         // are `application/problem+json`.
         let is_api = path.starts_with("/v1/");
@@ -867,6 +868,18 @@ impl McpService {
         principal: &Principal,
         bytes: &[u8],
     ) -> Response<Body> {
+        if let Some(rest) = path.strip_prefix(rest::CATALOG_PREFIX) {
+            let request = rest::RestRequest {
+                method: &parts.method,
+                rest,
+                query: parts.uri.query(),
+                body: bytes,
+            };
+            return match rest::catalog(&snap.gateway, principal, request).await {
+                Ok((status, body)) => response::json(status, &body),
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         if let Some(rest) = path.strip_prefix(rest::GRANTS_PREFIX) {
             let request = rest::RestRequest {
                 method: &parts.method,

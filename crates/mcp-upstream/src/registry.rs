@@ -52,6 +52,33 @@ pub struct ToolEntry {
     pub trusted: bool,
     /// The parameters its `inputSchema` mirrors into `Mcp-Param-*` headers.
     pub mirrored: Vec<ParamHeader>,
+    /// What of it is pinned ([`pinned_definition`]) and that definition's digest: a person's
+    /// trust is bound to it.
+    pub definition: Value,
+    /// The digest of `definition`'s canonical JSON.
+    pub digest: gating_core::CallDigest,
+}
+
+/// The fields of a tool (as its module lists it, under its own name) that a pin covers:
+/// `name`, `title`, `description`, `inputSchema`, `outputSchema`, `annotations`.
+pub fn pinned_definition(tool: &Value) -> Value {
+    const PINNED: [&str; 6] = [
+        "name",
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+    ];
+    let mut out = serde_json::Map::new();
+    if let Value::Object(tool) = tool {
+        for key in PINNED {
+            if let Some(value) = tool.get(key) {
+                out.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+    Value::Object(out)
 }
 
 /// A prompt as the gateway lists it.
@@ -425,6 +452,8 @@ impl Registry {
                     tracing::warn!(module = %spec.name, tool = %gating_core::visible(&original), "not listing a tool that runs only as a task: the gateway does not relay tasks");
                     return None;
                 }
+                let definition = pinned_definition(&tool);
+                let digest = gating_core::CallDigest::of(&definition);
                 tool.as_object_mut()?
                     .insert("name".into(), Value::String(qualified.clone()));
                 Some(ToolEntry {
@@ -436,6 +465,8 @@ impl Registry {
                     annotations,
                     trusted: spec.trust_annotations,
                     mirrored,
+                    definition,
+                    digest,
                 })
             })
             .collect()
@@ -526,6 +557,12 @@ impl Registry {
                 None
             }
         }
+    }
+
+    /// Tells whoever follows [`Registry::refreshed`] that what is listed changed, though no
+    /// module listed anew (a tool's definition was approved, say).
+    pub fn announce_change(&self) {
+        let _ = self.refreshed.send(());
     }
 
     /// Re-lists one module and replaces its tools, prompts and resources.

@@ -1,0 +1,269 @@
+//! Tool integrity at the gate: a tool is listed and called only while its definition (what
+//! `mcp_upstream::registry::pinned_definition` keeps of it) is its pin in the store. A
+//! definition that changed — or, under `pin = "approve"`, a new one, or one whose name,
+//! title or description hides characters — is withheld: not listed, never forwarded, until
+//! a person with `catalog:approve` approves it.
+//!
+//! Checked where a tool is read (each listing and each call), against what this instance
+//! last learned from the store, which it reads again at most every [`RECHECK`] per tool (in
+//! the background for a definition it saw to be its pin): an approval made on another
+//! instance lists (or withholds) a definition here within about that time; one made here,
+//! at once. A definition verified once keeps working through a store outage.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use elicitation_store::{
+    CatalogStore, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight, Observed, StoreError,
+};
+use gating_core::CallDigest;
+use mcp_upstream::registry::ToolEntry;
+use serde_json::Value;
+
+/// How long what this instance learned of a tool's pin stands before the store is read
+/// again.
+pub const RECHECK: Duration = Duration::from_secs(2);
+
+/// `[[modules]] pin`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PinMode {
+    /// Trust what the module lists the first time it is seen; hold every change.
+    #[default]
+    FirstUse,
+    /// Hold new definitions for approval too.
+    Approve,
+    /// No pinning (unsafe with `trust_annotations`: a module could flip a hint).
+    Off,
+}
+
+/// Whether a tool may be listed and called.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Its definition is its pin.
+    Listed,
+    /// Withheld: the change that waits for (or was refused by) a person.
+    Held(Box<DefinitionChange>),
+}
+
+enum Known {
+    Pinned {
+        digest: CallDigest,
+        checked: Instant,
+    },
+    Held {
+        digest: CallDigest,
+        change: Box<DefinitionChange>,
+        checked: Instant,
+    },
+}
+
+/// The gate's view of the pins.
+pub struct Pinning {
+    store: Arc<dyn CatalogStore>,
+    modes: HashMap<String, PinMode>,
+    /// By qualified tool name.
+    known: RwLock<HashMap<String, Known>>,
+}
+
+impl Pinning {
+    /// Pins kept in `store`; each module pinned as `modes` says (`first_use` for one not
+    /// named).
+    pub fn new(store: Arc<dyn CatalogStore>, modes: HashMap<String, PinMode>) -> Self {
+        Pinning {
+            store,
+            modes,
+            known: RwLock::default(),
+        }
+    }
+
+    /// Whether `entry` may be listed and called now. A definition this instance saw to be
+    /// its pin stays listed while it is read again in the background (a read-only call never
+    /// waits for the store, nor fails with it); any other is checked before it is answered,
+    /// and a store failure then is an error: the caller withholds the tool (fail closed).
+    pub async fn verdict(self: &Arc<Self>, entry: &Arc<ToolEntry>) -> Result<Verdict, StoreError> {
+        let mode = self
+            .modes
+            .get(&entry.module_name)
+            .copied()
+            .unwrap_or_default();
+        if mode == PinMode::Off {
+            return Ok(Verdict::Listed);
+        }
+        let mut stale_pin = false;
+        {
+            let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+            match known.get(entry.qualified.as_str()) {
+                Some(Known::Pinned { digest, checked }) if *digest == entry.digest => {
+                    if checked.elapsed() < RECHECK {
+                        return Ok(Verdict::Listed);
+                    }
+                    stale_pin = true;
+                }
+                Some(Known::Held {
+                    digest,
+                    change,
+                    checked,
+                }) if *digest == entry.digest && checked.elapsed() < RECHECK => {
+                    return Ok(Verdict::Held(change.clone()));
+                }
+                _ => {}
+            }
+        }
+        if stale_pin {
+            // Marked as read now, so one background read runs, not one per call.
+            self.learn(
+                entry,
+                Known::Pinned {
+                    digest: entry.digest,
+                    checked: Instant::now(),
+                },
+            );
+            let pinning = self.clone();
+            let entry = entry.clone();
+            tokio::spawn(async move {
+                match pinning.check(&entry, mode).await {
+                    Ok(verdict) => pinning.learn_verdict(&entry, &verdict),
+                    Err(e) => {
+                        tracing::warn!(tool = %entry.qualified, error = %e, "could not read a tool's pin again; it stays listed as last verified");
+                    }
+                }
+            });
+            return Ok(Verdict::Listed);
+        }
+        let verdict = self.check(entry, mode).await?;
+        self.learn_verdict(entry, &verdict);
+        Ok(verdict)
+    }
+
+    fn learn_verdict(&self, entry: &ToolEntry, verdict: &Verdict) {
+        let learned = match verdict {
+            Verdict::Listed => Known::Pinned {
+                digest: entry.digest,
+                checked: Instant::now(),
+            },
+            Verdict::Held(change) => Known::Held {
+                digest: entry.digest,
+                change: change.clone(),
+                checked: Instant::now(),
+            },
+        };
+        self.learn(entry, learned);
+    }
+
+    fn learn(&self, entry: &ToolEntry, known: Known) {
+        self.known
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(entry.qualified.clone(), known);
+    }
+
+    /// Forgets what this instance learned (after a decision here, so the next read asks
+    /// the store).
+    pub fn forget_all(&self) {
+        self.known
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    async fn check(&self, entry: &ToolEntry, mode: PinMode) -> Result<Verdict, StoreError> {
+        let key = DefinitionKey {
+            module: entry.module_name.clone(),
+            kind: DefinitionKind::Tool,
+            name: entry.original.clone(),
+        };
+        let pin = self.store.pin(&key).await?;
+        if pin.as_ref().is_some_and(|p| p.digest == entry.digest) {
+            return Ok(Verdict::Listed);
+        }
+        let mut reasons = hidden_characters(&entry.definition);
+        if let Some(pin) = &pin {
+            reasons.extend(differences(&pin.definition, &entry.definition));
+        }
+        let first = match mode {
+            PinMode::Approve => FirstSight::Hold,
+            PinMode::FirstUse | PinMode::Off => FirstSight::Trust,
+        };
+        match self
+            .store
+            .observe(&key, &entry.definition, first, &reasons)
+            .await?
+        {
+            Observed::Pinned(pin) if pin.digest == entry.digest => Ok(Verdict::Listed),
+            Observed::Pinned(pin) => Err(StoreError::AnswerRefused(format!(
+                "the store pinned {} as {} while this instance saw {}",
+                key, pin.digest, entry.digest
+            ))),
+            Observed::Held(change) => {
+                if change.status == elicitation_store::ChangeStatus::Pending {
+                    tracing::warn!(module = %entry.module_name, tool = %gating_core::visible(&entry.original), change = %change.id, reasons = ?change.reasons, "a tool's definition is not its pin: withheld until an operator reviews it (GET /v1/catalog/changes)");
+                }
+                Ok(Verdict::Held(change))
+            }
+        }
+    }
+}
+
+/// Why a definition is held on sight: the fields of its name, title or description that
+/// hide characters (control, bidi, zero-width, tag).
+fn hidden_characters(definition: &Value) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let mut look = |field: &str, text: Option<&str>| {
+        if let Some(text) = text
+            && gating_core::visible(text) != text
+        {
+            reasons.push(format!("the {field} holds invisible or control characters"));
+        }
+    };
+    look("name", definition.get("name").and_then(Value::as_str));
+    look("title", definition.get("title").and_then(Value::as_str));
+    look(
+        "description",
+        definition.get("description").and_then(Value::as_str),
+    );
+    look(
+        "annotations title",
+        definition
+            .get("annotations")
+            .and_then(|a| a.get("title"))
+            .and_then(Value::as_str),
+    );
+    reasons
+}
+
+/// Which pinned fields differ, for the person (`"description changed"`, …).
+fn differences(pinned: &Value, now: &Value) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for field in [
+        "title",
+        "description",
+        "inputSchema",
+        "outputSchema",
+        "annotations",
+    ] {
+        match (pinned.get(field), now.get(field)) {
+            (Some(a), Some(b)) if a != b => reasons.push(format!("{field} changed")),
+            (Some(_), None) => reasons.push(format!("{field} removed")),
+            (None, Some(_)) => reasons.push(format!("{field} added")),
+            _ => {}
+        }
+    }
+    if let (Some(a), Some(b)) = (pinned.get("annotations"), now.get("annotations")) {
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
+            if a.get(hint) != b.get(hint) {
+                reasons.push(format!(
+                    "annotations.{hint} changed from {} to {}",
+                    a.get(hint).map_or("unset".to_owned(), Value::to_string),
+                    b.get(hint).map_or("unset".to_owned(), Value::to_string)
+                ));
+            }
+        }
+    }
+    reasons
+}
