@@ -98,6 +98,7 @@ pub struct Metrics {
     store_errors: Family<OpLabels, Counter>,
     module_up: Family<ModuleLabels, Gauge>,
     module_restarts: Family<ModuleLabels, Counter>,
+    quarantined: Family<ModuleLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     sessions: Gauge,
@@ -136,6 +137,7 @@ impl Metrics {
             store_errors: Family::default(),
             module_up: Family::default(),
             module_restarts: Family::default(),
+            quarantined: Family::default(),
             limited: Family::default(),
             reloads: Family::default(),
             sessions: Gauge::default(),
@@ -203,6 +205,11 @@ impl Metrics {
             "module_up",
             "1 when the module is up (its process runs and it answered its last listing)",
             metrics.module_up.clone(),
+        );
+        registry.register(
+            "quarantined_definitions",
+            "The module's tool definitions withheld because they are not their pin (as this instance last read them)",
+            metrics.quarantined.clone(),
         );
         registry.register(
             "module_restarts",
@@ -312,6 +319,10 @@ impl Metrics {
                 .set(i64::from(health.up));
             let restarts = self.module_restarts.get_or_create(&labels);
             restarts.inc_by(health.restarts.saturating_sub(restarts.get()));
+            let withheld = live.quarantined.get(*module).copied().unwrap_or(0);
+            self.quarantined
+                .get_or_create(&labels)
+                .set(i64::try_from(withheld).unwrap_or(i64::MAX));
         }
         let mut text = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
@@ -380,6 +391,8 @@ pub struct Live<'a> {
     pub streams: usize,
     /// Each module and its health.
     pub modules: &'a [(&'a str, mcp_upstream::ModuleHealth)],
+    /// How many of each module's tool definitions are withheld (modules not named: none).
+    pub quarantined: &'a std::collections::HashMap<String, usize>,
 }
 
 /// Counts one open connection while it lives.

@@ -136,6 +136,18 @@ impl Pinning {
         Ok(verdict)
     }
 
+    /// How many tool definitions of each module this instance last found withheld.
+    pub fn quarantined_by_module(&self) -> HashMap<String, usize> {
+        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
+        let mut counts = HashMap::new();
+        for held in known.values() {
+            if let Known::Held { change, .. } = held {
+                *counts.entry(change.key.module.clone()).or_insert(0) += 1;
+            }
+        }
+        counts
+    }
+
     fn learn_verdict(&self, entry: &ToolEntry, verdict: &Verdict) {
         let learned = match verdict {
             Verdict::Listed => Known::Pinned {

@@ -565,10 +565,12 @@ impl McpService {
     /// `/metrics` as `gateway` (a request's snapshot) renders it.
     fn metrics_of(&self, gateway: &Gateway) -> String {
         let modules = gateway.registry().health();
+        let quarantined = gateway.pinning().quarantined_by_module();
         gateway.metrics().render(mcp_gate::metrics::Live {
             sessions: self.sessions.len(),
             streams: self.streams.open_total(),
             modules: &modules,
+            quarantined: &quarantined,
         })
     }
 

@@ -1560,6 +1560,13 @@ async fn a_changed_definition_is_withheld_until_approved(store: Arc<dyn Store>) 
         "{refused}"
     );
     assert_eq!(after.deletes.load(Ordering::SeqCst), 0, "never run");
+    let metrics = after.service.metrics_text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l == "mcp_gateway_quarantined_definitions{module=\"test\"} 1"),
+        "{metrics}"
+    );
 
     for token in [AGENT, HUMAN] {
         let (status, _) = rest(&after, token, "GET", "/v1/catalog/changes", None).await;
