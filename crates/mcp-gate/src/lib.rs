@@ -494,6 +494,11 @@ impl Gateway {
                 tracing::warn!(tool = %entry.qualified, error = %e, "could not check a tool's definition against its pin; it is withheld until it can be");
             }
         }
+        for entry in self.registry.prompt_entries_listed() {
+            if let Err(e) = self.pinning.verdict(&entry).await {
+                tracing::warn!(prompt = %entry.qualified, error = %e, "could not check a prompt's definition against its pin; it is withheld until it can be");
+            }
+        }
     }
 
     /// The tools clients see: every module's tools but those policy denies. A gated tool is
@@ -528,9 +533,20 @@ impl Gateway {
         listed
     }
 
-    /// Every module's prompts, named `{prefix}__{name}` like tools.
-    pub fn list_prompts(&self) -> Vec<Value> {
-        self.registry.prompts()
+    /// Every module's prompts, named `{prefix}__{name}` like tools, but those whose
+    /// definition is not their pin (withheld like a changed tool).
+    pub async fn list_prompts(&self) -> Vec<Value> {
+        let mut listed = Vec::new();
+        for entry in self.registry.prompt_entries_listed() {
+            match self.pinning.verdict(&entry).await {
+                Ok(crate::pins::Verdict::Listed) => listed.push(entry.prompt.clone()),
+                Ok(crate::pins::Verdict::Held(_)) => {}
+                Err(e) => {
+                    tracing::warn!(prompt = %entry.qualified, error = %e, "could not check a prompt's definition against its pin; not listing it");
+                }
+            }
+        }
+        listed
     }
 
     /// `prompts/get`, routed to the module that listed the prompt. Prompts are not gated:
@@ -541,6 +557,23 @@ impl Gateway {
         params: CallToolParams,
     ) -> Result<ResultBody, McpError> {
         let name = params.name.clone();
+        // A prompt whose definition is not its pin is not served (its text reaches the model).
+        if let Some(entry) = self.registry.find_prompt(&name) {
+            match self.pinning.verdict(&entry).await {
+                Ok(crate::pins::Verdict::Listed) => {}
+                Ok(crate::pins::Verdict::Held(change)) => {
+                    return Err(McpError::InvalidParams(format!(
+                        "prompt {} is withheld: its definition changed since it was trusted; it waits for an operator's review as change {}",
+                        gating_core::visible(&name),
+                        change.id
+                    )));
+                }
+                Err(e) => {
+                    tracing::error!(prompt = %entry.qualified, error = %e, "could not check a prompt's definition against its pin; not serving it");
+                    return Err(McpError::Store(e));
+                }
+            }
+        }
         let who = instance_key(caller);
         let answered = self.registry.get_prompt(params, Some(&who)).await;
         passed_on(&format!("prompt {name}"), answered)

@@ -18,8 +18,66 @@ use elicitation_store::{
     CatalogStore, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight, Observed, StoreError,
 };
 use gating_core::CallDigest;
-use mcp_upstream::registry::ToolEntry;
+use mcp_upstream::registry::{PromptEntry, ToolEntry};
 use serde_json::Value;
+
+/// A listed definition the gate pins: a tool or a prompt.
+pub trait Pinnable: Send + Sync + 'static {
+    /// Tool or prompt.
+    fn kind(&self) -> DefinitionKind;
+    /// The module's configured name.
+    fn module(&self) -> &str;
+    /// The module's own name for it.
+    fn original(&self) -> &str;
+    /// The name the gateway lists.
+    fn qualified(&self) -> &str;
+    /// What of it is pinned.
+    fn definition(&self) -> &Value;
+    /// That definition's digest.
+    fn digest(&self) -> CallDigest;
+}
+
+impl Pinnable for ToolEntry {
+    fn kind(&self) -> DefinitionKind {
+        DefinitionKind::Tool
+    }
+    fn module(&self) -> &str {
+        &self.module_name
+    }
+    fn original(&self) -> &str {
+        &self.original
+    }
+    fn qualified(&self) -> &str {
+        &self.qualified
+    }
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn digest(&self) -> CallDigest {
+        self.digest
+    }
+}
+
+impl Pinnable for PromptEntry {
+    fn kind(&self) -> DefinitionKind {
+        DefinitionKind::Prompt
+    }
+    fn module(&self) -> &str {
+        &self.module_name
+    }
+    fn original(&self) -> &str {
+        &self.original
+    }
+    fn qualified(&self) -> &str {
+        &self.qualified
+    }
+    fn definition(&self) -> &Value {
+        &self.definition
+    }
+    fn digest(&self) -> CallDigest {
+        self.digest
+    }
+}
 
 /// How long what this instance learned of a tool's pin stands before the store is read
 /// again.
@@ -64,6 +122,8 @@ pub struct Pinning {
     modes: HashMap<String, PinMode>,
     /// By qualified tool name.
     known: RwLock<HashMap<String, Known>>,
+    /// By qualified prompt name.
+    known_prompts: RwLock<HashMap<String, Known>>,
 }
 
 impl Pinning {
@@ -74,6 +134,7 @@ impl Pinning {
             store,
             modes,
             known: RwLock::default(),
+            known_prompts: RwLock::default(),
         }
     }
 
@@ -81,20 +142,22 @@ impl Pinning {
     /// its pin stays listed while it is read again in the background (a read-only call never
     /// waits for the store, nor fails with it); any other is checked before it is answered,
     /// and a store failure then is an error: the caller withholds the tool (fail closed).
-    pub async fn verdict(self: &Arc<Self>, entry: &Arc<ToolEntry>) -> Result<Verdict, StoreError> {
-        let mode = self
-            .modes
-            .get(&entry.module_name)
-            .copied()
-            .unwrap_or_default();
+    pub async fn verdict<P: Pinnable>(
+        self: &Arc<Self>,
+        entry: &Arc<P>,
+    ) -> Result<Verdict, StoreError> {
+        let mode = self.modes.get(entry.module()).copied().unwrap_or_default();
         if mode == PinMode::Off {
             return Ok(Verdict::Listed);
         }
         let mut stale_pin = false;
         {
-            let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-            match known.get(entry.qualified.as_str()) {
-                Some(Known::Pinned { digest, checked }) if *digest == entry.digest => {
+            let known = self
+                .map(entry.kind())
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            match known.get(entry.qualified()) {
+                Some(Known::Pinned { digest, checked }) if *digest == entry.digest() => {
                     if checked.elapsed() < RECHECK {
                         return Ok(Verdict::Listed);
                     }
@@ -104,7 +167,7 @@ impl Pinning {
                     digest,
                     change,
                     checked,
-                }) if *digest == entry.digest && checked.elapsed() < RECHECK => {
+                }) if *digest == entry.digest() && checked.elapsed() < RECHECK => {
                     return Ok(Verdict::Held(change.clone()));
                 }
                 _ => {}
@@ -113,49 +176,58 @@ impl Pinning {
         if stale_pin {
             // Marked as read now, so one background read runs, not one per call.
             self.learn(
-                entry,
+                &**entry,
                 Known::Pinned {
-                    digest: entry.digest,
+                    digest: entry.digest(),
                     checked: Instant::now(),
                 },
             );
             let pinning = self.clone();
             let entry = entry.clone();
             tokio::spawn(async move {
-                match pinning.check(&entry, mode).await {
-                    Ok(verdict) => pinning.learn_verdict(&entry, &verdict),
+                match pinning.check(&*entry, mode).await {
+                    Ok(verdict) => pinning.learn_verdict(&*entry, &verdict),
                     Err(e) => {
-                        tracing::warn!(tool = %entry.qualified, error = %e, "could not read a tool's pin again; it stays listed as last verified");
+                        tracing::warn!(name = %entry.qualified(), error = %e, "could not read a definition's pin again; it stays listed as last verified");
                     }
                 }
             });
             return Ok(Verdict::Listed);
         }
-        let verdict = self.check(entry, mode).await?;
-        self.learn_verdict(entry, &verdict);
+        let verdict = self.check(&**entry, mode).await?;
+        self.learn_verdict(&**entry, &verdict);
         Ok(verdict)
+    }
+
+    fn map(&self, kind: DefinitionKind) -> &RwLock<HashMap<String, Known>> {
+        match kind {
+            DefinitionKind::Tool => &self.known,
+            DefinitionKind::Prompt => &self.known_prompts,
+        }
     }
 
     /// How many tool definitions of each module this instance last found withheld.
     pub fn quarantined_by_module(&self) -> HashMap<String, usize> {
-        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
         let mut counts = HashMap::new();
-        for held in known.values() {
-            if let Known::Held { change, .. } = held {
-                *counts.entry(change.key.module.clone()).or_insert(0) += 1;
+        for map in [&self.known, &self.known_prompts] {
+            let known = map.read().unwrap_or_else(PoisonError::into_inner);
+            for held in known.values() {
+                if let Known::Held { change, .. } = held {
+                    *counts.entry(change.key.module.clone()).or_insert(0) += 1;
+                }
             }
         }
         counts
     }
 
-    fn learn_verdict(&self, entry: &ToolEntry, verdict: &Verdict) {
+    fn learn_verdict(&self, entry: &dyn Pinnable, verdict: &Verdict) {
         let learned = match verdict {
             Verdict::Listed => Known::Pinned {
-                digest: entry.digest,
+                digest: entry.digest(),
                 checked: Instant::now(),
             },
             Verdict::Held(change) => Known::Held {
-                digest: entry.digest,
+                digest: entry.digest(),
                 change: change.clone(),
                 checked: Instant::now(),
             },
@@ -163,35 +235,34 @@ impl Pinning {
         self.learn(entry, learned);
     }
 
-    fn learn(&self, entry: &ToolEntry, known: Known) {
-        self.known
+    fn learn(&self, entry: &dyn Pinnable, known: Known) {
+        self.map(entry.kind())
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(entry.qualified.clone(), known);
+            .insert(entry.qualified().to_owned(), known);
     }
 
     /// Forgets what this instance learned (after a decision here, so the next read asks
     /// the store).
     pub fn forget_all(&self) {
-        self.known
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+        for map in [&self.known, &self.known_prompts] {
+            map.write().unwrap_or_else(PoisonError::into_inner).clear();
+        }
     }
 
-    async fn check(&self, entry: &ToolEntry, mode: PinMode) -> Result<Verdict, StoreError> {
+    async fn check(&self, entry: &dyn Pinnable, mode: PinMode) -> Result<Verdict, StoreError> {
         let key = DefinitionKey {
-            module: entry.module_name.clone(),
-            kind: DefinitionKind::Tool,
-            name: entry.original.clone(),
+            module: entry.module().to_owned(),
+            kind: entry.kind(),
+            name: entry.original().to_owned(),
         };
         let pin = self.store.pin(&key).await?;
-        if pin.as_ref().is_some_and(|p| p.digest == entry.digest) {
+        if pin.as_ref().is_some_and(|p| p.digest == entry.digest()) {
             return Ok(Verdict::Listed);
         }
-        let mut reasons = hidden_characters(&entry.definition);
+        let mut reasons = hidden_characters(entry.definition());
         if let Some(pin) = &pin {
-            reasons.extend(differences(&pin.definition, &entry.definition));
+            reasons.extend(differences(&pin.definition, entry.definition()));
         }
         let first = match mode {
             PinMode::Approve => FirstSight::Hold,
@@ -199,17 +270,19 @@ impl Pinning {
         };
         match self
             .store
-            .observe(&key, &entry.definition, first, &reasons)
+            .observe(&key, entry.definition(), first, &reasons)
             .await?
         {
-            Observed::Pinned(pin) if pin.digest == entry.digest => Ok(Verdict::Listed),
+            Observed::Pinned(pin) if pin.digest == entry.digest() => Ok(Verdict::Listed),
             Observed::Pinned(pin) => Err(StoreError::AnswerRefused(format!(
                 "the store pinned {} as {} while this instance saw {}",
-                key, pin.digest, entry.digest
+                key,
+                pin.digest,
+                entry.digest()
             ))),
             Observed::Held(change) => {
                 if change.status == elicitation_store::ChangeStatus::Pending {
-                    tracing::warn!(module = %entry.module_name, tool = %gating_core::visible(&entry.original), change = %change.id, reasons = ?change.reasons, "a tool's definition is not its pin: withheld until an operator reviews it (GET /v1/catalog/changes)");
+                    tracing::warn!(module = %entry.module(), kind = entry.kind().label(), name = %gating_core::visible(entry.original()), change = %change.id, reasons = ?change.reasons, "a definition is not its pin: withheld until an operator reviews it (GET /v1/catalog/changes)");
                 }
                 Ok(Verdict::Held(change))
             }
@@ -253,6 +326,7 @@ fn differences(pinned: &Value, now: &Value) -> Vec<String> {
         "inputSchema",
         "outputSchema",
         "annotations",
+        "arguments",
     ] {
         match (pinned.get(field), now.get(field)) {
             (Some(a), Some(b)) if a != b => reasons.push(format!("{field} changed")),

@@ -226,7 +226,7 @@ impl McpService {
         }
         Some(match method {
             "tools/list" => list("tools", snap.gateway.list_tools().await),
-            "prompts/list" => list("prompts", snap.gateway.list_prompts()),
+            "prompts/list" => list("prompts", snap.gateway.list_prompts().await),
             "resources/list" => list("resources", snap.gateway.list_resources()),
             "resources/templates/list" => {
                 list("resourceTemplates", snap.gateway.list_resource_templates())

@@ -59,6 +59,20 @@ pub struct ToolEntry {
     pub digest: gating_core::CallDigest,
 }
 
+/// The fields of a prompt (as its module lists it, under its own name) that a pin covers:
+/// `name`, `title`, `description`, `arguments`.
+pub fn pinned_prompt(prompt: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    if let Value::Object(prompt) = prompt {
+        for key in ["name", "title", "description", "arguments"] {
+            if let Some(value) = prompt.get(key) {
+                out.insert(key.to_owned(), value.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 /// The fields of a tool (as its module lists it, under its own name) that a pin covers:
 /// `name`, `title`, `description`, `inputSchema`, `outputSchema`, `annotations`.
 pub fn pinned_definition(tool: &Value) -> Value {
@@ -94,6 +108,10 @@ pub struct PromptEntry {
     module: usize,
     /// The prompt object as listed (the module's, with `name` rewritten).
     pub prompt: Value,
+    /// What of it is pinned: `name`, `title`, `description`, `arguments`.
+    pub definition: Value,
+    /// The digest of `definition`'s canonical JSON.
+    pub digest: gating_core::CallDigest,
 }
 
 /// What one module lists.
@@ -479,6 +497,8 @@ impl Registry {
             .filter_map(|mut prompt| {
                 let original = prompt.get("name")?.as_str()?.to_owned();
                 let qualified = qualify(&spec.prefix, &original);
+                let definition = pinned_prompt(&prompt);
+                let digest = gating_core::CallDigest::of(&definition);
                 prompt
                     .as_object_mut()?
                     .insert("name".into(), Value::String(qualified.clone()));
@@ -488,6 +508,8 @@ impl Registry {
                     module_name: spec.name.clone(),
                     module: index,
                     prompt,
+                    definition,
+                    digest,
                 })
             })
             .collect()
@@ -918,6 +940,25 @@ impl Registry {
             .collect()
     }
 
+    /// Every module's prompts, as entries.
+    pub fn prompt_entries_listed(&self) -> Vec<Arc<PromptEntry>> {
+        self.prompts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The prompt listed as `name`.
+    pub fn find_prompt(&self, name: &str) -> Option<Arc<PromptEntry>> {
+        self.prompts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .cloned()
+    }
+
     /// Gets prompt `name` (as listed) from its module with these params, renamed to the
     /// module's own name; `None` for a name the gateway does not list.
     pub async fn get_prompt(
@@ -1155,6 +1196,8 @@ mod tests {
             module_name: format!("m{module}"),
             module,
             prompt: serde_json::json!({"name": name}),
+            definition: serde_json::json!({"name": name}),
+            digest: gating_core::CallDigest::of(&serde_json::json!({"name": name})),
         }
     }
 
