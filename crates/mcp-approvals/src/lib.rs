@@ -614,18 +614,7 @@ impl Page {
                 self.discard_uploads([id]);
                 redirect("/approvals?done=cancelled")
             }
-            Err(e) => {
-                let e = McpError::from(e);
-                self.render(
-                    snap,
-                    principal,
-                    csrf,
-                    Some(&e.to_string()),
-                    None,
-                    e.status(None),
-                )
-                .await
-            }
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
         }
     }
 
@@ -1107,6 +1096,25 @@ impl Page {
         html(status, page)
     }
 
+    /// The page again, with why a request of the person's was refused at the top.
+    async fn refusal(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        e: McpError,
+    ) -> Response<Body> {
+        self.render(
+            snap,
+            principal,
+            csrf,
+            Some(&e.to_string()),
+            None,
+            e.status(None),
+        )
+        .await
+    }
+
     /// Revokes a standing grant the person holds or made, from the page's Grants section.
     async fn revoke(
         &self,
@@ -1126,18 +1134,7 @@ impl Page {
             .await
         {
             Ok(_) => redirect("/approvals?done=revoked"),
-            Err(e) => {
-                let e = McpError::from(e);
-                self.render(
-                    snap,
-                    principal,
-                    csrf,
-                    Some(&e.to_string()),
-                    None,
-                    e.status(None),
-                )
-                .await
-            }
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
         }
     }
 
@@ -1167,19 +1164,7 @@ impl Page {
             {
                 "confirmation".to_owned()
             }
-            Err(e) => {
-                let e = McpError::from(e);
-                return self
-                    .render(
-                        snap,
-                        principal,
-                        csrf,
-                        Some(&e.to_string()),
-                        None,
-                        e.status(None),
-                    )
-                    .await;
-            }
+            Err(e) => return self.refusal(snap, principal, csrf, e.into()).await,
         };
         // Approve and allow this call, or the tool, for the chosen time (and number of calls).
         let grant = match (kind.as_str(), field(fields, "decision")) {
@@ -1349,17 +1334,7 @@ impl Page {
                 )
                 .await
             }
-            Err(e) => {
-                self.render(
-                    snap,
-                    principal,
-                    csrf,
-                    Some(&e.to_string()),
-                    None,
-                    e.status(None),
-                )
-                .await
-            }
+            Err(e) => self.refusal(snap, principal, csrf, e).await,
         }
     }
 

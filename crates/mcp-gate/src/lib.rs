@@ -734,16 +734,11 @@ impl Gateway {
         } else {
             Vec::new()
         };
-        let decided = self.policy.decide(
-            &CallFacts {
-                tool: &entry.qualified,
-                module: &entry.module_name,
-                args: arguments.as_ref().unwrap_or(&Value::Null),
-                caller: principal.caller.subject_id(),
-                groups: &groups,
-                hints: hints(&entry).effective(),
-            },
-            hints(&entry),
+        let decided = self.decide(
+            &entry,
+            arguments.as_ref().unwrap_or(&Value::Null),
+            principal.caller.subject_id(),
+            &groups,
         );
         for (rule, why) in &decided.failures {
             tracing::warn!(tool = %entry.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a call; the rule was taken the way that keeps the gate shut");
@@ -1053,17 +1048,7 @@ impl Gateway {
             ));
         };
         let groups: Vec<String> = principal.groups.iter().cloned().collect();
-        let decided = self.policy.decide(
-            &CallFacts {
-                tool: &entry.qualified,
-                module: &entry.module_name,
-                args: edited,
-                caller: principal.caller.subject_id(),
-                groups: &groups,
-                hints: hints(entry).effective(),
-            },
-            hints(entry),
-        );
+        let decided = self.decide(entry, edited, principal.caller.subject_id(), &groups);
         if decided.decision == GateDecision::Deny {
             return Err(gating_core::denied_result(
                 &entry.qualified,
@@ -1141,14 +1126,12 @@ impl Gateway {
                     return true;
                 };
                 let groups: Vec<String> = principal.groups.iter().cloned().collect();
-                let facts = CallFacts {
-                    tool: &call.entry.qualified,
-                    module: &call.entry.module_name,
-                    args: &call.arguments,
-                    caller: principal.caller.subject_id(),
-                    groups: &groups,
-                    hints: hints(&call.entry).effective(),
-                };
+                let facts = call_facts(
+                    &call.entry,
+                    &call.arguments,
+                    principal.caller.subject_id(),
+                    &groups,
+                );
                 match When::compile(source).map(|when| when.matches(&facts)) {
                     Ok(Ok(true)) => true,
                     Ok(Ok(false)) => false,
@@ -1507,19 +1490,7 @@ impl Gateway {
         } else {
             Vec::new()
         };
-        let decide = |args: &Value| {
-            self.policy.decide(
-                &CallFacts {
-                    tool: &entry.qualified,
-                    module: &entry.module_name,
-                    args,
-                    caller: owner.subject_id(),
-                    groups: &groups,
-                    hints: hints(&entry).effective(),
-                },
-                hints(&entry),
-            )
-        };
+        let decide = |args: &Value| self.decide(&entry, args, owner.subject_id(), &groups);
         let rule = |decided: &gating_core::Decided| match decided.rule {
             Some(index) => format!("[[policy]] rule {index}"),
             None => "the tool's hints".to_owned(),
@@ -1702,6 +1673,37 @@ pub async fn answer(
 /// definition covers no call after the definition changed.
 pub fn definition_digest(entry: &ToolEntry) -> String {
     CallDigest::of(&entry.tool).to_string()
+}
+
+/// The facts of one call of `entry` that a rule's or a grant's `when` sees.
+fn call_facts<'a>(
+    entry: &'a ToolEntry,
+    args: &'a Value,
+    caller: &'a str,
+    groups: &'a [String],
+) -> CallFacts<'a> {
+    CallFacts {
+        tool: &entry.qualified,
+        module: &entry.module_name,
+        args,
+        caller,
+        groups,
+        hints: hints(entry).effective(),
+    }
+}
+
+impl Gateway {
+    /// What the policy in force decides for a call of `entry` with `args` by `caller`.
+    fn decide(
+        &self,
+        entry: &ToolEntry,
+        args: &Value,
+        caller: &str,
+        groups: &[String],
+    ) -> gating_core::Decided {
+        self.policy
+            .decide(&call_facts(entry, args, caller, groups), hints(entry))
+    }
 }
 
 fn hints(entry: &ToolEntry) -> HintSource<'_> {

@@ -37,50 +37,37 @@ pub trait Pinnable: Send + Sync + 'static {
     fn digest(&self) -> CallDigest;
 }
 
-impl Pinnable for ToolEntry {
-    fn kind(&self) -> DefinitionKind {
-        DefinitionKind::Tool
-    }
-    fn module(&self) -> &str {
-        &self.module_name
-    }
-    fn original(&self) -> &str {
-        &self.original
-    }
-    fn qualified(&self) -> &str {
-        &self.qualified
-    }
-    fn definition(&self) -> &Value {
-        &self.definition
-    }
-    fn digest(&self) -> CallDigest {
-        self.digest
-    }
+/// Tool and prompt entries pin alike: by kind, and by the same fields of each.
+macro_rules! pinnable {
+    ($entry:ty, $kind:expr) => {
+        impl Pinnable for $entry {
+            fn kind(&self) -> DefinitionKind {
+                $kind
+            }
+            fn module(&self) -> &str {
+                &self.module_name
+            }
+            fn original(&self) -> &str {
+                &self.original
+            }
+            fn qualified(&self) -> &str {
+                &self.qualified
+            }
+            fn definition(&self) -> &Value {
+                &self.definition
+            }
+            fn digest(&self) -> CallDigest {
+                self.digest
+            }
+        }
+    };
 }
 
-impl Pinnable for PromptEntry {
-    fn kind(&self) -> DefinitionKind {
-        DefinitionKind::Prompt
-    }
-    fn module(&self) -> &str {
-        &self.module_name
-    }
-    fn original(&self) -> &str {
-        &self.original
-    }
-    fn qualified(&self) -> &str {
-        &self.qualified
-    }
-    fn definition(&self) -> &Value {
-        &self.definition
-    }
-    fn digest(&self) -> CallDigest {
-        self.digest
-    }
-}
+pinnable!(ToolEntry, DefinitionKind::Tool);
+pinnable!(PromptEntry, DefinitionKind::Prompt);
 
-/// How long what this instance learned of a tool's pin stands before the store is read
-/// again.
+/// How long what this instance learned of a definition's pin stands before the store is
+/// read again.
 pub const RECHECK: Duration = Duration::from_secs(2);
 
 /// `[[modules]] pin`.
