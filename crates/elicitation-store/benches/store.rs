@@ -42,6 +42,7 @@ async fn run_cycles(
                 let arguments = json!({"path": format!("/tmp/bench/{w}/{i}")});
                 let request = ConfirmationRequest::new(
                     "bench__delete",
+                    CallDigest::of(&json!({"name": "bench__delete"})),
                     arguments.clone(),
                     "Delete it?",
                     time::Duration::minutes(10),
@@ -59,6 +60,7 @@ async fn run_cycles(
                 let binding = CallBinding {
                     tool: "bench__delete".into(),
                     digest: CallDigest::of(&arguments),
+                    definition: CallDigest::of(&json!({"name": "bench__delete"})),
                 };
                 store
                     .consume_confirmation(&caller, id, &binding)

@@ -72,6 +72,7 @@ macro_rules! conformance_tests {
             arguments_a_person_approved_come_back_when_the_confirmation_is_redeemed,
             a_definition_is_pinned_on_first_sight_and_a_change_waits_for_a_person,
             a_first_sight_is_held_when_asked_and_one_pin_wins_a_race,
+            a_confirmation_approves_nothing_once_its_tools_definition_changed,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -93,9 +94,15 @@ fn bob() -> Caller {
     Caller::new("bob", Some("acme".into())).unwrap()
 }
 
+/// The digest of `tool`'s definition as the tests' module lists it.
+fn definition(tool: &str) -> CallDigest {
+    CallDigest::of(&json!({"name": tool, "annotations": {"destructiveHint": true}}))
+}
+
 fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
     ConfirmationRequest::new(
         tool.to_owned(),
+        definition(tool),
         arguments,
         gating_core::confirmation_prompt(
             tool,
@@ -109,6 +116,7 @@ fn binding(tool: &str, arguments: &Value) -> CallBinding {
     CallBinding {
         tool: tool.to_owned(),
         digest: CallDigest::of(arguments),
+        definition: definition(tool),
     }
 }
 
@@ -603,6 +611,60 @@ pub(crate) async fn confirmation_for_other_arguments_is_not_confirmed(
     // The right binding still works after all those attempts.
     h.store
         .consume_confirmation(&alice(), id, &binding("fs__rm", &args))
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn a_confirmation_approves_nothing_once_its_tools_definition_changed(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/srv/data"});
+    let id = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", args.clone()))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let held = h.store.get(&alice(), id).await.unwrap();
+    assert_eq!(
+        held.call.as_ref().and_then(|c| c.definition.clone()),
+        Some(definition("fs__rm")),
+        "the hold keeps the definition it was shown under"
+    );
+    h.store
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    // The module changed the tool after the person approved: same caller, tool and
+    // arguments, another definition.
+    let changed = CallBinding {
+        definition: CallDigest::of(&json!({"name": "fs__rm", "description": "Also mails /etc"})),
+        ..binding("fs__rm", &args)
+    };
+    assert_eq!(
+        h.store.confirmation_for(&alice(), &changed).await.unwrap(),
+        None,
+        "a re-call under the changed definition takes up no confirmation"
+    );
+    assert_eq!(
+        h.store.confirmation(&alice(), id, &changed).await.unwrap(),
+        None
+    );
+    assert!(!h.store.is_confirmed(&alice(), id, &changed).await.unwrap());
+    assert!(matches!(
+        h.store.consume_confirmation(&alice(), id, &changed).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    // Under the definition it was given for, it is still good, once.
+    let original = binding("fs__rm", &args);
+    assert_eq!(
+        h.store.confirmation_for(&alice(), &original).await.unwrap(),
+        Some(id)
+    );
+    h.store
+        .consume_confirmation(&alice(), id, &original)
         .await
         .unwrap();
 }

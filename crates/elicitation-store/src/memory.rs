@@ -154,9 +154,11 @@ impl Entry {
     }
 
     fn bound_to(&self, binding: &CallBinding) -> bool {
-        self.call
-            .as_ref()
-            .is_some_and(|call| call.tool == binding.tool && call.digest == binding.digest)
+        self.call.as_ref().is_some_and(|call| {
+            call.tool == binding.tool
+                && call.digest == binding.digest
+                && call.definition.as_ref() == Some(&binding.definition)
+        })
     }
 }
 

@@ -427,7 +427,7 @@ impl PostgresStore {
                         column: REQUEST,
                         id,
                         caller,
-                        call: Some((call.tool.as_str(), &call.digest)),
+                        call: Some((call.tool.as_str(), &call.digest, call.definition.as_ref())),
                     },
                 )?)
             }
@@ -444,6 +444,9 @@ impl PostgresStore {
         )?;
         let tool = call.map(|c| c.tool.as_str());
         let digest = call.map(|c| c.digest.as_bytes().as_slice());
+        let definition = call
+            .and_then(|c| c.definition.as_ref())
+            .map(|d| d.as_bytes().as_slice());
         let approval = call.and_then(|c| c.approval.as_ref());
         let approver_group = approval.map(|a| a.group.as_str());
         let approval_mode = approval.map(|a| a.mode.label());
@@ -470,6 +473,7 @@ impl PostgresStore {
                     &approver_group,
                     &approval_mode,
                     &held_detail,
+                    &definition,
                 ],
             )
             .await?;
@@ -912,6 +916,7 @@ impl ElicitationStore for PostgresStore {
                     &tenant_param(caller),
                     &binding.tool,
                     &binding.digest.as_bytes().as_slice(),
+                    &binding.definition.as_bytes().as_slice(),
                 ],
             )
             .await?;
@@ -936,6 +941,7 @@ impl ElicitationStore for PostgresStore {
                     &tenant_param(caller),
                     &binding.tool,
                     &binding.digest.as_bytes().as_slice(),
+                    &binding.definition.as_bytes().as_slice(),
                 ],
             )
             .await?;
@@ -969,6 +975,7 @@ impl ElicitationStore for PostgresStore {
                     &binding.tool,
                     &binding.digest.as_bytes().as_slice(),
                     &now,
+                    &binding.definition.as_bytes().as_slice(),
                 ],
             )
             .await?;

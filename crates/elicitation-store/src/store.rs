@@ -16,14 +16,18 @@ use crate::{Caller, StoreError};
 /// Most rows one `list` returns, whatever the caller asks for.
 pub const MAX_LIST_LIMIT: usize = 500;
 
-/// The call a confirmation is bound to: the qualified tool name and the digest of its
-/// arguments. The caller is the third part of the binding.
+/// The call a confirmation is bound to: the qualified tool name, the digest of its
+/// arguments and the digest of the tool's definition as the person was shown it. The
+/// caller is the last part of the binding. A confirmation given while the tool read one way
+/// never approves a call after its definition changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallBinding {
     /// The qualified tool name (`{prefix}__{tool}`).
     pub tool: String,
     /// The digest of the call's arguments.
     pub digest: CallDigest,
+    /// The digest of the tool's pinned definition when the call was held.
+    pub definition: CallDigest,
 }
 
 /// A request to hold a tool call for a person's confirmation.
@@ -120,9 +124,11 @@ pub struct Approver {
 }
 
 impl ConfirmationRequest {
-    /// A request for a call to `tool` with `arguments`, digesting them.
+    /// A request for a call to `tool` (whose definition digests to `definition`) with
+    /// `arguments`, digesting them.
     pub fn new(
         tool: impl Into<String>,
+        definition: CallDigest,
         arguments: Value,
         message: impl Into<String>,
         ttl: Duration,
@@ -131,6 +137,7 @@ impl ConfirmationRequest {
             binding: CallBinding {
                 tool: tool.into(),
                 digest: CallDigest::of(&arguments),
+                definition,
             },
             arguments,
             message: message.into(),
@@ -204,6 +211,9 @@ pub struct HeldCall {
     pub tool: String,
     /// The digest of the arguments.
     pub digest: CallDigest,
+    /// The digest of the tool's definition it was held under (`None` only for a row held
+    /// before the store kept it: such a confirmation approves nothing).
+    pub definition: Option<CallDigest>,
     /// The arguments, opened.
     pub arguments: Value,
     /// Who answers it besides, or instead of, the caller.
@@ -594,6 +604,7 @@ impl ConfirmationRequest {
         let call = HeldCall {
             tool: self.binding.tool,
             digest: self.binding.digest,
+            definition: Some(self.binding.definition),
             arguments: self.arguments,
             approval: self.approval,
         };

@@ -763,6 +763,7 @@ impl Gateway {
                 let binding = CallBinding {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
+                    definition: entry.digest.clone(),
                 };
                 let message =
                     gating_core::confirmation_message(&entry.qualified, reason, &arguments);
@@ -1669,10 +1670,10 @@ pub async fn answer(
     }
 }
 
-/// The digest of a tool's definition as its module lists it: a grant made against one
-/// definition covers no call after the definition changed.
+/// The digest of a tool's pinned definition (its pin's digest when it is listed): a grant
+/// or a confirmation made against one definition covers no call after it changed.
 pub fn definition_digest(entry: &ToolEntry) -> String {
-    CallDigest::of(&entry.tool).to_string()
+    entry.digest.to_string()
 }
 
 /// The facts of one call of `entry` that a rule's or a grant's `when` sees.

@@ -84,7 +84,13 @@ fn store_with(limits: MemoryLimits) -> (Arc<ManualClock>, MemoryStore) {
 }
 
 fn held(arguments: serde_json::Value) -> ConfirmationRequest {
-    ConfirmationRequest::new("fs__write", arguments, "Write?", Duration::minutes(10))
+    ConfirmationRequest::new(
+        "fs__write",
+        gating_core::CallDigest::of(&serde_json::json!({"name": "fs__write"})),
+        arguments,
+        "Write?",
+        Duration::minutes(10),
+    )
 }
 
 /// One MiB of text in the arguments.

@@ -27,6 +27,7 @@ pub(super) struct RawRow {
     approval: Option<Approval>,
     tool: Option<String>,
     digest: Option<Vec<u8>>,
+    definition: Option<Vec<u8>>,
     request: Option<Sealed>,
 }
 
@@ -196,6 +197,7 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         approval,
         tool: row.try_get("tool_name").map_err(get_err)?,
         digest: row.try_get("call_digest").map_err(get_err)?,
+        definition: row.try_get("definition_digest").map_err(get_err)?,
         request: sealed(
             row.try_get("request_sealed").map_err(get_err)?,
             row.try_get("request_key_id").map_err(get_err)?,
@@ -227,11 +229,19 @@ impl RawRow {
                     .try_into()
                     .map_err(|_| corrupt(id, "call digest is not 32 bytes"))?;
                 let digest = CallDigest::from_bytes(digest);
+                let definition = match self.definition {
+                    Some(bytes) => {
+                        Some(CallDigest::from_bytes(bytes.try_into().map_err(|_| {
+                            corrupt(id, "definition digest is not 32 bytes")
+                        })?))
+                    }
+                    None => None,
+                };
                 let context = SealContext {
                     column: REQUEST,
                     id,
                     caller: &self.caller,
-                    call: Some((tool.as_str(), &digest)),
+                    call: Some((tool.as_str(), &digest, definition.as_ref())),
                 };
                 let arguments = open_json(keys, &request, context)?;
                 if CallDigest::of(&arguments) != digest {
@@ -243,6 +253,7 @@ impl RawRow {
                 Some(HeldCall {
                     tool,
                     digest,
+                    definition,
                     arguments,
                     approval: self.approval,
                 })

@@ -70,7 +70,13 @@ fn bob() -> Caller {
 }
 
 fn confirmation_request(arguments: Value) -> ConfirmationRequest {
-    ConfirmationRequest::new("fs__delete", arguments, "Delete it?", Duration::minutes(10))
+    ConfirmationRequest::new(
+        "fs__delete",
+        gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
+        arguments,
+        "Delete it?",
+        Duration::minutes(10),
+    )
 }
 
 /// Every column of every row, as text, as an operator with raw SQL access would see it.
@@ -475,6 +481,7 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
     let binding = CallBinding {
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
     };
     store
         .consume_confirmation(&alice(), answered, &binding)
@@ -704,6 +711,7 @@ async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
     let binding = CallBinding {
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
     };
     let attempt = store.consume_confirmation(&alice(), id, &binding).await;
     assert!(
@@ -755,6 +763,7 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     let binding = CallBinding {
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
     };
     let mut ids = Vec::new();
     for answer in [
@@ -1250,6 +1259,7 @@ fn fault_binding() -> CallBinding {
     CallBinding {
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&json!({"path": "a"})),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
     }
 }
 

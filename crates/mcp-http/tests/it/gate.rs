@@ -1681,6 +1681,84 @@ async fn a_changed_tool_definition_is_withheld_and_never_run_until_an_operator_a
     a_changed_definition_is_withheld_until_approved(postgres_store(&db).await).await;
 }
 
+/// A person approved a destructive call while the tool read one way; the module then changed
+/// the tool and an operator approved the change. The confirmation was given for the old
+/// definition: redeemed by id or taken up by a plain re-call, it forwards nothing; the call
+/// is held anew, for the definition the tool has now.
+async fn a_confirmation_given_before_a_change_forwards_nothing_after_it(store: Arc<dyn Store>) {
+    const OPERATOR: &str = "operator-token";
+    let pinned = json!({"name": "delete", "description": "Deletes a file.", "inputSchema": {"type": "object"},
+                        "annotations": {"destructiveHint": true}});
+    let before = changed_module_harness(store.clone(), pinned).await;
+    let args = json!({"path": "/srv/reports"});
+    let id = held_id(&call(&before, "test__delete", args.clone(), None).await);
+    approve(&before, &id).await;
+
+    let reworded = json!({"name": "delete", "description": "Deletes a file. Also deletes its backups.",
+                          "inputSchema": {"type": "object"}, "annotations": {"destructiveHint": true}});
+    let after = changed_module_harness(store.clone(), reworded).await;
+    let withheld = call(&after, "test__delete", args.clone(), Some(&id)).await;
+    assert_eq!(
+        withheld["structuredContent"]["tool_quarantined"], true,
+        "{withheld}"
+    );
+    let (_, listed) = rest(&after, OPERATOR, "GET", "/v1/catalog/changes", None).await;
+    let change = listed["changes"][0]["id"].as_str().unwrap().to_owned();
+    let (status, _) = rest(
+        &after,
+        OPERATOR,
+        "POST",
+        &format!("/v1/catalog/changes/{change}/approve"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(listed_tools(&after).await, vec!["test__delete"]);
+
+    let by_id = call(&after, "test__delete", args.clone(), Some(&id)).await;
+    let anew = held_id(&by_id);
+    assert_ne!(
+        anew, id,
+        "held anew, not under the old confirmation: {by_id}"
+    );
+    let plain = held_id(&call(&after, "test__delete", args.clone(), None).await);
+    assert_ne!(
+        plain, id,
+        "a plain re-call takes up no confirmation of the old definition"
+    );
+    assert_eq!(after.deletes.load(Ordering::SeqCst), 0, "never run");
+    // The confirmation is still unused, and still good for the definition it was given for,
+    // which is no longer listed anywhere this store is shared.
+    let (_, old) = rest(
+        &after,
+        HUMAN,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(old["status"], "responded", "{old}");
+    // A person approves the held call under the new definition: that one runs, once.
+    approve(&after, &anew).await;
+    let runs = call(&after, "test__delete", args.clone(), Some(&anew)).await;
+    assert_eq!(runs["content"][0]["text"], "deleted", "{runs}");
+    assert_eq!(after.deletes.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destructive_call_approved_before_its_tool_changed_is_not_forwarded_after() {
+    a_confirmation_given_before_a_change_forwards_nothing_after_it(
+        Arc::new(MemoryStore::default()),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_destructive_call_approved_before_its_tool_changed_is_not_forwarded_after_on_postgres() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    a_confirmation_given_before_a_change_forwards_nothing_after_it(postgres_store(&db).await).await;
+}
+
 /// A gateway over `store` whose module lists one prompt, `greet`, as `definition`.
 async fn prompt_harness(store: Arc<dyn Store>, definition: Value) -> Harness {
     const OPERATOR: &str = "operator-token";

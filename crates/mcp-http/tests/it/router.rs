@@ -2007,6 +2007,7 @@ async fn an_unreadable_row_is_reported_alone_and_never_turns_an_answer_into_a_50
             &alice,
             elicitation_store::ConfirmationRequest::new(
                 "test__delete",
+                gating_core::CallDigest::of(&json!({"name": "delete"})),
                 json!({"path": "/old"}),
                 "Delete?",
                 time::Duration::minutes(10),
