@@ -629,7 +629,7 @@ pub(crate) async fn a_confirmation_approves_nothing_once_its_tools_definition_ch
         .id;
     let held = h.store.get(&alice(), id).await.unwrap();
     assert_eq!(
-        held.call.as_ref().and_then(|c| c.definition.clone()),
+        held.call.as_ref().and_then(|c| c.definition),
         Some(definition("fs__rm")),
         "the hold keeps the definition it was shown under"
     );

@@ -763,7 +763,7 @@ impl Gateway {
                 let binding = CallBinding {
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
-                    definition: entry.digest.clone(),
+                    definition: entry.digest,
                 };
                 let message =
                     gating_core::confirmation_message(&entry.qualified, reason, &arguments);
