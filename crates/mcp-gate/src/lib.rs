@@ -287,6 +287,22 @@ impl Gateway {
         &self.pinning
     }
 
+    /// A person's decision on a withheld definition: approving makes the proposed
+    /// definition the pin; rejecting keeps it withheld until the module lists its pin
+    /// again. This instance then reads the pins again and clients list again (other
+    /// instances see the decision within [`crate::pins::RECHECK`]).
+    pub async fn decide_definition_change(
+        &self,
+        id: uuid::Uuid,
+        approve: bool,
+        by: &str,
+    ) -> Result<elicitation_store::DefinitionChange, elicitation_store::StoreError> {
+        let decided = self.catalog.decide_change(id, approve, Some(by)).await?;
+        self.pinning.forget_all();
+        self.registry.announce_change();
+        Ok(decided)
+    }
+
     /// A person may grant later calls for at most `max` (`[gate] max_grant`).
     #[must_use]
     pub fn with_max_grant(mut self, max: time::Duration) -> Self {

@@ -229,23 +229,19 @@ pub async fn catalog(
 ) -> Result<(http::StatusCode, Value), McpError> {
     let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
     principal.require(SCOPE_CATALOG)?;
-    let store = gateway.catalog();
     match (request.method, segments.as_slice()) {
         (&http::Method::GET, []) => {
             let limit = limit_query(request.query)?;
-            let changes = store.definition_changes(limit).await?;
+            let changes = gateway.catalog().definition_changes(limit).await?;
             let items: Vec<Value> = changes.iter().map(change_view).collect();
             Ok((http::StatusCode::OK, json!({"changes": items})))
         }
         (&http::Method::POST, [id, decision @ ("approve" | "reject")]) => {
             let id: uuid::Uuid = id.parse().map_err(|_| McpError::NotFound)?;
             let by = principal.answered_by(mcp_auth::AnsweredVia::Rest);
-            let decided = store
-                .decide_change(id, *decision == "approve", Some(&by))
+            let decided = gateway
+                .decide_definition_change(id, *decision == "approve", &by)
                 .await?;
-            // This instance reads the pins again, and clients list again.
-            gateway.pinning().forget_all();
-            gateway.registry().announce_change();
             Ok((http::StatusCode::OK, change_view(&decided)))
         }
         (_, [] | [_, "approve" | "reject"]) => Err(McpError::MethodNotAllowed),
