@@ -42,6 +42,12 @@ pub(crate) struct Frame<'a> {
     /// The durations a person may grant later calls for (`"15m"`, …, up to `[gate]
     /// max_grant`), offered next to Approve.
     pub(crate) grant_for: &'a [String],
+    /// The person may answer elicitations (`elicitations:respond`): the page shows what
+    /// waits, the grants and what was answered lately.
+    pub(crate) respond: bool,
+    /// The withheld tool definitions to review (`Some` when the person has
+    /// `catalog:approve`), as `mcp_http_kit::views::change_view`s.
+    pub(crate) changes: Option<&'a [Value]>,
 }
 
 /// The durations offered for a standing grant: the usual ones up to `max`, and `max`.
@@ -170,6 +176,13 @@ pub(crate) fn page(
             "<p class=\"notice\" role=\"status\">{}</p>",
             escape(notice)
         );
+    }
+    if let Some(changes) = frame.changes {
+        changes_section(&mut body, changes, frame.csrf);
+    }
+    if !frame.respond {
+        body.push_str("</main>");
+        return document("Approvals — mcp-gateway", &body);
     }
     let seen = frame
         .seen
@@ -415,6 +428,149 @@ fn grants_section(out: &mut String, grants: &[Value], csrf: &str) {
     out.push_str("</tbody></table></section>");
 }
 
+/// The fields of a definition in the order a reviewer reads them (others follow, sorted).
+const DEFINITION_FIELDS: [&str; 7] = [
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "arguments",
+];
+
+/// The tool and prompt definitions withheld because they are not their pin, each with what
+/// changed and Approve / Reject.
+fn changes_section(out: &mut String, changes: &[Value], csrf: &str) {
+    let _ = write!(
+        out,
+        "<section aria-labelledby=\"changes\"><h2 id=\"changes\">Tool changes ({})</h2>",
+        changes.len()
+    );
+    if changes.is_empty() {
+        out.push_str("<p class=\"empty\">No tool definition waits for review.</p></section>");
+        return;
+    }
+    for change in changes {
+        let id = escape(text(change, "id"));
+        let pinned = change.get("pinned").filter(|p| !p.is_null());
+        let what = if pinned.is_some() { "changed" } else { "new" };
+        let _ = write!(
+            out,
+            "<article class=\"change\" id=\"change-{id}\"><h3><code>{}</code> from module <code>{}</code> <span class=\"kind\">({} {what})</span></h3><p class=\"when\">Seen {}</p>",
+            shown(text(change, "name")),
+            shown(text(change, "module")),
+            shown(text(change, "kind")),
+            escape(text(change, "seen_at")),
+        );
+        let reasons: Vec<&str> = change
+            .get("reasons")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if !reasons.is_empty() {
+            out.push_str("<ul class=\"reasons\">");
+            for reason in reasons {
+                let _ = write!(out, "<li>{}</li>", shown(reason));
+            }
+            out.push_str("</ul>");
+        }
+        let proposed = change.get("proposed");
+        let field = |definition: Option<&Value>, key: &str| {
+            definition
+                .and_then(|d| d.get(key))
+                .filter(|v| !v.is_null())
+                .cloned()
+        };
+        let mut keys: Vec<String> = DEFINITION_FIELDS.iter().map(|k| (*k).to_owned()).collect();
+        let mut others: Vec<String> = [pinned, proposed]
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .flat_map(|o| o.keys().cloned())
+            .filter(|k| !DEFINITION_FIELDS.contains(&k.as_str()))
+            .collect();
+        others.sort();
+        others.dedup();
+        keys.extend(others);
+        let mut unchanged = Vec::new();
+        for key in &keys {
+            let (old, new) = (field(pinned, key), field(proposed, key));
+            if old.is_none() && new.is_none() {
+                continue;
+            }
+            if old == new {
+                unchanged.push(key.as_str());
+                continue;
+            }
+            let (old_lines, new_lines) = (field_lines(old.as_ref()), field_lines(new.as_ref()));
+            let old_refs: Vec<&str> = old_lines.iter().map(|(l, _)| l.as_str()).collect();
+            let new_refs: Vec<&str> = new_lines.iter().map(|(l, _)| l.as_str()).collect();
+            // Each side's lines are shown as their kind says: text made visible, or JSON
+            // whose strings' deceptive characters are escapes.
+            let json_old = old_lines.first().is_some_and(|(_, json)| *json);
+            let json_new = new_lines.first().is_some_and(|(_, json)| *json);
+            let _ = write!(out, "<h4>{}</h4><pre class=\"diff\">", shown(key));
+            for line in crate::diff::lines(&old_refs, &new_refs) {
+                let (class, mark, line, json) = match line {
+                    crate::diff::Line::Kept(l) => ("kept", ' ', l, json_new),
+                    crate::diff::Line::Removed(l) => ("removed", '-', l, json_old),
+                    crate::diff::Line::Added(l) => ("added", '+', l, json_new),
+                };
+                let line = if json {
+                    escape(&gating_core::visible_json(line))
+                } else {
+                    shown(line)
+                };
+                let _ = writeln!(out, "<span class=\"{class}\">{mark} {line}</span>");
+            }
+            out.push_str("</pre>");
+        }
+        if !unchanged.is_empty() {
+            let _ = write!(
+                out,
+                "<p class=\"unchanged\">Unchanged: {}</p>",
+                shown(&unchanged.join(", "))
+            );
+        }
+        let digests = match change.get("pinned_digest").and_then(Value::as_str) {
+            Some(pinned) => format!(
+                "pinned <code>{}</code> (version {}), proposed <code>{}</code>",
+                escape(pinned),
+                change
+                    .get("pinned_version")
+                    .and_then(Value::as_u64)
+                    .unwrap_or_default(),
+                escape(text(change, "proposed_digest"))
+            ),
+            None => format!(
+                "proposed <code>{}</code>",
+                escape(text(change, "proposed_digest"))
+            ),
+        };
+        let _ = write!(
+            out,
+            "<p class=\"digests\">Definition digests: {digests}</p><div class=\"controls\"><form method=\"post\" action=\"/approvals/catalog/{id}/approve\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"approve\">Approve change</button></form><form method=\"post\" action=\"/approvals/catalog/{id}/reject\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\" class=\"decline\">Reject</button></form></div></article>",
+            csrf = escape(csrf)
+        );
+    }
+    out.push_str("</section>");
+}
+
+/// One field of a definition as lines, each marked whether it is JSON: a string as its
+/// text lines, anything else as pretty-printed JSON.
+fn field_lines(value: Option<&Value>) -> Vec<(String, bool)> {
+    match value {
+        None => Vec::new(),
+        Some(Value::String(text)) => text.lines().map(|l| (l.to_owned(), false)).collect(),
+        Some(other) => serde_json::to_string_pretty(other)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| (l.to_owned(), true))
+            .collect(),
+    }
+}
+
 /// A text field with the schema's length bounds.
 fn string_controls(out: &mut String, id: &str, schema: Option<&Value>) {
     let field = schema.and_then(|p| p.get("value"));
@@ -573,5 +729,70 @@ mod tests {
         );
         assert!(!out.contains('\u{202e}'), "{out}");
         assert!(out.contains("&lt;script&gt;"), "{out}");
+    }
+
+    #[test]
+    fn a_changed_definition_is_shown_as_an_inert_diff_with_its_decisions() {
+        let change = serde_json::json!({
+            "id": "7d0c3a52-8f1e-4c61-9d2b-4d9a51f0a001",
+            "module": "fs",
+            "kind": "tool",
+            "name": "write_file",
+            "status": "pending",
+            "reasons": ["description changed", "inputSchema changed"],
+            "pinned": {
+                "name": "write_file",
+                "description": "Writes a file.\nOverwrites it.",
+                "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}
+            },
+            "pinned_digest": "aa",
+            "pinned_version": 1,
+            "proposed": {
+                "name": "write_file",
+                "description": "Writes a file.\n<script>alert(1)</script>\u{202e}txt.exe\nOverwrites it.",
+                "inputSchema": {"type": "object", "properties": {
+                    "path": {"type": "string"},
+                    "note\u{200b}": {"type": "string", "description": "</pre><b>x</b>"}
+                }}
+            },
+            "proposed_digest": "bb",
+            "seen_at": "2026-12-02T10:00:00Z"
+        });
+        let mut out = String::new();
+        changes_section(&mut out, &[change], "token-1");
+        assert!(!out.contains("<script"), "{out}");
+        assert!(!out.contains("<b>"), "{out}");
+        assert!(
+            !out.contains('\u{202e}') && !out.contains('\u{200b}'),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "<span class=\"added\">+ &lt;script&gt;alert(1)&lt;/script&gt;\\u202etxt.exe</span>"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("<span class=\"kept\">  Writes a file.</span>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("\\u200b"),
+            "the schema's invisible character shows: {out}"
+        );
+        assert!(out.contains("Unchanged: name"), "{out}");
+        assert!(
+            out.contains(
+                "action=\"/approvals/catalog/7d0c3a52-8f1e-4c61-9d2b-4d9a51f0a001/approve\""
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "action=\"/approvals/catalog/7d0c3a52-8f1e-4c61-9d2b-4d9a51f0a001/reject\""
+            ),
+            "{out}"
+        );
+        assert!(out.contains("value=\"token-1\""), "{out}");
     }
 }

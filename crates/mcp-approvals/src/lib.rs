@@ -13,6 +13,7 @@
 //!   change (`/approvals/events`, which follows the store's change feed).
 //! - **Rendering** (`html`): everything from agents, modules and people is text.
 
+mod diff;
 mod html;
 pub mod oidc;
 
@@ -27,7 +28,7 @@ use http_body_util::BodyExt;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
-use mcp_auth::{Auth, Principal, SCOPE_RESPOND};
+use mcp_auth::{Auth, Principal, SCOPE_CATALOG, SCOPE_RESPOND};
 use mcp_http_kit::body::{Body, ChannelBody, full};
 use mcp_http_kit::error::{HttpError as _, McpError};
 use mcp_http_kit::live::Snapshot;
@@ -319,6 +320,11 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// A person signs in to the page to answer elicitations, or to review tool changes.
+fn may_use_the_page(principal: &Principal) -> bool {
+    principal.scopes.contains(SCOPE_RESPOND) || principal.scopes.contains(SCOPE_CATALOG)
+}
+
 /// Whether the form's token is the session's (compared in constant time).
 fn csrf_ok(fields: &[(String, String)], expected: &str) -> bool {
     field(fields, "csrf").is_some_and(|given| {
@@ -504,6 +510,8 @@ impl Page {
                 "edited" => "Approved with your arguments.",
                 "revoked" => "Revoked.",
                 "cancelled" => "Cancelled.",
+                "tool-approved" => "Change approved: the tool is listed again as it reads now.",
+                "tool-rejected" => "Change rejected: the tool stays withheld until its module lists the approved definition again.",
                 _ => "Answered.",
             });
         match self.web_session(snap, headers) {
@@ -558,8 +566,27 @@ impl Page {
                 )),
             );
         }
+        // Answering needs its own scope: a person who may only review tool definitions
+        // signs in, but answers nothing.
+        let answers = !matches!(action, ["sign-out"] | ["catalog", ..]);
+        if answers && !principal.scopes.contains(SCOPE_RESPOND) {
+            return self
+                .refusal(
+                    snap,
+                    &principal,
+                    &csrf,
+                    McpError::Forbidden {
+                        scope: SCOPE_RESPOND,
+                    },
+                )
+                .await;
+        }
         match action {
             ["sign-out"] => self.sign_out(snap, &session, &principal).await,
+            ["catalog", id, decision @ ("approve" | "reject")] => {
+                self.decide_change(snap, &principal, &csrf, id, *decision == "approve")
+                    .await
+            }
             [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
             [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
             ["grants", id, "revoke"] => self.revoke(snap, &principal, &csrf, id).await,
@@ -649,6 +676,12 @@ impl Page {
             return answer(
                 StatusCode::FORBIDDEN,
                 json!({"error": "the request did not come from this page"}),
+            );
+        }
+        if !principal.scopes.contains(SCOPE_RESPOND) {
+            return answer(
+                StatusCode::FORBIDDEN,
+                json!({"error": format!("this needs the scope {SCOPE_RESPOND}")}),
             );
         }
         let Some(uploads) = &self.uploads else {
@@ -871,10 +904,10 @@ impl Page {
             Ok(signed_in) => signed_in,
             Err(e) => return fail(StatusCode::BAD_REQUEST, &e.to_string()),
         };
-        if !signed_in.principal.scopes.contains(SCOPE_RESPOND) {
+        if !may_use_the_page(&signed_in.principal) {
             return fail(
                 StatusCode::FORBIDDEN,
-                "Your account may not answer elicitations here (the identity provider did not grant the scope for it).",
+                "Your account may neither answer elicitations nor review tool changes here (the identity provider granted neither scope).",
             );
         }
         let Some((id, _)) = self.web.open_with(
@@ -951,11 +984,11 @@ impl Page {
                 html::sign_in(Some("That token is not known here.")),
             );
         };
-        if !principal.scopes.contains(SCOPE_RESPOND) {
+        if !may_use_the_page(&principal) {
             return html(
                 StatusCode::FORBIDDEN,
                 html::sign_in(Some(
-                    "That token may not answer elicitations (it lacks elicitations:respond).",
+                    "That token may neither answer elicitations nor review tool changes (it has neither elicitations:respond nor catalog:approve).",
                 )),
             );
         }
@@ -993,6 +1026,12 @@ impl Page {
         csrf: &str,
         id: ElicitationId,
     ) -> Response<Body> {
+        if !principal.scopes.contains(SCOPE_RESPOND) {
+            let refused = McpError::Forbidden {
+                scope: SCOPE_RESPOND,
+            };
+            return self.refusal(snap, principal, csrf, refused).await;
+        }
         let store = snap.gateway.store().clone();
         let stored = match store.get(&principal.caller, id).await {
             Ok(stored) => stored,
@@ -1016,6 +1055,8 @@ impl Page {
             notice: notice.as_deref(),
             seen: None,
             grant_for: &grant_for,
+            respond: true,
+            changes: None,
         };
         let (pending, history) = if status == "pending" {
             (vec![view], Vec::new())
@@ -1035,6 +1076,21 @@ impl Page {
         error: Option<html::ItemError<'_>>,
         status: StatusCode,
     ) -> Response<Body> {
+        let changes = self.changes_for(snap, principal).await;
+        if !principal.scopes.contains(SCOPE_RESPOND) {
+            let subject = principal.caller.subject_id().to_owned();
+            let frame = html::Frame {
+                signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
+                csrf,
+                notice,
+                seen: None,
+                grant_for: &[],
+                respond: false,
+                changes: changes.as_deref(),
+            };
+            let page = html::page(&frame, &[], &[], &[], None, self.clock.now());
+            return html(status, page);
+        }
         let store = snap.gateway.store().clone();
         let caller = &principal.caller;
         let views = |listed: Vec<elicitation_store::Listed>| -> Vec<Value> {
@@ -1091,9 +1147,37 @@ impl Page {
             notice,
             seen: Some(&seen),
             grant_for: &grant_for,
+            respond: true,
+            changes: changes.as_deref(),
         };
         let page = html::page(&frame, &pending, &history, &grants, error.as_ref(), now);
         html(status, page)
+    }
+
+    /// The withheld definitions a person with `catalog:approve` reviews (`None` without
+    /// the scope; a failure to read them shows the section empty, with a warning logged).
+    async fn changes_for(&self, snap: &Snapshot, principal: &Principal) -> Option<Vec<Value>> {
+        if !principal.scopes.contains(SCOPE_CATALOG) {
+            return None;
+        }
+        match snap
+            .gateway
+            .catalog()
+            .definition_changes(elicitation_store::MAX_LIST_LIMIT)
+            .await
+        {
+            Ok(changes) => Some(
+                changes
+                    .iter()
+                    .filter(|c| c.status == elicitation_store::ChangeStatus::Pending)
+                    .map(mcp_http_kit::views::change_view)
+                    .collect(),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read the withheld tool definitions for the approvals page");
+                Some(Vec::new())
+            }
+        }
     }
 
     /// The page again, with why a request of the person's was refused at the top.
@@ -1113,6 +1197,39 @@ impl Page {
             e.status(None),
         )
         .await
+    }
+
+    /// A person's decision on a withheld tool definition, from the page's Tool changes
+    /// section (scope `catalog:approve`).
+    async fn decide_change(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+        approve: bool,
+    ) -> Response<Body> {
+        if !principal.scopes.contains(SCOPE_CATALOG) {
+            let refused = McpError::Forbidden {
+                scope: SCOPE_CATALOG,
+            };
+            return self.refusal(snap, principal, csrf, refused).await;
+        }
+        let Ok(id) = id.parse::<uuid::Uuid>() else {
+            return self
+                .refusal(snap, principal, csrf, McpError::NotFound)
+                .await;
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
+        match snap
+            .gateway
+            .decide_definition_change(id, approve, &by)
+            .await
+        {
+            Ok(_) if approve => redirect("/approvals?done=tool-approved"),
+            Ok(_) => redirect("/approvals?done=tool-rejected"),
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
     }
 
     /// Revokes a standing grant the person holds or made, from the page's Grants section.
