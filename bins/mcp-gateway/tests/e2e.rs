@@ -20,6 +20,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+#[path = "e2e/tool_changes.rs"]
+mod tool_changes;
+
 const AGENT: &str = "e2e-agent-token";
 const HUMAN: &str = "e2e-human-token";
 /// The person's MCP client (an SDK with an elicitation handler): calls tools and answers

@@ -268,7 +268,15 @@ impl Pinning {
                 entry.digest()
             ))),
             Observed::Held(change) => {
-                if change.status == elicitation_store::ChangeStatus::Pending {
+                // Said once per change on this instance, not on every re-read.
+                let said = matches!(
+                    self.map(entry.kind())
+                        .read()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .get(entry.qualified()),
+                    Some(Known::Held { change: known, .. }) if known.id == change.id
+                );
+                if change.status == elicitation_store::ChangeStatus::Pending && !said {
                     tracing::warn!(module = %entry.module(), kind = entry.kind().label(), name = %gating_core::visible(entry.original()), change = %change.id, reasons = ?change.reasons, "a definition is not its pin: withheld until an operator reviews it (GET /v1/catalog/changes)");
                 }
                 Ok(Verdict::Held(change))
@@ -278,13 +286,18 @@ impl Pinning {
 }
 
 /// Why a definition is held on sight: the fields of its name, title or description that
-/// hide characters (control, bidi, zero-width, tag).
+/// hide characters (control, bidi, zero-width, tag). A description's line breaks and tabs
+/// are its layout, not hidden (many modules describe a tool in several lines).
 fn hidden_characters(definition: &Value) -> Vec<String> {
     let mut reasons = Vec::new();
     let mut look = |field: &str, text: Option<&str>| {
-        if let Some(text) = text
-            && gating_core::visible(text) != text
-        {
+        let Some(text) = text else { return };
+        let text = if field == "description" {
+            text.replace(['\n', '\r', '\t'], " ")
+        } else {
+            text.to_owned()
+        };
+        if gating_core::visible(&text) != text {
             reasons.push(format!("the {field} holds invisible or control characters"));
         }
     };
@@ -339,4 +352,45 @@ fn differences(pinned: &Value, now: &Value) -> Vec<String> {
         }
     }
     reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptions_lines_are_layout_and_anything_else_hidden_holds_it() {
+        let multi = serde_json::json!({"name": "read", "description": "Reads a note.\n\tReturns its text.\r\n"});
+        assert!(hidden_characters(&multi).is_empty());
+        for (definition, field) in [
+            (
+                serde_json::json!({"name": "read", "description": "Reads\u{202e}txt.exe"}),
+                "description",
+            ),
+            (
+                serde_json::json!({"name": "read", "description": "Reads\u{7}"}),
+                "description",
+            ),
+            (
+                serde_json::json!({"name": "read", "description": "Reads\u{200b}"}),
+                "description",
+            ),
+            (serde_json::json!({"name": "re\nad"}), "name"),
+            (
+                serde_json::json!({"name": "read", "title": "Read\nit"}),
+                "title",
+            ),
+            (
+                serde_json::json!({"name": "read", "annotations": {"title": "R\u{e0041}"}}),
+                "annotations title",
+            ),
+        ] {
+            let reasons = hidden_characters(&definition);
+            assert_eq!(
+                reasons,
+                [format!("the {field} holds invisible or control characters")],
+                "{definition}"
+            );
+        }
+    }
 }
