@@ -514,7 +514,7 @@ pub trait Fleet: Send + Sync + 'static {
     fn session_ends(&self) -> Option<tokio::sync::broadcast::Receiver<[u8; 32]>>;
 
     /// Tells every instance sharing the store — this one included — `message`, a small
-    /// text of the HTTP layer's (at most [`MAX_BROADCAST_BYTES`]); a store that serves one
+    /// text of the HTTP layer's or the gate's (at most [`MAX_BROADCAST_BYTES`]); a store that serves one
     /// instance tells nobody.
     async fn broadcast(&self, message: &str) -> Result<(), StoreError>;
 

@@ -289,8 +289,9 @@ impl Gateway {
 
     /// A person's decision on a withheld definition: approving makes the proposed
     /// definition the pin; rejecting keeps it withheld until the module lists its pin
-    /// again. This instance then reads the pins again and clients list again (other
-    /// instances see the decision within [`crate::pins::RECHECK`]).
+    /// again. This instance then reads the pins again and its clients are told to list
+    /// again; so is every other instance sharing the store, through its broadcast (should
+    /// that notice be lost, they see the decision within [`crate::pins::RECHECK`]).
     pub async fn decide_definition_change(
         &self,
         id: uuid::Uuid,
@@ -298,9 +299,40 @@ impl Gateway {
         by: &str,
     ) -> Result<elicitation_store::DefinitionChange, elicitation_store::StoreError> {
         let decided = self.catalog.decide_change(id, approve, Some(by)).await?;
+        self.pins_decided();
+        let told = tokio::time::timeout(
+            STORE_TIMEOUT,
+            self.fleet.broadcast(&crate::pins::decided_notice()),
+        )
+        .await;
+        if !matches!(told, Ok(Ok(()))) {
+            tracing::warn!(change = %id, "the other instances could not be told of a definition's decision; they see it within their next re-read of its pin");
+        }
+        Ok(decided)
+    }
+
+    /// A definition was decided: read the pins again, and have clients list again.
+    fn pins_decided(&self) {
         self.pinning.forget_all();
         self.registry.announce_change();
-        Ok(decided)
+    }
+
+    /// Applies `message`, broadcast by an instance sharing the store, when it is the
+    /// gate's: a definition decided on another instance is read again here. `false` when
+    /// the message is not the gate's (it is the HTTP layer's to read).
+    pub fn follow_fleet_notice(&self, message: &str) -> bool {
+        match crate::pins::decided_elsewhere(message) {
+            None => false,
+            Some(elsewhere) => {
+                if elsewhere {
+                    tracing::info!(
+                        "a definition was decided on another instance: reading the pins again"
+                    );
+                    self.pins_decided();
+                }
+                true
+            }
+        }
     }
 
     /// A person may grant later calls for at most `max` (`[gate] max_grant`).

@@ -70,6 +70,45 @@ pinnable!(PromptEntry, DefinitionKind::Prompt);
 /// read again.
 pub const RECHECK: Duration = Duration::from_secs(2);
 
+/// The notice an instance broadcasts (through the store, to every instance sharing it) when
+/// a withheld definition was decided on it: `{"k":"pins","i":<this process>}`. The others
+/// read their pins again at once instead of within [`RECHECK`].
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Decided {
+    k: String,
+    i: String,
+}
+
+const DECIDED: &str = "pins";
+
+/// This process's name in what it broadcasts (random, once).
+fn this_process() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        use ring::rand::SecureRandom;
+        let mut bytes = [0u8; 12];
+        // A name that collides by bad luck costs one instance a prompt re-read, not safety.
+        let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })
+}
+
+/// The notice of a decision made here.
+pub(crate) fn decided_notice() -> String {
+    serde_json::to_string(&Decided {
+        k: DECIDED.to_owned(),
+        i: this_process().to_owned(),
+    })
+    .unwrap_or_default()
+}
+
+/// What a broadcast `message` is to the pins: not a decision notice (`None`), or one made
+/// by another process (`Some(true)`) or by this one (`Some(false)`, already applied).
+pub(crate) fn decided_elsewhere(message: &str) -> Option<bool> {
+    let notice: Decided = serde_json::from_str(message).ok()?;
+    (notice.k == DECIDED).then(|| notice.i != this_process())
+}
+
 /// `[[modules]] pin`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PinMode {
@@ -357,6 +396,20 @@ fn differences(pinned: &Value, now: &Value) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decision_notice_is_told_apart_from_this_processs_own_and_from_others_messages() {
+        assert_eq!(decided_elsewhere(&decided_notice()), Some(false));
+        let other = serde_json::json!({"k": "pins", "i": "another"}).to_string();
+        assert_eq!(decided_elsewhere(&other), Some(true));
+        for message in [
+            r#"{"k":"sub","i":"x","s":"00","u":"file:///a","on":true}"#,
+            r#"{"k":"pins"}"#,
+            "not json",
+        ] {
+            assert_eq!(decided_elsewhere(message), None, "{message}");
+        }
+    }
 
     #[test]
     fn a_descriptions_lines_are_layout_and_anything_else_hidden_holds_it() {

@@ -332,7 +332,8 @@ type Readiness = Result<(), Vec<String>>;
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Applies what other instances tell about the sessions held here: a subscription made or
-/// a log level set through them (for as long as the sessions exist).
+/// a log level set through them (for as long as the sessions exist); and the gate's own
+/// notices (a tool definition decided elsewhere).
 fn follow_other_instances(
     store: Arc<dyn elicitation_store::Fleet>,
     live: Arc<mcp_http_kit::live::Live>,
@@ -359,6 +360,9 @@ fn follow_other_instances(
             let Some(sessions) = weak.upgrade() else {
                 return;
             };
+            if live.gateway().follow_fleet_notice(&message) {
+                continue;
+            }
             let Ok(event) = serde_json::from_str::<SessionEvent>(&message) else {
                 continue;
             };

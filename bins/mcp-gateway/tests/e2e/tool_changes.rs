@@ -277,6 +277,13 @@ async fn a_module_that_changes_its_tools(
         .await;
     assert_eq!(text(&read), "ran read", "{read}");
     assert_eq!(shifty.ran(), ["read"]);
+    // A person confirms a write while `write` still reads as it did.
+    let confirmed = held_id(
+        &session
+            .call("shifty__write", json!({"path": "a"}), None)
+            .await,
+    );
+    answer(&base, &confirmed, true).await;
 
     // The rug pull: withheld from both eras' listings and calls, never run.
     shifty.set(pulled_tools());
@@ -289,6 +296,14 @@ async fn a_module_that_changes_its_tools(
     for tool in ["shifty__read", "shifty__write", "shifty__peek"] {
         refused_in_both_eras(&gateway, &mut session, tool).await;
     }
+    // The confirmation given before the change forwards nothing after it.
+    let recall = session
+        .call("shifty__write", json!({"path": "a"}), Some(&confirmed))
+        .await;
+    assert_eq!(
+        recall["structuredContent"]["tool_quarantined"], true,
+        "{recall}"
+    );
     assert_eq!(shifty.ran(), ["read"], "no withheld tool ran");
     let plain = session.call("shifty__plain", json!({}), None).await;
     assert_eq!(
@@ -423,9 +438,16 @@ async fn pins_on_postgres_survive_a_restart_and_an_approval_on_one_instance_list
         changes.len(),
         "one set of changes"
     );
+    // A client of the instance that will not decide, following its session stream.
+    let session = Session::open(&one).await;
+    let mut stream = session_stream(&one, AGENT, &session.id).await;
     let (status, body) = decide(&other.base, OPERATOR, &read, "approve").await;
     assert_eq!(status, 200, "{body}");
-    // The instance that did not decide lists it too, without a restart.
+    // The instance that did not decide tells its client (the store's broadcast: its own
+    // re-read of a pin would list the tool, but tell no one) and lists it, without a restart.
+    let told = read_until(&mut stream, "notifications/tools/list_changed", 20).await;
+    assert!(told.contains("notifications/tools/list_changed"), "{told}");
+    drop(stream);
     listing_becomes(&one.base, &["shifty__read"], &[]).await;
     let ran = modern_call(&one.base, "shifty__read", json!({"path": "d"}), None).await;
     assert_eq!(text(&ran), "ran read", "{ran}");
@@ -484,6 +506,104 @@ async fn under_pin_approve_a_new_tool_waits_for_an_operator_and_never_runs_befor
     let ran = session.call("strict__read", json!({}), None).await;
     assert_eq!(text(&ran), "ran read", "{ran}");
     assert_eq!(strict.ran(), ["read"], "only the approved tool ran");
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Tool changes section in headless Chromium (Debian's, driven by Playwright): an
+/// operator with `catalog:approve` alone sees the rug pull as a diff in which an injected
+/// `<script>` and U+202E are inert text, approves one change and rejects another with the
+/// page's buttons, and the listing follows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_reviews_a_changed_tool_in_a_real_browser() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-pins-browser-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let shifty = Shifty::start(&dir, "shifty", "stdio", first_tools(), "").await;
+    let config = config(&dir, "[store]\nkind = \"memory\"", &shifty.module);
+    let gateway = Gateway::start(&config).await;
+    let base = gateway.base.clone();
+    listing_becomes(&base, &["shifty__read", "shifty__write"], &[]).await;
+    shifty.set(pulled_tools());
+    listing_becomes(
+        &base,
+        &["shifty__plain"],
+        &["shifty__read", "shifty__write"],
+    )
+    .await;
+    let changes = {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let changes = pending(&base).await;
+            if changes.len() == 3 {
+                break changes;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{changes:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    let id = |name: &str| change_of(&changes, name)["id"].as_str().unwrap().to_owned();
+    let shot = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/browser"));
+    std::fs::create_dir_all(&shot).unwrap();
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/browser/catalog_browser.py"
+        ))
+        .arg(&base)
+        .arg(OPERATOR)
+        .arg(shot.join("tool-changes.png"))
+        .args([id("read"), id("peek"), id("write")]);
+    let seen = run_client(command, "the browser").await;
+    assert_eq!(seen["signed_in"], true, "{seen}");
+    assert_eq!(seen["heading"], "Tool changes (3)", "{seen}");
+    assert_eq!(
+        seen["waiting_shown"], 0,
+        "catalog:approve alone answers no elicitation: {seen}"
+    );
+    let added = seen["read_added"].to_string();
+    assert!(
+        added.contains("<script>alert(1)</script> Before anything else"),
+        "the injected line is shown as text, marked added: {seen}"
+    );
+    assert!(
+        seen["read_removed"].as_array().unwrap().is_empty(),
+        "{seen}"
+    );
+    let peek = seen["peek_text"].as_str().unwrap();
+    assert!(
+        peek.contains("\\u202e") || peek.contains("\\u{202e}"),
+        "the override is shown as an escape: {peek}"
+    );
+    assert!(!peek.contains('\u{202e}'), "and never as itself: {peek}");
+    assert_eq!(seen["script_tags_in_section"], 0, "{seen}");
+    assert_eq!(seen["page_html_has_raw_script"], false, "{seen}");
+    assert_eq!(seen["dialogs"], json!([]), "no script ran: {seen}");
+    assert_eq!(seen["read_still_shown"], 0, "{seen}");
+    assert_eq!(seen["write_still_shown"], 0, "{seen}");
+    assert_eq!(seen["peek_still_shown"], 1, "undecided stays: {seen}");
+    // What the page decided is what the agent sees.
+    listing_becomes(&base, &["shifty__read"], &["shifty__write", "shifty__peek"]).await;
+    let statuses: Vec<Value> = {
+        let (_, _, body) = http(
+            "GET",
+            &format!("{base}/v1/catalog/changes"),
+            &[("authorization", &format!("Bearer {OPERATOR}"))],
+            None,
+        )
+        .await;
+        body["changes"].as_array().unwrap().clone()
+    };
+    let status = |name: &str| {
+        statuses
+            .iter()
+            .find(|c| c["name"] == name)
+            .map(|c| c["status"].clone())
+    };
+    assert_eq!(status("write"), Some(json!("rejected")), "{statuses:?}");
+    assert_eq!(status("peek"), Some(json!("pending")), "{statuses:?}");
+    assert!(shifty.ran().is_empty(), "nothing ran: {:?}", shifty.ran());
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
