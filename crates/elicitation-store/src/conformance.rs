@@ -17,12 +17,15 @@ use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, St
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Setup {
     pub(crate) max_pending_per_caller: usize,
+    /// The events the store's outbox records notices of.
+    pub(crate) notify_events: &'static [crate::NoticeEvent],
 }
 
 impl Default for Setup {
     fn default() -> Self {
         Setup {
             max_pending_per_caller: 100,
+            notify_events: &[],
         }
     }
 }
@@ -73,6 +76,8 @@ macro_rules! conformance_tests {
             a_definition_is_pinned_on_first_sight_and_a_change_waits_for_a_person,
             a_first_sight_is_held_when_asked_and_one_pin_wins_a_race,
             a_confirmation_approves_nothing_once_its_tools_definition_changed,
+            the_outbox_tells_of_each_change_once_and_a_lapsed_claim_goes_to_another_instance,
+            the_outbox_records_only_the_events_asked_for,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -893,6 +898,7 @@ pub(crate) async fn pending_lists_newest_first_and_bounded(make: impl AsyncFn(Se
 pub(crate) async fn pending_limit_per_caller_is_enforced(make: impl AsyncFn(Setup) -> Harness) {
     let h = make(Setup {
         max_pending_per_caller: 2,
+        ..Setup::default()
     })
     .await;
     let a = h
@@ -2371,6 +2377,186 @@ pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
     assert!(
         h.store
             .live_grants(&alice(), "fs__delete")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub(crate) async fn the_outbox_tells_of_each_change_once_and_a_lapsed_claim_goes_to_another_instance(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::{NoticeEvent, Settle};
+    use std::time::Duration as Lease;
+    let h = make(Setup {
+        notify_events: &NoticeEvent::ALL,
+        ..Setup::default()
+    })
+    .await;
+    let now = || crate::Clock::now(&*h.clock);
+    let lease = Lease::from_secs(30);
+    let mut short = request("fs__rm", json!({"n": 1}));
+    short.ttl = Duration::seconds(120);
+    let held = h
+        .store
+        .create_confirmation(&alice(), short)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+
+    // Claimed by one instance: the other gets nothing while the claim lives.
+    let claimed = h.store.claim_notices(now(), lease, 10).await.unwrap();
+    assert_eq!(claimed.len(), 1, "{claimed:?}");
+    let waiting = claimed[0].clone();
+    assert_eq!(waiting.event, NoticeEvent::Waiting);
+    assert_eq!(waiting.elicitation, held);
+    assert_eq!(waiting.caller, alice());
+    assert_eq!(waiting.attempts, 0);
+    assert!(waiting.delivered.is_empty());
+    assert!(
+        h.twin
+            .claim_notices(now(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // One sink has it, another is to be tried again in 5 s: not due before.
+    h.store
+        .settle_notice(
+            waiting.id,
+            &["hook".to_owned()],
+            Settle::RetryAt(now() + Duration::seconds(5)),
+            now(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        h.twin
+            .claim_notices(now(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    h.clock.advance(Duration::seconds(6));
+    let again = h.twin.claim_notices(now(), lease, 10).await.unwrap();
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert_eq!(again[0].delivery, waiting.delivery, "the same delivery id");
+    assert_eq!(again[0].attempts, 1);
+    assert_eq!(again[0].delivered, ["hook"]);
+
+    // The instance that claimed it dies without settling: once the claim lapses, the other
+    // instance has it, still the same delivery.
+    assert!(
+        h.store
+            .claim_notices(now(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    h.clock.advance(Duration::seconds(31));
+    let taken_over = h.store.claim_notices(now(), lease, 10).await.unwrap();
+    assert_eq!(taken_over.len(), 1, "{taken_over:?}");
+    assert_eq!(taken_over[0].delivery, waiting.delivery);
+    h.store
+        .settle_notice(
+            waiting.id,
+            &["hook".to_owned(), "mail".to_owned()],
+            Settle::Done,
+            now(),
+        )
+        .await
+        .unwrap();
+    // Done is done: settling it again (a late instance) changes nothing.
+    h.twin
+        .settle_notice(waiting.id, &[], Settle::RetryAt(now()), now())
+        .await
+        .unwrap();
+    h.clock.advance(Duration::seconds(1));
+    assert!(
+        h.store
+            .claim_notices(now(), lease, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // (The clock stays within a minute of the database's: PostgreSQL expires nothing due
+    // later than that.) Answered, and another one expired: one notice each, in order.
+    h.store
+        .respond(&alice(), held, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let mut brief = request("fs__rm", json!({"n": 2}));
+    brief.ttl = Duration::seconds(10);
+    let lapsing = h
+        .store
+        .create_confirmation(&bob(), brief)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.clock.advance(Duration::seconds(11));
+    assert_eq!(h.store.expire_due(now()).await.unwrap().len(), 1);
+    let told: Vec<(NoticeEvent, _, Caller)> = h
+        .twin
+        .claim_notices(now(), lease, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|n| (n.event, n.elicitation, n.caller))
+        .collect();
+    assert_eq!(
+        told,
+        [
+            (NoticeEvent::Answered, held, alice()),
+            (NoticeEvent::Waiting, lapsing, bob()),
+            (NoticeEvent::Expired, lapsing, bob()),
+        ]
+    );
+}
+
+pub(crate) async fn the_outbox_records_only_the_events_asked_for(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use std::time::Duration as Lease;
+    let h = make(Setup {
+        notify_events: &[crate::NoticeEvent::Waiting],
+        ..Setup::default()
+    })
+    .await;
+    let now = || crate::Clock::now(&*h.clock);
+    let held = h
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .cancel(&alice(), held, elicitation_core::CancelReason::Declined)
+        .await
+        .unwrap();
+    let told = h
+        .store
+        .claim_notices(now(), Lease::from_secs(30), 10)
+        .await
+        .unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert_eq!(told[0].event, crate::NoticeEvent::Waiting);
+
+    // A store asked for no events keeps none.
+    let quiet = make(Setup::default()).await;
+    quiet
+        .store
+        .create_confirmation(&alice(), request("fs__rm", json!({"n": 1})))
+        .await
+        .unwrap();
+    assert!(
+        quiet
+            .store
+            .claim_notices(now(), Lease::from_secs(30), 10)
             .await
             .unwrap()
             .is_empty()

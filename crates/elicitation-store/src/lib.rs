@@ -18,6 +18,7 @@ mod grant;
 mod memory;
 mod metered;
 mod migrate;
+mod notices;
 mod pins;
 mod postgres;
 mod seal;
@@ -40,6 +41,7 @@ pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
 pub use migrate::{latest_version, migrate};
+pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};
 pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
     Observed, Pin, definition_digest,

@@ -303,6 +303,8 @@ pub struct MemoryStore {
     grants: Mutex<HashMap<GrantId, Grant>>,
     /// Tool-definition pins and changes (never held with the other locks).
     catalog: Mutex<Catalog>,
+    /// Notices of elicitations' changes, for the notifier (never held with the other locks).
+    notices: Mutex<crate::notices::NoticeQueue>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -322,11 +324,38 @@ impl MemoryStore {
             state: Mutex::new(State::default()),
             grants: Mutex::default(),
             catalog: Mutex::default(),
+            notices: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),
             limits,
         }
+    }
+
+    /// Keeps notices of `events` in its outbox (bounded, [`crate::MAX_MEMORY_NOTICES`]) for
+    /// a notifier; without, it keeps none.
+    #[must_use]
+    pub fn notify_on(self, events: &[crate::NoticeEvent]) -> Self {
+        self.lock_notices().events = events.to_vec();
+        self
+    }
+
+    fn lock_notices(&self) -> MutexGuard<'_, crate::notices::NoticeQueue> {
+        self.notices.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the notice of `event` (when the outbox keeps it).
+    fn notice(&self, caller: &Caller, id: ElicitationId, event: crate::NoticeEvent) {
+        let mut notices = self.lock_notices();
+        if !notices.events.contains(&event) {
+            return;
+        }
+        let mut random = [0u8; 16];
+        // The delivery id: the notice's sequence number (unique here even should the
+        // generator fail) and random bytes (unique across restarts).
+        let _ = ring::rand::SecureRandom::fill(&self.rng, &mut random);
+        random[..8].copy_from_slice(&notices.next_seq().to_be_bytes());
+        notices.record(caller, id, event, self.clock.now(), random);
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -410,8 +439,10 @@ impl MemoryStore {
             .entry(entry.caller.clone())
             .or_default()
             .push(id);
+        let caller = entry.caller.clone();
         state.entries.insert(id, entry);
         drop(state);
+        self.notice(&caller, id, crate::NoticeEvent::Waiting);
         self.notify(id);
         Ok(())
     }
@@ -434,7 +465,9 @@ impl MemoryStore {
             let before = entry.elicitation.status;
             let bytes_before = entry.bytes;
             let result = change(entry);
-            let changed = entry.elicitation.status != before;
+            let changed = (entry.elicitation.status != before)
+                .then(|| crate::notices::event_of(entry.elicitation.status))
+                .map(|event| (event, entry.caller.clone()));
             // A change that grew the entry (a recorded response) is counted under the same
             // lock, so the totals never drift from the entries.
             let grown = entry.bytes.saturating_sub(bytes_before);
@@ -446,7 +479,10 @@ impl MemoryStore {
             }
             (result, changed)
         };
-        if changed {
+        if let Some((event, caller)) = changed {
+            if let Some(event) = event {
+                self.notice(&caller, id, event);
+            }
             self.notify(id);
         }
         Ok(result)
@@ -883,9 +919,37 @@ impl ElicitationStore for MemoryStore {
                 .collect()
         };
         for e in &expired {
+            self.notice(&e.caller, e.elicitation.id, crate::NoticeEvent::Expired);
             self.notify(e.elicitation.id);
         }
         Ok(expired)
+    }
+}
+
+#[async_trait]
+impl crate::Outbox for MemoryStore {
+    async fn claim_notices(
+        &self,
+        now: OffsetDateTime,
+        lease: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<crate::Notice>, StoreError> {
+        Ok(self.lock_notices().claim(now, lease, limit))
+    }
+
+    async fn settle_notice(
+        &self,
+        id: i64,
+        delivered: &[String],
+        settle: crate::Settle,
+        _now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.lock_notices().settle(id, delivered, settle);
+        Ok(())
+    }
+
+    fn notices_dropped(&self) -> u64 {
+        self.lock_notices().dropped()
     }
 }
 

@@ -469,6 +469,37 @@ impl CatalogStore for Metered {
     }
 }
 
+#[async_trait]
+impl crate::Outbox for Metered {
+    async fn claim_notices(
+        &self,
+        now: OffsetDateTime,
+        lease: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<crate::Notice>, StoreError> {
+        self.timed("claim_notices", self.inner.claim_notices(now, lease, limit))
+            .await
+    }
+
+    async fn settle_notice(
+        &self,
+        id: i64,
+        delivered: &[String],
+        settle: crate::Settle,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "settle_notice",
+            self.inner.settle_notice(id, delivered, settle, now),
+        )
+        .await
+    }
+
+    fn notices_dropped(&self) -> u64 {
+        self.inner.notices_dropped()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -506,7 +537,8 @@ mod tests {
             max_pending_per_caller: setup.max_pending_per_caller,
             ..MemoryLimits::default()
         };
-        let inner: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
+        let inner: Arc<dyn Store> =
+            Arc::new(MemoryStore::new(clock.clone(), limits).notify_on(setup.notify_events));
         let store: Arc<dyn Store> = Arc::new(Metered::new(inner, told));
         Harness {
             twin: store.clone(),

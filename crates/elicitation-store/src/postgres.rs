@@ -41,6 +41,7 @@ use crate::{AuditSink, Fleet};
 
 mod grants;
 mod listen;
+mod notices;
 mod pins;
 mod row;
 pub(crate) mod sql;
@@ -72,6 +73,8 @@ pub struct PostgresOptions {
     /// if the database later runs what it was sent; callers treat the error as "not done"
     /// and never act on a result they did not receive.
     pub operation_timeout: StdDuration,
+    /// The events the outbox records notices of (`[[notify]]`'s; none: it records none).
+    pub notify_events: Vec<crate::NoticeEvent>,
 }
 
 impl PostgresOptions {
@@ -89,6 +92,7 @@ impl PostgresOptions {
             recheck_interval: StdDuration::from_secs(2),
             acquire_timeout: StdDuration::from_secs(5),
             operation_timeout: StdDuration::from_secs(5),
+            notify_events: Vec::new(),
         })
     }
 }
@@ -148,6 +152,21 @@ fn bound_connections(config: &mut tokio_postgres::Config, operation_timeout: Std
         config.keepalives_interval(StdDuration::from_secs(5));
         config.keepalives_retries(3);
     }
+}
+
+/// Has the connections' outbox trigger (V16) record notices of `events`, on top of whatever
+/// options the URL set.
+fn record_notices(config: &mut tokio_postgres::Config, events: &[crate::NoticeEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    let labels: Vec<&str> = events.iter().map(|e| e.label()).collect();
+    let setting = format!("-c mcp.notify_events={}", labels.join(","));
+    let options = match config.get_options() {
+        Some(existing) if !existing.is_empty() => format!("{existing} {setting}"),
+        _ => setting,
+    };
+    config.options(options);
 }
 
 /// A pooled connection lent to one operation: unless the operation finished, the
@@ -217,6 +236,7 @@ impl PostgresStore {
     /// Connects, checks the schema is migrated, and starts listening for changes.
     pub async fn connect(mut options: PostgresOptions) -> Result<Self, StoreError> {
         bound_connections(&mut options.config, options.operation_timeout);
+        record_notices(&mut options.config, &options.notify_events);
         let manager = Manager::from_config(
             options.config.clone(),
             NoTls,

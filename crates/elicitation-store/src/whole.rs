@@ -1,12 +1,13 @@
 //! The whole store the gateway is built on.
 
 use crate::grant::GrantStore;
+use crate::notices::Outbox;
 use crate::pins::CatalogStore;
 use crate::store::{AuditSink, ElicitationStore, Fleet};
 
-/// A whole store: its elicitations, its fleet, its audit trail, its standing grants and its
-/// tool-definition pins. The gateway is built on one; a test double implements only the part
+/// A whole store: its elicitations, its fleet, its audit trail, its standing grants, its
+/// tool-definition pins and its outbox of notices. The gateway is built on one; a test double implements only the part
 /// it fakes and is put in its place.
-pub trait Store: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore {}
+pub trait Store: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox {}
 
-impl<T: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore> Store for T {}
+impl<T: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox> Store for T {}

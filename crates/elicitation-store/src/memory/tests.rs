@@ -10,7 +10,8 @@ async fn make(setup: Setup) -> Harness {
         max_pending_per_caller: setup.max_pending_per_caller,
         ..MemoryLimits::default()
     };
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new(clock.clone(), limits));
+    let store: Arc<dyn Store> =
+        Arc::new(MemoryStore::new(clock.clone(), limits).notify_on(setup.notify_events));
     Harness {
         twin: store.clone(),
         store,

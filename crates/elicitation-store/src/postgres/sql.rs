@@ -359,3 +359,21 @@ pub(crate) const ALL: &[&str] = &[
     REVOKE_GRANT,
     EXPIRE_DUE,
 ];
+
+/// The notices due at `$1` that no live claim holds, oldest first, at most `$3`, claimed
+/// until `$2` (V16).
+pub(super) const CLAIM_NOTICES: &str = concat!(
+    "WITH due AS (SELECT id FROM mcp_notices ",
+    "WHERE done_at IS NULL AND due_at <= $1 AND (claimed_until IS NULL OR claimed_until <= $1) ",
+    "ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED) ",
+    "UPDATE mcp_notices n SET claimed_until = $2 FROM due WHERE n.id = due.id ",
+    "RETURNING n.id, n.delivery, n.elicitation_id, n.caller_subject, n.caller_tenant, n.event, n.at, n.attempts, n.delivered"
+);
+
+/// Settles notice `$1`: delivered to `$2`, one attempt more, due again at `$3` or done at
+/// `$4` (when `$3` is NULL). A notice already done is left as it is.
+pub(super) const SETTLE_NOTICE: &str = concat!(
+    "UPDATE mcp_notices SET delivered = $2, attempts = attempts + 1, claimed_until = NULL, ",
+    "due_at = coalesce($3::timestamptz, due_at), done_at = CASE WHEN $3::timestamptz IS NULL THEN $4::timestamptz END ",
+    "WHERE id = $1 AND done_at IS NULL"
+);

@@ -39,6 +39,7 @@ async fn store_on(
     options.clock = clock;
     options.pool_size = pool_size;
     options.max_pending_per_caller = setup.max_pending_per_caller;
+    options.notify_events = setup.notify_events.to_vec();
     PostgresStore::connect(options)
         .await
         .expect("the store connects as the writer login")
@@ -1696,4 +1697,52 @@ async fn the_writer_role_cannot_rewrite_a_pin_or_a_decision() {
         store.pin(&key).await.unwrap().unwrap().definition,
         json!({"d": 1})
     );
+}
+
+/// The outbox (V16) as an attacker with the writer's login sees it: it can claim and settle
+/// notices, never make one up, point one at another elicitation or caller, or delete one
+/// (which would silence a person's notification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_forge_redirect_or_drop_a_notice() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let setup = Setup {
+        notify_events: &crate::NoticeEvent::ALL,
+        ..Setup::default()
+    };
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, setup, 1).await;
+    let id = store
+        .create_confirmation(&alice(), confirmation_request(json!({"p": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let writer = db.writer().await;
+    let forge = format!(
+        "INSERT INTO mcp_notices (elicitation_id, caller_subject, event) VALUES ('{}', 'mallory', 'waiting')",
+        id.as_uuid()
+    );
+    for statement in [
+        forge.as_str(),
+        "UPDATE mcp_notices SET caller_subject = 'mallory'",
+        "UPDATE mcp_notices SET elicitation_id = gen_random_uuid()",
+        "UPDATE mcp_notices SET event = 'expired'",
+        "UPDATE mcp_notices SET delivery = gen_random_uuid()",
+        "DELETE FROM mcp_notices",
+    ] {
+        assert_eq!(
+            sqlstate(writer.execute(statement, &[]).await),
+            Some(SqlState::INSUFFICIENT_PRIVILEGE),
+            "{statement}"
+        );
+    }
+    let left: i64 = writer
+        .query_one(
+            "SELECT count(*) FROM mcp_notices WHERE caller_subject = 'alice'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(left, 1, "the notice is there, unchanged");
 }
