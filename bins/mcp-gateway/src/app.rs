@@ -27,6 +27,8 @@ use crate::users;
 pub(crate) struct App {
     pub(crate) service: Arc<McpService>,
     pub(crate) store: Arc<dyn Store>,
+    /// The `[[notify]]` sinks (a restart changes them).
+    pub(crate) sinks: Vec<mcp_notify::Sink>,
     /// What a reload builds on; one reload at a time.
     running: tokio::sync::Mutex<Running>,
 }
@@ -75,7 +77,7 @@ fn auth_identity(config: &Config) -> String {
 /// mode and the OAuth issuers), as text.
 fn restart_only(config: &Config) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
         config.listen,
         config.store,
         config.http,
@@ -83,11 +85,17 @@ fn restart_only(config: &Config) -> String {
         config.metrics,
         config.auth.mode,
         config.auth.jwt,
-        config.gate.native
+        config.gate.native,
+        config.notify
     )
 }
 
 impl App {
+    /// The gateway's metrics.
+    pub(crate) fn metrics(&self) -> Arc<mcp_gate::metrics::Metrics> {
+        self.service.gateway().metrics().clone()
+    }
+
     /// The modules' catalog now.
     pub(crate) fn registry(&self) -> Arc<Registry> {
         self.service.gateway().registry().clone()
@@ -198,6 +206,8 @@ fn ttl(d: std::time::Duration) -> time::Duration {
 }
 
 pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool)> {
+    // The outbox records the events some sink wants, and nothing without sinks.
+    let events = mcp_notify::events_of(&crate::notify::sinks(&config.notify)?);
     match config.store.kind {
         StoreKind::Memory => {
             let limits = MemoryLimits {
@@ -208,7 +218,7 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool
                 max_bytes_per_caller: config.store.bytes_per_caller(),
             };
             Ok((
-                Arc::new(MemoryStore::new(Arc::new(SystemClock), limits)),
+                Arc::new(MemoryStore::new(Arc::new(SystemClock), limits).notify_on(&events)),
                 false,
             ))
         }
@@ -222,6 +232,7 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool
             options.pool_size = config.store.pool_size;
             options.operation_timeout = config.store.operation_timeout;
             options.max_pending_per_caller = config.store.max_pending_per_caller;
+            options.notify_events = events;
             let store = PostgresStore::connect(options)
                 .await
                 .context("cannot use the postgres store")?;
@@ -609,6 +620,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     Ok(App {
         service: Arc::new(service),
         store,
+        sinks: crate::notify::sinks(&config.notify)?,
         running: tokio::sync::Mutex::new(Running {
             restart_only: restart_only(config),
             auth_identity: auth_identity(config),

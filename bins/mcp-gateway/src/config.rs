@@ -37,6 +37,9 @@ pub(crate) struct Config {
     pub(crate) metrics: MetricsConfig,
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
+    /// `[[notify]]`: who is told that an elicitation waits.
+    #[serde(default)]
+    pub(crate) notify: Vec<crate::notify::NotifyConfig>,
     /// The file this configuration was read from.
     #[serde(skip)]
     pub(crate) source: Option<PathBuf>,
@@ -1292,6 +1295,11 @@ impl Config {
         if let Ok(secret) = std::env::var(OIDC_SECRET_ENV) {
             secrets.push(("OpenID Connect client secret", secret));
         }
+        for name in crate::notify::secret_envs(&self.notify) {
+            if let Ok(value) = std::env::var(name) {
+                secrets.push(("notification signing secret", value));
+            }
+        }
         if self.uploads.s3.is_some() {
             for name in ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"] {
                 if let Ok(value) = std::env::var(name) {
@@ -1402,6 +1410,7 @@ impl Config {
 
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
+        crate::notify::sinks(&self.notify)?;
         if self.store.database_url.is_some() && self.store.database_url_file.is_some() {
             bail!("[store] give at most one of database_url and database_url_file");
         }
@@ -1496,7 +1505,9 @@ impl Config {
                 _ => {}
             }
             for name in &m.inherit_env {
-                if is_gateway_secret_env(name, self.uploads.s3.is_some()) {
+                if is_gateway_secret_env(name, self.uploads.s3.is_some())
+                    || crate::notify::secret_envs(&self.notify).contains(&name.as_str())
+                {
                     bail!(
                         "module {:?}: inherit_env lists {name}, a secret of the gateway's; modules never receive it (give the module its own credentials in env)",
                         m.name
@@ -1726,6 +1737,37 @@ mod tests {
             ),
             (
                 "[uploads.s3]\nbucket = \"b\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"AWS_SECRET_ACCESS_KEY\"]",
+                "a secret of the gateway's",
+            ),
+            ("[[notify]]\nkind = \"slack\"", "not supported"),
+            ("[[notify]]\nkind = \"webhook\"", "needs url"),
+            (
+                "[[notify]]\nkind = \"webhook\"\nurl = \"http://hooks.example.com/x\"",
+                "must be https://",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com/x\"",
+                "needs secret_env",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com/x\"\nsecret_env = \"MCP_TEST_SURELY_UNSET_SECRET\"",
+                "not set or empty",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\nevents = [\"approved\"]",
+                "the events are",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\ntools = [\"*\"]",
+                "a prefix ending in '*'",
+            ),
+            // (`cargo test` sets CARGO_MANIFEST_DIR, long enough to stand for a secret.)
+            (
+                "[[notify]]\nname = \"a\"\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"\n[[notify]]\nname = \"a\"\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"",
+                "another [[notify]] has this name",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"CARGO_MANIFEST_DIR\"]",
                 "a secret of the gateway's",
             ),
         ];

@@ -14,6 +14,7 @@ use tracing_subscriber::EnvFilter;
 mod app;
 mod config;
 mod explain;
+mod notify;
 mod users;
 
 use config::Config;
@@ -320,6 +321,27 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
             let _ = sweeper_stopped.await;
         },
     ));
+    let (stop_notifier, notifier_stopped) = tokio::sync::oneshot::channel::<()>();
+    let notifier = {
+        // Links in notifications go to the page as people reach it.
+        let page = config.http.public_url.clone().unwrap_or_else(|| {
+            if !app.sinks.is_empty() {
+                tracing::warn!(%address, "[[notify]] links point at the listen address; set [http] public_url to the address people reach the gateway at");
+            }
+            format!("http://{address}")
+        });
+        let notifier = mcp_notify::Notifier::new(
+            app.store.clone(),
+            app.sinks.clone(),
+            page,
+            Arc::new(SystemClock),
+            app.metrics(),
+        )
+        .map_err(anyhow::Error::msg)?;
+        tokio::spawn(notifier.run(async {
+            let _ = notifier_stopped.await;
+        }))
+    };
     let (stop_operations, operations_stopped) = tokio::sync::oneshot::channel::<()>();
     let operations = match config.metrics.listen {
         Some(at) => {
@@ -351,6 +373,8 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
     .await;
     let _ = stop_sweeper.send(());
     let _ = sweeper.await;
+    let _ = stop_notifier.send(());
+    let _ = notifier.await;
     let _ = stop_operations.send(());
     if let Some(operations) = operations {
         let _ = operations.await;

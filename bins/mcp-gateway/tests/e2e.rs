@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+#[path = "e2e/notifications.rs"]
+mod notifications;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
 

@@ -350,11 +350,12 @@ impl MemoryStore {
         if !notices.events.contains(&event) {
             return;
         }
+        // The delivery id: random (a UUID v4); should the generator fail, the notice's
+        // sequence number keeps it unique in this process.
         let mut random = [0u8; 16];
-        // The delivery id: the notice's sequence number (unique here even should the
-        // generator fail) and random bytes (unique across restarts).
-        let _ = ring::rand::SecureRandom::fill(&self.rng, &mut random);
-        random[..8].copy_from_slice(&notices.next_seq().to_be_bytes());
+        if ring::rand::SecureRandom::fill(&self.rng, &mut random).is_err() {
+            random[..8].copy_from_slice(&notices.next_seq().to_be_bytes());
+        }
         notices.record(caller, id, event, self.clock.now(), random);
     }
 

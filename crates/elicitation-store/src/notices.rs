@@ -104,10 +104,9 @@ pub trait Outbox: Send + Sync + 'static {
         now: OffsetDateTime,
     ) -> Result<(), StoreError>;
 
-    /// Notices this store dropped because its outbox was full (a bounded store's).
-    fn notices_dropped(&self) -> u64 {
-        0
-    }
+    /// Notices this store dropped because its outbox was full (a bounded store's; a store
+    /// that never drops says 0).
+    fn notices_dropped(&self) -> u64;
 }
 
 /// The notice a change of an elicitation to `status` makes, if any (the same mapping as the

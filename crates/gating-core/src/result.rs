@@ -147,6 +147,23 @@ pub fn confirmation_message(
     }
 }
 
+/// A call's confirmation message as [`confirmation_message`] wrote it, without the
+/// arguments: for a notification that leaves the gateway without them. Anything that is
+/// not exactly that message and those arguments gives only a line naming the tool, never
+/// more of the text (fail closed: it may hold them).
+pub fn message_without_arguments(tool_name: &str, message: &str, arguments: &Value) -> String {
+    let canonical = visible(&crate::canonical_json(arguments));
+    if let Some(prompt) = message.strip_suffix(&format!(" Arguments: {canonical}")) {
+        return prompt.to_owned();
+    }
+    if let Some((prompt, _)) = message.split_once(" Its arguments are too long to show here (")
+        && !prompt.contains(" Arguments: ")
+    {
+        return prompt.to_owned();
+    }
+    format!("The agent wants to run `{}`.", visible(tool_name))
+}
+
 /// The two parts of a tool result: the text a model reads and the structured content a
 /// program reads.
 #[derive(Debug, Clone, PartialEq)]

@@ -58,6 +58,12 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotifyLabels {
+    sink: String,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReloadLabels {
     outcome: &'static str,
 }
@@ -101,6 +107,8 @@ pub struct Metrics {
     quarantined: Family<ModuleLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
+    notifications: Family<NotifyLabels, Counter>,
+    notices_dropped: Counter,
     sessions: Gauge,
     streams: Gauge,
     connections: Gauge,
@@ -138,6 +146,8 @@ impl Metrics {
             module_up: Family::default(),
             module_restarts: Family::default(),
             quarantined: Family::default(),
+            notifications: Family::default(),
+            notices_dropped: Counter::default(),
             limited: Family::default(),
             reloads: Family::default(),
             sessions: Gauge::default(),
@@ -230,6 +240,16 @@ impl Metrics {
             drop(metrics.reloads.get_or_create(&ReloadLabels { outcome }));
         }
         registry.register(
+            "notifications",
+            "Notification attempts per [[notify]] sink, by outcome: delivered, retried (to be tried again), failed (given up or refused by the receiver)",
+            metrics.notifications.clone(),
+        );
+        registry.register(
+            "notices_dropped",
+            "Notices the memory store's outbox dropped because it was full",
+            metrics.notices_dropped.clone(),
+        );
+        registry.register(
             "sessions",
             "Legacy (2025-era) sessions held by this instance",
             metrics.sessions.clone(),
@@ -296,6 +316,22 @@ impl Metrics {
     /// Finished elicitations erased by retention.
     pub fn erased(&self, count: usize) {
         self.erased.inc_by(count as u64);
+    }
+
+    /// One notification attempt to `sink` ended as `outcome` (`delivered`, `retried`,
+    /// `failed`).
+    pub fn notification(&self, sink: &str, outcome: &'static str) {
+        self.notifications
+            .get_or_create(&NotifyLabels {
+                sink: sink.to_owned(),
+                outcome,
+            })
+            .inc();
+    }
+
+    /// The memory store's outbox dropped `count` more notices.
+    pub fn notices_dropped(&self, count: u64) {
+        self.notices_dropped.inc_by(count);
     }
 
     /// A client connection opened; it counts until the guard drops.

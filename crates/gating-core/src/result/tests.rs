@@ -255,3 +255,31 @@ fn json_made_visible_reads_back_the_same_and_hides_no_deceptive_character() {
         value
     );
 }
+
+#[test]
+fn a_confirmation_message_loses_exactly_its_arguments_and_anything_else_gives_only_the_tool() {
+    let reason = HoldReason::Destructive { declared: true };
+    let arguments = json!({"path": "/srv/secret", "content": "token-123"});
+    let full = confirmation_message("fs__write_file", reason, &arguments).text;
+    let bare = message_without_arguments("fs__write_file", &full, &arguments);
+    assert_eq!(bare, confirmation_prompt("fs__write_file", reason));
+    assert!(!bare.contains("token-123"));
+    let long = json!({"content": "x".repeat(elicitation_core::MAX_MESSAGE_CHARS)});
+    let too_long = confirmation_message("fs__write_file", reason, &long).text;
+    assert_eq!(
+        message_without_arguments("fs__write_file", &too_long, &long),
+        confirmation_prompt("fs__write_file", reason)
+    );
+    // Other arguments than the message's, or a message of another shape: the tool alone.
+    for message in [
+        full.as_str(),
+        "Delete it? Arguments: {\"path\":\"/srv/secret\"} and more",
+        "free text with token-123",
+    ] {
+        let other = message_without_arguments("fs__write_file", message, &json!({"other": 1}));
+        assert_eq!(
+            other, "The agent wants to run `fs__write_file`.",
+            "{message}"
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! Notifications: tells people that an elicitation waits for them (and, when asked, that
+//! it was answered or expired), through the `[[notify]]` sinks.
+//!
+//! What to tell comes from the store's outbox ([`elicitation_store::Outbox`]): a notice is
+//! recorded with the change it tells of, so none is lost however an instance ends. The
+//! [`Notifier`] claims due notices for [`LEASE`], reads each elicitation as its caller,
+//! delivers it to every sink whose filter matches and that does not have it yet, and
+//! settles it — done, or due again after a back-off while a sink fails in a way worth
+//! retrying, until the elicitation stops waiting or [`MAX_ATTEMPTS`]. A notice whose
+//! instance died is claimed again by another when the lease lapses, with the same delivery
+//! id, so a receiver de-duplicates.
+//!
+//! A notification never acts: it carries a link to the elicitation's page, where a person
+//! signs in and answers with a form post (nothing is approved by opening a link).
+
+mod delivery;
+mod webhook;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use elicitation_core::ElicitationStatus;
+use elicitation_store::{Clock, Notice, NoticeEvent, Settle, Store, StoreError, StoredElicitation};
+use mcp_gate::metrics::Metrics;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+pub use delivery::Delivery;
+pub use webhook::{SIGNATURE_HEADER, Webhook, signature};
+
+/// How long a claim on a notice lasts: past it, another instance may deliver it.
+pub const LEASE: Duration = Duration::from_secs(60);
+
+/// Notices claimed at once.
+const BATCH: usize = 16;
+
+/// Delivery attempts of one notice before it is given up.
+pub const MAX_ATTEMPTS: u32 = 10;
+
+/// The longest wait between two attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+
+/// How often the outbox is read when nothing wakes the notifier.
+const POLL: Duration = Duration::from_secs(1);
+
+/// One `[[notify]]` sink.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    /// Its name (unique): in metrics, logs, and the outbox's record of who has a notice.
+    pub name: String,
+    /// Which notices it gets.
+    pub filter: Filter,
+    /// Where they go.
+    pub kind: SinkKind,
+}
+
+/// Which notices a sink gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// Qualified tool names, exact or a prefix ending in `*`; empty: every tool (and
+    /// questions of no tool).
+    pub tools: Vec<String>,
+    /// Only confirmations an approver group answers, of these groups; empty: all.
+    pub groups: Vec<String>,
+    /// The events; at least one.
+    pub events: Vec<NoticeEvent>,
+}
+
+impl Filter {
+    /// Whether a notice of `event` about `elicitation` is this sink's.
+    pub fn matches(&self, event: NoticeEvent, elicitation: &StoredElicitation) -> bool {
+        if !self.events.contains(&event) {
+            return false;
+        }
+        let call = elicitation.call.as_ref();
+        if !self.tools.is_empty() {
+            let Some(tool) = call.map(|c| c.tool.as_str()) else {
+                return false;
+            };
+            let named = self.tools.iter().any(|t| match t.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => t == tool,
+            });
+            if !named {
+                return false;
+            }
+        }
+        if !self.groups.is_empty() {
+            let Some(group) = call.and_then(|c| c.approval.as_ref()).map(|a| &a.group) else {
+                return false;
+            };
+            if !self.groups.contains(group) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Where a sink's notifications go.
+#[derive(Debug, Clone)]
+pub enum SinkKind {
+    /// A signed JSON `POST`.
+    Webhook(Webhook),
+}
+
+/// The notifier of one instance.
+pub struct Notifier {
+    inner: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Notifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifier")
+            .field(
+                "sinks",
+                &self.inner.sinks.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
+            .field("page", &self.inner.page)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The events any of `sinks` wants: what the store's outbox records.
+pub fn events_of(sinks: &[Sink]) -> Vec<NoticeEvent> {
+    let mut events: Vec<NoticeEvent> = sinks
+        .iter()
+        .flat_map(|s| s.filter.events.iter().copied())
+        .collect();
+    events.sort();
+    events.dedup();
+    events
+}
+
+impl Notifier {
+    /// A notifier delivering `store`'s notices to `sinks`, linking to the page at `page`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        sinks: Vec<Sink>,
+        page: impl Into<String>,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, String> {
+        let http = reqwest::Client::builder()
+            .timeout(webhook::TIMEOUT)
+            .connect_timeout(webhook::TIMEOUT)
+            // A receiver's redirect is not followed: the signed body goes where it was
+            // configured to, or nowhere.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("the notifications' HTTP client: {e}"))?;
+        Ok(Notifier {
+            inner: Arc::new(Shared {
+                store,
+                sinks,
+                page: page.into().trim_end_matches('/').to_owned(),
+                clock,
+                metrics,
+                http,
+            }),
+        })
+    }
+
+    /// Delivers notices until `stop` resolves: at once when the store tells of a change,
+    /// else every second.
+    pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
+        if self.inner.sinks.is_empty() {
+            return;
+        }
+        let mut changes = self.inner.store.changes();
+        tokio::pin!(stop);
+        let mut dropped = 0;
+        loop {
+            if let Err(e) = self.tick().await {
+                tracing::warn!(error = %e, "notices could not be read from the store; trying again");
+            }
+            let now_dropped = self.inner.store.notices_dropped();
+            if now_dropped > dropped {
+                self.inner.metrics.notices_dropped(now_dropped - dropped);
+                dropped = now_dropped;
+            }
+            let woken = async {
+                match &mut changes {
+                    Some(changes) => {
+                        let _ = tokio::time::timeout(POLL, changes.recv()).await;
+                    }
+                    None => tokio::time::sleep(POLL).await,
+                }
+            };
+            tokio::select! {
+                () = &mut stop => return,
+                () = woken => {}
+            }
+        }
+    }
+
+    /// Claims the notices due now and delivers them (concurrently); how many it claimed.
+    pub async fn tick(&self) -> Result<usize, StoreError> {
+        let now = self.inner.clock.now();
+        let notices = self.inner.store.claim_notices(now, LEASE, BATCH).await?;
+        let claimed = notices.len();
+        let mut work = tokio::task::JoinSet::new();
+        for notice in notices {
+            let inner = self.inner.clone();
+            work.spawn(async move { inner.deliver(notice).await });
+        }
+        while work.join_next().await.is_some() {}
+        Ok(claimed)
+    }
+}
+
+/// What a delivery task holds.
+struct Shared {
+    store: Arc<dyn Store>,
+    sinks: Vec<Sink>,
+    page: String,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Metrics>,
+    http: reqwest::Client,
+}
+
+impl Shared {
+    /// Delivers one claimed notice to every sink it is for and does not have it, then
+    /// settles it.
+    async fn deliver(&self, notice: Notice) {
+        let settle = match self.store.get(&notice.caller, notice.elicitation).await {
+            Ok(elicitation) => self.deliver_to_sinks(&notice, &elicitation).await,
+            // Erased (retention) or never readable: nothing to tell.
+            Err(StoreError::NotFound { .. }) => (notice.delivered.clone(), Settle::Done),
+            Err(e) => {
+                tracing::warn!(notice = notice.id, error = %e, "a notice's elicitation could not be read; trying again");
+                (notice.delivered.clone(), self.again(&notice, None))
+            }
+        };
+        let (delivered, settle) = settle;
+        let now = self.clock.now();
+        if let Err(e) = self
+            .store
+            .settle_notice(notice.id, &delivered, settle, now)
+            .await
+        {
+            // Its claim lapses and it is delivered again (same delivery id).
+            tracing::warn!(notice = notice.id, error = %e, "a notice could not be settled; it will be claimed again");
+        }
+    }
+
+    async fn deliver_to_sinks(
+        &self,
+        notice: &Notice,
+        elicitation: &StoredElicitation,
+    ) -> (Vec<String>, Settle) {
+        let now = self.clock.now();
+        let mut settled = notice.delivered.clone();
+        // "Waiting" for what no longer waits tells nobody anything.
+        if notice.event == NoticeEvent::Waiting
+            && elicitation.elicitation.status_at(now) != ElicitationStatus::Pending
+        {
+            return (settled, Settle::Done);
+        }
+        let mut retry = false;
+        for sink in &self.sinks {
+            if settled.contains(&sink.name) || !sink.filter.matches(notice.event, elicitation) {
+                continue;
+            }
+            let outcome = match &sink.kind {
+                SinkKind::Webhook(hook) => {
+                    let body = event_body(notice, elicitation, &self.page, hook.include_arguments);
+                    hook.send(&self.http, &body, self.clock.now()).await
+                }
+            };
+            match outcome {
+                Delivery::Delivered => {
+                    tracing::info!(sink = %sink.name, notice = notice.id, elicitation = %notice.elicitation, event = notice.event.label(), "notification delivered");
+                    self.metrics.notification(&sink.name, "delivered");
+                    settled.push(sink.name.clone());
+                }
+                Delivery::Retry(why) => {
+                    tracing::warn!(sink = %sink.name, notice = notice.id, attempt = notice.attempts + 1, reason = %why, "a notification was not delivered; trying again");
+                    self.metrics.notification(&sink.name, "retried");
+                    retry = true;
+                }
+                Delivery::Refused(why) => {
+                    tracing::warn!(sink = %sink.name, notice = notice.id, reason = %why, "a notification was refused by its receiver; not trying again");
+                    self.metrics.notification(&sink.name, "failed");
+                    settled.push(sink.name.clone());
+                }
+            }
+        }
+        if !retry {
+            return (settled, Settle::Done);
+        }
+        let settle = self.again(notice, Some(elicitation));
+        if settle == Settle::Done {
+            for sink in self.sinks.iter().filter(|s| !settled.contains(&s.name)) {
+                if sink.filter.matches(notice.event, elicitation) {
+                    tracing::warn!(sink = %sink.name, notice = notice.id, "a notification was given up");
+                    self.metrics.notification(&sink.name, "failed");
+                }
+            }
+        }
+        (settled, settle)
+    }
+
+    /// When to try `notice` again, or done: after [`MAX_ATTEMPTS`], or once a waiting
+    /// elicitation's time is up.
+    fn again(&self, notice: &Notice, elicitation: Option<&StoredElicitation>) -> Settle {
+        let attempts = notice.attempts + 1;
+        if attempts >= MAX_ATTEMPTS {
+            return Settle::Done;
+        }
+        let wait = backoff(attempts);
+        let next = self.clock.now() + wait;
+        if notice.event == NoticeEvent::Waiting
+            && elicitation.is_some_and(|e| next >= e.elicitation.expires_at)
+        {
+            return Settle::Done;
+        }
+        Settle::RetryAt(next)
+    }
+}
+
+/// The wait before attempt `attempts + 1`: 1 s, doubling, at most [`MAX_BACKOFF`].
+fn backoff(attempts: u32) -> Duration {
+    let secs = 1u64 << attempts.saturating_sub(1).min(6);
+    Duration::from_secs(secs).min(MAX_BACKOFF)
+}
+
+/// The page of one elicitation.
+pub fn page_of(page: &str, id: elicitation_core::ElicitationId) -> String {
+    format!("{page}/approvals/e/{id}")
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+/// The event a sink is told: `{"event": "elicitation.<event>", "delivery", "at", "id",
+/// "caller", "tool", "type", "message", "expires_at", "url"}` (and `"tenant"` when the
+/// caller has one). The call's arguments — `"arguments"`, and the part of a confirmation's
+/// message that shows them — only when the sink asks for them.
+pub fn event_body(
+    notice: &Notice,
+    elicitation: &StoredElicitation,
+    page: &str,
+    include_arguments: bool,
+) -> Value {
+    let e = &elicitation.elicitation;
+    // A confirmation's message shows the call's arguments: they leave only when asked for.
+    let message = match &elicitation.call {
+        Some(call) if !include_arguments => {
+            gating_core::message_without_arguments(&call.tool, e.spec.message(), &call.arguments)
+        }
+        _ => e.spec.message().to_owned(),
+    };
+    let mut body = json!({
+        "event": format!("elicitation.{}", notice.event.label()),
+        "delivery": notice.delivery.to_string(),
+        "at": rfc3339(notice.at),
+        "id": e.id.to_string(),
+        "caller": notice.caller.subject_id(),
+        "tool": elicitation.call.as_ref().map(|c| c.tool.as_str()),
+        "type": e.spec.kind().as_str(),
+        "message": message,
+        "expires_at": rfc3339(e.expires_at),
+        "url": page_of(page, e.id),
+    });
+    if let Some(tenant) = notice.caller.tenant_id() {
+        body["tenant"] = json!(tenant);
+    }
+    if include_arguments && let Some(call) = &elicitation.call {
+        body["arguments"] = call.arguments.clone();
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests;

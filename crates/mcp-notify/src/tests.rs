@@ -1,0 +1,408 @@
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use elicitation_store::{
+    Approval, ApprovalMode, Caller, ConfirmationRequest, ManualClock, MemoryLimits, MemoryStore,
+};
+use gating_core::CallDigest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+
+/// One request a receiver got: its headers (lower-case names) and body.
+#[derive(Debug, Clone)]
+struct Got {
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Got {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap()
+    }
+}
+
+/// A webhook receiver on loopback: answers each request with the next scripted status
+/// (then 200), and keeps what it got.
+struct Receiver {
+    url: String,
+    got: Arc<Mutex<Vec<Got>>>,
+}
+
+impl Receiver {
+    async fn start(statuses: &[u16]) -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        let got: Arc<Mutex<Vec<Got>>> = Arc::default();
+        let statuses = Arc::new(Mutex::new(
+            statuses.iter().copied().collect::<VecDeque<_>>(),
+        ));
+        let kept = got.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let kept = kept.clone();
+                let statuses = statuses.clone();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    let head_end = loop {
+                        let n = stream.read(&mut chunk).await.unwrap();
+                        if n == 0 {
+                            return;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break at + 4;
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+                    let headers: HashMap<String, String> = head
+                        .lines()
+                        .skip(1)
+                        .filter_map(|l| l.split_once(':'))
+                        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                        .collect();
+                    let length: usize = headers
+                        .get("content-length")
+                        .and_then(|l| l.parse().ok())
+                        .unwrap_or(0);
+                    while buf.len() < head_end + length {
+                        let n = stream.read(&mut chunk).await.unwrap();
+                        if n == 0 {
+                            break;
+                        }
+                        buf.extend_from_slice(&chunk[..n]);
+                    }
+                    let body = buf[head_end..head_end + length].to_vec();
+                    kept.lock().unwrap().push(Got { headers, body });
+                    let status = statuses.lock().unwrap().pop_front().unwrap_or(200);
+                    let response = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+                    );
+                    let _ = stream.write_all(response.as_bytes()).await;
+                });
+            }
+        });
+        Receiver { url, got }
+    }
+
+    fn got(&self) -> Vec<Got> {
+        self.got.lock().unwrap().clone()
+    }
+}
+
+const SECRET: &[u8] = b"whsec-test";
+
+fn alice() -> Caller {
+    Caller::new("alice", Some("acme".into())).unwrap()
+}
+
+fn hook(url: &str, include_arguments: bool, filter: Filter) -> Sink {
+    Sink {
+        name: "hook".into(),
+        filter,
+        kind: SinkKind::Webhook(Webhook {
+            url: url.to_owned(),
+            secret: SECRET.to_vec(),
+            include_arguments,
+        }),
+    }
+}
+
+fn waiting() -> Filter {
+    Filter {
+        tools: Vec::new(),
+        groups: Vec::new(),
+        events: vec![NoticeEvent::Waiting],
+    }
+}
+
+struct Scene {
+    store: Arc<MemoryStore>,
+    clock: Arc<ManualClock>,
+    notifier: Notifier,
+    metrics: Arc<Metrics>,
+}
+
+fn scene(sinks: Vec<Sink>) -> Scene {
+    let clock = Arc::new(ManualClock::new(OffsetDateTime::now_utc()));
+    let store = Arc::new(
+        MemoryStore::new(clock.clone(), MemoryLimits::default()).notify_on(&events_of(&sinks)),
+    );
+    let metrics = Arc::new(Metrics::new());
+    let notifier = Notifier::new(
+        store.clone(),
+        sinks,
+        "https://gateway.example.com/",
+        clock.clone(),
+        metrics.clone(),
+    )
+    .unwrap();
+    Scene {
+        store,
+        clock,
+        notifier,
+        metrics,
+    }
+}
+
+async fn hold(
+    store: &MemoryStore,
+    tool: &str,
+    arguments: Value,
+    approval: Option<Approval>,
+) -> elicitation_core::ElicitationId {
+    let request = ConfirmationRequest::new(
+        tool.to_owned(),
+        CallDigest::of(&json!({"name": tool})),
+        arguments,
+        gating_core::confirmation_prompt(
+            tool,
+            gating_core::HoldReason::Destructive { declared: true },
+        ),
+        time::Duration::minutes(10),
+    )
+    .with_approval(approval);
+    elicitation_store::ElicitationStore::create_confirmation(store, &alice(), request)
+        .await
+        .unwrap()
+        .elicitation
+        .id
+}
+
+#[test]
+fn the_signature_is_hmac_sha256_of_the_time_a_dot_and_the_body() {
+    // Computed independently: python3 -c "import hmac,hashlib;
+    // print(hmac.new(b'whsec-test', b'1700000000.{\"a\":1}', hashlib.sha256).hexdigest())"
+    assert_eq!(
+        signature(SECRET, 1_700_000_000, br#"{"a":1}"#),
+        "t=1700000000,v1=fed7a1a6c799a6367d73724d76bc70c16678908a32a879cd1ded6565ac05cece"
+    );
+}
+
+#[tokio::test]
+async fn a_held_call_is_posted_signed_without_its_arguments_and_a_5xx_is_retried_with_the_same_delivery()
+ {
+    let receiver = Receiver::start(&[503]).await;
+    let s = scene(vec![hook(&receiver.url, false, waiting())]);
+    let id = hold(
+        &s.store,
+        "fs__write_file",
+        json!({"path": "/etc/passwd", "content": "secret-value"}),
+        None,
+    )
+    .await;
+
+    assert_eq!(s.notifier.tick().await.unwrap(), 1);
+    let first = receiver.got();
+    assert_eq!(first.len(), 1, "one attempt");
+    // Not due again before its back-off.
+    assert_eq!(s.notifier.tick().await.unwrap(), 0);
+    s.clock.advance(time::Duration::seconds(2));
+    assert_eq!(s.notifier.tick().await.unwrap(), 1);
+    let got = receiver.got();
+    assert_eq!(got.len(), 2, "retried after the 503");
+    for request in &got {
+        let signed = &request.headers[SIGNATURE_HEADER];
+        let t: i64 = signed
+            .strip_prefix("t=")
+            .and_then(|r| r.split(',').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            signed,
+            &signature(SECRET, t, &request.body),
+            "signed over the exact body"
+        );
+        assert_eq!(request.headers["content-type"], "application/json");
+    }
+    let (a, b) = (got[0].json(), got[1].json());
+    assert_eq!(
+        a["delivery"], b["delivery"],
+        "the same delivery id on a retry"
+    );
+    assert_eq!(a["event"], "elicitation.waiting");
+    assert_eq!(a["id"], id.to_string());
+    assert_eq!(a["caller"], "alice");
+    assert_eq!(a["tenant"], "acme");
+    assert_eq!(a["tool"], "fs__write_file");
+    assert_eq!(a["type"], "confirmation");
+    assert!(
+        a["message"].as_str().unwrap().contains("fs__write_file"),
+        "{a}"
+    );
+    assert_eq!(
+        a["url"],
+        format!("https://gateway.example.com/approvals/e/{id}")
+    );
+    assert!(a["expires_at"].is_string() && a["at"].is_string(), "{a}");
+    assert!(a.get("arguments").is_none(), "no arguments by default: {a}");
+    let raw = String::from_utf8_lossy(&got[0].body).to_string();
+    assert!(!raw.contains("secret-value"), "{raw}");
+    // Delivered: nothing more to send.
+    s.clock.advance(time::Duration::seconds(120));
+    assert_eq!(s.notifier.tick().await.unwrap(), 0);
+    assert_eq!(receiver.got().len(), 2);
+    let text = s.metrics.render(mcp_gate::metrics::Live {
+        sessions: 0,
+        streams: 0,
+        modules: &[],
+        quarantined: &HashMap::new(),
+    });
+    assert!(
+        text.contains(r#"mcp_gateway_notifications_total{sink="hook",outcome="delivered"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"mcp_gateway_notifications_total{sink="hook",outcome="retried"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn arguments_go_only_to_a_sink_that_asks_for_them() {
+    let receiver = Receiver::start(&[]).await;
+    let s = scene(vec![hook(&receiver.url, true, waiting())]);
+    hold(&s.store, "fs__write_file", json!({"path": "/tmp/a"}), None).await;
+    s.notifier.tick().await.unwrap();
+    assert_eq!(
+        receiver.got()[0].json()["arguments"],
+        json!({"path": "/tmp/a"})
+    );
+}
+
+#[tokio::test]
+async fn a_refusing_receiver_is_not_retried_and_an_answered_call_is_not_announced() {
+    let receiver = Receiver::start(&[400]).await;
+    let s = scene(vec![hook(&receiver.url, false, waiting())]);
+    hold(&s.store, "fs__write_file", json!({}), None).await;
+    s.notifier.tick().await.unwrap();
+    s.clock.advance(time::Duration::seconds(120));
+    assert_eq!(s.notifier.tick().await.unwrap(), 0, "a 400 is not retried");
+    assert_eq!(receiver.got().len(), 1);
+
+    // Answered before the notifier looked: nothing to say it waits.
+    let answered = hold(&s.store, "fs__delete", json!({}), None).await;
+    elicitation_store::ElicitationStore::respond(
+        &*s.store,
+        &alice(),
+        answered,
+        json!({"confirmed": true}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.notifier.tick().await.unwrap(), 1);
+    assert_eq!(
+        receiver.got().len(),
+        1,
+        "no notification for an answered call"
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_that_stays_down_is_given_up_once_the_call_stops_waiting() {
+    // Nothing listens on this port.
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap()
+    };
+    let s = scene(vec![hook(
+        &format!("http://{closed}/hook"),
+        false,
+        waiting(),
+    )]);
+    hold(&s.store, "fs__write_file", json!({}), None).await;
+    let mut attempts = 0;
+    // The default TTL is minutes; the back-off doubles to a minute.
+    for _ in 0..40 {
+        attempts += s.notifier.tick().await.unwrap();
+        s.clock.advance(time::Duration::seconds(61));
+    }
+    assert!(
+        attempts >= 2 && attempts <= MAX_ATTEMPTS as usize,
+        "{attempts}"
+    );
+    assert_eq!(s.notifier.tick().await.unwrap(), 0, "given up");
+    let text = s.metrics.render(mcp_gate::metrics::Live {
+        sessions: 0,
+        streams: 0,
+        modules: &[],
+        quarantined: &HashMap::new(),
+    });
+    assert!(
+        text.contains(r#"mcp_gateway_notifications_total{sink="hook",outcome="failed"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn filters_pick_tools_by_name_or_prefix_groups_and_events() {
+    let receiver = Receiver::start(&[]).await;
+    let by_prefix = Filter {
+        tools: vec!["db__*".into(), "fs__delete".into()],
+        ..waiting()
+    };
+    let by_group = Filter {
+        groups: vec!["sre".into()],
+        ..waiting()
+    };
+    let answered = Filter {
+        events: vec![NoticeEvent::Answered],
+        ..waiting()
+    };
+    let mut sinks = vec![
+        hook(&receiver.url, false, by_prefix),
+        hook(&receiver.url, false, by_group),
+        hook(&receiver.url, false, answered),
+    ];
+    for (sink, name) in sinks.iter_mut().zip(["prefix", "group", "answered"]) {
+        sink.name = name.into();
+    }
+    let s = scene(sinks);
+    let sre = Some(Approval {
+        group: "sre".into(),
+        mode: ApprovalMode::May,
+    });
+    hold(&s.store, "db__drop", json!({}), None).await;
+    hold(&s.store, "fs__delete", json!({}), sre).await;
+    let quiet = hold(&s.store, "fs__write_file", json!({}), None).await;
+    s.notifier.tick().await.unwrap();
+    let mut told: Vec<(String, String)> = receiver
+        .got()
+        .iter()
+        .map(|g| {
+            let b = g.json();
+            (
+                b["tool"].as_str().unwrap().to_owned(),
+                b["event"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            ("db__drop".to_owned(), "elicitation.waiting".to_owned()),
+            ("fs__delete".to_owned(), "elicitation.waiting".to_owned()),
+            ("fs__delete".to_owned(), "elicitation.waiting".to_owned()),
+        ],
+        "by prefix: db__drop and fs__delete; by group: fs__delete"
+    );
+    elicitation_store::ElicitationStore::respond(
+        &*s.store,
+        &alice(),
+        quiet,
+        json!({"confirmed": false}),
+    )
+    .await
+    .unwrap();
+    s.notifier.tick().await.unwrap();
+    let last = receiver.got().last().unwrap().json();
+    assert_eq!(last["event"], "elicitation.answered");
+    assert_eq!(last["tool"], "fs__write_file");
+    assert_eq!(receiver.got().len(), 4);
+}
