@@ -20,9 +20,14 @@ const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-everything@2026.8.31",
 ];
 /// The official Python SDK, Playwright (which drives the system Chromium in the browser
-/// tests) and moto's server (the S3-compatible service the upload store is tested against),
-/// pinned.
-const PYTHON_PACKAGES: &[&str] = &["mcp==2.3.0", "playwright==1.65.2", "moto[s3,server]==5.2.5"];
+/// tests), moto's server (the S3-compatible service the upload store is tested against) and
+/// aiosmtpd (the SMTP server e-mail notifications are sent to), pinned.
+const PYTHON_PACKAGES: &[&str] = &[
+    "mcp==2.3.0",
+    "playwright==1.65.2",
+    "moto[s3,server]==5.2.5",
+    "aiosmtpd==1.4.6",
+];
 /// Where the browser tests find Chromium (Debian's `chromium` package).
 const CHROMIUM: &str = "/usr/bin/chromium";
 

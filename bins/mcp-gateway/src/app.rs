@@ -261,6 +261,9 @@ fn program_path(command: &str) -> String {
 async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     Ok(match config.transport {
         Transport::Demo => Arc::new(demo_module()),
+        Transport::PermissionPrompt => Arc::new(
+            mcp_upstream::permission_prompt::PermissionPromptModule::new(config.name.clone()),
+        ),
         Transport::Stdio => {
             let user = users::module_user(&config.name, config.user.as_deref())?;
             let mut env: Vec<(String, String)> = config
@@ -527,6 +530,14 @@ async fn gateway_over(
         Gateway::new(registry, store, policy(config)?, durable)
             .with_approvers(approvers)
             .with_max_grant(config.gate.max_grant()?)
+            .with_permission_prompts(
+                config
+                    .modules
+                    .iter()
+                    .filter(|m| m.transport == Transport::PermissionPrompt)
+                    .map(|m| m.name.clone())
+                    .collect(),
+            )
             .with_pin_modes(
                 config
                     .modules
@@ -557,7 +568,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         && let Some(m) = config
             .modules
             .iter()
-            .find(|m| m.transport != Transport::Demo)
+            .find(|m| !matches!(m.transport, Transport::Demo | Transport::PermissionPrompt))
     {
         tracing::warn!(
             module = %m.name,
@@ -616,6 +627,9 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         .with_uploads(uploads);
     if let Some(sso) = sso {
         service = service.with_sso(sso);
+    }
+    if let Some(slack) = crate::notify::slack_actions(&config.notify)? {
+        service = service.with_slack_actions(slack);
     }
     Ok(App {
         service: Arc::new(service),

@@ -803,6 +803,10 @@ pub(crate) enum Transport {
     Http,
     /// The built-in demo module.
     Demo,
+    /// The built-in permission prompt: the agent host's own tools, gated
+    /// (docs/permission-prompt.md).
+    #[serde(rename = "permission_prompt")]
+    PermissionPrompt,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -891,7 +895,7 @@ impl ModuleConfig {
     pub(crate) fn isolation(&self) -> Isolation {
         self.isolation.unwrap_or(match self.transport {
             Transport::Http => Isolation::PerCaller,
-            Transport::Stdio | Transport::Demo => Isolation::Shared,
+            Transport::Stdio | Transport::Demo | Transport::PermissionPrompt => Isolation::Shared,
         })
     }
 }
@@ -1411,6 +1415,7 @@ impl Config {
     fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
         crate::notify::sinks(&self.notify)?;
+        crate::notify::slack_actions(&self.notify)?;
         if self.store.database_url.is_some() && self.store.database_url_file.is_some() {
             bail!("[store] give at most one of database_url and database_url_file");
         }
@@ -1486,9 +1491,19 @@ impl Config {
                     m.name
                 );
             }
-            if m.transport == Transport::Demo && m.isolation() == Isolation::PerCaller {
+            if m.transport == Transport::PermissionPrompt
+                && (m.command.is_some() || m.url.is_some() || !m.args.is_empty())
+            {
                 bail!(
-                    "module {:?}: the demo module is built in and shared; isolation \"per_caller\" is for stdio and http modules",
+                    "module {:?}: transport \"permission_prompt\" is built in; it takes no command, args or url",
+                    m.name
+                );
+            }
+            if matches!(m.transport, Transport::Demo | Transport::PermissionPrompt)
+                && m.isolation() == Isolation::PerCaller
+            {
+                bail!(
+                    "module {:?}: a built-in module (demo, permission_prompt) is shared; isolation \"per_caller\" is for stdio and http modules",
                     m.name
                 );
             }
@@ -1739,7 +1754,32 @@ mod tests {
                 "[uploads.s3]\nbucket = \"b\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"AWS_SECRET_ACCESS_KEY\"]",
                 "a secret of the gateway's",
             ),
-            ("[[notify]]\nkind = \"slack\"", "not supported"),
+            ("[[notify]]\nkind = \"slack\"", "needs webhook_url_env"),
+            ("[[notify]]\nkind = \"email\"", "needs smtp_host"),
+            (
+                "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\ntls = \"none\"",
+                "loopback SMTP server only",
+            ),
+            (
+                "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nto = [\"a@example.com\"]",
+                "needs from",
+            ),
+            (
+                "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nfrom = \"g@example.com\"",
+                "needs to",
+            ),
+            (
+                "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nsmtp_username_env = \"CARGO_MANIFEST_DIR\"",
+                "or neither",
+            ),
+            (
+                "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nurl = \"https://x.example.com\"",
+                "url is not a key of kind \"email\"",
+            ),
+            (
+                "[[notify]]\nkind = \"webhook\"\nto = [\"a@example.com\"]",
+                "to is not a key of kind \"webhook\"",
+            ),
             ("[[notify]]\nkind = \"webhook\"", "needs url"),
             (
                 "[[notify]]\nkind = \"webhook\"\nurl = \"http://hooks.example.com/x\"",

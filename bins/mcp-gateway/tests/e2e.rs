@@ -22,6 +22,8 @@ use tokio::process::{Child, Command};
 
 #[path = "e2e/notifications.rs"]
 mod notifications;
+#[path = "e2e/permission_prompt.rs"]
+mod permission_prompt;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
 
@@ -1920,6 +1922,22 @@ async fn a_person_approves_and_declines_in_a_real_browser() {
         "the override is shown escaped: {arguments}"
     );
     assert_eq!(seen["script_tags_in_item"], 0, "{seen}");
+    // In a background tab: the count in the title, and a notification of the arrival whose
+    // text is the item's heading as plain text.
+    assert!(
+        seen["title_waiting"].as_str().unwrap().starts_with("(1) "),
+        "{seen}"
+    );
+    let notes = seen["notes"].as_array().unwrap();
+    assert_eq!(notes.len(), 1, "one arrival, one notification: {seen}");
+    assert_eq!(notes[0]["title"], "Waiting for you (1)", "{seen}");
+    assert!(
+        notes[0]["body"]
+            .as_str()
+            .unwrap()
+            .contains("fs__write_file"),
+        "{seen}"
+    );
     assert_eq!(seen["dialogs"], json!([]), "no script ran: {seen}");
     assert_ne!(seen["approved_call"]["isError"], true, "{seen}");
     assert!(

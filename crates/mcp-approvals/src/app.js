@@ -51,6 +51,37 @@
   if (!window.EventSource || !heading || !heading.getAttribute("data-seen")) return;
   document.addEventListener("submit", function () { submitting = true; if (events) events.close(); }, true);
 
+  // In a background tab: the count in the title, and a browser notification for each
+  // arrival (once the person allowed them with the button; a notification shows plain
+  // text, never markup).
+  var title = document.title;
+  function waiting() { return heading.parentElement.querySelectorAll("article.item").length; }
+  function retitle() {
+    var n = waiting();
+    document.title = (n > 0 ? "(" + n + ") " : "") + title;
+  }
+  retitle();
+  var canNotify = typeof window.Notification === "function";
+  if (canNotify && Notification.permission === "default") {
+    var ask = document.createElement("button");
+    ask.type = "button";
+    ask.className = "notify";
+    ask.textContent = "Notify me in this browser";
+    ask.addEventListener("click", function () {
+      Notification.requestPermission().then(function () { ask.remove(); }, function () { ask.remove(); });
+    });
+    (document.querySelector("header") || heading.parentElement).appendChild(ask);
+  }
+  function tell(added) {
+    if (!canNotify || !document.hidden || Notification.permission !== "granted" || added.length === 0) return;
+    var first = added[0].querySelector("h3");
+    var body = (first ? first.textContent : "Something waits for you.") +
+      (added.length > 1 ? " (and " + (added.length - 1) + " more)" : "");
+    try {
+      new Notification("Waiting for you (" + waiting() + ")", { body: body, tag: "mcp-gateway-approvals" });
+    } catch (e) { /* a browser that will not show one: the title still counts */ }
+  }
+
   // The page as the server renders it now, merged into this one.
   function update(next) {
     var nextHeading = next.getElementById("waiting");
@@ -69,6 +100,7 @@
       section.appendChild(document.importNode(p, true));
     });
     var after = heading;
+    var added = [];
     nextSection.querySelectorAll("article.item").forEach(function (item) {
       var shown = document.getElementById(item.id);
       if (shown) {
@@ -78,11 +110,14 @@
         after = shown;
         return;
       }
-      var added = document.importNode(item, true);
-      after.after(added);
-      wire(added);
-      after = added;
+      var fresh = document.importNode(item, true);
+      after.after(fresh);
+      wire(fresh);
+      added.push(fresh);
+      after = fresh;
     });
+    retitle();
+    tell(added);
     // The grants and the history are read-only lists: replaced whole.
     ["grants", "history"].forEach(function (id) {
       var mine = document.getElementById(id), theirs = next.getElementById(id);

@@ -57,6 +57,8 @@ pub enum AnsweredVia {
     Rest,
     /// Natively, in the caller's MCP client.
     Client,
+    /// A button in a Slack notification.
+    Slack,
 }
 
 impl Principal {
@@ -80,6 +82,7 @@ impl Principal {
             AnsweredVia::Page => "on the approvals page",
             AnsweredVia::Rest => "through the REST API",
             AnsweredVia::Client => "in the MCP client",
+            AnsweredVia::Slack => "in Slack",
         };
         format!("{who} {place}")
     }

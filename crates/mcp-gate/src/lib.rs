@@ -18,6 +18,7 @@ pub mod error;
 mod inbox;
 pub mod limits;
 pub mod metrics;
+mod permission;
 pub mod pins;
 
 pub use inbox::Inbox;
@@ -74,6 +75,8 @@ pub struct Gateway {
     pinning: Arc<crate::pins::Pinning>,
     /// The store's catalog (pins and changes), for the review.
     catalog: Arc<dyn elicitation_store::CatalogStore>,
+    /// The permission-prompt modules, by name: their `approve` is answered here.
+    permission_prompts: Vec<String>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -202,6 +205,9 @@ pub enum Classified {
     Gated(Box<GatedCall>),
     /// The caller is over its call rate: refused, to try again after the wait.
     Limited(Arc<ToolEntry>, Duration),
+    /// A permission-prompt module's `approve`: the agent host asks whether it may use one
+    /// of its own tools (answered by [`Gateway::run`], which waits for the answer).
+    PermissionPrompt(Arc<ToolEntry>, Box<CallToolParams>),
     /// The tool's definition is not its pin: withheld (the change that waits; `None` when
     /// the store could not say, which withholds it too).
     Quarantined(
@@ -218,6 +224,7 @@ impl Classified {
             | Classified::Deny(entry, ..)
             | Classified::Shadow(entry, ..)
             | Classified::Limited(entry, _)
+            | Classified::PermissionPrompt(entry, _)
             | Classified::Quarantined(entry, _) => entry,
             Classified::Gated(call) => &call.entry,
         }
@@ -264,6 +271,7 @@ impl Gateway {
             required: Vec::new(),
             unbuilt: Vec::new(),
             max_grant: DEFAULT_MAX_GRANT,
+            permission_prompts: Vec::new(),
         }
     }
 
@@ -333,6 +341,15 @@ impl Gateway {
                 true
             }
         }
+    }
+
+    /// These modules are permission-prompt modules (`transport = "permission_prompt"`):
+    /// a call of their `approve` is the agent host asking whether it may use one of its
+    /// own tools, decided here ([`mcp_upstream::permission_prompt`]).
+    #[must_use]
+    pub fn with_permission_prompts(mut self, modules: Vec<String>) -> Self {
+        self.permission_prompts = modules;
+        self
     }
 
     /// A person may grant later calls for at most `max` (`[gate] max_grant`).
@@ -484,6 +501,16 @@ impl Gateway {
             .rules()
             .iter()
             .filter(|rule| !self.registry.lists_any(|name| rule.tool.matches(name)))
+            // A rule on an agent host's own tool (`claude__Bash`) names what a
+            // permission-prompt module asks about, never lists.
+            .filter(|rule| {
+                let text = rule.tool.text();
+                self.permission_prompts.is_empty()
+                    || !self.registry.lists_any(|name| {
+                        name.strip_suffix(mcp_upstream::permission_prompt::APPROVE)
+                            .is_some_and(|prefix| !prefix.is_empty() && text.starts_with(prefix))
+                    })
+            })
             .map(|rule| (rule.tool.text(), rule.mode))
             .collect()
     }
@@ -744,6 +771,11 @@ impl Gateway {
                 return Ok(Classified::Quarantined(entry, None));
             }
         }
+        if entry.original == mcp_upstream::permission_prompt::APPROVE
+            && self.permission_prompts.contains(&entry.module_name)
+        {
+            return Ok(Classified::PermissionPrompt(entry, Box::new(params)));
+        }
         let unreadable = |e: serde_json::Error| {
             McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
         };
@@ -917,6 +949,12 @@ impl Gateway {
                     .confirmation_id()
                     .and_then(|id| id.parse::<ElicitationId>().ok());
                 self.resolve_timed(principal, &call, confirmation, relay, &mut upstream)
+                    .await
+            }
+            // Boxed: its wait holds a resolve of its own, which would double the size of
+            // every call's future.
+            Classified::PermissionPrompt(entry, params) => {
+                Box::pin(self.permission_prompt(principal, &entry, *params, relay, &mut upstream))
                     .await
             }
         };

@@ -113,6 +113,8 @@ pub struct McpService {
     pub(crate) page: mcp_approvals::Page,
     /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
     pub(crate) uploads: Option<Arc<mcp_http_kit::uploads::Uploads>>,
+    /// Answers clicked in Slack (`[[notify]] kind = "slack"` with a signing secret).
+    slack: Option<Arc<mcp_notify::SlackActions>>,
     /// Set at shutdown: long-lived streams end.
     pub(crate) closing: tokio::sync::watch::Sender<bool>,
     /// The last readiness check (probes are answered from it for a second, so a flood of
@@ -328,6 +330,9 @@ fn notify_sessions(gateway: &Gateway, sessions: &Arc<Sessions>) {
 /// Ready, or the reasons not.
 type Readiness = Result<(), Vec<String>>;
 
+/// Where Slack posts the buttons' clicks.
+pub const SLACK_ACTIONS: &str = "/v1/notify/slack/actions";
+
 /// How long `/readyz` waits for the store.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -478,6 +483,7 @@ impl McpService {
             listeners,
             page,
             uploads: None,
+            slack: None,
             closing,
             ready: tokio::sync::Mutex::new(None),
         }
@@ -519,6 +525,13 @@ impl McpService {
         let uploads = Arc::new(uploads);
         self.page.set_uploads(uploads.clone());
         self.uploads = Some(uploads);
+        self
+    }
+
+    /// Takes answers clicked in Slack at [`SLACK_ACTIONS`], as `slack` verifies them.
+    #[must_use]
+    pub fn with_slack_actions(mut self, slack: mcp_notify::SlackActions) -> Self {
+        self.slack = Some(Arc::new(slack));
         self
     }
 
@@ -789,6 +802,10 @@ impl McpService {
         let is_upload = path.starts_with("/v1/mcp/uploads/");
         let is_page = path == mcp_approvals::PREFIX
             || path.starts_with(&format!("{}/", mcp_approvals::PREFIX));
+        // Slack signs its requests; no bearer token, no browser origin.
+        if path == SLACK_ACTIONS {
+            return self.slack_action(snap, &parts, body).await;
+        }
         if path != "/mcp" && !is_rest && !is_page && !is_upload {
             return fail(McpError::NotFound);
         }
@@ -822,6 +839,116 @@ impl McpService {
             },
             Method::GET => self.listen(&parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
+        }
+    }
+
+    /// `POST /v1/notify/slack/actions`: an Approve or Decline clicked in Slack, recorded as
+    /// the Slack user's mapped identity with every approver and four-eyes rule the page
+    /// applies; anything not verified answers nothing.
+    async fn slack_action<B>(
+        &self,
+        snap: &Snapshot,
+        parts: &http::request::Parts,
+        body: B,
+    ) -> Response<Body>
+    where
+        B: hyper::body::Body<Data = Bytes> + Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        use mcp_notify::SlackRefusal;
+        let Some(slack) = &self.slack else {
+            return response::error(&McpError::NotFound, Surface::Problem);
+        };
+        if parts.method != Method::POST {
+            return response::error(&McpError::MethodNotAllowed, Surface::Problem);
+        }
+        let bytes = match self.read_body(body).await {
+            Ok(bytes) => bytes,
+            Err(e) => return response::error(&e, Surface::Problem),
+        };
+        let said =
+            |status: StatusCode, text: String| response::json(status, &json!({"text": text}));
+        let action = match slack.verify(
+            header_text(&parts.headers, "x-slack-request-timestamp").as_deref(),
+            header_text(&parts.headers, "x-slack-signature").as_deref(),
+            &bytes,
+            self.config.clock.now(),
+        ) {
+            Ok(action) => action,
+            Err(SlackRefusal::Unsigned(why)) => {
+                tracing::warn!(
+                    reason = why,
+                    "a request to the Slack actions endpoint was not Slack's; it answers nothing"
+                );
+                return said(
+                    StatusCode::UNAUTHORIZED,
+                    format!("Not a signed Slack request: {why}."),
+                );
+            }
+            Err(SlackRefusal::Replayed) => {
+                tracing::warn!("a Slack request was sent again; it answers nothing");
+                return said(
+                    StatusCode::UNAUTHORIZED,
+                    "This request was seen before.".into(),
+                );
+            }
+            Err(SlackRefusal::Unmapped(user)) => {
+                tracing::warn!(slack_user = %user, "a Slack user the gateway does not know clicked an answer; nothing was recorded");
+                return said(
+                    StatusCode::FORBIDDEN,
+                    "You are not someone this gateway takes answers from.".into(),
+                );
+            }
+            Err(SlackRefusal::NotAnAnswer) => {
+                return said(StatusCode::OK, "Nothing to answer.".into());
+            }
+        };
+        let Ok(id) = action
+            .elicitation
+            .parse::<elicitation_core::ElicitationId>()
+        else {
+            return said(StatusCode::OK, "Nothing to answer.".into());
+        };
+        let Ok(caller) =
+            elicitation_store::Caller::new(action.user.subject.clone(), action.user.tenant.clone())
+        else {
+            return said(
+                StatusCode::FORBIDDEN,
+                "Your mapped identity is not a valid caller.".into(),
+            );
+        };
+        let principal = Principal {
+            caller,
+            scopes: [mcp_auth::SCOPE_RESPOND.to_owned()].into_iter().collect(),
+            authenticated: true,
+            groups: action.user.groups.iter().cloned().collect(),
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Slack);
+        match mcp_gate::answer(
+            &**snap.gateway.store(),
+            &principal,
+            id,
+            json!({"confirmed": action.approve}),
+            &by,
+        )
+        .await
+        {
+            Ok(_) => {
+                tracing::info!(elicitation = %id, slack_user = %action.slack_user, by = %by, approve = action.approve, "answered from Slack");
+                let done = if action.approve {
+                    "Approved"
+                } else {
+                    "Declined"
+                };
+                said(
+                    StatusCode::OK,
+                    format!("{done} by {}.", action.user.subject),
+                )
+            }
+            Err(e) => {
+                let status = mcp_http_kit::error::HttpError::status(&e, None);
+                said(status, format!("Not recorded: {e}"))
+            }
         }
     }
 

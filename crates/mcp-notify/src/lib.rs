@@ -14,6 +14,8 @@
 //! signs in and answers with a form post (nothing is approved by opening a link).
 
 mod delivery;
+mod email;
+mod slack;
 mod webhook;
 
 use std::sync::Arc;
@@ -27,6 +29,11 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 pub use delivery::Delivery;
+pub use email::{Email, SmtpTls};
+pub use slack::{
+    MAX_SKEW_SECONDS, Slack, SlackAction, SlackActions, SlackRefusal, SlackUser, slack_message,
+    slack_signature,
+};
 pub use webhook::{SIGNATURE_HEADER, Webhook, signature};
 
 /// How long a claim on a notice lasts: past it, another instance may deliver it.
@@ -103,6 +110,10 @@ impl Filter {
 pub enum SinkKind {
     /// A signed JSON `POST`.
     Webhook(Webhook),
+    /// A plain-text e-mail over SMTP (boxed: its transport is large).
+    Email(Box<Email>),
+    /// A Block Kit message to a Slack incoming webhook.
+    Slack(Slack),
 }
 
 /// The notifier of one instance.
@@ -267,6 +278,14 @@ impl Shared {
                 SinkKind::Webhook(hook) => {
                     let body = event_body(notice, elicitation, &self.page, hook.include_arguments);
                     hook.send(&self.http, &body, self.clock.now()).await
+                }
+                SinkKind::Slack(slack) => {
+                    let body = event_body(notice, elicitation, &self.page, false);
+                    slack.send(&self.http, &body, self.clock.now()).await
+                }
+                SinkKind::Email(mail) => {
+                    mail.send(&event_body(notice, elicitation, &self.page, false))
+                        .await
                 }
             };
             match outcome {

@@ -406,3 +406,141 @@ async fn filters_pick_tools_by_name_or_prefix_groups_and_events() {
     assert_eq!(last["tool"], "fs__write_file");
     assert_eq!(receiver.got().len(), 4);
 }
+
+const SLACK_SECRET: &[u8] = b"slack-signing-secret-0123";
+
+fn slack_actions() -> SlackActions {
+    let users = [(
+        "U024BE7LH".to_owned(),
+        SlackUser {
+            subject: "alice".into(),
+            tenant: None,
+            groups: vec!["sre".into()],
+        },
+    )]
+    .into_iter()
+    .collect();
+    SlackActions::new(SLACK_SECRET, users)
+}
+
+/// Slack's form body for a click of `value` by `user`.
+fn click(user: &str, value: &str) -> Vec<u8> {
+    let payload = json!({"type": "block_actions", "user": {"id": user},
+                         "actions": [{"action_id": "approve", "value": value}]});
+    let encoded: String = payload
+        .to_string()
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("payload={encoded}").into_bytes()
+}
+
+#[test]
+fn the_slack_signature_is_v0_hmac_sha256_of_the_version_timestamp_and_body() {
+    // python3 -c "import hmac,hashlib; print(hmac.new(b'slack-signing-secret-0123',
+    //   b'v0:1700000000:payload=%7B%22a%22%3A1%7D', hashlib.sha256).hexdigest())"
+    assert_eq!(
+        slack_signature(SLACK_SECRET, "1700000000", b"payload=%7B%22a%22%3A1%7D"),
+        "v0=f409135c49de0a35c34f82cd3f9e293e02d6d219ab6262e445a8d5842df10cb9"
+    );
+}
+
+#[test]
+fn a_signed_click_of_a_mapped_user_is_an_answer_and_anything_else_is_refused() {
+    let actions = slack_actions();
+    let now = OffsetDateTime::now_utc();
+    let ts = now.unix_timestamp().to_string();
+    let body = click("U024BE7LH", "approve:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let signed = slack_signature(SLACK_SECRET, &ts, &body);
+    let action = actions
+        .verify(Some(&ts), Some(&signed), &body, now)
+        .unwrap();
+    assert_eq!(action.user.subject, "alice");
+    assert_eq!(action.user.groups, ["sre"]);
+    assert!(action.approve);
+    assert_eq!(action.elicitation, "01a23ae4-a31a-7042-91b9-ed6303298fec");
+    // The same request again: used once.
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&signed), &body, now),
+        Err(SlackRefusal::Replayed)
+    );
+    // Unsigned, wrongly signed, signed over other bytes, or stale: not Slack's.
+    let other = click("U024BE7LH", "decline:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let stale_ts = (now.unix_timestamp() - MAX_SKEW_SECONDS - 1).to_string();
+    let stale = slack_signature(SLACK_SECRET, &stale_ts, &other);
+    let forged = slack_signature(b"another-secret-entirely", &ts, &other);
+    for (ts, signature) in [
+        (None, None),
+        (Some(ts.as_str()), None),
+        (Some(ts.as_str()), Some(forged.as_str())),
+        (Some(ts.as_str()), Some(signed.as_str())),
+        (Some(stale_ts.as_str()), Some(stale.as_str())),
+        (Some("soon"), Some(signed.as_str())),
+    ] {
+        assert!(
+            matches!(
+                actions.verify(ts, signature, &other, now),
+                Err(SlackRefusal::Unsigned(_))
+            ),
+            "{ts:?} {signature:?}"
+        );
+    }
+    // Signed, by a user nobody mapped: answers nothing.
+    let stranger = click("U0STRANGER", "approve:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let signed = slack_signature(SLACK_SECRET, &ts, &stranger);
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&signed), &stranger, now),
+        Err(SlackRefusal::Unmapped("U0STRANGER".into()))
+    );
+    // The Open button's click, signed: nothing to answer.
+    let open = click("U024BE7LH", "");
+    let signed = slack_signature(SLACK_SECRET, &ts, &open);
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&signed), &open, now),
+        Err(SlackRefusal::NotAnAnswer)
+    );
+}
+
+#[test]
+fn a_slack_message_shows_everything_as_plain_text_and_buttons_only_for_a_waiting_confirmation() {
+    let event = json!({"event": "elicitation.waiting", "id": "e1", "caller": "alice",
+        "tool": "fs__write_file", "type": "confirmation",
+        "message": "<!channel> *bold* <https://evil.example|click>",
+        "expires_at": "2099-01-01T00:00:00Z", "url": "https://gw.example/approvals/e/e1"});
+    let now = OffsetDateTime::now_utc();
+    let message = slack_message(&event, true, now);
+    let text = message.to_string();
+    assert!(!text.contains("mrkdwn"), "{text}");
+    let blocks = message["blocks"].as_array().unwrap();
+    assert_eq!(blocks[1]["text"]["type"], "plain_text");
+    assert_eq!(
+        blocks[1]["text"]["text"],
+        "<!channel> *bold* <https://evil.example|click>"
+    );
+    let actions = blocks[3]["elements"].as_array().unwrap();
+    let values: Vec<&str> = actions.iter().filter_map(|a| a["value"].as_str()).collect();
+    assert_eq!(values, ["approve:e1", "decline:e1"]);
+    assert_eq!(actions[0]["url"], "https://gw.example/approvals/e/e1");
+    // Without a signing secret, or once answered: the link alone.
+    assert_eq!(
+        slack_message(&event, false, now)["blocks"][3]["elements"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let mut answered = event.clone();
+    answered["event"] = json!("elicitation.answered");
+    assert_eq!(
+        slack_message(&answered, true, now)["blocks"][3]["elements"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

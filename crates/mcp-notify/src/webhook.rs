@@ -76,26 +76,31 @@ impl Webhook {
             .body(bytes)
             .send()
             .await;
-        match sent {
-            Ok(response) => {
-                let status = response.status();
-                if status.is_success() {
-                    Delivery::Delivered
-                } else if status.is_server_error()
-                    || status == reqwest::StatusCode::REQUEST_TIMEOUT
-                    || status == reqwest::StatusCode::TOO_MANY_REQUESTS
-                {
-                    Delivery::Retry(format!("the receiver answered {status}"))
-                } else {
-                    Delivery::Refused(format!("the receiver answered {status}"))
-                }
+        delivery_of(sent)
+    }
+}
+
+/// What a receiver's answer (or the failure to get one) makes of an attempt.
+pub(crate) fn delivery_of(sent: Result<reqwest::Response, reqwest::Error>) -> Delivery {
+    match sent {
+        Ok(response) => {
+            let status = response.status();
+            if status.is_success() {
+                Delivery::Delivered
+            } else if status.is_server_error()
+                || status == reqwest::StatusCode::REQUEST_TIMEOUT
+                || status == reqwest::StatusCode::TOO_MANY_REQUESTS
+            {
+                Delivery::Retry(format!("the receiver answered {status}"))
+            } else {
+                Delivery::Refused(format!("the receiver answered {status}"))
             }
-            Err(e) if e.is_builder() => {
-                Delivery::Refused("the request could not be made (check the sink's url)".into())
-            }
-            // Timeouts, refused connections, resets: the receiver may be back soon.
-            Err(e) => Delivery::Retry(without_url(&e)),
         }
+        Err(e) if e.is_builder() => {
+            Delivery::Refused("the request could not be made (check the sink's url)".into())
+        }
+        // Timeouts, refused connections, resets: the receiver may be back soon.
+        Err(e) => Delivery::Retry(without_url(&e)),
     }
 }
 

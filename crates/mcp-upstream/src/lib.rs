@@ -11,6 +11,7 @@ pub mod http;
 pub mod inproc;
 pub mod isolation;
 mod module;
+pub mod permission_prompt;
 pub mod registry;
 mod rpc;
 pub mod stdio;

@@ -9,7 +9,7 @@ use gating_core::ToolAnnotations;
 use mcp_clock::{Clock, SystemClock};
 use mcp_wire::tools::ForwardParams;
 use mcp_wire::{CallToolParams, ParamHeader};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{Module, ModuleError, ToolCall};
 
@@ -57,6 +57,29 @@ pub struct ToolEntry {
     pub definition: Value,
     /// The digest of `definition`'s canonical JSON.
     pub digest: gating_core::CallDigest,
+}
+
+impl ToolEntry {
+    /// The entry the gate decides on for a tool of the agent host's own that a
+    /// permission-prompt module's `approve` asks about ([`crate::permission_prompt`]):
+    /// `qualified` (`<prefix>__<tool>`), `tool` its module's name for it, of this entry's
+    /// module. Its annotations are nobody's to trust — the host said nothing — so it is as
+    /// destructive as an unknown tool; its definition is its name.
+    pub fn host_tool(&self, qualified: String, tool: &str) -> ToolEntry {
+        let definition = json!({"name": tool});
+        ToolEntry {
+            qualified,
+            original: tool.to_owned(),
+            module_name: self.module_name.clone(),
+            module: self.module,
+            tool: json!({"name": tool, "inputSchema": {"type": "object"}}),
+            annotations: None,
+            trusted: false,
+            mirrored: Vec::new(),
+            digest: gating_core::CallDigest::of(&definition),
+            definition,
+        }
+    }
 }
 
 /// The fields of a prompt (as its module lists it, under its own name) that a pin covers:

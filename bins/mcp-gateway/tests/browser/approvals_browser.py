@@ -102,6 +102,17 @@ def main():
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         context = browser.new_context()
+        # A background tab whose person allowed notifications: what the page would show is
+        # recorded (document.hidden and Notification as the browser would give them).
+        context.add_init_script("""
+            window.__notes = [];
+            Object.defineProperty(document, "hidden", { get: function () { return true; } });
+            window.Notification = function (title, options) {
+                window.__notes.push({ title: title, body: options && options.body });
+            };
+            window.Notification.permission = "granted";
+            window.Notification.requestPermission = function () { return Promise.resolve("granted"); };
+        """)
         page = context.new_page()
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(BASE + "/approvals")
@@ -118,6 +129,8 @@ def main():
         page.wait_for_selector(f"#e-{first}", timeout=15000)
         item = page.locator(f"#e-{first}")
         out["arguments_text"] = item.locator("pre").inner_text()
+        out["title_waiting"] = page.title()
+        out["notes"] = page.evaluate("window.__notes")
         out["script_tags_in_item"] = item.locator("script, img").count()
         page.screenshot(path=SHOT, full_page=True)
 

@@ -184,3 +184,203 @@ async fn an_instance_killed_with_a_notification_undelivered_leaves_it_to_another
     assert_eq!(receiver.received().len(), 2, "delivered once");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `kind = "email"`: a held call is mailed, as plain text with the page link and without
+/// its arguments, to a real SMTP server on loopback (aiosmtpd).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_mailed_to_the_person_without_its_arguments() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-notify-mail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mailbox = dir.join("mail.jsonl");
+    let mut sink = Command::new(env_or_panic("MCP_INTEROP_PYTHON"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/smtp_sink.py"
+        ))
+        .arg(&mailbox)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(sink.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("the SMTP sink prints its port")
+        .unwrap()
+        .unwrap();
+    let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
+    let mail = format!(
+        "[[notify]]\nname = \"mail\"\nkind = \"email\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\nfrom = \"MCP Gateway <gateway@example.com>\"\nto = [\"alice@example.com\", \"oncall@example.com\"]\n",
+        port.trim()
+    );
+    let config = config(
+        &dir,
+        "[store]\nkind = \"memory\"",
+        &format!("{}\n{mail}", shifty.module),
+    );
+    let gateway = Gateway::start(&config).await;
+    let held = modern_call(
+        &gateway.base,
+        "notes__write",
+        json!({"path": "/srv/secret-path-value"}),
+        None,
+    )
+    .await;
+    let id = held_id(&held);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mail: Value = loop {
+        if let Some(line) = std::fs::read_to_string(&mailbox)
+            .ok()
+            .and_then(|t| t.lines().next().map(str::to_owned))
+        {
+            break serde_json::from_str(&line).unwrap();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no mail arrived");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(mail["from"], "gateway@example.com", "{mail}");
+    assert_eq!(
+        mail["to"],
+        json!(["alice@example.com", "oncall@example.com"])
+    );
+    assert_eq!(
+        mail["subject"],
+        "[mcp-gateway] Waiting for you: notes__write"
+    );
+    assert_eq!(mail["content_type"], "text/plain");
+    let body = mail["body"].as_str().unwrap();
+    assert!(
+        body.contains(&format!("{}/approvals/e/{id}", gateway.base)),
+        "{body}"
+    );
+    assert!(body.contains("alice"), "{body}");
+    assert!(!body.contains("secret-path-value"), "no arguments: {body}");
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+const SLACK_SECRET: &str = "e2e-slack-signing-secret-0123";
+
+/// A click on a Slack button as Slack posts it: `payload` form-encoded, signed at `ts`.
+fn slack_click(user: &str, value: &str) -> Vec<u8> {
+    let payload = json!({"type": "block_actions", "user": {"id": user},
+                         "actions": [{"action_id": "approve", "value": value}]})
+    .to_string();
+    let encoded: String = payload
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    format!("payload={encoded}").into_bytes()
+}
+
+async fn post_click(base: &str, ts: &str, signature: Option<&str>, body: &[u8]) -> u16 {
+    let mut headers = vec![
+        ("content-type", "application/x-www-form-urlencoded"),
+        ("x-slack-request-timestamp", ts),
+    ];
+    if let Some(signature) = signature {
+        headers.push(("x-slack-signature", signature));
+    }
+    let (status, _, _) = raw_with_headers(
+        "POST",
+        &format!("{base}/v1/notify/slack/actions"),
+        &headers,
+        Bytes::from(body.to_vec()),
+    )
+    .await;
+    status
+}
+
+/// `kind = "slack"` with interactive answers: the held call reaches a fake Slack as a Block
+/// Kit message with Approve and Decline; clicks posted to the actions endpoint answer only
+/// when signed, fresh, first, and by a mapped person the four-eyes rule lets answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_approves_from_slack_and_nothing_else_posted_there_answers() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-notify-slack-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // The fake Slack: takes the incoming-webhook posts (it has no signature to check).
+    let slack = Receiver::start(&dir, &[]).await;
+    let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
+    let section = "[[notify]]\nname = \"slack\"\nkind = \"slack\"\nwebhook_url_env = \"E2E_SLACK_WEBHOOK\"\nsigning_secret_env = \"E2E_SLACK_SIGNING\"\n[notify.users.UALICE]\nsubject = \"alice\"\n[notify.users.UBOB]\nsubject = \"bob\"\ngroups = [\"sre\"]\n[[approvers]]\ntools = \"notes__*\"\ngroup = \"sre\"\nmode = \"four_eyes\"\n";
+    let config = config(
+        &dir,
+        "[store]\nkind = \"memory\"",
+        &format!("{}\n{section}", shifty.module),
+    );
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command
+        .env("E2E_SLACK_WEBHOOK", &slack.url)
+        .env("E2E_SLACK_SIGNING", SLACK_SECRET);
+    let gateway = Gateway::start_with(&config, command).await;
+    let base = gateway.base.clone();
+    let id = held_id(&modern_call(&base, "notes__write", json!({"path": "/a"}), None).await);
+
+    let posted = slack.until(1, 30).await;
+    let message = &posted[0]["body"];
+    let blocks = message["blocks"].to_string();
+    assert!(blocks.contains(&format!("approve:{id}")), "{message}");
+    assert!(blocks.contains(&format!("decline:{id}")), "{message}");
+    assert!(blocks.contains(&format!("/approvals/e/{id}")), "{message}");
+    assert!(blocks.contains("notes__write"), "{message}");
+
+    let state = || async {
+        let (_, _, e) = http(
+            "GET",
+            &format!("{base}/v1/mcp/elicitations/{id}"),
+            &[("authorization", &format!("Bearer {HUMAN}"))],
+            None,
+        )
+        .await;
+        e
+    };
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            .to_string()
+    };
+    let approve = slack_click("UBOB", &format!("approve:{id}"));
+    // Unsigned, signed with another secret, stale, or by someone nobody mapped: nothing.
+    let ts = now();
+    assert_eq!(post_click(&base, &ts, None, &approve).await, 401);
+    let forged = mcp_notify::slack_signature(b"not-the-signing-secret", &ts, &approve);
+    assert_eq!(post_click(&base, &ts, Some(&forged), &approve).await, 401);
+    let stale_ts = (ts.parse::<u64>().unwrap() - 600).to_string();
+    let stale = mcp_notify::slack_signature(SLACK_SECRET.as_bytes(), &stale_ts, &approve);
+    assert_eq!(
+        post_click(&base, &stale_ts, Some(&stale), &approve).await,
+        401
+    );
+    let stranger = slack_click("UMALLORY", &format!("approve:{id}"));
+    let signed = mcp_notify::slack_signature(SLACK_SECRET.as_bytes(), &ts, &stranger);
+    assert_eq!(post_click(&base, &ts, Some(&signed), &stranger).await, 403);
+    // Alice's agent made the call: four eyes, she may not approve it, even from Slack.
+    let own = slack_click("UALICE", &format!("approve:{id}"));
+    let signed = mcp_notify::slack_signature(SLACK_SECRET.as_bytes(), &ts, &own);
+    assert_ne!(post_click(&base, &ts, Some(&signed), &own).await, 200);
+    assert_eq!(state().await["status"], "pending", "nothing answered yet");
+
+    // Bob, in the group, signed and fresh: recorded as his.
+    let signed = mcp_notify::slack_signature(SLACK_SECRET.as_bytes(), &ts, &approve);
+    assert_eq!(post_click(&base, &ts, Some(&signed), &approve).await, 200);
+    let answered = state().await;
+    assert_eq!(answered["status"], "responded", "{answered}");
+    assert_eq!(answered["response"]["confirmed"], true, "{answered}");
+    assert_eq!(answered["answered_by"], "bob in Slack", "{answered}");
+    // The same request again: used once.
+    assert_eq!(post_click(&base, &ts, Some(&signed), &approve).await, 401);
+    let ran = modern_call(&base, "notes__write", json!({"path": "/a"}), Some(&id)).await;
+    assert_eq!(text(&ran), "ran write", "{ran}");
+    assert_eq!(shifty.ran(), ["write"]);
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

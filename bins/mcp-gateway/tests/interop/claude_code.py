@@ -1,6 +1,6 @@
 """Claude Code (`@anthropic-ai/claude-code`, `-p` headless mode) through the gateway.
 
-Usage: claude_code.py CLAUDE GATEWAY_BASE AGENT_TOKEN HUMAN_TOKEN TOOL PATH
+Usage: claude_code.py CLAUDE GATEWAY_BASE AGENT_TOKEN HUMAN_TOKEN TOOL PATH [PROMPT_TOOL DECISION]
 
 Claude Code talks to a scripted Messages API on loopback (ANTHROPIC_BASE_URL), which plays
 the model: it asks for TOOL (the gateway's, as Claude Code names it: `mcp__gw__<tool>`)
@@ -8,6 +8,12 @@ with {"path": PATH, "content": ...}; when the tool result says the call is held,
 script, as the person, approves the confirmation over the gateway's REST API (HUMAN_TOKEN)
 and the model asks for the identical call again — it cannot set `_meta`, so it knows no
 confirmation id; then it ends the turn. Claude Code needs no other network.
+
+With PROMPT_TOOL (the gateway's permission-prompt tool as Claude Code names it,
+`mcp__gw__claude__approve`) the model asks for Claude Code's own Bash tool instead, running
+`printf` into PATH; Claude Code asks the gateway through `--permission-prompt-tool`, and
+this script, as the person, finds the held `claude__Bash` confirmation over the REST API
+and answers it as DECISION says: `approve`, or `decline` with a note.
 
 Prints one JSON line: the tool results Claude Code sent back, the approved id, and what
 Claude Code printed.
@@ -19,13 +25,20 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
+prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
 arguments = {"path": path, "content": "written by claude code"}
+if prompt_tool:
+    # Claude Code's own shell, asked about through the permission prompt.
+    tool, arguments = "Bash", {"command": f"printf 'run by claude code' > {path}",
+                               "description": "Write the file"}
 results = []
 approved = []
+asked = []
 
 
 def tool_results(body):
@@ -102,6 +115,31 @@ def events(blocks, stop_reason):
     yield "message_stop", {"type": "message_stop"}
 
 
+def person_answers():
+    """The person, on the REST API: waits for the held `claude__Bash` and answers it."""
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        request = urllib.request.Request(f"{base}/v1/mcp/elicitations?status=pending",
+                                         headers={"authorization": f"Bearer {human_token}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            listed = json.loads(answer.read())
+        for item in listed.get("elicitations", []):
+            if (item.get("tool_name") or item.get("tool")) == "claude__Bash":
+                asked.append(item)
+                body = {"confirmed": True} if decision == "approve" else \
+                    {"confirmed": False, "note": "not on this machine"}
+                answer = urllib.request.Request(
+                    f"{base}/v1/mcp/elicitations/{item['id']}/respond",
+                    data=json.dumps(body).encode(), method="POST",
+                    headers={"authorization": f"Bearer {human_token}",
+                             "content-type": "application/json"})
+                with urllib.request.urlopen(answer, timeout=30) as done:
+                    assert done.status == 200, done.status
+                approved.append(item["id"])
+                return
+        time.sleep(0.2)
+
+
 class Model(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -115,7 +153,7 @@ class Model(BaseHTTPRequestHandler):
         if os.environ.get("CLAUDE_CODE_DEBUG_DUMP"):
             with open(os.environ["CLAUDE_CODE_DEBUG_DUMP"], "a") as dump:
                 dump.write(json.dumps({"path": self.path, "tools": names, "n": len(body.get("messages") or [])}) + "\n")
-        wanted = next((n for n in names if n.endswith(tool)), None)
+        wanted = next((n for n in names if n == tool or n.endswith("__" + tool)), None)
         seen = tool_results(body)
         if wanted is None:
             # Not the agent's turn (a title, a summary): plain text.
@@ -124,7 +162,7 @@ class Model(BaseHTTPRequestHandler):
             blocks, stop = [{"type": "tool_use", "id": "toolu_1", "name": wanted, "input": arguments}], "tool_use"
         else:
             results.append(seen[-1])
-            eid = held_id(seen[-1])
+            eid = None if prompt_tool else held_id(seen[-1])
             if eid and not approved:
                 approve(eid)
                 blocks, stop = [{"type": "tool_use", "id": "toolu_2", "name": wanted, "input": arguments}], "tool_use"
@@ -170,13 +208,20 @@ def main():
         # MCP tools in the request itself, not deferred behind ToolSearch.
         "ENABLE_TOOL_SEARCH": "false",
     }
+    if prompt_tool:
+        # Bash is not allowed up front: Claude Code asks the gateway's tool about it.
+        permissions = ["--permission-prompt-tool", prompt_tool]
+        threading.Thread(target=person_answers, daemon=True).start()
+    else:
+        permissions = ["--allowedTools", f"mcp__gw__{tool}"]
     run = subprocess.run(
         [claude, "-p", "Write the file.", "--mcp-config", config, "--strict-mcp-config",
-         "--allowedTools", f"mcp__gw__{tool}", "--output-format", "json", "--max-turns", "6"],
+         *permissions, "--output-format", "json", "--max-turns", "6"],
         env=env, cwd=home, capture_output=True, text=True, timeout=150,
     )
     server.shutdown()
-    print(json.dumps({"results": results, "approved": approved, "exit": run.returncode,
+    print(json.dumps({"results": results, "approved": approved, "asked": asked,
+                      "exit": run.returncode,
                       "stdout": run.stdout[-2000:], "stderr": run.stderr[-2000:]}))
 
 

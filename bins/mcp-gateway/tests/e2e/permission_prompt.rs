@@ -1,0 +1,91 @@
+//! The agent host's own tools, gated: the real Claude Code (`-p`, a scripted Messages API on
+//! loopback) asks the gateway's permission-prompt module whether it may run its `Bash`
+//! tool; a person answers over the REST API; the command runs only when approved.
+
+use super::tool_changes::config;
+use super::*;
+
+const MODULE: &str = "[[modules]]\nname = \"claude\"\ntransport = \"permission_prompt\"\n";
+
+/// Claude Code with `--permission-prompt-tool mcp__gw__claude__approve`, the person
+/// answering `decision`; what the script saw.
+async fn claude_asks(name: &str, decision: &str, policy: &str) -> (Value, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-prompt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = config(
+        &dir,
+        "[store]\nkind = \"memory\"",
+        &format!("{MODULE}{policy}"),
+    );
+    let gateway = Gateway::start(&config).await;
+    let target = dir.join("bash.txt");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(script)
+        .arg(env_or_panic("MCP_CLAUDE_CODE"))
+        .arg(&gateway.base)
+        // The agent's token: it may call tools, never answer.
+        .args([AGENT, HUMAN, "Bash"])
+        .arg(&target)
+        .args(["mcp__gw__claude__approve", decision]);
+    let out = run_client(command, "claude code").await;
+    gateway.stop().await;
+    (out, target, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_shell_command_runs_only_after_a_person_approves_it() {
+    let (out, target, dir) = claude_asks("approve", "approve", "").await;
+    assert_eq!(out["exit"], 0, "{out}");
+    let asked = &out["asked"][0];
+    assert_eq!(asked["tool"], "claude__Bash", "{out}");
+    assert!(
+        asked["arguments"]["command"]
+            .as_str()
+            .unwrap()
+            .contains("printf"),
+        "the person saw the command: {out}"
+    );
+    assert!(
+        asked["message"].as_str().unwrap().contains("claude__Bash"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "run by claude code",
+        "approved, the command ran: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_shell_command_declined_never_runs_and_the_model_reads_why() {
+    let (out, target, dir) = claude_asks("decline", "decline", "").await;
+    assert_eq!(out["asked"][0]["tool"], "claude__Bash", "{out}");
+    assert!(!target.exists(), "declined, nothing ran: {out}");
+    let results = out["results"].to_string();
+    assert!(
+        results.contains("not on this machine"),
+        "the person's note reaches the model: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `[[policy]]` rule on the host's tool decides without a person: denied, with its reason
+/// told to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_rule_denies_claude_codes_shell_without_asking_anyone() {
+    let deny = "[[policy]]\ntool = \"claude__Bash\"\ngate = \"deny\"\nreason = \"no shell on the build host\"\n";
+    let (out, target, dir) = claude_asks("policy", "approve", deny).await;
+    assert!(!target.exists(), "denied, nothing ran: {out}");
+    assert_eq!(out["asked"], json!([]), "nobody was asked: {out}");
+    assert!(
+        out["results"]
+            .to_string()
+            .contains("no shell on the build host"),
+        "{out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

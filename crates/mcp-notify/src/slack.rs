@@ -1,0 +1,305 @@
+//! `kind = "slack"`: a Block Kit message to an incoming webhook, and, when a signing secret
+//! and a mapping of Slack users to gateway identities are configured, Approve and Decline
+//! buttons whose clicks Slack posts to `POST /v1/notify/slack/actions`.
+//!
+//! A click is Slack's form-encoded `payload`, signed: `X-Slack-Signature: v0=<hex
+//! HMAC-SHA256(signing secret, "v0:<X-Slack-Request-Timestamp>:<body>")>`. [`SlackActions`]
+//! verifies it over the exact body, refuses a timestamp more than five minutes from now and a
+//! request seen before, and maps the clicking user to the identity configured for them; an
+//! unsigned, stale, replayed or unmapped request answers nothing. The answer itself then goes
+//! through the same path as the page's, with every approver and four-eyes rule.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use ring::hmac;
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::delivery::Delivery;
+
+/// How far a request's timestamp may be from now.
+pub const MAX_SKEW_SECONDS: i64 = 300;
+
+/// The most seen requests remembered (each for [`MAX_SKEW_SECONDS`]).
+const SEEN_CAP: usize = 10_000;
+
+/// A Slack sink: where its messages go, and whether they carry buttons.
+#[derive(Clone)]
+pub struct Slack {
+    /// The incoming-webhook URL (a secret: it lets anyone post to the channel).
+    pub webhook_url: String,
+    /// Approve and Decline buttons (interactive answers are configured).
+    pub buttons: bool,
+}
+
+impl std::fmt::Debug for Slack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Slack")
+            .field("webhook_url", &"<redacted>")
+            .field("buttons", &self.buttons)
+            .finish()
+    }
+}
+
+/// Text for a Block Kit `plain_text` object, cut to `max` characters.
+fn plain(text: &str, max: usize) -> Value {
+    let text: String = if text.chars().count() > max {
+        text.chars()
+            .take(max.saturating_sub(1))
+            .chain(['…'])
+            .collect()
+    } else {
+        text.to_owned()
+    };
+    json!({"type": "plain_text", "text": text, "emoji": false})
+}
+
+/// The Block Kit message for `event` (the webhook's event body). Everything from the agent,
+/// a module or the caller is `plain_text`: Slack renders no markup or mentions from it.
+pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value {
+    let text = |key: &str| event.get(key).and_then(Value::as_str).unwrap_or_default();
+    let tool = event
+        .get("tool")
+        .and_then(Value::as_str)
+        .unwrap_or("a question");
+    let title = match text("event") {
+        "elicitation.answered" => format!("Answered: {tool}"),
+        "elicitation.expired" => format!("Expired unanswered: {tool}"),
+        _ => format!("Waiting for you: {tool}"),
+    };
+    let left = OffsetDateTime::parse(
+        text("expires_at"),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .map(|at| (at - now).whole_minutes().max(0))
+    .map_or_else(|_| String::new(), |m| format!(" · {m} min left"));
+    let mut actions = vec![json!({
+        "type": "button", "action_id": "open", "text": plain("Open", 75), "url": text("url")
+    })];
+    let waiting = text("event") == "elicitation.waiting";
+    if buttons && waiting && text("type") == "confirmation" {
+        let id = text("id");
+        actions.push(
+            json!({"type": "button", "action_id": "approve", "style": "primary",
+                            "text": plain("Approve", 75), "value": format!("approve:{id}")}),
+        );
+        actions.push(
+            json!({"type": "button", "action_id": "decline", "style": "danger",
+                            "text": plain("Decline", 75), "value": format!("decline:{id}")}),
+        );
+    }
+    json!({
+        "text": format!("{title} (caller {})", text("caller")),
+        "blocks": [
+            {"type": "header", "text": plain(&title, 150)},
+            {"type": "section", "text": plain(text("message"), 3000)},
+            {"type": "context", "elements": [plain(&format!("Caller: {}{left}", text("caller")), 3000)]},
+            {"type": "actions", "elements": actions}
+        ]
+    })
+}
+
+impl Slack {
+    /// One attempt: `event` as a Block Kit message to the incoming webhook.
+    pub(crate) async fn send(
+        &self,
+        http: &reqwest::Client,
+        event: &Value,
+        now: OffsetDateTime,
+    ) -> Delivery {
+        let sent = http
+            .post(&self.webhook_url)
+            .header("content-type", "application/json")
+            .body(slack_message(event, self.buttons, now).to_string())
+            .send()
+            .await;
+        crate::webhook::delivery_of(sent)
+    }
+}
+
+/// Who a Slack user answers as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackUser {
+    /// The gateway subject (a caller's `sub`, or a token's subject).
+    pub subject: String,
+    /// The tenant, when the deployment has tenants.
+    pub tenant: Option<String>,
+    /// Approver groups, as `[[approvers]]` names them.
+    pub groups: Vec<String>,
+}
+
+/// A verified click.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlackAction {
+    /// Who clicked, as the gateway knows them.
+    pub user: SlackUser,
+    /// The Slack user id (for the record).
+    pub slack_user: String,
+    /// Approve (`true`) or decline.
+    pub approve: bool,
+    /// The elicitation.
+    pub elicitation: String,
+}
+
+/// Why a request to the actions endpoint answers nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlackRefusal {
+    /// No valid signature, or a timestamp out of range: not Slack's (401).
+    Unsigned(&'static str),
+    /// Seen before (401).
+    Replayed,
+    /// Signed, but the user is not mapped to anyone (403).
+    Unmapped(String),
+    /// Signed, but not an Approve or Decline of an elicitation (200: nothing to do).
+    NotAnAnswer,
+}
+
+/// The actions endpoint's verifier.
+pub struct SlackActions {
+    secret: hmac::Key,
+    users: BTreeMap<String, SlackUser>,
+    /// Signatures seen, with when they stop mattering (unix seconds).
+    seen: Mutex<HashMap<String, i64>>,
+}
+
+impl std::fmt::Debug for SlackActions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackActions")
+            .field("users", &self.users.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `v0` signature of `body` at timestamp `ts` (for receivers and tests).
+pub fn slack_signature(secret: &[u8], ts: &str, body: &[u8]) -> String {
+    let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
+    let mut signed = format!("v0:{ts}:").into_bytes();
+    signed.extend_from_slice(body);
+    let tag = hmac::sign(&key, &signed);
+    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    format!("v0={hex}")
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The value of `key` in a form-encoded body.
+fn form_field(body: &[u8], key: &str) -> Option<String> {
+    let body = std::str::from_utf8(body).ok()?;
+    body.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == key).then(|| decode_form(v)).flatten()
+    })
+}
+
+fn decode_form(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' => {
+                let hex = text.get(i + 1..i + 3)?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
+impl SlackActions {
+    /// A verifier for requests signed with `signing_secret`, answering as `users` say.
+    pub fn new(signing_secret: &[u8], users: BTreeMap<String, SlackUser>) -> Self {
+        SlackActions {
+            secret: hmac::Key::new(hmac::HMAC_SHA256, signing_secret),
+            users,
+            seen: Mutex::default(),
+        }
+    }
+
+    /// Verifies one request (its timestamp and signature headers, its exact body) at `now`.
+    pub fn verify(
+        &self,
+        timestamp: Option<&str>,
+        signature: Option<&str>,
+        body: &[u8],
+        now: OffsetDateTime,
+    ) -> Result<SlackAction, SlackRefusal> {
+        let (Some(ts), Some(signature)) = (timestamp, signature) else {
+            return Err(SlackRefusal::Unsigned(
+                "no X-Slack-Request-Timestamp or X-Slack-Signature",
+            ));
+        };
+        let Ok(at) = ts.parse::<i64>() else {
+            return Err(SlackRefusal::Unsigned("the timestamp is not a number"));
+        };
+        let now = now.unix_timestamp();
+        if (now - at).abs() > MAX_SKEW_SECONDS {
+            return Err(SlackRefusal::Unsigned(
+                "the timestamp is more than five minutes away",
+            ));
+        }
+        let Some(tag) = signature.strip_prefix("v0=").and_then(unhex) else {
+            return Err(SlackRefusal::Unsigned("the signature is not v0=<hex>"));
+        };
+        let mut signed = format!("v0:{ts}:").into_bytes();
+        signed.extend_from_slice(body);
+        if hmac::verify(&self.secret, &signed, &tag).is_err() {
+            return Err(SlackRefusal::Unsigned("the signature does not match"));
+        }
+        // Used once: the same signed request again (within the window) answers nothing.
+        {
+            let mut seen = self
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            seen.retain(|_, until| *until >= now);
+            if seen.contains_key(signature) {
+                return Err(SlackRefusal::Replayed);
+            }
+            if seen.len() >= SEEN_CAP {
+                // Full of live entries: refuse rather than forget one (fail closed).
+                return Err(SlackRefusal::Replayed);
+            }
+            seen.insert(signature.to_owned(), at + MAX_SKEW_SECONDS);
+        }
+        let payload: Value = form_field(body, "payload")
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .ok_or(SlackRefusal::NotAnAnswer)?;
+        let slack_user = payload
+            .pointer("/user/id")
+            .and_then(Value::as_str)
+            .ok_or(SlackRefusal::NotAnAnswer)?
+            .to_owned();
+        let Some(user) = self.users.get(&slack_user) else {
+            return Err(SlackRefusal::Unmapped(slack_user));
+        };
+        let value = payload
+            .pointer("/actions/0/value")
+            .and_then(Value::as_str)
+            .ok_or(SlackRefusal::NotAnAnswer)?;
+        let (approve, elicitation) = match value.split_once(':') {
+            Some(("approve", id)) => (true, id),
+            Some(("decline", id)) => (false, id),
+            _ => return Err(SlackRefusal::NotAnAnswer),
+        };
+        Ok(SlackAction {
+            user: user.clone(),
+            slack_user,
+            approve,
+            elicitation: elicitation.to_owned(),
+        })
+    }
+}
