@@ -188,7 +188,7 @@ fn stop_when_idle(old_registry: Arc<Registry>, retired: Vec<RunningModule>) {
     });
 }
 
-fn seal_keys(config: &Config) -> Result<KeyRing> {
+pub(crate) fn seal_keys(config: &Config) -> Result<KeyRing> {
     let store = &config.store;
     let keys = if !store.seal_keys.is_empty() {
         KeyRing::parse_entries(store.seal_keys.iter().map(String::as_str))?

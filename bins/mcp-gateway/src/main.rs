@@ -69,6 +69,24 @@ enum Command {
         #[command(subcommand)]
         action: PolicyCommand,
     },
+    /// The audit trail on PostgreSQL.
+    Audit {
+        #[command(subcommand)]
+        action: AuditCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Walk the tamper-evident chain of the audit table and report the first row that was
+    /// changed, removed, reordered or inserted; exits non-zero if there is one. Run it as the
+    /// schema owner (it reads every caller's rows), with the gateway's seal keys
+    /// (`--config`'s, or MCP_GATEWAY_SEAL_KEYS).
+    Verify {
+        /// Database URL of the schema owner (default: DATABASE_URL).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -182,6 +200,43 @@ async fn run(cli: Cli) -> Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config, cli.config).await,
         Command::CheckConfig { .. } | Command::Policy { .. } => Ok(()),
+        Command::Audit {
+            action: AuditCommand::Verify { database_url },
+        } => {
+            let url = database_url.context(
+                "no database: pass --database-url (the schema owner's URL) or set DATABASE_URL",
+            )?;
+            let keys = match &config {
+                Some(config) => app::seal_keys(config),
+                None => elicitation_store::KeyRing::from_env().map_err(anyhow::Error::from),
+            }
+            .context("the chain is keyed from the gateway's seal keys: pass --config, or set MCP_GATEWAY_SEAL_KEYS")?;
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .context("cannot connect to the database")?;
+            tokio::spawn(connection);
+            let report = elicitation_store::verify_audit(&client, &keys)
+                .await
+                .context("the audit table could not be read (run as the schema owner)")?;
+            let head = report
+                .head
+                .as_ref()
+                .map_or_else(|| "none".to_owned(), |(id, mac)| format!("row {id}, {mac}"));
+            println!(
+                "{} rows, {} verified, {} newest not sealed yet; chain head: {head}",
+                report.rows, report.verified, report.unsealed_tail
+            );
+            match report.broken {
+                None => {
+                    println!("the audit chain is whole");
+                    Ok(())
+                }
+                Some((row, why)) => {
+                    println!("BROKEN at row {row}: {why}");
+                    anyhow::bail!("the audit chain is broken at row {row}")
+                }
+            }
+        }
         Command::Migrate { database_url } => {
             let url = database_url
                 .map_or_else(

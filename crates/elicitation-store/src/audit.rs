@@ -37,11 +37,14 @@ pub enum AuditEvent {
     ToolDefinitionApproved,
     /// A person rejected a changed definition: it stays withheld.
     ToolDefinitionRejected,
+    /// A gated call forwarded earlier came back (`detail.outcome`: `ok`, `tool_error`,
+    /// `module_failed`); a forward without one is visibly unfinished.
+    ToolCallCompleted,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 14] = [
+    pub const ALL: [AuditEvent; 15] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -56,6 +59,7 @@ impl AuditEvent {
         AuditEvent::ToolDefinitionChanged,
         AuditEvent::ToolDefinitionApproved,
         AuditEvent::ToolDefinitionRejected,
+        AuditEvent::ToolCallCompleted,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -75,6 +79,7 @@ impl AuditEvent {
             AuditEvent::ToolDefinitionChanged => "tool_definition_changed",
             AuditEvent::ToolDefinitionApproved => "tool_definition_approved",
             AuditEvent::ToolDefinitionRejected => "tool_definition_rejected",
+            AuditEvent::ToolCallCompleted => "tool_call_completed",
         }
     }
 }
@@ -145,6 +150,30 @@ pub enum GateRecord {
     Rejected(RejectReason),
     /// Forwarded by a `shadow` rule that would have held it.
     Shadowed,
+    /// A gated call forwarded earlier came back, as this says.
+    Completed(CallCompletion),
+}
+
+/// How a forwarded call came back (`tool_call_completed`'s `detail.outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CallCompletion {
+    /// A result.
+    Ok,
+    /// A result with `isError`: the tool reported a failure.
+    ToolError,
+    /// No result: the module failed, timed out or answered with an error.
+    ModuleFailed,
+}
+
+impl CallCompletion {
+    /// The stored label.
+    pub const fn label(self) -> &'static str {
+        match self {
+            CallCompletion::Ok => "ok",
+            CallCompletion::ToolError => "tool_error",
+            CallCompletion::ModuleFailed => "module_failed",
+        }
+    }
 }
 
 /// Which rule of which policy made a gate decision (`detail.rule`, `detail.policy`).
@@ -164,13 +193,14 @@ impl GateRecord {
             GateRecord::Held => AuditEvent::ToolCallHeld,
             GateRecord::Rejected(_) => AuditEvent::ToolCallRejected,
             GateRecord::Shadowed => AuditEvent::ToolCallShadowed,
+            GateRecord::Completed(_) => AuditEvent::ToolCallCompleted,
         }
     }
 
     /// The refusal's reason, if it is one.
     pub const fn reason(self) -> Option<RejectReason> {
         match self {
-            GateRecord::Held | GateRecord::Shadowed => None,
+            GateRecord::Held | GateRecord::Shadowed | GateRecord::Completed(_) => None,
             GateRecord::Rejected(reason) => Some(reason),
         }
     }
@@ -178,10 +208,13 @@ impl GateRecord {
 
 /// The `detail` of a gate decision's row: the refusal's reason, the deciding rule and the
 /// policy's digest, each left out when there is none.
-pub(crate) fn gate_detail(reason: Option<RejectReason>, policy: &PolicyRef) -> serde_json::Value {
+pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json::Value {
     let mut detail = serde_json::Map::new();
-    if let Some(reason) = reason {
+    if let Some(reason) = record.reason() {
         detail.insert("reason".into(), reason.label().into());
+    }
+    if let GateRecord::Completed(outcome) = record {
+        detail.insert("outcome".into(), outcome.label().into());
     }
     if let Some(rule) = policy.rule {
         detail.insert("rule".into(), rule.into());
@@ -243,7 +276,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../../../migrations/V14__definition_pins.sql");
+        let migration = include_str!("../../../migrations/V17__audit_chain.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");

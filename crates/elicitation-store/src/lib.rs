@@ -32,7 +32,7 @@ mod conformance;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
-pub use audit::{AuditEvent, GateRecord, PolicyRef, RejectReason};
+pub use audit::{AuditEvent, CallCompletion, GateRecord, PolicyRef, RejectReason};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use error::StoreError;
 pub use gating_core::GrantScope;
@@ -46,7 +46,9 @@ pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
     Observed, Pin, definition_digest,
 };
-pub use postgres::{PostgresOptions, PostgresStore};
+pub use postgres::{
+    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, verify_audit,
+};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, Approver, AuditSink, CallBinding, ConfirmationRequest,

@@ -39,11 +39,13 @@ use crate::{
 };
 use crate::{AuditSink, Fleet};
 
+mod chain;
 mod grants;
 mod listen;
 mod notices;
 mod pins;
 mod row;
+pub use chain::{CHAIN_KEY_INFO, ChainReport, ChainSealed, verify_audit};
 pub(crate) mod sql;
 
 use crate::grant::Grant;
@@ -433,7 +435,7 @@ impl PostgresStore {
         call: Option<&HeldCall>,
         policy: &PolicyRef,
     ) -> Result<(), StoreError> {
-        let held_detail = crate::audit::gate_detail(None, policy);
+        let held_detail = crate::audit::gate_detail(GateRecord::Held, policy);
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
@@ -1136,6 +1138,18 @@ impl ElicitationStore for PostgresStore {
                 Ok(rows)
             })
             .await?;
+        // The audit chain is sealed on the same tick (its own statements: a failure is
+        // logged and the rows wait for the next one).
+        match self.seal_audit().await {
+            Ok(chain) if chain.sealed > 0 => {
+                let (head, mac) = chain.head.unwrap_or_default();
+                tracing::info!(sealed = chain.sealed, head, head_mac = %mac, "audit chain sealed; its head");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the audit chain could not be sealed now; its rows wait for the next sweep");
+            }
+        }
         rows.iter()
             .map(|row| {
                 let raw = decode(row, &self.keys)?;
@@ -1236,7 +1250,7 @@ impl AuditSink for PostgresStore {
         let now = self.now();
         let elicitation = elicitation.map(|id| *id.as_uuid());
         let event = record.event().label();
-        let reason = crate::audit::gate_detail(record.reason(), policy);
+        let reason = crate::audit::gate_detail(record, policy);
         self.scoped(
             caller,
             sql::RECORD_GATE,

@@ -187,6 +187,11 @@ impl KeyRing {
             .collect()
     }
 
+    /// The ids of the keys, the active one first (in the order of [`KeyRing::derive_keys`]).
+    pub fn key_ids(&self) -> Vec<String> {
+        self.keys.iter().map(|k| k.id.clone()).collect()
+    }
+
     /// The id of the key that seals.
     pub fn active_key_id(&self) -> &str {
         &self.keys[0].id

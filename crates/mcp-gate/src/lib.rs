@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
 use elicitation_store::{
-    AuditSink, CallBinding, Caller, ConfirmationRequest, ElicitationStore, Fleet, GateRecord,
-    Grant, GrantId, GrantStore, PolicyRef, Redeemed, RejectReason, Store, StoreError,
+    AuditSink, CallBinding, CallCompletion, Caller, ConfirmationRequest, ElicitationStore, Fleet,
+    GateRecord, Grant, GrantId, GrantStore, PolicyRef, Redeemed, RejectReason, Store, StoreError,
 };
 use gating_core::{
     CallDigest, CallFacts, ConfirmationMessage, ConfirmationOutcome, GateDecision, GateMode,
@@ -1354,6 +1354,8 @@ impl Gateway {
             GateRecord::Held => Audit::Held,
             GateRecord::Rejected(reason) => Audit::Rejected(reason.label()),
             GateRecord::Shadowed => Audit::Shadowed,
+            // Recorded where the call came back (`forward`).
+            GateRecord::Completed(_) => return,
         };
         self.audit(principal, entry, event, id);
         if let Err(e) =
@@ -1443,6 +1445,33 @@ impl Gateway {
         };
         self.metrics
             .tool_call(&entry.module_name, &entry.qualified, outcome, reason);
+        // A gated call's outcome joins its record (a forward with none is visibly
+        // unfinished), in the background: the caller has waited for the module already.
+        if confirmation.is_some() || matches!(event, Audit::Granted(_)) {
+            let completion = match &answered {
+                Ok(result) if mcp_wire::result::is_error(result) => CallCompletion::ToolError,
+                Ok(_) => CallCompletion::Ok,
+                Err(_) => CallCompletion::ModuleFailed,
+            };
+            tracing::info!(target: "audit", event = "tool_call_completed", subject = principal.caller.subject_id(), tenant = principal.caller.tenant_id(), tool = %entry.qualified, outcome = completion.label(), elicitation_id = confirmation.as_ref().map(tracing::field::display));
+            let trail = self.trail.clone();
+            let caller = principal.caller.clone();
+            let tool = entry.qualified.clone();
+            tokio::spawn(async move {
+                let record = GateRecord::Completed(completion);
+                if let Err(e) = timed(trail.record_gate(
+                    &caller,
+                    confirmation,
+                    &tool,
+                    record,
+                    &PolicyRef::default(),
+                ))
+                .await
+                {
+                    tracing::warn!(error = %e, "could not record a call's outcome in the store's audit trail");
+                }
+            });
+        }
         match answered {
             Ok(result) => CallOutcome::Forwarded(result),
             Err(ModuleError::Rpc {

@@ -133,6 +133,17 @@ pub fn usable(raw: &RawValue) -> Result<(), String> {
     }
 }
 
+/// Whether a tool result says the tool failed: its top-level `isError` is `true` (a nested
+/// one is the tool's own data). Anything unreadable is not a result that says so.
+pub fn is_error(raw: &RawValue) -> bool {
+    Fields::of(raw).is_some_and(|fields| {
+        fields
+            .0
+            .iter()
+            .any(|(k, v)| k == "isError" && v.get().trim() == "true")
+    })
+}
+
 /// A JSON object's top-level members, in order, values unparsed.
 struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 
@@ -257,6 +268,18 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn only_a_top_level_is_error_true_says_the_tool_failed() {
+        let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v).unwrap();
+        assert!(is_error(&raw(json!({"content": [], "isError": true}))));
+        assert!(!is_error(&raw(json!({"content": [], "isError": false}))));
+        assert!(!is_error(&raw(json!({"content": []}))));
+        assert!(!is_error(&raw(
+            json!({"structuredContent": {"isError": true}})
+        )));
+        assert!(!is_error(&raw(json!([1, 2]))));
+    }
 
     fn raw(value: Value) -> Box<RawValue> {
         serde_json::value::to_raw_value(&value).unwrap()

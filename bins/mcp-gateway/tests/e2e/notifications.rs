@@ -83,7 +83,7 @@ fn notify_section(receiver: &Receiver) -> String {
     )
 }
 
-fn write_tool() -> Value {
+pub(crate) fn write_tool() -> Value {
     json!([{"name": "write", "description": "Writes a note.",
             "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
             "annotations": {"readOnlyHint": false, "destructiveHint": true}}])

@@ -377,3 +377,13 @@ pub(super) const SETTLE_NOTICE: &str = concat!(
     "due_at = coalesce($3::timestamptz, due_at), done_at = CASE WHEN $3::timestamptz IS NULL THEN $4::timestamptz END ",
     "WHERE id = $1 AND done_at IS NULL"
 );
+
+/// The audit chain's advisory lock (V17), taken by one sealer at a time.
+pub(super) const CHAIN_LOCK: &str = "SELECT pg_try_advisory_lock(7306926547146614644)";
+pub(super) const CHAIN_UNLOCK: &str = "SELECT pg_advisory_unlock(7306926547146614644)";
+/// The unsealed rows after the chain's head, with the head.
+pub(super) const CHAIN_AFTER_HEAD: &str = "SELECT * FROM mcp_audit_after_head($1)";
+/// Seals one row after the head.
+pub(super) const CHAIN_SEAL: &str = "SELECT mcp_audit_seal($1, $2, $3, $4)";
+/// The whole table in id order, a page at a time (run by the schema owner: `audit verify`).
+pub(super) const CHAIN_WALK: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac, mac_key FROM mcp_audit_events WHERE id > $1 ORDER BY id LIMIT $2";

@@ -1746,3 +1746,161 @@ async fn the_writer_role_cannot_forge_redirect_or_drop_a_notice() {
         .get(0);
     assert_eq!(left, 1, "the notice is there, unchanged");
 }
+
+/// A gateway's run that leaves audit rows: holds, answers, a refusal. Sealed, the chain
+/// verifies.
+async fn sealed_trail() -> (TestDb, KeyRing, Vec<i64>) {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let keys = key_spec(&[("k1", 1), ("k0", 9)]);
+    let store = store_on(&db, &keys, clock.clone(), Setup::default(), 2).await;
+    for n in 0..3 {
+        let id = store
+            .create_confirmation(&alice(), confirmation_request(json!({"n": n})))
+            .await
+            .unwrap()
+            .elicitation
+            .id;
+        store
+            .respond(&alice(), id, json!({"confirmed": n != 1}))
+            .await
+            .unwrap();
+    }
+    // Settled: older than any statement could still be.
+    clock.advance(time::Duration::seconds(20));
+    let sealed = store.seal_audit().await.unwrap();
+    let ids: Vec<i64> = db
+        .admin()
+        .await
+        .query("SELECT id FROM mcp_audit_events ORDER BY id", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(ids.len() >= 6, "{ids:?}");
+    assert_eq!(sealed.sealed, ids.len(), "every settled row sealed");
+    assert_eq!(sealed.head.as_ref().map(|h| h.0), ids.last().copied());
+    // Sealed once: another pass (another instance) seals nothing again.
+    let twin = store_on(&db, &keys, clock.clone(), Setup::default(), 1).await;
+    assert_eq!(twin.seal_audit().await.unwrap().sealed, 0);
+    let report = verify_audit(&db.admin().await, &KeyRing::parse(&keys).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(report.broken, None, "{report:?}");
+    assert_eq!(report.verified, ids.len() as u64);
+    (db, KeyRing::parse(&keys).unwrap(), ids)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_chain_names_the_row_a_superuser_changed() {
+    let (db, keys, ids) = sealed_trail().await;
+    let admin = db.admin().await;
+    admin
+        .execute(
+            "UPDATE mcp_audit_events SET detail = '{\"answered_by\": \"mallory\"}' WHERE id = $1",
+            &[&ids[3]],
+        )
+        .await
+        .unwrap();
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    let (row, why) = report.broken.expect("caught");
+    assert_eq!(row, ids[3], "{why}");
+    assert!(why.contains("changed"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_chain_names_where_a_superuser_removed_a_row() {
+    let (db, keys, ids) = sealed_trail().await;
+    let admin = db.admin().await;
+    admin
+        .execute("DELETE FROM mcp_audit_events WHERE id = $1", &[&ids[2]])
+        .await
+        .unwrap();
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    let (row, why) = report.broken.expect("caught");
+    assert_eq!(row, ids[2], "{why}");
+    assert!(why.contains("removed"), "{why}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_chain_names_a_row_a_superuser_inserted_or_reordered() {
+    let (db, keys, ids) = sealed_trail().await;
+    let admin = db.admin().await;
+    // Inserted before sealed rows, without a link.
+    admin
+        .execute(
+            "INSERT INTO mcp_audit_events (id, at, event, caller_subject, detail) OVERRIDING SYSTEM VALUE VALUES (-1, now(), 'tool_call_forwarded', 'alice', '{}')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    let (row, why) = report.broken.expect("caught");
+    assert_eq!(row, -1, "{why}");
+    assert!(why.contains("inserted"), "{why}");
+    admin
+        .execute("DELETE FROM mcp_audit_events WHERE id = -1", &[])
+        .await
+        .unwrap();
+    assert_eq!(verify_audit(&admin, &keys).await.unwrap().broken, None);
+    // Two rows' contents swapped, their links left as they were.
+    admin
+        .execute(
+            "UPDATE mcp_audit_events a SET event = b.event, detail = b.detail, elicitation_id = b.elicitation_id FROM mcp_audit_events b WHERE (a.id, b.id) IN (($1, $2), ($2, $1))",
+            &[&ids[1], &ids[2]],
+        )
+        .await
+        .unwrap();
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    assert_eq!(report.broken.map(|b| b.0), Some(ids[1]), "reordered");
+}
+
+/// The writer login cannot rewrite a sealed row, and a link it forges on the next row is a
+/// break the walk reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_reseal_the_audit_chain() {
+    let (db, keys, ids) = sealed_trail().await;
+    let writer = db.writer().await;
+    assert_eq!(
+        sqlstate(
+            writer
+                .execute("UPDATE mcp_audit_events SET mac = NULL", &[])
+                .await
+        ),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    let sealed_again: bool = writer
+        .query_one(
+            "SELECT mcp_audit_seal($1, $2, $3, 'k1')",
+            &[&ids[4], &ids[3], &vec![0u8; 32]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!sealed_again, "a sealed row is sealed once");
+    // A new row, sealed by the writer with a MAC it made up.
+    as_caller(&writer, "alice", "acme").await;
+    let next: i64 = writer
+        .query_one(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let forged: bool = writer
+        .query_one(
+            "SELECT mcp_audit_seal($1, $2, $3, 'k1')",
+            &[&next, ids.last().unwrap(), &vec![7u8; 32]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        forged,
+        "the writer may seal the next row, but not with a true link"
+    );
+    let report = verify_audit(&db.admin().await, &keys).await.unwrap();
+    assert_eq!(report.broken.map(|b| b.0), Some(next));
+}

@@ -591,13 +591,45 @@ async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
     let done = call(&h, "test__delete", json!({"p": 1}), Some(&first)).await;
     assert_eq!(done["content"][0]["text"], "deleted", "{done}");
     assert_eq!(h.deletes.load(Ordering::SeqCst), 1);
-    assert_eq!(
-        store.round_trips() - before,
-        1,
-        "a confirmed call costs one database round trip"
-    );
 
     let admin = db.admin().await;
+    // Its outcome joins the record once the module answered (in the background).
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let completed = loop {
+        let rows = admin
+            .query(
+                "SELECT elicitation_id::text, tool_name, detail->>'outcome' FROM mcp_audit_events WHERE event = 'tool_call_completed'",
+                &[],
+            )
+            .await
+            .unwrap();
+        if let Some(row) = rows.first() {
+            break (
+                row.get::<_, Option<String>>(0),
+                row.get::<_, String>(1),
+                row.get::<_, Option<String>>(2),
+            );
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no completion recorded"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        completed,
+        (
+            Some(first.clone()),
+            "test__delete".to_owned(),
+            Some("ok".to_owned())
+        )
+    );
+    assert_eq!(
+        store.round_trips() - before,
+        2,
+        "a confirmed call costs one database round trip before it runs, and its outcome one after"
+    );
+
     let rows = admin
         .query(
             "SELECT event, elicitation_id::text, tool_name, detail->>'reason' FROM mcp_audit_events \

@@ -1,0 +1,305 @@
+//! The audit chain (V17): each audit row's `mac` is HMAC-SHA256, keyed from the seal keys
+//! (HKDF info [`CHAIN_KEY_INFO`]), over the previous sealed row's `mac` and this row's
+//! fields ([`link`]). Rows are sealed after they settle, in id order, by one instance at a
+//! time ([`PostgresStore::seal_audit`]); [`verify_audit`] walks the whole chain.
+
+use std::time::Duration as StdDuration;
+
+use ring::hmac;
+use serde_json::json;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::{PostgresStore, sql};
+use crate::error::map_db_error;
+use crate::{KeyRing, StoreError};
+
+/// The HKDF info of the chain's key (apart from every other use of the seal keys).
+pub const CHAIN_KEY_INFO: &str = "mcp-gateway/audit-chain/v1";
+
+/// How old a row must be before it is sealed: longer than any statement may run
+/// (`operation_timeout`, at most 10 s), so no row below it can still be committed.
+pub(crate) const SETTLE: StdDuration = StdDuration::from_secs(15);
+
+/// Rows sealed per pass.
+const BATCH: i32 = 500;
+
+/// One audit row's fields, as the chain covers them.
+#[derive(Debug, Clone)]
+struct Fields {
+    id: i64,
+    at: OffsetDateTime,
+    event: String,
+    subject: String,
+    tenant: Option<String>,
+    elicitation: Option<Uuid>,
+    tool: Option<String>,
+    /// `detail` as PostgreSQL writes jsonb out (one canonical text).
+    detail: String,
+}
+
+impl Fields {
+    fn of(row: &Row) -> Fields {
+        Fields {
+            id: row.get("id"),
+            at: row.get("at"),
+            event: row.get("event"),
+            subject: row.get("caller_subject"),
+            tenant: row.get("caller_tenant"),
+            elicitation: row.get("elicitation_id"),
+            tool: row.get("tool_name"),
+            detail: row.get("detail"),
+        }
+    }
+}
+
+/// The link of `row` after `previous` (the previous sealed row's MAC; empty for the first).
+fn link(key: &[u8; 32], previous: &[u8], row: &Fields) -> [u8; 32] {
+    let fields = json!([
+        row.id,
+        row.at.format(&Rfc3339).unwrap_or_default(),
+        row.event,
+        row.subject,
+        row.tenant,
+        row.elicitation.map(|u| u.to_string()),
+        row.tool,
+        row.detail,
+    ])
+    .to_string();
+    let key = hmac::Key::new(hmac::HMAC_SHA256, key);
+    let mut context = hmac::Context::with_key(&key);
+    context.update(&(previous.len() as u64).to_be_bytes());
+    context.update(previous);
+    context.update(fields.as_bytes());
+    let mut mac = [0u8; 32];
+    mac.copy_from_slice(context.sign().as_ref());
+    mac
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What a sealing pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChainSealed {
+    /// Rows sealed now.
+    pub sealed: usize,
+    /// The head after the pass: its row id and MAC (hex); `None` while nothing is sealed.
+    pub head: Option<(i64, String)>,
+}
+
+impl PostgresStore {
+    /// Seals the settled rows after the chain's head, in id order, under the active seal
+    /// key — unless another instance holds the chain now (then nothing, and it does).
+    pub async fn seal_audit(&self) -> Result<ChainSealed, StoreError> {
+        let keys = self.keys.derive_keys(CHAIN_KEY_INFO);
+        let key = keys[0];
+        let key_id = self.keys.active_key_id().to_owned();
+        let settled = self.now() - SETTLE;
+        self.with_client(async |client| {
+            let locked: bool = client
+                .query_one(sql::CHAIN_LOCK, &[])
+                .await
+                .map_err(map_db_error)?
+                .get(0);
+            if !locked {
+                return Ok(ChainSealed::default());
+            }
+            let sealed = async {
+                let rows = client
+                    .query(sql::CHAIN_AFTER_HEAD, &[&BATCH])
+                    .await
+                    .map_err(map_db_error)?;
+                let mut done = ChainSealed::default();
+                let Some(first) = rows.first() else {
+                    return Ok(done);
+                };
+                let mut head_id: Option<i64> = first.get("head_id");
+                let mut head_mac: Vec<u8> = first.get::<_, Option<Vec<u8>>>("head_mac").unwrap_or_default();
+                if let (Some(id), false) = (head_id, head_mac.is_empty()) {
+                    done.head = Some((id, hex(&head_mac)));
+                }
+                for row in &rows {
+                    let recorded: Option<OffsetDateTime> = row.get("recorded_at");
+                    // In id order, and only what has settled: the rest waits for a later
+                    // pass, so no row can land below a sealed one.
+                    if recorded.is_some_and(|at| at > settled) {
+                        break;
+                    }
+                    let fields = Fields::of(row);
+                    let mac = link(&key, &head_mac, &fields);
+                    let ok: bool = client
+                        .query_one(
+                            sql::CHAIN_SEAL,
+                            &[&fields.id, &head_id, &mac.as_slice(), &key_id],
+                        )
+                        .await
+                        .map_err(map_db_error)?
+                        .get(0);
+                    if !ok {
+                        break;
+                    }
+                    head_id = Some(fields.id);
+                    head_mac = mac.to_vec();
+                    done.sealed += 1;
+                    done.head = Some((fields.id, hex(&mac)));
+                }
+                Ok(done)
+            }
+            .await;
+            let unlocked = client.query_one(sql::CHAIN_UNLOCK, &[]).await;
+            if let Err(e) = unlocked {
+                tracing::debug!(error = %e, "the audit chain's lock was released with its connection");
+            }
+            sealed
+        })
+        .await
+    }
+}
+
+/// What a walk of the chain found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainReport {
+    /// Rows read.
+    pub rows: u64,
+    /// Rows sealed and verified.
+    pub verified: u64,
+    /// Rows after the head not sealed yet (the newest, still settling).
+    pub unsealed_tail: u64,
+    /// The head: row id and MAC (hex).
+    pub head: Option<(i64, String)>,
+    /// The first row where the chain breaks, and how.
+    pub broken: Option<(i64, String)>,
+}
+
+/// Walks the whole chain with `client` (a role that reads every audit row: the schema
+/// owner), with the MAC keys of `keys`.
+pub async fn verify_audit(
+    client: &tokio_postgres::Client,
+    keys: &KeyRing,
+) -> Result<ChainReport, StoreError> {
+    let derived = keys.derive_keys(CHAIN_KEY_INFO);
+    let ids = keys.key_ids();
+    let key_of = |id: &str| ids.iter().position(|k| k == id).map(|i| derived[i]);
+    let mut report = ChainReport {
+        rows: 0,
+        verified: 0,
+        unsealed_tail: 0,
+        head: None,
+        broken: None,
+    };
+    let mut previous: Vec<u8> = Vec::new();
+    let mut previous_id: Option<i64> = None;
+    // A row not sealed although a later one is: it was put there after the chain passed.
+    let mut unsealed: Vec<i64> = Vec::new();
+    let mut after = i64::MIN;
+    loop {
+        let rows = client
+            .query(sql::CHAIN_WALK, &[&after, &1000i64])
+            .await
+            .map_err(map_db_error)?;
+        if rows.is_empty() {
+            break;
+        }
+        for row in &rows {
+            report.rows += 1;
+            let fields = Fields::of(row);
+            after = fields.id;
+            let mac: Option<Vec<u8>> = row.get("mac");
+            let key_id: Option<String> = row.get("mac_key");
+            let (Some(mac), Some(key_id)) = (mac, key_id) else {
+                unsealed.push(fields.id);
+                continue;
+            };
+            if let Some(first) = unsealed.first() {
+                report.broken = Some((
+                    *first,
+                    format!(
+                        "row {first} is not in the chain although row {} after it is: it was inserted (or unsealed) after the chain passed its place",
+                        fields.id
+                    ),
+                ));
+                return Ok(report);
+            }
+            let Some(key) = key_of(&key_id) else {
+                report.broken = Some((
+                    fields.id,
+                    format!(
+                        "row {} is sealed under key {key_id:?}, which the seal keys given do not hold",
+                        fields.id
+                    ),
+                ));
+                return Ok(report);
+            };
+            if link(&key, &previous, &fields).as_slice() != mac.as_slice() {
+                // Ids are dense unless a transaction rolled back; a gap where the link
+                // breaks is a row taken out.
+                if let Some(before) = previous_id
+                    && fields.id > before + 1
+                {
+                    report.broken = Some((
+                        before + 1,
+                        format!(
+                            "a row between row {before} and row {} was removed (row {} no longer follows the row sealed before it)",
+                            fields.id, fields.id
+                        ),
+                    ));
+                    return Ok(report);
+                }
+                let what = match previous_id {
+                    // Sealed on the stored MAC of the row before: if this row's own fields
+                    // no longer give its MAC, it was changed; if they do with another
+                    // predecessor, rows went missing or moved.
+                    Some(before) => format!(
+                        "row {} does not match its link after row {before}: it was changed, or a row between was removed, or rows were reordered",
+                        fields.id
+                    ),
+                    None => format!(
+                        "row {} does not match its link as the first of the chain: it was changed, or the rows before it were removed",
+                        fields.id
+                    ),
+                };
+                report.broken = Some((fields.id, what));
+                return Ok(report);
+            }
+            report.verified += 1;
+            previous = mac;
+            previous_id = Some(fields.id);
+            report.head = Some((fields.id, hex(&previous)));
+        }
+    }
+    report.unsealed_tail = unsealed.len() as u64;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: i64, detail: &str) -> Fields {
+        Fields {
+            id,
+            at: OffsetDateTime::UNIX_EPOCH,
+            event: "tool_call_held".into(),
+            subject: "alice".into(),
+            tenant: None,
+            elicitation: None,
+            tool: Some("fs__write_file".into()),
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn a_link_covers_every_field_and_the_previous_link() {
+        let key = [7u8; 32];
+        let first = link(&key, &[], &row(1, "{}"));
+        assert_eq!(first, link(&key, &[], &row(1, "{}")), "deterministic");
+        assert_ne!(first, link(&key, &[], &row(2, "{}")));
+        assert_ne!(first, link(&key, &[], &row(1, "{\"a\": 1}")));
+        assert_ne!(first, link(&key, &[1], &row(1, "{}")));
+        assert_ne!(first, link(&[8u8; 32], &[], &row(1, "{}")), "keyed");
+    }
+}
