@@ -28,25 +28,42 @@ async fn audit_verify_finds_the_row_a_superuser_changed_after_a_real_run() {
     )
     .await;
     assert_eq!(text(&ran), "ran write", "{ran}");
+    // Approved calls that the tool reports failed, and whose module dies while it runs.
+    let mut approved = vec![(id.clone(), "ok")];
+    for (arguments, outcome) in [
+        (json!({"path": "/b", "fail": true}), "tool_error"),
+        (json!({"path": "/c", "die": true}), "module_failed"),
+    ] {
+        let held =
+            held_id(&modern_call(&gateway.base, "notes__write", arguments.clone(), None).await);
+        answer(&gateway.base, &held, true).await;
+        let result = modern_call(&gateway.base, "notes__write", arguments, Some(&held)).await;
+        assert_eq!(result["isError"], true, "{result}");
+        approved.push((held, outcome));
+    }
     let admin = db.admin().await;
-    // The call's outcome joins its record (in the background, after it ran).
+    // Each call's outcome joins its record (in the background, after it came back).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let completed = admin
+        let completed: Vec<(String, String)> = admin
             .query(
-                "SELECT detail->>'outcome' FROM mcp_audit_events WHERE event = 'tool_call_completed'",
+                "SELECT elicitation_id::text, detail->>'outcome' FROM mcp_audit_events WHERE event = 'tool_call_completed' ORDER BY id",
                 &[],
             )
             .await
-            .unwrap();
-        if let Some(row) = completed.first() {
-            assert_eq!(row.get::<_, Option<String>>(0).as_deref(), Some("ok"));
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        if completed.len() == approved.len() {
+            let expected: Vec<(String, String)> = approved
+                .iter()
+                .map(|(id, outcome)| (id.clone(), (*outcome).to_owned()))
+                .collect();
+            assert_eq!(completed, expected);
             break;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no tool_call_completed"
-        );
+        assert!(tokio::time::Instant::now() < deadline, "{completed:?}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let rows: i64 = admin
@@ -93,7 +110,7 @@ async fn audit_verify_finds_the_row_a_superuser_changed_after_a_real_run() {
     assert!(said.contains("the audit chain is whole"), "{said}");
     let forwarded: i64 = admin
         .query_one(
-            "SELECT id FROM mcp_audit_events WHERE event = 'tool_call_forwarded'",
+            "SELECT id FROM mcp_audit_events WHERE event = 'tool_call_forwarded' ORDER BY id LIMIT 1",
             &[],
         )
         .await
