@@ -87,6 +87,20 @@ enum AuditCommand {
         #[arg(long, env = "DATABASE_URL")]
         database_url: Option<String>,
     },
+    /// Write the audit events recorded in a time range as JSON lines on stdout (every
+    /// caller's: run it as the schema owner). Each line is one event: id, at, event,
+    /// caller, tenant, elicitation_id, tool, detail, and whether it is sealed into the chain.
+    Export {
+        /// Database URL of the schema owner (default: DATABASE_URL).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: Option<String>,
+        /// From this time on (RFC 3339, like 2026-12-01T00:00:00Z).
+        #[arg(long)]
+        since: String,
+        /// Before this time (RFC 3339); default: now.
+        #[arg(long)]
+        until: Option<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -236,6 +250,48 @@ async fn run(cli: Cli) -> Result<()> {
                     anyhow::bail!("the audit chain is broken at row {row}")
                 }
             }
+        }
+        Command::Audit {
+            action:
+                AuditCommand::Export {
+                    database_url,
+                    since,
+                    until,
+                },
+        } => {
+            use std::io::Write as _;
+            let url = database_url.context(
+                "no database: pass --database-url (the schema owner's URL) or set DATABASE_URL",
+            )?;
+            let time = |what: &str, text: &str| {
+                time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+                    .with_context(|| {
+                        format!("{what} must be an RFC 3339 time like 2026-12-01T00:00:00Z, not {text:?}")
+                    })
+            };
+            let since = time("--since", &since)?;
+            let until = until.map(|u| time("--until", &u)).transpose()?;
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .context("cannot connect to the database")?;
+            tokio::spawn(connection);
+            let mut out = std::io::stdout().lock();
+            let mut after = i64::MIN;
+            let mut written = 0u64;
+            loop {
+                let page = elicitation_store::audit_page(&client, since, until, after, 1000)
+                    .await
+                    .context("the audit table could not be read (run as the schema owner)")?;
+                let Some(last) = page.last() else { break };
+                after = last["id"].as_i64().unwrap_or(i64::MAX);
+                for event in &page {
+                    writeln!(out, "{event}").context("cannot write the export")?;
+                    written += 1;
+                }
+            }
+            out.flush().context("cannot write the export")?;
+            eprintln!("{written} audit events");
+            Ok(())
         }
         Command::Migrate { database_url } => {
             let url = database_url

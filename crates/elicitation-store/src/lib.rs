@@ -47,7 +47,8 @@ pub use pins::{
     Observed, Pin, definition_digest,
 };
 pub use postgres::{
-    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, verify_audit,
+    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
+    verify_audit,
 };
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{

@@ -45,7 +45,7 @@ mod listen;
 mod notices;
 mod pins;
 mod row;
-pub use chain::{CHAIN_KEY_INFO, ChainReport, ChainSealed, verify_audit};
+pub use chain::{CHAIN_KEY_INFO, ChainReport, ChainSealed, audit_page, verify_audit};
 pub(crate) mod sql;
 
 use crate::grant::Grant;

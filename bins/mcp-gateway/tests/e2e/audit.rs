@@ -108,6 +108,38 @@ async fn audit_verify_finds_the_row_a_superuser_changed_after_a_real_run() {
     let (ok, said) = verify().await;
     assert!(ok, "{said}");
     assert!(said.contains("the audit chain is whole"), "{said}");
+    // The same record as JSON lines.
+    let export = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .args(["audit", "export", "--since", "2000-01-01T00:00:00Z"])
+        .args(["--database-url", &TestDb::url(&db.admin)])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        export.status.success(),
+        "{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    let events: Vec<Value> = String::from_utf8_lossy(&export.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.len() as i64, rows, "every row, once");
+    assert!(events.iter().all(|e| e["sealed"] == true), "{events:?}");
+    let outcomes: Vec<&str> = events
+        .iter()
+        .filter(|e| e["event"] == "tool_call_completed")
+        .filter_map(|e| e["detail"]["outcome"].as_str())
+        .collect();
+    assert_eq!(outcomes, ["ok", "tool_error", "module_failed"]);
+    let bad = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .args(["audit", "export", "--since", "yesterday"])
+        .args(["--database-url", &TestDb::url(&db.admin)])
+        .output()
+        .await
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("RFC 3339"));
     let forwarded: i64 = admin
         .query_one(
             "SELECT id FROM mcp_audit_events WHERE event = 'tool_call_forwarded' ORDER BY id LIMIT 1",
