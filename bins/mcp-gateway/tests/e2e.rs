@@ -1141,6 +1141,24 @@ async fn a_subscription_made_through_one_instance_reaches_the_session_stream_on_
 
 // ---- interop with the official SDKs as clients ----
 
+/// Starts a test peer that prints the port it listens on as its first line (a fixture
+/// module, a webhook receiver, an SMTP sink): the running process and that port.
+async fn listening(mut command: Command, what: &str) -> (Child, String) {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what} could not be started: {e}"));
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{what} prints its port within 30 s"))
+        .unwrap()
+        .unwrap_or_else(|| panic!("{what} printed nothing"));
+    (child, port.trim().to_owned())
+}
+
 fn env_or_panic(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| {
         panic!("{name} is not set: the interop tests run the official MCP SDKs. Run `cargo xtask test`, which installs them and sets it.")

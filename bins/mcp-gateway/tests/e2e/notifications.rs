@@ -17,28 +17,19 @@ struct Receiver {
 impl Receiver {
     async fn start(dir: &Path, statuses: &[u16]) -> Receiver {
         let log = dir.join("received.jsonl");
-        let mut child = Command::new("python3")
+        let mut command = Command::new("python3");
+        command
             .arg(concat!(
                 env!("CARGO_MANIFEST_DIR"),
                 "/tests/fixtures/webhook_receiver.py"
             ))
             .arg(SECRET)
             .arg(&log)
-            .args(statuses.iter().map(u16::to_string))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("the receiver prints its port")
-            .unwrap()
-            .unwrap();
+            .args(statuses.iter().map(u16::to_string));
+        let (child, port) = listening(command, "the webhook receiver").await;
         Receiver {
             _child: child,
-            url: format!("http://127.0.0.1:{}/hook", port.trim()),
+            url: format!("http://127.0.0.1:{port}/hook"),
             log,
         }
     }
@@ -193,27 +184,16 @@ async fn a_held_call_is_mailed_to_the_person_without_its_arguments() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mailbox = dir.join("mail.jsonl");
-    let mut sink = Command::new(env_or_panic("MCP_INTEROP_PYTHON"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/smtp_sink.py"
-        ))
-        .arg(&mailbox)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(sink.stdout.take().unwrap()).lines();
-    let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("the SMTP sink prints its port")
-        .unwrap()
-        .unwrap();
+    let mut sink = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    sink.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/smtp_sink.py"
+    ))
+    .arg(&mailbox);
+    let (_sink, port) = listening(sink, "the SMTP sink").await;
     let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
     let mail = format!(
-        "[[notify]]\nname = \"mail\"\nkind = \"email\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {}\ntls = \"none\"\nfrom = \"MCP Gateway <gateway@example.com>\"\nto = [\"alice@example.com\", \"oncall@example.com\"]\n",
-        port.trim()
+        "[[notify]]\nname = \"mail\"\nkind = \"email\"\nsmtp_host = \"127.0.0.1\"\nsmtp_port = {port}\ntls = \"none\"\nfrom = \"MCP Gateway <gateway@example.com>\"\nto = [\"alice@example.com\", \"oncall@example.com\"]\n"
     );
     let config = config(
         &dir,

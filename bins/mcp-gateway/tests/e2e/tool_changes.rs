@@ -78,28 +78,16 @@ impl Shifty {
                 ),
             )
         } else {
-            let mut child = Command::new("python3")
+            let mut command = Command::new("python3");
+            command
                 .arg(fixture)
                 .arg(&definitions)
                 .arg(&ledger)
-                .arg(mode)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-            let port = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-                .await
-                .expect("the module prints its port")
-                .unwrap()
-                .unwrap();
+                .arg(mode);
+            let (child, port) = listening(command, "the module").await;
             (
                 Some(child),
-                format!(
-                    "transport = \"http\"\nurl = \"http://127.0.0.1:{}/mcp\"",
-                    port.trim()
-                ),
+                format!("transport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\""),
             )
         };
         Shifty {
