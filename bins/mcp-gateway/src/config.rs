@@ -438,6 +438,8 @@ pub(crate) struct JwtScopes {
     pub(crate) metrics: String,
     #[serde(default = "scope_catalog")]
     pub(crate) catalog: String,
+    #[serde(default = "scope_audit")]
+    pub(crate) audit: String,
 }
 
 impl Default for JwtScopes {
@@ -448,6 +450,7 @@ impl Default for JwtScopes {
             create: scope_create(),
             metrics: scope_metrics(),
             catalog: scope_catalog(),
+            audit: scope_audit(),
         }
     }
 }
@@ -466,6 +469,9 @@ fn scope_metrics() -> String {
 }
 fn scope_catalog() -> String {
     mcp_auth::SCOPE_CATALOG.into()
+}
+fn scope_audit() -> String {
+    mcp_auth::SCOPE_AUDIT.into()
 }
 fn default_groups_claim() -> String {
     "groups".into()
@@ -574,6 +580,7 @@ impl JwtConfig {
                 create: self.scopes.create.clone(),
                 metrics: self.scopes.metrics.clone(),
                 catalog: self.scopes.catalog.clone(),
+                audit: self.scopes.audit.clone(),
             },
             tenant_claim: self.tenant_claim.clone(),
             groups_claim: self.groups_claim.clone(),

@@ -3,6 +3,8 @@
 //! and lifecycle events as structured tracing events (target `audit`). Never payloads.
 
 use elicitation_core::{CancelReason, ElicitationId, ElicitationType};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
 
 use crate::Caller;
 
@@ -236,7 +238,7 @@ pub(crate) enum Event {
 }
 
 impl Event {
-    fn name(self) -> &'static str {
+    pub(crate) const fn event(self) -> AuditEvent {
         match self {
             Event::Requested(_) => AuditEvent::ElicitationRequested,
             Event::Responded => AuditEvent::ElicitationResponded,
@@ -244,7 +246,25 @@ impl Event {
             Event::ValidationFailed => AuditEvent::ElicitationValidationFailed,
             Event::Timeout => AuditEvent::ElicitationTimeout,
         }
-        .label()
+    }
+
+    fn name(self) -> &'static str {
+        self.event().label()
+    }
+
+    /// Its `detail` as far as the event itself says (an answer's adds who answered).
+    pub(crate) fn detail(self) -> serde_json::Map<String, serde_json::Value> {
+        let mut detail = serde_json::Map::new();
+        match self {
+            Event::Requested(kind) => {
+                detail.insert("type".into(), kind.as_str().into());
+            }
+            Event::Cancelled(reason) => {
+                detail.insert("reason".into(), reason.as_str().into());
+            }
+            Event::Responded | Event::ValidationFailed | Event::Timeout => {}
+        }
+        detail
     }
 }
 
@@ -267,6 +287,180 @@ pub(crate) fn emit(event: Event, caller: &Caller, id: ElicitationId, tool: Optio
         kind,
         reason,
     );
+}
+
+/// One event of the audit trail as a reader gets it (`GET /v1/audit`, `mcp-gateway audit
+/// export`): the same fields from either store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    /// Its position in the trail (ids grow; on PostgreSQL the row's id).
+    pub id: i64,
+    /// When it happened.
+    pub at: OffsetDateTime,
+    /// The event's label ([`AuditEvent::label`]).
+    pub event: String,
+    /// Whose call or elicitation it is about (the subject).
+    pub caller: String,
+    /// The caller's tenant.
+    pub tenant: Option<String>,
+    /// The elicitation it is about.
+    pub elicitation_id: Option<String>,
+    /// The tool it is about (qualified).
+    pub tool: Option<String>,
+    /// The event's detail (never arguments or payloads).
+    pub detail: serde_json::Value,
+    /// Whether its row is sealed into the chain (PostgreSQL; always false in memory).
+    pub sealed: bool,
+}
+
+impl AuditEntry {
+    /// The JSON object written for it, a line each in an export.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "id": self.id,
+            "at": self.at.format(&Rfc3339).unwrap_or_default(),
+            "event": self.event,
+            "caller": self.caller,
+            "tenant": self.tenant,
+            "elicitation_id": self.elicitation_id,
+            "tool": self.tool,
+            "detail": self.detail,
+            "sealed": self.sealed,
+        })
+    }
+
+    /// Whether its outcome is `outcome` ([`AuditQuery::outcome`]).
+    fn has_outcome(&self, outcome: &str) -> bool {
+        self.event.strip_prefix("tool_call_") == Some(outcome)
+            || ["outcome", "reason"]
+                .iter()
+                .any(|key| self.detail.get(key).and_then(|v| v.as_str()) == Some(outcome))
+    }
+}
+
+/// Every value [`AuditQuery::outcome`] takes: what the gate did (`held`, `forwarded`,
+/// `rejected`, `shadowed`, `completed`), how a forwarded call came back (`ok`, `tool_error`,
+/// `module_failed`), and why it was refused ([`RejectReason`]'s labels).
+pub fn audit_outcomes() -> impl Iterator<Item = &'static str> {
+    ["held", "forwarded", "rejected", "shadowed", "completed"]
+        .into_iter()
+        .chain([
+            CallCompletion::Ok.label(),
+            CallCompletion::ToolError.label(),
+            CallCompletion::ModuleFailed.label(),
+        ])
+        .chain(RejectReason::ALL.iter().map(|r| r.label()))
+}
+
+/// Which direction a page of the trail is read in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuditOrder {
+    /// Oldest first, after [`AuditQuery::cursor`] (an export's order).
+    #[default]
+    Oldest,
+    /// Newest first, before [`AuditQuery::cursor`] (a view's).
+    Newest,
+}
+
+/// What a reader asks of the audit trail. Filters combine with AND; each left out matches
+/// everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditQuery {
+    /// Events at or after.
+    pub since: Option<OffsetDateTime>,
+    /// Events before.
+    pub until: Option<OffsetDateTime>,
+    /// The tool: exact, or a prefix ending in `*` (`fs__*`).
+    pub tool: Option<String>,
+    /// The caller's subject, exact.
+    pub caller: Option<String>,
+    /// The outcome (one of [`audit_outcomes`]): the event `tool_call_<outcome>`, or a
+    /// `detail.outcome` or `detail.reason` of that value.
+    pub outcome: Option<String>,
+    /// The order, and which side of [`Self::cursor`] the page starts.
+    pub order: AuditOrder,
+    /// The id the page continues from (exclusive): the previous page's `next`.
+    pub cursor: Option<i64>,
+    /// Most events in the page (1 to [`crate::MAX_LIST_LIMIT`]).
+    pub limit: usize,
+}
+
+impl AuditQuery {
+    /// The tool filter as SQL's arguments: the name or prefix, and whether it is a prefix.
+    pub(crate) fn tool_pattern(&self) -> (Option<&str>, bool) {
+        match self.tool.as_deref() {
+            Some(tool) => match tool.strip_suffix('*') {
+                Some(prefix) => (Some(prefix), true),
+                None => (Some(tool), false),
+            },
+            None => (None, false),
+        }
+    }
+
+    /// Whether `entry` passes every filter (the cursor and the reader's tenant aside).
+    pub(crate) fn matches(&self, entry: &AuditEntry) -> bool {
+        let (tool, prefix) = self.tool_pattern();
+        self.since.is_none_or(|since| entry.at >= since)
+            && self.until.is_none_or(|until| entry.at < until)
+            && tool.is_none_or(|t| match entry.tool.as_deref() {
+                Some(name) if prefix => name.starts_with(t),
+                Some(name) => name == t,
+                None => false,
+            })
+            && self.caller.as_deref().is_none_or(|c| entry.caller == c)
+            && self.outcome.as_deref().is_none_or(|o| entry.has_outcome(o))
+    }
+}
+
+/// What a store's trail holds, said with every page so a reader knows what it is not seeing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuditHolds {
+    /// The whole trail (PostgreSQL's table).
+    Everything,
+    /// The most recent events in memory: at most `capacity`; `dropped` older ones are gone.
+    Recent {
+        /// Most events held.
+        capacity: usize,
+        /// Events dropped to make room since the start.
+        dropped: u64,
+    },
+}
+
+impl AuditHolds {
+    /// As JSON: `{"store": "postgres"}` or `{"store": "memory", "capacity", "dropped"}`.
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            AuditHolds::Everything => serde_json::json!({"store": "postgres"}),
+            AuditHolds::Recent { capacity, dropped } => {
+                serde_json::json!({"store": "memory", "capacity": capacity, "dropped": dropped})
+            }
+        }
+    }
+}
+
+/// One page of the trail.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditPage {
+    /// The events, in the order asked for.
+    pub entries: Vec<AuditEntry>,
+    /// The cursor of the next page, if the page was full.
+    pub next: Option<i64>,
+    /// What the trail holds.
+    pub holds: AuditHolds,
+}
+
+impl AuditPage {
+    /// A page of `entries` (at most `limit` were asked for) from a trail holding `holds`.
+    pub(crate) fn of(entries: Vec<AuditEntry>, limit: usize, holds: AuditHolds) -> AuditPage {
+        let next = (entries.len() >= limit)
+            .then(|| entries.last().map(|e| e.id))
+            .flatten();
+        AuditPage {
+            entries,
+            next,
+            holds,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -78,6 +78,7 @@ macro_rules! conformance_tests {
             a_confirmation_approves_nothing_once_its_tools_definition_changed,
             the_outbox_tells_of_each_change_once_and_a_lapsed_claim_goes_to_another_instance,
             the_outbox_records_only_the_events_asked_for,
+            the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -2561,4 +2562,297 @@ pub(crate) async fn the_outbox_records_only_the_events_asked_for(
             .unwrap()
             .is_empty()
     );
+}
+
+/// A reader with `audit:read` sees every caller's events of its own tenant, each filter
+/// narrows them, and pages in either order add up to the whole.
+pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::{
+        AuditEntry, AuditOrder, AuditQuery, CallCompletion, GateRecord, PolicyRef, RejectReason,
+    };
+    let h = make(Setup::default()).await;
+    let carol = Caller::new("carol", Some("other".into())).unwrap();
+    let policy = PolicyRef {
+        rule: Some(2),
+        policy: Some("p0l1cy".into()),
+    };
+
+    // alice's call: held by rule 2, approved on the page, forwarded, completed.
+    let args = json!({"path": "/srv/a"});
+    let mut held = request("fs__delete", args.clone());
+    held.policy = policy.clone();
+    let id = h
+        .store
+        .create_confirmation(&alice(), held)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond_as(
+            &alice(),
+            id,
+            json!({"confirmed": true}),
+            Some("alice on the approvals page"),
+        )
+        .await
+        .unwrap();
+    h.store
+        .consume_confirmation(&alice(), id, &binding("fs__delete", &args))
+        .await
+        .unwrap();
+    h.store
+        .record_gate(
+            &alice(),
+            Some(id),
+            "fs__delete",
+            GateRecord::Completed(CallCompletion::Ok),
+            &PolicyRef::default(),
+        )
+        .await
+        .unwrap();
+    // bob's call, declined; another tenant's call; a denial without an elicitation.
+    let declined = h
+        .store
+        .create_confirmation(&bob(), request("fs__write", json!({"path": "/b"})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    h.store
+        .respond(&bob(), declined, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    h.store
+        .record_gate(
+            &bob(),
+            Some(declined),
+            "fs__write",
+            GateRecord::Rejected(RejectReason::UserRejected),
+            &policy,
+        )
+        .await
+        .unwrap();
+    h.store
+        .create_confirmation(&carol, request("fs__delete", json!({"path": "/c"})))
+        .await
+        .unwrap();
+    h.clock.advance(Duration::minutes(1));
+    let later = h.clock_now();
+    h.store
+        .record_gate(
+            &alice(),
+            None,
+            "shell__run",
+            GateRecord::Rejected(RejectReason::PolicyDenied),
+            &policy,
+        )
+        .await
+        .unwrap();
+
+    let reader = Caller::new("auditor", Some("acme".into())).unwrap();
+    let read = async |query: AuditQuery| -> Vec<AuditEntry> {
+        h.twin
+            .audit_events(
+                &reader,
+                &AuditQuery {
+                    limit: 100,
+                    ..query
+                },
+            )
+            .await
+            .unwrap()
+            .entries
+    };
+    let events = |entries: &[AuditEntry]| -> Vec<(String, String)> {
+        entries
+            .iter()
+            .map(|e| (e.caller.clone(), e.event.clone()))
+            .collect()
+    };
+    let all = read(AuditQuery::default()).await;
+    let pair = |c: &str, e: &str| (c.to_owned(), e.to_owned());
+    // A confirmation's request and hold are written by one statement, in either order.
+    let mut in_order = events(&all);
+    for i in 1..in_order.len() {
+        if in_order[i - 1].1 == "tool_call_held" && in_order[i].1 == "elicitation_requested" {
+            in_order.swap(i - 1, i);
+        }
+    }
+    assert_eq!(
+        in_order,
+        [
+            pair("alice", "elicitation_requested"),
+            pair("alice", "tool_call_held"),
+            pair("alice", "elicitation_responded"),
+            pair("alice", "tool_call_forwarded"),
+            pair("alice", "tool_call_completed"),
+            pair("bob", "elicitation_requested"),
+            pair("bob", "tool_call_held"),
+            pair("bob", "elicitation_responded"),
+            pair("bob", "tool_call_rejected"),
+            pair("alice", "tool_call_rejected"),
+        ],
+        "every caller of the reader's tenant, in order; nothing of another tenant's"
+    );
+    assert!(all.windows(2).all(|w| w[0].id < w[1].id));
+    let at = |event: &str| {
+        all.iter()
+            .find(|e| e.event == event && e.caller == "alice")
+            .unwrap()
+    };
+    assert_eq!(at("tool_call_held").detail["rule"], 2);
+    assert_eq!(at("tool_call_held").detail["policy"], "p0l1cy");
+    assert_eq!(
+        at("elicitation_responded").detail["answered_by"],
+        "alice on the approvals page"
+    );
+    assert_eq!(at("elicitation_responded").detail["confirmed"], true);
+    assert_eq!(at("tool_call_forwarded").detail["gated"], true);
+    assert_eq!(at("tool_call_completed").detail["outcome"], "ok");
+    let alices = id.to_string();
+    assert!(
+        all.iter()
+            .filter(|e| e.caller == "alice" && e.tool.as_deref() == Some("fs__delete"))
+            .all(|e| e.elicitation_id.as_deref() == Some(alices.as_str()))
+    );
+    assert!(
+        all.iter().all(|e| !e.detail.to_string().contains("/srv/a")),
+        "no argument in the trail"
+    );
+
+    let only = |q: AuditQuery| async { events(&read(q).await) };
+    let tool = |t: &str| AuditQuery {
+        tool: Some(t.into()),
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        only(tool("fs__delete")).await.len(),
+        5,
+        "alice's fs__delete, not carol's"
+    );
+    assert_eq!(only(tool("fs__*")).await.len(), 9);
+    assert_eq!(
+        only(tool("fs__del")).await.len(),
+        0,
+        "exact unless it ends in *"
+    );
+    assert_eq!(
+        only(AuditQuery {
+            caller: Some("bob".into()),
+            ..AuditQuery::default()
+        })
+        .await
+        .len(),
+        4
+    );
+    let outcome = |o: &str| AuditQuery {
+        outcome: Some(o.into()),
+        ..AuditQuery::default()
+    };
+    assert_eq!(
+        only(outcome("rejected")).await,
+        [
+            pair("bob", "tool_call_rejected"),
+            pair("alice", "tool_call_rejected")
+        ]
+    );
+    assert_eq!(
+        only(outcome("policy_denied")).await,
+        [pair("alice", "tool_call_rejected")]
+    );
+    assert_eq!(
+        only(outcome("ok")).await,
+        [pair("alice", "tool_call_completed")]
+    );
+    assert_eq!(
+        only(outcome("forwarded")).await,
+        [pair("alice", "tool_call_forwarded")]
+    );
+    assert_eq!(
+        only(AuditQuery {
+            since: Some(later),
+            ..AuditQuery::default()
+        })
+        .await,
+        [pair("alice", "tool_call_rejected")]
+    );
+    assert_eq!(
+        only(AuditQuery {
+            until: Some(later),
+            caller: Some("alice".into()),
+            ..AuditQuery::default()
+        })
+        .await
+        .len(),
+        5
+    );
+
+    // Pages of 3 either way add up to the whole, and say when there is more.
+    for order in [AuditOrder::Oldest, AuditOrder::Newest] {
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = h
+                .store
+                .audit_events(
+                    &reader,
+                    &AuditQuery {
+                        order,
+                        cursor,
+                        limit: 3,
+                        ..AuditQuery::default()
+                    },
+                )
+                .await
+                .unwrap();
+            assert!(page.entries.len() <= 3);
+            seen.extend(page.entries.iter().map(|e| e.id));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let mut expected: Vec<i64> = all.iter().map(|e| e.id).collect();
+        if order == AuditOrder::Newest {
+            expected.reverse();
+        }
+        assert_eq!(seen, expected, "{order:?}");
+    }
+
+    // Another tenant's reader sees that tenant's only; no tenant, none of these.
+    let theirs = h
+        .store
+        .audit_events(
+            &Caller::new("auditor", Some("other".into())).unwrap(),
+            &AuditQuery {
+                limit: 100,
+                ..AuditQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut carols = events(&theirs.entries);
+    carols.sort();
+    assert_eq!(
+        carols,
+        [
+            pair("carol", "elicitation_requested"),
+            pair("carol", "tool_call_held")
+        ]
+    );
+    let untenanted = h
+        .store
+        .audit_events(
+            &Caller::new("auditor", None).unwrap(),
+            &AuditQuery {
+                limit: 100,
+                ..AuditQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(untenanted.entries.is_empty(), "{:?}", untenanted.entries);
 }

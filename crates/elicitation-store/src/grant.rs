@@ -187,6 +187,39 @@ impl GrantRequest {
 
 /// A grant's event (made, revoked, or `tool_call_forwarded` for a call it forwarded) as a
 /// structured tracing event: ids, the tool, the scope and uses; never the `when` or a digest.
+/// The `detail` of a grant's audit event, as the PostgreSQL store writes it.
+pub(crate) fn audit_detail(event: AuditEvent, grant: &Grant) -> Value {
+    let mut detail = serde_json::Map::new();
+    detail.insert("grant".into(), grant.id.to_string().into());
+    match event {
+        AuditEvent::GrantCreated => {
+            detail.insert("scope".into(), grant.scope.label().into());
+            if let Ok(at) = grant
+                .expires_at
+                .format(&time::format_description::well_known::Rfc3339)
+            {
+                detail.insert("expires_at".into(), at.into());
+            }
+            if let Some(max) = grant.max_uses {
+                detail.insert("max_uses".into(), max.into());
+            }
+            if let Some(by) = &grant.granted_by {
+                detail.insert("granted_by".into(), by.clone().into());
+            }
+        }
+        AuditEvent::GrantRevoked => {
+            if let Some(by) = &grant.revoked_by {
+                detail.insert("revoked_by".into(), by.clone().into());
+            }
+        }
+        _ => {
+            detail.insert("gated".into(), true.into());
+            detail.insert("uses".into(), grant.uses.into());
+        }
+    }
+    Value::Object(detail)
+}
+
 pub(crate) fn emit(event: AuditEvent, grant: &Grant) {
     tracing::info!(
         target: "audit",

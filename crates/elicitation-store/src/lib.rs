@@ -32,13 +32,16 @@ mod conformance;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
-pub use audit::{AuditEvent, CallCompletion, GateRecord, PolicyRef, RejectReason};
+pub use audit::{
+    AuditEntry, AuditEvent, AuditHolds, AuditOrder, AuditPage, AuditQuery, CallCompletion,
+    GateRecord, PolicyRef, RejectReason, audit_outcomes,
+};
 pub use caller::{Caller, MAX_CALLER_ID_LEN};
 pub use error::StoreError;
 pub use gating_core::GrantScope;
 pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
 pub use mcp_clock::{Clock, ManualClock, SystemClock};
-pub use memory::{MemoryLimits, MemoryStore, MemoryUsage};
+pub use memory::{MAX_MEMORY_AUDIT_EVENTS, MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
 pub use migrate::{latest_version, migrate};
 pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};

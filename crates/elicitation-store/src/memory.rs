@@ -1,5 +1,9 @@
 //! The embedded store: everything in process memory, bounded, lost on restart.
 
+mod recent;
+
+pub use recent::MAX_MEMORY_AUDIT_EVENTS;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -13,7 +17,7 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 use tokio::sync::broadcast;
 
-use crate::audit::{self, AuditEvent, Event, GateRecord, PolicyRef};
+use crate::audit::{self, AuditEvent, AuditPage, AuditQuery, Event, GateRecord, PolicyRef};
 use crate::grant::{AnswerWith, Grant, GrantId, GrantStore, MAX_GRANTS_PER_CALLER};
 use crate::pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, FirstSight, Observed, Pin,
@@ -305,6 +309,8 @@ pub struct MemoryStore {
     catalog: Mutex<Catalog>,
     /// Notices of elicitations' changes, for the notifier (never held with the other locks).
     notices: Mutex<crate::notices::NoticeQueue>,
+    /// The recent audit events (locked last, alone or under another lock, never the reverse).
+    trail: Mutex<recent::Recent>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -325,6 +331,7 @@ impl MemoryStore {
             grants: Mutex::default(),
             catalog: Mutex::default(),
             notices: Mutex::default(),
+            trail: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),
@@ -357,6 +364,76 @@ impl MemoryStore {
             random[..8].copy_from_slice(&notices.next_seq().to_be_bytes());
         }
         notices.record(caller, id, event, self.clock.now(), random);
+    }
+
+    /// Adds one event to the recent audit trail.
+    fn record(
+        &self,
+        event: AuditEvent,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: Option<&str>,
+        detail: Value,
+    ) {
+        let now = self.clock.now();
+        self.trail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(now, event, caller, elicitation, tool, detail);
+    }
+
+    /// Logs `event` of `entry` and adds it to the recent trail, with what the PostgreSQL
+    /// store's row says: the type asked, the cancel reason, who answered and how.
+    fn record_entry(&self, entry: &Entry, event: Event) {
+        entry.audit(event);
+        let mut detail = event.detail();
+        if let Event::Responded = event {
+            let e = &entry.elicitation;
+            if let Some(confirmed) = e.confirmation_state() {
+                detail.insert("confirmed".into(), confirmed.into());
+            }
+            if let Some(by) = &e.answered_by {
+                detail.insert("answered_by".into(), by.clone().into());
+            }
+            if let (Some(call), Some(edited)) = (&entry.call, &e.edited_arguments) {
+                detail.insert("call_digest".into(), call.digest.to_string().into());
+                detail.insert(
+                    "edited_digest".into(),
+                    gating_core::CallDigest::of(edited).to_string().into(),
+                );
+            }
+        }
+        self.record(
+            event.event(),
+            &entry.caller,
+            Some(entry.elicitation.id),
+            entry.call.as_ref().map(|c| c.tool.as_str()),
+            Value::Object(detail),
+        );
+    }
+
+    fn record_grant(&self, event: AuditEvent, grant: &Grant) {
+        crate::grant::emit(event, grant);
+        self.record(
+            event,
+            &grant.caller,
+            Some(grant.elicitation),
+            Some(&grant.tool),
+            crate::grant::audit_detail(event, grant),
+        );
+    }
+
+    fn record_change(&self, event: AuditEvent, change: &DefinitionChange) {
+        crate::pins::emit(event, change);
+        if let Ok(gateway) = Caller::new(crate::pins::CATALOG_SUBJECT, None) {
+            self.record(
+                event,
+                &gateway,
+                None,
+                Some(&change.key.name),
+                crate::pins::audit_detail(change),
+            );
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -548,7 +625,7 @@ impl MemoryStore {
                             now,
                         );
                         grants.insert(grant_id, made_now.clone());
-                        crate::grant::emit(AuditEvent::GrantCreated, &made_now);
+                        self.record_grant(AuditEvent::GrantCreated, &made_now);
                         made = Some(made_now);
                     }
                     (Some((AnswerWith::Arguments(arguments), _)), ..) => {
@@ -563,7 +640,7 @@ impl MemoryStore {
                 _ => None,
             };
             if let Some(event) = event {
-                entry.audit(event);
+                self.record_entry(entry, event);
             }
             if matches!(outcome, Ok(RespondOutcome::Recorded)) {
                 entry.bytes += response_bytes;
@@ -662,6 +739,13 @@ impl ElicitationStore for MemoryStore {
             elicitation.id,
             None,
         );
+        self.record(
+            AuditEvent::ElicitationRequested,
+            caller,
+            Some(elicitation.id),
+            None,
+            Value::Object(Event::Requested(elicitation.kind()).detail()),
+        );
         Ok(elicitation)
     }
 
@@ -671,6 +755,7 @@ impl ElicitationStore for MemoryStore {
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
         let now = self.clock.now();
+        let held = audit::gate_detail(GateRecord::Held, &request.policy);
         let stored = request.into_new(&self.rng, now)?;
         let entry = Entry::new(caller, stored.elicitation.clone(), stored.call.clone());
         self.insert(entry, now)?;
@@ -681,6 +766,18 @@ impl ElicitationStore for MemoryStore {
             stored.elicitation.id,
             tool,
         );
+        let id = Some(stored.elicitation.id);
+        let requested = Event::Requested(stored.elicitation.kind()).detail();
+        self.record(
+            AuditEvent::ElicitationRequested,
+            caller,
+            id,
+            tool,
+            Value::Object(requested),
+        );
+        if tool.is_some() {
+            self.record(AuditEvent::ToolCallHeld, caller, id, tool, held);
+        }
         Ok(stored)
     }
 
@@ -772,7 +869,7 @@ impl ElicitationStore for MemoryStore {
         self.with_entry(caller, id, |entry| {
             entry.refuse_if_overdue(now)?;
             entry.elicitation.cancel(reason, now)?;
-            entry.audit(Event::Cancelled(reason));
+            self.record_entry(entry, Event::Cancelled(reason));
             Ok(entry.elicitation.clone())
         })?
     }
@@ -830,6 +927,13 @@ impl ElicitationStore for MemoryStore {
             let redeemed = Redeemed::decide(as_seen(entry.elicitation.clone(), now), now);
             if let Redeemed::Consumed(consumed) = &redeemed {
                 entry.elicitation = consumed.clone();
+                self.record(
+                    AuditEvent::ToolCallForwarded,
+                    caller,
+                    Some(id),
+                    Some(&binding.tool),
+                    serde_json::json!({"gated": true}),
+                );
             }
             Ok(redeemed)
         })?
@@ -910,7 +1014,7 @@ impl ElicitationStore for MemoryStore {
                     if !entry.elicitation.expire(now) {
                         return None;
                     }
-                    entry.audit(Event::Timeout);
+                    self.record_entry(entry, Event::Timeout);
                     Some(ExpiredElicitation {
                         caller: entry.caller.clone(),
                         elicitation: entry.elicitation.clone(),
@@ -987,19 +1091,38 @@ impl Fleet for MemoryStore {
     }
 }
 
-/// The memory store keeps no audit trail beyond the log (the gateway logs every decision
-/// under the `audit` target).
+/// The memory store keeps the most recent audit events ([`MAX_MEMORY_AUDIT_EVENTS`]); the
+/// log (target `audit`) has every one.
 #[async_trait]
 impl AuditSink for MemoryStore {
     async fn record_gate(
         &self,
-        _: &Caller,
-        _: Option<ElicitationId>,
-        _: &str,
-        _: GateRecord,
-        _: &PolicyRef,
+        caller: &Caller,
+        elicitation: Option<ElicitationId>,
+        tool: &str,
+        record: GateRecord,
+        policy: &PolicyRef,
     ) -> Result<(), StoreError> {
+        self.record(
+            record.event(),
+            caller,
+            elicitation,
+            Some(tool),
+            audit::gate_detail(record, policy),
+        );
         Ok(())
+    }
+
+    async fn audit_events(
+        &self,
+        reader: &Caller,
+        query: &AuditQuery,
+    ) -> Result<AuditPage, StoreError> {
+        Ok(self
+            .trail
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .page(reader, query))
     }
 }
 
@@ -1064,7 +1187,7 @@ impl GrantStore for MemoryStore {
             return Ok(None);
         };
         grant.uses += 1;
-        crate::grant::emit(AuditEvent::ToolCallForwarded, grant);
+        self.record_grant(AuditEvent::ToolCallForwarded, grant);
         Ok(Some(grant.clone()))
     }
 
@@ -1095,7 +1218,7 @@ impl GrantStore for MemoryStore {
         if grant.is_live(now) {
             grant.revoked_at = Some(now);
             grant.revoked_by = revoked_by.map(elicitation_core::answered_by);
-            crate::grant::emit(AuditEvent::GrantRevoked, grant);
+            self.record_grant(AuditEvent::GrantRevoked, grant);
         }
         Ok(grant.clone())
     }
@@ -1152,7 +1275,7 @@ impl CatalogStore for MemoryStore {
             decided_at: None,
             decided_by: None,
         };
-        crate::pins::emit(AuditEvent::ToolDefinitionChanged, &change);
+        self.record_change(AuditEvent::ToolDefinitionChanged, &change);
         if catalog.changes.len() >= MAX_DEFINITION_CHANGES
             && let Some(oldest) = catalog
                 .changes
@@ -1224,7 +1347,7 @@ impl CatalogStore for MemoryStore {
         } else {
             AuditEvent::ToolDefinitionRejected
         };
-        crate::pins::emit(event, change);
+        self.record_change(event, change);
         Ok(change.clone())
     }
 

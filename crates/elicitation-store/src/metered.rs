@@ -343,6 +343,15 @@ impl AuditSink for Metered {
         )
         .await
     }
+
+    async fn audit_events(
+        &self,
+        reader: &Caller,
+        query: &crate::AuditQuery,
+    ) -> Result<crate::AuditPage, StoreError> {
+        self.timed("audit_events", self.inner.audit_events(reader, query))
+            .await
+    }
 }
 
 #[async_trait]

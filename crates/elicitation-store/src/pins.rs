@@ -206,6 +206,33 @@ pub fn definition_digest(definition: &Value) -> CallDigest {
 }
 
 /// A change's event as a structured tracing event (never the definitions).
+/// The subject the catalog's statements (and their audit events) run as.
+pub(crate) const CATALOG_SUBJECT: &str = "mcp-gateway";
+
+/// The `detail` of a definition change's audit event, as the PostgreSQL store writes it.
+pub(crate) fn audit_detail(change: &DefinitionChange) -> Value {
+    let mut detail = serde_json::Map::new();
+    detail.insert("change".into(), change.id.to_string().into());
+    detail.insert("module".into(), change.key.module.clone().into());
+    detail.insert("kind".into(), change.key.kind.label().into());
+    detail.insert(
+        "proposed_digest".into(),
+        change.proposed_digest.to_string().into(),
+    );
+    match &change.decided_by {
+        Some(by) => {
+            detail.insert("decided_by".into(), by.clone().into());
+        }
+        None if change.status == ChangeStatus::Pending => {
+            if let Some(pin) = &change.pinned {
+                detail.insert("pinned_digest".into(), pin.digest.to_string().into());
+            }
+        }
+        None => {}
+    }
+    Value::Object(detail)
+}
+
 pub(crate) fn emit(event: crate::AuditEvent, change: &DefinitionChange) {
     tracing::info!(
         target: "audit",

@@ -1267,4 +1267,37 @@ impl AuditSink for PostgresStore {
         .await?;
         Ok(())
     }
+
+    async fn audit_events(
+        &self,
+        reader: &Caller,
+        query: &crate::AuditQuery,
+    ) -> Result<crate::AuditPage, StoreError> {
+        let (tool, prefix) = query.tool_pattern();
+        let newest = query.order == crate::AuditOrder::Newest;
+        let limit = i32::try_from(query.limit.clamp(1, crate::MAX_LIST_LIMIT)).unwrap_or(1);
+        let rows = self
+            .scoped(
+                reader,
+                sql::AUDIT_READ,
+                &[
+                    &query.since,
+                    &query.until,
+                    &tool,
+                    &prefix,
+                    &query.caller,
+                    &query.outcome,
+                    &newest,
+                    &query.cursor,
+                    &limit,
+                ],
+            )
+            .await?;
+        let entries = rows.iter().map(chain::entry).collect();
+        Ok(crate::AuditPage::of(
+            entries,
+            limit as usize,
+            crate::AuditHolds::Everything,
+        ))
+    }
 }

@@ -10,7 +10,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
-use crate::audit::{GateRecord, PolicyRef};
+use crate::audit::{AuditPage, AuditQuery, GateRecord, PolicyRef};
 use crate::{Caller, StoreError};
 
 /// Most rows one `list` returns, whatever the caller asks for.
@@ -571,6 +571,15 @@ pub trait AuditSink: Send + Sync + 'static {
         record: GateRecord,
         policy: &PolicyRef,
     ) -> Result<(), StoreError>;
+
+    /// A page of the audit trail for a reader with `audit:read`: every caller's events in
+    /// the reader's tenant (none: the events without a tenant), as `query` filters them.
+    /// The memory store holds only the most recent ([`crate::AuditHolds`] says so).
+    async fn audit_events(
+        &self,
+        reader: &Caller,
+        query: &AuditQuery,
+    ) -> Result<AuditPage, StoreError>;
 }
 
 /// A new pending elicitation: the TTL checked, a UUID v7 id with random bits from `rng`.

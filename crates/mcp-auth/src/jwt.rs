@@ -24,7 +24,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::principal::{
-    Principal, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND, SCOPE_TOOLS_CALL,
+    Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND,
+    SCOPE_TOOLS_CALL,
 };
 
 /// Where an issuer's keys are published.
@@ -69,6 +70,8 @@ pub struct ScopeNames {
     pub metrics: String,
     /// Grants `catalog:approve`.
     pub catalog: String,
+    /// Grants `audit:read`.
+    pub audit: String,
 }
 
 impl Default for ScopeNames {
@@ -79,6 +82,7 @@ impl Default for ScopeNames {
             create: SCOPE_CREATE.into(),
             metrics: SCOPE_METRICS.into(),
             catalog: SCOPE_CATALOG.into(),
+            audit: SCOPE_AUDIT.into(),
         }
     }
 }
@@ -92,6 +96,7 @@ impl ScopeNames {
             SCOPE_CREATE => self.create.clone(),
             SCOPE_METRICS => self.metrics.clone(),
             SCOPE_CATALOG => self.catalog.clone(),
+            SCOPE_AUDIT => self.audit.clone(),
             other => other.to_owned(),
         }
     }
@@ -682,6 +687,7 @@ impl JwtAuth {
                 (&map.create, SCOPE_CREATE),
                 (&map.metrics, SCOPE_METRICS),
                 (&map.catalog, SCOPE_CATALOG),
+                (&map.audit, SCOPE_AUDIT),
             ] {
                 if name == external {
                     granted.insert(internal.to_owned());

@@ -20,8 +20,8 @@ mod principal;
 pub mod sealed;
 
 pub use principal::{
-    AnsweredVia, AuthError, Principal, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS, SCOPE_RESPOND,
-    SCOPE_TOOLS_CALL,
+    AnsweredVia, AuthError, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS,
+    SCOPE_RESPOND, SCOPE_TOOLS_CALL,
 };
 
 /// A configured token.
@@ -117,6 +117,7 @@ impl Auth {
                 SCOPE_RESPOND,
                 SCOPE_METRICS,
                 SCOPE_CATALOG,
+                SCOPE_AUDIT,
             ]
             .into_iter()
             .map(String::from)
@@ -147,6 +148,7 @@ impl Auth {
                     SCOPE_CREATE,
                     SCOPE_METRICS,
                     SCOPE_CATALOG,
+                    SCOPE_AUDIT,
                 ]
                 .contains(&scope.as_str())
                 {

@@ -34,6 +34,9 @@ pub const SCOPE_METRICS: &str = "metrics:read";
 /// Reviewing changed tool definitions (`/v1/catalog/changes`): an operator's scope, apart
 /// from answering elicitations.
 pub const SCOPE_CATALOG: &str = "catalog:approve";
+/// Reading the whole audit trail of the caller's tenant (`GET /v1/audit`, the page's Audit
+/// view): a security reviewer's scope, apart from answering.
+pub const SCOPE_AUDIT: &str = "audit:read";
 
 /// An authenticated (or, in mode `none`, assumed) caller and what it may do.
 #[derive(Debug, Clone, PartialEq, Eq)]

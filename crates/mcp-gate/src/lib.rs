@@ -369,6 +369,11 @@ impl Gateway {
         &self.grants
     }
 
+    /// The store's audit trail (recorded by the gate; read with `audit:read`).
+    pub fn trail(&self) -> &Arc<dyn AuditSink> {
+        &self.trail
+    }
+
     /// `/readyz` answers 503 while any of these modules is down.
     #[must_use]
     pub fn with_required_modules(mut self, names: Vec<String>) -> Self {

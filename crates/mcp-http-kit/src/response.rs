@@ -116,6 +116,18 @@ pub fn json<T: Serialize>(status: StatusCode, body: &T) -> Response<Body> {
     )
 }
 
+/// JSON lines (`application/jsonl`): one JSON value per line, each ended by `\n`.
+pub fn json_lines<'a>(lines: impl IntoIterator<Item = &'a serde_json::Value>) -> Response<Body> {
+    let mut body = Vec::new();
+    for line in lines {
+        // A `Value` always serialises, and never with a raw newline.
+        if serde_json::to_writer(&mut body, line).is_ok() {
+            body.push(b'\n');
+        }
+    }
+    bytes_response(StatusCode::OK, "application/jsonl", body)
+}
+
 /// An empty body.
 pub fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(full(Bytes::new()));

@@ -767,8 +767,10 @@ impl McpService {
                     .strip_prefix(prefix)
                     .is_some_and(|rest| rest.starts_with('/'))
         };
-        let is_rest =
-            under(rest::PREFIX) || under(rest::GRANTS_PREFIX) || under(rest::CATALOG_PREFIX);
+        let is_rest = under(rest::PREFIX)
+            || under(rest::GRANTS_PREFIX)
+            || under(rest::CATALOG_PREFIX)
+            || path == rest::AUDIT_PATH;
         // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
         // are `application/problem+json`.
         let is_api = path.starts_with("/v1/");
@@ -1001,6 +1003,32 @@ impl McpService {
         principal: &Principal,
         bytes: &[u8],
     ) -> Response<Body> {
+        if path == rest::AUDIT_PATH {
+            return match rest::audit(&snap.gateway, principal, &parts.method, parts.uri.query())
+                .await
+            {
+                Ok((page, rest::AuditFormat::Json)) => {
+                    response::json(http::StatusCode::OK, &rest::audit_body(&page))
+                }
+                Ok((page, rest::AuditFormat::JsonLines)) => {
+                    let lines: Vec<serde_json::Value> =
+                        page.entries.iter().map(|e| e.to_json()).collect();
+                    let mut reply = response::json_lines(&lines);
+                    if let Ok(value) =
+                        http::HeaderValue::from_str(&page.holds.to_json().to_string())
+                    {
+                        reply.headers_mut().insert("mcp-audit-holds", value);
+                    }
+                    if let Some(next) = page.next
+                        && let Ok(value) = http::HeaderValue::from_str(&next.to_string())
+                    {
+                        reply.headers_mut().insert("mcp-audit-next", value);
+                    }
+                    reply
+                }
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         if let Some(rest) = path.strip_prefix(rest::CATALOG_PREFIX) {
             let request = rest::RestRequest {
                 method: &parts.method,

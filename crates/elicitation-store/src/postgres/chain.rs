@@ -275,10 +275,26 @@ pub async fn verify_audit(
     Ok(report)
 }
 
+/// An audit row (its chain fields and `sealed`) as a reader gets it.
+pub(super) fn entry(row: &Row) -> crate::AuditEntry {
+    let fields = Fields::of(row);
+    crate::AuditEntry {
+        id: fields.id,
+        at: fields.at,
+        event: fields.event,
+        caller: fields.subject,
+        tenant: fields.tenant,
+        elicitation_id: fields.elicitation.map(|u| u.to_string()),
+        tool: fields.tool,
+        detail: serde_json::from_str(&fields.detail).unwrap_or(serde_json::Value::Null),
+        sealed: row.get("sealed"),
+    }
+}
+
 /// One page of the audit table's events recorded from `since` (and before `until`), after
-/// row `after`, in id order, as JSON objects (`id`, `at`, `event`, `caller`, `tenant`,
-/// `elicitation_id`, `tool`, `detail`, `sealed`): what `mcp-gateway audit export` writes,
-/// a line each. Read with `client` as the schema owner (every caller's rows).
+/// row `after`, in id order, as JSON objects ([`crate::AuditEntry::to_json`]): what
+/// `mcp-gateway audit export` writes, a line each. Read with `client` as the schema owner
+/// (every caller's rows, every tenant's).
 pub async fn audit_page(
     client: &tokio_postgres::Client,
     since: OffsetDateTime,
@@ -290,25 +306,7 @@ pub async fn audit_page(
         .query(sql::AUDIT_PAGE, &[&since, &until, &after, &limit])
         .await
         .map_err(map_db_error)?;
-    Ok(rows
-        .iter()
-        .map(|row| {
-            let fields = Fields::of(row);
-            let detail: serde_json::Value =
-                serde_json::from_str(&fields.detail).unwrap_or(serde_json::Value::Null);
-            json!({
-                "id": fields.id,
-                "at": fields.at.format(&Rfc3339).unwrap_or_default(),
-                "event": fields.event,
-                "caller": fields.subject,
-                "tenant": fields.tenant,
-                "elicitation_id": fields.elicitation.map(|u| u.to_string()),
-                "tool": fields.tool,
-                "detail": detail,
-                "sealed": row.get::<_, bool>("sealed"),
-            })
-        })
-        .collect())
+    Ok(rows.iter().map(|row| entry(row).to_json()).collect())
 }
 
 #[cfg(test)]

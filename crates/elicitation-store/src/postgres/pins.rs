@@ -19,8 +19,7 @@ use crate::pins::{
 };
 use crate::{Caller, MAX_LIST_LIMIT, StoreError};
 
-/// The subject the catalog's statements (and their audit rows) run as.
-const CATALOG_SUBJECT: &str = "mcp-gateway";
+use crate::pins::CATALOG_SUBJECT;
 
 const CURRENT_PIN: &str = "SELECT module, kind, name, version, digest, definition, pinned_at, pinned_by \
      FROM mcp_pins WHERE module = $1 AND kind = $2 AND name = $3 ORDER BY version DESC LIMIT 1";

@@ -389,3 +389,7 @@ pub(super) const CHAIN_SEAL: &str = "SELECT mcp_audit_seal($1, $2, $3, $4)";
 pub(super) const CHAIN_WALK: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac, mac_key FROM mcp_audit_events WHERE id > $1 ORDER BY id LIMIT $2";
 /// A page of audit events by time (`$1` from, `$2` before, or NULL), after id `$3`.
 pub(super) const AUDIT_PAGE: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac IS NOT NULL AS sealed FROM mcp_audit_events WHERE at >= $1 AND ($2::timestamptz IS NULL OR at < $2) AND id > $3 ORDER BY id LIMIT $4";
+/// A page of the trail for a reader with `audit:read`, in the scope's tenant (V18): `$1`
+/// since, `$2` until, `$3`/`$4` the tool and whether it is a prefix, `$5` caller, `$6`
+/// outcome, `$7` newest first, `$8` cursor, `$9` limit.
+pub(super) const AUDIT_READ: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail, sealed FROM mcp_audit_read($1, $2, $3, $4, $5, $6, $7, $8, $9)";

@@ -32,6 +32,8 @@ const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
 /// Another caller, bob, with both scopes.
 const BOB: &str = "bob-token";
+/// A security reviewer: `audit:read` only.
+const AUDITOR: &str = "auditor-token";
 
 /// How a [`FaultyStore`] misbehaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -280,6 +282,13 @@ async fn harness_over(
             tenant: None,
             token_sha256: token_sha256(BOB),
             scopes: vec![SCOPE_TOOLS_CALL.into(), SCOPE_RESPOND.into()],
+            groups: Vec::new(),
+        },
+        TokenGrant {
+            subject: "sec".into(),
+            tenant: None,
+            token_sha256: token_sha256(AUDITOR),
+            scopes: vec![mcp_auth::SCOPE_AUDIT.into()],
             groups: Vec::new(),
         },
     ])
@@ -1892,4 +1901,217 @@ async fn a_changed_prompt_is_withheld_until_an_operator_approves_it() {
     assert_eq!(listed_prompts(&changed).await, vec!["test__greet"]);
     let (_, got) = rpc(&changed, "prompts/get", json!({"name": "test__greet"})).await;
     assert!(got.get("result").is_some(), "{got}");
+}
+
+/// A raw `GET` with `token`: the status, the content type, the `Mcp-Audit-Next` header and
+/// the body as text.
+async fn get_raw(
+    h: &Harness,
+    token: &str,
+    path: &str,
+) -> (StatusCode, String, Option<String>, String) {
+    let request = Request::builder()
+        .method("GET")
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = h.service.handle(request).await;
+    let status = response.status();
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+    };
+    let content_type = header("content-type").unwrap_or_default();
+    let next = header("mcp-audit-next");
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    (
+        status,
+        content_type,
+        next,
+        String::from_utf8(bytes.to_vec()).unwrap(),
+    )
+}
+
+/// `GET /v1/audit`: only `audit:read` reads it; it holds every caller's hold, approval,
+/// forward and outcome (never an argument), each filter narrows it, pages chain, JSON
+/// lines are the same events, and a bad query is a 400 that says why.
+async fn the_audit_trail_reads_back_through_the_api(store: Arc<dyn Store>, holds: &str) {
+    let h = harness(store, GatePolicy::default()).await;
+    let marker = json!({"path": "/srv/audit-marker-5521"});
+    let id = held_id(&call(&h, "test__delete", marker.clone(), None).await);
+    approve(&h, &id).await;
+    let ran = call(&h, "test__delete", marker.clone(), Some(&id)).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    let (status, body) = rpc_as(
+        &h,
+        BOB,
+        "tools/call",
+        json!({"name": "test__wipe", "arguments": {"all": true}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    for token in [AGENT, HUMAN, BOB] {
+        let (status, body) = rest(&h, token, "GET", "/v1/audit", None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{token}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap_or("").contains("audit:read"),
+            "{body}"
+        );
+    }
+    let (status, _) = rest(&h, AUDITOR, "POST", "/v1/audit", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+
+    // The completion is recorded after the module answered, off the caller's path.
+    let mut all = Value::Null;
+    for _ in 0..200 {
+        let (status, body) = rest(&h, AUDITOR, "GET", "/v1/audit", None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        all = body;
+        if all.to_string().contains("tool_call_completed") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    assert_eq!(all["holds"]["store"], holds, "{all}");
+    assert!(
+        !all.to_string().contains("audit-marker-5521"),
+        "no argument: {all}"
+    );
+    let events = |body: &Value| -> Vec<(String, String)> {
+        body["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["caller"].as_str().unwrap().to_owned(),
+                    e["event"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let seen = events(&all);
+    for expected in [
+        ("alice", "tool_call_held"),
+        ("alice", "elicitation_responded"),
+        ("alice", "tool_call_forwarded"),
+        ("alice", "tool_call_completed"),
+        ("bob", "tool_call_held"),
+    ] {
+        assert!(
+            seen.contains(&(expected.0.to_owned(), expected.1.to_owned())),
+            "{expected:?} in {seen:?}"
+        );
+    }
+    let answered = all["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["event"] == "elicitation_responded")
+        .unwrap();
+    assert_eq!(answered["elicitation_id"], id.as_str());
+    assert_eq!(answered["tool"], "test__delete");
+    assert!(
+        answered["detail"]["answered_by"]
+            .as_str()
+            .unwrap_or("")
+            .contains("alice"),
+        "{answered}"
+    );
+
+    let only = async |query: &str| {
+        let (status, body) = rest(&h, AUDITOR, "GET", &format!("/v1/audit?{query}"), None).await;
+        assert_eq!(status, StatusCode::OK, "{query}: {body}");
+        events(&body)
+    };
+    assert!(only("caller=bob").await.iter().all(|(c, _)| c == "bob"));
+    assert!(!only("caller=bob").await.is_empty());
+    let wipes = only("tool=test__w%2A").await;
+    assert!(
+        !wipes.is_empty() && wipes.iter().all(|(c, _)| c == "bob"),
+        "{wipes:?}"
+    );
+    assert_eq!(
+        only("outcome=ok").await,
+        [("alice".to_owned(), "tool_call_completed".to_owned())]
+    );
+    assert_eq!(
+        only("outcome=forwarded").await,
+        [("alice".to_owned(), "tool_call_forwarded".to_owned())]
+    );
+    assert!(only("since=2999-01-01T00:00:00Z").await.is_empty());
+    let newest = only("order=newest").await;
+    let mut oldest = seen.clone();
+    oldest.reverse();
+    assert_eq!(newest, oldest);
+
+    // Pages of 2 chain to the whole; JSON lines carry the same events.
+    let mut paged = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let query = match &cursor {
+            Some(c) => format!("/v1/audit?limit=2&cursor={c}"),
+            None => "/v1/audit?limit=2".to_owned(),
+        };
+        let (status, body) = rest(&h, AUDITOR, "GET", &query, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        paged.extend(events(&body));
+        match body["next"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(paged, seen);
+    let (status, content_type, next, text) =
+        get_raw(&h, AUDITOR, "/v1/audit?format=jsonl&limit=500").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(content_type, "application/jsonl");
+    assert_eq!(next, None, "one page holds it all");
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines, *all["events"].as_array().unwrap());
+    let (_, _, next, text) = get_raw(&h, AUDITOR, "/v1/audit?format=jsonl&limit=1").await;
+    assert_eq!(text.lines().count(), 1);
+    assert!(next.is_some(), "the next page's cursor in the header");
+
+    for (query, why) in [
+        ("outcome=exploded", "outcome must be one of"),
+        ("since=yesterday", "RFC 3339"),
+        ("limit=0", "limit must be"),
+        ("cursor=-4", "cursor"),
+        ("order=sideways", "order must be"),
+        ("format=xml", "format must be"),
+        ("caller=a&caller=b", "twice"),
+        (
+            "since=2026-12-02T00:00:00Z&until=2026-12-01T00:00:00Z",
+            "until must be after since",
+        ),
+        ("tool=", "printable"),
+        ("password=1", "unknown query parameter"),
+    ] {
+        let (status, body) = rest(&h, AUDITOR, "GET", &format!("/v1/audit?{query}"), None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(
+            body["detail"].as_str().unwrap_or("").contains(why),
+            "{query}: {body}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_is_read_through_the_api_with_audit_read_only() {
+    the_audit_trail_reads_back_through_the_api(Arc::new(MemoryStore::default()), "memory").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_trail_is_read_through_the_api_with_audit_read_only_on_postgres() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    the_audit_trail_reads_back_through_the_api(postgres_store(&db).await, "postgres").await;
 }
