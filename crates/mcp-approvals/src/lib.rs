@@ -28,13 +28,20 @@ use http_body_util::BodyExt;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
-use mcp_auth::{Auth, Principal, SCOPE_CATALOG, SCOPE_RESPOND};
+use mcp_auth::{Auth, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_RESPOND};
 use mcp_http_kit::body::{Body, ChannelBody, full};
 use mcp_http_kit::error::{HttpError as _, McpError};
 use mcp_http_kit::live::Snapshot;
 
 /// Where the page lives.
 pub const PREFIX: &str = "/approvals";
+/// The Audit view (scope `audit:read`).
+const AUDIT_PAGE: &str = "/approvals/audit";
+/// Events on one page of the Audit view.
+const AUDIT_ROWS: usize = 50;
+/// Most events one download of the Audit view holds (more: `GET /v1/audit` pages, or
+/// `mcp-gateway audit export`).
+const AUDIT_DOWNLOAD: usize = 20_000;
 /// The session cookie.
 const COOKIE: &str = "mcp_gateway_approvals";
 /// How long a sign-in lasts.
@@ -320,9 +327,23 @@ fn field<'a>(fields: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// A person signs in to the page to answer elicitations, or to review tool changes.
+/// A person signs in to the page to answer elicitations, to review tool changes, or to
+/// read the audit trail.
 fn may_use_the_page(principal: &Principal) -> bool {
-    principal.scopes.contains(SCOPE_RESPOND) || principal.scopes.contains(SCOPE_CATALOG)
+    [SCOPE_RESPOND, SCOPE_CATALOG, SCOPE_AUDIT]
+        .iter()
+        .any(|scope| principal.scopes.contains(*scope))
+}
+
+/// Where a sign-in may go on to: a page of one elicitation, the Audit view, else the list
+/// (never anywhere else: no open redirect).
+fn next_page(next: Option<&str>) -> String {
+    if next == Some(AUDIT_PAGE) {
+        return AUDIT_PAGE.to_owned();
+    }
+    next.and_then(|n| n.strip_prefix("/approvals/e/"))
+        .and_then(|id| id.parse::<ElicitationId>().ok())
+        .map_or_else(|| PREFIX.to_owned(), |id| format!("{PREFIX}/e/{id}"))
 }
 
 /// Whether the form's token is the session's (compared in constant time).
@@ -476,6 +497,8 @@ impl Page {
             (&Method::GET, ["oidc", "callback"]) => self.sso_callback(headers, query).await,
             (&Method::GET, []) => self.home(snap, headers, query).await,
             (&Method::GET, ["e", id]) => self.one(snap, headers, id).await,
+            (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
+            (&Method::GET, ["audit", "download"]) => self.audit(snap, headers, query, true).await,
             (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
                 Some((_, principal, _)) => {
                     // What the page showed: a change since is announced at once.
@@ -521,6 +544,143 @@ impl Page {
             }
             None => self.first_visit(snap, PREFIX),
         }
+    }
+
+    /// `GET /approvals/audit` (the view, newest first, a page at a time) and
+    /// `/approvals/audit/download` (the same filters as JSON lines, oldest first): the audit
+    /// trail of the person's tenant, with `audit:read`.
+    async fn audit(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        query: Option<&str>,
+        download: bool,
+    ) -> Response<Body> {
+        let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
+            return if download {
+                html(
+                    StatusCode::UNAUTHORIZED,
+                    html::sign_in_to(None, Some(AUDIT_PAGE)),
+                )
+            } else {
+                self.first_visit(snap, AUDIT_PAGE)
+            };
+        };
+        if !principal.scopes.contains(SCOPE_AUDIT) {
+            return html(
+                StatusCode::FORBIDDEN,
+                html::sign_in(Some("Reading the audit trail needs the scope audit:read.")),
+            );
+        }
+        // The form sends every field, the empty ones too: those filter nothing.
+        let given: Vec<(String, String)> = form(query.unwrap_or_default().as_bytes())
+            .into_iter()
+            .filter(|(k, v)| !v.is_empty() && k != "order" && k != "format")
+            .collect();
+        let filters: Vec<(String, String)> = given
+            .iter()
+            .filter(|(k, _)| k != "cursor")
+            .cloned()
+            .collect();
+        let encode = |pairs: &[(String, String)]| {
+            let mut out = form_urlencoded::Serializer::new(String::new());
+            for (k, v) in pairs {
+                out.append_pair(k, v);
+            }
+            out.finish()
+        };
+        let parsed = mcp_http_kit::audit::parse_query(Some(&encode(&given)));
+        let trail = snap.gateway.trail();
+        if download {
+            let mut asked = match parsed {
+                Ok((asked, _)) => asked,
+                Err(e) => return html(e.status(None), html::sign_in(Some(&e.to_string()))),
+            };
+            asked.order = elicitation_store::AuditOrder::Oldest;
+            asked.limit = elicitation_store::MAX_LIST_LIMIT;
+            let mut entries = Vec::new();
+            loop {
+                let page = match trail.audit_events(&principal.caller, &asked).await {
+                    Ok(page) => page,
+                    Err(e) => {
+                        let e = McpError::from(e);
+                        return html(e.status(None), html::sign_in(Some(&e.to_string())));
+                    }
+                };
+                entries.extend(page.entries);
+                let more = page.next.filter(|_| entries.len() < AUDIT_DOWNLOAD);
+                if more.is_none() {
+                    entries.truncate(AUDIT_DOWNLOAD);
+                    let next = page.next.and(entries.last().map(|e| e.id));
+                    let mut reply = mcp_http_kit::audit::lines(&entries, next, page.holds);
+                    let headers = reply.headers_mut();
+                    headers.insert(
+                        header::CONTENT_DISPOSITION,
+                        HeaderValue::from_static(
+                            "attachment; filename=\"mcp-gateway-audit.jsonl\"",
+                        ),
+                    );
+                    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                    headers.insert(
+                        header::X_CONTENT_TYPE_OPTIONS,
+                        HeaderValue::from_static("nosniff"),
+                    );
+                    return reply;
+                }
+                asked.cursor = more;
+            }
+        }
+        let mut problem = None;
+        let mut status = StatusCode::OK;
+        let mut events = Vec::new();
+        let mut older = None;
+        let mut holds = None;
+        match parsed {
+            Ok((mut asked, _)) => {
+                asked.order = elicitation_store::AuditOrder::Newest;
+                asked.limit = AUDIT_ROWS;
+                match trail.audit_events(&principal.caller, &asked).await {
+                    Ok(page) => {
+                        events = page.entries.iter().map(|e| e.to_json()).collect();
+                        holds = Some(page.holds.to_json());
+                        older = page.next.map(|next| {
+                            let mut pairs = filters.clone();
+                            pairs.push(("cursor".into(), next.to_string()));
+                            format!("?{}", encode(&pairs))
+                        });
+                    }
+                    Err(e) => {
+                        let e = McpError::from(e);
+                        status = e.status(None);
+                        problem = Some(format!("The audit trail could not be read: {e}"));
+                    }
+                }
+            }
+            Err(e) => {
+                status = e.status(None);
+                problem = Some(e.to_string());
+            }
+        }
+        let download = if filters.is_empty() {
+            String::new()
+        } else {
+            format!("?{}", encode(&filters))
+        };
+        let outcomes: Vec<&str> = elicitation_store::audit_outcomes().collect();
+        let subject = principal.caller.subject_id().to_owned();
+        let view = html::AuditView {
+            signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
+            csrf: &csrf,
+            filters: &filters,
+            events: &events,
+            older,
+            download,
+            holds,
+            problem: problem.as_deref(),
+            outcomes: &outcomes,
+            download_limit: AUDIT_DOWNLOAD,
+        };
+        html(status, html::audit_page(&view))
     }
 
     /// `GET /approvals/e/{id}`: one elicitation, or a sign-in that comes back to it.
@@ -846,10 +1006,7 @@ impl Page {
             return html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page.")));
         };
         let fields = form(query.unwrap_or_default().as_bytes());
-        let next = field(&fields, "next")
-            .and_then(|n| n.strip_prefix("/approvals/e/"))
-            .and_then(|id| id.parse::<ElicitationId>().ok())
-            .map_or_else(|| PREFIX.to_owned(), |id| format!("{PREFIX}/e/{id}"));
+        let next = next_page(field(&fields, "next"));
         match sso.start(next).await {
             Ok(start) => {
                 let mut response = redirect(&start.url);
@@ -988,7 +1145,7 @@ impl Page {
             return html(
                 StatusCode::FORBIDDEN,
                 html::sign_in(Some(
-                    "That token may neither answer elicitations nor review tool changes (it has neither elicitations:respond nor catalog:approve).",
+                    "That token may neither answer elicitations, review tool changes nor read the audit trail (it has none of elicitations:respond, catalog:approve, audit:read).",
                 )),
             );
         }
@@ -1007,11 +1164,7 @@ impl Page {
                 )),
             );
         };
-        // Only a page of one confirmation is a place to go on to (no open redirect).
-        let next = field(&fields, "next")
-            .and_then(|n| n.strip_prefix("/approvals/e/"))
-            .and_then(|id| id.parse::<ElicitationId>().ok())
-            .map_or_else(|| PREFIX.to_owned(), |id| format!("{PREFIX}/e/{id}"));
+        let next = next_page(field(&fields, "next"));
         let mut response = redirect(&next);
         self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
         response
@@ -1057,6 +1210,7 @@ impl Page {
             grant_for: &grant_for,
             respond: true,
             changes: None,
+            audit: false,
         };
         let (pending, history) = if status == "pending" {
             (vec![view], Vec::new())
@@ -1087,6 +1241,7 @@ impl Page {
                 grant_for: &[],
                 respond: false,
                 changes: changes.as_deref(),
+                audit: principal.scopes.contains(SCOPE_AUDIT),
             };
             let page = html::page(&frame, &[], &[], &[], None, self.clock.now());
             return html(status, page);
@@ -1149,6 +1304,7 @@ impl Page {
             grant_for: &grant_for,
             respond: true,
             changes: changes.as_deref(),
+            audit: principal.scopes.contains(SCOPE_AUDIT),
         };
         let page = html::page(&frame, &pending, &history, &grants, error.as_ref(), now);
         html(status, page)

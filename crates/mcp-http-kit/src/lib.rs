@@ -8,6 +8,7 @@
 //! No routing and no decisions: which path is served how is `mcp-http`'s and the page's;
 //! what a call may do is `mcp-gate`'s.
 
+pub mod audit;
 pub mod body;
 pub mod ended;
 pub mod error;

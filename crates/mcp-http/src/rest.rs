@@ -255,16 +255,6 @@ pub async fn catalog(
     }
 }
 
-/// How `GET /v1/audit` writes its page.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AuditFormat {
-    /// `{"events": [...], "next": cursor|null, "holds": {...}}`.
-    Json,
-    /// One event per line, as `mcp-gateway audit export` writes them; the next page's
-    /// cursor in the `Mcp-Audit-Next` header.
-    JsonLines,
-}
-
 /// `GET /v1/audit`: a page of the trail of the caller's tenant as the query filters it.
 /// Scope `audit:read`.
 pub async fn audit(
@@ -272,124 +262,23 @@ pub async fn audit(
     principal: &Principal,
     method: &http::Method,
     query: Option<&str>,
-) -> Result<(elicitation_store::AuditPage, AuditFormat), McpError> {
+) -> Result<
+    (
+        elicitation_store::AuditPage,
+        mcp_http_kit::audit::AuditFormat,
+    ),
+    McpError,
+> {
     if method != http::Method::GET {
         return Err(McpError::MethodNotAllowed);
     }
     principal.require(SCOPE_AUDIT)?;
-    let (query, format) = audit_query(query)?;
+    let (query, format) = mcp_http_kit::audit::parse_query(query)?;
     let page = gateway
         .trail()
         .audit_events(&principal.caller, &query)
         .await?;
     Ok((page, format))
-}
-
-/// A page as `GET /v1/audit`'s JSON body.
-pub fn audit_body(page: &elicitation_store::AuditPage) -> Value {
-    json!({
-        "events": page.entries.iter().map(elicitation_store::AuditEntry::to_json).collect::<Vec<_>>(),
-        "next": page.next.map(|n| n.to_string()),
-        "holds": page.holds.to_json(),
-    })
-}
-
-/// `GET /v1/audit`'s query: every parameter percent-decoded, checked, and at most once.
-fn audit_query(
-    query: Option<&str>,
-) -> Result<(elicitation_store::AuditQuery, AuditFormat), McpError> {
-    use elicitation_store::{AuditOrder, AuditQuery};
-    let bad = |why: String| McpError::BadBody(why);
-    let time = |key: &str, value: &str| {
-        time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339).map_err(
-            |_| {
-                bad(format!(
-                    "{key} must be an RFC 3339 time, as 2026-12-01T00:00:00Z"
-                ))
-            },
-        )
-    };
-    let mut audit = AuditQuery {
-        limit: DEFAULT_LIMIT,
-        ..AuditQuery::default()
-    };
-    let mut format = AuditFormat::Json;
-    let mut seen = std::collections::BTreeSet::new();
-    for (key, value) in form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
-        if !seen.insert(key.to_string()) {
-            return Err(bad(format!("{key} is given twice")));
-        }
-        let text = || -> Result<String, McpError> {
-            if value.is_empty() || value.len() > 512 || value.chars().any(char::is_control) {
-                return Err(bad(format!("{key} must be 1 to 512 printable characters")));
-            }
-            Ok(value.to_string())
-        };
-        match &*key {
-            "since" => audit.since = Some(time("since", &value)?),
-            "until" => audit.until = Some(time("until", &value)?),
-            "tool" => audit.tool = Some(text()?),
-            "caller" => audit.caller = Some(text()?),
-            "outcome" => {
-                let known: Vec<&str> = elicitation_store::audit_outcomes().collect();
-                if !known.contains(&&*value) {
-                    return Err(bad(format!(
-                        "outcome must be one of {}, not {value:?}",
-                        known.join(", ")
-                    )));
-                }
-                audit.outcome = Some(value.to_string());
-            }
-            "order" => {
-                audit.order = match &*value {
-                    "oldest" => AuditOrder::Oldest,
-                    "newest" => AuditOrder::Newest,
-                    other => {
-                        return Err(bad(format!(
-                            "order must be oldest or newest, not {other:?}"
-                        )));
-                    }
-                }
-            }
-            "cursor" => {
-                audit.cursor = Some(
-                    value
-                        .parse::<i64>()
-                        .ok()
-                        .filter(|c| *c >= 0)
-                        .ok_or_else(|| bad("cursor must be a page's next".into()))?,
-                );
-            }
-            "limit" => {
-                audit.limit = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| (1..=elicitation_store::MAX_LIST_LIMIT).contains(n))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "limit must be 1 to {}",
-                            elicitation_store::MAX_LIST_LIMIT
-                        ))
-                    })?;
-            }
-            "format" => {
-                format = match &*value {
-                    "json" => AuditFormat::Json,
-                    "jsonl" => AuditFormat::JsonLines,
-                    other => {
-                        return Err(bad(format!("format must be json or jsonl, not {other:?}")));
-                    }
-                }
-            }
-            other => return Err(bad(format!("unknown query parameter {other:?}"))),
-        }
-    }
-    if let (Some(since), Some(until)) = (audit.since, audit.until)
-        && until <= since
-    {
-        return Err(bad("until must be after since".into()));
-    }
-    Ok((audit, format))
 }
 
 /// `?limit=N` of a listing (grants, definition changes).

@@ -22,6 +22,7 @@ use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
+use mcp_http_kit::audit::AuditFormat;
 use mcp_http_kit::error::McpError;
 use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response::{self, Surface};
@@ -1007,24 +1008,11 @@ impl McpService {
             return match rest::audit(&snap.gateway, principal, &parts.method, parts.uri.query())
                 .await
             {
-                Ok((page, rest::AuditFormat::Json)) => {
-                    response::json(http::StatusCode::OK, &rest::audit_body(&page))
+                Ok((page, AuditFormat::Json)) => {
+                    response::json(http::StatusCode::OK, &mcp_http_kit::audit::body(&page))
                 }
-                Ok((page, rest::AuditFormat::JsonLines)) => {
-                    let lines: Vec<serde_json::Value> =
-                        page.entries.iter().map(|e| e.to_json()).collect();
-                    let mut reply = response::json_lines(&lines);
-                    if let Ok(value) =
-                        http::HeaderValue::from_str(&page.holds.to_json().to_string())
-                    {
-                        reply.headers_mut().insert("mcp-audit-holds", value);
-                    }
-                    if let Some(next) = page.next
-                        && let Ok(value) = http::HeaderValue::from_str(&next.to_string())
-                    {
-                        reply.headers_mut().insert("mcp-audit-next", value);
-                    }
-                    reply
+                Ok((page, AuditFormat::JsonLines)) => {
+                    mcp_http_kit::audit::lines(&page.entries, page.next, page.holds)
                 }
                 Err(e) => response::error(&e, Surface::Problem),
             };

@@ -6,6 +6,8 @@
 use super::*;
 
 const OPERATOR: &str = "e2e-operator-token";
+/// A security reviewer's token: `audit:read` alone.
+pub(crate) const AUDITOR: &str = "e2e-auditor-token";
 
 /// The module's tools as the test started them: a read-only `read` and a destructive `write`.
 fn first_tools() -> Value {
@@ -157,11 +159,16 @@ scopes = ["elicitations:respond"]
 subject = "olga"
 token_sha256 = "{operator}"
 scopes = ["catalog:approve"]
+[[auth.tokens]]
+subject = "sam"
+token_sha256 = "{auditor}"
+scopes = ["audit:read"]
 {modules}
 "#,
         agent = token_sha256(AGENT),
         human = token_sha256(HUMAN),
         operator = token_sha256(OPERATOR),
+        auditor = token_sha256(AUDITOR),
     );
     write_secret(&config, &text);
     config
