@@ -175,7 +175,10 @@ async fn a_reviewer_reads_filters_and_downloads_the_audit_trail_in_a_real_browse
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
-    let config = config(&dir, "[store]\nkind = \"memory\"", &shifty.module);
+    // More calls at once than a caller's default burst allows.
+    let store =
+        "[store]\nkind = \"memory\"\n[limits]\ncalls_burst = 200\nconfirmations_burst = 100";
+    let config = config(&dir, store, &shifty.module);
     let gateway = Gateway::start(&config).await;
     let base = gateway.base.clone();
     // Thirty approved, forwarded and completed calls (more than one page of the view), and
