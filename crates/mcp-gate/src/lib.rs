@@ -1597,12 +1597,16 @@ impl Gateway {
                 }
             )));
         };
-        let entry = self.registry.find(&call.tool).await.ok_or_else(|| {
-            refused(format!(
-                "{} is not listed by any module now, so the approval cannot carry anything for it",
-                call.tool
-            ))
-        })?;
+        // A module's tool, or the agent host's own that a permission prompt asked about.
+        let entry = match self.registry.find(&call.tool).await {
+            Some(entry) => entry,
+            None => Arc::new(self.host_entry(&call.tool).await.ok_or_else(|| {
+                refused(format!(
+                    "{} is not listed by any module now, so the approval cannot carry anything for it",
+                    call.tool
+                ))
+            })?),
+        };
         // What the policy decides now for the call as held (or as edited). The caller's
         // groups are known only when the caller answers; an approver's answer is decided
         // without them — the gate decides again, with them, when the call runs.

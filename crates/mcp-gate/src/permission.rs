@@ -42,6 +42,35 @@ fn deny(message: impl Into<String>) -> CallOutcome {
 }
 
 impl Gateway {
+    /// The entry of the agent host's tool `qualified` (`claude__Bash`) that a
+    /// permission-prompt module asks about — what a person's answer to such a question is
+    /// checked against (edited arguments, a grant) — or `None` when no permission-prompt
+    /// module's prefix names it.
+    pub(crate) async fn host_entry(&self, qualified: &str) -> Option<ToolEntry> {
+        if self.permission_prompts.is_empty() {
+            return None;
+        }
+        // `<prefix><tool>`, the prefix ending in `__` (or none at all).
+        let splits = qualified
+            .match_indices("__")
+            .map(|(at, _)| at + 2)
+            .chain(std::iter::once(0));
+        for at in splits {
+            let (prefix, tool) = qualified.split_at(at);
+            if !valid_tool_name(tool) {
+                continue;
+            }
+            let Some(approve) = self.registry.find(&format!("{prefix}{APPROVE}")).await else {
+                continue;
+            };
+            if approve.original == APPROVE && self.permission_prompts.contains(&approve.module_name)
+            {
+                return Some(approve.host_tool(qualified.to_owned(), tool));
+            }
+        }
+        None
+    }
+
     /// Answers a permission-prompt module's `approve` (see the module's docs).
     pub(crate) async fn permission_prompt(
         &self,

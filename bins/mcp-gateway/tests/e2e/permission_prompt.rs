@@ -73,6 +73,108 @@ async fn claude_codes_shell_command_declined_never_runs_and_the_model_reads_why(
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The person approves a different command than the model asked for: Claude Code runs the
+/// person's (`updatedInput`), never the model's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_the_command_as_the_person_edited_it() {
+    let (out, target, dir) = claude_asks("edit", "edit", "").await;
+    assert_eq!(out["asked"][0]["tool"], "claude__Bash", "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "edited by a person",
+        "the edited command ran, not the model's: {out}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A 2026-07-28 client (no Claude Code: a plain stateless call) asks `approve` directly:
+/// the call waits for the person, who approves with edited input, and the answer is Claude
+/// Code's documented shape with the edited input; declined, `deny` with the note.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_client_gets_the_permission_answer_with_the_persons_edit() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-prompt-modern-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = config(&dir, "[store]\nkind = \"memory\"", MODULE);
+    let gateway = Gateway::start(&config).await;
+    let base = gateway.base.clone();
+    for (decision, expected) in [
+        (
+            "edit",
+            json!({"behavior": "allow", "updatedInput": {"command": "ls /srv", "description": "List"}}),
+        ),
+        (
+            "decline",
+            json!({"behavior": "deny", "message": "not today"}),
+        ),
+    ] {
+        let asking = {
+            let base = base.clone();
+            tokio::spawn(async move {
+                modern_call(
+                    &base,
+                    "claude__approve",
+                    json!({"tool_name": "Bash", "input": {"command": "rm -rf /srv", "description": "List"}, "tool_use_id": "toolu_9"}),
+                    None,
+                )
+                .await
+            })
+        };
+        // The person finds the question and answers it.
+        let auth = format!("Bearer {HUMAN}");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let item = loop {
+            let (_, _, listed) = http(
+                "GET",
+                &format!("{base}/v1/mcp/elicitations?status=pending"),
+                &[("authorization", &auth)],
+                None,
+            )
+            .await;
+            if let Some(item) = listed["elicitations"].as_array().and_then(|a| a.first()) {
+                break item.clone();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the question waits: {listed}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(item["tool"], "claude__Bash", "{item}");
+        assert_eq!(item["arguments"]["command"], "rm -rf /srv", "{item}");
+        let body = if decision == "edit" {
+            json!({"confirmed": true, "arguments": {"command": "ls /srv", "description": "List"}})
+        } else {
+            json!({"confirmed": false, "note": "not today"})
+        };
+        let id = item["id"].as_str().unwrap();
+        let (status, _, answered) = http(
+            "POST",
+            &format!("{base}/v1/mcp/elicitations/{id}/respond"),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            Some(&body),
+        )
+        .await;
+        assert_eq!(status, 200, "{answered}");
+        let result = asking.await.unwrap();
+        assert_eq!(result["isError"], false, "{result}");
+        let said: Value = serde_json::from_str(&text(&result)).unwrap();
+        match expected["message"].as_str() {
+            // The refusal tells the model the person's note, in a sentence of its own.
+            Some(note) => {
+                assert_eq!(said["behavior"], "deny", "{result}");
+                assert!(said["message"].as_str().unwrap().contains(note), "{result}");
+            }
+            None => assert_eq!(said, expected, "{decision}: {result}"),
+        }
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A `[[policy]]` rule on the host's tool decides without a person: denied, with its reason
 /// told to the model.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

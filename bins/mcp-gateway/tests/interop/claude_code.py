@@ -13,7 +13,8 @@ With PROMPT_TOOL (the gateway's permission-prompt tool as Claude Code names it,
 `mcp__gw__claude__approve`) the model asks for Claude Code's own Bash tool instead, running
 `printf` into PATH; Claude Code asks the gateway through `--permission-prompt-tool`, and
 this script, as the person, finds the held `claude__Bash` confirmation over the REST API
-and answers it as DECISION says: `approve`, or `decline` with a note.
+and answers it as DECISION says: `approve`, `edit` (approve with the command changed), or
+`decline` with a note.
 
 Prints one JSON line: the tool results Claude Code sent back, the approved id, and what
 Claude Code printed.
@@ -126,8 +127,16 @@ def person_answers():
         for item in listed.get("elicitations", []):
             if (item.get("tool_name") or item.get("tool")) == "claude__Bash":
                 asked.append(item)
-                body = {"confirmed": True} if decision == "approve" else \
-                    {"confirmed": False, "note": "not on this machine"}
+                if decision == "approve":
+                    body = {"confirmed": True}
+                elif decision == "edit":
+                    # The person approves a different command than the model asked for.
+                    edited = dict(item["arguments"])
+                    edited["command"] = edited["command"].replace("run by claude code",
+                                                                  "edited by a person")
+                    body = {"confirmed": True, "arguments": edited}
+                else:
+                    body = {"confirmed": False, "note": "not on this machine"}
                 answer = urllib.request.Request(
                     f"{base}/v1/mcp/elicitations/{item['id']}/respond",
                     data=json.dumps(body).encode(), method="POST",
