@@ -227,6 +227,27 @@ pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json:
     serde_json::Value::Object(detail)
 }
 
+/// The `detail` of a new hold (`tool_call_held` with its confirmation): the deciding rule and
+/// policy, the digest of the call's arguments (`call_digest`, the one the confirmation is
+/// bound to) and of the message the person is shown (`message_digest`, SHA-256 of its text):
+/// what a reviewer matches a record against without the arguments themselves.
+pub(crate) fn held_detail(
+    policy: &PolicyRef,
+    message: &str,
+    call: Option<&crate::HeldCall>,
+) -> serde_json::Value {
+    let mut detail = gate_detail(GateRecord::Held, policy);
+    if let serde_json::Value::Object(map) = &mut detail {
+        if let Some(call) = call {
+            map.insert("call_digest".into(), call.digest.to_string().into());
+        }
+        let digest = ring::digest::digest(&ring::digest::SHA256, message.as_bytes());
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        map.insert("message_digest".into(), hex.into());
+    }
+    detail
+}
+
 /// A lifecycle event of an elicitation.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Event {

@@ -2706,6 +2706,30 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     assert_eq!(at("tool_call_held").detail["rule"], 2);
     assert_eq!(at("tool_call_held").detail["policy"], "p0l1cy");
     assert_eq!(
+        at("tool_call_held").detail["call_digest"],
+        CallDigest::of(&args).to_string(),
+        "the hold names the call it is bound to"
+    );
+    let shown = h
+        .store
+        .get(&alice(), id)
+        .await
+        .unwrap()
+        .elicitation
+        .spec
+        .message()
+        .to_owned();
+    let digest = ring::digest::digest(&ring::digest::SHA256, shown.as_bytes());
+    assert_eq!(
+        at("tool_call_held").detail["message_digest"],
+        digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        "and the message the person was shown"
+    );
+    assert_eq!(
         at("elicitation_responded").detail["answered_by"],
         "alice on the approvals page"
     );

@@ -755,8 +755,13 @@ impl ElicitationStore for MemoryStore {
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
         let now = self.clock.now();
-        let held = audit::gate_detail(GateRecord::Held, &request.policy);
+        let policy = request.policy.clone();
         let stored = request.into_new(&self.rng, now)?;
+        let held = audit::held_detail(
+            &policy,
+            stored.elicitation.spec.message(),
+            stored.call.as_ref(),
+        );
         let entry = Entry::new(caller, stored.elicitation.clone(), stored.call.clone());
         self.insert(entry, now)?;
         let tool = stored.call.as_ref().map(|c| c.tool.as_str());

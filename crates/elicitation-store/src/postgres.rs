@@ -435,7 +435,7 @@ impl PostgresStore {
         call: Option<&HeldCall>,
         policy: &PolicyRef,
     ) -> Result<(), StoreError> {
-        let held_detail = crate::audit::gate_detail(GateRecord::Held, policy);
+        let held_detail = crate::audit::held_detail(policy, elicitation.spec.message(), call);
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
