@@ -292,15 +292,11 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
             Arc::new(module)
         }
         Transport::Http => {
-            let url_text = config.url.clone().unwrap_or_default();
-            let url: http::Uri = url_text
-                .parse()
-                .with_context(|| format!("module {:?}: invalid url {url_text:?}", config.name))?;
-            if url.scheme_str() != Some("http") {
-                bail!(
-                    "module {:?}: only http:// URLs are supported (put TLS in front of the module, or use a local proxy)",
-                    config.name
-                );
+            let (url, tls) = config.tls()?;
+            if url.scheme_str() == Some("http")
+                && !crate::notify::is_loopback(url.host().unwrap_or_default())
+            {
+                tracing::warn!(module = %config.name, url = %url, "allow_insecure: the module is reached over plain http:// across the network; its calls and credentials can be read and changed on the way");
             }
             let mut headers = Vec::new();
             for (name, value) in &config.headers {
@@ -313,12 +309,16 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
                     })?,
                 ));
             }
-            Arc::new(HttpModule::new(HttpModuleConfig {
-                name: config.name.clone(),
-                url,
-                headers,
-                call_timeout: config.call_timeout,
-            }))
+            Arc::new(
+                HttpModule::new(HttpModuleConfig {
+                    name: config.name.clone(),
+                    url,
+                    headers,
+                    tls,
+                    call_timeout: config.call_timeout,
+                })
+                .map_err(|e| anyhow::anyhow!("module {:?}: {e}", config.name))?,
+            )
         }
     })
 }
@@ -394,7 +394,7 @@ pub(crate) fn policy(config: &Config) -> Result<GatePolicy> {
 /// reads), as text to compare.
 fn module_fingerprint(m: &ModuleConfig) -> String {
     format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
         m.transport,
         m.command,
         m.args,
@@ -403,6 +403,7 @@ fn module_fingerprint(m: &ModuleConfig) -> String {
         m.cwd,
         m.url,
         m.headers,
+        (&m.ca_file, &m.client_cert, &m.client_key, m.allow_insecure),
         m.trust_annotations,
         m.prefix,
         m.call_timeout,

@@ -833,6 +833,17 @@ pub(crate) struct ModuleConfig {
     pub(crate) url: Option<String>,
     #[serde(default, serialize_with = "redact::values")]
     pub(crate) headers: BTreeMap<String, String>,
+    /// https: the CA (PEM) that alone vouches for the module's certificate (default: the
+    /// platform's roots).
+    pub(crate) ca_file: Option<PathBuf>,
+    /// https: the gateway's client certificate for the module (mTLS), with `client_key`.
+    pub(crate) client_cert: Option<PathBuf>,
+    /// https: `client_cert`'s private key (PEM).
+    pub(crate) client_key: Option<PathBuf>,
+    /// http: allow `http://` to a host that is not this machine (the traffic, its
+    /// credentials included, can be read and changed on the way).
+    #[serde(default)]
+    pub(crate) allow_insecure: bool,
     #[serde(default)]
     pub(crate) trust_annotations: bool,
     pub(crate) prefix: Option<String>,
@@ -861,6 +872,57 @@ pub(crate) struct ModuleConfig {
     /// How the module's tool definitions are pinned (docs/security.md).
     #[serde(default)]
     pub(crate) pin: Pin,
+}
+
+impl ModuleConfig {
+    /// An http module's URL, checked: `https://`, or `http://` to this machine (elsewhere
+    /// only with `allow_insecure`, warned about); and its TLS client for `https://` (`None`
+    /// for `http://`), its files read. Every error names the module.
+    pub(crate) fn tls(&self) -> Result<(http::Uri, Option<std::sync::Arc<rustls::ClientConfig>>)> {
+        let text = self.url.clone().unwrap_or_default();
+        let url: http::Uri = text
+            .parse()
+            .ok()
+            .filter(|u: &http::Uri| u.host().is_some())
+            .with_context(|| {
+                format!(
+                    "module {:?}: url must be an http:// or https:// URL",
+                    self.name
+                )
+            })?;
+        let files = mcp_upstream::tls::TlsFiles {
+            ca_file: self.ca_file.clone(),
+            client_cert: self.client_cert.clone(),
+            client_key: self.client_key.clone(),
+        };
+        match url.scheme_str() {
+            Some("https") => {
+                let tls = mcp_upstream::tls::client_config(&files)
+                    .map_err(|e| anyhow::anyhow!("module {:?}: {e}", self.name))?;
+                Ok((url, Some(tls)))
+            }
+            Some("http") => {
+                if files != mcp_upstream::tls::TlsFiles::default() {
+                    bail!(
+                        "module {:?}: ca_file, client_cert and client_key are for an https:// url",
+                        self.name
+                    );
+                }
+                let host = url.host().unwrap_or_default();
+                if !crate::notify::is_loopback(host) && !self.allow_insecure {
+                    bail!(
+                        "module {:?}: http:// to {host} sends its calls and credentials in clear over the network; use https://, or say allow_insecure = true",
+                        self.name
+                    );
+                }
+                Ok((url, None))
+            }
+            _ => bail!(
+                "module {:?}: url must be an http:// or https:// URL, not {text:?}",
+                self.name
+            ),
+        }
+    }
 }
 
 /// `[[modules]] pin`.
@@ -1221,6 +1283,10 @@ impl Config {
             cwd: None,
             url: None,
             headers: BTreeMap::new(),
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            allow_insecure: false,
             trust_annotations: true,
             prefix: None,
             call_timeout: default_call_timeout(),
@@ -1523,6 +1589,19 @@ impl Config {
                 }
                 Transport::Http if m.url.is_none() => {
                     bail!("module {:?}: transport \"http\" needs url", m.name)
+                }
+                Transport::Http => {
+                    m.tls()?;
+                }
+                _ if m.ca_file.is_some()
+                    || m.client_cert.is_some()
+                    || m.client_key.is_some()
+                    || m.allow_insecure =>
+                {
+                    bail!(
+                        "module {:?}: ca_file, client_cert, client_key and allow_insecure are for transport \"http\"",
+                        m.name
+                    )
                 }
                 _ => {}
             }

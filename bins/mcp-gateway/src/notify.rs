@@ -123,7 +123,7 @@ pub(crate) fn secret_envs(sinks: &[NotifyConfig]) -> Vec<&str> {
 }
 
 /// Whether `host` is this machine (a name or an address).
-fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     host == "localhost"
         || host
             .trim_start_matches('[')

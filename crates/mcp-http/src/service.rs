@@ -630,7 +630,10 @@ impl McpService {
         for required in gateway.required_modules() {
             match health.iter().find(|(name, _)| name == required) {
                 Some((_, h)) if h.up => {}
-                Some(_) => problems.push(format!("module {required:?} is down")),
+                Some(_) => problems.push(match gateway.registry().failure(required) {
+                    Some(why) => format!("module {required:?} is down: {why}"),
+                    None => format!("module {required:?} is down"),
+                }),
                 None => match gateway.unbuilt(required) {
                     Some(reason) => {
                         problems.push(format!("module {required:?} cannot be started: {reason}"));

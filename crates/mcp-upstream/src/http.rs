@@ -1,7 +1,8 @@
 //! Modules reached over MCP Streamable HTTP. The gateway speaks the module's era: it probes
 //! with `server/discover` (2026-07-28) and falls back to the `initialize` handshake
-//! (2025-11-25) when the module does not answer it. Answers may be JSON or SSE. Plain
-//! `http://` only for now (TLS termination in front of the module is the operator's).
+//! (2025-11-25) when the module does not answer it. Answers may be JSON or SSE. `https://`
+//! through rustls ([`crate::tls`]), the same client for every request and the module's own
+//! stream; `http://` as the configuration allows it (loopback, or said to be insecure).
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -77,6 +79,9 @@ pub struct HttpConfig {
     pub url: Uri,
     /// Extra headers on every request (for example `Authorization`).
     pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The TLS client of an `https://` module ([`crate::tls::client_config`]); `None`:
+    /// the platform's roots, no client certificate.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     /// How long one call may take.
     pub call_timeout: Duration,
 }
@@ -90,10 +95,47 @@ enum Era {
     },
 }
 
+/// The client of one module: plain TCP for `http://`, rustls for `https://`.
+type ModuleClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The client for `config`: its TLS configuration (or the platform's roots), HTTP/1.1.
+fn module_client(config: &HttpConfig) -> Result<ModuleClient, String> {
+    let tls = match &config.tls {
+        Some(tls) => tls.clone(),
+        None => crate::tls::client_config(&crate::tls::TlsFiles::default())?,
+    };
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    // The scheme is the https connector's to check.
+    connector.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config((*tls).clone())
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// A failure with every cause it carries: a TLS refusal is in the sources of the client's
+/// `client error (Connect)`.
+pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// An HTTP module.
 pub struct HttpModule {
     config: HttpConfig,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: ModuleClient,
     /// The module's era once known (read on every call, so a plain mutex around a clone;
     /// shared with the task that listens to the module's own stream).
     era: Arc<std::sync::Mutex<Option<Era>>>,
@@ -153,11 +195,10 @@ const MAX_MODULE_SUBSCRIPTIONS: usize = 1024;
 const ACKNOWLEDGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl HttpModule {
-    /// A client for the module; it connects on first use.
-    pub fn new(config: HttpConfig) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+    /// A client for the module; it connects on first use. Fails only when the platform's
+    /// certificate roots cannot be read and `config.tls` names none.
+    pub fn new(config: HttpConfig) -> Result<Self, String> {
+        let client = module_client(&config)?;
         let mut base_headers = HeaderMap::new();
         base_headers.insert(
             header::CONTENT_TYPE,
@@ -178,7 +219,7 @@ impl HttpModule {
         for (name, value) in &config.headers {
             base_headers.append(name.clone(), value.clone());
         }
-        HttpModule {
+        Ok(HttpModule {
             offers: rpc::Offers::default(),
             subscriptions: Subscriptions::default(),
             stream_answered: tokio::sync::watch::channel(false).0,
@@ -194,7 +235,7 @@ impl HttpModule {
             listener: std::sync::Mutex::default(),
             connecting: Mutex::new(()),
             next_id: AtomicI64::new(0),
-        }
+        })
     }
 
     fn next_id(&self) -> RequestId {
@@ -252,7 +293,7 @@ impl HttpModule {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| self.unavailable(e.to_string()))?;
+                .map_err(|e| self.unavailable(with_causes(&e)))?;
             let (parts, mut body) = response.into_parts();
             let Some(id) = expect else {
                 return Ok((parts.status, parts.headers, None));
@@ -896,7 +937,7 @@ struct Feeds {
 struct Listener {
     name: String,
     url: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: ModuleClient,
     headers: HeaderMap,
     era: Arc<std::sync::Mutex<Option<Era>>>,
     feeds: Feeds,

@@ -15,6 +15,7 @@ pub mod permission_prompt;
 pub mod registry;
 mod rpc;
 pub mod stdio;
+pub mod tls;
 
 pub use module::{
     Module, ModuleError, ModuleHealth, RELAYED_REQUESTS, Relay, ToolCall, refuse_ask,

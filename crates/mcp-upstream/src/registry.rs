@@ -338,7 +338,7 @@ pub struct Registry {
     prompts: RwLock<BTreeMap<String, Arc<PromptEntry>>>,
     resources: RwLock<Resources>,
     /// When each module's listing last failed.
-    failed_at: Mutex<Vec<Option<Instant>>>,
+    failed_at: Mutex<Vec<Option<(Instant, String)>>>,
     /// What of each module's latest listing is left out, and why (a name it lists twice,
     /// a name another module has).
     left_out: Mutex<Vec<Vec<String>>>,
@@ -598,7 +598,7 @@ impl Registry {
             }
             Err(err) => {
                 tracing::warn!(module = %spec.name, error = %err, "cannot list the module's tools; will retry");
-                failed[index] = Some(self.clock.instant());
+                failed[index] = Some((self.clock.instant(), err.to_string()));
                 None
             }
         }
@@ -810,6 +810,17 @@ impl Registry {
         self.lookup(name)
     }
 
+    /// Why the module `name`'s last listing failed, while it has not listed since.
+    pub fn failure(&self, name: &str) -> Option<String> {
+        let index = self.modules.iter().position(|spec| spec.name == name)?;
+        self.failed_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(index)?
+            .as_ref()
+            .map(|(_, why)| why.clone())
+    }
+
     /// Each module's name and health; a module whose last listing failed is down.
     pub fn health(&self) -> Vec<(&str, crate::ModuleHealth)> {
         let failed = self
@@ -838,8 +849,10 @@ impl Registry {
             failed
                 .iter()
                 .enumerate()
-                .filter(|(_, at)| {
-                    at.is_some_and(|at| now.saturating_duration_since(at) >= RETRY_LIST_AFTER)
+                .filter(|(_, failed)| {
+                    failed.as_ref().is_some_and(|(at, _)| {
+                        now.saturating_duration_since(*at) >= RETRY_LIST_AFTER
+                    })
                 })
                 .map(|(i, _)| i)
                 .collect()

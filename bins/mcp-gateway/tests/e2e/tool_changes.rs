@@ -58,6 +58,19 @@ impl Shifty {
         tools: Value,
         extra: &str,
     ) -> Shifty {
+        Shifty::start_with(dir, name, mode, tools, extra, &[]).await
+    }
+
+    /// [`Shifty::start`] with `env` for the module's server: with `MCP_TLS_CERT` it serves
+    /// https, and its `[[modules]]` url is `https://localhost:<port>/mcp`.
+    pub(crate) async fn start_with(
+        dir: &Path,
+        name: &str,
+        mode: &str,
+        tools: Value,
+        extra: &str,
+        env: &[(&str, String)],
+    ) -> Shifty {
         let fixture = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/shifty_module.py"
@@ -85,11 +98,17 @@ impl Shifty {
                 .arg(fixture)
                 .arg(&definitions)
                 .arg(&ledger)
-                .arg(mode);
+                .arg(mode)
+                .envs(env.iter().map(|(k, v)| (*k, v.as_str())));
             let (child, port) = listening(command, "the module").await;
+            let url = if env.iter().any(|(k, _)| *k == "MCP_TLS_CERT") {
+                format!("https://localhost:{port}/mcp")
+            } else {
+                format!("http://127.0.0.1:{port}/mcp")
+            };
             (
                 Some(child),
-                format!("transport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\""),
+                format!("transport = \"http\"\nurl = \"{url}\""),
             )
         };
         Shifty {

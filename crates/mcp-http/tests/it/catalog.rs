@@ -286,8 +286,10 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
         name: "up".into(),
         url: format!("http://{address}/mcp").parse().unwrap(),
         headers: Vec::new(),
+        tls: None,
         call_timeout: std::time::Duration::from_secs(30),
-    });
+    })
+    .unwrap();
     let registry = Registry::start(vec![ModuleSpec {
         isolation: None,
         name: "up".into(),

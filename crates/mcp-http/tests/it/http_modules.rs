@@ -41,8 +41,10 @@ async fn gateway_over_http_with(url: String, clock: Arc<dyn Clock>) -> Gateway {
         name: "up".into(),
         url: url.parse().unwrap(),
         headers: Vec::new(),
+        tls: None,
         call_timeout: Duration::from_secs(30),
-    });
+    })
+    .unwrap();
     let registry = Registry::start_with(
         vec![ModuleSpec {
             isolation: None,

@@ -72,12 +72,16 @@ async fn http_harness(fixture: &str, name: &str) -> (Harness, tokio::process::Ch
         .unwrap()
         .unwrap()
         .unwrap();
-    let module = Arc::new(HttpModule::new(HttpConfig {
-        name: name.into(),
-        url: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
-        headers: Vec::new(),
-        call_timeout: Duration::from_secs(30),
-    }));
+    let module = Arc::new(
+        HttpModule::new(HttpConfig {
+            name: name.into(),
+            url: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
+            headers: Vec::new(),
+            tls: None,
+            call_timeout: Duration::from_secs(30),
+        })
+        .unwrap(),
+    );
     (harness_over(name, module).await, child)
 }
 

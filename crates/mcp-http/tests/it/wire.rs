@@ -411,8 +411,10 @@ async fn mcp_param_headers_are_sent_to_a_modern_http_module() {
         name: "up".into(),
         url: format!("http://{address}/mcp").parse().unwrap(),
         headers: Vec::new(),
+        tls: None,
         call_timeout: Duration::from_secs(30),
-    });
+    })
+    .unwrap();
     let outer = gateway(vec![spec("up", Arc::new(module))]).await;
     for region in ["eu", " padded é"] {
         let params: CallToolParams = serde_json::from_value(

@@ -44,8 +44,10 @@ fn module(url: &str) -> HttpModule {
         name: "up".into(),
         url: url.parse().unwrap(),
         headers: Vec::new(),
+        tls: None,
         call_timeout: Duration::from_secs(30),
     })
+    .unwrap()
 }
 
 /// A relay whose person answers every form with `{"name": "ada"}`, and keeps what it was
