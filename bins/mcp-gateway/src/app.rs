@@ -309,12 +309,17 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
                     })?,
                 ));
             }
+            let credentials = match &config.auth {
+                Some(auth) => Some(auth.credentials(&config.name, &url)?),
+                None => None,
+            };
             Arc::new(
                 HttpModule::new(HttpModuleConfig {
                     name: config.name.clone(),
                     url,
                     headers,
                     tls,
+                    credentials,
                     call_timeout: config.call_timeout,
                 })
                 .map_err(|e| anyhow::anyhow!("module {:?}: {e}", config.name))?,
@@ -403,7 +408,13 @@ fn module_fingerprint(m: &ModuleConfig) -> String {
         m.cwd,
         m.url,
         m.headers,
-        (&m.ca_file, &m.client_cert, &m.client_key, m.allow_insecure),
+        (
+            &m.ca_file,
+            &m.client_cert,
+            &m.client_key,
+            m.allow_insecure,
+            &m.auth
+        ),
         m.trust_annotations,
         m.prefix,
         m.call_timeout,

@@ -844,6 +844,8 @@ pub(crate) struct ModuleConfig {
     /// credentials included, can be read and changed on the way).
     #[serde(default)]
     pub(crate) allow_insecure: bool,
+    /// http: the module's credentials (secrets from the environment only).
+    pub(crate) auth: Option<ModuleAuth>,
     #[serde(default)]
     pub(crate) trust_annotations: bool,
     pub(crate) prefix: Option<String>,
@@ -922,6 +924,85 @@ impl ModuleConfig {
                 self.name
             ),
         }
+    }
+}
+
+/// `[[modules]] auth`: what an http module's requests carry as `Authorization`.
+#[derive(Debug, Serialize, Deserialize, Clone, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum ModuleAuth {
+    /// A static token, from the environment.
+    Bearer { token_env: String },
+    /// The gateway's own OAuth client at the module's authorization server.
+    ClientCredentials {
+        client_id: String,
+        client_secret_env: String,
+        #[serde(default)]
+        scopes: Vec<String>,
+        /// The authorization server's issuer (default: the one the module names, when it
+        /// is on the module's own host).
+        issuer: Option<String>,
+    },
+}
+
+impl ModuleAuth {
+    /// The environment variable holding the secret.
+    pub(crate) fn secret_env(&self) -> &str {
+        match self {
+            ModuleAuth::Bearer { token_env } => token_env,
+            ModuleAuth::ClientCredentials {
+                client_secret_env, ..
+            } => client_secret_env,
+        }
+    }
+
+    /// The secret, read from the environment; an error names the module and the variable,
+    /// never a value.
+    pub(crate) fn secret(&self, module: &str) -> Result<String> {
+        let name = self.secret_env();
+        match std::env::var(name) {
+            Ok(value) if !value.trim().is_empty() => Ok(value),
+            _ => bail!(
+                "module {module:?}: auth needs the environment variable {name} (set it to the {}); it is a gateway secret, never passed to a module",
+                match self {
+                    ModuleAuth::Bearer { .. } => "token",
+                    ModuleAuth::ClientCredentials { .. } => "client secret",
+                }
+            ),
+        }
+    }
+
+    /// The credentials of module `name` at `url`.
+    pub(crate) fn credentials(
+        &self,
+        name: &str,
+        url: &http::Uri,
+    ) -> Result<mcp_upstream::credentials::SharedCredentials> {
+        let secret = self.secret(name)?;
+        Ok(match self {
+            ModuleAuth::Bearer { .. } => std::sync::Arc::new(
+                mcp_upstream::credentials::StaticBearer::new(&secret)
+                    .map_err(|e| anyhow::anyhow!("module {name:?}: {} {e}", self.secret_env()))?,
+            ),
+            ModuleAuth::ClientCredentials {
+                client_id,
+                scopes,
+                issuer,
+                ..
+            } => std::sync::Arc::new(
+                mcp_upstream::credentials::ClientCredentials::new(
+                    mcp_upstream::credentials::ClientCredentialsConfig {
+                        module: name.to_owned(),
+                        resource: url.to_string(),
+                        client_id: client_id.clone(),
+                        client_secret: secret,
+                        scopes: scopes.clone(),
+                        issuer: issuer.clone(),
+                    },
+                )
+                .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?,
+            ),
+        })
     }
 }
 
@@ -1287,6 +1368,7 @@ impl Config {
             client_cert: None,
             client_key: None,
             allow_insecure: false,
+            auth: None,
             trust_annotations: true,
             prefix: None,
             call_timeout: default_call_timeout(),
@@ -1375,6 +1457,13 @@ impl Config {
         for name in crate::notify::secret_envs(&self.notify) {
             if let Ok(value) = std::env::var(name) {
                 secrets.push(("notification signing secret", value));
+            }
+        }
+        for auth in self.modules.iter().filter_map(|m| m.auth.as_ref()) {
+            if let Ok(value) = std::env::var(auth.secret_env())
+                && !value.trim().is_empty()
+            {
+                secrets.push(("module credentials", value));
             }
         }
         if self.uploads.s3.is_some() {
@@ -1591,15 +1680,28 @@ impl Config {
                     bail!("module {:?}: transport \"http\" needs url", m.name)
                 }
                 Transport::Http => {
-                    m.tls()?;
+                    let (url, _) = m.tls()?;
+                    if let Some(auth) = &m.auth {
+                        if m.headers
+                            .keys()
+                            .any(|h| h.eq_ignore_ascii_case("authorization"))
+                        {
+                            bail!(
+                                "module {:?}: auth and an Authorization header both say what to send; keep one",
+                                m.name
+                            );
+                        }
+                        auth.credentials(&m.name, &url)?;
+                    }
                 }
                 _ if m.ca_file.is_some()
                     || m.client_cert.is_some()
                     || m.client_key.is_some()
-                    || m.allow_insecure =>
+                    || m.allow_insecure
+                    || m.auth.is_some() =>
                 {
                     bail!(
-                        "module {:?}: ca_file, client_cert, client_key and allow_insecure are for transport \"http\"",
+                        "module {:?}: ca_file, client_cert, client_key, allow_insecure and auth are for transport \"http\"",
                         m.name
                     )
                 }
@@ -1608,6 +1710,11 @@ impl Config {
             for name in &m.inherit_env {
                 if is_gateway_secret_env(name, self.uploads.s3.is_some())
                     || crate::notify::secret_envs(&self.notify).contains(&name.as_str())
+                    || self
+                        .modules
+                        .iter()
+                        .filter_map(|o| o.auth.as_ref())
+                        .any(|a| a.secret_env() == name)
                 {
                     bail!(
                         "module {:?}: inherit_env lists {name}, a secret of the gateway's; modules never receive it (give the module its own credentials in env)",

@@ -30,6 +30,8 @@ mod notifications;
 mod permission_prompt;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
+#[path = "e2e/upstream_auth.rs"]
+mod upstream_auth;
 
 const AGENT: &str = "e2e-agent-token";
 const HUMAN: &str = "e2e-human-token";
@@ -173,13 +175,23 @@ impl Gateway {
     }
 
     /// Starts the binary from a prepared command (extra environment, another user).
-    async fn start_with(config: &Path, mut command: Command) -> Gateway {
+    async fn start_with(config: &Path, command: Command) -> Gateway {
+        Gateway::start_logging(config, command, "warn", Stdio::inherit()).await
+    }
+
+    /// [`Gateway::start_with`], logging at `level` (`RUST_LOG`) into `log`.
+    async fn start_logging(
+        config: &Path,
+        mut command: Command,
+        level: &str,
+        log: Stdio,
+    ) -> Gateway {
         let mut child = command
             .arg("--config")
             .arg(config)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", level)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .kill_on_drop(true)
             .spawn()
             .unwrap();
@@ -2321,6 +2333,11 @@ struct Idp {
 impl Idp {
     /// The authorization server; with `gateway`, also the approvals page's SSO client.
     async fn start(gateway: Option<&str>) -> Idp {
+        Idp::start_env(gateway, &[]).await
+    }
+
+    /// [`Idp::start`] with `env` for the script (`IDP_TTL`: access tokens' life, seconds).
+    async fn start_env(gateway: Option<&str>, env: &[(&str, &str)]) -> Idp {
         // ESM resolves packages from the script's folder: run it from the npm cache.
         let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
         let script = dir.join(format!("idp_{}_{}.mjs", std::process::id(), free_port()));
@@ -2333,6 +2350,7 @@ impl Idp {
             .arg(&script)
             .arg(free_port().to_string())
             .args(gateway)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)

@@ -152,8 +152,9 @@ pub enum GateRecord {
     Rejected(RejectReason),
     /// Forwarded by a `shadow` rule that would have held it.
     Shadowed,
-    /// A gated call forwarded earlier came back, as this says.
-    Completed(CallCompletion),
+    /// A gated call forwarded earlier came back, as this says, sent with credentials of
+    /// this kind (`detail.credential`; never the credential itself).
+    Completed(CallCompletion, Option<&'static str>),
 }
 
 /// How a forwarded call came back (`tool_call_completed`'s `detail.outcome`).
@@ -195,14 +196,14 @@ impl GateRecord {
             GateRecord::Held => AuditEvent::ToolCallHeld,
             GateRecord::Rejected(_) => AuditEvent::ToolCallRejected,
             GateRecord::Shadowed => AuditEvent::ToolCallShadowed,
-            GateRecord::Completed(_) => AuditEvent::ToolCallCompleted,
+            GateRecord::Completed(..) => AuditEvent::ToolCallCompleted,
         }
     }
 
     /// The refusal's reason, if it is one.
     pub const fn reason(self) -> Option<RejectReason> {
         match self {
-            GateRecord::Held | GateRecord::Shadowed | GateRecord::Completed(_) => None,
+            GateRecord::Held | GateRecord::Shadowed | GateRecord::Completed(..) => None,
             GateRecord::Rejected(reason) => Some(reason),
         }
     }
@@ -215,8 +216,11 @@ pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json:
     if let Some(reason) = record.reason() {
         detail.insert("reason".into(), reason.label().into());
     }
-    if let GateRecord::Completed(outcome) = record {
+    if let GateRecord::Completed(outcome, credential) = record {
         detail.insert("outcome".into(), outcome.label().into());
+        if let Some(kind) = credential {
+            detail.insert("credential".into(), kind.into());
+        }
     }
     if let Some(rule) = policy.rule {
         detail.insert("rule".into(), rule.into());

@@ -2608,7 +2608,7 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
             &alice(),
             Some(id),
             "fs__delete",
-            GateRecord::Completed(CallCompletion::Ok),
+            GateRecord::Completed(CallCompletion::Ok, Some("bearer")),
             &PolicyRef::default(),
         )
         .await
@@ -2736,6 +2736,11 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     assert_eq!(at("elicitation_responded").detail["confirmed"], true);
     assert_eq!(at("tool_call_forwarded").detail["gated"], true);
     assert_eq!(at("tool_call_completed").detail["outcome"], "ok");
+    assert_eq!(
+        at("tool_call_completed").detail["credential"],
+        "bearer",
+        "the kind of credentials the call was sent with"
+    );
     let alices = id.to_string();
     assert!(
         all.iter()

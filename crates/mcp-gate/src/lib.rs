@@ -1360,7 +1360,7 @@ impl Gateway {
             GateRecord::Rejected(reason) => Audit::Rejected(reason.label()),
             GateRecord::Shadowed => Audit::Shadowed,
             // Recorded where the call came back (`forward`).
-            GateRecord::Completed(_) => return,
+            GateRecord::Completed(..) => return,
         };
         self.audit(principal, entry, event, id);
         if let Err(e) =
@@ -1458,12 +1458,13 @@ impl Gateway {
                 Ok(_) => CallCompletion::Ok,
                 Err(_) => CallCompletion::ModuleFailed,
             };
-            tracing::info!(target: "audit", event = "tool_call_completed", subject = principal.caller.subject_id(), tenant = principal.caller.tenant_id(), tool = %entry.qualified, outcome = completion.label(), elicitation_id = confirmation.as_ref().map(tracing::field::display));
+            let credential = self.registry.credential_kind(entry);
+            tracing::info!(target: "audit", event = "tool_call_completed", subject = principal.caller.subject_id(), tenant = principal.caller.tenant_id(), tool = %entry.qualified, outcome = completion.label(), credential, elicitation_id = confirmation.as_ref().map(tracing::field::display));
             let trail = self.trail.clone();
             let caller = principal.caller.clone();
             let tool = entry.qualified.clone();
             tokio::spawn(async move {
-                let record = GateRecord::Completed(completion);
+                let record = GateRecord::Completed(completion, credential);
                 if let Err(e) = timed(trail.record_gate(
                     &caller,
                     confirmation,
@@ -1889,7 +1890,8 @@ impl Gateway {
             // The store recorded the use (with the grant's id) as it counted it.
             Audit::Granted(_) => return,
         }
-        audit(principal, entry, event, elicitation);
+        let credential = self.registry.credential_kind(entry);
+        audit(principal, entry, event, elicitation, credential);
     }
 }
 
@@ -1899,6 +1901,7 @@ fn audit(
     entry: &ToolEntry,
     event: Audit,
     elicitation: Option<ElicitationId>,
+    credential: Option<&'static str>,
 ) {
     let subject = principal.caller.subject_id();
     let tenant = principal.caller.tenant_id();
@@ -1909,7 +1912,7 @@ fn audit(
             tracing::info!(target: "audit", event = "tool_call_held", subject, tenant, tool = %entry.qualified, elicitation_id)
         }
         Audit::Forwarded { gated, shadowed } => {
-            tracing::info!(target: "audit", event = "tool_call_forwarded", subject, tenant, tool = %entry.qualified, gated, shadowed, elicitation_id)
+            tracing::info!(target: "audit", event = "tool_call_forwarded", subject, tenant, tool = %entry.qualified, gated, shadowed, credential, elicitation_id)
         }
         Audit::Shadowed => {
             tracing::info!(target: "audit", event = "tool_call_shadowed", subject, tenant, tool = %entry.qualified)

@@ -29,6 +29,7 @@ use mcp_wire::tools::{ForwardParams, ListParams, WithMeta};
 use mcp_wire::{CallToolParams, encode_header_value, sse};
 use serde_json::value::RawValue;
 
+use crate::credentials::SharedCredentials;
 use crate::module::CallLink;
 use crate::rpc;
 use crate::{Module, ModuleError, ToolCall, refuse_ask};
@@ -82,6 +83,8 @@ pub struct HttpConfig {
     /// The TLS client of an `https://` module ([`crate::tls::client_config`]); `None`:
     /// the platform's roots, no client certificate.
     pub tls: Option<Arc<rustls::ClientConfig>>,
+    /// What every request carries as its `Authorization` ([`crate::credentials`]).
+    pub credentials: Option<SharedCredentials>,
     /// How long one call may take.
     pub call_timeout: Duration,
 }
@@ -97,6 +100,75 @@ enum Era {
 
 /// The client of one module: plain TCP for `http://`, rustls for `https://`.
 type ModuleClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// A module's client with its credentials: every request carries them, and a `401` is
+/// answered once with fresh ones when they may help.
+#[derive(Clone)]
+struct Link {
+    client: ModuleClient,
+    credentials: Option<SharedCredentials>,
+}
+
+/// Why a request did not reach the module.
+#[derive(Debug)]
+struct SendError(String);
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SendError {}
+
+impl Link {
+    async fn request(
+        &self,
+        request: Request<Full<Bytes>>,
+    ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
+        let Some(credentials) = &self.credentials else {
+            return self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| SendError(with_causes(&e)));
+        };
+        let (parts, body) = request.into_parts();
+        let mut asked_again = false;
+        loop {
+            let used = credentials.authorization().await.map_err(SendError)?;
+            let mut request = Request::new(body.clone());
+            *request.method_mut() = parts.method.clone();
+            *request.uri_mut() = parts.uri.clone();
+            *request.headers_mut() = parts.headers.clone();
+            if let Some(value) = &used {
+                request
+                    .headers_mut()
+                    .insert(header::AUTHORIZATION, value.clone());
+            }
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| SendError(with_causes(&e)))?;
+            if response.status() != StatusCode::UNAUTHORIZED || asked_again {
+                return Ok(response);
+            }
+            let challenge = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if !credentials
+                .refused(used.as_ref(), challenge.as_deref())
+                .await
+            {
+                return Ok(response);
+            }
+            asked_again = true;
+        }
+    }
+}
 
 /// The client for `config`: its TLS configuration (or the platform's roots), HTTP/1.1.
 fn module_client(config: &HttpConfig) -> Result<ModuleClient, String> {
@@ -135,7 +207,7 @@ pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
 /// An HTTP module.
 pub struct HttpModule {
     config: HttpConfig,
-    client: ModuleClient,
+    link: Link,
     /// The module's era once known (read on every call, so a plain mutex around a clone;
     /// shared with the task that listens to the module's own stream).
     era: Arc<std::sync::Mutex<Option<Era>>>,
@@ -198,7 +270,10 @@ impl HttpModule {
     /// A client for the module; it connects on first use. Fails only when the platform's
     /// certificate roots cannot be read and `config.tls` names none.
     pub fn new(config: HttpConfig) -> Result<Self, String> {
-        let client = module_client(&config)?;
+        let link = Link {
+            client: module_client(&config)?,
+            credentials: config.credentials.clone(),
+        };
         let mut base_headers = HeaderMap::new();
         base_headers.insert(
             header::CONTENT_TYPE,
@@ -225,7 +300,7 @@ impl HttpModule {
             stream_answered: tokio::sync::watch::channel(false).0,
             base_headers,
             config,
-            client,
+            link,
             era: Arc::default(),
             feeds: Feeds {
                 changed: broadcast::channel(16).0,
@@ -290,10 +365,10 @@ impl HttpModule {
         *request.headers_mut() = headers;
         let exchange = async {
             let response = self
-                .client
+                .link
                 .request(request)
                 .await
-                .map_err(|e| self.unavailable(with_causes(&e)))?;
+                .map_err(|e| self.unavailable(e.to_string()))?;
             let (parts, mut body) = response.into_parts();
             let Some(id) = expect else {
                 return Ok((parts.status, parts.headers, None));
@@ -385,7 +460,7 @@ impl HttpModule {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.config.url.clone();
         *request.headers_mut() = headers.clone();
-        match tokio::time::timeout(self.config.call_timeout, self.client.request(request)).await {
+        match tokio::time::timeout(self.config.call_timeout, self.link.request(request)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(module = %self.config.name, error = %e, method, "could not answer the module's request");
@@ -446,7 +521,7 @@ impl HttpModule {
                 *listener = Some(tokio::spawn(listen(Listener {
                     name: self.config.name.clone(),
                     url: self.config.url.clone(),
-                    client: self.client.clone(),
+                    link: self.link.clone(),
                     headers: self.headers(),
                     era: self.era.clone(),
                     feeds: self.feeds.clone(),
@@ -688,6 +763,10 @@ impl HttpModule {
 
 #[async_trait]
 impl Module for HttpModule {
+    fn credential_kind(&self) -> Option<&'static str> {
+        self.link.credentials.as_ref().map(|c| c.kind())
+    }
+
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         rpc::list_all(&self.config.name, "tools", |params| {
             Box::pin(self.request("tools/list", params, None, &[], None))
@@ -786,8 +865,7 @@ impl Module for HttpModule {
             *request.method_mut() = Method::DELETE;
             *request.uri_mut() = self.config.url.clone();
             *request.headers_mut() = headers;
-            let _ =
-                tokio::time::timeout(Duration::from_secs(5), self.client.request(request)).await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), self.link.request(request)).await;
         }
     }
 
@@ -937,7 +1015,7 @@ struct Feeds {
 struct Listener {
     name: String,
     url: Uri,
-    client: ModuleClient,
+    link: Link,
     headers: HeaderMap,
     era: Arc<std::sync::Mutex<Option<Era>>>,
     feeds: Feeds,
@@ -1017,7 +1095,7 @@ async fn listen(l: Listener) {
         if let Some(mut request) = request {
             *request.uri_mut() = l.url.clone();
             *request.headers_mut() = headers;
-            match l.client.request(request).await {
+            match l.link.request(request).await {
                 Ok(response) => {
                     let status = response.status();
                     let is_sse = response
@@ -1162,9 +1240,8 @@ async fn read_stream(l: &Listener, mut body: hyper::body::Incoming, generation: 
                     *request.method_mut() = Method::POST;
                     *request.uri_mut() = l.url.clone();
                     *request.headers_mut() = headers;
-                    let _ =
-                        tokio::time::timeout(Duration::from_secs(10), l.client.request(request))
-                            .await;
+                    let _ = tokio::time::timeout(Duration::from_secs(10), l.link.request(request))
+                        .await;
                 }
                 _ => {}
             }

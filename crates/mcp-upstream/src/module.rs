@@ -191,6 +191,12 @@ pub trait Module: Send + Sync + 'static {
         None
     }
 
+    /// The kind of credentials its requests carry (`bearer`, `client_credentials`), for
+    /// the audit record; `None`: none.
+    fn credential_kind(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether the module is up now, and how often it was restarted (for metrics and
     /// readiness). A module without a process of its own is up.
     fn health(&self) -> ModuleHealth {

@@ -810,6 +810,11 @@ impl Registry {
         self.lookup(name)
     }
 
+    /// The kind of credentials the module of `entry` sends (`None`: none).
+    pub fn credential_kind(&self, entry: &ToolEntry) -> Option<&'static str> {
+        self.modules.get(entry.module)?.module.credential_kind()
+    }
+
     /// Why the module `name`'s last listing failed, while it has not listed since.
     pub fn failure(&self, name: &str) -> Option<String> {
         let index = self.modules.iter().position(|spec| spec.name == name)?;

@@ -82,8 +82,14 @@ fn store_with_readyz(operations: u16) -> String {
 async fn readyz(operations: u16, status: u16) -> Value {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     // The operations listener opens just after the main one.
-    while tokio::net::TcpStream::connect(("127.0.0.1", operations)).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the operations listener opens");
+    while tokio::net::TcpStream::connect(("127.0.0.1", operations))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the operations listener opens"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     loop {
@@ -155,7 +161,11 @@ async fn an_https_module_is_trusted_through_its_ca_file_and_refused_without_it()
         let gateway = Gateway::start(&file).await;
         readyz(operations, 200).await;
         both_eras_run_a_gated_call(&gateway).await;
-        assert_eq!(shifty.ran().len(), before + 2, "{mode}: each approved call ran once");
+        assert_eq!(
+            shifty.ran().len(),
+            before + 2,
+            "{mode}: each approved call ran once"
+        );
         gateway.stop().await;
 
         for trust in [

@@ -93,7 +93,9 @@ impl Shifty {
                 ),
             )
         } else {
-            let mut command = Command::new("python3");
+            // The test venv's Python (PyJWT for the auth checks) when there is one.
+            let python = std::env::var("MCP_INTEROP_PYTHON").unwrap_or_else(|_| "python3".into());
+            let mut command = Command::new(python);
             command
                 .arg(fixture)
                 .arg(&definitions)
@@ -124,6 +126,15 @@ impl Shifty {
     /// The module lists `tools` from now on (and says so).
     pub(crate) fn set(&self, tools: Value) {
         write_tools(&self.definitions, &tools);
+    }
+
+    /// Each call the module ran, as its ledger line (`tool`, `arguments`, `auth`).
+    pub(crate) fn ledger(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.ledger)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .collect()
     }
 
     /// The tools the module ran, in order.

@@ -8,6 +8,9 @@
 //   agent  / agent-secret   — may get mcp.tools mcp.approve mcp.ask
 //   reader / reader-secret  — may get mcp.approve only
 //   alice  / alice-secret   — may get mcp.tools (an agent acting as the person "alice")
+//   notes-gw / notes-gw-secret — may get notes.read notes.write (the gateway, as a module's
+//                             OAuth client)
+// IDP_TTL: the access tokens' life in seconds (default 300).
 // With GATEWAY_BASE, also the approvals page's single sign-on client (authorization code
 // with PKCE): approvals / approvals-secret, with the development login pages (any login
 // and password; the login becomes the sub). Access tokens carry a `groups` claim: the person
@@ -39,6 +42,8 @@ const provider = new Provider(issuer, {
     client("agent", "mcp.tools mcp.approve mcp.ask"),
     client("reader", "mcp.approve"),
     client("alice", "mcp.tools"),
+    // The gateway itself, as a module's OAuth client (upstream client_credentials).
+    client("notes-gw", "notes.read notes.write"),
     ...(gateway
       ? [
           {
@@ -59,7 +64,7 @@ const provider = new Provider(issuer, {
       key("rsa", { modulusLength: 2048 }, "rsa-1", "RS256"),
     ],
   },
-  scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask"],
+  scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask", "notes.read", "notes.write"],
   extraTokenClaims: async (_ctx, token) => ({ groups: token.accountId === "bob" ? ["sre"] : [] }),
   features: {
     devInteractions: { enabled: true },
@@ -71,9 +76,9 @@ const provider = new Provider(issuer, {
       // Any resource the client names becomes the token's audience: the gateway must refuse
       // a token meant for another resource.
       getResourceServerInfo: (_ctx, resource) => ({
-        scope: "mcp.tools mcp.approve mcp.ask",
+        scope: "mcp.tools mcp.approve mcp.ask notes.read notes.write",
         audience: resource,
-        accessTokenTTL: 300,
+        accessTokenTTL: Number(process.env.IDP_TTL || 300),
         accessTokenFormat: "jwt",
         jwt: { sign: { alg: process.env.IDP_ALG || "ES256" } },
       }),

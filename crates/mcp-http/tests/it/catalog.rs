@@ -287,6 +287,7 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
         url: format!("http://{address}/mcp").parse().unwrap(),
         headers: Vec::new(),
         tls: None,
+        credentials: None,
         call_timeout: std::time::Duration::from_secs(30),
     })
     .unwrap();

@@ -42,6 +42,7 @@ async fn gateway_over_http_with(url: String, clock: Arc<dyn Clock>) -> Gateway {
         url: url.parse().unwrap(),
         headers: Vec::new(),
         tls: None,
+        credentials: None,
         call_timeout: Duration::from_secs(30),
     })
     .unwrap();

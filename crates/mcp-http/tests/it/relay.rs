@@ -78,6 +78,7 @@ async fn http_harness(fixture: &str, name: &str) -> (Harness, tokio::process::Ch
             url: format!("http://127.0.0.1:{port}/mcp").parse().unwrap(),
             headers: Vec::new(),
             tls: None,
+            credentials: None,
             call_timeout: Duration::from_secs(30),
         })
         .unwrap(),

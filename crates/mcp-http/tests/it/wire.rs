@@ -412,6 +412,7 @@ async fn mcp_param_headers_are_sent_to_a_modern_http_module() {
         url: format!("http://{address}/mcp").parse().unwrap(),
         headers: Vec::new(),
         tls: None,
+        credentials: None,
         call_timeout: Duration::from_secs(30),
     })
     .unwrap();

@@ -45,6 +45,7 @@ fn module(url: &str) -> HttpModule {
         url: url.parse().unwrap(),
         headers: Vec::new(),
         tls: None,
+        credentials: None,
         call_timeout: Duration::from_secs(30),
     })
     .unwrap()

@@ -1,0 +1,479 @@
+//! What an HTTP module is sent as its `Authorization`: a static bearer token, or the
+//! gateway's own OAuth client at the module's authorization server (`client_credentials`).
+//! Secrets stay here: no error or log line carries a token or a client secret.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use http::HeaderValue;
+use serde_json::Value;
+
+/// The credentials of one module's requests.
+#[async_trait]
+pub trait Credentials: Send + Sync + 'static {
+    /// The kind, for the audit record and the log (`bearer`, `client_credentials`).
+    fn kind(&self) -> &'static str;
+
+    /// The `Authorization` value of the next request; `None` while none can be had yet
+    /// (the module's challenge will say where to get one).
+    async fn authorization(&self) -> Result<Option<HeaderValue>, String>;
+
+    /// The module answered `401` to a request sent with `used`, challenging with
+    /// `challenge` (its `WWW-Authenticate`): `used` is forgotten and the challenge read.
+    /// Whether asking again may succeed.
+    async fn refused(&self, used: Option<&HeaderValue>, challenge: Option<&str>) -> bool;
+}
+
+/// Names the kind only: credentials are never printed.
+impl std::fmt::Debug for dyn Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials({})", self.kind())
+    }
+}
+
+/// A token configured for the module (`kind = "bearer"`).
+pub struct StaticBearer {
+    value: HeaderValue,
+}
+
+impl StaticBearer {
+    /// `Bearer <token>`, marked sensitive (never printed by the HTTP stack).
+    pub fn new(token: &str) -> Result<Self, String> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {}", token.trim()))
+            .map_err(|_| "the token is not a valid header value".to_owned())?;
+        value.set_sensitive(true);
+        Ok(StaticBearer { value })
+    }
+}
+
+#[async_trait]
+impl Credentials for StaticBearer {
+    fn kind(&self) -> &'static str {
+        "bearer"
+    }
+
+    async fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+        Ok(Some(self.value.clone()))
+    }
+
+    async fn refused(&self, _: Option<&HeaderValue>, _: Option<&str>) -> bool {
+        // The same token again would be refused again.
+        false
+    }
+}
+
+/// `kind = "client_credentials"`: what the gateway's OAuth client is.
+#[derive(Clone)]
+pub struct ClientCredentialsConfig {
+    /// The module's name (in errors).
+    pub module: String,
+    /// The module's URL: the `resource` of every token asked for (RFC 8707).
+    pub resource: String,
+    /// The client's id at the authorization server.
+    pub client_id: String,
+    /// Its secret.
+    pub client_secret: String,
+    /// The scopes asked for.
+    pub scopes: Vec<String>,
+    /// The authorization server's issuer; `None`: the one the module names (RFC 9728),
+    /// when it is on the module's own host.
+    pub issuer: Option<String>,
+}
+
+/// Where tokens come from, once found.
+#[derive(Clone)]
+struct Endpoint {
+    token_url: String,
+    /// `client_secret_basic` (else `client_secret_post`).
+    basic: bool,
+}
+
+/// A token and when to get the next one.
+struct Cached {
+    value: HeaderValue,
+    refresh_at: Instant,
+}
+
+/// The gateway's OAuth client for one module: a token cached until shortly before it
+/// expires, fetched by one caller at a time (the others wait for it), forgotten when the
+/// module refuses it.
+pub struct ClientCredentials {
+    config: ClientCredentialsConfig,
+    http: reqwest::Client,
+    token: tokio::sync::Mutex<Option<Cached>>,
+    endpoint: tokio::sync::Mutex<Option<Endpoint>>,
+    /// The protected resource metadata URL the module's last challenge named.
+    hint: std::sync::Mutex<Option<String>>,
+}
+
+/// A URL credentials may be sent to or read from: `https://`, or `http://` to this machine.
+fn safe_url(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match uri.scheme_str() {
+        Some("https") => !host.is_empty(),
+        Some("http") => loopback,
+        _ => false,
+    }
+}
+
+fn host_of(url: &str) -> Option<String> {
+    url.parse::<http::Uri>()
+        .ok()
+        .and_then(|u| u.host().map(str::to_ascii_lowercase))
+}
+
+/// The `resource_metadata` parameter of a `Bearer` challenge.
+pub fn resource_metadata(challenge: &str) -> Option<String> {
+    let at = challenge.find("resource_metadata=")?;
+    let rest = &challenge[at + "resource_metadata=".len()..];
+    let value = match rest.strip_prefix('"') {
+        Some(quoted) => &quoted[..quoted.find('"')?],
+        None => rest.split([',', ' ']).next().unwrap_or_default(),
+    };
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+/// When to fetch again a token that lives `lifetime`: 30 s before it ends, or halfway
+/// through a shorter life.
+fn refresh_after(lifetime: Duration) -> Duration {
+    if lifetime > Duration::from_secs(60) {
+        lifetime - Duration::from_secs(30)
+    } else {
+        lifetime / 2
+    }
+}
+
+impl ClientCredentials {
+    /// The client; it fetches nothing until asked.
+    pub fn new(config: ClientCredentialsConfig) -> Result<Self, String> {
+        if let Some(issuer) = &config.issuer
+            && !safe_url(issuer)
+        {
+            return Err(format!(
+                "auth.issuer {issuer:?} must be https:// (or http:// on this machine)"
+            ));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("the OAuth client: {e}"))?;
+        Ok(ClientCredentials {
+            config,
+            http,
+            token: tokio::sync::Mutex::new(None),
+            endpoint: tokio::sync::Mutex::new(None),
+            hint: std::sync::Mutex::new(None),
+        })
+    }
+
+    fn failed(&self, what: impl std::fmt::Display) -> String {
+        format!(
+            "getting a token for module {} (client_credentials): {what}",
+            self.config.module
+        )
+    }
+
+    async fn get_json(&self, url: &str) -> Result<Value, String> {
+        if !safe_url(url) {
+            return Err(self.failed(format!("{url} is neither https:// nor on this machine")));
+        }
+        let response = self
+            .http
+            .get(url)
+            .header("accept", "application/json")
+            .send()
+            .await
+            .map_err(|e| self.failed(format!("{url}: {e}")))?;
+        if !response.status().is_success() {
+            return Err(self.failed(format!("{url} answered {}", response.status())));
+        }
+        response
+            .json()
+            .await
+            .map_err(|e| self.failed(format!("{url}: not JSON: {e}")))
+    }
+
+    /// The issuer: configured, or named by the module's protected resource metadata — and
+    /// then only one on the module's own host, so a module cannot send the gateway's
+    /// secret to a server of its choosing.
+    async fn issuer(&self) -> Result<Option<String>, String> {
+        if let Some(issuer) = &self.config.issuer {
+            return Ok(Some(issuer.clone()));
+        }
+        let hint = self
+            .hint
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let Some(metadata_url) = hint else {
+            return Ok(None);
+        };
+        let metadata = self.get_json(&metadata_url).await?;
+        let resource = metadata.get("resource").and_then(Value::as_str);
+        if resource
+            .is_some_and(|r| r.trim_end_matches('/') != self.config.resource.trim_end_matches('/'))
+        {
+            return Err(self.failed(format!(
+                "its protected resource metadata is for {:?}, not {:?}",
+                resource.unwrap_or_default(),
+                self.config.resource
+            )));
+        }
+        let issuer = metadata
+            .get("authorization_servers")
+            .and_then(Value::as_array)
+            .and_then(|a| a.first())
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                self.failed("its protected resource metadata names no authorization server")
+            })?
+            .to_owned();
+        if host_of(&issuer) != host_of(&self.config.resource) {
+            return Err(self.failed(format!(
+                "the module names the authorization server {issuer}, on another host than its own; set auth.issuer = {issuer:?} to trust it"
+            )));
+        }
+        Ok(Some(issuer))
+    }
+
+    /// The token endpoint (RFC 8414, else OpenID discovery), found once.
+    async fn endpoint(&self) -> Result<Option<Endpoint>, String> {
+        let mut known = self.endpoint.lock().await;
+        if let Some(endpoint) = &*known {
+            return Ok(Some(endpoint.clone()));
+        }
+        let Some(issuer) = self.issuer().await? else {
+            return Ok(None);
+        };
+        let trimmed = issuer.trim_end_matches('/');
+        let uri: http::Uri = trimmed
+            .parse()
+            .map_err(|_| self.failed(format!("issuer {issuer:?} is not a URL")))?;
+        let origin = format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or("https"),
+            uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        );
+        let path = uri.path().trim_end_matches('/');
+        let candidates = [
+            format!("{origin}/.well-known/oauth-authorization-server{path}"),
+            format!("{trimmed}/.well-known/openid-configuration"),
+        ];
+        let mut last = String::new();
+        for url in candidates {
+            match self.get_json(&url).await {
+                Ok(metadata) => {
+                    let named = metadata.get("issuer").and_then(Value::as_str);
+                    if named.map(|n| n.trim_end_matches('/')) != Some(trimmed) {
+                        return Err(self.failed(format!(
+                            "{url} is the metadata of {named:?}, not of {issuer:?}"
+                        )));
+                    }
+                    let token_url = metadata
+                        .get("token_endpoint")
+                        .and_then(Value::as_str)
+                        .filter(|u| safe_url(u))
+                        .ok_or_else(|| {
+                            self.failed(format!("{url} names no https:// token_endpoint"))
+                        })?
+                        .to_owned();
+                    let methods: Vec<&str> = metadata
+                        .get("token_endpoint_auth_methods_supported")
+                        .and_then(Value::as_array)
+                        .map(|m| m.iter().filter_map(Value::as_str).collect())
+                        .unwrap_or_default();
+                    let basic = methods.is_empty() || methods.contains(&"client_secret_basic");
+                    let endpoint = Endpoint { token_url, basic };
+                    *known = Some(endpoint.clone());
+                    return Ok(Some(endpoint));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    async fn fetch(&self, endpoint: &Endpoint) -> Result<Cached, String> {
+        let mut form = vec![
+            ("grant_type", "client_credentials".to_owned()),
+            ("resource", self.config.resource.clone()),
+        ];
+        if !self.config.scopes.is_empty() {
+            form.push(("scope", self.config.scopes.join(" ")));
+        }
+        let mut request = self.http.post(&endpoint.token_url);
+        if endpoint.basic {
+            let id: String =
+                form_urlencoded::byte_serialize(self.config.client_id.as_bytes()).collect();
+            let secret: String =
+                form_urlencoded::byte_serialize(self.config.client_secret.as_bytes()).collect();
+            request = request.basic_auth(id, Some(secret));
+        } else {
+            form.push(("client_id", self.config.client_id.clone()));
+            form.push(("client_secret", self.config.client_secret.clone()));
+        }
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form.iter().map(|(k, v)| (*k, v.as_str())))
+            .finish();
+        let response = request
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.failed(format!("{}: {e}", endpoint.token_url)))?;
+        let status = response.status();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            // The server's own words, never ours: the request held the secret.
+            let error = answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("no error code");
+            let description = answer
+                .get("error_description")
+                .and_then(Value::as_str)
+                .map(|d| format!(": {}", d.chars().take(200).collect::<String>()))
+                .unwrap_or_default();
+            return Err(self.failed(format!(
+                "the authorization server refused ({status}): {error}{description}"
+            )));
+        }
+        let token = answer
+            .get("access_token")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| self.failed("the answer holds no access_token"))?;
+        if let Some(kind) = answer.get("token_type").and_then(Value::as_str)
+            && !kind.eq_ignore_ascii_case("bearer")
+        {
+            return Err(self.failed(format!("token_type {kind:?} is not Bearer")));
+        }
+        let lifetime = Duration::from_secs(
+            answer
+                .get("expires_in")
+                .and_then(Value::as_u64)
+                .unwrap_or(60)
+                .clamp(1, 24 * 3600),
+        );
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| self.failed("the access_token is not a valid header value"))?;
+        value.set_sensitive(true);
+        tracing::debug!(module = %self.config.module, expires_in = lifetime.as_secs(), "got a token for the module");
+        Ok(Cached {
+            value,
+            refresh_at: Instant::now() + refresh_after(lifetime),
+        })
+    }
+}
+
+#[async_trait]
+impl Credentials for ClientCredentials {
+    fn kind(&self) -> &'static str {
+        "client_credentials"
+    }
+
+    async fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+        // One fetch at a time: the others wait for its token.
+        let mut token = self.token.lock().await;
+        if let Some(cached) = &*token
+            && Instant::now() < cached.refresh_at
+        {
+            return Ok(Some(cached.value.clone()));
+        }
+        let Some(endpoint) = self.endpoint().await? else {
+            return Ok(None);
+        };
+        let fresh = self.fetch(&endpoint).await?;
+        let value = fresh.value.clone();
+        *token = Some(fresh);
+        Ok(Some(value))
+    }
+
+    async fn refused(&self, used: Option<&HeaderValue>, challenge: Option<&str>) -> bool {
+        let learned = challenge.and_then(resource_metadata).is_some_and(|url| {
+            let mut hint = self
+                .hint
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let new = hint.as_deref() != Some(url.as_str());
+            *hint = Some(url);
+            new
+        });
+        let mut token = self.token.lock().await;
+        let forgot = match (&*token, used) {
+            (Some(cached), Some(used)) if cached.value == used => {
+                *token = None;
+                true
+            }
+            // Refreshed by another request meanwhile: that one may do.
+            (Some(_), Some(_)) => true,
+            _ => false,
+        };
+        learned || forgot || (used.is_none() && self.config.issuer.is_some())
+    }
+}
+
+/// Credentials shared by a module's requests and its stream.
+pub type SharedCredentials = Arc<dyn Credentials>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_challenge_names_its_metadata_quoted_or_not() {
+        assert_eq!(
+            resource_metadata(r#"Bearer error="invalid_token", resource_metadata="https://m.example/.well-known/oauth-protected-resource/mcp""#).as_deref(),
+            Some("https://m.example/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(
+            resource_metadata("Bearer resource_metadata=https://m.example/prm, scope=x").as_deref(),
+            Some("https://m.example/prm")
+        );
+        assert_eq!(resource_metadata("Bearer realm=x"), None);
+    }
+
+    #[test]
+    fn credentials_go_only_to_https_or_this_machine() {
+        assert!(safe_url("https://as.example/token"));
+        assert!(safe_url("http://127.0.0.1:8080/token"));
+        assert!(safe_url("http://localhost/token"));
+        assert!(!safe_url("http://as.example/token"));
+        assert!(!safe_url("ftp://as.example/"));
+        assert!(!safe_url("not a url"));
+    }
+
+    #[test]
+    fn a_token_is_fetched_again_before_it_ends() {
+        assert_eq!(
+            refresh_after(Duration::from_secs(300)),
+            Duration::from_secs(270)
+        );
+        assert_eq!(
+            refresh_after(Duration::from_secs(4)),
+            Duration::from_secs(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_static_token_is_sent_as_is_and_not_asked_again() {
+        let bearer = StaticBearer::new("s3cret").unwrap();
+        let value = bearer.authorization().await.unwrap().unwrap();
+        assert_eq!(value, "Bearer s3cret");
+        assert!(value.is_sensitive());
+        assert!(!bearer.refused(Some(&value), None).await);
+        assert!(StaticBearer::new("bad\nvalue").is_err());
+    }
+}
