@@ -14,6 +14,7 @@ use tracing_subscriber::EnvFilter;
 mod app;
 mod config;
 mod explain;
+mod import;
 mod notify;
 mod users;
 
@@ -73,6 +74,13 @@ enum Command {
     Audit {
         #[command(subcommand)]
         action: AuditCommand,
+    },
+    /// Print the `[[modules]]` (TOML) of the MCP servers in a client's configuration: a
+    /// Claude Desktop, Claude Code or Cursor `mcpServers` file, or a VS Code
+    /// `.vscode/mcp.json`. Secrets become references to the gateway's environment.
+    Import {
+        /// The client's configuration file (JSON, or VS Code's JSON with comments).
+        file: PathBuf,
     },
 }
 
@@ -178,6 +186,12 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<()> {
+    if let Some(Command::Import { file }) = &cli.command {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        print!("{}", import::import(&text, &file.display().to_string())?);
+        return Ok(());
+    }
     if let Some(Command::CheckConfig { file }) = &cli.command {
         let config = Config::load(file)?;
         let effective = config.effective()?;
@@ -213,7 +227,7 @@ async fn run(cli: Cli) -> Result<()> {
     }
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config, cli.config).await,
-        Command::CheckConfig { .. } | Command::Policy { .. } => Ok(()),
+        Command::CheckConfig { .. } | Command::Policy { .. } | Command::Import { .. } => Ok(()),
         Command::Audit {
             action: AuditCommand::Verify { database_url },
         } => {

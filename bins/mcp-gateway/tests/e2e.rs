@@ -24,6 +24,8 @@ use tokio::process::{Child, Command};
 mod audit;
 #[path = "e2e/https_modules.rs"]
 mod https_modules;
+#[path = "e2e/import.rs"]
+mod import;
 #[path = "e2e/notifications.rs"]
 mod notifications;
 #[path = "e2e/permission_prompt.rs"]

@@ -238,12 +238,12 @@ pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json:
 pub(crate) fn held_detail(
     policy: &PolicyRef,
     message: &str,
-    call: Option<&crate::HeldCall>,
+    call_digest: Option<&gating_core::CallDigest>,
 ) -> serde_json::Value {
     let mut detail = gate_detail(GateRecord::Held, policy);
     if let serde_json::Value::Object(map) = &mut detail {
-        if let Some(call) = call {
-            map.insert("call_digest".into(), call.digest.to_string().into());
+        if let Some(digest) = call_digest {
+            map.insert("call_digest".into(), digest.to_string().into());
         }
         let digest = ring::digest::digest(&ring::digest::SHA256, message.as_bytes());
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();

@@ -760,7 +760,7 @@ impl ElicitationStore for MemoryStore {
         let held = audit::held_detail(
             &policy,
             stored.elicitation.spec.message(),
-            stored.call.as_ref(),
+            stored.call.as_ref().map(|c| &c.digest),
         );
         let entry = Entry::new(caller, stored.elicitation.clone(), stored.call.clone());
         self.insert(entry, now)?;

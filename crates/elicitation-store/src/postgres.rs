@@ -435,7 +435,8 @@ impl PostgresStore {
         call: Option<&HeldCall>,
         policy: &PolicyRef,
     ) -> Result<(), StoreError> {
-        let held_detail = crate::audit::held_detail(policy, elicitation.spec.message(), call);
+        let held_detail =
+            crate::audit::held_detail(policy, elicitation.spec.message(), call.map(|c| &c.digest));
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
