@@ -542,6 +542,18 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
             .await
             .unwrap();
     }
+    // What every hold records: the call's digest and the shown message's.
+    let message = confirmation_request(args.clone()).message;
+    let message_digest = ring::digest::digest(&ring::digest::SHA256, message.as_bytes());
+    let held = format!(
+        r#"{{"call_digest": "{}", "message_digest": "{}"}}"#,
+        gating_core::CallDigest::of(&args),
+        message_digest
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    );
     let mut short = confirmation_request(args);
     short.ttl = Duration::seconds(1);
     let expired = store
@@ -593,11 +605,11 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
     let requested = r#"{"type": "confirmation"}"#;
     let mut expected = vec![
         expect(answered, "elicitation_requested", requested),
-        expect(answered, "tool_call_held", "{}"),
+        expect(answered, "tool_call_held", &held),
         expect(answered, "elicitation_responded", r#"{"confirmed": true}"#),
         expect(answered, "tool_call_forwarded", r#"{"gated": true}"#),
         expect(cancelled, "elicitation_requested", requested),
-        expect(cancelled, "tool_call_held", "{}"),
+        expect(cancelled, "tool_call_held", &held),
         expect(
             cancelled,
             "elicitation_cancelled",
@@ -609,10 +621,10 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
             r#"{"reason": "confirmation_cancelled"}"#,
         ),
         expect(failed, "elicitation_requested", requested),
-        expect(failed, "tool_call_held", "{}"),
+        expect(failed, "tool_call_held", &held),
         expect(failed, "elicitation_validation_failed", "{}"),
         expect(expired, "elicitation_requested", requested),
-        expect(expired, "tool_call_held", "{}"),
+        expect(expired, "tool_call_held", &held),
         expect(expired, "elicitation_timeout", "{}"),
     ];
     expected.sort();
