@@ -1682,6 +1682,15 @@ impl Config {
                 Transport::Http => {
                     let (url, _) = m.tls()?;
                     if let Some(auth) = &m.auth {
+                        let name = auth.secret_env();
+                        if is_gateway_secret_env(name, self.uploads.s3.is_some())
+                            || crate::notify::secret_envs(&self.notify).contains(&name)
+                        {
+                            bail!(
+                                "module {:?}: auth names {name}, a secret of the gateway's own; a module's credentials must be its own variable",
+                                m.name
+                            );
+                        }
                         if m.headers
                             .keys()
                             .any(|h| h.eq_ignore_ascii_case("authorization"))

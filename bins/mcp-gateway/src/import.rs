@@ -11,9 +11,30 @@ use std::fmt::Write as _;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value};
 
-/// A string as a TOML value (quoted and escaped).
+/// A string as a TOML basic string on one line: `"` and `\\` escaped, every control
+/// character as `\uXXXX`, so no value can end its line (and start a table of its own, or
+/// leave a commented-out block).
 fn quoted(text: &str) -> String {
-    toml::Value::String(text.to_owned()).to_string()
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04X}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Text from the file in a comment: on one line, invisible and control characters shown
+/// as escapes.
+fn commented(text: &str) -> String {
+    gating_core::visible(text).replace(['\n', '\r'], " ")
 }
 
 /// A list of strings as a TOML array.
@@ -286,6 +307,14 @@ fn module(
             m.line("transport", quoted("stdio"));
             m.line("command", quoted(command.unwrap_or_default()));
             if !args.is_empty() {
+                for pair in args.windows(2) {
+                    if pair[0].starts_with('-') && secret_name(&pair[0]) {
+                        m.note(format!("the argument after {} looks like a credential, copied as written: move it to the environment if the server reads one", pair[0]));
+                    }
+                }
+                for arg in &args {
+                    flag_url(&mut m, arg);
+                }
                 if args.iter().any(|a| a.contains("${")) {
                     m.note("an argument holds a placeholder (${…}), passed as written: the gateway does not expand it".into());
                 }
@@ -309,6 +338,7 @@ fn module(
             }
             m.line("transport", quoted("http"));
             m.line("url", quoted(url));
+            flag_url(&mut m, url);
             if url.starts_with("http://") && !loopback(url) {
                 m.line("allow_insecure", "true".into());
                 m.note("http:// across the network: calls and credentials travel in clear; prefer https://".into());
@@ -342,6 +372,21 @@ fn module(
         }
     }
     m
+}
+
+/// A note when `text` is a URL that carries a credential (user information, a query).
+fn flag_url(m: &mut Module, text: &str) {
+    if !(text.starts_with("https://") || text.starts_with("http://")) {
+        return;
+    }
+    let authority = text.split("://").nth(1).unwrap_or_default();
+    let authority = authority.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') || text.contains('?') {
+        m.note(
+            "a URL holds user information or a query, copied as written: check it for a credential"
+                .into(),
+        );
+    }
 }
 
 /// A stdio server's environment: plain values as `env`, secrets and placeholders as
@@ -383,7 +428,7 @@ fn env_of(m: &mut Module, server: &Map<String, Value>, inputs: &BTreeMap<String,
                 m.note(format!("set {key} in the gateway's environment: the file asked for it as input {id:?}{asked}"));
             }
             Placeholder::Mixed => {
-                m.note(format!("env {key} = {value:?} mixes text and placeholders: set {key} in the gateway's environment to its value"));
+                m.note(format!("env {key} mixes text and placeholders: set {key} in the gateway's environment to its value"));
                 inherit.push(key.clone());
             }
         }
@@ -447,7 +492,7 @@ fn headers_of(m: &mut Module, server: &Map<String, Value>, inputs: &BTreeMap<Str
         match placeholder(value) {
             Placeholder::Literal if !secret_name(name) => kept.push((name.clone(), value.to_owned())),
             Placeholder::Literal => m.note(format!("the {name} header holds a secret (left out): add it to headers yourself if this file stays private")),
-            _ => m.note(format!("the {name} header {value:?} holds a placeholder, which the gateway does not expand (left out)")),
+            _ => m.note(format!("the {name} header holds a placeholder, which the gateway does not expand (left out)")),
         }
     }
     if !kept.is_empty() {
@@ -495,7 +540,8 @@ pub(crate) fn import(text: &str, source: &str) -> Result<String> {
         })
         .unwrap_or_default();
     let mut out = format!(
-        "# Imported from {source} ({shape}) by mcp-gateway import: {} server(s).\n# Review each module before use; no secret was copied.\n",
+        "# Imported from {} ({shape}) by mcp-gateway import: {} server(s).\n# Review each module before use. Secrets in env and headers were not copied (the notes say\n# what to set); args and URLs are copied as written: check them for credentials.\n",
+        commented(source),
         servers.len()
     );
     let mut taken = BTreeSet::new();
@@ -507,10 +553,11 @@ pub(crate) fn import(text: &str, source: &str) -> Result<String> {
         let m = module(key, server, &inputs, &mut taken);
         out.push('\n');
         for note in &m.notes {
-            let _ = writeln!(out, "# {}: {note}", m.name);
+            let _ = writeln!(out, "# {}: {}", m.name, commented(note));
         }
         let prefix = if m.disabled { "# " } else { "" };
         let _ = writeln!(out, "{prefix}[[modules]]");
+        debug_assert!(m.lines.iter().all(|l| !l.contains('\n')));
         let _ = writeln!(out, "{prefix}name = {}", quoted(&m.name));
         for line in &m.lines {
             let _ = writeln!(out, "{prefix}{line}");
@@ -528,6 +575,31 @@ mod tests {
         let text = "{\n // a comment\n \"a\": \"http://x//y\", /* block */ \"b\": [1, 2,],\n}";
         let value: Value = serde_json::from_str(&strip_jsonc(text)).unwrap();
         assert_eq!(value, serde_json::json!({"a": "http://x//y", "b": [1, 2]}));
+    }
+
+    #[test]
+    fn a_crafted_file_cannot_add_toml_of_its_own() {
+        let evil = "\n[[modules]]\nname='pwn'\ntransport='stdio'\ncommand='/bin/sh'\n#";
+        let file = serde_json::json!({"mcpServers": {
+            "one": {"url": "https://ok.example/mcp", "headers": {format!("X-Api-Key{evil}"): "k", "X-Plain": evil}},
+            "two": {"type": "sse", "url": format!("https://old.example/sse{evil}")},
+            format!("three{evil}"): {"command": format!("echo{evil}"), "args": [evil], "env": {format!("A{evil}"): evil, "MIXED": "a${env:B}"}, "cwd": evil},
+        }});
+        let out = import(&file.to_string(), &format!("file{evil}")).unwrap();
+        let parsed: toml::Value = toml::from_str(&out).unwrap_or_else(|e| panic!("{e}\n{out}"));
+        let modules = parsed["modules"].as_array().unwrap();
+        assert_eq!(modules.len(), 2, "the sse block stays commented out: {out}");
+        assert!(
+            modules.iter().all(|m| m["name"].as_str() != Some("pwn")),
+            "{out}"
+        );
+        assert!(
+            !out.lines()
+                .any(|l| l.trim_start().starts_with("name='pwn'")),
+            "{out}"
+        );
+        // Values arrive as they were, escaped.
+        assert_eq!(modules[1]["args"][0].as_str(), Some(evil), "{out}");
     }
 
     #[test]

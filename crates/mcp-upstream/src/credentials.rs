@@ -126,10 +126,21 @@ fn safe_url(url: &str) -> bool {
     }
 }
 
-fn host_of(url: &str) -> Option<String> {
-    url.parse::<http::Uri>()
-        .ok()
-        .and_then(|u| u.host().map(str::to_ascii_lowercase))
+/// A URL's scheme and host (lower case), what "the module's own host" compares.
+fn host_of(url: &str) -> Option<(String, String)> {
+    let uri = url.parse::<http::Uri>().ok()?;
+    Some((
+        uri.scheme_str()?.to_ascii_lowercase(),
+        uri.host()?.to_ascii_lowercase(),
+    ))
+}
+
+/// Most bytes read of a metadata document or a token answer.
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// A server's text as it may be logged: short, without control characters.
+fn printable(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
 /// The `resource_metadata` parameter of a `Bearer` challenge.
@@ -166,6 +177,9 @@ impl ClientCredentials {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
+            // Straight to the server, never through an environment's proxy (which could
+            // see the secret in clear on an http:// loopback server).
+            .no_proxy()
             .build()
             .map_err(|e| format!("the OAuth client: {e}"))?;
         Ok(ClientCredentials {
@@ -198,10 +212,10 @@ impl ClientCredentials {
         if !response.status().is_success() {
             return Err(self.failed(format!("{url} answered {}", response.status())));
         }
-        response
-            .json()
+        let (_, body) = bounded(response)
             .await
-            .map_err(|e| self.failed(format!("{url}: not JSON: {e}")))
+            .map_err(|e| self.failed(format!("{url}: {e}")))?;
+        serde_json::from_slice(&body).map_err(|e| self.failed(format!("{url}: not JSON: {e}")))
     }
 
     /// The issuer: configured, or named by the module's protected resource metadata — and
@@ -219,14 +233,20 @@ impl ClientCredentials {
         let Some(metadata_url) = hint else {
             return Ok(None);
         };
+        // Only from the module's own host: the module names the URL.
+        if host_of(&metadata_url) != host_of(&self.config.resource) {
+            return Err(self.failed(format!(
+                "the module names its metadata at {metadata_url}, on another host than its own"
+            )));
+        }
         let metadata = self.get_json(&metadata_url).await?;
         let resource = metadata.get("resource").and_then(Value::as_str);
-        if resource
-            .is_some_and(|r| r.trim_end_matches('/') != self.config.resource.trim_end_matches('/'))
+        if resource.map(|r| r.trim_end_matches('/'))
+            != Some(self.config.resource.trim_end_matches('/'))
         {
             return Err(self.failed(format!(
                 "its protected resource metadata is for {:?}, not {:?}",
-                resource.unwrap_or_default(),
+                printable(resource.unwrap_or_default()),
                 self.config.resource
             )));
         }
@@ -241,7 +261,9 @@ impl ClientCredentials {
             .to_owned();
         if host_of(&issuer) != host_of(&self.config.resource) {
             return Err(self.failed(format!(
-                "the module names the authorization server {issuer}, on another host than its own; set auth.issuer = {issuer:?} to trust it"
+                "the module names the authorization server {}, on another host than its own; set auth.issuer = {:?} to trust it",
+                printable(&issuer),
+                printable(&issuer)
             )));
         }
         Ok(Some(issuer))
@@ -256,6 +278,10 @@ impl ClientCredentials {
         let Some(issuer) = self.issuer().await? else {
             return Ok(None);
         };
+        // An issuer the module named is held to its own host throughout: its RFC 8414
+        // metadata only (not a path under the issuer, which the module may serve), and a
+        // token endpoint on the issuer's host.
+        let discovered = self.config.issuer.is_none();
         let trimmed = issuer.trim_end_matches('/');
         let uri: http::Uri = trimmed
             .parse()
@@ -266,10 +292,12 @@ impl ClientCredentials {
             uri.authority().map(|a| a.as_str()).unwrap_or_default()
         );
         let path = uri.path().trim_end_matches('/');
-        let candidates = [
-            format!("{origin}/.well-known/oauth-authorization-server{path}"),
-            format!("{trimmed}/.well-known/openid-configuration"),
-        ];
+        let mut candidates = vec![format!(
+            "{origin}/.well-known/oauth-authorization-server{path}"
+        )];
+        if !discovered {
+            candidates.push(format!("{trimmed}/.well-known/openid-configuration"));
+        }
         let mut last = String::new();
         for url in candidates {
             match self.get_json(&url).await {
@@ -288,6 +316,11 @@ impl ClientCredentials {
                             self.failed(format!("{url} names no https:// token_endpoint"))
                         })?
                         .to_owned();
+                    if discovered && host_of(&token_url) != host_of(&issuer) {
+                        return Err(self.failed(format!(
+                            "{url} puts the token endpoint on another host than the authorization server's; set auth.issuer to trust it"
+                        )));
+                    }
                     let methods: Vec<&str> = metadata
                         .get("token_endpoint_auth_methods_supported")
                         .and_then(Value::as_array)
@@ -333,18 +366,22 @@ impl ClientCredentials {
             .send()
             .await
             .map_err(|e| self.failed(format!("{}: {e}", endpoint.token_url)))?;
-        let status = response.status();
-        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        let (status, body) = bounded(response)
+            .await
+            .map_err(|e| self.failed(format!("{}: {e}", endpoint.token_url)))?;
+        let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if !status.is_success() {
             // The server's own words, never ours: the request held the secret.
-            let error = answer
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or("no error code");
+            let error = printable(
+                answer
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or("no error code"),
+            );
             let description = answer
                 .get("error_description")
                 .and_then(Value::as_str)
-                .map(|d| format!(": {}", d.chars().take(200).collect::<String>()))
+                .map(|d| format!(": {}", printable(d)))
                 .unwrap_or_default();
             return Err(self.failed(format!(
                 "the authorization server refused ({status}): {error}{description}"
@@ -423,6 +460,21 @@ impl Credentials for ClientCredentials {
         };
         learned || forgot || (used.is_none() && self.config.issuer.is_some())
     }
+}
+
+/// A response's status and body, read up to [`MAX_ANSWER`] bytes (a larger one is refused).
+async fn bounded(
+    mut response: reqwest::Response,
+) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
+    let status = response.status();
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_ANSWER {
+            return Err(format!("the answer is larger than {MAX_ANSWER} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok((status, body))
 }
 
 /// Credentials shared by a module's requests and its stream.

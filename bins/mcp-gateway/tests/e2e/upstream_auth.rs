@@ -112,6 +112,16 @@ async fn a_module_gets_its_static_token_and_nothing_else_does() {
     );
     let (ok, out) = check(&header, true).await;
     assert!(!ok && out.contains("keep one"), "{out}");
+    // A module's credentials can never be one of the gateway's own secrets (which would
+    // then be sent to the module).
+    for own in ["MCP_GATEWAY_SEAL_KEYS", "DATABASE_URL"] {
+        let theirs = shifty.module.replace("NOTES_TOKEN", own);
+        let (ok, out) = check(&theirs, true).await;
+        assert!(
+            !ok && out.contains(&format!("auth names {own}, a secret of the gateway's own")),
+            "{out}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
