@@ -892,6 +892,14 @@ impl ModuleConfig {
                     self.name
                 )
             })?;
+        // Credentials in a URL end up in logs and in every token's audience: they belong
+        // in `auth` (or `headers`).
+        if url.authority().is_some_and(|a| a.as_str().contains('@')) {
+            bail!(
+                "module {:?}: the url holds user information (user:password@); put credentials in auth instead",
+                self.name
+            );
+        }
         let files = mcp_upstream::tls::TlsFiles {
             ca_file: self.ca_file.clone(),
             client_cert: self.client_cert.clone(),
