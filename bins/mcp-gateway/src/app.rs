@@ -296,7 +296,7 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
             if url.scheme_str() == Some("http")
                 && !crate::notify::is_loopback(url.host().unwrap_or_default())
             {
-                tracing::warn!(module = %config.name, url = %url, "allow_insecure: the module is reached over plain http:// across the network; its calls and credentials can be read and changed on the way");
+                tracing::warn!(module = %config.name, host = url.host().unwrap_or_default(), "allow_insecure: the module is reached over plain http:// across the network; its calls and credentials can be read and changed on the way");
             }
             let mut headers = Vec::new();
             for (name, value) in &config.headers {

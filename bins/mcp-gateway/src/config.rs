@@ -892,14 +892,6 @@ impl ModuleConfig {
                     self.name
                 )
             })?;
-        // Credentials in a URL end up in logs and in every token's audience: they belong
-        // in `auth` (or `headers`).
-        if url.authority().is_some_and(|a| a.as_str().contains('@')) {
-            bail!(
-                "module {:?}: the url holds user information (user:password@); put credentials in auth instead",
-                self.name
-            );
-        }
         let files = mcp_upstream::tls::TlsFiles {
             ca_file: self.ca_file.clone(),
             client_cert: self.client_cert.clone(),
@@ -1001,7 +993,16 @@ impl ModuleAuth {
                 mcp_upstream::credentials::ClientCredentials::new(
                     mcp_upstream::credentials::ClientCredentialsConfig {
                         module: name.to_owned(),
-                        resource: url.to_string(),
+                        // The module's URL without any user information (a token's
+                        // audience, which its server logs).
+                        resource: match (url.scheme_str(), url.host()) {
+                            (Some(scheme), Some(host)) => format!(
+                                "{scheme}://{host}{}{}",
+                                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+                                url.path_and_query().map_or("/", |p| p.as_str())
+                            ),
+                            _ => url.to_string(),
+                        },
                         client_id: client_id.clone(),
                         client_secret: secret,
                         scopes: scopes.clone(),

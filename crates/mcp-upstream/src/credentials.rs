@@ -528,4 +528,97 @@ mod tests {
         assert!(!bearer.refused(Some(&value), None).await);
         assert!(StaticBearer::new("bad\nvalue").is_err());
     }
+
+    /// A tiny authorization server on loopback: its RFC 8414 metadata and a token endpoint
+    /// that counts the tokens it gives (each a new one), slowly, so callers overlap.
+    async fn authorization_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let issued = Arc::new(AtomicUsize::new(0));
+        let (base, count) = (issuer.clone(), issued.clone());
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let (base, count) = (base.clone(), count.clone());
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let Ok(n) = socket.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                    }
+                    let text = String::from_utf8_lossy(&request).into_owned();
+                    let body = if text.starts_with("GET /.well-known/oauth-authorization-server") {
+                        serde_json::json!({"issuer": base, "token_endpoint": format!("{base}/token")})
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                        serde_json::json!({"access_token": format!("token-{n}"), "token_type": "Bearer", "expires_in": 300})
+                    }
+                    .to_string();
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        (issuer, issued)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_requests_at_once_fetch_one_token_and_a_refused_one_is_replaced_once() {
+        use std::sync::atomic::Ordering;
+        let (issuer, issued) = authorization_server().await;
+        let client = Arc::new(
+            ClientCredentials::new(ClientCredentialsConfig {
+                module: "notes".into(),
+                resource: "http://127.0.0.1:9/mcp".into(),
+                client_id: "gw".into(),
+                client_secret: "s3cret".into(),
+                scopes: vec!["notes.write".into()],
+                issuer: Some(issuer),
+            })
+            .unwrap(),
+        );
+        let mut asking = Vec::new();
+        for _ in 0..20 {
+            let client = client.clone();
+            asking.push(tokio::spawn(async move { client.authorization().await }));
+        }
+        let mut values = Vec::new();
+        for task in asking {
+            values.push(task.await.unwrap().unwrap().unwrap());
+        }
+        assert_eq!(
+            issued.load(Ordering::SeqCst),
+            1,
+            "one fetch for twenty requests"
+        );
+        assert!(values.iter().all(|v| v == "Bearer token-1"));
+        // The module refuses it: forgotten, and the next request gets a new one; a second
+        // refusal of an older token (a request that raced) changes nothing.
+        assert!(client.refused(Some(&values[0]), None).await);
+        let fresh = client.authorization().await.unwrap().unwrap();
+        assert_eq!(fresh, "Bearer token-2");
+        assert!(
+            client.refused(Some(&values[1]), None).await,
+            "already replaced: ask again"
+        );
+        assert_eq!(
+            client.authorization().await.unwrap().unwrap(),
+            "Bearer token-2"
+        );
+        assert_eq!(issued.load(Ordering::SeqCst), 2);
+    }
 }

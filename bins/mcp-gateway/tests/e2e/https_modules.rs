@@ -298,10 +298,5 @@ async fn check_config_refuses_clear_text_across_the_network_and_names_bad_tls_fi
     let (ok, out) =
         check("[[modules]]\nname = \"far\"\ntransport = \"http\"\nurl = \"ftp://x/\"\n").await;
     assert!(!ok && out.contains("http:// or https://"), "{out}");
-    let (ok, out) = check("[[modules]]\nname = \"far\"\ntransport = \"http\"\nurl = \"https://u:pw@mcp.example.com/mcp\"\n").await;
-    assert!(
-        !ok && out.contains("user information") && !out.contains("pw@"),
-        "{out}"
-    );
     let _ = std::fs::remove_dir_all(&dir);
 }
