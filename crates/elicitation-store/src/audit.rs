@@ -234,14 +234,19 @@ pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json:
 /// The `detail` of a new hold (`tool_call_held` with its confirmation): the deciding rule and
 /// policy, the digest of the call's arguments (`call_digest`, the one the confirmation is
 /// bound to) and of the message the person is shown (`message_digest`, SHA-256 of its text):
-/// what a reviewer matches a record against without the arguments themselves.
+/// what a reviewer matches a record against without the arguments themselves; and the
+/// OAuth client the caller asked through (`client`), when its token said.
 pub(crate) fn held_detail(
     policy: &PolicyRef,
     message: &str,
     call_digest: Option<&gating_core::CallDigest>,
+    client: Option<&str>,
 ) -> serde_json::Value {
     let mut detail = gate_detail(GateRecord::Held, policy);
     if let serde_json::Value::Object(map) = &mut detail {
+        if let Some(client) = client {
+            map.insert("client".into(), client.into());
+        }
         if let Some(digest) = call_digest {
             map.insert("call_digest".into(), digest.to_string().into());
         }

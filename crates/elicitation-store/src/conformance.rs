@@ -2583,6 +2583,7 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     let args = json!({"path": "/srv/a"});
     let mut held = request("fs__delete", args.clone());
     held.policy = policy.clone();
+    held.client = Some("cursor-vscode".into());
     let id = h
         .store
         .create_confirmation(&alice(), held)
@@ -2705,6 +2706,11 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     };
     assert_eq!(at("tool_call_held").detail["rule"], 2);
     assert_eq!(at("tool_call_held").detail["policy"], "p0l1cy");
+    assert_eq!(
+        at("tool_call_held").detail["client"],
+        "cursor-vscode",
+        "the client it asked through"
+    );
     assert_eq!(
         at("tool_call_held").detail["call_digest"],
         CallDigest::of(&args).to_string(),

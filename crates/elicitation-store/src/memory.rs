@@ -756,11 +756,13 @@ impl ElicitationStore for MemoryStore {
     ) -> Result<StoredElicitation, StoreError> {
         let now = self.clock.now();
         let policy = request.policy.clone();
+        let client = request.client.clone();
         let stored = request.into_new(&self.rng, now)?;
         let held = audit::held_detail(
             &policy,
             stored.elicitation.spec.message(),
             stored.call.as_ref().map(|c| &c.digest),
+            client.as_deref(),
         );
         let entry = Entry::new(caller, stored.elicitation.clone(), stored.call.clone());
         self.insert(entry, now)?;

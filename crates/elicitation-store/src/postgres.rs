@@ -434,9 +434,14 @@ impl PostgresStore {
         elicitation: &Elicitation,
         call: Option<&HeldCall>,
         policy: &PolicyRef,
+        client: Option<&str>,
     ) -> Result<(), StoreError> {
-        let held_detail =
-            crate::audit::held_detail(policy, elicitation.spec.message(), call.map(|c| &c.digest));
+        let held_detail = crate::audit::held_detail(
+            policy,
+            elicitation.spec.message(),
+            call.map(|c| &c.digest),
+            client,
+        );
         let id = elicitation.id;
         let spec_json = serde_json::to_value(elicitation.spec.response())
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
@@ -776,7 +781,7 @@ impl ElicitationStore for PostgresStore {
         ttl: Duration,
     ) -> Result<Elicitation, StoreError> {
         let elicitation = new_elicitation(&self.rng, spec, self.now(), ttl)?;
-        self.insert(caller, &elicitation, None, &PolicyRef::default())
+        self.insert(caller, &elicitation, None, &PolicyRef::default(), None)
             .await?;
         Ok(elicitation)
     }
@@ -787,9 +792,16 @@ impl ElicitationStore for PostgresStore {
         request: ConfirmationRequest,
     ) -> Result<StoredElicitation, StoreError> {
         let policy = request.policy.clone();
+        let client = request.client.clone();
         let stored = request.into_new(&self.rng, self.now())?;
-        self.insert(caller, &stored.elicitation, stored.call.as_ref(), &policy)
-            .await?;
+        self.insert(
+            caller,
+            &stored.elicitation,
+            stored.call.as_ref(),
+            &policy,
+            client.as_deref(),
+        )
+        .await?;
         Ok(stored)
     }
 

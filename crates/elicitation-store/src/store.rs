@@ -46,6 +46,9 @@ pub struct ConfirmationRequest {
     pub approval: Option<Approval>,
     /// Which rule of which policy held the call (recorded with the hold).
     pub policy: PolicyRef,
+    /// The OAuth client the caller asked through, when its token says (recorded with the
+    /// hold).
+    pub client: Option<String>,
 }
 
 /// Who may answer a confirmation: the members of an approver group, besides or instead of
@@ -144,6 +147,7 @@ impl ConfirmationRequest {
             ttl,
             approval: None,
             policy: PolicyRef::default(),
+            client: None,
         }
     }
 

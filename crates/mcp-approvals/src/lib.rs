@@ -184,6 +184,7 @@ impl WebSessions {
             scopes: claims.scopes.into_iter().collect(),
             authenticated: claims.auth,
             groups: claims.groups.into_iter().collect(),
+            client: None,
         };
         Some(SignIn {
             principal: Arc::new(principal),

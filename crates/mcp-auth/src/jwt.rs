@@ -731,6 +731,16 @@ impl JwtAuth {
                 scopes: granted,
                 authenticated: true,
                 groups,
+                client: ["azp", "client_id"].iter().find_map(|claim| {
+                    claims
+                        .rest
+                        .get(*claim)
+                        .and_then(Value::as_str)
+                        .filter(|c| {
+                            !c.is_empty() && c.len() <= 256 && !c.chars().any(char::is_control)
+                        })
+                        .map(str::to_owned)
+                }),
             },
             claims.exp,
             index,

@@ -124,6 +124,7 @@ impl Auth {
             .collect(),
             authenticated: false,
             groups: BTreeSet::new(),
+            client: None,
         }))
     }
 
@@ -168,6 +169,7 @@ impl Auth {
                 scopes: grant.scopes.into_iter().collect(),
                 authenticated: true,
                 groups: grant.groups.into_iter().collect(),
+                client: None,
             };
             let grant = Grant {
                 principal: Arc::new(principal),

@@ -49,6 +49,9 @@ pub struct Principal {
     pub authenticated: bool,
     /// The approver groups it is a member of (`[[approvers]]`).
     pub groups: BTreeSet<String>,
+    /// The OAuth client its token was issued to (the token's `azp`, else `client_id`),
+    /// when the token says: recorded with what it asks for.
+    pub client: Option<String>,
 }
 
 /// Where a person answered, for [`Principal::answered_by`].

@@ -1280,6 +1280,7 @@ impl Gateway {
             ttl: call.ttl,
             approval,
             policy: call.policy.clone(),
+            client: principal.client.clone(),
         };
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {

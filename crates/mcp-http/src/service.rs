@@ -928,6 +928,7 @@ impl McpService {
             scopes: [mcp_auth::SCOPE_RESPOND.to_owned()].into_iter().collect(),
             authenticated: true,
             groups: action.user.groups.iter().cloned().collect(),
+            client: None,
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Slack);
         match mcp_gate::answer(

@@ -716,6 +716,7 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
         scopes: Default::default(),
         authenticated: true,
         groups: Default::default(),
+        client: None,
     };
     let Classified::Gated(call) = gateway.classify(&principal, params).await.unwrap() else {
         panic!("delete is gated")
@@ -763,6 +764,7 @@ async fn a_call_a_rule_lets_through_goes_upstream_as_the_rule_read_it() {
         scopes: Default::default(),
         authenticated: true,
         groups: Default::default(),
+        client: None,
     };
     for (text, tool) in [
         (

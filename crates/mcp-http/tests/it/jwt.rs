@@ -952,3 +952,50 @@ fn two_issuers_with_one_name_are_refused() {
         "idp.example.com"
     );
 }
+
+/// The OAuth client a token was issued to (`azp`, else `client_id`) is the principal's
+/// `client`, recorded with what it asks for; a token that names none, or names one that is
+/// not a short printable string, has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tokens_client_is_the_principals() {
+    let key = SigningKey::es256("e1");
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-jwt-client-{}-{}",
+        std::process::id(),
+        DIRS.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("jwks.json");
+    write_jwks(&file, &[&key]);
+    let jwt = JwtAuth::new(JwtConfig {
+        resource: RESOURCE.into(),
+        issuers: vec![issuer(JwksSource::File(file), Duration::from_secs(3600))],
+        scopes: ScopeNames::default(),
+        tenant_claim: None,
+        groups_claim: "groups".into(),
+        leeway: Duration::from_secs(5),
+    })
+    .unwrap();
+    jwt.refresh_all().await;
+    let with = |extra: Value| {
+        let mut claims = claims();
+        for (k, v) in extra.as_object().unwrap() {
+            claims[k] = v.clone();
+        }
+        key.sign(&claims)
+    };
+    for (extra, expected) in [
+        (
+            json!({"azp": "cursor", "client_id": "other"}),
+            Some("cursor"),
+        ),
+        (json!({"client_id": "claude-code"}), Some("claude-code")),
+        (json!({}), None),
+        (json!({"azp": "evil\nline"}), None),
+        (json!({"azp": 7}), None),
+    ] {
+        let principal = jwt.principal(&with(extra.clone())).await.unwrap();
+        assert_eq!(principal.client.as_deref(), expected, "{extra}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
