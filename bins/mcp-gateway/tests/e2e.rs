@@ -307,6 +307,25 @@ impl Session {
     }
 }
 
+/// `mcp-gateway check-config FILE` run by `command` (its environment prepared): whether
+/// the file is valid, and everything it printed.
+async fn check_config_with(mut command: Command, file: &Path) -> (bool, String) {
+    let output = command
+        .arg("check-config")
+        .arg(file)
+        .output()
+        .await
+        .unwrap();
+    (
+        output.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
 fn held_id(result: &Value) -> String {
     assert_eq!(
         result["structuredContent"]["elicitation_required"], true,

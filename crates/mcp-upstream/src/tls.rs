@@ -43,8 +43,19 @@ fn certificates(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>,
     Ok(certificates)
 }
 
-/// The module's TLS client configuration, or why it cannot be made.
+/// The module's TLS client configuration, or why it cannot be made. Without files it is
+/// the platform's roots, read once per process (every http module, and every per-caller
+/// instance of one, shares it).
 pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
+    static PLATFORM: std::sync::OnceLock<Result<Arc<ClientConfig>, String>> =
+        std::sync::OnceLock::new();
+    if *files == TlsFiles::default() {
+        return PLATFORM.get_or_init(|| build(files)).clone();
+    }
+    build(files)
+}
+
+fn build(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
     let builder = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("TLS: {e}"))?;

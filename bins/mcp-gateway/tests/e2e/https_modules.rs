@@ -251,20 +251,7 @@ async fn check_config_refuses_clear_text_across_the_network_and_names_bad_tls_fi
     std::fs::create_dir_all(&dir).unwrap();
     let check = async |module: &str| {
         let file = config(&dir, "[store]\nkind = \"memory\"", module);
-        let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
-            .arg("check-config")
-            .arg(&file)
-            .output()
-            .await
-            .unwrap();
-        (
-            output.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        )
+        check_config_with(Command::new(env!("CARGO_BIN_EXE_mcp-gateway")), &file).await
     };
     let http =
         "[[modules]]\nname = \"far\"\ntransport = \"http\"\nurl = \"http://mcp.example.com/mcp\"\n";

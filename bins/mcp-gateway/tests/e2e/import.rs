@@ -123,19 +123,10 @@ async fn the_configs_people_have_become_modules_check_config_accepts() {
                 token_sha256(AGENT)
             ),
         );
-        let output = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
-            .arg("check-config")
-            .arg(&config)
-            .env("LINEAR_TOKEN", "x")
-            .env("GITHUB_PAT", "y")
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{name}: {}\n{toml}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+        command.env("LINEAR_TOKEN", "x").env("GITHUB_PAT", "y");
+        let (ok, out) = check_config_with(command, &config).await;
+        assert!(ok, "{name}: {out}\n{toml}");
     }
     // Not a client's configuration: refused, saying why.
     let file = dir.join("other.json");

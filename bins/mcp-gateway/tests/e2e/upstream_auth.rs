@@ -74,20 +74,7 @@ async fn a_module_gets_its_static_token_and_nothing_else_does() {
         } else {
             command.env_remove("NOTES_TOKEN");
         }
-        let output = command
-            .arg("check-config")
-            .arg(&file)
-            .output()
-            .await
-            .unwrap();
-        (
-            output.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-        )
+        check_config_with(command, &file).await
     };
     let (ok, out) = check(&shifty.module, false).await;
     assert!(
