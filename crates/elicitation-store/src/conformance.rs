@@ -79,6 +79,7 @@ macro_rules! conformance_tests {
             the_outbox_tells_of_each_change_once_and_a_lapsed_claim_goes_to_another_instance,
             the_outbox_records_only_the_events_asked_for,
             the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged,
+            a_connected_account_is_its_callers_alone_and_replaced_not_duplicated,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -2890,4 +2891,159 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
         .await
         .unwrap();
     assert!(untenanted.entries.is_empty(), "{:?}", untenanted.entries);
+}
+
+fn tokens(access: &str) -> crate::AccountTokens {
+    crate::AccountTokens {
+        access_token: access.to_owned(),
+        refresh_token: Some(format!("{access}-refresh")),
+        expires_at: Some(start_time().replace_nanosecond(0).unwrap() + Duration::hours(1)),
+        scope: Some("repo read".into()),
+    }
+}
+
+pub(crate) async fn a_connected_account_is_its_callers_alone_and_replaced_not_duplicated(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let other_tenant = Caller::new("alice", Some("globex".into())).unwrap();
+    let no_tenant = Caller::new("alice", None).unwrap();
+    assert_eq!(h.store.account(&alice(), "github").await.unwrap(), None);
+
+    let saved = h
+        .store
+        .save_account(&alice(), "github", &tokens("a1"), true)
+        .await
+        .unwrap();
+    assert_eq!(saved.tokens, tokens("a1"));
+    assert_eq!((saved.module.as_str(), &saved.caller), ("github", &alice()));
+    // Another instance on the same store reads it back whole.
+    let read = h.twin.account(&alice(), "github").await.unwrap().unwrap();
+    assert_eq!(read, saved);
+
+    // Nobody else has it: not another subject, not the same subject in another tenant or
+    // in none; their saving does not touch it; their removing removes nothing.
+    for intruder in [bob(), other_tenant.clone(), no_tenant.clone()] {
+        assert_eq!(
+            h.store.account(&intruder, "github").await.unwrap(),
+            None,
+            "{intruder:?}"
+        );
+        assert!(h.store.accounts(&intruder).await.unwrap().is_empty());
+        assert!(!h.store.remove_account(&intruder, "github").await.unwrap());
+    }
+    h.store
+        .save_account(&bob(), "github", &tokens("b1"), true)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.store
+            .account(&alice(), "github")
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens,
+        tokens("a1")
+    );
+
+    // A refresh replaces the tokens and keeps when the person connected; a reconnection
+    // starts again. Still one account.
+    h.clock.advance(Duration::seconds(5));
+    let refreshed = h
+        .store
+        .save_account(&alice(), "github", &tokens("a2"), false)
+        .await
+        .unwrap();
+    assert_eq!(refreshed.tokens, tokens("a2"));
+    assert_eq!(refreshed.connected_at, saved.connected_at);
+    assert!(refreshed.updated_at > saved.updated_at);
+    h.clock.advance(Duration::seconds(5));
+    let reconnected = h
+        .store
+        .save_account(&alice(), "github", &tokens("a3"), true)
+        .await
+        .unwrap();
+    assert!(reconnected.connected_at > saved.connected_at);
+    let only_module =
+        |accounts: Vec<crate::Account>| accounts.into_iter().map(|a| a.module).collect::<Vec<_>>();
+    h.store
+        .save_account(&alice(), "atlassian", &tokens("a4"), true)
+        .await
+        .unwrap();
+    assert_eq!(
+        only_module(h.store.accounts(&alice()).await.unwrap()),
+        ["atlassian", "github"],
+        "one account per module, ordered by module"
+    );
+
+    // Tokens without a refresh token or an expiry read back as such.
+    let bare = crate::AccountTokens {
+        access_token: "plain".into(),
+        refresh_token: None,
+        expires_at: None,
+        scope: None,
+    };
+    h.store
+        .save_account(&no_tenant, "linear", &bare, true)
+        .await
+        .unwrap();
+    assert_eq!(
+        h.twin
+            .account(&no_tenant, "linear")
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens,
+        bare
+    );
+
+    // Bad input: a clear error, nothing stored.
+    let empty = crate::AccountTokens {
+        access_token: String::new(),
+        ..bare.clone()
+    };
+    for (module, tokens) in [("", &bare), ("a\nb", &bare), ("linear", &empty)] {
+        assert!(
+            matches!(
+                h.store.save_account(&bob(), module, tokens, true).await,
+                Err(StoreError::InvalidAccount(_))
+            ),
+            "{module:?}"
+        );
+    }
+    assert_eq!(
+        only_module(h.store.accounts(&bob()).await.unwrap()),
+        ["github"]
+    );
+
+    // At the limit a caller may replace one of its own, not add another.
+    for n in 0..crate::MAX_ACCOUNTS_PER_CALLER - 1 {
+        h.store
+            .save_account(&bob(), &format!("m{n:03}"), &bare, true)
+            .await
+            .unwrap();
+    }
+    assert!(matches!(
+        h.store.save_account(&bob(), "one-more", &bare, true).await,
+        Err(StoreError::AccountLimit { .. })
+    ));
+    h.store
+        .save_account(&bob(), "m000", &tokens("b2"), false)
+        .await
+        .unwrap();
+
+    // Disconnecting forgets it, once.
+    assert!(h.store.remove_account(&alice(), "github").await.unwrap());
+    assert!(!h.store.remove_account(&alice(), "github").await.unwrap());
+    assert_eq!(h.twin.account(&alice(), "github").await.unwrap(), None);
+    assert_eq!(
+        h.store
+            .account(&bob(), "github")
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens,
+        tokens("b1"),
+        "another caller's account stays"
+    );
 }

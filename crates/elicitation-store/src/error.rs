@@ -77,6 +77,17 @@ pub enum StoreError {
         /// The id asked for.
         id: uuid::Uuid,
     },
+    /// A connected account that cannot be stored as given (said why).
+    #[error("the account cannot be stored: {0}")]
+    InvalidAccount(String),
+    /// The caller holds as many connected accounts as allowed.
+    #[error(
+        "the caller already holds {limit} connected accounts, the most allowed; disconnect one first"
+    )]
+    AccountLimit {
+        /// The per-caller limit.
+        limit: usize,
+    },
     /// What an approval was asked to carry (a standing grant, edited arguments) cannot be
     /// made (said why, for the person): nothing was recorded.
     #[error("{0}")]
@@ -188,6 +199,8 @@ impl StoreError {
             self,
             StoreError::NotFound { .. }
                 | StoreError::AnswerRefused(_)
+                | StoreError::InvalidAccount(_)
+                | StoreError::AccountLimit { .. }
                 | StoreError::GrantNotFound { .. }
                 | StoreError::ChangeNotFound { .. }
                 | StoreError::ApproverRequired { .. }

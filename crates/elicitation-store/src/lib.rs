@@ -11,6 +11,7 @@
 //! This crate owns every SQL string of the project and the embedded migrations
 //! ([`migrate`]). It knows nothing of HTTP or MCP wire formats.
 
+mod accounts;
 mod audit;
 mod caller;
 mod error;
@@ -32,6 +33,9 @@ mod conformance;
 #[cfg(any(test, feature = "test-support"))]
 pub mod test_support;
 
+pub use accounts::{
+    Account, AccountStore, AccountTokens, MAX_ACCOUNT_MODULE_LEN, MAX_ACCOUNTS_PER_CALLER,
+};
 pub use audit::{
     AuditEntry, AuditEvent, AuditHolds, AuditOrder, AuditPage, AuditQuery, CallCompletion,
     GateRecord, PolicyRef, RejectReason, audit_outcomes,

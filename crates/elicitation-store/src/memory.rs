@@ -1,5 +1,6 @@
 //! The embedded store: everything in process memory, bounded, lost on restart.
 
+mod accounts;
 mod recent;
 
 pub use recent::MAX_MEMORY_AUDIT_EVENTS;
@@ -311,6 +312,8 @@ pub struct MemoryStore {
     notices: Mutex<crate::notices::NoticeQueue>,
     /// The recent audit events (locked last, alone or under another lock, never the reverse).
     trail: Mutex<recent::Recent>,
+    /// Connected accounts (never held with the other locks).
+    accounts: Mutex<accounts::Accounts>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -332,6 +335,7 @@ impl MemoryStore {
             catalog: Mutex::default(),
             notices: Mutex::default(),
             trail: Mutex::default(),
+            accounts: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),

@@ -39,6 +39,7 @@ use crate::{
 };
 use crate::{AuditSink, Fleet};
 
+mod accounts;
 mod chain;
 mod grants;
 mod listen;

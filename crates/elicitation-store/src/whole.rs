@@ -1,13 +1,20 @@
 //! The whole store the gateway is built on.
 
+use crate::accounts::AccountStore;
 use crate::grant::GrantStore;
 use crate::notices::Outbox;
 use crate::pins::CatalogStore;
 use crate::store::{AuditSink, ElicitationStore, Fleet};
 
 /// A whole store: its elicitations, its fleet, its audit trail, its standing grants, its
-/// tool-definition pins and its outbox of notices. The gateway is built on one; a test double implements only the part
+/// tool-definition pins, its outbox of notices and its connected accounts. The gateway is built on one; a test double implements only the part
 /// it fakes and is put in its place.
-pub trait Store: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox {}
+pub trait Store:
+    ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox + AccountStore
+{
+}
 
-impl<T: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox> Store for T {}
+impl<T> Store for T where
+    T: ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox + AccountStore
+{
+}

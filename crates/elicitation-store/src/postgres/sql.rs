@@ -393,3 +393,44 @@ pub(super) const AUDIT_PAGE: &str = "SELECT id, at, event, caller_subject, calle
 /// since, `$2` until, `$3`/`$4` the tool and whether it is a prefix, `$5` caller, `$6`
 /// outcome, `$7` newest first, `$8` cursor, `$9` limit.
 pub(super) const AUDIT_READ: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail, sealed FROM mcp_audit_read($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// The columns of an account row, in the order `accounts::decode` reads them.
+macro_rules! account_columns {
+    () => {
+        "module, tokens_sealed, tokens_key_id, connected_at, updated_at"
+    };
+}
+
+/// Stores a caller's tokens for a module: `$1` a new row id, `$2` subject, `$3` tenant, `$4`
+/// module, `$5`/`$6` the sealed tokens and key id, `$7` now, `$8` whether this is a new
+/// connection (else a refresh keeps `connected_at`), `$9` the most accounts a caller holds
+/// (a caller at the limit may still replace one of its own). No row: the limit.
+pub(super) const SAVE_ACCOUNT: &str = concat!(
+    "WITH mine AS (SELECT count(*) AS n, coalesce(bool_or(module = $4), false) AS has FROM mcp_accounts \
+     WHERE caller_subject = $2 AND caller_tenant IS NOT DISTINCT FROM $3::text) \
+     INSERT INTO mcp_accounts AS a (id, caller_subject, caller_tenant, module, tokens_sealed, tokens_key_id, connected_at, updated_at) \
+     SELECT $1, $2, $3, $4, $5, $6, $7, $7 FROM mine WHERE mine.n < $9 OR mine.has \
+     ON CONFLICT (caller_subject, (coalesce(caller_tenant, '')), module) DO UPDATE SET \
+     tokens_sealed = EXCLUDED.tokens_sealed, tokens_key_id = EXCLUDED.tokens_key_id, \
+     updated_at = EXCLUDED.updated_at, \
+     connected_at = CASE WHEN $8 THEN EXCLUDED.connected_at ELSE a.connected_at END \
+     RETURNING ",
+    account_columns!()
+);
+
+/// A caller's account at a module: `$1` subject, `$2` tenant, `$3` module.
+pub(super) const ACCOUNT_ONE: &str = concat!(
+    "SELECT ",
+    account_columns!(),
+    " FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3"
+);
+
+/// Every account of a caller: `$1` subject, `$2` tenant.
+pub(super) const ACCOUNTS_OF_CALLER: &str = concat!(
+    "SELECT ",
+    account_columns!(),
+    " FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text ORDER BY module"
+);
+
+/// Forgets a caller's account at a module: `$1` subject, `$2` tenant, `$3` module.
+pub(super) const REMOVE_ACCOUNT: &str = "DELETE FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3 RETURNING id";

@@ -1916,3 +1916,123 @@ async fn the_writer_role_cannot_reseal_the_audit_chain() {
     let report = verify_audit(&db.admin().await, &keys).await.unwrap();
     assert_eq!(report.broken.map(|b| b.0), Some(next));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
+    use crate::{AccountStore, AccountTokens};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let tokens = |access: &str| AccountTokens {
+        access_token: access.to_owned(),
+        refresh_token: Some(format!("{access}-REFRESH")),
+        expires_at: None,
+        scope: None,
+    };
+    store
+        .save_account(&alice(), "github", &tokens("ALICE-GH-TOKEN"), true)
+        .await
+        .unwrap();
+    store
+        .save_account(&alice(), "linear", &tokens("ALICE-LINEAR-TOKEN"), true)
+        .await
+        .unwrap();
+    store
+        .save_account(&bob(), "github", &tokens("BOB-GH-TOKEN"), true)
+        .await
+        .unwrap();
+
+    // At rest: no token in any column, as an operator with raw SQL access sees it.
+    let admin = db.admin().await;
+    let raw: String = admin
+        .query_one(
+            "SELECT string_agg(row_to_json(a)::text || encode(tokens_sealed, 'escape'), ' ') FROM mcp_accounts a",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for secret in ["ALICE-GH-TOKEN", "REFRESH", "BOB-GH-TOKEN"] {
+        assert!(!raw.contains(secret), "{secret} is sealed: {raw}");
+    }
+
+    // The writer sees only the caller it is scoped to, and cannot re-own or delete others'.
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let visible: i64 = writer
+        .query_one("SELECT count(*) FROM mcp_accounts", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(visible, 2, "only alice's rows");
+    let no_privilege = [
+        "UPDATE mcp_accounts SET caller_subject = 'bob'",
+        "UPDATE mcp_accounts SET module = 'atlassian'",
+        "TRUNCATE mcp_accounts",
+        "ALTER TABLE mcp_accounts DISABLE ROW LEVEL SECURITY",
+    ];
+    for statement in no_privilege {
+        let code = sqlstate(writer.execute(statement, &[]).await);
+        assert_eq!(code, Some(SqlState::INSUFFICIENT_PRIVILEGE), "{statement}");
+    }
+    let deleted = writer
+        .execute("DELETE FROM mcp_accounts WHERE caller_subject = 'bob'", &[])
+        .await
+        .unwrap();
+    assert_eq!(deleted, 0, "bob's row is not alice's to delete");
+    let code = sqlstate(
+        writer
+            .execute(
+                "INSERT INTO mcp_accounts (id, caller_subject, caller_tenant, module, tokens_sealed, tokens_key_id, connected_at, updated_at) \
+                 VALUES (gen_random_uuid(), 'bob', 'acme', 'jira', '\\x00', 'k1', now(), now())",
+                &[],
+            )
+            .await,
+    );
+    assert_eq!(
+        code,
+        Some(SqlState::INSUFFICIENT_PRIVILEGE),
+        "no row for another caller"
+    );
+
+    // A sealed blob swapped into another module's row, or another caller's, does not open.
+    admin
+        .execute(
+            "UPDATE mcp_accounts SET tokens_sealed = (SELECT tokens_sealed FROM mcp_accounts WHERE caller_subject = 'alice' AND module = 'github') \
+             WHERE caller_subject = 'alice' AND module = 'linear'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .account(&alice(), "linear")
+            .await
+            .unwrap_err()
+            .is_unreadable()
+    );
+    admin
+        .execute(
+            "UPDATE mcp_accounts SET tokens_sealed = (SELECT tokens_sealed FROM mcp_accounts WHERE caller_subject = 'alice' AND module = 'github') \
+             WHERE caller_subject = 'bob' AND module = 'github'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .account(&bob(), "github")
+            .await
+            .unwrap_err()
+            .is_unreadable()
+    );
+    assert_eq!(
+        store
+            .account(&alice(), "github")
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens,
+        tokens("ALICE-GH-TOKEN")
+    );
+}
