@@ -509,6 +509,41 @@ impl crate::Outbox for Metered {
     }
 }
 
+#[async_trait]
+impl crate::AccountStore for Metered {
+    async fn save_account(
+        &self,
+        caller: &Caller,
+        module: &str,
+        tokens: &crate::AccountTokens,
+        reconnect: bool,
+    ) -> Result<crate::Account, StoreError> {
+        self.timed(
+            "save_account",
+            self.inner.save_account(caller, module, tokens, reconnect),
+        )
+        .await
+    }
+
+    async fn account(
+        &self,
+        caller: &Caller,
+        module: &str,
+    ) -> Result<Option<crate::Account>, StoreError> {
+        self.timed("account", self.inner.account(caller, module))
+            .await
+    }
+
+    async fn accounts(&self, caller: &Caller) -> Result<Vec<crate::Account>, StoreError> {
+        self.timed("accounts", self.inner.accounts(caller)).await
+    }
+
+    async fn remove_account(&self, caller: &Caller, module: &str) -> Result<bool, StoreError> {
+        self.timed("remove_account", self.inner.remove_account(caller, module))
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -592,40 +627,5 @@ mod tests {
             *told.operations.lock().unwrap(),
             ["create", "respond", "respond"]
         );
-    }
-}
-
-#[async_trait]
-impl crate::AccountStore for Metered {
-    async fn save_account(
-        &self,
-        caller: &Caller,
-        module: &str,
-        tokens: &crate::AccountTokens,
-        reconnect: bool,
-    ) -> Result<crate::Account, StoreError> {
-        self.timed(
-            "save_account",
-            self.inner.save_account(caller, module, tokens, reconnect),
-        )
-        .await
-    }
-
-    async fn account(
-        &self,
-        caller: &Caller,
-        module: &str,
-    ) -> Result<Option<crate::Account>, StoreError> {
-        self.timed("account", self.inner.account(caller, module))
-            .await
-    }
-
-    async fn accounts(&self, caller: &Caller) -> Result<Vec<crate::Account>, StoreError> {
-        self.timed("accounts", self.inner.accounts(caller)).await
-    }
-
-    async fn remove_account(&self, caller: &Caller, module: &str) -> Result<bool, StoreError> {
-        self.timed("remove_account", self.inner.remove_account(caller, module))
-            .await
     }
 }
