@@ -259,6 +259,15 @@ fn program_path(command: &str) -> String {
 }
 
 async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
+    module_as(config, None).await
+}
+
+/// The module, an http one sending `person`'s credentials when given (a caller's instance
+/// of a module run as its callers) instead of the gateway's own.
+async fn module_as(
+    config: &ModuleConfig,
+    person: Option<mcp_upstream::credentials::SharedCredentials>,
+) -> Result<Arc<dyn Module>> {
     Ok(match config.transport {
         Transport::Demo => Arc::new(demo_module()),
         Transport::PermissionPrompt => Arc::new(
@@ -309,9 +318,10 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
                     })?,
                 ));
             }
-            let credentials = match &config.auth {
-                Some(auth) => Some(auth.credentials(&config.name, &url)?),
-                None => None,
+            let credentials = match (person, &config.auth) {
+                (Some(person), _) => Some(person),
+                (None, Some(auth)) => auth.credentials(&config.name, &url)?,
+                (None, None) => None,
             };
             Arc::new(
                 HttpModule::new(HttpModuleConfig {
@@ -329,16 +339,33 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
 }
 
 /// A `per_caller` module's instances: each started as the module itself is, from its
-/// configuration.
-fn isolation(config: &ModuleConfig) -> Option<mcp_upstream::isolation::Isolation> {
+/// configuration; for a module run as its callers (`oauth`), each with its caller's own
+/// account from `store`.
+fn isolation(
+    config: &ModuleConfig,
+    oauth: Option<Arc<mcp_upstream::accounts::UserOAuth>>,
+    store: &Arc<dyn Store>,
+) -> Option<mcp_upstream::isolation::Isolation> {
     if config.isolation() != crate::config::Isolation::PerCaller {
         return None;
     }
     let template = Arc::new(config.clone());
-    let start: mcp_upstream::isolation::StartInstance = Arc::new(move || {
+    let vault: Arc<dyn mcp_upstream::accounts::Vault> =
+        Arc::new(crate::accounts::StoreVault::new(store.clone()));
+    let per_person = oauth.as_ref().map(|_| "user");
+    let start: mcp_upstream::isolation::StartInstance = Arc::new(move |who: &str| {
         let config = template.clone();
+        let person = oauth.as_ref().map(|oauth| {
+            let credentials: mcp_upstream::credentials::SharedCredentials =
+                Arc::new(mcp_upstream::accounts::PersonCredentials::new(
+                    oauth.clone(),
+                    vault.clone(),
+                    who.to_owned(),
+                ));
+            credentials
+        });
         Box::pin(async move {
-            module(&config)
+            module_as(&config, person)
                 .await
                 .map_err(|e| mcp_upstream::ModuleError::Unavailable {
                     module: config.name.clone(),
@@ -350,6 +377,7 @@ fn isolation(config: &ModuleConfig) -> Option<mcp_upstream::isolation::Isolation
         start,
         max_instances: config.max_instances as usize,
         idle: config.instance_idle,
+        per_person,
     })
 }
 
@@ -440,8 +468,20 @@ async fn build_gateway(
     let mut started = Vec::new();
     let mut specs = Vec::new();
     let mut unbuilt = Vec::new();
+    let mut connectable = Vec::new();
     for m in &config.modules {
         let text = module_fingerprint(m);
+        let oauth = match (&m.auth, m.tls()) {
+            (Some(auth), Ok((url, _))) => match auth.user_oauth(&m.name, &url) {
+                Ok(oauth) => oauth,
+                Err(e) => {
+                    tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
+                    unbuilt.push((m.name.clone(), format!("{e:#}")));
+                    continue;
+                }
+            },
+            _ => None,
+        };
         let instance = match running
             .iter()
             .find(|r| r.name == m.name && r.config == text)
@@ -464,15 +504,20 @@ async fn build_gateway(
             name: m.name.clone(),
             module: instance.clone(),
         });
+        connectable.extend(oauth.clone());
         specs.push(ModuleSpec {
-            isolation: isolation(m),
+            isolation: isolation(m, oauth, &store),
             name: m.name.clone(),
             prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
             trust_annotations: m.trust_annotations,
             module: instance,
         });
     }
-    match gateway_over(config, specs, store, metrics, durable, rates, unbuilt).await {
+    let built = Built {
+        unbuilt,
+        connectable,
+    };
+    match gateway_over(config, specs, store, metrics, durable, rates, built).await {
         Ok(gateway) => Ok((gateway, modules)),
         Err(e) => {
             for m in started {
@@ -507,6 +552,13 @@ fn rates_text(config: &Config) -> String {
     )
 }
 
+/// What building the modules found beside them: those that could not be started (and why),
+/// and the OAuth clients of the modules run as their callers.
+struct Built {
+    unbuilt: Vec<(String, String)>,
+    connectable: Vec<Arc<mcp_upstream::accounts::UserOAuth>>,
+}
+
 async fn gateway_over(
     config: &Config,
     specs: Vec<ModuleSpec>,
@@ -514,7 +566,7 @@ async fn gateway_over(
     metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     rates: Arc<mcp_gate::limits::Limits>,
-    unbuilt: Vec<(String, String)>,
+    built: Built,
 ) -> Result<Arc<Gateway>> {
     let limits = &config.limits;
     let registry = Registry::start_with(
@@ -557,7 +609,8 @@ async fn gateway_over(
                     .map(|m| (m.name.clone(), m.pin.mode()))
                     .collect(),
             )
-            .with_unbuilt_modules(unbuilt)
+            .with_unbuilt_modules(built.unbuilt)
+            .with_connectable(built.connectable)
             .with_required_modules(
                 config
                     .modules

@@ -943,75 +943,147 @@ pub(crate) enum ModuleAuth {
         /// is on the module's own host).
         issuer: Option<String>,
     },
+    /// Each caller's own account at the module's authorization server, connected by the
+    /// person on the approvals page.
+    User {
+        /// The gateway's client there (default: one it registers, RFC 7591).
+        client_id: Option<String>,
+        /// That client's secret (a confidential client; only with a configured issuer).
+        client_secret_env: Option<String>,
+        #[serde(default)]
+        scopes: Vec<String>,
+        /// The authorization server's issuer (default: the one the module's protected
+        /// resource metadata names).
+        issuer: Option<String>,
+        /// A token the gateway lists the module's tools with (default: it lists without).
+        list_token_env: Option<String>,
+    },
 }
 
 impl ModuleAuth {
-    /// The environment variable holding the secret.
-    pub(crate) fn secret_env(&self) -> &str {
+    /// The environment variables holding its secrets.
+    pub(crate) fn secret_envs(&self) -> Vec<&str> {
         match self {
-            ModuleAuth::Bearer { token_env } => token_env,
+            ModuleAuth::Bearer { token_env } => vec![token_env],
             ModuleAuth::ClientCredentials {
                 client_secret_env, ..
-            } => client_secret_env,
+            } => vec![client_secret_env],
+            ModuleAuth::User {
+                client_secret_env,
+                list_token_env,
+                ..
+            } => client_secret_env
+                .iter()
+                .chain(list_token_env)
+                .map(String::as_str)
+                .collect(),
         }
     }
 
-    /// The secret, read from the environment; an error names the module and the variable,
-    /// never a value.
-    pub(crate) fn secret(&self, module: &str) -> Result<String> {
-        let name = self.secret_env();
+    /// The secret in `name`, read from the environment; an error names the module and the
+    /// variable, never a value.
+    fn secret(module: &str, name: &str, what: &str) -> Result<String> {
         match std::env::var(name) {
             Ok(value) if !value.trim().is_empty() => Ok(value),
             _ => bail!(
-                "module {module:?}: auth needs the environment variable {name} (set it to the {}); it is a gateway secret, never passed to a module",
-                match self {
-                    ModuleAuth::Bearer { .. } => "token",
-                    ModuleAuth::ClientCredentials { .. } => "client secret",
-                }
+                "module {module:?}: auth needs the environment variable {name} (set it to the {what}); it is a gateway secret, never passed to a module"
             ),
         }
     }
 
-    /// The credentials of module `name` at `url`.
+    /// The credentials the module `name` at `url` is sent with by the gateway itself (for a
+    /// `user` module: only when it lists its tools, and only with `list_token_env`).
     pub(crate) fn credentials(
         &self,
         name: &str,
         url: &http::Uri,
-    ) -> Result<mcp_upstream::credentials::SharedCredentials> {
-        let secret = self.secret(name)?;
-        Ok(match self {
-            ModuleAuth::Bearer { .. } => std::sync::Arc::new(
+    ) -> Result<Option<mcp_upstream::credentials::SharedCredentials>> {
+        let bearer = |env: &str| -> Result<mcp_upstream::credentials::SharedCredentials> {
+            let secret = Self::secret(name, env, "token")?;
+            Ok(std::sync::Arc::new(
                 mcp_upstream::credentials::StaticBearer::new(&secret)
-                    .map_err(|e| anyhow::anyhow!("module {name:?}: {} {e}", self.secret_env()))?,
-            ),
+                    .map_err(|e| anyhow::anyhow!("module {name:?}: {env} {e}"))?,
+            ))
+        };
+        Ok(Some(match self {
+            ModuleAuth::Bearer { token_env } => bearer(token_env)?,
             ModuleAuth::ClientCredentials {
                 client_id,
+                client_secret_env,
                 scopes,
                 issuer,
-                ..
             } => std::sync::Arc::new(
                 mcp_upstream::credentials::ClientCredentials::new(
                     mcp_upstream::credentials::ClientCredentialsConfig {
                         module: name.to_owned(),
-                        // The module's URL without any user information (a token's
-                        // audience, which its server logs).
-                        resource: match (url.scheme_str(), url.host()) {
-                            (Some(scheme), Some(host)) => format!(
-                                "{scheme}://{host}{}{}",
-                                url.port().map(|p| format!(":{p}")).unwrap_or_default(),
-                                url.path_and_query().map_or("/", |p| p.as_str())
-                            ),
-                            _ => url.to_string(),
-                        },
+                        resource: resource_of(url),
                         client_id: client_id.clone(),
-                        client_secret: secret,
+                        client_secret: Self::secret(name, client_secret_env, "client secret")?,
                         scopes: scopes.clone(),
                         issuer: issuer.clone(),
                     },
                 )
                 .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?,
             ),
-        })
+            ModuleAuth::User { list_token_env, .. } => match list_token_env {
+                Some(env) => bearer(env)?,
+                None => return Ok(None),
+            },
+        }))
+    }
+
+    /// For a `user` module: the OAuth client its people connect their accounts with.
+    pub(crate) fn user_oauth(
+        &self,
+        name: &str,
+        url: &http::Uri,
+    ) -> Result<Option<std::sync::Arc<mcp_upstream::accounts::UserOAuth>>> {
+        let ModuleAuth::User {
+            client_id,
+            client_secret_env,
+            scopes,
+            issuer,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let client = match (client_id, client_secret_env) {
+            (Some(id), secret) => Some(mcp_upstream::accounts::RegisteredClient {
+                id: id.clone(),
+                secret: secret
+                    .as_deref()
+                    .map(|env| Self::secret(name, env, "client secret"))
+                    .transpose()?,
+            }),
+            (None, Some(_)) => {
+                bail!("module {name:?}: auth.client_secret_env needs auth.client_id")
+            }
+            (None, None) => None,
+        };
+        let oauth =
+            mcp_upstream::accounts::UserOAuth::new(mcp_upstream::accounts::UserOAuthConfig {
+                module: name.to_owned(),
+                resource: resource_of(url),
+                client,
+                scopes: scopes.clone(),
+                issuer: issuer.clone(),
+            })
+            .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?;
+        Ok(Some(std::sync::Arc::new(oauth)))
+    }
+}
+
+/// The module's URL without any user information: a token's audience (RFC 8707), which its
+/// server logs.
+fn resource_of(url: &http::Uri) -> String {
+    match (url.scheme_str(), url.host()) {
+        (Some(scheme), Some(host)) => format!(
+            "{scheme}://{host}{}{}",
+            url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+            url.path_and_query().map_or("/", |p| p.as_str())
+        ),
+        _ => url.to_string(),
     }
 }
 
@@ -1469,10 +1541,12 @@ impl Config {
             }
         }
         for auth in self.modules.iter().filter_map(|m| m.auth.as_ref()) {
-            if let Ok(value) = std::env::var(auth.secret_env())
-                && !value.trim().is_empty()
-            {
-                secrets.push(("module credentials", value));
+            for name in auth.secret_envs() {
+                if let Ok(value) = std::env::var(name)
+                    && !value.trim().is_empty()
+                {
+                    secrets.push(("module credentials", value));
+                }
             }
         }
         if self.uploads.s3.is_some() {
@@ -1691,12 +1765,21 @@ impl Config {
                 Transport::Http => {
                     let (url, _) = m.tls()?;
                     if let Some(auth) = &m.auth {
-                        let name = auth.secret_env();
-                        if is_gateway_secret_env(name, self.uploads.s3.is_some())
-                            || crate::notify::secret_envs(&self.notify).contains(&name)
+                        for name in auth.secret_envs() {
+                            if is_gateway_secret_env(name, self.uploads.s3.is_some())
+                                || crate::notify::secret_envs(&self.notify).contains(&name)
+                            {
+                                bail!(
+                                    "module {:?}: auth names {name}, a secret of the gateway's own; a module's credentials must be its own variable",
+                                    m.name
+                                );
+                            }
+                        }
+                        if matches!(auth, ModuleAuth::User { .. })
+                            && m.isolation() != Isolation::PerCaller
                         {
                             bail!(
-                                "module {:?}: auth names {name}, a secret of the gateway's own; a module's credentials must be its own variable",
+                                "module {:?}: auth kind \"user\" runs each caller's calls as their own account, so each caller has its own instance: isolation must be \"per_caller\"",
                                 m.name
                             );
                         }
@@ -1710,6 +1793,7 @@ impl Config {
                             );
                         }
                         auth.credentials(&m.name, &url)?;
+                        auth.user_oauth(&m.name, &url)?;
                     }
                 }
                 _ if m.ca_file.is_some()
@@ -1732,7 +1816,7 @@ impl Config {
                         .modules
                         .iter()
                         .filter_map(|o| o.auth.as_ref())
-                        .any(|a| a.secret_env() == name)
+                        .any(|a| a.secret_envs().contains(&name.as_str()))
                 {
                     bail!(
                         "module {:?}: inherit_env lists {name}, a secret of the gateway's; modules never receive it (give the module its own credentials in env)",

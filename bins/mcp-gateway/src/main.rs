@@ -11,6 +11,7 @@ use elicitation_store::SystemClock;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
+mod accounts;
 mod app;
 mod config;
 mod explain;

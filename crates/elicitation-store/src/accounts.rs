@@ -17,7 +17,7 @@ pub const MAX_ACCOUNTS_PER_CALLER: usize = 64;
 pub const MAX_ACCOUNT_MODULE_LEN: usize = 200;
 
 /// What a person's authorization server issued.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Default)]
 pub struct AccountTokens {
     /// The access token sent to the module.
     pub access_token: String,
@@ -27,6 +27,10 @@ pub struct AccountTokens {
     pub expires_at: Option<OffsetDateTime>,
     /// The scopes granted, as the server wrote them.
     pub scope: Option<String>,
+    /// The gateway's client id at the server the tokens came from (a refresh needs it).
+    pub client_id: Option<String>,
+    /// That client's secret, when the server gave it one at registration.
+    pub client_secret: Option<String>,
 }
 
 impl AccountTokens {
@@ -39,6 +43,8 @@ impl AccountTokens {
             "refresh_token": self.refresh_token,
             "expires_at": self.expires_at.map(OffsetDateTime::unix_timestamp),
             "scope": self.scope,
+            "client_id": self.client_id,
+            "client_secret": self.client_secret,
         })
         .to_string()
         .into_bytes()
@@ -64,6 +70,8 @@ impl AccountTokens {
                 None => None,
             },
             scope: text("scope"),
+            client_id: text("client_id"),
+            client_secret: text("client_secret"),
         })
     }
 }
@@ -75,6 +83,7 @@ impl fmt::Debug for AccountTokens {
             .field("refresh_token", &self.refresh_token.is_some())
             .field("expires_at", &self.expires_at)
             .field("scope", &self.scope)
+            .field("client_id", &self.client_id)
             .finish_non_exhaustive()
     }
 }

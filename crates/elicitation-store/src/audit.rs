@@ -109,11 +109,14 @@ pub enum RejectReason {
     RateLimited,
     /// The tool's definition is not its pin: it waits for a person's review.
     ToolQuarantined,
+    /// The tool's module runs as each caller's own account, and the caller's is not
+    /// connected.
+    AccountNotConnected,
 }
 
 impl RejectReason {
     /// Every reason.
-    pub const ALL: [RejectReason; 10] = [
+    pub const ALL: [RejectReason; 11] = [
         RejectReason::PolicyDenied,
         RejectReason::UserRejected,
         RejectReason::ConfirmationCancelled,
@@ -124,6 +127,7 @@ impl RejectReason {
         RejectReason::NoAuthenticatedCaller,
         RejectReason::RateLimited,
         RejectReason::ToolQuarantined,
+        RejectReason::AccountNotConnected,
     ];
 
     /// The stored value.
@@ -139,6 +143,7 @@ impl RejectReason {
             RejectReason::NoAuthenticatedCaller => "no_authenticated_caller",
             RejectReason::RateLimited => "rate_limited",
             RejectReason::ToolQuarantined => "tool_quarantined",
+            RejectReason::AccountNotConnected => "account_not_connected",
         }
     }
 }

@@ -2899,6 +2899,8 @@ fn tokens(access: &str) -> crate::AccountTokens {
         refresh_token: Some(format!("{access}-refresh")),
         expires_at: Some(start_time().replace_nanosecond(0).unwrap() + Duration::hours(1)),
         scope: Some("repo read".into()),
+        client_id: Some("gw-client".into()),
+        client_secret: None,
     }
 }
 
@@ -2979,9 +2981,7 @@ pub(crate) async fn a_connected_account_is_its_callers_alone_and_replaced_not_du
     // Tokens without a refresh token or an expiry read back as such.
     let bare = crate::AccountTokens {
         access_token: "plain".into(),
-        refresh_token: None,
-        expires_at: None,
-        scope: None,
+        ..Default::default()
     };
     h.store
         .save_account(&no_tenant, "linear", &bare, true)

@@ -333,6 +333,34 @@ pub fn upstream_error_result(reason: &str, has_output_schema: bool) -> Value {
     result
 }
 
+/// A call not sent because its module runs as each caller's own account and this caller's
+/// is not connected: an error result saying where the person connects it (`connect_url`,
+/// when the gateway knows its own address), after which the agent calls again. Like
+/// [`upstream_error_result`], without `structuredContent` for a tool that declares an
+/// `outputSchema`.
+pub fn account_required_result(
+    module: &str,
+    connect_url: Option<&str>,
+    has_output_schema: bool,
+) -> Value {
+    let module = crate::visible(module);
+    let place = match connect_url {
+        Some(url) => format!("connect it at {url}"),
+        None => "connect it on the gateway's approvals page (Accounts)".to_owned(),
+    };
+    let parts = ResultParts {
+        text: format!(
+            "Not run: module {module} runs as your own account there, and yours is not connected. Ask the person to {place}, then call again."
+        ),
+        structured: json!({"account_required": true, "module": module, "connect_url": connect_url}),
+    };
+    let mut result = tool_result(&parts, true);
+    if has_output_schema && let Some(map) = result.as_object_mut() {
+        map.remove("structuredContent");
+    }
+    result
+}
+
 /// A call refused because its caller is over a limit (`what` says which, `retry_after_secs`
 /// when to try again): an error result the agent can act on. Like
 /// [`upstream_error_result`], without `structuredContent` for a tool that declares an

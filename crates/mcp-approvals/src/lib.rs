@@ -13,6 +13,7 @@
 //!   change (`/approvals/events`, which follows the store's change feed).
 //! - **Rendering** (`html`): everything from agents, modules and people is text.
 
+mod accounts;
 mod diff;
 mod html;
 pub mod oidc;
@@ -35,6 +36,19 @@ use mcp_http_kit::live::Snapshot;
 
 /// Where the page lives.
 pub const PREFIX: &str = "/approvals";
+
+/// Where the person connects their account at `module` (the Accounts view, that module
+/// marked), under the page's address `base`.
+pub fn connect_url(base: &str, module: &str) -> String {
+    let module: String = form_urlencoded::byte_serialize(module.as_bytes()).collect();
+    format!(
+        "{}{ACCOUNTS_PAGE}?connect={module}",
+        base.trim_end_matches('/')
+    )
+}
+
+/// The Accounts view: the person's connected accounts.
+const ACCOUNTS_PAGE: &str = accounts::ACCOUNTS_PATH;
 /// The Audit view (scope `audit:read`).
 const AUDIT_PAGE: &str = "/approvals/audit";
 /// Events on one page of the Audit view.
@@ -400,6 +414,8 @@ fn redirect(to: &str) -> Response<Body> {
 /// people are authenticated come with each request, in the snapshot the router took.
 pub struct Page {
     web: WebSessions,
+    /// Seals connections of accounts under way into the browser's cookie.
+    connects: mcp_auth::sealed::Sealer,
     sso: Option<Arc<oidc::Sso>>,
     /// Where ended sign-ins are known (with ended session ids: one record, one feed).
     ended: Arc<mcp_http_kit::ended::EndedTokens>,
@@ -436,6 +452,7 @@ impl Page {
     pub fn new(parts: PageParts) -> Self {
         Page {
             web: WebSessions::new(&parts.keys, parts.clock.clone()),
+            connects: accounts::sealer(&parts.keys),
             sso: None,
             ended: parts.ended,
             uploads: None,
@@ -482,6 +499,7 @@ impl Page {
         query: Option<&str>,
         headers: &HeaderMap,
         body: &Bytes,
+        base: Option<&str>,
     ) -> Response<Body> {
         let rest = path[PREFIX.len()..].trim_start_matches('/');
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
@@ -499,6 +517,10 @@ impl Page {
             (&Method::GET, []) => self.home(snap, headers, query).await,
             (&Method::GET, ["e", id]) => self.one(snap, headers, id).await,
             (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
+            (&Method::GET, ["accounts"]) => self.accounts(snap, headers, query).await,
+            (&Method::GET, ["accounts", "callback"]) => {
+                self.account_callback(snap, headers, query).await
+            }
             (&Method::GET, ["audit", "download"]) => self.audit(snap, headers, query, true).await,
             (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
                 Some((_, principal, _)) => {
@@ -511,7 +533,7 @@ impl Page {
                 None => html(StatusCode::UNAUTHORIZED, html::sign_in(None)),
             },
             (&Method::POST, [id, "upload"]) => self.upload(snap, headers, id, body.clone()).await,
-            (&Method::POST, action) => self.form_post(snap, action, headers, body).await,
+            (&Method::POST, action) => self.form_post(snap, action, headers, body, base).await,
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
         }
     }
@@ -711,6 +733,7 @@ impl Page {
         action: &[&str],
         headers: &HeaderMap,
         body: &Bytes,
+        base: Option<&str>,
     ) -> Response<Body> {
         let Some((session, principal, csrf)) = self.web_session(snap, headers) else {
             return html(
@@ -729,7 +752,7 @@ impl Page {
         }
         // Answering needs its own scope: a person who may only review tool definitions
         // signs in, but answers nothing.
-        let answers = !matches!(action, ["sign-out"] | ["catalog", ..]);
+        let answers = !matches!(action, ["sign-out"] | ["catalog", ..] | ["accounts", ..]);
         if answers && !principal.scopes.contains(SCOPE_RESPOND) {
             return self
                 .refusal(
@@ -751,6 +774,10 @@ impl Page {
             [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
             [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
             ["grants", id, "revoke"] => self.revoke(snap, &principal, &csrf, id).await,
+            ["accounts", module, action @ ("connect" | "disconnect")] => {
+                self.account_action(snap, &principal, &csrf, module, *action == "connect", base)
+                    .await
+            }
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
         }
     }
@@ -1212,6 +1239,7 @@ impl Page {
             respond: true,
             changes: None,
             audit: false,
+            accounts: false,
         };
         let (pending, history) = if status == "pending" {
             (vec![view], Vec::new())
@@ -1243,6 +1271,7 @@ impl Page {
                 respond: false,
                 changes: changes.as_deref(),
                 audit: principal.scopes.contains(SCOPE_AUDIT),
+                accounts: !snap.gateway.connectable().is_empty(),
             };
             let page = html::page(&frame, &[], &[], &[], None, self.clock.now());
             return html(status, page);
@@ -1306,6 +1335,7 @@ impl Page {
             respond: true,
             changes: changes.as_deref(),
             audit: principal.scopes.contains(SCOPE_AUDIT),
+            accounts: !snap.gateway.connectable().is_empty(),
         };
         let page = html::page(&frame, &pending, &history, &grants, error.as_ref(), now);
         html(status, page)

@@ -77,6 +77,11 @@ pub struct Gateway {
     catalog: Arc<dyn elicitation_store::CatalogStore>,
     /// The permission-prompt modules, by name: their `approve` is answered here.
     permission_prompts: Vec<String>,
+    /// The store's connected accounts.
+    accounts: Arc<dyn elicitation_store::AccountStore>,
+    /// The modules run as each caller's own account (`auth.kind = "user"`), by name: where
+    /// a person connects theirs.
+    connectable: Arc<std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>>>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -126,6 +131,13 @@ pub enum CallOutcome {
     /// The module answered the forwarded call with a JSON-RPC error; it reaches the client
     /// with its code and `data` (`-32042`, URL elicitation required, among them).
     Upstream(ErrorObject),
+    /// The tool's module runs as each caller's own account and this caller's is not
+    /// connected: the person connects it on the approvals page (the service says where, as
+    /// a URL elicitation for a client that takes one), then the agent calls again.
+    NeedsAccount {
+        /// The module.
+        module: String,
+    },
     /// The call waits for a person to answer a (pending) confirmation. How to ask depends
     /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
     /// result (`gating_core::held_result`).
@@ -163,6 +175,9 @@ impl CallOutcome {
             }),
             CallOutcome::NeedsConfirmation(pending) => Ok(ResultBody::Value(
                 gating_core::held_result(&pending.confirmation),
+            )),
+            CallOutcome::NeedsAccount { module } => Ok(ResultBody::Value(
+                gating_core::account_required_result(&module, None, false),
             )),
         }
     }
@@ -208,6 +223,9 @@ pub enum Classified {
     /// A permission-prompt module's `approve`: the agent host asks whether it may use one
     /// of its own tools (answered by [`Gateway::run`], which waits for the answer).
     PermissionPrompt(Arc<ToolEntry>, Box<CallToolParams>),
+    /// The tool's module runs as each caller's own account, and this caller has not
+    /// connected one: not sent.
+    NeedsAccount(Arc<ToolEntry>),
     /// The tool's definition is not its pin: withheld (the change that waits; `None` when
     /// the store could not say, which withholds it too).
     Quarantined(
@@ -225,6 +243,7 @@ impl Classified {
             | Classified::Shadow(entry, ..)
             | Classified::Limited(entry, _)
             | Classified::PermissionPrompt(entry, _)
+            | Classified::NeedsAccount(entry)
             | Classified::Quarantined(entry, _) => entry,
             Classified::Gated(call) => &call.entry,
         }
@@ -261,7 +280,9 @@ impl Gateway {
             trail: store.clone(),
             grants: store.clone(),
             pinning: Arc::new(crate::pins::Pinning::new(store.clone(), Default::default())),
+            accounts: store.clone(),
             catalog: store,
+            connectable: Arc::default(),
             policy_digest: policy.digest(),
             policy,
             require_authenticated_caller,
@@ -350,6 +371,34 @@ impl Gateway {
     pub fn with_permission_prompts(mut self, modules: Vec<String>) -> Self {
         self.permission_prompts = modules;
         self
+    }
+
+    /// These modules run as each caller's own connected account: a person connects theirs
+    /// with its OAuth client (on the approvals page), and a caller who has not is not sent.
+    #[must_use]
+    pub fn with_connectable(
+        mut self,
+        modules: Vec<Arc<mcp_upstream::accounts::UserOAuth>>,
+    ) -> Self {
+        self.connectable = Arc::new(
+            modules
+                .into_iter()
+                .map(|m| (m.module().to_owned(), m))
+                .collect(),
+        );
+        self
+    }
+
+    /// The modules a person connects an account at, by name.
+    pub fn connectable(
+        &self,
+    ) -> &std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>> {
+        &self.connectable
+    }
+
+    /// The store's connected accounts.
+    pub fn accounts(&self) -> &Arc<dyn elicitation_store::AccountStore> {
+        &self.accounts
     }
 
     /// A person may grant later calls for at most `max` (`[gate] max_grant`).
@@ -776,6 +825,18 @@ impl Gateway {
                 return Ok(Classified::Quarantined(entry, None));
             }
         }
+        // A module run as its callers: a caller without an account there is not sent (not
+        // even held: a person would approve a call that cannot run). The store failing
+        // sends nothing either.
+        if self.registry.needs_account(&entry)
+            && self
+                .accounts
+                .account(&principal.caller, &entry.module_name)
+                .await?
+                .is_none()
+        {
+            return Ok(Classified::NeedsAccount(entry));
+        }
         if entry.original == mcp_upstream::permission_prompt::APPROVE
             && self.permission_prompts.contains(&entry.module_name)
         {
@@ -891,6 +952,14 @@ impl Gateway {
         let outcome = match classified {
             Classified::Limited(entry, wait) => {
                 return self.limited(principal, &entry, "calls", wait);
+            }
+            Classified::NeedsAccount(entry) => {
+                let rejected = GateRecord::Rejected(RejectReason::AccountNotConnected);
+                self.record(principal, &entry, rejected, None, &PolicyRef::default())
+                    .await;
+                CallOutcome::NeedsAccount {
+                    module: entry.module_name.clone(),
+                }
             }
             Classified::Quarantined(entry, change) => {
                 let rejected = GateRecord::Rejected(RejectReason::ToolQuarantined);
@@ -1847,6 +1916,12 @@ pub fn instance_key(caller: &Caller) -> String {
         caller.tenant_id().unwrap_or_default(),
         caller.subject_id()
     )
+}
+
+/// The caller whose [`instance_key`] `key` is.
+pub fn caller_of_instance_key(key: &str) -> Option<Caller> {
+    let (tenant, subject) = key.split_once('\u{1f}')?;
+    Caller::new(subject, (!tenant.is_empty()).then(|| tenant.to_owned())).ok()
 }
 
 /// Whether `key` is [`instance_key`]`(caller)`, without building it (once per session for

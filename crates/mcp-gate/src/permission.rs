@@ -283,5 +283,8 @@ fn answer_of(outcome: CallOutcome) -> CallOutcome {
         CallOutcome::NeedsConfirmation(_) => {
             deny("no one has confirmed this tool use; it did not run")
         }
+        CallOutcome::NeedsAccount { module } => deny(format!(
+            "module {module} runs as the person's own account there, which is not connected; it did not run"
+        )),
     }
 }

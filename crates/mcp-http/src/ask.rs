@@ -102,6 +102,49 @@ pub(crate) fn page_url(base: &str, id: ElicitationId) -> String {
     format!("{}/approvals/e/{id}", base.trim_end_matches('/'))
 }
 
+/// The answer to a call not sent because its module runs as the caller's own account and
+/// theirs is not connected: for a client that takes URL elicitations and may be answered
+/// with `-32042` (2025-11-25), that error with the Connect link; for any other, the tool
+/// error result naming the link (or the page, when the gateway does not know its address).
+pub(crate) fn account_needed(
+    module: &str,
+    page: Option<&str>,
+    url_error: bool,
+) -> Result<ResultBody, McpError> {
+    let link = page.map(|page| mcp_approvals::connect_url(page, module));
+    match link {
+        Some(url) if url_error => {
+            use ring::rand::SecureRandom;
+            let mut bytes = [0u8; 16];
+            // Only an id to tell elicitations apart (the gateway never hears of it again);
+            // a failed random source leaves it zero.
+            let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+            let id = uuid::Builder::from_random_bytes(bytes)
+                .into_uuid()
+                .to_string();
+            let message = format!(
+                "Module {} runs as your own account there: connect it on the gateway's page, then the call can be made again.",
+                gating_core::visible(module)
+            );
+            Err(McpError::Upstream {
+                code: mcp_wire::codes::URL_ELICITATION_REQUIRED,
+                message: "This request requires your account to be connected first.".into(),
+                data: Some(serde_json::json!({"elicitations": [{
+                    "mode": "url",
+                    "elicitationId": id,
+                    "url": url,
+                    "message": message,
+                }]})),
+            })
+        }
+        link => Ok(ResultBody::Value(gating_core::account_required_result(
+            module,
+            link.as_deref(),
+            false,
+        ))),
+    }
+}
+
 /// The message a URL-mode elicitation shows.
 pub(crate) fn url_message(confirmation: &Elicitation) -> String {
     format!(
@@ -220,7 +263,15 @@ impl Mrtr {
         let call = match self.gateway.classify(principal, params).await? {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
-            other => return self.gateway.run(principal, other, relay).await.into_reply(),
+            other => {
+                return match self.gateway.run(principal, other, relay).await {
+                    // 2026-07-28 retired -32042: the link is in the result.
+                    CallOutcome::NeedsAccount { module } => {
+                        account_needed(&module, asks.page.as_deref(), false)
+                    }
+                    outcome => outcome.into_reply(),
+                };
+            }
         };
         let mut dismissed = false;
         let confirmation = match state {

@@ -217,6 +217,18 @@ impl McpService {
             && self.config.native != ask::NativeMode::Off
             && streaming == Streaming::Allowed;
         let result: ResultBody = match gateway.classify(principal, params).await? {
+            Classified::NeedsAccount(entry) => {
+                // Recorded as refused; the person connects their account, the agent retries.
+                let outcome = gateway
+                    .run(principal, Classified::NeedsAccount(entry.clone()), None)
+                    .await;
+                debug_assert!(matches!(outcome, CallOutcome::NeedsAccount { .. }));
+                ask::account_needed(
+                    &entry.module_name,
+                    page.as_deref(),
+                    session.answers.elicitation_url,
+                )?
+            }
             Classified::Gated(call) if may_ask => {
                 let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
                 match gateway.resolve(principal, &call, named, None).await {

@@ -995,6 +995,7 @@ impl McpService {
                 parts.uri.query(),
                 &parts.headers,
                 &bytes,
+                self.page_base(&parts.headers).as_deref(),
             )
             .await
     }

@@ -9,6 +9,27 @@ use async_trait::async_trait;
 use http::HeaderValue;
 use serde_json::Value;
 
+/// Why no credentials could be had for a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialError {
+    /// They could not be had (why, without any secret).
+    #[error("{0}")]
+    Failed(String),
+    /// The caller has no connected account at this module (`auth.kind = "user"`), or it no
+    /// longer works: the person connects (again) on the approvals page.
+    #[error("module {module} needs the caller's own account, which is not connected")]
+    NotConnected {
+        /// The module.
+        module: String,
+    },
+}
+
+impl From<String> for CredentialError {
+    fn from(reason: String) -> Self {
+        CredentialError::Failed(reason)
+    }
+}
+
 /// The credentials of one module's requests.
 #[async_trait]
 pub trait Credentials: Send + Sync + 'static {
@@ -17,7 +38,7 @@ pub trait Credentials: Send + Sync + 'static {
 
     /// The `Authorization` value of the next request; `None` while none can be had yet
     /// (the module's challenge will say where to get one).
-    async fn authorization(&self) -> Result<Option<HeaderValue>, String>;
+    async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError>;
 
     /// The module answered `401` to a request sent with `used`, challenging with
     /// `challenge` (its `WWW-Authenticate`): `used` is forgotten and the challenge read.
@@ -53,7 +74,7 @@ impl Credentials for StaticBearer {
         "bearer"
     }
 
-    async fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+    async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError> {
         Ok(Some(self.value.clone()))
     }
 
@@ -108,7 +129,7 @@ pub struct ClientCredentials {
 }
 
 /// A URL credentials may be sent to or read from: `https://`, or `http://` to this machine.
-fn safe_url(url: &str) -> bool {
+pub(crate) fn safe_url(url: &str) -> bool {
     let Ok(uri) = url.parse::<http::Uri>() else {
         return false;
     };
@@ -421,7 +442,7 @@ impl Credentials for ClientCredentials {
         "client_credentials"
     }
 
-    async fn authorization(&self) -> Result<Option<HeaderValue>, String> {
+    async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError> {
         // One fetch at a time: the others wait for its token.
         let mut token = self.token.lock().await;
         if let Some(cached) = &*token

@@ -111,15 +111,32 @@ struct Link {
 
 /// Why a request did not reach the module.
 #[derive(Debug)]
-struct SendError(String);
+enum SendError {
+    /// The connection, TLS, or the credentials failed (why).
+    Failed(String),
+    /// The caller's own account at the module is not connected.
+    NotConnected,
+}
 
 impl std::fmt::Display for SendError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            SendError::Failed(reason) => f.write_str(reason),
+            SendError::NotConnected => f.write_str("the caller's account is not connected"),
+        }
     }
 }
 
 impl std::error::Error for SendError {}
+
+impl From<crate::credentials::CredentialError> for SendError {
+    fn from(error: crate::credentials::CredentialError) -> Self {
+        match error {
+            crate::credentials::CredentialError::Failed(reason) => SendError::Failed(reason),
+            crate::credentials::CredentialError::NotConnected { .. } => SendError::NotConnected,
+        }
+    }
+}
 
 impl Link {
     async fn request(
@@ -131,12 +148,12 @@ impl Link {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| SendError(with_causes(&e)));
+                .map_err(|e| SendError::Failed(with_causes(&e)));
         };
         let (parts, body) = request.into_parts();
         let mut asked_again = false;
         loop {
-            let used = credentials.authorization().await.map_err(SendError)?;
+            let used = credentials.authorization().await?;
             let mut request = Request::new(body.clone());
             *request.method_mut() = parts.method.clone();
             *request.uri_mut() = parts.uri.clone();
@@ -150,7 +167,7 @@ impl Link {
                 .client
                 .request(request)
                 .await
-                .map_err(|e| SendError(with_causes(&e)))?;
+                .map_err(|e| SendError::Failed(with_causes(&e)))?;
             if response.status() != StatusCode::UNAUTHORIZED || asked_again {
                 return Ok(response);
             }
@@ -364,11 +381,12 @@ impl HttpModule {
         *request.uri_mut() = self.config.url.clone();
         *request.headers_mut() = headers;
         let exchange = async {
-            let response = self
-                .link
-                .request(request)
-                .await
-                .map_err(|e| self.unavailable(e.to_string()))?;
+            let response = self.link.request(request).await.map_err(|e| match e {
+                SendError::NotConnected => ModuleError::NotConnected {
+                    module: self.config.name.clone(),
+                },
+                SendError::Failed(reason) => self.unavailable(reason),
+            })?;
             let (parts, mut body) = response.into_parts();
             let Some(id) = expect else {
                 return Ok((parts.status, parts.headers, None));

@@ -17,10 +17,10 @@ use std::time::{Duration, Instant};
 
 use crate::{Module, ModuleError};
 
-/// Starts one instance of a module (ready to serve, or as ready as it gets in its start-up
-/// wait).
+/// Starts one instance of a module for the caller whose instance key it is given (ready to
+/// serve, or as ready as it gets in its start-up wait).
 pub type StartInstance = Arc<
-    dyn Fn() -> Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, ModuleError>> + Send>>
+    dyn Fn(&str) -> Pin<Box<dyn Future<Output = Result<Arc<dyn Module>, ModuleError>> + Send>>
         + Send
         + Sync,
 >;
@@ -34,6 +34,10 @@ pub struct Isolation {
     pub max_instances: usize,
     /// An instance unused this long is stopped.
     pub idle: Duration,
+    /// Each instance sends its caller's own credentials (their kind, for the audit record):
+    /// every caller is served by its own instance, even by a module that keeps no state,
+    /// and nothing is sent for a request without a caller.
+    pub per_person: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Isolation {
@@ -41,6 +45,7 @@ impl std::fmt::Debug for Isolation {
         f.debug_struct("Isolation")
             .field("max_instances", &self.max_instances)
             .field("idle", &self.idle)
+            .field("per_person", &self.per_person)
             .finish_non_exhaustive()
     }
 }
@@ -68,6 +73,11 @@ pub(crate) struct Instances {
 }
 
 impl Instances {
+    /// The kind of each caller's own credentials, for a module run as its callers.
+    pub(crate) fn per_person(&self) -> Option<&'static str> {
+        self.isolation.per_person
+    }
+
     pub(crate) fn new(module: String, isolation: Isolation) -> Self {
         Instances {
             module,
@@ -118,7 +128,7 @@ impl Instances {
         let module = slot
             .get_or_try_init(|| async {
                 started.store(true, std::sync::atomic::Ordering::Relaxed);
-                (self.isolation.start)().await
+                (self.isolation.start)(who).await
             })
             .await;
         match module {

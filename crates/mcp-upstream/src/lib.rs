@@ -6,6 +6,7 @@
 //! It knows nothing of the server side (`mcp-http`): no client sessions, no auth, no gate.
 //! Wire shapes come from `mcp-wire`.
 
+pub mod accounts;
 pub mod credentials;
 pub mod demo;
 pub mod http;

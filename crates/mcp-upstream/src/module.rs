@@ -57,6 +57,16 @@ pub enum ModuleError {
         /// Its limit.
         running: usize,
     },
+    /// The module runs as each caller's own account (`auth.kind = "user"`), and the
+    /// caller's is not connected or no longer works: the person connects it (again) on the
+    /// approvals page.
+    #[error(
+        "module {module} runs as your own account there, which is not connected: connect it on the approvals page (Accounts), then call again"
+    )]
+    NotConnected {
+        /// The module.
+        module: String,
+    },
     /// The module answered with something that is not MCP.
     #[error("module {module} sent an invalid answer: {reason}")]
     Protocol {
@@ -77,9 +87,10 @@ impl ModuleError {
             ModuleError::Failed { module, .. } => {
                 format!("module {module} failed during the call")
             }
-            ModuleError::Timeout { .. } | ModuleError::Rpc { .. } | ModuleError::Busy { .. } => {
-                self.to_string()
-            }
+            ModuleError::Timeout { .. }
+            | ModuleError::Rpc { .. }
+            | ModuleError::Busy { .. }
+            | ModuleError::NotConnected { .. } => self.to_string(),
             ModuleError::Protocol { module, .. } => {
                 format!("module {module} sent an invalid answer")
             }

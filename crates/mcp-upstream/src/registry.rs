@@ -723,8 +723,7 @@ impl Registry {
     /// subscriptions then go to its own instance).
     pub fn isolates(&self, uri: &str) -> bool {
         // As `instance` routes: a stateless module's callers share its one instance.
-        matches!(self.owner(uri), Some(Ok(module))
-            if self.instances[module].is_some() && !self.modules[module].module.stateless())
+        matches!(self.owner(uri), Some(Ok(module)) if self.own_instances(module))
     }
 
     /// The instance of module `index` that serves caller `who`: its own, for an isolated
@@ -735,10 +734,19 @@ impl Registry {
         who: Option<&str>,
     ) -> Result<Arc<dyn Module>, ModuleError> {
         let shared = &self.modules[index].module;
+        let per_person = self.instances[index]
+            .as_ref()
+            .is_some_and(|i| i.per_person().is_some());
         let (Some(instances), Some(who)) = (&self.instances[index], who) else {
+            // A module run as its callers serves nobody without a caller.
+            if per_person {
+                return Err(ModuleError::NotConnected {
+                    module: self.modules[index].name.clone(),
+                });
+            }
             return Ok(shared.clone());
         };
-        if shared.stateless() {
+        if !self.own_instances(index) {
             return Ok(shared.clone());
         }
         let (instance, started) = instances.of(who).await?;
@@ -810,9 +818,35 @@ impl Registry {
         self.lookup(name)
     }
 
-    /// The kind of credentials the module of `entry` sends (`None`: none).
+    /// Whether each caller of module `index` has an instance of its own: an isolated
+    /// module that keeps state, or one run as its callers.
+    fn own_instances(&self, index: usize) -> bool {
+        self.instances[index]
+            .as_ref()
+            .is_some_and(|i| i.per_person().is_some() || !self.modules[index].module.stateless())
+    }
+
+    /// The kind of credentials the module of `entry` sends on a caller's calls (`None`:
+    /// none).
     pub fn credential_kind(&self, entry: &ToolEntry) -> Option<&'static str> {
+        if let Some(kind) = self
+            .instances
+            .get(entry.module)?
+            .as_ref()
+            .and_then(|i| i.per_person())
+        {
+            return Some(kind);
+        }
         self.modules.get(entry.module)?.module.credential_kind()
+    }
+
+    /// Whether the module of `entry` runs as each caller's own connected account
+    /// (`auth.kind = "user"`): a caller without one is not sent.
+    pub fn needs_account(&self, entry: &ToolEntry) -> bool {
+        self.instances
+            .get(entry.module)
+            .and_then(Option::as_ref)
+            .is_some_and(|i| i.per_person() == Some("user"))
     }
 
     /// Why the module `name`'s last listing failed, while it has not listed since.

@@ -1926,8 +1926,8 @@ async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
     let tokens = |access: &str| AccountTokens {
         access_token: access.to_owned(),
         refresh_token: Some(format!("{access}-REFRESH")),
-        expires_at: None,
-        scope: None,
+        client_secret: Some("CLIENT-SECRET".into()),
+        ..Default::default()
     };
     store
         .save_account(&alice(), "github", &tokens("ALICE-GH-TOKEN"), true)
@@ -1952,7 +1952,7 @@ async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
         .await
         .unwrap()
         .get(0);
-    for secret in ["ALICE-GH-TOKEN", "REFRESH", "BOB-GH-TOKEN"] {
+    for secret in ["ALICE-GH-TOKEN", "REFRESH", "BOB-GH-TOKEN", "CLIENT-SECRET"] {
         assert!(!raw.contains(secret), "{secret} is sealed: {raw}");
     }
 
