@@ -429,6 +429,23 @@ pub struct Page {
     clock: Arc<dyn Clock>,
 }
 
+/// One request to the page.
+pub struct PageRequest<'a> {
+    /// Its method.
+    pub method: &'a Method,
+    /// Its path (under [`PREFIX`]).
+    pub path: &'a str,
+    /// Its query string.
+    pub query: Option<&'a str>,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// Its body, read.
+    pub body: &'a Bytes,
+    /// The address people reach the page at (the configured public URL, or a loopback
+    /// `Host`): where the page sends a person back to from elsewhere. `None`: not known.
+    pub base: Option<&'a str>,
+}
+
 /// What the page is built from.
 pub struct PageParts {
     /// The seal-key ring's material (sign-ins are sealed under keys derived from it).
@@ -491,16 +508,15 @@ impl Page {
     }
 
     /// Serves everything under `/approvals` (the host and origin checks are done).
-    pub async fn approvals(
-        &self,
-        snap: &Snapshot,
-        method: &Method,
-        path: &str,
-        query: Option<&str>,
-        headers: &HeaderMap,
-        body: &Bytes,
-        base: Option<&str>,
-    ) -> Response<Body> {
+    pub async fn approvals(&self, snap: &Snapshot, request: PageRequest<'_>) -> Response<Body> {
+        let PageRequest {
+            method,
+            path,
+            query,
+            headers,
+            body,
+            base,
+        } = request;
         let rest = path[PREFIX.len()..].trim_start_matches('/');
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         match (method, segments.as_slice()) {

@@ -987,15 +987,18 @@ impl McpService {
             Ok(bytes) => bytes,
             Err(e) => return response::rpc_error(&e, None, None),
         };
+        let base = self.page_base(&parts.headers);
         self.page
             .approvals(
                 snap,
-                &parts.method,
-                path,
-                parts.uri.query(),
-                &parts.headers,
-                &bytes,
-                self.page_base(&parts.headers).as_deref(),
+                mcp_approvals::PageRequest {
+                    method: &parts.method,
+                    path,
+                    query: parts.uri.query(),
+                    headers: &parts.headers,
+                    body: &bytes,
+                    base: base.as_deref(),
+                },
             )
             .await
     }

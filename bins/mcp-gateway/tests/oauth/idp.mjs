@@ -11,6 +11,10 @@
 //   notes-gw / notes-gw-secret — may get notes.read notes.write (the gateway, as a module's
 //                             OAuth client)
 // IDP_TTL: the access tokens' life in seconds (default 300).
+// IDP_CONNECT: open dynamic client registration (RFC 7591; public clients with PKCE) and
+// refresh tokens for every client that may use them — a module's authorization server, at
+// which people connect their own accounts through the gateway (authorization code; the
+// development login pages, where the login becomes the token's sub).
 // With GATEWAY_BASE, also the approvals page's single sign-on client (authorization code
 // with PKCE): approvals / approvals-secret, with the development login pages (any login
 // and password; the login becomes the sub). Access tokens carry a `groups` claim: the person
@@ -65,9 +69,13 @@ const provider = new Provider(issuer, {
     ],
   },
   scopes: ["openid", "mcp.tools", "mcp.approve", "mcp.ask", "notes.read", "notes.write"],
+  ...(process.env.IDP_CONNECT
+    ? { issueRefreshToken: async (_ctx, client) => client.grantTypeAllowed("refresh_token") }
+    : {}),
   extraTokenClaims: async (_ctx, token) => ({ groups: token.accountId === "bob" ? ["sre"] : [] }),
   features: {
     devInteractions: { enabled: true },
+    registration: { enabled: Boolean(process.env.IDP_CONNECT) },
     clientCredentials: { enabled: true },
     resourceIndicators: {
       enabled: true,
