@@ -535,7 +535,7 @@ impl Page {
             (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
             (&Method::GET, ["accounts"]) => self.accounts(snap, headers, query).await,
             (&Method::GET, ["accounts", "callback"]) => {
-                self.account_callback(snap, headers, query).await
+                self.account_callback(headers, snap, query).await
             }
             (&Method::GET, ["audit", "download"]) => self.audit(snap, headers, query, true).await,
             (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
@@ -796,6 +796,121 @@ impl Page {
             }
             _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
         }
+    }
+
+    /// `GET /approvals/accounts`: the person's accounts at each module run as its callers.
+    async fn accounts(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        query: Option<&str>,
+    ) -> Response<Body> {
+        let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
+            return self.first_visit(snap, ACCOUNTS_PAGE);
+        };
+        let fields = form(query.unwrap_or_default().as_bytes());
+        let notice = accounts::notice(field(&fields, "done"));
+        let marked = field(&fields, "connect");
+        let (status, page) =
+            accounts::view(&snap.gateway, &principal, &csrf, marked, notice, None).await;
+        html(status, page)
+    }
+
+    /// `POST /approvals/accounts/{module}/connect` and `…/disconnect` (the form's token
+    /// checked): Connect goes on to the module's authorization server, with the connection
+    /// bound to this browser by a cookie of its own.
+    async fn account_action(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        module: &str,
+        connect: bool,
+        base: Option<&str>,
+    ) -> Response<Body> {
+        let problem = if connect {
+            let now = self.clock.now().unix_timestamp();
+            match accounts::start(&snap.gateway, principal, module, base, &self.connects, now).await
+            {
+                Ok((url, cookie)) => {
+                    // A page of this site that goes on to the server (a redirect after a
+                    // form post is held to the page's `form-action 'self'`).
+                    let mut response = html(
+                        StatusCode::OK,
+                        html::continue_to("Going to the module's sign-in", &url),
+                    );
+                    self.set_named_cookie(
+                        &mut response,
+                        accounts::CONNECT_COOKIE,
+                        &cookie,
+                        ACCOUNTS_PAGE,
+                        "Lax",
+                        accounts::CONNECT_TTL.unsigned_abs(),
+                    );
+                    return response;
+                }
+                Err(problem) => problem,
+            }
+        } else {
+            match accounts::disconnect(&snap.gateway, principal, module).await {
+                Ok(()) => return redirect(&format!("{ACCOUNTS_PAGE}?done=disconnected")),
+                Err(problem) => problem,
+            }
+        };
+        let (status, page) = accounts::view(
+            &snap.gateway,
+            principal,
+            csrf,
+            Some(module),
+            None,
+            Some(&problem),
+        )
+        .await;
+        html(status, page)
+    }
+
+    /// `GET /approvals/accounts/callback`: the authorization server's answer. The page's
+    /// session cookie does not come along (SameSite=Strict, and the navigation began at the
+    /// server): who connects is the connect cookie's, which is used once.
+    async fn account_callback(
+        &self,
+        headers: &HeaderMap,
+        snap: &Snapshot,
+        query: Option<&str>,
+    ) -> Response<Body> {
+        let fields = form(query.unwrap_or_default().as_bytes());
+        let bound = cookie_named(headers, accounts::CONNECT_COOKIE)
+            .filter(|c| !self.ended.contains(&mcp_auth::sealed::token_hash(c)));
+        if let Some(used) = &bound {
+            self.ended.end(
+                mcp_auth::sealed::token_hash(used),
+                self.clock.now() + time::Duration::minutes(15),
+            );
+        }
+        let answer = (
+            field(&fields, "state").unwrap_or_default(),
+            field(&fields, "code"),
+            field(&fields, "error"),
+        );
+        let now = self.clock.now().unix_timestamp();
+        let finished =
+            accounts::finish(&snap.gateway, &self.connects, bound.as_deref(), answer, now).await;
+        let mut response = match finished {
+            Ok(()) => html(
+                StatusCode::OK,
+                html::continue_to("Connected", &format!("{ACCOUNTS_PAGE}?done=connected")),
+            ),
+            Err((status, problem)) => html(status, html::sign_in_with(Some(&problem), None, false)),
+        };
+        self.set_named_cookie(
+            &mut response,
+            accounts::CONNECT_COOKIE,
+            "",
+            ACCOUNTS_PAGE,
+            "Lax",
+            0,
+        );
+        response
     }
 
     /// Ends the sign-in `session` (and, signed in through the identity provider, sends the
