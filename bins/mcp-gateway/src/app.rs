@@ -338,12 +338,36 @@ async fn module_as(
     })
 }
 
+/// Where a module run as its callers gets each caller's credentials.
+#[derive(Clone)]
+enum Person {
+    /// Their connected account (`auth.kind = "user"`).
+    Account(Arc<mcp_upstream::accounts::UserOAuth>),
+    /// Their own token, exchanged (`auth.kind = "token_exchange"`).
+    Exchange(Arc<mcp_upstream::credentials::TokenExchange>),
+}
+
+impl Person {
+    /// The person's credentials where `config` says, if it runs as its callers.
+    fn of(config: &ModuleConfig) -> Result<Option<Person>> {
+        let (Some(auth), Ok((url, _))) = (&config.auth, config.tls()) else {
+            return Ok(None);
+        };
+        if let Some(oauth) = auth.user_oauth(&config.name, &url)? {
+            return Ok(Some(Person::Account(oauth)));
+        }
+        Ok(auth
+            .token_exchange(&config.name, &url)?
+            .map(Person::Exchange))
+    }
+}
+
 /// A `per_caller` module's instances: each started as the module itself is, from its
-/// configuration; for a module run as its callers (`oauth`), each with its caller's own
-/// account from `store`.
+/// configuration; for a module run as its callers (`person`), each with its caller's own
+/// credentials (their account from `store`, or their token exchanged).
 fn isolation(
     config: &ModuleConfig,
-    oauth: Option<Arc<mcp_upstream::accounts::UserOAuth>>,
+    person: Option<Person>,
     store: &Arc<dyn Store>,
 ) -> Option<mcp_upstream::isolation::Isolation> {
     if config.isolation() != crate::config::Isolation::PerCaller {
@@ -352,16 +376,26 @@ fn isolation(
     let template = Arc::new(config.clone());
     let vault: Arc<dyn mcp_upstream::accounts::Vault> =
         Arc::new(crate::accounts::StoreVault::new(store.clone()));
-    let per_person = oauth.as_ref().map(|_| "user");
+    let per_person = person.as_ref().map(|p| match p {
+        Person::Account(_) => "user",
+        Person::Exchange(_) => "token_exchange",
+    });
     let start: mcp_upstream::isolation::StartInstance = Arc::new(move |who: &str| {
         let config = template.clone();
-        let person = oauth.as_ref().map(|oauth| {
-            let credentials: mcp_upstream::credentials::SharedCredentials =
-                Arc::new(mcp_upstream::accounts::PersonCredentials::new(
+        let person = person.as_ref().map(|person| {
+            let credentials: mcp_upstream::credentials::SharedCredentials = match person {
+                Person::Account(oauth) => Arc::new(mcp_upstream::accounts::PersonCredentials::new(
                     oauth.clone(),
                     vault.clone(),
                     who.to_owned(),
-                ));
+                )),
+                Person::Exchange(exchange) => {
+                    Arc::new(mcp_upstream::credentials::PersonExchange::new(
+                        exchange.clone(),
+                        who.to_owned(),
+                    ))
+                }
+            };
             credentials
         });
         Box::pin(async move {
@@ -469,18 +503,16 @@ async fn build_gateway(
     let mut specs = Vec::new();
     let mut unbuilt = Vec::new();
     let mut connectable = Vec::new();
+    let mut exchanges = Vec::new();
     for m in &config.modules {
         let text = module_fingerprint(m);
-        let oauth = match (&m.auth, m.tls()) {
-            (Some(auth), Ok((url, _))) => match auth.user_oauth(&m.name, &url) {
-                Ok(oauth) => oauth,
-                Err(e) => {
-                    tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
-                    unbuilt.push((m.name.clone(), format!("{e:#}")));
-                    continue;
-                }
-            },
-            _ => None,
+        let person = match Person::of(m) {
+            Ok(person) => person,
+            Err(e) => {
+                tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
+                unbuilt.push((m.name.clone(), format!("{e:#}")));
+                continue;
+            }
         };
         let instance = match running
             .iter()
@@ -504,9 +536,13 @@ async fn build_gateway(
             name: m.name.clone(),
             module: instance.clone(),
         });
-        connectable.extend(oauth.clone());
+        match &person {
+            Some(Person::Account(oauth)) => connectable.push(oauth.clone()),
+            Some(Person::Exchange(exchange)) => exchanges.push(exchange.clone()),
+            None => {}
+        }
         specs.push(ModuleSpec {
-            isolation: isolation(m, oauth, &store),
+            isolation: isolation(m, person, &store),
             name: m.name.clone(),
             prefix: m.prefix.clone().unwrap_or_else(|| m.name.clone()),
             trust_annotations: m.trust_annotations,
@@ -516,6 +552,7 @@ async fn build_gateway(
     let built = Built {
         unbuilt,
         connectable,
+        exchanges,
     };
     match gateway_over(config, specs, store, metrics, durable, rates, built).await {
         Ok(gateway) => Ok((gateway, modules)),
@@ -553,10 +590,12 @@ fn rates_text(config: &Config) -> String {
 }
 
 /// What building the modules found beside them: those that could not be started (and why),
-/// and the OAuth clients of the modules run as their callers.
+/// the OAuth clients of the modules run as their callers' accounts, and the exchanges of
+/// those run with their callers' own tokens.
 struct Built {
     unbuilt: Vec<(String, String)>,
     connectable: Vec<Arc<mcp_upstream::accounts::UserOAuth>>,
+    exchanges: Vec<Arc<mcp_upstream::credentials::TokenExchange>>,
 }
 
 async fn gateway_over(
@@ -611,6 +650,7 @@ async fn gateway_over(
             )
             .with_unbuilt_modules(built.unbuilt)
             .with_connectable(built.connectable)
+            .with_exchanges(built.exchanges)
             .with_required_modules(
                 config
                     .modules

@@ -958,6 +958,18 @@ pub(crate) enum ModuleAuth {
         /// A token the gateway lists the module's tools with (default: it lists without).
         list_token_env: Option<String>,
     },
+    /// Each caller's own access token (mode `jwt`) exchanged at the identity provider for
+    /// one whose audience is the module (RFC 8693), by the gateway's client there.
+    TokenExchange {
+        client_id: String,
+        client_secret_env: String,
+        /// The identity provider that exchanges the callers' tokens.
+        issuer: String,
+        #[serde(default)]
+        scopes: Vec<String>,
+        /// A token the gateway lists the module's tools with (default: it lists without).
+        list_token_env: Option<String>,
+    },
 }
 
 impl ModuleAuth {
@@ -977,7 +989,24 @@ impl ModuleAuth {
                 .chain(list_token_env)
                 .map(String::as_str)
                 .collect(),
+            ModuleAuth::TokenExchange {
+                client_secret_env,
+                list_token_env,
+                ..
+            } => std::iter::once(client_secret_env)
+                .chain(list_token_env)
+                .map(String::as_str)
+                .collect(),
         }
+    }
+
+    /// Whether each caller's calls carry credentials of their own (`user`,
+    /// `token_exchange`): each caller then has an instance of its own.
+    pub(crate) fn per_person(&self) -> bool {
+        matches!(
+            self,
+            ModuleAuth::User { .. } | ModuleAuth::TokenExchange { .. }
+        )
     }
 
     /// The secret in `name`, read from the environment; an error names the module and the
@@ -1025,11 +1054,42 @@ impl ModuleAuth {
                 )
                 .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?,
             ),
-            ModuleAuth::User { list_token_env, .. } => match list_token_env {
+            ModuleAuth::User { list_token_env, .. }
+            | ModuleAuth::TokenExchange { list_token_env, .. } => match list_token_env {
                 Some(env) => bearer(env)?,
                 None => return Ok(None),
             },
         }))
+    }
+
+    /// For a `token_exchange` module: the exchange of its callers' tokens.
+    pub(crate) fn token_exchange(
+        &self,
+        name: &str,
+        url: &http::Uri,
+    ) -> Result<Option<std::sync::Arc<mcp_upstream::credentials::TokenExchange>>> {
+        let ModuleAuth::TokenExchange {
+            client_id,
+            client_secret_env,
+            issuer,
+            scopes,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let exchange = mcp_upstream::credentials::TokenExchange::new(
+            mcp_upstream::credentials::ClientCredentialsConfig {
+                module: name.to_owned(),
+                resource: resource_of(url),
+                client_id: client_id.clone(),
+                client_secret: Self::secret(name, client_secret_env, "client secret")?,
+                scopes: scopes.clone(),
+                issuer: Some(issuer.clone()),
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?;
+        Ok(Some(std::sync::Arc::new(exchange)))
     }
 
     /// For a `user` module: the OAuth client its people connect their accounts with.
@@ -1775,11 +1835,17 @@ impl Config {
                                 );
                             }
                         }
-                        if matches!(auth, ModuleAuth::User { .. })
-                            && m.isolation() != Isolation::PerCaller
+                        if auth.per_person() && m.isolation() != Isolation::PerCaller {
+                            bail!(
+                                "module {:?}: auth kind \"user\" or \"token_exchange\" sends each caller's own credentials, so each caller has its own instance: isolation must be \"per_caller\"",
+                                m.name
+                            );
+                        }
+                        if matches!(auth, ModuleAuth::TokenExchange { .. })
+                            && self.auth.mode != AuthMode::Jwt
                         {
                             bail!(
-                                "module {:?}: auth kind \"user\" runs each caller's calls as their own account, so each caller has its own instance: isolation must be \"per_caller\"",
+                                "module {:?}: auth kind \"token_exchange\" exchanges each caller's own access token, which only [auth] mode = \"jwt\" has",
                                 m.name
                             );
                         }
@@ -1794,6 +1860,7 @@ impl Config {
                         }
                         auth.credentials(&m.name, &url)?;
                         auth.user_oauth(&m.name, &url)?;
+                        auth.token_exchange(&m.name, &url)?;
                     }
                 }
                 _ if m.ca_file.is_some()

@@ -199,6 +199,7 @@ impl WebSessions {
             authenticated: claims.auth,
             groups: claims.groups.into_iter().collect(),
             client: None,
+            subject_token: None,
         };
         Some(SignIn {
             principal: Arc::new(principal),

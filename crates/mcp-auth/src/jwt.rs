@@ -741,6 +741,7 @@ impl JwtAuth {
                         })
                         .map(str::to_owned)
                 }),
+                subject_token: Some(crate::SubjectToken::new(token)),
             },
             claims.exp,
             index,

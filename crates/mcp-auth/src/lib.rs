@@ -21,7 +21,7 @@ pub mod sealed;
 
 pub use principal::{
     AnsweredVia, AuthError, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS,
-    SCOPE_RESPOND, SCOPE_TOOLS_CALL,
+    SCOPE_RESPOND, SCOPE_TOOLS_CALL, SubjectToken,
 };
 
 /// A configured token.
@@ -125,6 +125,7 @@ impl Auth {
             authenticated: false,
             groups: BTreeSet::new(),
             client: None,
+            subject_token: None,
         }))
     }
 
@@ -170,6 +171,7 @@ impl Auth {
                 authenticated: true,
                 groups: grant.groups.into_iter().collect(),
                 client: None,
+                subject_token: None,
             };
             let grant = Grant {
                 principal: Arc::new(principal),

@@ -52,6 +52,32 @@ pub struct Principal {
     /// The OAuth client its token was issued to (the token's `azp`, else `client_id`),
     /// when the token says: recorded with what it asks for.
     pub client: Option<String>,
+    /// The access token it presented (mode `jwt`): what a module with `auth.kind =
+    /// "token_exchange"` exchanges for one of its own. Never printed.
+    pub subject_token: Option<SubjectToken>,
+}
+
+/// A caller's own access token, kept only to be exchanged (RFC 8693); its `Debug` names
+/// nothing of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SubjectToken(std::sync::Arc<str>);
+
+impl SubjectToken {
+    /// Keeps `token`.
+    pub fn new(token: &str) -> Self {
+        SubjectToken(std::sync::Arc::from(token))
+    }
+
+    /// The token.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SubjectToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubjectToken(..)")
+    }
 }
 
 /// Where a person answered, for [`Principal::answered_by`].

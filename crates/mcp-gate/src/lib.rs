@@ -82,6 +82,8 @@ pub struct Gateway {
     /// The modules run as each caller's own account (`auth.kind = "user"`), by name: where
     /// a person connects theirs.
     connectable: Arc<std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>>>,
+    /// The modules whose calls carry each caller's own token, exchanged (RFC 8693).
+    exchanges: Arc<Vec<Arc<mcp_upstream::credentials::TokenExchange>>>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -283,6 +285,7 @@ impl Gateway {
             accounts: store.clone(),
             catalog: store,
             connectable: Arc::default(),
+            exchanges: Arc::default(),
             policy_digest: policy.digest(),
             policy,
             require_authenticated_caller,
@@ -387,6 +390,32 @@ impl Gateway {
                 .collect(),
         );
         self
+    }
+
+    /// These modules' calls carry each caller's own access token, exchanged at the identity
+    /// provider for one of the module's ([`Gateway::present`] hands them the tokens).
+    #[must_use]
+    pub fn with_exchanges(
+        mut self,
+        exchanges: Vec<Arc<mcp_upstream::credentials::TokenExchange>>,
+    ) -> Self {
+        self.exchanges = Arc::new(exchanges);
+        self
+    }
+
+    /// `principal` made a request with its own access token (mode `jwt`): the token the
+    /// token-exchange modules exchange for its calls.
+    pub fn present(&self, principal: &Principal) {
+        if self.exchanges.is_empty() {
+            return;
+        }
+        let Some(token) = &principal.subject_token else {
+            return;
+        };
+        let who = instance_key(&principal.caller);
+        for exchange in self.exchanges.iter() {
+            exchange.present(&who, token.expose());
+        }
     }
 
     /// The modules a person connects an account at, by name.

@@ -828,6 +828,8 @@ impl McpService {
         if is_upload {
             return self.download(snap, &parts.method, &path, &principal).await;
         }
+        // The caller's own token, for the modules that exchange it for their calls.
+        snap.gateway.present(&principal);
         let bytes = match self.read_body(body).await {
             Ok(bytes) => bytes,
             Err(e) => return fail(e),
@@ -929,6 +931,7 @@ impl McpService {
             authenticated: true,
             groups: action.user.groups.iter().cloned().collect(),
             client: None,
+            subject_token: None,
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Slack);
         match mcp_gate::answer(

@@ -126,6 +126,8 @@ pub struct ClientCredentials {
     endpoint: tokio::sync::Mutex<Option<Endpoint>>,
     /// The protected resource metadata URL the module's last challenge named.
     hint: std::sync::Mutex<Option<String>>,
+    /// The grant, in errors.
+    label: &'static str,
 }
 
 /// A URL credentials may be sent to or read from: `https://`, or `http://` to this machine.
@@ -209,13 +211,14 @@ impl ClientCredentials {
             token: tokio::sync::Mutex::new(None),
             endpoint: tokio::sync::Mutex::new(None),
             hint: std::sync::Mutex::new(None),
+            label: "client_credentials",
         })
     }
 
     fn failed(&self, what: impl std::fmt::Display) -> String {
         format!(
-            "getting a token for module {} (client_credentials): {what}",
-            self.config.module
+            "getting a token for module {} ({}): {what}",
+            self.config.module, self.label
         )
     }
 
@@ -366,6 +369,16 @@ impl ClientCredentials {
         if !self.config.scopes.is_empty() {
             form.push(("scope", self.config.scopes.join(" ")));
         }
+        self.grant(endpoint, form).await
+    }
+
+    /// Asks the token endpoint for a token with the `form` of a grant (the client's own
+    /// authentication added).
+    async fn grant(
+        &self,
+        endpoint: &Endpoint,
+        mut form: Vec<(&'static str, String)>,
+    ) -> Result<Cached, String> {
         let mut request = self.http.post(&endpoint.token_url);
         if endpoint.basic {
             let id: String =
@@ -480,6 +493,154 @@ impl Credentials for ClientCredentials {
             _ => false,
         };
         learned || forgot || (used.is_none() && self.config.issuer.is_some())
+    }
+}
+
+/// The RFC 8693 grant type.
+const TOKEN_EXCHANGE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
+/// The type of the token exchanged (and asked for).
+const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+
+/// Most callers whose latest token one module's exchange keeps.
+const MAX_SUBJECTS: usize = 10_000;
+
+/// `kind = "token_exchange"` (RFC 8693): each caller's own access token (mode `jwt`),
+/// exchanged by the gateway's client at the identity provider for one whose audience is the
+/// module; the exchanged token cached per caller until shortly before it ends.
+pub struct TokenExchange {
+    client: ClientCredentials,
+    /// Each caller's latest access token, by instance key, with when it was presented.
+    latest: std::sync::Mutex<std::collections::HashMap<String, (Arc<str>, Instant)>>,
+    /// Each caller's exchanged token, with the digest of the token it was exchanged from.
+    tokens: tokio::sync::Mutex<std::collections::HashMap<String, Cached>>,
+}
+
+impl TokenExchange {
+    /// The exchange of module `config.module` at `config.issuer` (required).
+    pub fn new(config: ClientCredentialsConfig) -> Result<Self, String> {
+        if config.issuer.is_none() {
+            return Err("auth kind \"token_exchange\" needs auth.issuer: the identity provider that exchanges the callers' tokens".into());
+        }
+        let mut client = ClientCredentials::new(config)?;
+        client.label = "token_exchange";
+        Ok(TokenExchange {
+            client,
+            latest: std::sync::Mutex::default(),
+            tokens: tokio::sync::Mutex::default(),
+        })
+    }
+
+    /// The module's name.
+    pub fn module(&self) -> &str {
+        &self.client.config.module
+    }
+
+    /// Caller `who` presented `token` (its latest request): what its calls are exchanged
+    /// from.
+    pub fn present(&self, who: &str, token: &str) {
+        let mut latest = self
+            .latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if latest.get(who).is_some_and(|(known, _)| &**known == token) {
+            return;
+        }
+        if latest.len() >= MAX_SUBJECTS && !latest.contains_key(who) {
+            // The callers seen least recently make room.
+            let mut by_age: Vec<Instant> = latest.values().map(|(_, at)| *at).collect();
+            by_age.sort_unstable();
+            let cutoff = by_age[by_age.len() / 2];
+            latest.retain(|_, (_, at)| *at > cutoff);
+        }
+        latest.insert(who.to_owned(), (Arc::from(token), Instant::now()));
+    }
+
+    fn subject(&self, who: &str) -> Option<Arc<str>> {
+        self.latest
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(who)
+            .map(|(token, _)| token.clone())
+    }
+
+    /// `who`'s exchanged token: cached, or exchanged now (one exchange per caller at a time).
+    async fn authorization_of(&self, who: &str) -> Result<HeaderValue, CredentialError> {
+        let Some(subject) = self.subject(who) else {
+            return Err(CredentialError::Failed(self.client.failed(
+                "the caller presented no access token of its own to exchange (auth mode \"jwt\")",
+            )));
+        };
+        let mut tokens = self.tokens.lock().await;
+        if let Some(cached) = tokens.get(who)
+            && Instant::now() < cached.refresh_at
+        {
+            return Ok(cached.value.clone());
+        }
+        let Some(endpoint) = self.client.endpoint().await? else {
+            return Err(CredentialError::Failed(
+                self.client
+                    .failed("the identity provider's token endpoint is not known"),
+            ));
+        };
+        let mut form = vec![
+            ("grant_type", TOKEN_EXCHANGE.to_owned()),
+            ("subject_token", subject.to_string()),
+            ("subject_token_type", ACCESS_TOKEN_TYPE.to_owned()),
+            ("requested_token_type", ACCESS_TOKEN_TYPE.to_owned()),
+            ("resource", self.client.config.resource.clone()),
+        ];
+        if !self.client.config.scopes.is_empty() {
+            form.push(("scope", self.client.config.scopes.join(" ")));
+        }
+        let fresh = self.client.grant(&endpoint, form).await?;
+        let value = fresh.value.clone();
+        if tokens.len() >= MAX_SUBJECTS {
+            let now = Instant::now();
+            tokens.retain(|_, cached| now < cached.refresh_at);
+        }
+        tokens.insert(who.to_owned(), fresh);
+        Ok(value)
+    }
+
+    /// The module refused `used` for `who`: forgotten (the next request exchanges again).
+    async fn refused_for(&self, who: &str, used: Option<&HeaderValue>) -> bool {
+        let mut tokens = self.tokens.lock().await;
+        match (tokens.get(who), used) {
+            (Some(cached), Some(used)) if cached.value == used => {
+                tokens.remove(who);
+                true
+            }
+            (Some(_), Some(_)) => true,
+            _ => false,
+        }
+    }
+}
+
+/// One caller's credentials at a module of kind `token_exchange`.
+pub struct PersonExchange {
+    exchange: Arc<TokenExchange>,
+    who: String,
+}
+
+impl PersonExchange {
+    /// Caller `who`'s (an instance key) credentials at `exchange`'s module.
+    pub fn new(exchange: Arc<TokenExchange>, who: String) -> Self {
+        PersonExchange { exchange, who }
+    }
+}
+
+#[async_trait]
+impl Credentials for PersonExchange {
+    fn kind(&self) -> &'static str {
+        "token_exchange"
+    }
+
+    async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError> {
+        self.exchange.authorization_of(&self.who).await.map(Some)
+    }
+
+    async fn refused(&self, used: Option<&HeaderValue>, _challenge: Option<&str>) -> bool {
+        self.exchange.refused_for(&self.who, used).await
     }
 }
 

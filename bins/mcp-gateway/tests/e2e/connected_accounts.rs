@@ -375,3 +375,88 @@ async fn a_user_module_is_refused_where_it_could_not_run_as_its_callers() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `token_exchange` (RFC 8693): each caller's own access token to the gateway (mode `jwt`)
+/// is exchanged at the identity provider for one whose audience is the module (a 2025-era
+/// module here), cached per caller, so each call runs as its caller; no token is logged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_callers_own_token_is_exchanged_for_the_modules() {
+    let idp = Idp::start(None).await;
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-exchange-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = [
+        ("MCP_AUTH_ISSUER", idp.issuer.clone()),
+        ("MCP_AUTH_SCOPE", "notes.write".to_owned()),
+        ("MCP_AUTH_LIST_STATIC", LIST_TOKEN.to_owned()),
+    ];
+    let auth = format!(
+        "auth = {{ kind = \"token_exchange\", client_id = \"exchange-gw\", client_secret_env = \"EXCHANGE_SECRET\", issuer = \"{}\", scopes = [\"notes.write\"], list_token_env = \"NOTES_LIST_TOKEN\" }}",
+        idp.issuer
+    );
+    let shifty = Shifty::start_with(&dir, "notes", "legacy-http", tools(), &auth, &env).await;
+    let (scene, file) = jwt_gateway_config("exchange", port, &idp.issuer, "", &shifty.module);
+    let log = dir.join("gateway.log");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command
+        .env("EXCHANGE_SECRET", "exchange-gw-secret")
+        .env("NOTES_LIST_TOKEN", LIST_TOKEN);
+    let gateway = Gateway::start_logging(
+        &file,
+        command,
+        "debug",
+        Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .await;
+    let base = gateway.base.clone();
+    let alice = idp.token("alice", "mcp.tools", &resource).await;
+    let agent = idp.token("agent", "mcp.tools", &resource).await;
+
+    for _ in 0..2 {
+        let answer = modern_as(&base, &alice, "notes__read").await;
+        assert_eq!(text(&answer["result"]), "ran read", "{answer}");
+    }
+    let answer = legacy_as(&base, &agent, "notes__read", false).await;
+    assert_eq!(text(&answer["result"]), "ran read", "{answer}");
+    let answer = legacy_as(&base, &alice, "notes__read", false).await;
+    assert_eq!(text(&answer["result"]), "ran read", "{answer}");
+    let ledger = shifty.ledger();
+    let subs: Vec<&str> = ledger
+        .iter()
+        .map(|e| e["auth"]["sub"].as_str().unwrap())
+        .collect();
+    assert_eq!(subs, ["alice", "alice", "agent", "alice"], "{ledger:?}");
+    assert_eq!(
+        ledger[0]["auth"]["jti"], ledger[3]["auth"]["jti"],
+        "one exchange per caller while it lives"
+    );
+    assert_ne!(ledger[0]["auth"]["jti"], ledger[2]["auth"]["jti"]);
+    for entry in &ledger {
+        // Not the caller's own token: the module's, exchanged.
+        let token = entry["auth"]["token"].as_str().unwrap();
+        assert!(token != alice && token != agent, "{entry}");
+    }
+    gateway.stop().await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let mut secrets: Vec<String> = ledger
+        .iter()
+        .map(|e| e["auth"]["token"].as_str().unwrap().to_owned())
+        .collect();
+    secrets.extend([
+        alice,
+        agent,
+        LIST_TOKEN.to_owned(),
+        "exchange-gw-secret".to_owned(),
+    ]);
+    for secret in &secrets {
+        assert!(
+            !logged.contains(secret.as_str()),
+            "a secret in the log: {}…",
+            &secret[..12]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&scene);
+}

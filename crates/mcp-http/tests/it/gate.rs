@@ -717,6 +717,7 @@ async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_t
         authenticated: true,
         groups: Default::default(),
         client: None,
+        subject_token: None,
     };
     let Classified::Gated(call) = gateway.classify(&principal, params).await.unwrap() else {
         panic!("delete is gated")
@@ -765,6 +766,7 @@ async fn a_call_a_rule_lets_through_goes_upstream_as_the_rule_read_it() {
         authenticated: true,
         groups: Default::default(),
         client: None,
+        subject_token: None,
     };
     for (text, tool) in [
         (
