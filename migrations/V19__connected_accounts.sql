@@ -17,6 +17,9 @@ CREATE TABLE mcp_accounts (
     tokens_key_id  text NOT NULL,
     connected_at   timestamptz NOT NULL,
     updated_at     timestamptz NOT NULL,
+    -- One more with every change of the tokens: a refresh replaces (or a refused one
+    -- removes) exactly the tokens it read, never newer ones another instance stored.
+    version        bigint NOT NULL DEFAULT 1 CHECK (version >= 1),
     CONSTRAINT mcp_accounts_updated_after_connected CHECK (updated_at >= connected_at)
 );
 
@@ -33,4 +36,4 @@ CREATE POLICY mcp_accounts_of_caller ON mcp_accounts
            AND caller_tenant IS NOT DISTINCT FROM nullif(current_setting('mcp.caller_tenant', true), ''));
 
 GRANT SELECT, INSERT, DELETE ON mcp_accounts TO mcp_gateway_writer;
-GRANT UPDATE (tokens_sealed, tokens_key_id, connected_at, updated_at) ON mcp_accounts TO mcp_gateway_writer;
+GRANT UPDATE (tokens_sealed, tokens_key_id, connected_at, updated_at, version) ON mcp_accounts TO mcp_gateway_writer;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use elicitation_store::{AccountTokens, Caller, Store};
-use mcp_upstream::accounts::{RegisteredClient, TokenSet, Vault};
+use mcp_upstream::accounts::{RegisteredClient, Stored, TokenSet, Vault};
 
 /// The store as a [`Vault`].
 pub(crate) struct StoreVault {
@@ -34,6 +34,7 @@ pub(crate) fn token_set(tokens: AccountTokens) -> Option<TokenSet> {
         refresh_token: tokens.refresh_token,
         expires_at: tokens.expires_at.map(time::OffsetDateTime::unix_timestamp),
         scope: tokens.scope,
+        issuer: tokens.issuer,
     })
 }
 
@@ -48,31 +49,41 @@ pub(crate) fn account_tokens(tokens: &TokenSet) -> AccountTokens {
         scope: tokens.scope.clone(),
         client_id: Some(tokens.client.id.clone()),
         client_secret: tokens.client.secret.clone(),
+        issuer: tokens.issuer.clone(),
     }
 }
 
 #[async_trait]
 impl Vault for StoreVault {
-    async fn load(&self, who: &str, module: &str) -> Result<Option<TokenSet>, String> {
+    async fn load(&self, who: &str, module: &str) -> Result<Option<Stored>, String> {
         let account = self
             .store
             .account(&caller(who)?, module)
             .await
             .map_err(|e| format!("the store: {e}"))?;
-        Ok(account.and_then(|a| token_set(a.tokens)))
+        Ok(account.and_then(|a| {
+            let version = a.version;
+            token_set(a.tokens).map(|tokens| Stored { tokens, version })
+        }))
     }
 
-    async fn save(&self, who: &str, module: &str, tokens: &TokenSet) -> Result<(), String> {
+    async fn refreshed(
+        &self,
+        who: &str,
+        module: &str,
+        version: i64,
+        tokens: &TokenSet,
+    ) -> Result<bool, String> {
         self.store
-            .save_account(&caller(who)?, module, &account_tokens(tokens), false)
+            .refresh_account(&caller(who)?, module, version, &account_tokens(tokens))
             .await
-            .map(|_| ())
+            .map(|account| account.is_some())
             .map_err(|e| format!("the store: {e}"))
     }
 
-    async fn forget(&self, who: &str, module: &str) -> Result<(), String> {
+    async fn forget(&self, who: &str, module: &str, version: i64) -> Result<(), String> {
         self.store
-            .remove_account(&caller(who)?, module)
+            .remove_account_at(&caller(who)?, module, version)
             .await
             .map(|_| ())
             .map_err(|e| format!("the store: {e}"))

@@ -350,9 +350,10 @@ enum Person {
 impl Person {
     /// The person's credentials where `config` says, if it runs as its callers.
     fn of(config: &ModuleConfig) -> Result<Option<Person>> {
-        let (Some(auth), Ok((url, _))) = (&config.auth, config.tls()) else {
+        let Some(auth) = config.auth.as_ref().filter(|auth| auth.per_person()) else {
             return Ok(None);
         };
+        let (url, _) = config.tls()?;
         if let Some(oauth) = auth.user_oauth(&config.name, &url)? {
             return Ok(Some(Person::Account(oauth)));
         }

@@ -29,8 +29,12 @@ pub struct AccountTokens {
     pub scope: Option<String>,
     /// The gateway's client id at the server the tokens came from (a refresh needs it).
     pub client_id: Option<String>,
-    /// That client's secret, when the server gave it one at registration.
+    /// That client's secret, when the server gave it one at registration (a configured
+    /// client's secret is the configuration's, never stored).
     pub client_secret: Option<String>,
+    /// The authorization server (issuer) the tokens came from: they are refreshed there
+    /// only.
+    pub issuer: Option<String>,
 }
 
 impl AccountTokens {
@@ -45,6 +49,7 @@ impl AccountTokens {
             "scope": self.scope,
             "client_id": self.client_id,
             "client_secret": self.client_secret,
+            "issuer": self.issuer,
         })
         .to_string()
         .into_bytes()
@@ -72,6 +77,7 @@ impl AccountTokens {
             scope: text("scope"),
             client_id: text("client_id"),
             client_secret: text("client_secret"),
+            issuer: text("issuer"),
         })
     }
 }
@@ -101,6 +107,8 @@ pub struct Account {
     pub connected_at: OffsetDateTime,
     /// When its tokens were last stored.
     pub updated_at: OffsetDateTime,
+    /// From 1, one more with every change of its tokens.
+    pub version: i64,
 }
 
 /// Checks a module name an account is kept for.
@@ -143,6 +151,26 @@ pub trait AccountStore: Send + Sync + 'static {
         tokens: &AccountTokens,
         reconnect: bool,
     ) -> Result<Account, StoreError>;
+
+    /// A refresh: `caller`'s account at `module` gets `tokens` only if it is still at
+    /// `version` (the one the refresh read); `None` if it changed or is gone meanwhile (a
+    /// disconnection, a reconnection, another instance's refresh), and nothing is stored.
+    async fn refresh_account(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+        tokens: &AccountTokens,
+    ) -> Result<Option<Account>, StoreError>;
+
+    /// Forgets `caller`'s account at `module` only if it is still at `version`; whether it
+    /// did.
+    async fn remove_account_at(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+    ) -> Result<bool, StoreError>;
 
     /// `caller`'s account at `module`, if connected.
     async fn account(&self, caller: &Caller, module: &str) -> Result<Option<Account>, StoreError>;

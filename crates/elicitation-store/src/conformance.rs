@@ -2901,6 +2901,7 @@ fn tokens(access: &str) -> crate::AccountTokens {
         scope: Some("repo read".into()),
         client_id: Some("gw-client".into()),
         client_secret: None,
+        issuer: Some("https://as.example".into()),
     }
 }
 
@@ -3029,6 +3030,67 @@ pub(crate) async fn a_connected_account_is_its_callers_alone_and_replaced_not_du
     ));
     h.store
         .save_account(&bob(), "m000", &tokens("b2"), false)
+        .await
+        .unwrap();
+
+    // A refresh replaces exactly the tokens it read: not after a reconnection, another
+    // instance's refresh or a disconnection (and then stores nothing).
+    let read = h.store.account(&bob(), "github").await.unwrap().unwrap();
+    let refreshed = h
+        .twin
+        .refresh_account(&bob(), "github", read.version, &tokens("b-refreshed"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(refreshed.version, read.version + 1);
+    assert_eq!(refreshed.connected_at, read.connected_at);
+    assert_eq!(
+        h.store
+            .refresh_account(&bob(), "github", read.version, &tokens("b-stale"))
+            .await
+            .unwrap(),
+        None,
+        "a second refresh of the same read loses"
+    );
+    assert!(
+        !h.store
+            .remove_account_at(&bob(), "github", read.version)
+            .await
+            .unwrap(),
+        "a refusal of old tokens does not remove newer ones"
+    );
+    assert_eq!(
+        h.store
+            .account(&bob(), "github")
+            .await
+            .unwrap()
+            .unwrap()
+            .tokens,
+        tokens("b-refreshed")
+    );
+    assert_eq!(
+        h.store
+            .refresh_account(&alice(), "nothing-here", 1, &tokens("x"))
+            .await
+            .unwrap(),
+        None,
+        "a refresh never creates an account"
+    );
+    assert!(
+        h.store
+            .account(&alice(), "nothing-here")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        h.store
+            .remove_account_at(&bob(), "github", refreshed.version)
+            .await
+            .unwrap()
+    );
+    h.store
+        .save_account(&bob(), "github", &tokens("b1"), true)
         .await
         .unwrap();
 

@@ -525,6 +525,33 @@ impl crate::AccountStore for Metered {
         .await
     }
 
+    async fn refresh_account(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+        tokens: &crate::AccountTokens,
+    ) -> Result<Option<crate::Account>, StoreError> {
+        self.timed(
+            "refresh_account",
+            self.inner.refresh_account(caller, module, version, tokens),
+        )
+        .await
+    }
+
+    async fn remove_account_at(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            "remove_account",
+            self.inner.remove_account_at(caller, module, version),
+        )
+        .await
+    }
+
     async fn account(
         &self,
         caller: &Caller,

@@ -53,9 +53,20 @@ pub(crate) struct Connecting {
     exp: i64,
 }
 
-/// The redirect URI of the page at `base`.
-fn callback_url(base: &str) -> String {
-    format!("{}{ACCOUNTS_PATH}/callback", base.trim_end_matches('/'))
+/// The redirect URI of `module`'s connections from the page at `base`: one per module, so a
+/// code for one module's server never lands where another's is expected (mix-up).
+fn callback_url(base: &str, module: &str) -> String {
+    format!(
+        "{}{}/callback",
+        base.trim_end_matches('/'),
+        module_path(module)
+    )
+}
+
+/// The path under which `module`'s connection lives (its cookie's `Path`). Module names are
+/// letters, digits, `_` and `-` (the configuration checks).
+pub(crate) fn module_path(module: &str) -> String {
+    format!("{ACCOUNTS_PATH}/{module}")
 }
 
 fn random() -> Option<String> {
@@ -164,7 +175,7 @@ pub(crate) async fn start(
         return Err("The system random source failed.".into());
     };
     let challenge = B64.encode(digest(&SHA256, verifier.as_bytes()));
-    let redirect_url = callback_url(base);
+    let redirect_url = callback_url(base, module);
     let (url, client) = oauth
         .authorization_url(&redirect_url, &state, &challenge)
         .await
@@ -188,26 +199,40 @@ pub(crate) async fn start(
     Ok((url, cookie))
 }
 
-/// The authorization server's answer: `state` and `code` (or `error`), with the browser's
-/// connect `cookie` (unused before), at `now`. The account is stored for whoever started
-/// the connection; the error is said to the person.
-pub(crate) async fn finish(
-    gateway: &Gateway,
+/// The connection the browser's `cookie` holds, if it is one for `module` with this
+/// `state`, unexpired at `now`.
+pub(crate) fn opened(
     connects: &mcp_auth::sealed::Sealer,
     cookie: Option<&str>,
-    answer: (&str, Option<&str>, Option<&str>),
+    module: &str,
+    state: &str,
     now: i64,
-) -> Result<(), (StatusCode, String)> {
-    let (state, code, error) = answer;
-    let refused = |problem: &str| (StatusCode::BAD_REQUEST, problem.to_owned());
-    let Some(connecting) = cookie
+) -> Option<Connecting> {
+    cookie
         .and_then(|c| connects.open::<Connecting>(c))
-        .filter(|c| c.st == state && c.exp > now)
-    else {
+        .filter(|c| c.m == module && c.st == state && c.exp > now)
+}
+
+/// Finishes `connecting` with the authorization server's answer: `code` (or `error`) and
+/// `iss`. The account is stored for whoever started the connection; the error is said to
+/// the person.
+pub(crate) async fn finish(
+    gateway: &Gateway,
+    connecting: &Connecting,
+    answer: (Option<&str>, Option<&str>, Option<&str>),
+) -> Result<(), (StatusCode, String)> {
+    let (code, error, iss) = answer;
+    let refused = |problem: &str| (StatusCode::BAD_REQUEST, problem.to_owned());
+    let Some(oauth) = gateway.connectable().get(&connecting.m).cloned() else {
         return Err(refused(
-            "This connection is unknown or has expired, or was started in another browser; start again from Accounts.",
+            "That module no longer runs as its callers' own accounts.",
         ));
     };
+    // The answer must be the module's own server's (RFC 9207), error or not.
+    if let Err(e) = oauth.check_issuer(iss).await {
+        tracing::warn!(module = %connecting.m, error = %e, "an authorization answer was refused");
+        return Err(refused(&format!("{e}; nothing was connected.")));
+    }
     if let Some(error) = error {
         let error: String = error
             .chars()
@@ -220,11 +245,6 @@ pub(crate) async fn finish(
     }
     let Some(code) = code else {
         return Err(refused("The module's sign-in sent no code."));
-    };
-    let Some(oauth) = gateway.connectable().get(&connecting.m).cloned() else {
-        return Err(refused(
-            "That module no longer runs as its callers' own accounts.",
-        ));
     };
     let Ok(caller) = elicitation_store::Caller::new(connecting.sub.clone(), connecting.ten.clone())
     else {
@@ -252,6 +272,7 @@ pub(crate) async fn finish(
         scope: tokens.scope,
         client_id: Some(tokens.client.id),
         client_secret: tokens.client.secret,
+        issuer: tokens.issuer,
     };
     gateway
         .accounts()
@@ -272,4 +293,56 @@ pub(crate) fn sealer(keys: &[[u8; 32]]) -> mcp_auth::sealed::Sealer {
         "c1.",
         b"mcp-gateway/account-connect/v1",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn connecting(module: &str, state: &str, exp: i64) -> Connecting {
+        Connecting {
+            st: state.into(),
+            v: "verifier".into(),
+            m: module.into(),
+            cid: "client".into(),
+            cs: None,
+            sub: "alice".into(),
+            ten: None,
+            r: format!("http://127.0.0.1/approvals/accounts/{module}/callback"),
+            exp,
+        }
+    }
+
+    #[test]
+    fn a_connection_opens_only_for_its_module_state_and_time_and_this_gateways_keys() {
+        let connects = sealer(&[[7u8; 32]]);
+        let cookie = connects.seal(&connecting("github", "s1", 1000)).unwrap();
+        assert!(opened(&connects, Some(&cookie), "github", "s1", 999).is_some());
+        // A code for another module's server lands at that module's callback: refused
+        // there (the mix-up attack), as is another state, a late one, none, or a cookie
+        // sealed by another gateway.
+        assert!(opened(&connects, Some(&cookie), "linear", "s1", 999).is_none());
+        assert!(opened(&connects, Some(&cookie), "github", "s2", 999).is_none());
+        assert!(opened(&connects, Some(&cookie), "github", "s1", 1000).is_none());
+        assert!(opened(&connects, None, "github", "s1", 999).is_none());
+        let theirs = sealer(&[[8u8; 32]]);
+        assert!(opened(&theirs, Some(&cookie), "github", "s1", 999).is_none());
+        // The page's own sign-in cookies do not open as connections.
+        let other_kind = mcp_auth::sealed::Sealer::new(
+            &mcp_auth::sealed::derive_all(&[[7u8; 32]], "mcp-gateway/oidc-sign-in/v1"),
+            "c1.",
+            b"mcp-gateway/oidc-sign-in/v1",
+        );
+        let forged = other_kind.seal(&connecting("github", "s1", 1000)).unwrap();
+        assert!(opened(&connects, Some(&forged), "github", "s1", 999).is_none());
+    }
+
+    #[test]
+    fn each_module_has_its_own_callback_and_cookie_path() {
+        assert_eq!(
+            callback_url("https://gw.example/", "github"),
+            "https://gw.example/approvals/accounts/github/callback"
+        );
+        assert_eq!(module_path("github"), "/approvals/accounts/github");
+    }
 }

@@ -354,8 +354,19 @@ fn may_use_the_page(principal: &Principal) -> bool {
 /// Where a sign-in may go on to: a page of one elicitation, the Audit view, else the list
 /// (never anywhere else: no open redirect).
 fn next_page(next: Option<&str>) -> String {
-    if next == Some(AUDIT_PAGE) {
-        return AUDIT_PAGE.to_owned();
+    if next == Some(AUDIT_PAGE) || next == Some(ACCOUNTS_PAGE) {
+        return next.unwrap_or(PREFIX).to_owned();
+    }
+    // The Connect link an agent was given: the Accounts view with a module (a name of
+    // letters, digits, `_` and `-`) marked.
+    if let Some(module) = next.and_then(|n| n.strip_prefix("/approvals/accounts?connect="))
+        && !module.is_empty()
+        && module.len() <= 200
+        && module
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return format!("{ACCOUNTS_PAGE}?connect={module}");
     }
     next.and_then(|n| n.strip_prefix("/approvals/e/"))
         .and_then(|id| id.parse::<ElicitationId>().ok())
@@ -535,8 +546,8 @@ impl Page {
             (&Method::GET, ["e", id]) => self.one(snap, headers, id).await,
             (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
             (&Method::GET, ["accounts"]) => self.accounts(snap, headers, query).await,
-            (&Method::GET, ["accounts", "callback"]) => {
-                self.account_callback(headers, snap, query).await
+            (&Method::GET, ["accounts", module, "callback"]) => {
+                self.account_callback(headers, snap, module, query).await
             }
             (&Method::GET, ["audit", "download"]) => self.audit(snap, headers, query, true).await,
             (&Method::GET, ["events"]) => match self.web_session(snap, headers) {
@@ -806,12 +817,23 @@ impl Page {
         headers: &HeaderMap,
         query: Option<&str>,
     ) -> Response<Body> {
-        let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
-            return self.first_visit(snap, ACCOUNTS_PAGE);
-        };
         let fields = form(query.unwrap_or_default().as_bytes());
-        let notice = accounts::notice(field(&fields, "done"));
         let marked = field(&fields, "connect");
+        let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
+            // Back to the same view, the module still marked, once signed in.
+            let to = next_page(
+                marked
+                    .map(|m| format!("{ACCOUNTS_PAGE}?connect={m}"))
+                    .as_deref(),
+            );
+            let to = if to == PREFIX {
+                ACCOUNTS_PAGE.to_owned()
+            } else {
+                to
+            };
+            return self.first_visit(snap, &to);
+        };
+        let notice = accounts::notice(field(&fields, "done"));
         let (status, page) =
             accounts::view(&snap.gateway, &principal, &csrf, marked, notice, None).await;
         html(status, page)
@@ -844,7 +866,7 @@ impl Page {
                         &mut response,
                         accounts::CONNECT_COOKIE,
                         &cookie,
-                        ACCOUNTS_PAGE,
+                        &accounts::module_path(module),
                         "Lax",
                         accounts::CONNECT_TTL.unsigned_abs(),
                     );
@@ -870,32 +892,46 @@ impl Page {
         html(status, page)
     }
 
-    /// `GET /approvals/accounts/callback`: the authorization server's answer. The page's
-    /// session cookie does not come along (SameSite=Strict, and the navigation began at the
-    /// server): who connects is the connect cookie's, which is used once.
+    /// `GET /approvals/accounts/{module}/callback`: the authorization server's answer. The
+    /// page's session cookie does not come along (SameSite=Strict, and the navigation began
+    /// at the server): who connects is the connect cookie's, which is used once.
     async fn account_callback(
         &self,
         headers: &HeaderMap,
         snap: &Snapshot,
+        module: &str,
         query: Option<&str>,
     ) -> Response<Body> {
         let fields = form(query.unwrap_or_default().as_bytes());
-        let bound = cookie_named(headers, accounts::CONNECT_COOKIE)
+        let path = accounts::module_path(module);
+        let now = self.clock.now().unix_timestamp();
+        let state = field(&fields, "state").unwrap_or_default();
+        // Only a cookie that opens as this module's connection with this state is recorded
+        // as used (anything else is refused without growing the record).
+        let cookie = cookie_named(headers, accounts::CONNECT_COOKIE)
             .filter(|c| !self.ended.contains(&mcp_auth::sealed::token_hash(c)));
-        if let Some(used) = &bound {
+        let connecting = cookie.as_deref().and_then(|c| {
+            let opened = accounts::opened(&self.connects, Some(c), module, state, now)?;
             self.ended.end(
-                mcp_auth::sealed::token_hash(used),
+                mcp_auth::sealed::token_hash(c),
                 self.clock.now() + time::Duration::minutes(15),
             );
-        }
-        let answer = (
-            field(&fields, "state").unwrap_or_default(),
-            field(&fields, "code"),
-            field(&fields, "error"),
-        );
-        let now = self.clock.now().unix_timestamp();
-        let finished =
-            accounts::finish(&snap.gateway, &self.connects, bound.as_deref(), answer, now).await;
+            Some(opened)
+        });
+        let finished = match &connecting {
+            None => Err((
+                StatusCode::BAD_REQUEST,
+                "This connection is unknown or has expired, or was started in another browser; start again from Accounts.".to_owned(),
+            )),
+            Some(connecting) => {
+                let answer = (
+                    field(&fields, "code"),
+                    field(&fields, "error"),
+                    field(&fields, "iss"),
+                );
+                accounts::finish(&snap.gateway, connecting, answer).await
+            }
+        };
         let mut response = match finished {
             Ok(()) => html(
                 StatusCode::OK,
@@ -903,14 +939,7 @@ impl Page {
             ),
             Err((status, problem)) => html(status, html::sign_in_with(Some(&problem), None, false)),
         };
-        self.set_named_cookie(
-            &mut response,
-            accounts::CONNECT_COOKIE,
-            "",
-            ACCOUNTS_PAGE,
-            "Lax",
-            0,
-        );
+        self.set_named_cookie(&mut response, accounts::CONNECT_COOKIE, "", &path, "Lax", 0);
         response
     }
 

@@ -1513,15 +1513,23 @@ impl Gateway {
     ) -> CallOutcome {
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
-        let answered = self
-            .registry
-            .call(
-                entry,
-                params.into_upstream(&entry.original),
-                relay,
-                Some(&instance_key(&principal.caller)),
-            )
-            .await;
+        let who = instance_key(&principal.caller);
+        let call = self.registry.call(
+            entry,
+            params.into_upstream(&entry.original),
+            relay,
+            Some(&who),
+        );
+        // A module that exchanges the caller's own token exchanges exactly this request's.
+        let answered = match &principal.subject_token {
+            Some(token) if !self.exchanges.is_empty() => {
+                let token: Arc<str> = Arc::from(token.expose());
+                mcp_upstream::credentials::SUBJECT_TOKEN
+                    .scope(token, call)
+                    .await
+            }
+            _ => call.await,
+        };
         let took = started.elapsed();
         *upstream += took;
         self.metrics.module_time(&entry.module_name, took);

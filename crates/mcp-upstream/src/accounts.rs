@@ -29,8 +29,11 @@ pub struct TokenSet {
     pub expires_at: Option<i64>,
     /// The scopes granted.
     pub scope: Option<String>,
-    /// The client the tokens were issued to (refreshing needs the same one).
+    /// The client the tokens were issued to (refreshing needs the same one; a configured
+    /// client's secret is never kept here, but read from the configuration).
     pub client: RegisteredClient,
+    /// The authorization server (issuer) that issued them: they are refreshed there only.
+    pub issuer: Option<String>,
 }
 
 /// Never prints a token.
@@ -62,15 +65,32 @@ impl std::fmt::Debug for RegisteredClient {
     }
 }
 
+/// A caller's stored tokens, with the version of the store's row they were read at.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    /// The tokens.
+    pub tokens: TokenSet,
+    /// The row's version: a refresh replaces (a refusal removes) exactly these.
+    pub version: i64,
+}
+
 /// Where the people's tokens are kept, by the caller's instance key (`who`) and module.
 #[async_trait]
 pub trait Vault: Send + Sync + 'static {
     /// The caller's tokens at the module.
-    async fn load(&self, who: &str, module: &str) -> Result<Option<TokenSet>, String>;
-    /// Stores refreshed tokens.
-    async fn save(&self, who: &str, module: &str, tokens: &TokenSet) -> Result<(), String>;
-    /// Forgets tokens the authorization server no longer takes.
-    async fn forget(&self, who: &str, module: &str) -> Result<(), String>;
+    async fn load(&self, who: &str, module: &str) -> Result<Option<Stored>, String>;
+    /// Stores refreshed tokens in place of those read at `version`; `false` when they
+    /// changed meanwhile (then nothing is stored).
+    async fn refreshed(
+        &self,
+        who: &str,
+        module: &str,
+        version: i64,
+        tokens: &TokenSet,
+    ) -> Result<bool, String>;
+    /// Forgets the tokens read at `version`, which the authorization server or the module
+    /// no longer takes (newer ones stay).
+    async fn forget(&self, who: &str, module: &str, version: i64) -> Result<(), String>;
 }
 
 /// A module's `auth.kind = "user"`.
@@ -91,6 +111,9 @@ pub struct UserOAuthConfig {
 /// An authorization server as its metadata describes it.
 #[derive(Debug, Clone)]
 struct Server {
+    issuer: String,
+    /// The server sends `iss` with its answer (RFC 9207): the callback must carry it.
+    iss_parameter: bool,
     authorization_endpoint: String,
     token_endpoint: String,
     registration_endpoint: Option<String>,
@@ -311,6 +334,11 @@ impl UserOAuth {
                 .map(|m| m.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
             let server = Server {
+                issuer: trimmed.to_owned(),
+                iss_parameter: metadata
+                    .get("authorization_response_iss_parameter_supported")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
                 authorization_endpoint: endpoint("authorization_endpoint").ok_or_else(|| {
                     self.failed(format!("{url} names no https:// authorization_endpoint"))
                 })?,
@@ -385,8 +413,46 @@ impl UserOAuth {
         Ok(client)
     }
 
+    /// A client as kept with tokens or in a connection under way: a configured client's
+    /// secret is the configuration's, never kept.
+    fn kept(&self, client: &RegisteredClient) -> RegisteredClient {
+        match &self.config.client {
+            Some(configured) if configured.id == client.id => RegisteredClient {
+                id: client.id.clone(),
+                secret: None,
+            },
+            _ => client.clone(),
+        }
+    }
+
+    /// A kept client as used: the configured one (with its current secret) when it is that.
+    fn resolve(&self, client: &RegisteredClient) -> RegisteredClient {
+        match &self.config.client {
+            Some(configured) if configured.id == client.id => configured.clone(),
+            _ => client.clone(),
+        }
+    }
+
+    /// Whether the authorization server's answer came from this module's server: its `iss`
+    /// (RFC 9207) must be the issuer when given, and given when the server says it sends it
+    /// (a person's code from another server is never redeemed here: the mix-up attack).
+    pub async fn check_issuer(&self, iss: Option<&str>) -> Result<(), String> {
+        let server = self.server().await?;
+        match iss {
+            Some(iss) if iss.trim_end_matches('/') != server.issuer => Err(format!(
+                "the answer came from another authorization server ({}) than the module's",
+                printable(iss)
+            )),
+            None if server.iss_parameter => {
+                Err("the authorization server's answer does not say who sent it (iss)".into())
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The authorization request a person's browser is sent to, with the client the code
-    /// will be redeemed by: `state` and the PKCE S256 `challenge` are the caller's.
+    /// will be redeemed by (as kept: no configured secret): `state` and the PKCE S256
+    /// `challenge` are the caller's.
     pub async fn authorization_url(
         &self,
         redirect_url: &str,
@@ -413,7 +479,7 @@ impl UserOAuth {
             url.push_str("&scope=");
             url.push_str(&encode(&self.config.scopes.join(" ")));
         }
-        Ok((url, client))
+        Ok((url, self.kept(&client)))
     }
 
     /// Redeems the code the person came back with.
@@ -425,9 +491,10 @@ impl UserOAuth {
         redirect_url: &str,
     ) -> Result<TokenSet, String> {
         let server = self.server().await?;
+        let client = self.resolve(client);
         self.token(
             &server,
-            client,
+            &client,
             &[
                 ("grant_type", "authorization_code"),
                 ("code", code),
@@ -448,9 +515,16 @@ impl UserOAuth {
             return Err(RefreshError::Refused("no refresh token".into()));
         };
         let server = self.server().await.map_err(RefreshError::Failed)?;
+        if tokens.issuer.as_deref().is_some_and(|i| i != server.issuer) {
+            // The module's server changed since: its refresh token goes nowhere else.
+            return Err(RefreshError::Refused(self.failed(
+                "the tokens were issued by another authorization server than the module's now",
+            )));
+        }
+        let client = self.resolve(&tokens.client);
         self.token(
             &server,
-            &tokens.client,
+            &client,
             &[("grant_type", "refresh_token"), ("refresh_token", refresh)],
             Some(tokens),
         )
@@ -493,12 +567,15 @@ impl UserOAuth {
                 "the authorization server refused ({status}): {}",
                 server_error(&answer)
             ));
-            // A refused grant (invalid_grant: revoked, expired) will not get better.
-            return Err(if (400..500).contains(&status) {
-                RefreshError::Refused(why)
-            } else {
-                RefreshError::Failed(why)
-            });
+            // A refused grant (invalid_grant: revoked, expired, used) will not get better;
+            // anything else (a limit, the server's trouble) may.
+            return Err(
+                if answer.get("error").and_then(Value::as_str) == Some("invalid_grant") {
+                    RefreshError::Refused(why)
+                } else {
+                    RefreshError::Failed(why)
+                },
+            );
         }
         let access = answer
             .get("access_token")
@@ -523,7 +600,8 @@ impl UserOAuth {
                 .and_then(Value::as_i64)
                 .map(|s| now_unix().saturating_add(s.clamp(1, 365 * 24 * 3600))),
             scope: text("scope").or_else(|| old.and_then(|o| o.scope.clone())),
-            client: client.clone(),
+            client: self.kept(client),
+            issuer: Some(server.issuer.clone()),
         })
     }
 }
@@ -543,13 +621,18 @@ fn server_error(answer: &Value) -> String {
 /// How long before its expiry a person's token is refreshed.
 const REFRESH_EARLY: i64 = 30;
 
-/// One caller's credentials at a module of kind `user`: their own token, from the vault,
-/// refreshed when it is about to expire (by one request at a time).
+/// One caller's credentials at a module of kind `user`: their own token, read from the
+/// vault for every request (a disconnection or reconnection, on any instance, counts at
+/// once), refreshed when it is about to expire or the module refused it (one refresh at a
+/// time), forgotten when it cannot be refreshed.
 pub struct PersonCredentials {
     oauth: Arc<UserOAuth>,
     vault: Arc<dyn Vault>,
     who: String,
-    cached: tokio::sync::Mutex<Option<TokenSet>>,
+    /// The access token the module last refused: refreshed rather than sent again.
+    refused: std::sync::Mutex<Option<HeaderValue>>,
+    /// Held while a refresh runs.
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 impl PersonCredentials {
@@ -559,7 +642,8 @@ impl PersonCredentials {
             oauth,
             vault,
             who,
-            cached: tokio::sync::Mutex::new(None),
+            refused: std::sync::Mutex::new(None),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -573,6 +657,24 @@ impl PersonCredentials {
         tokens
             .expires_at
             .is_none_or(|at| at - REFRESH_EARLY > now_unix())
+    }
+
+    fn was_refused(&self, value: &HeaderValue) -> bool {
+        self.refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            == Some(value)
+    }
+
+    async fn forget(&self, version: i64) {
+        if let Err(e) = self
+            .vault
+            .forget(&self.who, &self.oauth.config.module, version)
+            .await
+        {
+            tracing::warn!(module = %self.oauth.config.module, error = %e, "could not forget an account that no longer works");
+        }
     }
 }
 
@@ -592,72 +694,200 @@ impl Credentials for PersonCredentials {
 
     async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError> {
         let module = &self.oauth.config.module;
-        let mut cached = self.cached.lock().await;
-        if let Some(tokens) = &*cached
-            && Self::fresh(tokens)
-        {
-            return header(&tokens.access_token).map(Some);
-        }
-        // The store has the newest (another instance may have refreshed, or the person
-        // connected again or disconnected).
-        let stored = self
-            .vault
-            .load(&self.who, module)
-            .await
-            .map_err(CredentialError::Failed)?;
-        let Some(tokens) = stored else {
-            *cached = None;
-            return Err(self.not_connected());
-        };
-        if Self::fresh(&tokens) {
-            let value = header(&tokens.access_token)?;
-            *cached = Some(tokens);
-            return Ok(Some(value));
-        }
-        match self.oauth.refresh(&tokens).await {
-            Ok(new) => {
-                if let Err(e) = self.vault.save(&self.who, module, &new).await {
-                    tracing::warn!(module = %module, error = %e, "could not store a person's refreshed token; it is used for this process only");
-                }
-                let value = header(&new.access_token)?;
-                *cached = Some(new);
-                Ok(Some(value))
+        // Twice at most: once more when the tokens changed under a refresh.
+        for _ in 0..2 {
+            let Some(stored) = self
+                .vault
+                .load(&self.who, module)
+                .await
+                .map_err(CredentialError::Failed)?
+            else {
+                return Err(self.not_connected());
+            };
+            let value = header(&stored.tokens.access_token)?;
+            if Self::fresh(&stored.tokens) && !self.was_refused(&value) {
+                return Ok(Some(value));
             }
-            Err(RefreshError::Refused(why)) => {
-                tracing::info!(module = %module, reason = %why, "a person's account no longer works; they connect it again");
-                if let Err(e) = self.vault.forget(&self.who, module).await {
-                    tracing::warn!(module = %module, error = %e, "could not forget a refused account");
-                }
-                *cached = None;
-                Err(self.not_connected())
+            let _one = self.refreshing.lock().await;
+            // Refreshed by another request meanwhile: read again.
+            let again = self
+                .vault
+                .load(&self.who, module)
+                .await
+                .map_err(CredentialError::Failed)?;
+            if again.as_ref().map(|s| s.version) != Some(stored.version) {
+                continue;
             }
-            Err(RefreshError::Failed(why)) => Err(CredentialError::Failed(why)),
+            if stored.tokens.refresh_token.is_none() {
+                tracing::info!(module = %module, "a person's token ended or was refused and cannot be refreshed; they connect again");
+                self.forget(stored.version).await;
+                return Err(self.not_connected());
+            }
+            match self.oauth.refresh(&stored.tokens).await {
+                Ok(new) => {
+                    let value = header(&new.access_token)?;
+                    match self
+                        .vault
+                        .refreshed(&self.who, module, stored.version, &new)
+                        .await
+                    {
+                        Ok(true) => return Ok(Some(value)),
+                        // Changed meanwhile (disconnected, reconnected, refreshed
+                        // elsewhere): what the store has now decides.
+                        Ok(false) => continue,
+                        Err(e) => return Err(CredentialError::Failed(e)),
+                    }
+                }
+                Err(RefreshError::Refused(why)) => {
+                    // Another instance may have used the refresh token first (rotation):
+                    // its newer tokens stay; only these are forgotten.
+                    let now = self
+                        .vault
+                        .load(&self.who, module)
+                        .await
+                        .map_err(CredentialError::Failed)?;
+                    if now.as_ref().map(|s| s.version) != Some(stored.version) {
+                        continue;
+                    }
+                    tracing::info!(module = %module, reason = %why, "a person's account no longer works; they connect it again");
+                    self.forget(stored.version).await;
+                    return Err(self.not_connected());
+                }
+                Err(RefreshError::Failed(why)) => return Err(CredentialError::Failed(why)),
+            }
         }
+        Err(CredentialError::Failed(format!(
+            "module {module}: the person's account kept changing while it was read"
+        )))
     }
 
     async fn refused(&self, used: Option<&HeaderValue>, _challenge: Option<&str>) -> bool {
-        // The module refused the person's token: refreshed once if it can be (the next
-        // `authorization` sees it as expired), else the person connects again.
-        let mut cached = self.cached.lock().await;
-        let Some(tokens) = cached.as_mut() else {
+        // The module refused the person's token: the next request refreshes it (or, without
+        // a refresh token, forgets it) rather than sending it again.
+        let Some(used) = used else {
             return false;
         };
-        let same = used.is_some_and(|u| header(&tokens.access_token).is_ok_and(|h| h == u));
-        if !same {
-            // Replaced meanwhile: try the new one.
-            return true;
-        }
-        if tokens.refresh_token.is_none() {
-            return false;
-        }
-        tokens.expires_at = Some(0);
-        // The stored copy is as stale: the next read refreshes rather than reloading it.
-        let stale = tokens.clone();
-        drop(cached);
-        let _ = self
-            .vault
-            .save(&self.who, &self.oauth.config.module, &stale)
-            .await;
+        *self
+            .refused
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(used.clone());
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An authorization server's metadata on loopback (RFC 8414), with `extra` in it.
+    async fn metadata_server(extra: Value) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let base = issuer.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut body = serde_json::json!({
+                    "issuer": base,
+                    "authorization_endpoint": format!("{base}/auth"),
+                    "token_endpoint": format!("{base}/token"),
+                    "code_challenge_methods_supported": ["S256"],
+                });
+                if let (Some(body), Some(extra)) = (body.as_object_mut(), extra.as_object()) {
+                    body.extend(extra.clone());
+                }
+                let body = body.to_string();
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        issuer
+    }
+
+    fn oauth(issuer: &str, client: Option<RegisteredClient>) -> UserOAuth {
+        UserOAuth::new(UserOAuthConfig {
+            module: "notes".into(),
+            resource: "http://127.0.0.1:9/mcp".into(),
+            client,
+            scopes: vec!["notes.write".into()],
+            issuer: Some(issuer.into()),
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_answer_from_another_server_is_refused() {
+        let issuer = metadata_server(Value::Null).await;
+        let oauth = oauth(&issuer, None);
+        assert!(oauth.check_issuer(Some(&issuer)).await.is_ok());
+        assert!(
+            oauth.check_issuer(None).await.is_ok(),
+            "the server does not send iss"
+        );
+        let other = oauth.check_issuer(Some("https://evil.example")).await;
+        assert!(other.unwrap_err().contains("another authorization server"));
+        // A server that says it sends iss must have sent it.
+        let strict = metadata_server(serde_json::json!({
+            "authorization_response_iss_parameter_supported": true
+        }))
+        .await;
+        let oauth = self::oauth(&strict, None);
+        assert!(oauth.check_issuer(None).await.is_err());
+        assert!(oauth.check_issuer(Some(&strict)).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_configured_clients_secret_is_never_kept_and_the_current_one_is_used() {
+        let issuer = metadata_server(Value::Null).await;
+        let configured = RegisteredClient {
+            id: "gw".into(),
+            secret: Some("secret-now".into()),
+        };
+        let oauth = oauth(&issuer, Some(configured.clone()));
+        let (url, client) = oauth
+            .authorization_url("http://127.0.0.1/cb", "st", "ch")
+            .await
+            .unwrap();
+        assert_eq!(client.secret, None, "not into the browser's cookie");
+        assert!(url.starts_with(&format!("{issuer}/auth?response_type=code&client_id=gw&")));
+        assert!(url.contains("code_challenge_method=S256") && url.contains("state=st"));
+        assert!(url.contains("resource=http%3A%2F%2F127.0.0.1%3A9%2Fmcp"));
+        assert_eq!(oauth.resolve(&client), configured);
+        // Another (registered) client is used as kept.
+        let registered = RegisteredClient {
+            id: "dcr-1".into(),
+            secret: Some("theirs".into()),
+        };
+        assert_eq!(oauth.resolve(&registered), registered);
+        assert_eq!(oauth.kept(&registered), registered);
+    }
+
+    #[tokio::test]
+    async fn tokens_of_another_server_are_not_refreshed_there() {
+        let issuer = metadata_server(Value::Null).await;
+        let oauth = oauth(&issuer, None);
+        let tokens = TokenSet {
+            access_token: "a".into(),
+            refresh_token: Some("r".into()),
+            expires_at: None,
+            scope: None,
+            client: RegisteredClient {
+                id: "c".into(),
+                secret: None,
+            },
+            issuer: Some("https://the-old-server.example".into()),
+        };
+        assert!(matches!(
+            oauth.refresh(&tokens).await,
+            Err(RefreshError::Refused(why)) if why.contains("another authorization server")
+        ));
     }
 }

@@ -504,29 +504,37 @@ const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
 /// Most callers whose latest token one module's exchange keeps.
 const MAX_SUBJECTS: usize = 10_000;
 
+tokio::task_local! {
+    /// The access token of the caller whose request is being served, for the exchanges
+    /// (set around a tool call by the gate): exactly the token this request came with.
+    pub static SUBJECT_TOKEN: Arc<str>;
+}
+
 /// `kind = "token_exchange"` (RFC 8693): each caller's own access token (mode `jwt`),
 /// exchanged by the gateway's client at the identity provider for one whose audience is the
-/// module; the exchanged token cached per caller until shortly before it ends.
+/// module; each caller's instance keeps the token it got until shortly before it ends, for
+/// the same subject token.
 pub struct TokenExchange {
     client: ClientCredentials,
-    /// Each caller's latest access token, by instance key, with when it was presented.
+    /// The identity provider, as the subject tokens name it (`iss`).
+    issuer: String,
+    /// Each caller's latest access token, by instance key, with when it was presented: for
+    /// a request that does not carry one of its own (a module's stream, a prompt).
     latest: std::sync::Mutex<std::collections::HashMap<String, (Arc<str>, Instant)>>,
-    /// Each caller's exchanged token, with the digest of the token it was exchanged from.
-    tokens: tokio::sync::Mutex<std::collections::HashMap<String, Cached>>,
 }
 
 impl TokenExchange {
     /// The exchange of module `config.module` at `config.issuer` (required).
     pub fn new(config: ClientCredentialsConfig) -> Result<Self, String> {
-        if config.issuer.is_none() {
+        let Some(issuer) = config.issuer.clone() else {
             return Err("auth kind \"token_exchange\" needs auth.issuer: the identity provider that exchanges the callers' tokens".into());
-        }
+        };
         let mut client = ClientCredentials::new(config)?;
         client.label = "token_exchange";
         Ok(TokenExchange {
             client,
+            issuer: issuer.trim_end_matches('/').to_owned(),
             latest: std::sync::Mutex::default(),
-            tokens: tokio::sync::Mutex::default(),
         })
     }
 
@@ -535,9 +543,27 @@ impl TokenExchange {
         &self.client.config.module
     }
 
-    /// Caller `who` presented `token` (its latest request): what its calls are exchanged
-    /// from.
+    /// Whether `token` (a verified JWT) was issued by this exchange's identity provider:
+    /// only those are sent to it (a token of another issuer the gateway trusts is not
+    /// handed to this one).
+    fn issued_here(&self, token: &str) -> bool {
+        use base64::Engine as _;
+        let claims = token.split('.').nth(1).and_then(|payload| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload.trim_end_matches('='))
+                .ok()
+        });
+        let iss = claims
+            .and_then(|c| serde_json::from_slice::<Value>(&c).ok())
+            .and_then(|c| c.get("iss").and_then(Value::as_str).map(str::to_owned));
+        iss.is_some_and(|iss| iss.trim_end_matches('/') == self.issuer)
+    }
+
+    /// Caller `who` presented `token` (its latest request).
     pub fn present(&self, who: &str, token: &str) {
+        if !self.issued_here(token) {
+            return;
+        }
         let mut latest = self
             .latest
             .lock()
@@ -555,27 +581,29 @@ impl TokenExchange {
         latest.insert(who.to_owned(), (Arc::from(token), Instant::now()));
     }
 
-    fn subject(&self, who: &str) -> Option<Arc<str>> {
-        self.latest
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(who)
-            .map(|(token, _)| token.clone())
+    /// The token a request of `who` is exchanged from: the request's own, else the
+    /// caller's latest.
+    fn subject(&self, who: &str) -> Result<Arc<str>, CredentialError> {
+        let own = SUBJECT_TOKEN.try_with(Arc::clone).ok();
+        let subject = own.or_else(|| {
+            self.latest
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(who)
+                .map(|(token, _)| token.clone())
+        });
+        match subject {
+            Some(token) if self.issued_here(&token) => Ok(token),
+            Some(_) => Err(CredentialError::Failed(self.client.failed(
+                "the caller's token is not one of auth.issuer's; it is not exchanged",
+            ))),
+            None => Err(CredentialError::Failed(self.client.failed(
+                "the caller presented no access token of its own to exchange (auth mode \"jwt\")",
+            ))),
+        }
     }
 
-    /// `who`'s exchanged token: cached, or exchanged now (one exchange per caller at a time).
-    async fn authorization_of(&self, who: &str) -> Result<HeaderValue, CredentialError> {
-        let Some(subject) = self.subject(who) else {
-            return Err(CredentialError::Failed(self.client.failed(
-                "the caller presented no access token of its own to exchange (auth mode \"jwt\")",
-            )));
-        };
-        let mut tokens = self.tokens.lock().await;
-        if let Some(cached) = tokens.get(who)
-            && Instant::now() < cached.refresh_at
-        {
-            return Ok(cached.value.clone());
-        }
+    async fn exchange(&self, subject: &str) -> Result<Cached, CredentialError> {
         let Some(endpoint) = self.client.endpoint().await? else {
             return Err(CredentialError::Failed(
                 self.client
@@ -584,7 +612,7 @@ impl TokenExchange {
         };
         let mut form = vec![
             ("grant_type", TOKEN_EXCHANGE.to_owned()),
-            ("subject_token", subject.to_string()),
+            ("subject_token", subject.to_owned()),
             ("subject_token_type", ACCESS_TOKEN_TYPE.to_owned()),
             ("requested_token_type", ACCESS_TOKEN_TYPE.to_owned()),
             ("resource", self.client.config.resource.clone()),
@@ -592,40 +620,28 @@ impl TokenExchange {
         if !self.client.config.scopes.is_empty() {
             form.push(("scope", self.client.config.scopes.join(" ")));
         }
-        let fresh = self.client.grant(&endpoint, form).await?;
-        let value = fresh.value.clone();
-        if tokens.len() >= MAX_SUBJECTS {
-            let now = Instant::now();
-            tokens.retain(|_, cached| now < cached.refresh_at);
-        }
-        tokens.insert(who.to_owned(), fresh);
-        Ok(value)
-    }
-
-    /// The module refused `used` for `who`: forgotten (the next request exchanges again).
-    async fn refused_for(&self, who: &str, used: Option<&HeaderValue>) -> bool {
-        let mut tokens = self.tokens.lock().await;
-        match (tokens.get(who), used) {
-            (Some(cached), Some(used)) if cached.value == used => {
-                tokens.remove(who);
-                true
-            }
-            (Some(_), Some(_)) => true,
-            _ => false,
-        }
+        Ok(self.client.grant(&endpoint, form).await?)
     }
 }
 
-/// One caller's credentials at a module of kind `token_exchange`.
+/// One caller's credentials at a module of kind `token_exchange`: the token exchanged from
+/// the subject token, kept for that subject token until shortly before it ends (one
+/// exchange at a time for this caller).
 pub struct PersonExchange {
     exchange: Arc<TokenExchange>,
     who: String,
+    /// The exchanged token and the subject token it came from.
+    cached: tokio::sync::Mutex<Option<(Arc<str>, Cached)>>,
 }
 
 impl PersonExchange {
     /// Caller `who`'s (an instance key) credentials at `exchange`'s module.
     pub fn new(exchange: Arc<TokenExchange>, who: String) -> Self {
-        PersonExchange { exchange, who }
+        PersonExchange {
+            exchange,
+            who,
+            cached: tokio::sync::Mutex::new(None),
+        }
     }
 }
 
@@ -636,11 +652,30 @@ impl Credentials for PersonExchange {
     }
 
     async fn authorization(&self) -> Result<Option<HeaderValue>, CredentialError> {
-        self.exchange.authorization_of(&self.who).await.map(Some)
+        let subject = self.exchange.subject(&self.who)?;
+        let mut cached = self.cached.lock().await;
+        if let Some((from, token)) = &*cached
+            && *from == subject
+            && Instant::now() < token.refresh_at
+        {
+            return Ok(Some(token.value.clone()));
+        }
+        let fresh = self.exchange.exchange(&subject).await?;
+        let value = fresh.value.clone();
+        *cached = Some((subject, fresh));
+        Ok(Some(value))
     }
 
     async fn refused(&self, used: Option<&HeaderValue>, _challenge: Option<&str>) -> bool {
-        self.exchange.refused_for(&self.who, used).await
+        let mut cached = self.cached.lock().await;
+        match (&*cached, used) {
+            (Some((_, token)), Some(used)) if token.value == used => {
+                *cached = None;
+                true
+            }
+            (Some(_), Some(_)) => true,
+            _ => false,
+        }
     }
 }
 

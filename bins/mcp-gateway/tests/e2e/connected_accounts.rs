@@ -433,10 +433,22 @@ async fn each_callers_own_token_is_exchanged_for_the_modules() {
         "one exchange per caller while it lives"
     );
     assert_ne!(ledger[0]["auth"]["jti"], ledger[2]["auth"]["jti"]);
+    // Another token of the same person (another client, other scopes) is exchanged anew:
+    // an exchanged token is kept for the token it came from only.
+    let alice_again = idp.token("alice", "mcp.tools", &resource).await;
+    assert_ne!(alice_again, alice);
+    let answer = modern_as(&base, &alice_again, "notes__read").await;
+    assert_eq!(text(&answer["result"]), "ran read", "{answer}");
+    let ledger = shifty.ledger();
+    assert_eq!(ledger[4]["auth"]["sub"], "alice");
+    assert_ne!(ledger[4]["auth"]["jti"], ledger[0]["auth"]["jti"]);
     for entry in &ledger {
         // Not the caller's own token: the module's, exchanged.
         let token = entry["auth"]["token"].as_str().unwrap();
-        assert!(token != alice && token != agent, "{entry}");
+        assert!(
+            token != alice && token != agent && token != alice_again,
+            "{entry}"
+        );
     }
     gateway.stop().await;
     let logged = std::fs::read_to_string(&log).unwrap();

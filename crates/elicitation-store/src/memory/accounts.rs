@@ -20,6 +20,23 @@ pub(super) struct Accounts {
     count: usize,
 }
 
+impl Accounts {
+    /// Removes `caller`'s account at `module`; whether there was one.
+    fn take(&mut self, caller: &Caller, module: &str) -> bool {
+        let Some(mine) = self.by_caller.get_mut(caller) else {
+            return false;
+        };
+        let removed = mine.remove(module).is_some();
+        if mine.is_empty() {
+            self.by_caller.remove(caller);
+        }
+        if removed {
+            self.count -= 1;
+        }
+        removed
+    }
+}
+
 #[async_trait]
 impl AccountStore for MemoryStore {
     async fn save_account(
@@ -50,18 +67,59 @@ impl AccountStore for MemoryStore {
             }
             None => now,
         };
+        let version = mine.get(module).map_or(1, |old| old.version + 1);
         let account = Account {
             caller: caller.clone(),
             module: module.to_owned(),
             tokens: tokens.clone(),
             connected_at,
             updated_at: now,
+            version,
         };
         let added = mine.insert(module.to_owned(), account.clone()).is_none();
         if added {
             accounts.count += 1;
         }
         Ok(account)
+    }
+
+    async fn refresh_account(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+        tokens: &AccountTokens,
+    ) -> Result<Option<Account>, StoreError> {
+        check_tokens(tokens)?;
+        let now = elicitation_core::truncate_to_micros(self.clock.now());
+        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(account) = accounts
+            .by_caller
+            .get_mut(caller)
+            .and_then(|mine| mine.get_mut(module))
+            .filter(|a| a.version == version)
+        else {
+            return Ok(None);
+        };
+        account.tokens = tokens.clone();
+        account.updated_at = now;
+        account.version += 1;
+        Ok(Some(account.clone()))
+    }
+
+    async fn remove_account_at(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
+        let at = accounts
+            .by_caller
+            .get(caller)
+            .and_then(|mine| mine.get(module))
+            .map(|a| a.version);
+        Ok(at == Some(version) && accounts.take(caller, module))
     }
 
     async fn account(&self, caller: &Caller, module: &str) -> Result<Option<Account>, StoreError> {
@@ -84,16 +142,6 @@ impl AccountStore for MemoryStore {
 
     async fn remove_account(&self, caller: &Caller, module: &str) -> Result<bool, StoreError> {
         let mut accounts = self.accounts.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(mine) = accounts.by_caller.get_mut(caller) else {
-            return Ok(false);
-        };
-        let removed = mine.remove(module).is_some();
-        if mine.is_empty() {
-            accounts.by_caller.remove(caller);
-        }
-        if removed {
-            accounts.count -= 1;
-        }
-        Ok(removed)
+        Ok(accounts.take(caller, module))
     }
 }

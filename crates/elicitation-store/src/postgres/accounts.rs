@@ -54,6 +54,7 @@ fn decode(row: &Row, caller: &Caller, keys: &KeyRing) -> Result<Account, StoreEr
         tokens,
         connected_at: row.try_get("connected_at").map_err(get_err)?,
         updated_at: row.try_get("updated_at").map_err(get_err)?,
+        version: row.try_get("version").map_err(get_err)?,
         module,
     })
 }
@@ -102,6 +103,59 @@ impl AccountStore for PostgresStore {
                 limit: MAX_ACCOUNTS_PER_CALLER,
             }),
         }
+    }
+
+    async fn refresh_account(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+        tokens: &AccountTokens,
+    ) -> Result<Option<Account>, StoreError> {
+        check_tokens(tokens)?;
+        let sealed = self
+            .keys
+            .seal(&tokens.sealed_json(module), seal_context(caller, module))?;
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::REFRESH_ACCOUNT,
+                &[
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &module,
+                    &version,
+                    &sealed.blob,
+                    &sealed.key_id,
+                    &now,
+                ],
+            )
+            .await?;
+        rows.first()
+            .map(|row| decode(row, caller, &self.keys))
+            .transpose()
+    }
+
+    async fn remove_account_at(
+        &self,
+        caller: &Caller,
+        module: &str,
+        version: i64,
+    ) -> Result<bool, StoreError> {
+        let rows = self
+            .scoped(
+                caller,
+                sql::REMOVE_ACCOUNT_AT,
+                &[
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &module,
+                    &version,
+                ],
+            )
+            .await?;
+        Ok(!rows.is_empty())
     }
 
     async fn account(&self, caller: &Caller, module: &str) -> Result<Option<Account>, StoreError> {

@@ -397,7 +397,7 @@ pub(super) const AUDIT_READ: &str = "SELECT id, at, event, caller_subject, calle
 /// The columns of an account row, in the order `accounts::decode` reads them.
 macro_rules! account_columns {
     () => {
-        "module, tokens_sealed, tokens_key_id, connected_at, updated_at"
+        "module, tokens_sealed, tokens_key_id, connected_at, updated_at, version"
     };
 }
 
@@ -412,7 +412,7 @@ pub(super) const SAVE_ACCOUNT: &str = concat!(
      SELECT $1, $2, $3, $4, $5, $6, $7, $7 FROM mine WHERE mine.n < $9 OR mine.has \
      ON CONFLICT (caller_subject, (coalesce(caller_tenant, '')), module) DO UPDATE SET \
      tokens_sealed = EXCLUDED.tokens_sealed, tokens_key_id = EXCLUDED.tokens_key_id, \
-     updated_at = EXCLUDED.updated_at, \
+     updated_at = EXCLUDED.updated_at, version = a.version + 1, \
      connected_at = CASE WHEN $8 THEN EXCLUDED.connected_at ELSE a.connected_at END \
      RETURNING ",
     account_columns!()
@@ -434,3 +434,15 @@ pub(super) const ACCOUNTS_OF_CALLER: &str = concat!(
 
 /// Forgets a caller's account at a module: `$1` subject, `$2` tenant, `$3` module.
 pub(super) const REMOVE_ACCOUNT: &str = "DELETE FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3 RETURNING id";
+
+/// A refresh: `$1` subject, `$2` tenant, `$3` module, `$4` the version read, `$5`/`$6` the
+/// sealed tokens and key id, `$7` now. No row: the account changed or is gone.
+pub(super) const REFRESH_ACCOUNT: &str = concat!(
+    "UPDATE mcp_accounts SET tokens_sealed = $5, tokens_key_id = $6, updated_at = $7, version = version + 1 \
+     WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3 AND version = $4 \
+     RETURNING ",
+    account_columns!()
+);
+
+/// Forgets an account still at a version: `$1` subject, `$2` tenant, `$3` module, `$4` version.
+pub(super) const REMOVE_ACCOUNT_AT: &str = "DELETE FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3 AND version = $4 RETURNING id";
