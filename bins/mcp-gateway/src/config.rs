@@ -942,6 +942,9 @@ pub(crate) enum ModuleAuth {
         /// The authorization server's issuer (default: the one the module names, when it
         /// is on the module's own host).
         issuer: Option<String>,
+        /// The CA the authorization server's certificate is checked against (default: the
+        /// platform's roots).
+        ca_file: Option<PathBuf>,
     },
     /// Each caller's own account at the module's authorization server, connected by the
     /// person on the approvals page.
@@ -955,6 +958,8 @@ pub(crate) enum ModuleAuth {
         /// The authorization server's issuer (default: the one the module's protected
         /// resource metadata names).
         issuer: Option<String>,
+        /// The CA the authorization server's certificate is checked against.
+        ca_file: Option<PathBuf>,
         /// A token the gateway lists the module's tools with (default: it lists without).
         list_token_env: Option<String>,
     },
@@ -965,6 +970,8 @@ pub(crate) enum ModuleAuth {
         client_secret_env: String,
         /// The identity provider that exchanges the callers' tokens.
         issuer: String,
+        /// The CA the identity provider's certificate is checked against.
+        ca_file: Option<PathBuf>,
         #[serde(default)]
         scopes: Vec<String>,
         /// A token the gateway lists the module's tools with (default: it lists without).
@@ -1020,6 +1027,25 @@ impl ModuleAuth {
         }
     }
 
+    /// The TLS roots of the authorization server, from `ca_file` (`None`: the platform's).
+    fn roots(&self, name: &str) -> Result<Option<std::sync::Arc<rustls::ClientConfig>>> {
+        let ca_file = match self {
+            ModuleAuth::Bearer { .. } => None,
+            ModuleAuth::ClientCredentials { ca_file, .. }
+            | ModuleAuth::User { ca_file, .. }
+            | ModuleAuth::TokenExchange { ca_file, .. } => ca_file.as_ref(),
+        };
+        ca_file
+            .map(|file| {
+                mcp_upstream::tls::client_config(&mcp_upstream::tls::TlsFiles {
+                    ca_file: Some(file.clone()),
+                    ..Default::default()
+                })
+                .map_err(|e| anyhow::anyhow!("module {name:?}: auth.{e}"))
+            })
+            .transpose()
+    }
+
     /// The credentials the module `name` at `url` is sent with by the gateway itself (for a
     /// `user` module: only when it lists its tools, and only with `list_token_env`).
     pub(crate) fn credentials(
@@ -1041,6 +1067,7 @@ impl ModuleAuth {
                 client_secret_env,
                 scopes,
                 issuer,
+                ..
             } => std::sync::Arc::new(
                 mcp_upstream::credentials::ClientCredentials::new(
                     mcp_upstream::credentials::ClientCredentialsConfig {
@@ -1050,6 +1077,7 @@ impl ModuleAuth {
                         client_secret: Self::secret(name, client_secret_env, "client secret")?,
                         scopes: scopes.clone(),
                         issuer: issuer.clone(),
+                        roots: self.roots(name)?,
                     },
                 )
                 .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?,
@@ -1086,6 +1114,7 @@ impl ModuleAuth {
                 client_secret: Self::secret(name, client_secret_env, "client secret")?,
                 scopes: scopes.clone(),
                 issuer: Some(issuer.clone()),
+                roots: self.roots(name)?,
             },
         )
         .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?;
@@ -1128,6 +1157,7 @@ impl ModuleAuth {
                 client,
                 scopes: scopes.clone(),
                 issuer: issuer.clone(),
+                roots: self.roots(name)?,
             })
             .map_err(|e| anyhow::anyhow!("module {name:?}: {e}"))?;
         Ok(Some(std::sync::Arc::new(oauth)))

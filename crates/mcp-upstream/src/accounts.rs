@@ -10,7 +10,7 @@
 //! protects the code) — a configured client secret goes only to a configured issuer.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use http::HeaderValue;
@@ -106,6 +106,8 @@ pub struct UserOAuthConfig {
     pub scopes: Vec<String>,
     /// The authorization server's issuer (else the one the module names).
     pub issuer: Option<String>,
+    /// The TLS roots the server's certificate is checked against; `None`: the platform's.
+    pub roots: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// An authorization server as its metadata describes it.
@@ -178,12 +180,7 @@ impl UserOAuth {
                     .into(),
             );
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .build()
-            .map_err(|e| format!("the OAuth client: {e}"))?;
+        let http = crate::credentials::oauth_client(config.roots.as_ref())?;
         Ok(UserOAuth {
             config,
             http,
@@ -819,6 +816,7 @@ mod tests {
             client,
             scopes: vec!["notes.write".into()],
             issuer: Some(issuer.into()),
+            roots: None,
         })
         .unwrap()
     }

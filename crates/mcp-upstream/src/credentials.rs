@@ -100,6 +100,27 @@ pub struct ClientCredentialsConfig {
     /// The authorization server's issuer; `None`: the one the module names (RFC 9728),
     /// when it is on the module's own host.
     pub issuer: Option<String>,
+    /// The TLS roots the authorization server's certificate is checked against (`auth`'s
+    /// `ca_file`); `None`: the platform's.
+    pub roots: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// The HTTP client of an OAuth exchange: no redirects, a 10 s limit, never an
+/// environment's proxy (which could see a secret in clear on an http:// loopback server),
+/// and `roots` to check the server's certificate against (else the platform's).
+pub(crate) fn oauth_client(
+    roots: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy();
+    if let Some(roots) = roots {
+        builder = builder.tls_backend_preconfigured((**roots).clone());
+    }
+    builder
+        .build()
+        .map_err(|e| format!("the OAuth client: {e}"))
 }
 
 /// Where tokens come from, once found.
@@ -197,14 +218,7 @@ impl ClientCredentials {
                 "auth.issuer {issuer:?} must be https:// (or http:// on this machine)"
             ));
         }
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            // Straight to the server, never through an environment's proxy (which could
-            // see the secret in clear on an http:// loopback server).
-            .no_proxy()
-            .build()
-            .map_err(|e| format!("the OAuth client: {e}"))?;
+        let http = oauth_client(config.roots.as_ref())?;
         Ok(ClientCredentials {
             config,
             http,
@@ -805,6 +819,7 @@ mod tests {
                 client_secret: "s3cret".into(),
                 scopes: vec!["notes.write".into()],
                 issuer: Some(issuer),
+                roots: None,
             })
             .unwrap(),
         );
@@ -837,5 +852,120 @@ mod tests {
             "Bearer token-2"
         );
         assert_eq!(issued.load(Ordering::SeqCst), 2);
+    }
+
+    /// A test CA and a certificate it signed for `localhost`: (CA PEM, cert DER, key DER).
+    fn test_pki() -> (
+        String,
+        rustls_pki_types::CertificateDer<'static>,
+        rustls_pki_types::PrivateKeyDer<'static>,
+    ) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".into()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        let key = rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        (issuer.pem(), cert.der().clone(), key)
+    }
+
+    /// An authorization server over https on loopback (a thread per connection, rustls):
+    /// its RFC 8414 metadata and a token endpoint. Its issuer, `https://localhost:PORT`.
+    fn tls_authorization_server(
+        cert: rustls_pki_types::CertificateDer<'static>,
+        key: rustls_pki_types::PrivateKeyDer<'static>,
+    ) -> String {
+        use std::io::{Read, Write};
+        let config = Arc::new(
+            rustls::ServerConfig::builder_with_provider(Arc::new(
+                rustls::crypto::aws_lc_rs::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)
+            .unwrap(),
+        );
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let issuer = format!(
+            "https://localhost:{}",
+            listener.local_addr().unwrap().port()
+        );
+        let base = issuer.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let (Ok(stream), config, base) = (stream, config.clone(), base.clone()) else {
+                    continue;
+                };
+                std::thread::spawn(move || {
+                    let Ok(connection) = rustls::ServerConnection::new(config) else {
+                        return;
+                    };
+                    let mut tls = rustls::StreamOwned::new(connection, stream);
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let body = if request.starts_with(b"GET /.well-known/oauth-authorization-server") {
+                        serde_json::json!({"issuer": base, "token_endpoint": format!("{base}/token")})
+                    } else {
+                        serde_json::json!({"access_token": "tls-token", "token_type": "Bearer", "expires_in": 300})
+                    }
+                    .to_string();
+                    let reply = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tls.write_all(reply.as_bytes());
+                    tls.conn.send_close_notify();
+                    let _ = tls.flush();
+                });
+            }
+        });
+        issuer
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_authorization_server_is_trusted_through_its_ca_file_only() {
+        let (ca, cert, key) = test_pki();
+        let issuer = tls_authorization_server(cert, key);
+        let dir = std::env::temp_dir().join(format!("mcp-oauth-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_file = dir.join("ca.pem");
+        std::fs::write(&ca_file, ca).unwrap();
+        let client = |roots: Option<Arc<rustls::ClientConfig>>| {
+            ClientCredentials::new(ClientCredentialsConfig {
+                module: "notes".into(),
+                resource: "https://localhost:9/mcp".into(),
+                client_id: "gw".into(),
+                client_secret: "s3cret".into(),
+                scopes: vec![],
+                issuer: Some(issuer.clone()),
+                roots,
+            })
+            .unwrap()
+        };
+        let roots = crate::tls::client_config(&crate::tls::TlsFiles {
+            ca_file: Some(ca_file),
+            ..Default::default()
+        })
+        .unwrap();
+        let trusted = client(Some(roots)).authorization().await.unwrap().unwrap();
+        assert_eq!(trusted, "Bearer tls-token");
+        // With the platform's roots the test CA vouches for nothing: no token, and why.
+        let refused = client(None).authorization().await.unwrap_err().to_string();
+        assert!(
+            refused.contains("module notes (client_credentials)"),
+            "{refused}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
