@@ -20,13 +20,15 @@ const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-everything@2026.8.31",
 ];
 /// The official Python SDK, Playwright (which drives the system Chromium in the browser
-/// tests), moto's server (the S3-compatible service the upload store is tested against) and
-/// aiosmtpd (the SMTP server e-mail notifications are sent to), pinned.
+/// tests), moto's server (the S3-compatible service the upload store is tested against),
+/// aiosmtpd (the SMTP server e-mail notifications are sent to) and opentelemetry-proto (to
+/// decode the OTLP traces the gateway exports), pinned.
 const PYTHON_PACKAGES: &[&str] = &[
     "mcp==2.3.0",
     "playwright==1.65.2",
     "moto[s3,server]==5.2.5",
     "aiosmtpd==1.4.6",
+    "opentelemetry-proto==1.45.2",
 ];
 /// Where the browser tests find Chromium (Debian's `chromium` package).
 const CHROMIUM: &str = "/usr/bin/chromium";

@@ -135,16 +135,55 @@ enum PolicyCommand {
     },
 }
 
-fn init_tracing(format: LogFormat) {
+/// The log on stderr, and (serving with `[tracing] otlp_endpoint`) the trace exporter on
+/// `runtime`: its spans are the exporter's only, never the log's. `[tracing]` is read at
+/// start-up (a reload keeps the running exporter).
+fn init_tracing(
+    format: LogFormat,
+    traces: Option<&mcp_trace::TraceConfig>,
+    runtime: &tokio::runtime::Handle,
+) -> Option<mcp_trace::Installed> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,tokio_postgres=warn,refinery_core=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().init(),
+    let filter = match format!("{}=off", mcp_trace::TARGET).parse() {
+        Ok(off) => filter.add_directive(off),
+        Err(_) => filter,
+    };
+    let (exporter, installed, failed) = match traces.map(|t| mcp_trace::install(t, runtime.clone()))
+    {
+        Some(Ok((layer, installed))) => (Some(layer), Some(installed), None),
+        Some(Err(e)) => (None, None, Some(e)),
+        None => (None, None, None),
+    };
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let log = match format {
+        LogFormat::Human => log.boxed(),
+        LogFormat::Json => log.json().boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(exporter.with_filter(mcp_trace::only_traces()))
+        .with(log.with_filter(filter))
+        .init();
+    if let Some(e) = failed {
+        tracing::error!(error = %e, "traces are not exported");
     }
+    if let Some(traces) = traces.filter(|_| installed.is_some()) {
+        tracing::info!(endpoint = %traces.endpoint, sample_ratio = traces.sample_ratio, "exporting traces");
+    }
+    installed
+}
+
+/// `[tracing]` of the configuration the gateway is about to serve (none for the other
+/// commands, or when the file does not load: serving says why).
+fn traces_of(cli: &Cli) -> Option<mcp_trace::TraceConfig> {
+    if !matches!(cli.command, None | Some(Command::Serve)) {
+        return None;
+    }
+    let config = Config::load(cli.config.as_ref()?).ok()?;
+    config.tracing.resolve().ok().flatten()
 }
 
 /// What a module (a child process) could otherwise take from the gateway: descriptors the
@@ -165,7 +204,6 @@ fn protect_from_children() {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
     protect_from_children();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -177,7 +215,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let traces = init_tracing(cli.log_format, traces_of(&cli).as_ref(), runtime.handle());
+    let result = runtime.block_on(run(cli));
+    if let Some(traces) = traces {
+        // What waits is sent, within a few seconds.
+        traces.shutdown();
+    }
+    match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcp-gateway: {e:#}");

@@ -34,6 +34,8 @@ mod notifications;
 mod permission_prompt;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
+#[path = "e2e/traces.rs"]
+mod traces;
 #[path = "e2e/upstream_auth.rs"]
 mod upstream_auth;
 

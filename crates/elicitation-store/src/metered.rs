@@ -63,7 +63,10 @@ impl Metered {
         run: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        let result = run.await;
+        // A child of the request's trace span (the target the trace exporter takes; off,
+        // the span is disabled).
+        let span = tracing::info_span!(target: "mcp_trace", "mcp.store", otel.name = op, store.operation = op);
+        let result = tracing::Instrument::instrument(run, span).await;
         self.meter
             .operation(op, started.elapsed(), result.as_ref().err());
         result

@@ -840,6 +840,8 @@ impl Gateway {
         params: CallToolParams,
     ) -> Result<Classified, McpError> {
         let entry = self.tool(&params.name).await?;
+        mcp_trace::record("mcp.tool", &entry.qualified);
+        mcp_trace::record("mcp.module", &entry.module_name);
         // Every call is classified once: the caller's call rate is counted here.
         if let Err(wait) = self.limits.call(&principal.caller) {
             return Ok(Classified::Limited(entry, wait));
@@ -983,6 +985,7 @@ impl Gateway {
                 return self.limited(principal, &entry, "calls", wait);
             }
             Classified::NeedsAccount(entry) => {
+                mcp_trace::record("mcp.outcome", "account_required");
                 let rejected = GateRecord::Rejected(RejectReason::AccountNotConnected);
                 self.record(principal, &entry, rejected, None, &PolicyRef::default())
                     .await;
@@ -991,6 +994,7 @@ impl Gateway {
                 }
             }
             Classified::Quarantined(entry, change) => {
+                mcp_trace::record("mcp.outcome", "quarantined");
                 let rejected = GateRecord::Rejected(RejectReason::ToolQuarantined);
                 self.record(principal, &entry, rejected, None, &PolicyRef::default())
                     .await;
@@ -1038,6 +1042,7 @@ impl Gateway {
                 .await
             }
             Classified::Deny(entry, reason, policy) => {
+                mcp_trace::record("mcp.outcome", "denied");
                 let rejected = GateRecord::Rejected(RejectReason::PolicyDenied);
                 self.record(principal, &entry, rejected, None, &policy)
                     .await;
@@ -1107,6 +1112,8 @@ impl Gateway {
         }
         let caller = &principal.caller;
         let pending = |confirmation: Elicitation| {
+            mcp_trace::record("mcp.outcome", "held");
+            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
             CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
                 confirmation,
                 askable_natively: call.message.shows_all_arguments,
@@ -1127,6 +1134,7 @@ impl Gateway {
             match timed(self.store.redeem_confirmation(caller, id, binding)).await {
                 // Approved, and consumed now: forwarded, once.
                 Ok(Redeemed::Consumed(consumed)) => {
+                    tracing::info!(target: "mcp_trace", confirmation = %id, "redeemed");
                     let forwarded = Audit::Forwarded {
                         gated: true,
                         shadowed: false,
@@ -1347,6 +1355,8 @@ impl Gateway {
         let caller = &principal.caller;
         let done = CallOutcome::Done;
         let pending = |confirmation: Elicitation| {
+            mcp_trace::record("mcp.outcome", "held");
+            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
             CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
                 confirmation,
                 askable_natively: call.message.shows_all_arguments,
@@ -1412,6 +1422,7 @@ impl Gateway {
         limit: &'static str,
         wait: Duration,
     ) -> CallOutcome {
+        mcp_trace::record("mcp.outcome", "limited");
         self.metrics.limited(limit);
         self.audit(
             principal,
@@ -1439,6 +1450,8 @@ impl Gateway {
         reason: RejectReason,
         id: Option<ElicitationId>,
     ) {
+        mcp_trace::record("mcp.outcome", "rejected");
+        tracing::info!(target: "mcp_trace", reason = reason.label(), "rejected");
         let rejected = GateRecord::Rejected(reason);
         self.record(principal, &call.entry, rejected, id, &call.policy)
             .await;
@@ -1514,11 +1527,14 @@ impl Gateway {
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
         let who = instance_key(&principal.caller);
-        let call = self.registry.call(
-            entry,
-            params.into_upstream(&entry.original),
-            relay,
-            Some(&who),
+        let call = tracing::Instrument::instrument(
+            self.registry.call(
+                entry,
+                params.into_upstream(&entry.original),
+                relay,
+                Some(&who),
+            ),
+            mcp_trace::module_span(&entry.module_name),
         );
         // A module that exchanges the caller's own token exchanges exactly this request's.
         let answered = match &principal.subject_token {
@@ -1557,6 +1573,7 @@ impl Gateway {
         };
         self.metrics
             .tool_call(&entry.module_name, &entry.qualified, outcome, reason);
+        mcp_trace::record("mcp.outcome", outcome);
         // A gated call's outcome joins its record (a forward with none is visibly
         // unfinished), in the background: the caller has waited for the module already.
         if confirmation.is_some() || matches!(event, Audit::Granted(_)) {

@@ -109,6 +109,8 @@ pub struct Metrics {
     reloads: Family<ReloadLabels, Counter>,
     notifications: Family<NotifyLabels, Counter>,
     notices_dropped: Counter,
+    trace_spans_dropped: Counter,
+    trace_spans_failed: Counter,
     sessions: Gauge,
     streams: Gauge,
     connections: Gauge,
@@ -148,6 +150,8 @@ impl Metrics {
             quarantined: Family::default(),
             notifications: Family::default(),
             notices_dropped: Counter::default(),
+            trace_spans_dropped: Counter::default(),
+            trace_spans_failed: Counter::default(),
             limited: Family::default(),
             reloads: Family::default(),
             sessions: Gauge::default(),
@@ -248,6 +252,16 @@ impl Metrics {
             "notices_dropped",
             "Notices the memory store's outbox dropped because it was full",
             metrics.notices_dropped.clone(),
+        );
+        registry.register(
+            "trace_spans_dropped",
+            "Trace spans dropped because the export queue was full (the collector down or slow; [tracing] max_queue)",
+            metrics.trace_spans_dropped.clone(),
+        );
+        registry.register(
+            "trace_spans_failed",
+            "Trace spans the collector did not take (the export failed or timed out)",
+            metrics.trace_spans_failed.clone(),
         );
         registry.register(
             "sessions",
@@ -359,6 +373,12 @@ impl Metrics {
             self.quarantined
                 .get_or_create(&labels)
                 .set(i64::try_from(withheld).unwrap_or(i64::MAX));
+        }
+        for (counter, now) in [
+            (&self.trace_spans_dropped, mcp_trace::dropped()),
+            (&self.trace_spans_failed, mcp_trace::failed()),
+        ] {
+            counter.inc_by(now.saturating_sub(counter.get()));
         }
         let mut text = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {

@@ -1498,13 +1498,36 @@ impl McpService {
             version_header,
         }
         .era();
+        // One span per request, continuing the client's trace (nothing when tracing is off).
+        let span = mcp_trace::request_span(headers, &request.method);
+        if !span.is_disabled() {
+            span.record(
+                "mcp.era",
+                match era {
+                    Era::Legacy => "2025",
+                    Era::Modern => "2026-07-28",
+                },
+            );
+        }
         let outcome = match era {
             Era::Legacy => {
-                self.legacy(snap, headers, principal, &mut request, Streaming::Allowed)
-                    .await
+                tracing::Instrument::instrument(
+                    self.legacy(snap, headers, principal, &mut request, Streaming::Allowed),
+                    span.clone(),
+                )
+                .await
             }
-            Era::Modern => self.modern(snap, headers, principal, &request, &head).await,
+            Era::Modern => {
+                tracing::Instrument::instrument(
+                    self.modern(snap, headers, principal, &request, &head),
+                    span.clone(),
+                )
+                .await
+            }
         };
+        if outcome.is_err() && !span.is_disabled() {
+            span.record("mcp.outcome", "error");
+        }
         match outcome {
             Ok(Reply::Stream(response)) => response,
             Ok(Reply::Result(result, session)) => {

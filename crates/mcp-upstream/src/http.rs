@@ -349,9 +349,13 @@ impl HttpModule {
     }
 
     /// The headers of every request: content type, accept, `Host` (set here, once, so the
-    /// client does not format it per request) and the configured ones. Callers add theirs.
+    /// client does not format it per request), the configured ones, and the trace context
+    /// of the request being served (W3C `traceparent`, when tracing is on). Callers add
+    /// theirs.
     fn headers(&self) -> HeaderMap {
-        self.base_headers.clone()
+        let mut headers = self.base_headers.clone();
+        mcp_trace::inject(&mut headers);
+        headers
     }
 
     /// POSTs one message with `headers` (from [`HttpModule::headers`]); returns the status,

@@ -422,6 +422,14 @@ impl Module for StdioModule {
         let ToolCall {
             mut params, relay, ..
         } = call;
+        // The trace context, where the MCP convention puts it for a transport without
+        // headers: `_meta.traceparent` (when tracing is on).
+        if let Some(traceparent) = mcp_trace::traceparent() {
+            params
+                .meta
+                .get_or_insert_with(Default::default)
+                .insert("traceparent".into(), Value::String(traceparent));
+        }
         self.send("tools/call", |id| {
             let link = relay
                 .map(|relay| Arc::new(CallLink::new(relay, &mut params, Some(progress_token(id)))));

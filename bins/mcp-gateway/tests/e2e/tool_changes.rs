@@ -167,8 +167,8 @@ impl Drop for Shifty {
     }
 }
 
-/// A gateway configuration in `dir` over `store` with `modules`: the agent's, the person's
-/// and an operator's (`catalog:approve`) tokens.
+/// A gateway configuration in `dir` over `store` with `modules`: the agent's, the person's,
+/// an operator's (`catalog:approve`), an auditor's and a metrics scraper's tokens.
 pub(crate) fn config(dir: &Path, store: &str, modules: &str) -> PathBuf {
     let config = dir.join("gateway.toml");
     let text = format!(
@@ -193,12 +193,17 @@ scopes = ["catalog:approve"]
 subject = "sam"
 token_sha256 = "{auditor}"
 scopes = ["audit:read"]
+[[auth.tokens]]
+subject = "prometheus"
+token_sha256 = "{scraper}"
+scopes = ["metrics:read"]
 {modules}
 "#,
         agent = token_sha256(AGENT),
         human = token_sha256(HUMAN),
         operator = token_sha256(OPERATOR),
         auditor = token_sha256(AUDITOR),
+        scraper = token_sha256(SCRAPER),
     );
     write_secret(&config, &text);
     config
