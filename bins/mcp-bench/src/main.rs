@@ -41,6 +41,12 @@ enum Command {
         #[arg(long)]
         upstream: std::net::SocketAddr,
     },
+    /// Serve an OTLP/HTTP collector that takes every export and keeps nothing; prints
+    /// `listening on ADDR`.
+    OtlpSink {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: String,
+    },
     /// Drive a running gateway's read-only path (for profiling it with `perf`): the upstream
     /// is an HTTP module named `up` and the token has `tools:call`.
     Load {
@@ -98,6 +104,11 @@ async fn main() -> Result<()> {
             let listener = TcpListener::bind(&listen).await?;
             println!("listening on {}", listener.local_addr()?);
             proxy::serve(listener, upstream).await;
+        }
+        Command::OtlpSink { listen } => {
+            let listener = TcpListener::bind(&listen).await?;
+            println!("listening on {}", listener.local_addr()?);
+            proxy::sink(listener).await;
         }
         Command::Load {
             target,

@@ -428,6 +428,21 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     )
     .await?;
     let idle_rss = procstat::rss_mib(gateway.pid()).0;
+    // The same gateway exporting traces (sample_ratio 0.1) to a collector that takes them.
+    let mut sink_cmd = Command::new(&me);
+    sink_cmd.args(["otlp-sink"]);
+    let sink = start(sink_cmd, "listening on ").await?;
+    let traced = start_gateway(
+        &options.gateway,
+        &dir,
+        "traced",
+        &format!(
+            "[store]\nkind = \"memory\"\n[tracing]\notlp_endpoint = \"http://{}/v1/traces\"\nsample_ratio = 0.1",
+            sink.addr
+        ),
+        upstream.addr,
+    )
+    .await?;
 
     let read: MakeRequest =
         Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
@@ -477,6 +492,18 @@ pub(crate) async fn run(options: Options) -> Result<()> {
                     "gateway read-only",
                     gateway.addr,
                     gateway.pid(),
+                    c,
+                    total(c),
+                    read_through_gateway.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+            rows.push(
+                measure(
+                    "gateway read-only, traced 0.1",
+                    traced.addr,
+                    traced.pid(),
                     c,
                     total(c),
                     read_through_gateway.clone(),
@@ -735,11 +762,17 @@ fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 12] = [
+    let lines: [Ratio; 13] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
             "null proxy",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "traced (sample 0.1) ÷ untraced read-only CPU/call",
+            "gateway read-only, traced 0.1",
+            "gateway read-only",
             |a, b| a.cpu_per_10k / b.cpu_per_10k,
         ),
         (

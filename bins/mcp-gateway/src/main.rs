@@ -158,15 +158,17 @@ fn init_tracing(
         Some(Err(e)) => (None, None, Some(e)),
         None => (None, None, None),
     };
-    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let log = match format {
-        LogFormat::Human => log.boxed(),
-        LogFormat::Json => log.json().boxed(),
-    };
-    tracing_subscriber::registry()
-        .with(exporter.with_filter(mcp_trace::only_traces()))
-        .with(log.with_filter(filter))
-        .init();
+    // Without an exporter the trace spans have no layer at all: disabled at their
+    // callsites, they cost a cached interest check.
+    match exporter {
+        Some(exporter) => tracing_subscriber::registry()
+            .with(exporter.with_filter(mcp_trace::only_traces()))
+            .with(log_layer(format).with_filter(filter))
+            .init(),
+        None => tracing_subscriber::registry()
+            .with(log_layer(format).with_filter(filter))
+            .init(),
+    }
     if let Some(e) = failed {
         tracing::error!(error = %e, "traces are not exported");
     }
@@ -174,6 +176,19 @@ fn init_tracing(
         tracing::info!(endpoint = %traces.endpoint, sample_ratio = traces.sample_ratio, "exporting traces");
     }
     installed
+}
+
+/// The log on stderr, human or JSON lines.
+fn log_layer<S>(format: LogFormat) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer as _;
+    let log = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => log.boxed(),
+        LogFormat::Json => log.json().boxed(),
+    }
 }
 
 /// `[tracing]` of the configuration the gateway is about to serve (none for the other
