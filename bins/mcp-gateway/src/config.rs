@@ -64,8 +64,8 @@ pub(crate) struct MetricsConfig {
 pub(crate) struct TracingConfig {
     /// The collector's OTLP/HTTP traces URL, `http://host:4318/v1/traces`; unset: off.
     pub(crate) otlp_endpoint: Option<String>,
-    /// The share of the traces started here that are kept, 0 to 1 (a client's own sampled
-    /// decision in its `traceparent` is followed).
+    /// The share of requests traced, 0 to 1, spread evenly (a client's own sampled flag
+    /// does not decide: a client cannot have all its calls traced).
     #[serde(default = "default_sample_ratio")]
     pub(crate) sample_ratio: f64,
     /// `service.name`.
@@ -123,6 +123,20 @@ impl TracingConfig {
             .with_context(|| {
                 format!("[tracing] otlp_endpoint must be an http:// URL like http://127.0.0.1:4318/v1/traces, not {endpoint:?}")
             })?;
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            bail!("[tracing] otlp_endpoint must not carry user information (user:password@)");
+        }
+        if uri.path() == "/" {
+            bail!(
+                "[tracing] otlp_endpoint {endpoint:?} has no path: the OTLP/HTTP traces path is /v1/traces"
+            );
+        }
+        if !(1..=65_536).contains(&self.max_queue) {
+            bail!(
+                "[tracing] max_queue must be between 1 and 65536, not {}",
+                self.max_queue
+            );
+        }
         Ok(Some(mcp_trace::TraceConfig {
             endpoint: uri.to_string(),
             sample_ratio: self.sample_ratio,

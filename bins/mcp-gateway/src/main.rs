@@ -206,20 +206,21 @@ fn traces_of(cli: &Cli) -> Option<mcp_trace::TraceConfig> {
 /// marked so, and the process becomes non-dumpable — its `/proc/<pid>/environ`, `mem` and the
 /// like are unreadable to other processes of the same user, and it writes no core file that
 /// could hold its keys.
-fn protect_from_children() {
+fn protect_from_children() -> Option<String> {
     // Before any thread starts: nothing else opens descriptors meanwhile.
     close_fds::set_fds_cloexec(3, &[]);
     #[cfg(target_os = "linux")]
     if let Err(e) =
         rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
     {
-        tracing::warn!(error = %e, "cannot make the process non-dumpable; modules running as the same user may read its environment");
+        return Some(e.to_string());
     }
+    None
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    protect_from_children();
+    let unprotected = protect_from_children();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -231,6 +232,9 @@ fn main() -> std::process::ExitCode {
         }
     };
     let traces = init_tracing(cli.log_format, traces_of(&cli).as_ref(), runtime.handle());
+    if let Some(e) = unprotected {
+        tracing::warn!(error = %e, "cannot make the process non-dumpable; modules running as the same user may read its environment");
+    }
     let result = runtime.block_on(run(cli));
     if let Some(traces) = traces {
         // What waits is sent, within a few seconds.

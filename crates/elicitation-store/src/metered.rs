@@ -63,10 +63,15 @@ impl Metered {
         run: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
         let started = Instant::now();
-        // A child of the request's trace span (the target the trace exporter takes; off,
-        // the span is disabled).
-        let span = tracing::info_span!(target: "mcp_trace", "mcp.store", otel.name = op, store.operation = op);
-        let result = tracing::Instrument::instrument(run, span).await;
+        // A child of the request's trace span, when the request is traced (the target the
+        // trace exporter takes); the sweeper's, the notifier's and an untraced request's
+        // operations are not.
+        let result = if tracing::Span::current().is_none() {
+            run.await
+        } else {
+            let span = tracing::info_span!(target: "mcp_trace", "mcp.store", otel.name = op, store.operation = op);
+            tracing::Instrument::instrument(run, span).await
+        };
         self.meter
             .operation(op, started.elapsed(), result.as_ref().err());
         result

@@ -464,13 +464,13 @@ pub fn stream_confirmation(
     slot: StreamSlot,
 ) -> Response<Body> {
     let (tx, body) = ChannelBody::new(16);
-    tokio::spawn(async move {
+    tokio::spawn(tracing::Instrument::in_current_span(async move {
         let _slot = slot;
         let final_message = converse(&context, first, &tx).await;
         if let Some(message) = final_message {
             deliver(&tx, sse::event_bytes(&message)).await;
         }
-    });
+    }));
     mcp_http_kit::response::sse_response(body.boxed())
 }
 

@@ -324,17 +324,18 @@ where
             // Messages that came with the result still go first.
             Ok(message) => {
                 let (tx, body) = ChannelBody::new(16);
-                tokio::spawn(async move {
+                tokio::spawn(tracing::Instrument::in_current_span(async move {
                     let _ = send(&tx, &message).await && drain(&tx, &mut queue).await
                         && send(&tx, &last(result)).await;
-                });
+                }));
                 return Relayed::Stream(mcp_http_kit::response::sse_response(body.boxed()));
             }
             Err(_) => return Relayed::Done(result),
         },
     };
     let (tx, body) = ChannelBody::new(16);
-    tokio::spawn(async move {
+    // The stream is the request's: its trace span lasts as long as it does.
+    tokio::spawn(tracing::Instrument::in_current_span(async move {
         if !send(&tx, &first).await {
             return;
         }
@@ -350,7 +351,7 @@ where
                 () = tx.closed() => return,
             }
         }
-    });
+    }));
     Relayed::Stream(mcp_http_kit::response::sse_response(body.boxed()))
 }
 

@@ -1526,7 +1526,7 @@ impl McpService {
             }
         };
         if outcome.is_err() && !span.is_disabled() {
-            span.record("mcp.outcome", "error");
+            span.record("otel.status_code", "ERROR");
         }
         match outcome {
             Ok(Reply::Stream(response)) => response,

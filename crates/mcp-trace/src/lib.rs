@@ -9,8 +9,9 @@
 //! slow costs callers nothing; what did not fit is counted ([`dropped`]), and so is what
 //! the collector refused ([`failed`]).
 //!
-//! With tracing off, the spans are disabled (no layer wants them): creating one costs a
-//! check of the subscriber's interest.
+//! Which requests are traced is decided here, `sample_ratio` of them spread evenly, whatever
+//! the client's `traceparent` says; an untraced request (and every request with tracing
+//! off) makes no span at all, nor do its store operations and module calls.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -54,6 +55,70 @@ pub struct TraceConfig {
 
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 static FAILED: AtomicU64 = AtomicU64::new(0);
+/// Whether an exporter is installed (no span is made without one).
+static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// The sample ratio's bits (an `f64`).
+static RATIO: AtomicU64 = AtomicU64::new(0);
+/// Requests seen, for the sampling decision.
+static SEEN: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the next request is traced: `sample_ratio` of them, spread evenly, decided here
+/// whatever the client's `traceparent` says (a client cannot have every call of its traced,
+/// filling the queue other callers' spans wait in).
+fn sampled() -> bool {
+    let ratio = f64::from_bits(RATIO.load(Ordering::Relaxed));
+    if ratio >= 1.0 {
+        return true;
+    }
+    if ratio <= 0.0 {
+        return false;
+    }
+    let n = SEEN.fetch_add(1, Ordering::Relaxed) as f64;
+    ((n + 1.0) * ratio).floor() > (n * ratio).floor()
+}
+
+/// The MCP methods a span may be named by; anything else is `other` (a client's text never
+/// becomes a span's name).
+const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "server/discover",
+    "subscriptions/listen",
+];
+
+/// A `tracestate` longer than this (or of more members) is not continued.
+const MAX_TRACESTATE: usize = 512;
+
+/// The client's `traceparent`, and its `tracestate` when that is of a sensible size.
+struct Incoming<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for Incoming<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        let value = self.0.get(key)?.to_str().ok()?;
+        match key {
+            "traceparent" => Some(value),
+            "tracestate" if value.len() <= MAX_TRACESTATE && value.split(',').count() <= 32 => {
+                Some(value)
+            }
+            _ => None,
+        }
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec!["traceparent", "tracestate"]
+    }
+}
 
 /// Spans dropped because the export queue was full (the exporter down or slow).
 pub fn dropped() -> u64 {
@@ -174,7 +239,7 @@ impl Installed {
     /// Sends the spans that wait (within a few seconds) and stops.
     pub fn shutdown(&self) {
         if let Err(e) = self.provider.shutdown() {
-            tracing::debug!(error = %e, "the trace exporter did not shut down cleanly");
+            tracing::debug!(target: "mcp_gateway", error = %e, "the trace exporter did not shut down cleanly");
         }
     }
 }
@@ -235,21 +300,28 @@ where
             queued,
             max,
         })
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
-            config.sample_ratio.clamp(0.0, 1.0),
-        ))))
+        // The requests traced are chosen when their span is made (`sampled`): every span
+        // that exists is kept.
+        .with_sampler(Sampler::AlwaysOn)
         .with_resource(resource.build())
         .build();
     opentelemetry::global::set_text_map_propagator(
         opentelemetry_sdk::propagation::TraceContextPropagator::new(),
     );
     let tracer = provider.tracer("mcp-gateway");
+    RATIO.store(
+        config.sample_ratio.clamp(0.0, 1.0).to_bits(),
+        Ordering::Relaxed,
+    );
+    INSTALLED.store(true, Ordering::Release);
     // Names and outcomes only: no source locations, threads or busy/idle timings.
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)
         .with_threads(false)
-        .with_tracked_inactivity(false);
+        .with_tracked_inactivity(false)
+        // Parents are `tracing` spans: no OpenTelemetry context to attach at every poll.
+        .with_context_activation(false);
     Ok((Box::new(layer), Installed { provider }))
 }
 
@@ -262,6 +334,14 @@ pub fn only_traces() -> tracing_subscriber::filter::Targets {
 /// Its fields are filled as the request goes: `mcp.era`, `mcp.tool` (or the prompt or
 /// resource), `mcp.module`, `mcp.outcome`.
 pub fn request_span(headers: &http::HeaderMap, method: &str) -> tracing::Span {
+    if !INSTALLED.load(Ordering::Acquire) || !sampled() {
+        return tracing::Span::none();
+    }
+    let method = METHODS
+        .iter()
+        .copied()
+        .find(|known| *known == method)
+        .unwrap_or("other");
     let span = tracing::info_span!(
         target: "mcp_trace",
         "mcp.request",
@@ -272,10 +352,11 @@ pub fn request_span(headers: &http::HeaderMap, method: &str) -> tracing::Span {
         mcp.tool = tracing::field::Empty,
         mcp.module = tracing::field::Empty,
         mcp.outcome = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
     );
     if !span.is_disabled() {
         let parent = opentelemetry::global::get_text_map_propagator(|propagator| {
-            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+            propagator.extract(&Incoming(headers))
         });
         let _ = span.set_parent(parent);
     }
@@ -284,6 +365,9 @@ pub fn request_span(headers: &http::HeaderMap, method: &str) -> tracing::Span {
 
 /// A child span of the current one, for the call to `module`.
 pub fn module_span(module: &str) -> tracing::Span {
+    if tracing::Span::current().is_none() {
+        return tracing::Span::none();
+    }
     tracing::info_span!(
         target: "mcp_trace",
         "mcp.module_call",
@@ -322,4 +406,59 @@ pub fn traceparent() -> Option<String> {
         .get("traceparent")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry::propagation::Extractor as _;
+
+    #[test]
+    fn a_tenth_of_the_requests_are_traced_evenly_and_none_or_all_at_the_ends() {
+        RATIO.store(0.1f64.to_bits(), Ordering::Relaxed);
+        let picked: Vec<bool> = (0..1000).map(|_| sampled()).collect();
+        assert_eq!(picked.iter().filter(|p| **p).count(), 100);
+        // Evenly: one in every ten, never a run of them.
+        assert!(picked.windows(2).all(|w| !(w[0] && w[1])));
+        RATIO.store(0.0f64.to_bits(), Ordering::Relaxed);
+        assert!((0..100).all(|_| !sampled()));
+        RATIO.store(1.0f64.to_bits(), Ordering::Relaxed);
+        assert!((0..100).all(|_| sampled()));
+    }
+
+    #[test]
+    fn an_oversized_tracestate_is_not_continued() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        headers.insert("tracestate", "a=1,b=2".parse().unwrap());
+        headers.insert("authorization", "Bearer secret".parse().unwrap());
+        let incoming = Incoming(&headers);
+        assert_eq!(incoming.get("tracestate"), Some("a=1,b=2"));
+        assert!(incoming.get("traceparent").is_some());
+        assert_eq!(
+            incoming.get("authorization"),
+            None,
+            "only the trace headers are read"
+        );
+        let long = (0..40)
+            .map(|i| format!("k{i}=v"))
+            .collect::<Vec<_>>()
+            .join(",");
+        headers.insert("tracestate", long.parse().unwrap());
+        assert_eq!(
+            Incoming(&headers).get("tracestate"),
+            None,
+            "over 32 members"
+        );
+        headers.insert(
+            "tracestate",
+            format!("k={}", "v".repeat(600)).parse().unwrap(),
+        );
+        assert_eq!(Incoming(&headers).get("tracestate"), None, "over 512 bytes");
+    }
 }

@@ -544,7 +544,9 @@ impl HttpModule {
                     name: self.config.name.clone(),
                     url: self.config.url.clone(),
                     link: self.link.clone(),
-                    headers: self.headers(),
+                    // The module's own stream serves every caller: no caller's trace
+                    // context on it.
+                    headers: self.base_headers.clone(),
                     era: self.era.clone(),
                     feeds: self.feeds.clone(),
                     subscriptions: self.subscriptions.clone(),
