@@ -396,26 +396,36 @@ async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// The end of serving: `SIGTERM` or `SIGINT` (Ctrl-C). The handlers are installed now, when
+/// this is called (before the gateway says it listens), so a signal sent right after that
+/// line is never the default action that kills the process.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
+    let (terminate, interrupt) = {
+        use tokio::signal::unix::{SignalKind, signal};
+        (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        )
     };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
+    async move {
+        #[cfg(unix)]
+        {
+            let wait = async |signal: std::io::Result<tokio::signal::unix::Signal>| match signal {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            };
+            tokio::select! {
+                () = wait(terminate) => {}
+                () = wait(interrupt) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        tracing::info!("shutting down: no new connections; finishing calls in flight");
     }
-    tracing::info!("shutting down: no new connections; finishing calls in flight");
 }
 
 /// Reloads the configuration from `path` on every `SIGHUP` (until the process ends): an
@@ -477,6 +487,7 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;
+    let stopping = shutdown_signal();
     tracing::info!(%address, "mcp-gateway listening");
     // One line on stdout that scripts (and the end-to-end tests) can wait for.
     // One write, errors ignored: whoever started the gateway may read the first line and
@@ -553,13 +564,7 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
         idle_timeout: config.http.idle_timeout,
         max_connections: connection_cap(config.http.max_connections),
     };
-    mcp_http::serve(
-        listener,
-        app.service.clone(),
-        serve_config,
-        shutdown_signal(),
-    )
-    .await;
+    mcp_http::serve(listener, app.service.clone(), serve_config, stopping).await;
     let _ = stop_sweeper.send(());
     let _ = sweeper.await;
     let _ = stop_notifier.send(());
