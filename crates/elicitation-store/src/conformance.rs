@@ -2897,7 +2897,8 @@ fn tokens(access: &str) -> crate::AccountTokens {
     crate::AccountTokens {
         access_token: access.to_owned(),
         refresh_token: Some(format!("{access}-refresh")),
-        expires_at: Some(start_time().replace_nanosecond(0).unwrap() + Duration::hours(1)),
+        // A fixed instant (whole seconds, as stored): two calls give the same tokens.
+        expires_at: Some(OffsetDateTime::from_unix_timestamp(4_102_444_800).unwrap()),
         scope: Some("repo read".into()),
         client_id: Some("gw-client".into()),
         client_secret: None,

@@ -1227,7 +1227,9 @@ impl Page {
         // another instance, by the provider, which redeems a code once).
         let bound = cookie_named(headers, SSO_COOKIE)
             .filter(|c| !self.ended.contains(&mcp_auth::sealed::token_hash(c)));
-        if let Some(used) = &bound {
+        // Only a real sign-in under way is recorded (a forged cookie never grows the
+        // record); anything else fails below.
+        if let Some(used) = bound.as_ref().filter(|c| sso.binds(state, c)) {
             self.ended.end(
                 mcp_auth::sealed::token_hash(used),
                 self.clock.now() + time::Duration::minutes(15),

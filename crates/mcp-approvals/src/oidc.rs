@@ -241,6 +241,18 @@ impl Sso {
         Ok(Start { url, state, cookie })
     }
 
+    /// Whether `cookie` is one of this gateway's sign-ins under way with `state`, unexpired:
+    /// only such a cookie is recorded as used (a forged one is refused without growing the
+    /// record).
+    pub fn binds(&self, state: &str, cookie: &str) -> bool {
+        binds(
+            &self.sealer,
+            self.clock.now().unix_timestamp(),
+            state,
+            cookie,
+        )
+    }
+
     /// Finishes the sign-in `state` (which the browser's cookie must repeat) with the
     /// provider's answer: `code`, or `error`.
     pub async fn finish(
@@ -350,5 +362,39 @@ impl Sso {
             url.push_str(&encode(hint));
         }
         Some(url)
+    }
+}
+
+/// Whether `cookie` opens under `sealer` as a sign-in with `state` that ends after `now`.
+fn binds(sealer: &mcp_auth::sealed::Sealer, now: i64, state: &str, cookie: &str) -> bool {
+    sealer
+        .open::<Pending>(cookie)
+        .is_some_and(|p| p.st == state && p.exp > now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_sign_in_of_this_gateway_with_its_state_binds() {
+        let sealer = Sso::sealer(&[[3u8; 32]]);
+        let pending = Pending {
+            st: "s1".into(),
+            v: "v".into(),
+            nonce: "n".into(),
+            next: "/approvals".into(),
+            exp: 1000,
+        };
+        let cookie = sealer.seal(&pending).unwrap();
+        assert!(binds(&sealer, 999, "s1", &cookie));
+        assert!(!binds(&sealer, 999, "s2", &cookie), "another state");
+        assert!(!binds(&sealer, 1000, "s1", &cookie), "expired");
+        assert!(!binds(&sealer, 999, "s1", "o1.forged"), "forged");
+        let theirs = Sso::sealer(&[[4u8; 32]]);
+        assert!(
+            !binds(&theirs, 999, "s1", &cookie),
+            "another gateway's keys"
+        );
     }
 }
