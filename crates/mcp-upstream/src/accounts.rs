@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use http::HeaderValue;
 use serde_json::Value;
 
-use crate::credentials::{CredentialError, Credentials};
+use crate::credentials::{CredentialError, Credentials, printable};
 
 /// What an authorization server issued to a person (and the client it issued it to).
 #[derive(Clone, PartialEq, Eq)]
@@ -142,9 +142,6 @@ pub enum RefreshError {
     Failed(String),
 }
 
-/// Most bytes read of a metadata document or a token answer.
-const MAX_ANSWER: usize = 64 * 1024;
-
 fn now_unix() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -153,10 +150,6 @@ fn now_unix() -> i64 {
 
 fn encode(value: &str) -> String {
     form_urlencoded::byte_serialize(value.as_bytes()).collect()
-}
-
-fn printable(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
 /// A URL tokens or codes may go to: `https://`, or `http://` to this machine.
@@ -202,16 +195,13 @@ impl UserOAuth {
     }
 
     async fn read(&self, response: reqwest::Response) -> Result<(u16, Value), String> {
-        let status = response.status().as_u16();
-        let mut response = response;
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| self.failed(e))? {
-            if body.len() + chunk.len() > MAX_ANSWER {
-                return Err(self.failed(format!("an answer larger than {MAX_ANSWER} bytes")));
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
+        let (status, body) = crate::credentials::bounded(response)
+            .await
+            .map_err(|e| self.failed(e))?;
+        Ok((
+            status.as_u16(),
+            serde_json::from_slice(&body).unwrap_or(Value::Null),
+        ))
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {

@@ -180,10 +180,10 @@ fn host_of(url: &str) -> Option<(String, String)> {
 }
 
 /// Most bytes read of a metadata document or a token answer.
-const MAX_ANSWER: usize = 64 * 1024;
+pub(crate) const MAX_ANSWER: usize = 64 * 1024;
 
 /// A server's text as it may be logged: short, without control characters.
-fn printable(text: &str) -> String {
+pub(crate) fn printable(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(200).collect()
 }
 
@@ -694,7 +694,7 @@ impl Credentials for PersonExchange {
 }
 
 /// A response's status and body, read up to [`MAX_ANSWER`] bytes (a larger one is refused).
-async fn bounded(
+pub(crate) async fn bounded(
     mut response: reqwest::Response,
 ) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
     let status = response.status();
