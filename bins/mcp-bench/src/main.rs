@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use tokio::net::TcpListener;
 
 mod idle;
+mod jwt;
 mod load;
 mod peers;
 mod procstat;

@@ -32,10 +32,8 @@ async fn start_gateway(
     store: &str,
     upstream: SocketAddr,
 ) -> Result<Proc> {
-    let config = format!(
-        r#"listen = "127.0.0.1:0"
-{store}
-[auth]
+    let auth = format!(
+        r#"[auth]
 mode = "tokens"
 [[auth.tokens]]
 subject = "bench"
@@ -48,7 +46,27 @@ scopes = ["elicitations:respond"]
 [[auth.tokens]]
 subject = "scraper"
 token_sha256 = "{scraper}"
-scopes = ["metrics:read"]
+scopes = ["metrics:read"]"#,
+        agent = token_sha256(AGENT),
+        human = token_sha256(HUMAN),
+        scraper = token_sha256(SCRAPER),
+    );
+    start_gateway_with(binary, dir, name, store, &auth, upstream).await
+}
+
+/// [`start_gateway`] with another `[auth]` section.
+async fn start_gateway_with(
+    binary: &Path,
+    dir: &Path,
+    name: &str,
+    store: &str,
+    auth: &str,
+    upstream: SocketAddr,
+) -> Result<Proc> {
+    let config = format!(
+        r#"listen = "127.0.0.1:0"
+{store}
+{auth}
 [limits]
 calls_per_minute = 0
 confirmations_per_minute = 0
@@ -58,10 +76,7 @@ name = "up"
 transport = "http"
 url = "http://{upstream}/mcp"
 trust_annotations = true
-"#,
-        agent = token_sha256(AGENT),
-        human = token_sha256(HUMAN),
-        scraper = token_sha256(SCRAPER),
+"#
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config)?;
@@ -444,6 +459,32 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     )
     .await?;
 
+    // The same gateway with mode `jwt` (an ES256 issuer of the bench's own, its keys in a
+    // file): one token for every call (remembered after its first check), and a new token
+    // for every call (a signature check per call).
+    let issuer = crate::jwt::Issuer::new()?;
+    let jwks = dir.join("jwks.json");
+    issuer.write_jwks(&jwks)?;
+    let jwt_gateway = start_gateway_with(
+        &options.gateway,
+        &dir,
+        "jwt",
+        "[store]\nkind = \"memory\"",
+        &crate::jwt::Issuer::auth_section(&jwks),
+        upstream.addr,
+    )
+    .await?;
+    let remembered = issuer.token("bench", 0)?;
+    let read_with_jwt: MakeRequest = Arc::new(move |_| {
+        modern(
+            "up__read",
+            Some(&remembered),
+            json!({"path": "/bench"}),
+            json!({}),
+        )
+    });
+    let mut first_sight_from = 1;
+
     let read: MakeRequest =
         Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
     let read_through_gateway: MakeRequest = Arc::new(|_| {
@@ -495,6 +536,40 @@ pub(crate) async fn run(options: Options) -> Result<()> {
                     c,
                     total(c),
                     read_through_gateway.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+            rows.push(
+                measure(
+                    "gateway read-only, jwt remembered",
+                    jwt_gateway.addr,
+                    jwt_gateway.pid(),
+                    c,
+                    total(c),
+                    read_with_jwt.clone(),
+                    forwarded(),
+                )
+                .await?,
+            );
+            let fresh = Arc::new(issuer.tokens("bench", first_sight_from, total(c))?);
+            first_sight_from += total(c);
+            let read_first_sight: MakeRequest = Arc::new(move |i| {
+                modern(
+                    "up__read",
+                    Some(&fresh[i]),
+                    json!({"path": "/bench"}),
+                    json!({}),
+                )
+            });
+            rows.push(
+                measure(
+                    "gateway read-only, jwt first sight",
+                    jwt_gateway.addr,
+                    jwt_gateway.pid(),
+                    c,
+                    total(c),
+                    read_first_sight,
                     forwarded(),
                 )
                 .await?,
@@ -715,7 +790,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     )?;
     println!("written to target/bench/gateway.md and target/bench/gateway.json");
     let _ = std::fs::remove_dir_all(&dir);
-    drop((upstream, proxy, gateway, pg_gateway, pg_second));
+    drop((upstream, proxy, gateway, jwt_gateway, pg_gateway, pg_second));
     Ok(())
 }
 
@@ -762,7 +837,7 @@ fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 13] = [
+    let lines: [Ratio; 15] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
@@ -772,6 +847,18 @@ fn report(
         (
             "traced (sample 0.1) ÷ untraced read-only CPU/call",
             "gateway read-only, traced 0.1",
+            "gateway read-only",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "jwt remembered ÷ tokens read-only CPU/call",
+            "gateway read-only, jwt remembered",
+            "gateway read-only",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "jwt first sight ÷ tokens read-only CPU/call",
+            "gateway read-only, jwt first sight",
             "gateway read-only",
             |a, b| a.cpu_per_10k / b.cpu_per_10k,
         ),
