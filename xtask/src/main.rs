@@ -37,7 +37,9 @@ tasks:
                                  null proxy (release builds, throwaway PostgreSQL), then
                                  the store benchmark; tables in target/bench/
   bench store [--quick]          confirmation cycles per second and database round trips
-                                 per cycle, memory and PostgreSQL (throwaway cluster)";
+                                 per cycle, memory and PostgreSQL (throwaway cluster)
+  bench scale-out [--quick]      only the scale-out rows: 1, 2 and 3 gateway instances on
+                                 one PostgreSQL, each under a CPU quota (cgroup; root)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         ["migrate", rest @ ..] => migrate(rest),
         ["soak", rest @ ..] => soak(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
+        ["bench", "scale-out", rest @ ..] => bench_scale_out(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
@@ -122,6 +125,30 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
     drop(cluster);
     result?;
     bench_store(args)
+}
+
+fn bench_scale_out(args: &[&str]) -> Result<()> {
+    let quick = match args {
+        [] => false,
+        ["--quick"] => true,
+        _ => bail!("usage: cargo xtask bench scale-out [--quick]"),
+    };
+    let mut build = cmd::cargo();
+    build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
+    cmd::status(build)?;
+    let cluster = postgres::Cluster::start()?;
+    let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
+    run.arg("scale-out")
+        .arg("--gateway")
+        .arg(cmd::target_dir().join("release/mcp-gateway"))
+        .env("DATABASE_URL", cluster.url())
+        .current_dir(cmd::workspace_root());
+    if quick {
+        run.arg("--quick");
+    }
+    let result = cmd::status(run);
+    drop(cluster);
+    result
 }
 
 fn soak(args: &[&str]) -> Result<()> {

@@ -14,6 +14,7 @@ mod load;
 mod peers;
 mod procstat;
 mod proxy;
+mod quota;
 mod run;
 mod soak;
 mod upstream;
@@ -81,6 +82,16 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         sample_secs: u64,
     },
+    /// Only the scale-out rows: instances under CPU quotas on one PostgreSQL (needs
+    /// DATABASE_URL and a writable cgroup CPU controller, i.e. root).
+    ScaleOut {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// Fewer requests per run.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -130,6 +141,9 @@ async fn main() -> Result<()> {
                 sample_every: std::time::Duration::from_secs(sample_secs.max(1)),
             })
             .await?
+        }
+        Command::ScaleOut { gateway, quick } => {
+            run::scale_only(run::Options { gateway, quick }).await?
         }
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }

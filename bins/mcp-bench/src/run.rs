@@ -763,6 +763,8 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             );
         }
     }
+    let scale = scale_out(&options, &dir, &store, upstream.addr, pg_gateway.addr).await?;
+    rows.extend(scale);
     let wake = cross_instance_wake(
         pg_gateway.addr,
         pg_second.addr,
@@ -792,6 +794,175 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     drop((upstream, proxy, gateway, jwt_gateway, pg_gateway, pg_second));
     Ok(())
+}
+
+/// Each scale-out instance's CPU cap, in % of one CPU: low enough that on this machine's two
+/// cores the instances, not the machine, are the bottleneck (three instances, the load
+/// generator, the upstream and PostgreSQL's backends must all fit).
+const SCALE_CPU_PERCENT: u64 = 10;
+/// Connections per instance in the scale-out rows.
+const SCALE_CONNECTIONS: usize = 8;
+const SCALE_READ: [&str; 3] = [
+    "scale-out read-only, 1 instance",
+    "scale-out read-only, 2 instances",
+    "scale-out read-only, 3 instances",
+];
+const SCALE_CONFIRMED: [&str; 3] = [
+    "scale-out confirmed, 1 instance",
+    "scale-out confirmed, 2 instances",
+    "scale-out confirmed, 3 instances",
+];
+
+/// Scale-out on one machine: three gateway instances on the one PostgreSQL, each capped at
+/// [`SCALE_CPU_PERCENT`] % of a CPU in a cgroup of its own; read-only and confirmed calls
+/// spread over 1, 2 and 3 of them ([`SCALE_CONNECTIONS`] connections each). Confirmations
+/// are held and approved beforehand through `prepare` (uncapped). Without a writable cgroup
+/// CPU controller the rows are left out, saying why.
+async fn scale_out(
+    options: &Options,
+    dir: &Path,
+    store: &str,
+    upstream: SocketAddr,
+    prepare: SocketAddr,
+) -> Result<Vec<Row>> {
+    let mut instances = Vec::new();
+    let mut quotas = Vec::new();
+    for i in 0..3 {
+        let instance =
+            start_gateway(&options.gateway, dir, &format!("scale{i}"), store, upstream).await?;
+        let name = format!("mcp-bench-{}-{i}", std::process::id());
+        match crate::quota::Quota::cap(&name, instance.pid(), SCALE_CPU_PERCENT) {
+            Ok(quota) => quotas.push(quota),
+            Err(e) => {
+                eprintln!("  scale-out rows left out: no CPU quota can be set here ({e:#})");
+                return Ok(Vec::new());
+            }
+        }
+        instances.push(instance);
+    }
+    let read: MakeRequest = Arc::new(|_| {
+        modern(
+            "up__read",
+            Some(AGENT),
+            json!({"path": "/bench"}),
+            json!({}),
+        )
+    });
+    // Each instance's upstream session and connections exist before anything is measured.
+    for instance in &instances {
+        load::run(instance.addr, 4, 100, read.clone(), forwarded()).await?;
+    }
+    let (read_per, confirmed_per) = if options.quick {
+        (1_000, 300)
+    } else {
+        (5_000, 1_500)
+    };
+    let mut rows = Vec::new();
+    for n in 1..=3 {
+        let targets: Vec<SocketAddr> = instances[..n].iter().map(|p| p.addr).collect();
+        let pids: Vec<u32> = instances[..n].iter().map(Proc::pid).collect();
+        let throttled = |q: &[crate::quota::Quota]| {
+            q[..n]
+                .iter()
+                .map(crate::quota::Quota::throttled_seconds)
+                .sum::<f64>()
+        };
+        let before = throttled(&quotas);
+        rows.push(
+            measure_spread(
+                SCALE_READ[n - 1],
+                &targets,
+                &pids,
+                SCALE_CONNECTIONS * n,
+                read_per * n,
+                read.clone(),
+                forwarded(),
+            )
+            .await?,
+        );
+        eprintln!(
+            "    throttled {:.2} s (the cap held the instances back)",
+            throttled(&quotas) - before
+        );
+        let ids = Arc::new(ready_confirmations(prepare, confirmed_per * n).await?);
+        let count = ids.len();
+        let confirmed: MakeRequest = Arc::new(move |i| {
+            modern(
+                "up__delete",
+                Some(AGENT),
+                confirmed_args(i),
+                json!({"confirmation_id": ids[i]}),
+            )
+        });
+        rows.push(
+            measure_spread(
+                SCALE_CONFIRMED[n - 1],
+                &targets,
+                &pids,
+                SCALE_CONNECTIONS * n,
+                count,
+                confirmed,
+                forwarded(),
+            )
+            .await?,
+        );
+    }
+    // The processes end before their cgroups are removed.
+    drop(instances);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(quotas);
+    Ok(rows)
+}
+
+/// `mcp-bench scale-out`: only the scale-out rows (needs DATABASE_URL), printed.
+pub(crate) async fn scale_only(options: Options) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut upstream_cmd = Command::new(&me);
+    upstream_cmd.args(["upstream"]);
+    let upstream = start(upstream_cmd, "listening on ").await?;
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
+        TestDb::url(&db.writer)
+    );
+    let prepare = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
+    eprintln!("measuring scale-out (release build, RUST_LOG=warn, all on 127.0.0.1):");
+    let rows = scale_out(&options, &dir, &store, upstream.addr, prepare.addr).await?;
+    let mut md = String::new();
+    scale_report(&mut md, &rows);
+    println!("{md}");
+    drop((prepare, upstream));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The scale-out lines of the report: calls/s of n instances ÷ one.
+fn scale_report(md: &mut String, rows: &[Row]) -> Value {
+    let rate = |path: &str| {
+        rows.iter()
+            .find(|r| r.path == path)
+            .map(|r| r.load.per_second())
+    };
+    let mut json_lines = serde_json::Map::new();
+    for (what, paths) in [("read-only", SCALE_READ), ("confirmed", SCALE_CONFIRMED)] {
+        let (Some(one), Some(two), Some(three)) = (rate(paths[0]), rate(paths[1]), rate(paths[2]))
+        else {
+            continue;
+        };
+        let _ = writeln!(
+            md,
+            "Scale-out, {what} (each instance capped at {SCALE_CPU_PERCENT} % of a CPU, {SCALE_CONNECTIONS} connections each, one PostgreSQL): {one:.0} / {two:.0} / {three:.0} calls/s with 1 / 2 / 3 instances; 2 ÷ 1 = {:.2}, 3 ÷ 1 = {:.2}.",
+            two / one,
+            three / one
+        );
+        json_lines.insert(
+            what.into(),
+            json!({"calls_per_second": [one, two, three], "two_over_one": two / one, "three_over_one": three / one}),
+        );
+    }
+    Value::Object(json_lines)
 }
 
 fn report(
@@ -1004,7 +1175,8 @@ fn report(
         "`/metrics` with 1,000 tools in the catalog, each called once: p50 {:.2} ms, p99 {:.2} ms, {} bytes.",
         scrape.0, scrape.1, scrape.2
     );
-    let json = json!({"rows": json_rows, "ratios": ratios, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
+    let scale = scale_report(&mut md, rows);
+    let json = json!({"rows": json_rows, "ratios": ratios, "scale_out": scale, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
         "cross_instance_wake_ms": {"p50": wake.0, "p99": wake.1, "max": wake.2},
         "metrics_1000_tools": {"p50_ms": scrape.0, "p99_ms": scrape.1, "bytes": scrape.2},
         "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs(),
