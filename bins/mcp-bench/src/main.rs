@@ -82,6 +82,16 @@ enum Command {
         #[arg(long, default_value_t = 30)]
         sample_secs: u64,
     },
+    /// Only confirmed destructive calls on PostgreSQL (needs DATABASE_URL), three rounds:
+    /// calls/s, gateway and PostgreSQL CPU per call, transactions per call.
+    Confirmed {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// Fewer requests per round.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Only the scale-out rows: instances under CPU quotas on one PostgreSQL (needs
     /// DATABASE_URL and a writable cgroup CPU controller, i.e. root).
     ScaleOut {
@@ -141,6 +151,9 @@ async fn main() -> Result<()> {
                 sample_every: std::time::Duration::from_secs(sample_secs.max(1)),
             })
             .await?
+        }
+        Command::Confirmed { gateway, quick } => {
+            run::confirmed_only(run::Options { gateway, quick }).await?
         }
         Command::ScaleOut { gateway, quick } => {
             run::scale_only(run::Options { gateway, quick }).await?

@@ -396,6 +396,33 @@ async fn transactions(admin: &tokio_postgres::Client) -> Result<i64> {
     Ok(row.get(0))
 }
 
+/// CPU seconds used so far by each of the cluster's server processes (backends and
+/// background workers, by `pg_stat_activity`).
+async fn backend_cpu(
+    admin: &tokio_postgres::Client,
+) -> Result<std::collections::HashMap<i32, f64>> {
+    let rows = admin.query("SELECT pid FROM pg_stat_activity", &[]).await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let pid: i32 = row.get(0);
+            (pid, procstat::cpu_seconds(pid.unsigned_abs()))
+        })
+        .collect())
+}
+
+/// The CPU the cluster's processes used between two [`backend_cpu`] readings (a process
+/// that started in between counts whole).
+fn backend_cpu_used(
+    before: &std::collections::HashMap<i32, f64>,
+    after: &std::collections::HashMap<i32, f64>,
+) -> f64 {
+    after
+        .iter()
+        .map(|(pid, cpu)| cpu - before.get(pid).copied().unwrap_or(0.0))
+        .sum()
+}
+
 pub(crate) struct Options {
     pub(crate) gateway: PathBuf,
     pub(crate) quick: bool,
@@ -716,7 +743,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         // Statistics reach pg_stat_database when backends go idle (at most ~10 s later).
         let before = if c == 16 {
             tokio::time::sleep(Duration::from_secs(11)).await;
-            Some(transactions(&admin).await?)
+            Some((transactions(&admin).await?, backend_cpu(&admin).await?))
         } else {
             None
         };
@@ -732,10 +759,14 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             )
             .await?,
         );
-        if let Some(before) = before {
+        if let Some((before, cpu_before)) = before {
             tokio::time::sleep(Duration::from_secs(11)).await;
             let after = transactions(&admin).await?;
-            round_trips = Some((after - before) as f64 / count as f64);
+            let cpu = backend_cpu_used(&cpu_before, &backend_cpu(&admin).await?);
+            round_trips = Some((
+                (after - before) as f64 / count as f64,
+                cpu / count as f64 * 1e6,
+            ));
         }
         if c > 1 {
             // The same load spread over two instances on the one database.
@@ -914,6 +945,61 @@ async fn scale_out(
     Ok(rows)
 }
 
+/// `mcp-bench confirmed`: only confirmed destructive calls on PostgreSQL at concurrency 16
+/// (needs DATABASE_URL): calls/s, the gateway's CPU and the cluster's CPU per call, and
+/// transactions per call — what a change to the store's statements is judged by.
+pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut upstream_cmd = Command::new(&me);
+    upstream_cmd.args(["upstream"]);
+    let upstream = start(upstream_cmd, "listening on ").await?;
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
+        TestDb::url(&db.writer)
+    );
+    let gateway = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
+    let admin = db.admin().await;
+    let count = if options.quick { 1_000 } else { 5_000 };
+    for round in 0..3 {
+        let ids = Arc::new(ready_confirmations(gateway.addr, count).await?);
+        let confirmed: MakeRequest = Arc::new(move |i| {
+            modern(
+                "up__delete",
+                Some(AGENT),
+                confirmed_args(i),
+                json!({"confirmation_id": ids[i]}),
+            )
+        });
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let (tx_before, cpu_before) = (transactions(&admin).await?, backend_cpu(&admin).await?);
+        let row = measure(
+            "gateway destructive, postgres",
+            gateway.addr,
+            gateway.pid(),
+            16,
+            count,
+            confirmed,
+            forwarded(),
+        )
+        .await?;
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        let trips = (transactions(&admin).await? - tx_before) as f64 / count as f64;
+        let backend = backend_cpu_used(&cpu_before, &backend_cpu(&admin).await?);
+        println!(
+            "round {round}: {:.0} confirmed calls/s, gateway {:.0} µs CPU/call, PostgreSQL {:.0} µs CPU/call, {trips:.2} transactions/call",
+            row.load.per_second(),
+            row.cpu_per_10k * 100.0,
+            backend / count as f64 * 1e6
+        );
+    }
+    drop((gateway, upstream));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
 /// `mcp-bench scale-out`: only the scale-out rows (needs DATABASE_URL), printed.
 pub(crate) async fn scale_only(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
@@ -969,7 +1055,7 @@ fn report(
     rows: &[Row],
     idle_rss: f64,
     rss_after: &[f64],
-    round_trips: Option<f64>,
+    round_trips: Option<(f64, f64)>,
     idle: &crate::idle::IdleMemory,
     wake: &(f64, f64, f64),
     scrape: &(f64, f64, usize),
@@ -1159,10 +1245,10 @@ fn report(
         idle.idle_read_ms[1].1,
         p99(&idle.loaded_read_ms) / p99(&idle.idle_read_ms),
     );
-    if let Some(trips) = round_trips {
+    if let Some((trips, backend_us)) = round_trips {
         let _ = writeln!(
             md,
-            "PostgreSQL transactions (= network round trips) per confirmed destructive call, conc. 16: {trips:.2}."
+            "PostgreSQL transactions (= network round trips) per confirmed destructive call, conc. 16: {trips:.2}; the cluster's processes' CPU per confirmed call: {backend_us:.0} µs."
         );
     }
     let _ = writeln!(
@@ -1176,7 +1262,7 @@ fn report(
         scrape.0, scrape.1, scrape.2
     );
     let scale = scale_report(&mut md, rows);
-    let json = json!({"rows": json_rows, "ratios": ratios, "scale_out": scale, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips,
+    let json = json!({"rows": json_rows, "ratios": ratios, "scale_out": scale, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips.map(|r| r.0), "postgres_backend_cpu_us_per_call": round_trips.map(|r| r.1),
         "cross_instance_wake_ms": {"p50": wake.0, "p99": wake.1, "max": wake.2},
         "metrics_1000_tools": {"p50_ms": scrape.0, "p99_ms": scrape.1, "bytes": scrape.2},
         "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs(),

@@ -40,6 +40,11 @@ impl ClientAnswers {
         }
     }
 
+    /// Whether the client can answer any of a module's requests.
+    pub(crate) fn any(&self) -> bool {
+        self.elicitation || self.sampling || self.roots
+    }
+
     pub(crate) fn can(&self, method: &str) -> bool {
         match method {
             "elicitation/create" => self.elicitation,

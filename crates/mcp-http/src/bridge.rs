@@ -89,21 +89,28 @@ impl crate::relay::Asker for MrtrAsker {
 /// cancels its module call.
 pub(crate) struct Running {
     call: std::pin::Pin<Box<dyn Future<Output = Result<ResultBody, McpError>> + Send>>,
-    asks: mpsc::Receiver<Asked>,
+    /// Where the module's questions arrive; `None` when the client can answer none (each is
+    /// then answered by the relay without the client, and the call is never suspended).
+    asks: Option<mpsc::Receiver<Asked>>,
     relay: Arc<ClientRelay>,
 }
 
 impl Running {
-    /// An asker for the call's relay, and what `start` needs besides the relay.
-    pub(crate) fn asker(can: ClientAnswers) -> (MrtrAsker, mpsc::Receiver<Asked>) {
+    /// An asker for the call's relay, and what `start` needs besides the relay; neither
+    /// when the client can answer nothing (no channel is made for a question that cannot
+    /// come).
+    pub(crate) fn asker(can: ClientAnswers) -> (Option<MrtrAsker>, Option<mpsc::Receiver<Asked>>) {
+        if !can.any() {
+            return (None, None);
+        }
         let (tx, asks) = mpsc::channel(1);
-        (MrtrAsker { can, tx }, asks)
+        (Some(MrtrAsker { can, tx }), Some(asks))
     }
 
     /// The call, ready to be driven.
     pub(crate) fn start(
         call: impl Future<Output = Result<ResultBody, McpError>> + Send + 'static,
-        asks: mpsc::Receiver<Asked>,
+        asks: Option<mpsc::Receiver<Asked>>,
         relay: Arc<ClientRelay>,
     ) -> Running {
         Running {
@@ -152,9 +159,12 @@ impl Bridges {
     ) -> Result<ResultBody, McpError> {
         loop {
             let asked = loop {
+                let Some(asks) = running.asks.as_mut() else {
+                    return (&mut running.call).await;
+                };
                 tokio::select! {
                     biased;
-                    Some(asked) = running.asks.recv() => {
+                    Some(asked) = asks.recv() => {
                         // A question whose asker gave up (its call ended) needs no answer.
                         if !asked.reply.is_closed() {
                             break asked;

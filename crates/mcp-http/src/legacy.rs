@@ -281,7 +281,10 @@ impl McpService {
                 let id = request.id.clone();
                 let call = async move {
                     let relay: Arc<dyn mcp_upstream::Relay> = relay;
-                    let run = gateway.run(&caller, classified, Some(relay));
+                    // Boxed: each future that awaits another holds it (twice while it is
+                    // moved in), so an unboxed module call here made this call's future
+                    // 20 KB, copied at every level per request.
+                    let run = Box::pin(gateway.run(&caller, classified, Some(relay)));
                     channel
                         .cancellable(&id, async { run.await.into_reply() })
                         .await
@@ -293,8 +296,8 @@ impl McpService {
                     Relayed::Stream(response) => return Ok(Reply::Stream(response)),
                 }
             }
-            classified => gateway
-                .run(principal, classified, None)
+            // Boxed for the same reason: the request's futures stay small.
+            classified => Box::pin(gateway.run(principal, classified, None))
                 .await
                 .into_reply()?,
         };

@@ -100,12 +100,9 @@ impl McpService {
                         };
                         let (asker, asks) =
                             Running::asker(ClientAnswers::declared(capabilities.as_ref()));
-                        let (relay, queue) = ClientRelay::new(
-                            &entry,
-                            logs,
-                            Some(Box::new(asker)),
-                            gateway.inbox(principal),
-                        );
+                        let asker = asker.map(|a| Box::new(a) as Box<dyn relay::Asker>);
+                        let (relay, queue) =
+                            ClientRelay::new(&entry, logs, asker, gateway.inbox(principal));
                         let mrtr = ask::Mrtr {
                             gateway: gateway.clone(),
                             states: self.states.clone(),
