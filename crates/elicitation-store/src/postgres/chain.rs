@@ -23,8 +23,12 @@ pub const CHAIN_KEY_INFO: &str = "mcp-gateway/audit-chain/v1";
 /// (`operation_timeout`, at most 10 s), so no row below it can still be committed.
 pub(crate) const SETTLE: StdDuration = StdDuration::from_secs(15);
 
-/// Rows sealed per pass.
+/// Rows sealed per statement.
 const BATCH: i32 = 500;
+/// Most statements of one sealing pass (a pass seals up to `BATCH × PASSES` rows, so a
+/// sweep keeps up with 20,000 audit rows per sweep interval; a longer backlog takes
+/// several sweeps, the lock held no longer than that).
+const PASSES: usize = 40;
 
 /// One audit row's fields, as the chain covers them.
 #[derive(Debug, Clone)]
@@ -109,43 +113,52 @@ impl PostgresStore {
                 return Ok(ChainSealed::default());
             }
             let sealed = async {
-                let rows = client
-                    .query(sql::CHAIN_AFTER_HEAD, &[&BATCH])
-                    .await
-                    .map_err(map_db_error)?;
                 let mut done = ChainSealed::default();
-                let Some(first) = rows.first() else {
-                    return Ok(done);
-                };
-                let mut head_id: Option<i64> = first.get("head_id");
-                let mut head_mac: Vec<u8> = first.get::<_, Option<Vec<u8>>>("head_mac").unwrap_or_default();
-                if let (Some(id), false) = (head_id, head_mac.is_empty()) {
-                    done.head = Some((id, hex(&head_mac)));
-                }
-                for row in &rows {
-                    let recorded: Option<OffsetDateTime> = row.get("recorded_at");
-                    // In id order, and only what has settled: the rest waits for a later
-                    // pass, so no row can land below a sealed one.
-                    if recorded.is_some_and(|at| at > settled) {
+                for _ in 0..PASSES {
+                    let rows = client
+                        .query(sql::CHAIN_AFTER_HEAD, &[&BATCH])
+                        .await
+                        .map_err(map_db_error)?;
+                    let Some(first) = rows.first() else {
+                        break;
+                    };
+                    let head_id: Option<i64> = first.get("head_id");
+                    let mut head_mac: Vec<u8> =
+                        first.get::<_, Option<Vec<u8>>>("head_mac").unwrap_or_default();
+                    if let (Some(id), false, None) = (head_id, head_mac.is_empty(), &done.head) {
+                        done.head = Some((id, hex(&head_mac)));
+                    }
+                    let (mut ids, mut macs) = (Vec::new(), Vec::new());
+                    for row in &rows {
+                        let recorded: Option<OffsetDateTime> = row.get("recorded_at");
+                        // In id order, and only what has settled: the rest waits for a
+                        // later pass, so no row can land below a sealed one.
+                        if recorded.is_some_and(|at| at > settled) {
+                            break;
+                        }
+                        let fields = Fields::of(row);
+                        let mac = link(&key, &head_mac, &fields);
+                        head_mac = mac.to_vec();
+                        ids.push(fields.id);
+                        macs.push(mac.to_vec());
+                    }
+                    if ids.is_empty() {
                         break;
                     }
-                    let fields = Fields::of(row);
-                    let mac = link(&key, &head_mac, &fields);
-                    let ok: bool = client
-                        .query_one(
-                            sql::CHAIN_SEAL,
-                            &[&fields.id, &head_id, &mac.as_slice(), &key_id],
-                        )
+                    let sealed: i32 = client
+                        .query_one(sql::CHAIN_SEAL_MANY, &[&head_id, &ids, &macs, &key_id])
                         .await
                         .map_err(map_db_error)?
                         .get(0);
-                    if !ok {
+                    let sealed = usize::try_from(sealed).unwrap_or(0).min(ids.len());
+                    if sealed > 0 {
+                        done.sealed += sealed;
+                        done.head = Some((ids[sealed - 1], hex(&macs[sealed - 1])));
+                    }
+                    // Stopped early (another sealer, a row not settled) or nothing more.
+                    if sealed < ids.len() || rows.len() < BATCH as usize {
                         break;
                     }
-                    head_id = Some(fields.id);
-                    head_mac = mac.to_vec();
-                    done.sealed += 1;
-                    done.head = Some((fields.id, hex(&mac)));
                 }
                 Ok(done)
             }

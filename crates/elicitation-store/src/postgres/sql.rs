@@ -383,8 +383,8 @@ pub(super) const CHAIN_LOCK: &str = "SELECT pg_try_advisory_lock(730692654714661
 pub(super) const CHAIN_UNLOCK: &str = "SELECT pg_advisory_unlock(7306926547146614644)";
 /// The unsealed rows after the chain's head, with the head.
 pub(super) const CHAIN_AFTER_HEAD: &str = "SELECT * FROM mcp_audit_after_head($1)";
-/// Seals one row after the head.
-pub(super) const CHAIN_SEAL: &str = "SELECT mcp_audit_seal($1, $2, $3, $4)";
+/// Seals rows in order after the head `$1` (V20): `$2` ids, `$3` MACs, `$4` key; how many.
+pub(super) const CHAIN_SEAL_MANY: &str = "SELECT mcp_audit_seal_many($1, $2, $3, $4)";
 /// The whole table in id order, a page at a time (run by the schema owner: `audit verify`).
 pub(super) const CHAIN_WALK: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac, mac_key FROM mcp_audit_events WHERE id > $1 ORDER BY id LIMIT $2";
 /// A page of audit events by time (`$1` from, `$2` before, or NULL), after id `$3`.

@@ -1917,6 +1917,105 @@ async fn the_writer_role_cannot_reseal_the_audit_chain() {
     assert_eq!(report.broken.map(|b| b.0), Some(next));
 }
 
+/// A backlog of more rows than one statement seals (a busy gateway writes thousands per
+/// sweep interval) is sealed by one sweep, and the chain verifies: V17's one row per
+/// statement, 500 per sweep, fell behind for good above a few gated calls a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_of_audit_rows_is_sealed_in_one_sweep() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let keys = key_spec(&[("k1", 1)]);
+    let store = store_on(&db, &keys, clock.clone(), Setup::default(), 2).await;
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    writer
+        .execute(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, tool_name, detail) SELECT now(), 'tool_call_completed', 'alice', 'acme', 'fs__delete', jsonb_build_object('outcome', 'ok', 'n', n) FROM generate_series(1, 1234) AS n",
+            &[],
+        )
+        .await
+        .unwrap();
+    clock.advance(time::Duration::seconds(20));
+    let sealed = store.seal_audit().await.unwrap();
+    assert_eq!(sealed.sealed, 1234, "{sealed:?}");
+    let admin = db.admin().await;
+    let last: i64 = admin
+        .query_one("SELECT max(id) FROM mcp_audit_events", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sealed.head.as_ref().map(|h| h.0), Some(last));
+    let report = verify_audit(&admin, &KeyRing::parse(&keys).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(report.broken, None, "{report:?}");
+    assert_eq!((report.verified, report.unsealed_tail), (1234, 0));
+    assert_eq!(store.seal_audit().await.unwrap().sealed, 0, "sealed once");
+}
+
+/// The batch sealing function holds the writer to the one-row rule: not after another
+/// head, not a sealed row again, not out of order, not with more ids than MACs; it seals
+/// up to the first row that breaks a rule, and a link the writer makes up is a break the
+/// walk reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
+    let (db, keys, ids) = sealed_trail().await;
+    let writer = db.writer().await;
+    let head = *ids.last().unwrap();
+    let seal = |after: Option<i64>, rows: Vec<i64>, macs: usize| {
+        let writer = &writer;
+        async move {
+            writer
+                .query_one(
+                    "SELECT mcp_audit_seal_many($1, $2, $3, 'k1')",
+                    &[&after, &rows, &vec![vec![7u8; 32]; macs]],
+                )
+                .await
+                .map(|row| row.get::<_, i32>(0))
+        }
+    };
+    // Sealed rows again, from an old head or from none.
+    assert_eq!(
+        seal(Some(ids[2]), vec![ids[3], ids[4]], 2).await.unwrap(),
+        0
+    );
+    assert_eq!(seal(None, vec![ids[0]], 1).await.unwrap(), 0);
+    assert!(
+        seal(Some(head), vec![head + 1], 2).await.is_err(),
+        "ids and MACs must pair"
+    );
+    // Three new rows; the writer lists them out of order: only those before the break.
+    as_caller(&writer, "alice", "acme").await;
+    let new: Vec<i64> = writer
+        .query(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 3) RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        seal(Some(head), vec![new[0], new[2], new[1]], 3)
+            .await
+            .unwrap(),
+        2,
+        "stops where the order breaks"
+    );
+    assert_eq!(
+        seal(Some(new[2]), vec![new[1]], 1).await.unwrap(),
+        0,
+        "a row below the head is never sealed"
+    );
+    let report = verify_audit(&db.admin().await, &keys).await.unwrap();
+    assert_eq!(
+        report.broken.map(|b| b.0),
+        Some(new[0]),
+        "the made-up link is caught"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
     use crate::{AccountStore, AccountTokens};
