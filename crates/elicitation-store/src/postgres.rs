@@ -41,6 +41,7 @@ use crate::{AuditSink, Fleet};
 
 mod accounts;
 mod chain;
+mod completions;
 mod grants;
 mod listen;
 mod notices;
@@ -118,7 +119,8 @@ pub struct PostgresStore {
     recheck_interval: StdDuration,
     operation_timeout: StdDuration,
     specs: Mutex<HashMap<ElicitationId, ResponseSpec>>,
-    round_trips: AtomicU64,
+    round_trips: Arc<AtomicU64>,
+    completions: completions::Completions,
     _listener: listen::Listener,
 }
 
@@ -235,6 +237,48 @@ fn tenant_param(caller: &Caller) -> Option<&str> {
     caller.tenant_id()
 }
 
+/// [`PostgresStore::scoped_to`] on `pool` (what the completion writer, which holds no
+/// store, needs too).
+async fn scoped_on(
+    pool: &Pool,
+    limit: StdDuration,
+    round_trips: &AtomicU64,
+    caller: &Caller,
+    groups: &str,
+    statement: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>, StoreError> {
+    bounded(pool, limit, async |client| {
+        let set_scope = client
+            .prepare_cached(sql::SET_CALLER)
+            .await
+            .map_err(map_db_error)?;
+        let statement = client
+            .prepare_cached(statement)
+            .await
+            .map_err(map_db_error)?;
+        let subject = caller.subject_id();
+        let tenant = caller.tenant_id().unwrap_or("");
+        let scope_params: [&(dyn ToSql + Sync); 3] = [&subject, &tenant, &groups];
+        round_trips.fetch_add(1, Ordering::Relaxed);
+        // Each future sends its messages when first polled, in this order, before any
+        // answer arrives. If the statement fails, the server answers COMMIT with
+        // ROLLBACK.
+        let (begin, set, rows, commit) = tokio::join!(
+            client.batch_execute("BEGIN"),
+            client.query(&set_scope, &scope_params),
+            client.query(&statement, params),
+            client.batch_execute("COMMIT"),
+        );
+        begin.map_err(map_db_error)?;
+        set.map_err(map_db_error)?;
+        let rows = rows.map_err(map_db_error)?;
+        commit.map_err(map_db_error)?;
+        Ok(rows)
+    })
+    .await
+}
+
 impl PostgresStore {
     /// Connects, checks the schema is migrated, and starts listening for changes.
     pub async fn connect(mut options: PostgresOptions) -> Result<Self, StoreError> {
@@ -278,6 +322,12 @@ impl PostgresStore {
             options.operation_timeout,
         )
         .await?;
+        let round_trips = Arc::new(AtomicU64::new(0));
+        let completions = completions::Completions::start(
+            pool.clone(),
+            options.operation_timeout,
+            round_trips.clone(),
+        );
         Ok(PostgresStore {
             pool,
             keys: options.keys,
@@ -290,7 +340,8 @@ impl PostgresStore {
             recheck_interval: options.recheck_interval,
             operation_timeout: options.operation_timeout,
             specs: Mutex::new(HashMap::new()),
-            round_trips: AtomicU64::new(0),
+            round_trips,
+            completions,
             _listener: listener,
         })
     }
@@ -356,34 +407,15 @@ impl PostgresStore {
         statement: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        self.with_client(async |client| {
-            let set_scope = client
-                .prepare_cached(sql::SET_CALLER)
-                .await
-                .map_err(map_db_error)?;
-            let statement = client
-                .prepare_cached(statement)
-                .await
-                .map_err(map_db_error)?;
-            let subject = caller.subject_id();
-            let tenant = caller.tenant_id().unwrap_or("");
-            let scope_params: [&(dyn ToSql + Sync); 3] = [&subject, &tenant, &groups];
-            self.round_trips.fetch_add(1, Ordering::Relaxed);
-            // Each future sends its messages when first polled, in this order, before any
-            // answer arrives. If the statement fails, the server answers COMMIT with
-            // ROLLBACK.
-            let (begin, set, rows, commit) = tokio::join!(
-                client.batch_execute("BEGIN"),
-                client.query(&set_scope, &scope_params),
-                client.query(&statement, params),
-                client.batch_execute("COMMIT"),
-            );
-            begin.map_err(map_db_error)?;
-            set.map_err(map_db_error)?;
-            let rows = rows.map_err(map_db_error)?;
-            commit.map_err(map_db_error)?;
-            Ok(rows)
-        })
+        scoped_on(
+            &self.pool,
+            self.operation_timeout,
+            &self.round_trips,
+            caller,
+            groups,
+            statement,
+            params,
+        )
         .await
     }
 
@@ -1264,7 +1296,15 @@ impl AuditSink for PostgresStore {
         let now = self.now();
         let elicitation = elicitation.map(|id| *id.as_uuid());
         let event = record.event().label();
+        let completed = matches!(record, GateRecord::Completed(..));
         let reason = crate::audit::gate_detail(record, policy);
+        if completed {
+            // Written in groups (`completions`): nothing waits on it but this record.
+            return self
+                .completions
+                .record(caller, now, elicitation, tool, reason.to_string())
+                .await;
+        }
         self.scoped(
             caller,
             sql::RECORD_GATE,

@@ -230,6 +230,15 @@ pub(super) const RECORD_GATE: &str = concat!(
     "SELECT $7, $5, $2, $3::text, $1, $4, $6::jsonb"
 );
 
+/// `$1` times, `$4` elicitations, `$5` tools, `$6` details (jsonb text), one caller's
+/// (`$2`, `$3`) `tool_call_completed` rows in one statement, in the order given.
+pub(super) const RECORD_COMPLETIONS: &str = concat!(
+    "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT u.at, 'tool_call_completed', $2, $3::text, u.elicitation_id, u.tool_name, u.detail::jsonb ",
+    "FROM unnest($1::timestamptz[], $4::uuid[], $5::text[], $6::text[]) WITH ORDINALITY ",
+    "AS u(at, elicitation_id, tool_name, detail, n) ORDER BY u.n"
+);
+
 /// The columns of a grant row, in the order `grants::decode` reads them.
 macro_rules! grant_columns {
     () => {

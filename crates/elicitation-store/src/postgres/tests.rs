@@ -1917,6 +1917,83 @@ async fn the_writer_role_cannot_reseal_the_audit_chain() {
     assert_eq!(report.broken.map(|b| b.0), Some(next));
 }
 
+/// Completions recorded at once by many calls of several callers are written in groups
+/// (fewer transactions than completions), every one of them, each in its own caller's
+/// row-level security scope; the writer role's limits intact (the group statement under one
+/// caller's scope cannot write another caller's row).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_recorded_at_once_are_written_in_groups_each_callers_own() {
+    use crate::{AuditSink as _, CallCompletion, GateRecord};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = Arc::new(store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 4).await);
+    let mallory = Caller::new("alice", Some("evil".into())).unwrap();
+    let callers = [alice(), bob(), mallory.clone()];
+    let before = store.round_trips();
+    let mut tasks = Vec::new();
+    for n in 0..300usize {
+        let (store, caller) = (store.clone(), callers[n % 3].clone());
+        tasks.push(tokio::spawn(async move {
+            store
+                .record_gate(
+                    &caller,
+                    None,
+                    &format!("fs__delete_{n}"),
+                    GateRecord::Completed(CallCompletion::Ok, None),
+                    &PolicyRef::default(),
+                )
+                .await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    let trips = store.round_trips() - before;
+    assert!(
+        trips < 300,
+        "grouped: {trips} round trips for 300 completions"
+    );
+    let admin = db.admin().await;
+    let rows = admin
+        .query(
+            "SELECT caller_subject, caller_tenant, tool_name, detail->>'outcome' FROM mcp_audit_events WHERE event = 'tool_call_completed' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 300, "none lost");
+    for row in &rows {
+        let (subject, tenant, tool, outcome): (String, Option<String>, String, String) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
+        let n: usize = tool.trim_start_matches("fs__delete_").parse().unwrap();
+        let caller = &callers[n % 3];
+        assert_eq!(
+            (subject.as_str(), tenant.as_deref()),
+            (caller.subject_id(), caller.tenant_id()),
+            "row {n} is its own caller's"
+        );
+        assert_eq!(outcome, "ok");
+    }
+    // The group statement under one caller's scope cannot write another caller's row.
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let now = time::OffsetDateTime::now_utc();
+    let refused = writer
+        .execute(
+            sql::RECORD_COMPLETIONS,
+            &[
+                &vec![now],
+                &"bob",
+                &Some("acme"),
+                &vec![None::<uuid::Uuid>],
+                &vec!["fs__delete"],
+                &vec!["{}"],
+            ],
+        )
+        .await;
+    assert_eq!(sqlstate(refused), Some(SqlState::INSUFFICIENT_PRIVILEGE));
+}
+
 /// A backlog of more rows than one statement seals (a busy gateway writes thousands per
 /// sweep interval) is sealed by one sweep, and the chain verifies: V17's one row per
 /// statement, 500 per sweep, fell behind for good above a few gated calls a second.

@@ -1,0 +1,151 @@
+//! The outcomes of forwarded gated calls (`tool_call_completed`), written in groups. A
+//! completion is recorded after the caller has its answer, so nothing waits on it but its
+//! own record: each is handed to one writer task, which writes every completion waiting
+//! when it is free in one transaction per caller (one multi-row `INSERT` under that
+//! caller's row-level security scope), then tells each its outcome. Under load a confirmed
+//! call then costs one round trip of its own (the redemption) and a share of a group's;
+//! alone it costs what it did. Nothing is dropped: a completion waits for its group's
+//! write, and a failed write is each one's error (logged by the gate, as before).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration as StdDuration;
+
+use deadpool_postgres::Pool;
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, oneshot};
+use uuid::Uuid;
+
+use super::{scoped_on, sql};
+use crate::{Caller, StoreError};
+
+/// Completions waiting for the writer at most (beyond, recording one waits for room).
+const QUEUE: usize = 4096;
+/// Most completions of one transaction.
+const GROUP: usize = 256;
+
+/// One completion to record.
+struct Completion {
+    caller: Caller,
+    at: OffsetDateTime,
+    elicitation: Option<Uuid>,
+    tool: String,
+    detail: String,
+    done: oneshot::Sender<Result<(), String>>,
+}
+
+/// The writer's queue.
+pub(super) struct Completions {
+    queue: mpsc::Sender<Completion>,
+}
+
+impl Completions {
+    /// Starts the writer on `pool` (it ends when this is dropped).
+    pub(super) fn start(
+        pool: Pool,
+        limit: StdDuration,
+        round_trips: Arc<AtomicU64>,
+    ) -> Completions {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(write_groups(pool, limit, round_trips, rx));
+        Completions { queue }
+    }
+
+    /// Records one completion; returns once its group is written (or failed).
+    pub(super) async fn record(
+        &self,
+        caller: &Caller,
+        at: OffsetDateTime,
+        elicitation: Option<Uuid>,
+        tool: &str,
+        detail: String,
+    ) -> Result<(), StoreError> {
+        let (done, outcome) = oneshot::channel();
+        let completion = Completion {
+            caller: caller.clone(),
+            at,
+            elicitation,
+            tool: tool.to_owned(),
+            detail,
+            done,
+        };
+        let gone = || StoreError::Unavailable("the completion writer has stopped".into());
+        self.queue.send(completion).await.map_err(|_| gone())?;
+        outcome
+            .await
+            .map_err(|_| gone())?
+            .map_err(|e| StoreError::Unavailable(e.into()))
+    }
+}
+
+/// Writes what waits, a group at a time, until the store is dropped.
+async fn write_groups(
+    pool: Pool,
+    limit: StdDuration,
+    round_trips: Arc<AtomicU64>,
+    mut rx: mpsc::Receiver<Completion>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut group = vec![first];
+        while group.len() < GROUP {
+            match rx.try_recv() {
+                Ok(next) => group.push(next),
+                Err(_) => break,
+            }
+        }
+        // One transaction per caller (its own row-level security scope), in arrival order
+        // within each.
+        let mut by_caller: BTreeMap<(String, Option<String>), Vec<Completion>> = BTreeMap::new();
+        for completion in group {
+            let key = (
+                completion.caller.subject_id().to_owned(),
+                completion.caller.tenant_id().map(str::to_owned),
+            );
+            by_caller.entry(key).or_default().push(completion);
+        }
+        for completions in by_caller.into_values() {
+            let outcome = write(&pool, limit, &round_trips, &completions)
+                .await
+                .map_err(|e| e.to_string());
+            for completion in completions {
+                let _ = completion.done.send(outcome.clone());
+            }
+        }
+    }
+}
+
+/// One caller's completions in one statement.
+async fn write(
+    pool: &Pool,
+    limit: StdDuration,
+    round_trips: &AtomicU64,
+    completions: &[Completion],
+) -> Result<(), StoreError> {
+    let Some(first) = completions.first() else {
+        return Ok(());
+    };
+    let caller = &first.caller;
+    let at: Vec<OffsetDateTime> = completions.iter().map(|c| c.at).collect();
+    let elicitations: Vec<Option<Uuid>> = completions.iter().map(|c| c.elicitation).collect();
+    let tools: Vec<&str> = completions.iter().map(|c| c.tool.as_str()).collect();
+    let details: Vec<&str> = completions.iter().map(|c| c.detail.as_str()).collect();
+    scoped_on(
+        pool,
+        limit,
+        round_trips,
+        caller,
+        "",
+        sql::RECORD_COMPLETIONS,
+        &[
+            &at,
+            &caller.subject_id(),
+            &caller.tenant_id(),
+            &elicitations,
+            &tools,
+            &details,
+        ],
+    )
+    .await?;
+    Ok(())
+}
