@@ -883,10 +883,12 @@ async fn scale_out(
     for instance in &instances {
         load::run(instance.addr, 4, 100, read.clone(), forwarded()).await?;
     }
+    // Enough calls that each row spans many of the quota's 100 ms periods (a row of a
+    // few periods measures where the throttling fell, not the instances).
     let (read_per, confirmed_per) = if options.quick {
-        (1_000, 300)
+        (3_000, 600)
     } else {
-        (5_000, 1_500)
+        (10_000, 2_000)
     };
     let mut rows = Vec::new();
     for n in 1..=3 {

@@ -1114,6 +1114,7 @@ impl Gateway {
         let pending = |confirmation: Elicitation| {
             mcp_trace::record("mcp.outcome", "held");
             tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
+            mcp_trace::hold(&confirmation.id.to_string());
             CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
                 confirmation,
                 askable_natively: call.message.shows_all_arguments,
@@ -1135,6 +1136,7 @@ impl Gateway {
                 // Approved, and consumed now: forwarded, once.
                 Ok(Redeemed::Consumed(consumed)) => {
                     tracing::info!(target: "mcp_trace", confirmation = %id, "redeemed");
+                    mcp_trace::link_hold(&id.to_string());
                     let forwarded = Audit::Forwarded {
                         gated: true,
                         shadowed: false,
@@ -1357,6 +1359,7 @@ impl Gateway {
         let pending = |confirmation: Elicitation| {
             mcp_trace::record("mcp.outcome", "held");
             tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
+            mcp_trace::hold(&confirmation.id.to_string());
             CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
                 confirmation,
                 askable_natively: call.message.shows_all_arguments,

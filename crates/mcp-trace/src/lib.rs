@@ -398,6 +398,69 @@ pub fn inject(headers: &mut http::HeaderMap) {
     });
 }
 
+/// Most holds remembered for the links of their re-calls (the oldest forgotten first).
+const MAX_HOLDS: usize = 10_000;
+
+/// The spans of traced holds, by confirmation id, for the re-call's link.
+static HOLDS: std::sync::Mutex<Holds> = std::sync::Mutex::new(Holds {
+    spans: Vec::new(),
+    next: 0,
+});
+
+/// A ring of (confirmation, the span that held it).
+struct Holds {
+    spans: Vec<(String, opentelemetry::trace::SpanContext)>,
+    next: usize,
+}
+
+fn holds() -> std::sync::MutexGuard<'static, Holds> {
+    HOLDS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Remembers the current (traced) span as the one that held `confirmation`, so that the
+/// call that redeems it links to it ([`link_hold`]); nothing when the request is not traced.
+/// Kept in this process only: a re-call served by another instance has no link.
+pub fn hold(confirmation: &str) {
+    use opentelemetry::trace::TraceContextExt as _;
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let context = span.context().span().span_context().clone();
+    if !context.is_valid() {
+        return;
+    }
+    let mut holds = holds();
+    let entry = (confirmation.to_owned(), context);
+    if holds.spans.len() < MAX_HOLDS {
+        holds.spans.push(entry);
+    } else {
+        let at = holds.next;
+        holds.spans[at] = entry;
+        holds.next = (at + 1) % MAX_HOLDS;
+    }
+}
+
+/// Links the current (traced) span to the span that held `confirmation`, if this process
+/// traced the hold: the re-call's trace leads to the hold's.
+pub fn link_hold(confirmation: &str) {
+    let span = tracing::Span::current();
+    if span.is_disabled() {
+        return;
+    }
+    let held = holds()
+        .spans
+        .iter()
+        .rev()
+        .find(|(id, _)| id == confirmation)
+        .map(|(_, context)| context.clone());
+    if let Some(context) = held {
+        span.add_link(context);
+    }
+}
+
 /// The current span's W3C `traceparent`, for a stdio module's `_meta`.
 pub fn traceparent() -> Option<String> {
     let mut headers = http::HeaderMap::new();

@@ -194,6 +194,47 @@ async fn a_call_is_traced_from_the_client_through_the_gateway_into_the_module() 
         "the stdio module's call is a child of the gateway's span: {sent}"
     );
 
+    // A 2025-11-25 client in a session: its call is traced too, continuing its trace, the
+    // era recorded.
+    let session = session_of(&gateway, AGENT).await;
+    let legacy_trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let parent = format!("00-{legacy_trace}-00f067aa0ba902b8-01");
+    let (status, _, body) = http(
+        "POST",
+        &format!("{base}/mcp"),
+        &[
+            ("authorization", &format!("Bearer {AGENT}")),
+            ("mcp-session-id", &session),
+            ("mcp-protocol-version", "2025-11-25"),
+            ("accept", "application/json, text/event-stream"),
+            ("traceparent", &parent),
+        ],
+        Some(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "notes__read", "arguments": {"path": MARKER}}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(text(&body["result"]), "ran read", "{body}");
+    let seen = until(&log, "of the 2025-era call", |s| {
+        s["trace_id"] == legacy_trace && s["name"] == "tools/call"
+    })
+    .await;
+    let legacy: Vec<&Value> = seen
+        .iter()
+        .filter(|s| s["trace_id"] == legacy_trace && s["attributes"]["mcp.tool"] == "notes__read")
+        .collect();
+    assert_eq!(legacy.len(), 1, "{seen:#?}");
+    assert_eq!(legacy[0]["attributes"]["mcp.era"], "2025");
+    assert_eq!(legacy[0]["attributes"]["mcp.outcome"], "forwarded");
+    assert_eq!(
+        children(&seen, legacy[0])
+            .iter()
+            .filter(|s| s["name"] == "mcp.module_call")
+            .count(),
+        1,
+        "{seen:#?}"
+    );
+
     // A held call, approved, re-called: the hold and the redemption are events, the
     // store's operations child spans.
     let held = traced_call(&base, "notes__write", json!({"path": MARKER}), None, None).await;
@@ -240,6 +281,18 @@ async fn a_call_is_traced_from_the_client_through_the_gateway_into_the_module() 
             .any(|e| e["name"] == "redeemed" && e["attributes"]["confirmation"] == id.as_str()),
         "{:#?}",
         redeemed[0]
+    );
+    // The re-call's span links to the hold's (another trace: each request continues its
+    // own client's).
+    assert!(
+        redeemed[0]["links"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|l| l["span_id"] == hold[0]["span_id"] && l["trace_id"] == hold[0]["trace_id"]),
+        "the re-call links to the hold: {:#?} {:#?}",
+        redeemed[0],
+        hold[0]
     );
 
     // A module that dies mid-call.
