@@ -2,8 +2,9 @@
 -- sweep: under a sustained load of more than a few gated calls a second its unsealed tail
 -- grew without end). The same rule as `mcp_audit_seal`, applied in one statement to rows in
 -- order: the head must be `after`; each row is sealed once, only after the one before
--- (the first after the head); the pass stops at the first row that cannot be sealed. The
--- writer role still has no UPDATE on the table.
+-- (the first after the head) with no unsealed row between them (V17's function allowed
+-- that gap); the pass stops at the first row that cannot be sealed. The writer role still
+-- has no UPDATE on the table.
 CREATE FUNCTION mcp_audit_seal_many(after bigint, row_ids bigint[], row_macs bytea[], key_id text)
 RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -23,6 +24,9 @@ BEGIN
     END IF;
     FOR i IN 1 .. coalesce(cardinality(row_ids), 0) LOOP
         EXIT WHEN row_ids[i] IS NULL OR row_ids[i] <= previous;
+        -- No unsealed row may be left behind between the last sealed one and this one.
+        EXIT WHEN EXISTS (SELECT 1 FROM public.mcp_audit_events g
+                          WHERE g.mac IS NULL AND g.id > previous AND g.id < row_ids[i]);
         UPDATE public.mcp_audit_events SET mac = row_macs[i], mac_key = key_id
         WHERE id = row_ids[i] AND mac IS NULL;
         EXIT WHEN NOT FOUND;

@@ -402,15 +402,15 @@ pub fn inject(headers: &mut http::HeaderMap) {
 const MAX_HOLDS: usize = 10_000;
 
 /// The spans of traced holds, by confirmation id, for the re-call's link.
-static HOLDS: std::sync::Mutex<Holds> = std::sync::Mutex::new(Holds {
-    spans: Vec::new(),
-    next: 0,
-});
+static HOLDS: std::sync::LazyLock<std::sync::Mutex<Holds>> =
+    std::sync::LazyLock::new(std::sync::Mutex::default);
 
-/// A ring of (confirmation, the span that held it).
+/// The latest span that held each confirmation, and the order they came in (the oldest
+/// forgotten first).
+#[derive(Default)]
 struct Holds {
-    spans: Vec<(String, opentelemetry::trace::SpanContext)>,
-    next: usize,
+    spans: std::collections::HashMap<String, opentelemetry::trace::SpanContext>,
+    order: std::collections::VecDeque<String>,
 }
 
 fn holds() -> std::sync::MutexGuard<'static, Holds> {
@@ -421,7 +421,8 @@ fn holds() -> std::sync::MutexGuard<'static, Holds> {
 
 /// Remembers the current (traced) span as the one that held `confirmation`, so that the
 /// call that redeems it links to it ([`link_hold`]); nothing when the request is not traced.
-/// Kept in this process only: a re-call served by another instance has no link.
+/// Kept in this process only: a re-call served by another instance has no link. A
+/// confirmation held again (the call repeated while it waits) is linked to its latest hold.
 pub fn hold(confirmation: &str) {
     use opentelemetry::trace::TraceContextExt as _;
     let span = tracing::Span::current();
@@ -433,29 +434,36 @@ pub fn hold(confirmation: &str) {
         return;
     }
     let mut holds = holds();
-    let entry = (confirmation.to_owned(), context);
-    if holds.spans.len() < MAX_HOLDS {
-        holds.spans.push(entry);
-    } else {
-        let at = holds.next;
-        holds.spans[at] = entry;
-        holds.next = (at + 1) % MAX_HOLDS;
+    if holds
+        .spans
+        .insert(confirmation.to_owned(), context)
+        .is_none()
+    {
+        holds.order.push_back(confirmation.to_owned());
+    }
+    while holds.order.len() > MAX_HOLDS {
+        if let Some(oldest) = holds.order.pop_front() {
+            holds.spans.remove(&oldest);
+        }
     }
 }
 
 /// Links the current (traced) span to the span that held `confirmation`, if this process
-/// traced the hold: the re-call's trace leads to the hold's.
+/// traced the hold, and forgets the hold (a confirmation is redeemed once): the re-call's
+/// trace leads to the hold's.
 pub fn link_hold(confirmation: &str) {
     let span = tracing::Span::current();
     if span.is_disabled() {
         return;
     }
-    let held = holds()
-        .spans
-        .iter()
-        .rev()
-        .find(|(id, _)| id == confirmation)
-        .map(|(_, context)| context.clone());
+    let held = {
+        let mut holds = holds();
+        let held = holds.spans.remove(confirmation);
+        if held.is_some() {
+            holds.order.retain(|id| id != confirmation);
+        }
+        held
+    };
     if let Some(context) = held {
         span.add_link(context);
     }

@@ -114,11 +114,20 @@ impl PostgresStore {
             }
             let sealed = async {
                 let mut done = ChainSealed::default();
-                for _ in 0..PASSES {
-                    let rows = client
-                        .query(sql::CHAIN_AFTER_HEAD, &[&BATCH])
-                        .await
-                        .map_err(map_db_error)?;
+                for pass in 0..PASSES {
+                    // A later pass that fails keeps what the earlier ones sealed (its head is
+                    // logged); the rest waits for the next sweep.
+                    let failed = |e: StoreError, done: ChainSealed| {
+                        if pass == 0 {
+                            return Err(e);
+                        }
+                        tracing::warn!(error = %e, "the audit chain's sealing stopped part way; the rest waits for the next sweep");
+                        Ok(done)
+                    };
+                    let rows = match client.query(sql::CHAIN_AFTER_HEAD, &[&BATCH]).await {
+                        Ok(rows) => rows,
+                        Err(e) => return failed(map_db_error(e), done),
+                    };
                     let Some(first) = rows.first() else {
                         break;
                     };
@@ -145,11 +154,13 @@ impl PostgresStore {
                     if ids.is_empty() {
                         break;
                     }
-                    let sealed: i32 = client
+                    let sealed: i32 = match client
                         .query_one(sql::CHAIN_SEAL_MANY, &[&head_id, &ids, &macs, &key_id])
                         .await
-                        .map_err(map_db_error)?
-                        .get(0);
+                    {
+                        Ok(row) => row.get(0),
+                        Err(e) => return failed(map_db_error(e), done),
+                    };
                     let sealed = usize::try_from(sealed).unwrap_or(0).min(ids.len());
                     if sealed > 0 {
                         done.sealed += sealed;

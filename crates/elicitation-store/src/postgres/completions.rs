@@ -4,8 +4,12 @@
 //! when it is free in one transaction per caller (one multi-row `INSERT` under that
 //! caller's row-level security scope), then tells each its outcome. Under load a confirmed
 //! call then costs one round trip of its own (the redemption) and a share of a group's;
-//! alone it costs what it did. Nothing is dropped: a completion waits for its group's
-//! write, and a failed write is each one's error (logged by the gate, as before).
+//! alone it costs what it did. A completion waits for its group's write, and a failed
+//! write is each one's error (logged by the gate, as before); callers' transactions run
+//! side by side, so one caller's slow write does not hold up another's. What the gate
+//! gives up waiting for (its store timeout, a database that does not answer) is logged as
+//! not recorded; completions still queued when the process ends are not written (as a
+//! record spawned but not run before was not).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -22,8 +26,10 @@ use crate::{Caller, StoreError};
 
 /// Completions waiting for the writer at most (beyond, recording one waits for room).
 const QUEUE: usize = 4096;
-/// Most completions of one transaction.
+/// Most completions taken at once.
 const GROUP: usize = 256;
+/// Most callers' transactions of one group at once.
+const PARALLEL: usize = 8;
 
 /// One completion to record.
 struct Completion {
@@ -104,13 +110,28 @@ async fn write_groups(
             );
             by_caller.entry(key).or_default().push(completion);
         }
-        for completions in by_caller.into_values() {
-            let outcome = write(&pool, limit, &round_trips, &completions)
-                .await
-                .map_err(|e| e.to_string());
-            for completion in completions {
-                let _ = completion.done.send(outcome.clone());
+        // Callers' transactions side by side (at most `PARALLEL` at once): one slow or
+        // failing caller's write does not hold up the others'.
+        let mut groups = by_caller.into_values();
+        loop {
+            let mut running = tokio::task::JoinSet::new();
+            for completions in groups.by_ref().take(PARALLEL) {
+                let (pool, round_trips) = (pool.clone(), round_trips.clone());
+                running.spawn(async move {
+                    let outcome = write(&pool, limit, &round_trips, &completions)
+                        .await
+                        .map_err(|e| e.to_string());
+                    for completion in completions {
+                        let _ = completion.done.send(outcome.clone());
+                    }
+                });
             }
+            if running.is_empty() {
+                break;
+            }
+            // A write that panicked dropped its completions' senders: their recorders get
+            // an error, never a hang.
+            while running.join_next().await.is_some() {}
         }
     }
 }

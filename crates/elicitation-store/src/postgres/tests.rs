@@ -2031,9 +2031,9 @@ async fn a_backlog_of_audit_rows_is_sealed_in_one_sweep() {
 }
 
 /// The batch sealing function holds the writer to the one-row rule: not after another
-/// head, not a sealed row again, not out of order, not with more ids than MACs; it seals
-/// up to the first row that breaks a rule, and a link the writer makes up is a break the
-/// walk reports.
+/// head, not a sealed row again, not out of order, not past an unsealed row, not with more
+/// ids than MACs; it seals up to the first row that breaks a rule, and a link the writer
+/// makes up is a break the walk reports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
     let (db, keys, ids) = sealed_trail().await;
@@ -2074,16 +2074,21 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(
+        seal(Some(head), vec![new[1], new[2]], 2).await.unwrap(),
+        0,
+        "no unsealed row is left behind below a sealed one"
+    );
+    assert_eq!(
         seal(Some(head), vec![new[0], new[2], new[1]], 3)
             .await
             .unwrap(),
-        2,
-        "stops where the order breaks"
+        1,
+        "stops where a row would be left behind (new[2] before new[1])"
     );
     assert_eq!(
-        seal(Some(new[2]), vec![new[1]], 1).await.unwrap(),
+        seal(Some(new[0]), vec![new[0]], 1).await.unwrap(),
         0,
-        "a row below the head is never sealed"
+        "the head is never sealed again"
     );
     let report = verify_audit(&db.admin().await, &keys).await.unwrap();
     assert_eq!(
