@@ -91,6 +91,27 @@ fn confirmed_args(i: usize) -> Value {
     json!({"path": "/bench", "n": i})
 }
 
+/// The `i`th confirmed call of the bench's agent: its own arguments and the `i`th
+/// confirmation of `ids` (from [`ready_confirmations`]).
+fn confirmed_calls(ids: Arc<Vec<String>>) -> MakeRequest {
+    Arc::new(move |i| {
+        modern(
+            "up__delete",
+            Some(AGENT),
+            confirmed_args(i),
+            json!({"confirmation_id": ids[i]}),
+        )
+    })
+}
+
+/// The `[store]` section of a gateway on `db` with the bench's seal key.
+fn postgres_store(db: &TestDb) -> String {
+    format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
+        TestDb::url(&db.writer)
+    )
+}
+
 /// Holds `count` destructive calls (the `i`th with [`confirmed_args`]`(i)`) and approves
 /// each through the REST API; returns the ids.
 async fn ready_confirmations(gateway: SocketAddr, count: usize) -> Result<Vec<String>> {
@@ -668,14 +689,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             }
         }
         let ids = Arc::new(ready_confirmations(gateway.addr, destructive_total(c)).await?);
-        let confirmed: MakeRequest = Arc::new(move |i| {
-            modern(
-                "up__delete",
-                Some(AGENT),
-                confirmed_args(i),
-                json!({"confirmation_id": ids[i]}),
-            )
-        });
+        let confirmed = confirmed_calls(ids);
         rows.push(
             measure(
                 "gateway destructive, memory",
@@ -718,10 +732,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
 
     // PostgreSQL.
     let db = TestDb::new().await;
-    let store = format!(
-        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
-        TestDb::url(&db.writer)
-    );
+    let store = postgres_store(&db);
     let pg_gateway =
         start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
     // A second instance on the same database and keys (the scale-out rows).
@@ -732,14 +743,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     for &c in &levels {
         let ids = Arc::new(ready_confirmations(pg_gateway.addr, destructive_total(c)).await?);
         let count = ids.len();
-        let confirmed: MakeRequest = Arc::new(move |i| {
-            modern(
-                "up__delete",
-                Some(AGENT),
-                confirmed_args(i),
-                json!({"confirmation_id": ids[i]}),
-            )
-        });
+        let confirmed = confirmed_calls(ids);
         // Statistics reach pg_stat_database when backends go idle (at most ~10 s later).
         let before = if c == 16 {
             tokio::time::sleep(Duration::from_secs(11)).await;
@@ -772,14 +776,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             // The same load spread over two instances on the one database.
             let ids = Arc::new(ready_confirmations(pg_gateway.addr, destructive_total(c)).await?);
             let count = ids.len();
-            let confirmed: MakeRequest = Arc::new(move |i| {
-                modern(
-                    "up__delete",
-                    Some(AGENT),
-                    confirmed_args(i),
-                    json!({"confirmation_id": ids[i]}),
-                )
-            });
+            let confirmed = confirmed_calls(ids);
             rows.push(
                 measure_spread(
                     "gateway destructive, postgres, 2 instances",
@@ -919,14 +916,7 @@ async fn scale_out(
         );
         let ids = Arc::new(ready_confirmations(prepare, confirmed_per * n).await?);
         let count = ids.len();
-        let confirmed: MakeRequest = Arc::new(move |i| {
-            modern(
-                "up__delete",
-                Some(AGENT),
-                confirmed_args(i),
-                json!({"confirmation_id": ids[i]}),
-            )
-        });
+        let confirmed = confirmed_calls(ids);
         rows.push(
             measure_spread(
                 SCALE_CONFIRMED[n - 1],
@@ -958,23 +948,13 @@ pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
     upstream_cmd.args(["upstream"]);
     let upstream = start(upstream_cmd, "listening on ").await?;
     let db = TestDb::new().await;
-    let store = format!(
-        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
-        TestDb::url(&db.writer)
-    );
+    let store = postgres_store(&db);
     let gateway = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
     let admin = db.admin().await;
     let count = if options.quick { 1_000 } else { 5_000 };
     for round in 0..3 {
         let ids = Arc::new(ready_confirmations(gateway.addr, count).await?);
-        let confirmed: MakeRequest = Arc::new(move |i| {
-            modern(
-                "up__delete",
-                Some(AGENT),
-                confirmed_args(i),
-                json!({"confirmation_id": ids[i]}),
-            )
-        });
+        let confirmed = confirmed_calls(ids);
         tokio::time::sleep(Duration::from_secs(11)).await;
         let (tx_before, cpu_before) = (transactions(&admin).await?, backend_cpu(&admin).await?);
         let row = measure(
@@ -1011,10 +991,7 @@ pub(crate) async fn scale_only(options: Options) -> Result<()> {
     upstream_cmd.args(["upstream"]);
     let upstream = start(upstream_cmd, "listening on ").await?;
     let db = TestDb::new().await;
-    let store = format!(
-        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"{SEAL_KEY}\"]\nmax_pending_per_caller = 100000",
-        TestDb::url(&db.writer)
-    );
+    let store = postgres_store(&db);
     let prepare = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
     eprintln!("measuring scale-out (release build, RUST_LOG=warn, all on 127.0.0.1):");
     let rows = scale_out(&options, &dir, &store, upstream.addr, prepare.addr).await?;
