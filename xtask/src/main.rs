@@ -101,54 +101,42 @@ fn migrate(args: &[&str]) -> Result<()> {
     })
 }
 
-fn bench_gateway(args: &[&str]) -> Result<()> {
-    let quick = match args {
-        [] => false,
-        ["--quick"] => true,
-        _ => bail!("usage: cargo xtask bench [--quick]"),
-    };
-    let mut build = cmd::cargo();
-    build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
-    cmd::status(build)?;
-    let root = cmd::workspace_root();
-    let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
-    run.arg("run")
-        .arg("--gateway")
-        .arg(cmd::target_dir().join("release/mcp-gateway"))
-        .env("DATABASE_URL", cluster.url())
-        .current_dir(&root);
-    if quick {
-        run.arg("--quick");
-    }
-    let result = cmd::status(run);
-    drop(cluster);
-    result?;
-    bench_store(args)
-}
-
-fn bench_scale_out(args: &[&str]) -> Result<()> {
-    let quick = match args {
-        [] => false,
-        ["--quick"] => true,
-        _ => bail!("usage: cargo xtask bench scale-out [--quick]"),
-    };
+/// Builds the release gateway and harness, then runs `mcp-bench <args> --gateway …` on a
+/// throwaway PostgreSQL (DATABASE_URL).
+fn release_harness(args: &[&str]) -> Result<()> {
     let mut build = cmd::cargo();
     build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
     cmd::status(build)?;
     let cluster = postgres::Cluster::start()?;
     let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
-    run.arg("scale-out")
+    run.args(args)
         .arg("--gateway")
         .arg(cmd::target_dir().join("release/mcp-gateway"))
         .env("DATABASE_URL", cluster.url())
         .current_dir(cmd::workspace_root());
-    if quick {
-        run.arg("--quick");
-    }
     let result = cmd::status(run);
     drop(cluster);
     result
+}
+
+/// `[]` or `["--quick"]`, else the usage.
+fn quick_flag<'a>(args: &[&'a str], usage: &str) -> Result<&'a [&'a str]> {
+    match args {
+        [] => Ok(&[]),
+        ["--quick"] => Ok(&["--quick"]),
+        _ => bail!("{usage}"),
+    }
+}
+
+fn bench_gateway(args: &[&str]) -> Result<()> {
+    let quick = quick_flag(args, "usage: cargo xtask bench [--quick]")?;
+    release_harness(&[&["run"], quick].concat())?;
+    bench_store(args)
+}
+
+fn bench_scale_out(args: &[&str]) -> Result<()> {
+    let quick = quick_flag(args, "usage: cargo xtask bench scale-out [--quick]")?;
+    release_harness(&[&["scale-out"], quick].concat())
 }
 
 fn soak(args: &[&str]) -> Result<()> {
@@ -167,28 +155,11 @@ fn soak(args: &[&str]) -> Result<()> {
     if !rest.is_empty() {
         bail!("{usage}");
     }
-    let mut build = cmd::cargo();
-    build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
-    cmd::status(build)?;
-    let root = cmd::workspace_root();
-    let cluster = postgres::Cluster::start()?;
-    let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
-    run.args(["soak", "--minutes", &minutes, "--sample-secs", &sample_secs])
-        .arg("--gateway")
-        .arg(cmd::target_dir().join("release/mcp-gateway"))
-        .env("DATABASE_URL", cluster.url())
-        .current_dir(&root);
-    let result = cmd::status(run);
-    drop(cluster);
-    result
+    release_harness(&["soak", "--minutes", &minutes, "--sample-secs", &sample_secs])
 }
 
 fn bench_store(args: &[&str]) -> Result<()> {
-    let quick = match args {
-        [] => false,
-        ["--quick"] => true,
-        _ => bail!("usage: cargo xtask bench store [--quick]"),
-    };
+    let quick = quick_flag(args, "usage: cargo xtask bench store [--quick]")?;
     let cluster = postgres::Cluster::start()?;
     let mut cmd = cmd::cargo();
     cmd.args([
@@ -201,10 +172,8 @@ fn bench_store(args: &[&str]) -> Result<()> {
         "store",
         "--",
     ])
+    .args(quick)
     .env("DATABASE_URL", cluster.url());
-    if quick {
-        cmd.arg("--quick");
-    }
     let result = cmd::status(cmd);
     drop(cluster);
     result

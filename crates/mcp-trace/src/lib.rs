@@ -425,6 +425,9 @@ fn holds() -> std::sync::MutexGuard<'static, Holds> {
 /// confirmation held again (the call repeated while it waits) is linked to its latest hold.
 pub fn hold(confirmation: &str) {
     use opentelemetry::trace::TraceContextExt as _;
+    if !INSTALLED.load(Ordering::Acquire) {
+        return;
+    }
     let span = tracing::Span::current();
     if span.is_disabled() {
         return;
@@ -448,12 +451,11 @@ pub fn hold(confirmation: &str) {
     }
 }
 
-/// Links the current (traced) span to the span that held `confirmation`, if this process
-/// traced the hold, and forgets the hold (a confirmation is redeemed once): the re-call's
-/// trace leads to the hold's.
+/// Forgets the hold of `confirmation` (a confirmation is redeemed once) and links the
+/// current span to it, if this process traced the hold and this request is traced: the
+/// re-call's trace leads to the hold's.
 pub fn link_hold(confirmation: &str) {
-    let span = tracing::Span::current();
-    if span.is_disabled() {
+    if !INSTALLED.load(Ordering::Acquire) {
         return;
     }
     let held = {
@@ -464,7 +466,8 @@ pub fn link_hold(confirmation: &str) {
         }
         held
     };
-    if let Some(context) = held {
+    let span = tracing::Span::current();
+    if let Some(context) = held.filter(|_| !span.is_disabled()) {
         span.add_link(context);
     }
 }

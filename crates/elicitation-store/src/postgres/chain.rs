@@ -26,8 +26,8 @@ pub(crate) const SETTLE: StdDuration = StdDuration::from_secs(15);
 /// Rows sealed per statement.
 const BATCH: i32 = 500;
 /// Most statements of one sealing pass (a pass seals up to `BATCH × PASSES` rows, so a
-/// sweep keeps up with 20,000 audit rows per sweep interval; a longer backlog takes
-/// several sweeps, the lock held no longer than that).
+/// sweep keeps up with 20,000 audit rows per sweep interval, and starts none after half the
+/// operation timeout; a longer backlog takes several sweeps).
 const PASSES: usize = 40;
 
 /// One audit row's fields, as the chain covers them.
@@ -103,6 +103,9 @@ impl PostgresStore {
         let key = keys[0];
         let key_id = self.keys.active_key_id().to_owned();
         let settled = self.now() - SETTLE;
+        // The whole sweep is bounded by the operation timeout: no pass starts after half
+        // of it, so a long backlog is sealed over several sweeps instead of timing out.
+        let stop_at = std::time::Instant::now() + self.operation_timeout / 2;
         self.with_client(async |client| {
             let locked: bool = client
                 .query_one(sql::CHAIN_LOCK, &[])
@@ -166,8 +169,12 @@ impl PostgresStore {
                         done.sealed += sealed;
                         done.head = Some((ids[sealed - 1], hex(&macs[sealed - 1])));
                     }
-                    // Stopped early (another sealer, a row not settled) or nothing more.
-                    if sealed < ids.len() || rows.len() < BATCH as usize {
+                    // Stopped early (another sealer, a row not settled), nothing more, or
+                    // the sweep's time is up.
+                    if sealed < ids.len()
+                        || rows.len() < BATCH as usize
+                        || std::time::Instant::now() >= stop_at
+                    {
                         break;
                     }
                 }

@@ -102,13 +102,12 @@ async fn write_groups(
         }
         // One transaction per caller (its own row-level security scope), in arrival order
         // within each.
-        let mut by_caller: BTreeMap<(String, Option<String>), Vec<Completion>> = BTreeMap::new();
+        let mut by_caller: BTreeMap<Caller, Vec<Completion>> = BTreeMap::new();
         for completion in group {
-            let key = (
-                completion.caller.subject_id().to_owned(),
-                completion.caller.tenant_id().map(str::to_owned),
-            );
-            by_caller.entry(key).or_default().push(completion);
+            by_caller
+                .entry(completion.caller.clone())
+                .or_default()
+                .push(completion);
         }
         // Callers' transactions side by side (at most `PARALLEL` at once): one slow or
         // failing caller's write does not hold up the others'.
