@@ -3743,6 +3743,117 @@ gate = "shadow"
     gateway.stop().await;
 }
 
+/// Issue 44, items 1 and 2, against a module on the official Python SDK whose pydantic reads
+/// `"true"`, `1` and `"yes"` as `True` and `"5000"` as `5000`: a `deny` comparing `force` with
+/// `true` denies every such form (it used to forward them, and the module ran with
+/// `force=True`); a `deny` comparing with a string denies a list holding it (it used to be
+/// held); and a failing `auto` rule before an `allow` holds the payment (`allow` used to pay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_is_not_talked_past_by_a_json_type_the_module_coerces() {
+    let scene = Scene::new("lax", "[store]\nkind = \"memory\"");
+    let rules = format!(
+        r#"
+[[modules]]
+name = "lax"
+transport = "stdio"
+command = "{python}"
+args = ["{fixture}"]
+[[policy]]
+tool = "lax__delete_branch"
+when = "has(args.force) && args.force == true"
+gate = "deny"
+reason = "no forced deletes"
+[[policy]]
+tool = "lax__delete_branch"
+when = "args.name == 'main'"
+gate = "deny"
+reason = "not main"
+[[policy]]
+tool = "lax__delete_branch"
+gate = "allow"
+[[policy]]
+tool = "lax__pay"
+when = "args.amount > 100"
+gate = "auto"
+[[policy]]
+tool = "lax__*"
+gate = "allow"
+"#,
+        python = env_or_panic("MCP_INTEROP_PYTHON"),
+        fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/lax_module.py"),
+    );
+    let config = std::fs::read_to_string(&scene.config).unwrap() + &rules;
+    write_secret(&scene.config, &config);
+    let gateway = Gateway::start(&scene.config).await;
+    // The Python module takes a moment to start.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !tool_names(&gateway.base, AGENT)
+        .await
+        .iter()
+        .any(|t| t == "lax__echo_force")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the lax module never listed its tools"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut s = Session::open(&gateway).await;
+
+    // The module is as lax as its users think.
+    for force in [json!("yes"), json!(1), json!("true")] {
+        let read = s
+            .call("lax__echo_force", json!({ "force": force }), None)
+            .await;
+        assert_eq!(text(&read), "force=True", "{force}: {read}");
+    }
+    let ran = s
+        .call(
+            "lax__delete_branch",
+            json!({"name": "topic", "force": false}),
+            None,
+        )
+        .await;
+    assert_eq!(text(&ran), "deleted topic force=False", "{ran}");
+
+    for force in [
+        json!(true),
+        json!("true"),
+        json!(1),
+        json!("yes"),
+        json!([true]),
+    ] {
+        let refused = s
+            .call(
+                "lax__delete_branch",
+                json!({"name": "topic", "force": force}),
+                None,
+            )
+            .await;
+        assert_eq!(
+            refused["structuredContent"]["policy_denied"], true,
+            "force = {force}: {refused}"
+        );
+        assert_eq!(refused["structuredContent"]["reason"], "no forced deletes");
+    }
+    for name in [json!("main"), json!(["main"])] {
+        let refused = s
+            .call("lax__delete_branch", json!({ "name": name }), None)
+            .await;
+        assert_eq!(
+            refused["structuredContent"]["reason"], "not main",
+            "name = {name}: {refused}"
+        );
+    }
+
+    let small = s.call("lax__pay", json!({"amount": 5}), None).await;
+    assert_eq!(text(&small), "paid 5", "{small}");
+    for amount in [json!(5000), json!("5000"), json!([5000])] {
+        held_id(&s.call("lax__pay", json!({ "amount": amount }), None).await);
+    }
+    gateway.stop().await;
+}
+
 /// A person approves one write to the real filesystem server and grants the tool for three
 /// more under the scratch directory: the next three writes run with nobody asked, the fourth
 /// is held; a grant longer than `[gate] max_grant` is refused with why. (A 2025-era session;

@@ -5,8 +5,8 @@
 //! [`crate::When`]), and says what becomes of a call it matches. The first rule that
 //! matches decides; a call no rule matches is decided by its hints (`auto`).
 //!
-//! A `when` that cannot be evaluated never opens the gate: an `allow`, `shadow` or `auto`
-//! rule then does not match (the next rule decides), and a `confirm` or `deny` rule does.
+//! A `when` that cannot be evaluated never opens the gate: the call gets the stricter of what
+//! its rule would decide and what the rules after it decide ([`GatePolicy::decide`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -44,12 +44,6 @@ impl GateMode {
             GateMode::Deny => "deny",
             GateMode::Shadow => "shadow",
         }
-    }
-
-    /// Whether a `when` that cannot be evaluated makes a rule of this mode match: only where
-    /// matching keeps the gate shut.
-    const fn matches_on_failure(self) -> bool {
-        matches!(self, GateMode::Confirm | GateMode::Deny)
     }
 }
 
@@ -98,6 +92,26 @@ pub enum HoldReason {
     },
     /// The tool reaches outside systems and open-world tools are gated.
     OpenWorld,
+}
+
+/// How closed a decision keeps the gate: forward, shadow (forwarded, recorded), held with
+/// grants, held without, deny.
+fn strictness(d: &Decided) -> u8 {
+    match d.decision {
+        GateDecision::Forward => 0,
+        GateDecision::Shadow => 1,
+        GateDecision::Confirm(_) if d.grants => 2,
+        GateDecision::Confirm(_) => 3,
+        GateDecision::Deny => 4,
+    }
+}
+
+/// The stricter of a failed rule's decision (kept on a tie) and a later one.
+fn stricter(floor: Option<Decided>, later: Decided) -> Decided {
+    match floor {
+        Some(floor) if strictness(&floor) >= strictness(&later) => floor,
+        _ => later,
+    }
 }
 
 /// The tools a rule names.
@@ -306,37 +320,57 @@ impl GatePolicy {
 
     /// Decides what happens to a call with these facts, whose tool's hints come from
     /// `hints`: the first rule that matches decides, else the hints (`auto`).
+    ///
+    /// A rule whose `when` cannot be evaluated neither matches nor is passed over: the call
+    /// gets the stricter of what that rule would decide and what the rules after it decide
+    /// (deny, then held without grants, held, shadow, forward), so a failure never opens the
+    /// gate wider than either reading. A failing `confirm` or `deny` therefore holds or denies;
+    /// a failing `auto` holds what the hints hold; a failing `shadow` at least records; a
+    /// failing `allow` leaves the call to the rules after it.
     pub fn decide(&self, facts: &CallFacts<'_>, hints: HintSource<'_>) -> Decided {
         let mut failures = Vec::new();
+        // The strictest decision of the rules that failed on the way.
+        let mut floor: Option<Decided> = None;
+        let mut decided = None;
         for (index, rule) in self.rules.iter().enumerate() {
             if !rule.tool.matches(facts.tool) {
                 continue;
             }
-            let matched = match &rule.when {
-                None => true,
-                Some(when) => when.matches(facts).unwrap_or_else(|why| {
+            match rule.when.as_ref().map(|when| when.matches(facts)) {
+                None | Some(Ok(true)) => {
+                    decided = Some(self.by_rule(index, rule, hints));
+                    break;
+                }
+                Some(Ok(false)) => {}
+                Some(Err(why)) => {
                     failures.push((index, why));
-                    rule.mode.matches_on_failure()
-                }),
-            };
-            if matched {
-                return Decided {
-                    decision: self.apply(rule.mode, hints),
-                    rule: Some(index),
-                    reason: rule.reason.clone(),
-                    ttl: rule.ttl.unwrap_or(self.default_ttl),
-                    failures,
-                    grants: rule.grants,
-                };
+                    floor = Some(stricter(floor, self.by_rule(index, rule, hints)));
+                }
             }
         }
-        Decided {
+        let decided = decided.unwrap_or_else(|| Decided {
             decision: self.apply(GateMode::Auto, hints),
             rule: None,
             reason: None,
             ttl: self.default_ttl,
-            failures,
+            failures: Vec::new(),
             grants: true,
+        });
+        Decided {
+            failures,
+            ..stricter(floor, decided)
+        }
+    }
+
+    /// What `rule` (at `index`) decides for a call it matches.
+    fn by_rule(&self, index: usize, rule: &PolicyRule, hints: HintSource<'_>) -> Decided {
+        Decided {
+            decision: self.apply(rule.mode, hints),
+            rule: Some(index),
+            reason: rule.reason.clone(),
+            ttl: rule.ttl.unwrap_or(self.default_ttl),
+            failures: Vec::new(),
+            grants: rule.grants,
         }
     }
 
@@ -606,8 +640,8 @@ mod tests {
         );
     }
 
-    /// A `when` that cannot be evaluated never opens the gate: `allow`, `shadow` and `auto`
-    /// rules do not match, `confirm` and `deny` rules do.
+    /// A `when` that cannot be evaluated never opens the gate: the call gets the stricter of
+    /// what its rule decides and what the rules after it decide.
     #[test]
     fn a_when_that_cannot_be_evaluated_never_opens_the_gate() {
         let ro = ToolAnnotations::read_only_idempotent();
@@ -655,6 +689,102 @@ mod tests {
             GateDecision::Confirm(HoldReason::Destructive { declared: false })
         );
         assert_eq!(d.rule, None);
+    }
+
+    /// The attacker's reading: `auto when args.amount > 100` then `allow`, and an amount sent
+    /// as a string. The failing `auto` used to be passed over, and `allow` paid 5000.
+    #[test]
+    fn a_failing_auto_or_shadow_rule_does_not_let_a_later_rule_open_the_gate() {
+        let ro = ToolAnnotations::read_only_idempotent();
+        let pay = |mode| {
+            GatePolicy::default()
+                .with_rule(PolicyRule::new("bank__pay", mode).when(when("args.amount > 100")))
+                .with_rule(PolicyRule::new("bank__pay", GateMode::Allow))
+        };
+        let args = json!({"amount": "5000"});
+        let f = facts("bank__pay", &args);
+        let d = pay(GateMode::Auto).decide(&f, HintSource::Untrusted);
+        assert_eq!(
+            (d.decision, d.rule),
+            (
+                GateDecision::Confirm(HoldReason::Destructive { declared: false }),
+                Some(0)
+            ),
+            "held by the hints, as if auto had matched"
+        );
+        assert_eq!(d.failures.len(), 1);
+        // Hints that forward forward either way (the later allow is not stricter).
+        let d = pay(GateMode::Auto).decide(&f, HintSource::Trusted(&ro));
+        assert_eq!(d.decision, GateDecision::Forward);
+        // A failing shadow records what it would have held.
+        let d = pay(GateMode::Shadow).decide(&f, HintSource::Untrusted);
+        assert_eq!((d.decision, d.rule), (GateDecision::Shadow, Some(0)));
+        // A number still compares and decides as written.
+        let small = json!({"amount": 5});
+        let d = pay(GateMode::Auto).decide(&facts("bank__pay", &small), HintSource::Untrusted);
+        assert_eq!((d.decision, d.rule), (GateDecision::Forward, Some(1)));
+        // A failing confirm before a deny: the deny, not a hold a person could approve.
+        let policy = GatePolicy::default()
+            .with_rule(
+                PolicyRule::new("bank__pay", GateMode::Confirm).when(when("args.amount > 100")),
+            )
+            .with_rule(PolicyRule::new("bank__pay", GateMode::Deny));
+        let d = policy.decide(&f, HintSource::Untrusted);
+        assert_eq!((d.decision, d.rule), (GateDecision::Deny, Some(1)));
+        // Two holds: the one without grants.
+        let policy = GatePolicy::default()
+            .with_rule(PolicyRule::new("bank__pay", GateMode::Auto).when(when("args.amount > 100")))
+            .with_rule(PolicyRule::new("bank__pay", GateMode::Confirm).without_grants());
+        let d = policy.decide(&f, HintSource::Untrusted);
+        assert_eq!((d.rule, d.grants), (Some(1), false));
+    }
+
+    /// The attacker's reading of item 1: a `deny` compared with `true` is talked past by the
+    /// string form, a number, or a word a lax module reads as true; a `deny` compared with a
+    /// string by a list holding it.
+    #[test]
+    fn a_deny_rule_is_not_talked_past_by_changing_a_json_type() {
+        let policy = GatePolicy::default()
+            .with_rule(
+                PolicyRule::new("fs__rm", GateMode::Deny)
+                    .when(when("has(args.force) && args.force == true")),
+            )
+            .with_rule(
+                PolicyRule::new("fs__rm", GateMode::Deny).when(when("args.target == 'prod'")),
+            )
+            .with_rule(
+                PolicyRule::new("fs__rm", GateMode::Deny)
+                    .when(when("has(args.env) && args.env in ['prod', 'production']")),
+            )
+            .with_rule(PolicyRule::new("fs__rm", GateMode::Allow));
+        let ro = ToolAnnotations::read_only_idempotent();
+        let decide = |args: Value| {
+            policy
+                .decide(&facts("fs__rm", &args), HintSource::Trusted(&ro))
+                .decision
+        };
+        for args in [
+            json!({"force": true, "target": "dev"}),
+            json!({"force": "true", "target": "dev"}),
+            json!({"force": 1, "target": "dev"}),
+            json!({"force": "yes", "target": "dev"}),
+            json!({"force": [true], "target": "dev"}),
+            json!({"target": ["prod"]}),
+            json!({"target": {"name": "prod"}}),
+            json!({"target": "prod"}),
+            json!({"target": "dev", "env": ["prod"]}),
+            json!({"target": "dev", "env": 1}),
+        ] {
+            assert_eq!(decide(args.clone()), GateDecision::Deny, "{args}");
+        }
+        for args in [
+            json!({"force": false, "target": "dev"}),
+            json!({"target": "dev"}),
+            json!({"target": "dev", "env": "staging"}),
+            json!({"target": "dev", "force": null}),
+        ] {
+            assert_eq!(decide(args.clone()), GateDecision::Forward, "{args}");
+        }
     }
 
     #[test]

@@ -12,13 +12,23 @@
 //! names `args` only as `args.field`) are at most [`MAX_ARGS_BYTES`] of JSON nested at most
 //! [`MAX_ARGS_DEPTH`] deep. Past a bound evaluation fails, and a failure is never an open
 //! gate: the caller decides what a failure means for its rule (`crate::policy`).
+//!
+//! Comparisons are strict about types. CEL's `==`, `!=` and `in` answer `false` for values of
+//! different types, so `args.force == true` would not match `{"force": "true"}`, `1` or
+//! `"yes"` (which a lax module may still read as true), and a `deny` rule would be talked past
+//! by changing a JSON type. Here they fail instead: two values compare only when both are
+//! strings, booleans, numbers (of any kind: `1 == 1.0`), lists or maps of such, or one is
+//! `null` (equal only to `null`); `x in list` fails when any element cannot be compared with
+//! `x`, and `x in map` when `x` is not of its keys' type. Ordering (`<`, `>`, …) already fails
+//! between types.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use cel::common::ast::{EntryExpr, Expr};
-use cel::{Context, IdedExpr, Program, Value as Cel};
+use cel::common::ast::{EntryExpr, Expr, operators};
+use cel::objects::Key;
+use cel::{Context, ExecutionError, IdedExpr, Program, Value as Cel};
 use serde_json::Value;
 
 use crate::EffectiveHints;
@@ -36,7 +46,8 @@ pub const MAX_ARGS_DEPTH: usize = 32;
 #[derive(Clone)]
 pub struct When {
     source: Arc<str>,
-    program: Arc<Program>,
+    /// The program with its comparisons made strict ([`strict`]).
+    expression: Arc<IdedExpr>,
     /// The top-level argument fields it reads, when it reads `args` only as `args.field`
     /// (`None`: it reads `args` whole).
     fields: Option<Vec<String>>,
@@ -135,9 +146,11 @@ impl When {
             fields.sort();
             fields
         });
+        let mut expression = program.expression().clone();
+        strict(&mut expression);
         Ok(When {
             source: source.into(),
-            program: Arc::new(program),
+            expression: Arc::new(expression),
             fields,
         })
     }
@@ -198,12 +211,16 @@ impl When {
         .map(|(k, v)| (k.to_owned(), Cel::Bool(v)))
         .collect();
         context.add_variable_from_value("hints", hints);
+        for (name, function) in STRICT {
+            // The names cannot be spelled in CEL, so none is declared already.
+            let _ = context.add_function(name, function);
+        }
         // What went wrong, never with the values (they are the agent's arguments, which
         // are not logged).
         // The evaluator is third-party code given the agent's arguments: a panic in it is a
         // failure to evaluate (which never opens the gate), not a dropped request.
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.program.execute(&context)
+            context.resolve(&self.expression)
         }))
         .map_err(|_| "it cannot be evaluated".to_owned())?;
         match result {
@@ -219,6 +236,135 @@ impl When {
             ) => Err("a value it reads has another type".into()),
             Err(_) => Err("it cannot be evaluated".into()),
         }
+    }
+}
+
+/// The names of the strict comparisons: not identifiers, so no `when` can call them itself.
+const STRICT_EQ: &str = "_==_ strict";
+const STRICT_NE: &str = "_!=_ strict";
+const STRICT_IN: &str = "@in strict";
+
+type Strict = fn(Cel, Cel) -> Result<Cel, ExecutionError>;
+
+const STRICT: [(&str, Strict); 3] = [
+    (STRICT_EQ, |a, b| strict_eq(&a, &b).map(Cel::Bool)),
+    (STRICT_NE, |a, b| strict_eq(&a, &b).map(|eq| Cel::Bool(!eq))),
+    (STRICT_IN, |a, b| strict_in(&a, &b).map(Cel::Bool)),
+];
+
+/// Makes every `==`, `!=` and `in` of `expr` (macros' expansions included) a call of its
+/// strict form.
+fn strict(expr: &mut IdedExpr) {
+    match &mut expr.expr {
+        Expr::Call(call) => {
+            if call.args.len() == 2 {
+                match call.func_name.as_str() {
+                    operators::EQUALS => call.func_name = STRICT_EQ.to_owned(),
+                    operators::NOT_EQUALS => call.func_name = STRICT_NE.to_owned(),
+                    operators::IN => call.func_name = STRICT_IN.to_owned(),
+                    _ => {}
+                }
+            }
+            if let Some(target) = &mut call.target {
+                strict(target);
+            }
+            call.args.iter_mut().for_each(strict);
+        }
+        Expr::Select(select) => strict(&mut select.operand),
+        Expr::List(list) => list.elements.iter_mut().for_each(strict),
+        Expr::Map(map) => map.entries.iter_mut().for_each(strict_entry),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(strict_entry),
+        Expr::Comprehension(c) => {
+            for part in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                strict(part);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn strict_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
+    match &mut entry.expr {
+        EntryExpr::StructField(field) => strict(&mut field.value),
+        EntryExpr::MapEntry(entry) => {
+            strict(&mut entry.key);
+            strict(&mut entry.value);
+        }
+    }
+}
+
+fn not_comparable(a: &Cel, b: &Cel) -> ExecutionError {
+    ExecutionError::ValuesNotComparable(a.clone(), b.clone())
+}
+
+const fn is_number(v: &Cel) -> bool {
+    matches!(v, Cel::Int(_) | Cel::UInt(_) | Cel::Float(_))
+}
+
+/// Whether `a` equals `b`, failing where their types differ (but for `null`, and numbers of
+/// different kinds), at any depth.
+fn strict_eq(a: &Cel, b: &Cel) -> Result<bool, ExecutionError> {
+    match (a, b) {
+        (Cel::Null, _) | (_, Cel::Null) => Ok(matches!((a, b), (Cel::Null, Cel::Null))),
+        (Cel::String(_), Cel::String(_))
+        | (Cel::Bool(_), Cel::Bool(_))
+        | (Cel::Bytes(_), Cel::Bytes(_)) => Ok(a == b),
+        _ if is_number(a) && is_number(b) => Ok(a == b),
+        (Cel::List(x), Cel::List(y)) => {
+            let mut equal = x.len() == y.len();
+            for (a, b) in x.iter().zip(y.iter()) {
+                equal &= strict_eq(a, b)?;
+            }
+            Ok(equal)
+        }
+        (Cel::Map(x), Cel::Map(y)) => {
+            let mut equal = x.map.len() == y.map.len();
+            for (key, a) in x.map.iter() {
+                match y.map.get(key) {
+                    Some(b) => equal &= strict_eq(a, b)?,
+                    None => equal = false,
+                }
+            }
+            Ok(equal)
+        }
+        _ => Err(not_comparable(a, b)),
+    }
+}
+
+/// Whether `item` is in `container` (an element of a list, a key of a map), failing where
+/// an element, or a key, cannot be compared with it.
+fn strict_in(item: &Cel, container: &Cel) -> Result<bool, ExecutionError> {
+    match container {
+        Cel::List(items) => {
+            let mut found = false;
+            for element in items.iter() {
+                found |= strict_eq(item, element)?;
+            }
+            Ok(found)
+        }
+        Cel::Map(map) => {
+            let mut found = false;
+            for key in map.map.keys() {
+                let key = match key {
+                    Key::Int(i) => Cel::Int(*i),
+                    Key::Uint(u) => Cel::UInt(*u),
+                    Key::Bool(b) => Cel::Bool(*b),
+                    Key::String(s) => Cel::String(s.clone()),
+                };
+                if matches!(item, Cel::Null) {
+                    return Err(not_comparable(item, &key));
+                }
+                found |= strict_eq(item, &key)?;
+            }
+            Ok(found)
+        }
+        _ => Err(not_comparable(item, container)),
     }
 }
 
@@ -405,6 +551,63 @@ mod tests {
                 "{source}: {:?}",
                 when.matches(&f)
             );
+        }
+    }
+
+    /// `==`, `!=` and `in` between values of different types fail rather than answer
+    /// `false` (which a `deny` rule would read as "not this call").
+    #[test]
+    fn comparisons_between_types_fail_instead_of_answering_false() {
+        let args = json!({
+            "s": "true", "b": true, "i": 1, "f": 1.0, "n": null,
+            "l": ["prod"], "m": {"k": "v"}, "mixed": ["a", 1]
+        });
+        let f = facts(&args, &[]);
+        for source in [
+            "args.s == true",
+            "args.s != true",
+            "args.i == true",
+            "args.b == 1",
+            "args.s == 1",
+            "args.l == 'prod'",
+            "args.m == 'v'",
+            "args.l == [1]",
+            "args.m == {'k': 1}",
+            "args.s in [true, false]",
+            "args.l in ['prod']",
+            "'a' in args.mixed",
+            "1 in args.m",
+            "args.n in args.m",
+            "args.s in 'true'",
+            "args.l.exists(x, x == 1)",
+            "[args.s].exists_one(x, x == true)",
+        ] {
+            let when = When::compile(source).unwrap();
+            assert!(
+                when.matches(&f).is_err(),
+                "{source}: {:?}",
+                when.matches(&f)
+            );
+        }
+        for (source, want) in [
+            ("args.s == 'true'", true),
+            ("args.b == true", true),
+            ("args.b != false", true),
+            ("args.i == 1.0 && args.f == 1 && args.i == 1u", true),
+            ("args.n == null && args.s != null && null != args.b", true),
+            ("args.l == ['prod'] && args.l != ['dev']", true),
+            (
+                "args.m == {'k': 'v'} && args.m != {'k': 'w'} && args.m != {}",
+                true,
+            ),
+            ("'prod' in args.l && !('dev' in args.l)", true),
+            ("'k' in args.m && !('j' in args.m)", true),
+            ("null in [null, 'a'] && !(args.s in [null])", true),
+            ("args.l.exists_one(x, x == 'prod')", true),
+            ("[1, 2].exists_one(x, x == 2)", true),
+        ] {
+            let when = When::compile(source).unwrap();
+            assert_eq!(when.matches(&f), Ok(want), "{source}");
         }
     }
 
