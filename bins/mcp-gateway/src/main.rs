@@ -315,19 +315,35 @@ async fn run(cli: Cli) -> Result<()> {
                 .as_ref()
                 .map_or_else(|| "none".to_owned(), |(id, mac)| format!("row {id}, {mac}"));
             println!(
-                "{} rows, {} verified, {} newest not sealed yet; chain head: {head}",
+                "{} rows, {} verified, {} not verified (not sealed yet); chain head: {head}",
                 report.rows, report.verified, report.unsealed_tail
             );
-            match report.broken {
-                None => {
-                    println!("the audit chain is whole");
-                    Ok(())
-                }
-                Some((row, why)) => {
-                    println!("BROKEN at row {row}: {why}");
-                    anyhow::bail!("the audit chain is broken at row {row}")
-                }
+            let sweep = config
+                .as_ref()
+                .map_or(std::time::Duration::from_secs(30), |c| {
+                    c.store.sweep_interval
+                });
+            let max_wait = elicitation_store::max_unsealed_wait(sweep);
+            if let Some((row, why)) = report.broken {
+                println!("BROKEN at row {row}: {why}");
+                anyhow::bail!("the audit chain is broken at row {row}")
             }
+            if let Some(why) = report.stalled(max_wait) {
+                println!("NOT VERIFIED: {why}");
+                anyhow::bail!("the audit chain is not verified past its head")
+            }
+            match (report.unsealed_tail, &report.head) {
+                (0, _) => println!("the audit chain is whole"),
+                (n, Some((row, _))) => println!(
+                    "the audit chain is whole up to row {row}; the {n} newest rows are not verified yet (settling, sealed within {} s)",
+                    max_wait.as_secs()
+                ),
+                (n, None) => println!(
+                    "nothing is verified yet: the {n} rows are settling (sealed within {} s)",
+                    max_wait.as_secs()
+                ),
+            }
+            Ok(())
         }
         Command::Audit {
             action:

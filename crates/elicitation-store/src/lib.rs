@@ -55,7 +55,7 @@ pub use pins::{
 };
 pub use postgres::{
     CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
-    verify_audit,
+    audit_seal_stalls, max_unsealed_wait, verify_audit,
 };
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{

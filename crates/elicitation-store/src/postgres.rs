@@ -47,7 +47,10 @@ mod listen;
 mod notices;
 mod pins;
 mod row;
-pub use chain::{CHAIN_KEY_INFO, ChainReport, ChainSealed, audit_page, verify_audit};
+pub use chain::{
+    CHAIN_KEY_INFO, ChainReport, ChainSealed, audit_page, audit_seal_stalls, max_unsealed_wait,
+    verify_audit,
+};
 pub(crate) mod sql;
 
 use crate::grant::Grant;
@@ -1187,11 +1190,19 @@ impl ElicitationStore for PostgresStore {
         // The audit chain is sealed on the same tick (its own statements: a failure is
         // logged and the rows wait for the next one).
         match self.seal_audit().await {
-            Ok(chain) if chain.sealed > 0 => {
-                let (head, mac) = chain.head.unwrap_or_default();
-                tracing::info!(sealed = chain.sealed, head, head_mac = %mac, "audit chain sealed; its head");
+            Ok(chain) => {
+                if chain.sealed > 0 {
+                    let (head, mac) = chain.head.unwrap_or_default();
+                    tracing::info!(sealed = chain.sealed, head, head_mac = %mac, "audit chain sealed; its head");
+                }
+                if let Some((row, at)) = chain.stalled {
+                    tracing::warn!(
+                        row,
+                        recorded_at = %at,
+                        "the audit chain cannot be sealed past row {row}: it is dated in the future, so every row after it stays unsealed and unverified (docs/audit.md: a row dated in the future)"
+                    );
+                }
             }
-            Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "the audit chain could not be sealed now; its rows wait for the next sweep");
             }

@@ -110,6 +110,7 @@ pub struct Metrics {
     notifications: Family<NotifyLabels, Counter>,
     notices_dropped: Counter,
     trace_spans_dropped: Counter,
+    audit_seal_stalled: Counter,
     trace_spans_failed: Counter,
     sessions: Gauge,
     streams: Gauge,
@@ -151,6 +152,7 @@ impl Metrics {
             notifications: Family::default(),
             notices_dropped: Counter::default(),
             trace_spans_dropped: Counter::default(),
+            audit_seal_stalled: Counter::default(),
             trace_spans_failed: Counter::default(),
             limited: Family::default(),
             reloads: Family::default(),
@@ -252,6 +254,11 @@ impl Metrics {
             "notices_dropped",
             "Notices the memory store's outbox dropped because it was full",
             metrics.notices_dropped.clone(),
+        );
+        registry.register(
+            "audit_seal_stalled",
+            "Sweeps that could not seal settled audit rows because a row after the chain's head is dated in the future (every row after it stays unverified; docs/audit.md)",
+            metrics.audit_seal_stalled.clone(),
         );
         registry.register(
             "trace_spans_dropped",
@@ -377,6 +384,10 @@ impl Metrics {
         for (counter, now) in [
             (&self.trace_spans_dropped, mcp_trace::dropped()),
             (&self.trace_spans_failed, mcp_trace::failed()),
+            (
+                &self.audit_seal_stalled,
+                elicitation_store::audit_seal_stalls(),
+            ),
         ] {
             counter.inc_by(now.saturating_sub(counter.get()));
         }

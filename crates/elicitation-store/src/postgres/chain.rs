@@ -3,6 +3,7 @@
 //! fields ([`link`]). Rows are sealed after they settle, in id order, by one instance at a
 //! time ([`PostgresStore::seal_audit`]); [`verify_audit`] walks the whole chain.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
 use ring::hmac;
@@ -29,6 +30,20 @@ const BATCH: i32 = 500;
 /// sweep keeps up with 20,000 audit rows per sweep interval, and starts none after half the
 /// operation timeout; a longer backlog takes several sweeps).
 const PASSES: usize = 40;
+
+/// Sweeps, in this process, that found the chain blocked by a row dated in the future.
+static STALLED: AtomicU64 = AtomicU64::new(0);
+
+/// How many sweeps of this process found the audit chain blocked: a row after the head
+/// dated further in the future than [`SETTLE`], which no later sweep can pass (exported as
+/// `mcp_gateway_audit_seal_stalled_total`).
+pub fn audit_seal_stalls() -> u64 {
+    STALLED.load(Ordering::Relaxed)
+}
+
+fn count_stall() {
+    STALLED.fetch_add(1, Ordering::Relaxed);
+}
 
 /// One audit row's fields, as the chain covers them.
 #[derive(Debug, Clone)]
@@ -93,6 +108,10 @@ pub struct ChainSealed {
     pub sealed: usize,
     /// The head after the pass: its row id and MAC (hex); `None` while nothing is sealed.
     pub head: Option<(i64, String)>,
+    /// The row the pass could not pass because it is dated in the future (more than
+    /// [`SETTLE`] ahead of the gateway's clock), and its date: every row after it stays
+    /// unsealed until it is dealt with (docs/audit.md).
+    pub stalled: Option<(i64, OffsetDateTime)>,
 }
 
 impl PostgresStore {
@@ -102,7 +121,8 @@ impl PostgresStore {
         let keys = self.keys.derive_keys(CHAIN_KEY_INFO);
         let key = keys[0];
         let key_id = self.keys.active_key_id().to_owned();
-        let settled = self.now() - SETTLE;
+        let now = self.now();
+        let settled = now - SETTLE;
         // The whole sweep is bounded by the operation timeout: no pass starts after half
         // of it, so a long backlog is sealed over several sweeps instead of timing out.
         let stop_at = std::time::Instant::now() + self.operation_timeout / 2;
@@ -145,7 +165,11 @@ impl PostgresStore {
                         let recorded: Option<OffsetDateTime> = row.get("recorded_at");
                         // In id order, and only what has settled: the rest waits for a
                         // later pass, so no row can land below a sealed one.
-                        if recorded.is_some_and(|at| at > settled) {
+                        if let Some(at) = recorded.filter(|at| *at > settled) {
+                            if at > now + SETTLE && done.stalled.is_none() {
+                                done.stalled = Some((row.get("id"), at));
+                                count_stall();
+                            }
                             break;
                         }
                         let fields = Fields::of(row);
@@ -204,6 +228,53 @@ pub struct ChainReport {
     pub head: Option<(i64, String)>,
     /// The first row where the chain breaks, and how.
     pub broken: Option<(i64, String)>,
+    /// Of the unsealed tail, the row that has waited longest and when it was recorded
+    /// (`None`: before V17 recorded it), by the database's clock.
+    pub oldest_unsealed: Option<(i64, Option<OffsetDateTime>)>,
+    /// Of the unsealed tail, the first row dated in the future (more than [`SETTLE`] ahead
+    /// of the database's clock): no sweep can seal past it.
+    pub future_unsealed: Option<(i64, OffsetDateTime)>,
+    /// The database's clock when the walk read its last page.
+    pub checked_at: Option<OffsetDateTime>,
+}
+
+/// How long a row may wait unsealed before `audit verify` calls the chain stalled: it
+/// settles, then four sweeps of `sweep_interval` have had their chance to seal it.
+pub fn max_unsealed_wait(sweep_interval: StdDuration) -> StdDuration {
+    SETTLE + sweep_interval.saturating_mul(4)
+}
+
+impl ChainReport {
+    /// Why the unsealed tail is not merely the newest rows settling: a row dated in the
+    /// future, or rows that have waited longer than `max_wait` (the sealer stopped, or
+    /// cannot pass a row). `None` when it is settling (or there is none).
+    pub fn stalled(&self, max_wait: StdDuration) -> Option<String> {
+        if let Some((row, at)) = self.future_unsealed {
+            let at = at.format(&Rfc3339).unwrap_or_default();
+            return Some(format!(
+                "row {row} is dated {at}, in the future: no sweep can seal past it, so none of the {} rows after the head is verified",
+                self.unsealed_tail
+            ));
+        }
+        let (row, recorded) = self.oldest_unsealed?;
+        let waited = match (recorded, self.checked_at) {
+            (Some(at), Some(now)) => (now - at).max(time::Duration::ZERO),
+            // Recorded before the chain existed: it has waited for good.
+            _ => time::Duration::MAX,
+        };
+        (waited > max_wait).then(|| {
+            let waited = if waited == time::Duration::MAX {
+                "since before the audit chain existed".to_owned()
+            } else {
+                format!("{} s", waited.whole_seconds())
+            };
+            format!(
+                "row {row} has waited {waited} unsealed (longer than {} s, a few sweeps): the sealer is not running or cannot seal it, so none of the {} rows after the head is verified",
+                max_wait.as_secs(),
+                self.unsealed_tail
+            )
+        })
+    }
 }
 
 /// Walks the whole chain with `client` (a role that reads every audit row: the schema
@@ -221,6 +292,9 @@ pub async fn verify_audit(
         unsealed_tail: 0,
         head: None,
         broken: None,
+        oldest_unsealed: None,
+        future_unsealed: None,
+        checked_at: None,
     };
     let mut previous: Vec<u8> = Vec::new();
     let mut previous_id: Option<i64> = None;
@@ -242,6 +316,23 @@ pub async fn verify_audit(
             let mac: Option<Vec<u8>> = row.get("mac");
             let key_id: Option<String> = row.get("mac_key");
             let (Some(mac), Some(key_id)) = (mac, key_id) else {
+                let recorded: Option<OffsetDateTime> = row.get("recorded_at");
+                let now: OffsetDateTime = row.get("checked_at");
+                report.checked_at = Some(now);
+                if let Some(at) = recorded.filter(|at| *at > now + SETTLE)
+                    && report.future_unsealed.is_none()
+                {
+                    report.future_unsealed = Some((fields.id, at));
+                }
+                let older = match (&report.oldest_unsealed, recorded) {
+                    (None, _) => true,
+                    (Some((_, Some(oldest))), Some(at)) => at < *oldest,
+                    (Some((_, Some(_))), None) => true,
+                    (Some((_, None)), _) => false,
+                };
+                if older {
+                    report.oldest_unsealed = Some((fields.id, recorded));
+                }
                 unsealed.push(fields.id);
                 continue;
             };

@@ -395,7 +395,7 @@ pub(super) const CHAIN_AFTER_HEAD: &str = "SELECT * FROM mcp_audit_after_head($1
 /// Seals rows in order after the head `$1` (V20): `$2` ids, `$3` MACs, `$4` key; how many.
 pub(super) const CHAIN_SEAL_MANY: &str = "SELECT mcp_audit_seal_many($1, $2, $3, $4)";
 /// The whole table in id order, a page at a time (run by the schema owner: `audit verify`).
-pub(super) const CHAIN_WALK: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac, mac_key FROM mcp_audit_events WHERE id > $1 ORDER BY id LIMIT $2";
+pub(super) const CHAIN_WALK: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac, mac_key, recorded_at, clock_timestamp() AS checked_at FROM mcp_audit_events WHERE id > $1 ORDER BY id LIMIT $2";
 /// A page of audit events by time (`$1` from, `$2` before, or NULL), after id `$3`.
 pub(super) const AUDIT_PAGE: &str = "SELECT id, at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail::text AS detail, mac IS NOT NULL AS sealed FROM mcp_audit_events WHERE at >= $1 AND ($2::timestamptz IS NULL OR at < $2) AND id > $3 ORDER BY id LIMIT $4";
 /// A page of the trail for a reader with `audit:read`, in the scope's tenant (V18): `$1`

@@ -1868,6 +1868,112 @@ async fn the_audit_chain_names_a_row_a_superuser_inserted_or_reordered() {
     assert_eq!(report.broken.map(|b| b.0), Some(ids[1]), "reordered");
 }
 
+/// Issue 44, item 3: the writer login names only the columns the gateway writes. It cannot
+/// date a row (a row dated 2999 stopped the sealer for good), seal one, or number one; and no
+/// role records a row in the future.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_cannot_date_seal_or_number_an_audit_row() {
+    let (db, _keys, ids) = sealed_trail().await;
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    for forged in [
+        "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail, recorded_at) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}', '2999-01-01')",
+        "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail, mac, mac_key) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}', decode(repeat('00', 32), 'hex'), 'k1')",
+        "INSERT INTO mcp_audit_events (id, at, event, caller_subject, caller_tenant, detail) OVERRIDING SYSTEM VALUE VALUES (9000000000, now(), 'tool_call_held', 'alice', 'acme', '{}')",
+    ] {
+        assert_eq!(
+            sqlstate(writer.execute(forged, &[]).await),
+            Some(SqlState::INSUFFICIENT_PRIVILEGE),
+            "{forged}"
+        );
+    }
+    // What the gateway writes still goes in, recorded now.
+    let row = writer
+        .query_one(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let id: i64 = row.get(0);
+    assert!(id > *ids.last().unwrap());
+    // Not even the owner records a row in the future.
+    let admin = db.admin().await;
+    let future: bool = admin
+        .query_one(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail, recorded_at) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}', '2999-01-01') RETURNING recorded_at > clock_timestamp()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!future, "the trigger dates it now");
+}
+
+/// A row dated in the future (written before V22, or re-dated by the owner) stops the sealer
+/// at it: the sweep says so and counts it, and `audit verify` reports the tail as not
+/// verified instead of "whole". A tail that only waits too long is reported too; a fresh one
+/// is settling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_dated_in_the_future_stalls_the_chain_loudly_and_is_not_verified() {
+    let (db, keys, _ids) = sealed_trail().await;
+    let admin = db.admin().await;
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let insert = "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) VALUES (now(), 'tool_call_held', 'alice', 'acme', '{}') RETURNING id";
+    let fresh: i64 = writer.query_one(insert, &[]).await.unwrap().get(0);
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    assert_eq!((report.unsealed_tail, report.broken.clone()), (1, None));
+    assert_eq!(
+        report.stalled(max_unsealed_wait(std::time::Duration::from_secs(30))),
+        None,
+        "a fresh tail is settling"
+    );
+    admin
+        .execute(
+            "UPDATE mcp_audit_events SET recorded_at = '2999-01-01' WHERE id = $1",
+            &[&fresh],
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        writer.query_one(insert, &[]).await.unwrap();
+    }
+    let clock = Arc::new(ManualClock::new(start_time()));
+    clock.advance(time::Duration::seconds(20));
+    // The keys sealed_trail used.
+    let spec = key_spec(&[("k1", 1), ("k0", 9)]);
+    let store = store_on(&db, &spec, clock, Setup::default(), 1).await;
+    let before = crate::audit_seal_stalls();
+    let sealed = store.seal_audit().await.unwrap();
+    assert_eq!(sealed.sealed, 0, "{sealed:?}");
+    assert_eq!(sealed.stalled.map(|s| s.0), Some(fresh));
+    assert!(crate::audit_seal_stalls() > before, "counted for /metrics");
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    assert_eq!((report.unsealed_tail, report.broken.clone()), (4, None));
+    let why = report
+        .stalled(std::time::Duration::from_secs(3600))
+        .expect("not verified");
+    assert!(
+        why.contains(&format!("row {fresh}")) && why.contains("future"),
+        "{why}"
+    );
+
+    // Re-dated to an hour ago: no longer in the future, but older than a few sweeps.
+    admin
+        .execute(
+            "UPDATE mcp_audit_events SET recorded_at = clock_timestamp() - interval '1 hour' WHERE id = $1",
+            &[&fresh],
+        )
+        .await
+        .unwrap();
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    let why = report
+        .stalled(max_unsealed_wait(std::time::Duration::from_secs(30)))
+        .expect("waited too long");
+    assert!(why.contains("has waited"), "{why}");
+}
+
 /// The writer login cannot rewrite a sealed row, and a link it forges on the next row is a
 /// break the walk reports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
