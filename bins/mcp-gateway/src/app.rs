@@ -694,12 +694,20 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         buckets.clone(),
     )
     .await?;
+    let body_bytes = config.http.body_bytes(
+        config
+            .uploads
+            .max_bytes
+            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES),
+    );
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
         body_read_timeout: config.http.body_read_timeout,
         allowed_origins: config.http.allowed_origins.clone(),
         allowed_hosts: config.http.allowed_hosts.clone(),
         max_streams_per_caller: config.http.max_streams_per_caller,
+        body_bytes_per_caller: body_bytes.0,
+        body_bytes_in_flight: body_bytes.1,
         session_idle_timeout: config.http.session_idle_timeout,
         session_max_age: config.http.session_max_age,
         // Session ids and page sign-ins sealed under a key of the seal keys: every

@@ -802,6 +802,14 @@ pub(crate) struct HttpConfig {
     pub(crate) max_connections: usize,
     #[serde(default = "default_max_streams_per_caller")]
     pub(crate) max_streams_per_caller: usize,
+    /// Most bytes of request bodies one caller (or everyone unauthenticated, together) may be
+    /// sending at once (default: four bodies of `body_limit`, and at least one upload).
+    #[serde(default)]
+    pub(crate) body_bytes_per_caller: Option<usize>,
+    /// Most bytes of request bodies being received at once, of all senders (default: four
+    /// callers' shares).
+    #[serde(default)]
+    pub(crate) body_bytes_in_flight: Option<usize>,
     /// The approvals page's cookie is `Secure` (set when clients reach the gateway over TLS).
     #[serde(default)]
     pub(crate) secure_cookies: bool,
@@ -823,9 +831,26 @@ impl Default for HttpConfig {
             idle_timeout: default_idle_timeout(),
             max_connections: default_max_connections(),
             max_streams_per_caller: default_max_streams_per_caller(),
+            body_bytes_per_caller: None,
+            body_bytes_in_flight: None,
             secure_cookies: false,
             public_url: None,
         }
+    }
+}
+
+impl HttpConfig {
+    /// `body_bytes_per_caller` and `body_bytes_in_flight`, their defaults filled in, for a
+    /// gateway whose uploads are at most `upload_max` bytes.
+    pub(crate) fn body_bytes(&self, upload_max: u64) -> (usize, usize) {
+        let upload = usize::try_from(upload_max).unwrap_or(usize::MAX);
+        let per_caller = self
+            .body_bytes_per_caller
+            .unwrap_or_else(|| self.body_limit.saturating_mul(4).max(upload));
+        let in_flight = self
+            .body_bytes_in_flight
+            .unwrap_or_else(|| per_caller.saturating_mul(4));
+        (per_caller, in_flight)
     }
 }
 
@@ -2070,6 +2095,13 @@ impl Config {
         }
         if self.http.max_connections == 0 || self.http.max_streams_per_caller == 0 {
             bail!("[http] max_connections and max_streams_per_caller must be at least 1");
+        }
+        let (per_caller, in_flight) = self.http.body_bytes(0);
+        if per_caller < self.http.body_limit || in_flight < per_caller {
+            bail!(
+                "[http] body_bytes_per_caller ({per_caller}) must be at least body_limit ({}), and body_bytes_in_flight ({in_flight}) at least body_bytes_per_caller: a body that fits the limit must fit the shares",
+                self.http.body_limit
+            );
         }
         for (index, rule) in self.policy.iter().enumerate() {
             rule.resolve(index)?;

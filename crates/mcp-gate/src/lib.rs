@@ -22,6 +22,7 @@ mod permission;
 pub mod pins;
 
 pub use inbox::Inbox;
+pub use permission::too_many_waiting;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -500,6 +501,17 @@ impl Gateway {
             self.metrics.limited("calls");
             McpError::RateLimited {
                 what,
+                retry_after: crate::limits::retry_after_secs(wait),
+            }
+        })
+    }
+
+    /// Takes one REST API request of `caller` from its bucket, or says when to try again.
+    pub fn take_api(&self, caller: &Caller) -> Result<(), McpError> {
+        self.limits.api(caller).map_err(|wait| {
+            self.metrics.limited("api");
+            McpError::RateLimited {
+                what: "this caller is using the REST API faster than the gateway allows",
                 retry_after: crate::limits::retry_after_secs(wait),
             }
         })

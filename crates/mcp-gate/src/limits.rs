@@ -99,6 +99,9 @@ pub struct Limits {
     pub calls: Option<RateLimiter>,
     /// Elicitations created (by the gate, or over REST).
     pub elicitations: Option<RateLimiter>,
+    /// Requests to the REST API (reads, long polls, answers): a bucket of their own at the
+    /// calls' rate, so polling neither goes unbounded nor eats into the caller's calls.
+    pub api: Option<RateLimiter>,
     /// Where the buckets read the time (a test moves it instead of sleeping).
     clock: Arc<dyn Clock>,
 }
@@ -109,6 +112,7 @@ impl Default for Limits {
         Limits {
             calls: None,
             elicitations: None,
+            api: None,
             clock: Arc::new(SystemClock),
         }
     }
@@ -120,6 +124,7 @@ impl Limits {
         Limits {
             calls: RateLimiter::new(calls),
             elicitations: RateLimiter::new(elicitations),
+            api: RateLimiter::new(calls),
             clock: Arc::new(SystemClock),
         }
     }
@@ -141,6 +146,12 @@ impl Limits {
         self.calls
             .as_ref()
             .map_or(Ok(()), |l| l.take_at(caller, now))
+    }
+
+    /// One REST API request of `caller`.
+    pub fn api(&self, caller: &Caller) -> Result<(), Duration> {
+        let now = self.now();
+        self.api.as_ref().map_or(Ok(()), |l| l.take_at(caller, now))
     }
 
     /// One elicitation created for `caller`.

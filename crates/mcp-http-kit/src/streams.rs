@@ -1,6 +1,7 @@
-//! A cap on the long-lived SSE streams one caller may hold open at once (a legacy session's
-//! confirmation stream waits up to the confirmation's TTL), so one caller cannot tie up the
-//! gateway's connections and tasks.
+//! A cap on the long-lived requests one caller may hold open at once — SSE streams (a legacy
+//! session's confirmation stream waits up to the confirmation's TTL), REST long polls, and
+//! permission prompts waiting for a person — so one caller cannot tie up the gateway's
+//! connections and tasks.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,6 +36,11 @@ impl StreamSlots {
             caller: caller.clone(),
             open: self.open.clone(),
         })
+    }
+
+    /// The cap per caller.
+    pub fn max_per_caller(&self) -> usize {
+        self.max_per_caller
     }
 
     /// Streams open now, of all callers.

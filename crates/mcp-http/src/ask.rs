@@ -245,6 +245,9 @@ pub struct Mrtr {
     pub states: Arc<RequestStates>,
     /// Where a state's lifetime is read.
     pub clock: Arc<dyn Clock>,
+    /// The caller's share of long-lived requests: a permission prompt holds one while it
+    /// waits for a person.
+    pub waits: mcp_http_kit::streams::StreamSlots,
 }
 
 impl Mrtr {
@@ -264,6 +267,18 @@ impl Mrtr {
             Classified::Gated(call) => call,
             // Not gated (any more): a state has nothing to resume.
             other => {
+                let _waiting = match &other {
+                    Classified::PermissionPrompt(..) => {
+                        match self.waits.try_open(&principal.caller) {
+                            Some(slot) => Some(slot),
+                            None => {
+                                return mcp_gate::too_many_waiting(self.waits.max_per_caller())
+                                    .into_reply();
+                            }
+                        }
+                    }
+                    _ => None,
+                };
                 return match self.gateway.run(principal, other, relay).await {
                     // 2026-07-28 retired -32042: the link is in the result.
                     CallOutcome::NeedsAccount { module } => {

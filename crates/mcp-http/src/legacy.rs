@@ -216,7 +216,22 @@ impl McpService {
         let may_ask = (form || url)
             && self.config.native != ask::NativeMode::Off
             && streaming == Streaming::Allowed;
-        let result: ResultBody = match gateway.classify(principal, params).await? {
+        let classified = gateway.classify(principal, params).await?;
+        // A permission prompt may wait for a person up to its confirmation's TTL: it holds
+        // one of the caller's long-lived slots meanwhile, so one token cannot hold every
+        // connection with them.
+        let mut waiting = match &classified {
+            Classified::PermissionPrompt(..) => match self.streams.try_open(&principal.caller) {
+                Some(slot) => Some(slot),
+                None => {
+                    let refused =
+                        mcp_gate::too_many_waiting(self.streams.max_per_caller()).into_reply()?;
+                    return Ok(Reply::Result(refused.for_client(false), None));
+                }
+            },
+            _ => None,
+        };
+        let result: ResultBody = match classified {
             Classified::NeedsAccount(entry) => {
                 // Recorded as refused; the person connects their account, the agent retries.
                 let outcome = gateway
@@ -279,7 +294,10 @@ impl McpService {
                 let caller = principal.clone();
                 let channel = session.channel.clone();
                 let id = request.id.clone();
+                // The call may go on in the response's stream: its slot goes with it.
+                let waiting = waiting.take();
                 let call = async move {
+                    let _waiting = waiting;
                     let relay: Arc<dyn mcp_upstream::Relay> = relay;
                     // Boxed: each future that awaits another holds it (twice while it is
                     // moved in), so an unboxed module call here made this call's future
@@ -301,6 +319,7 @@ impl McpService {
                 .await
                 .into_reply()?,
         };
+        drop(waiting);
         Ok(Reply::Result(result.for_client(false), None))
     }
 }

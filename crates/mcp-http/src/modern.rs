@@ -107,6 +107,7 @@ impl McpService {
                             gateway: gateway.clone(),
                             states: self.states.clone(),
                             clock: self.config.clock.clone(),
+                            waits: self.streams.clone(),
                         };
                         let caller = principal.clone();
                         let module_relay: Arc<dyn mcp_upstream::Relay> = relay.clone();

@@ -50,6 +50,8 @@ pub struct RestRequest<'a> {
     pub query: Option<&'a str>,
     /// The body.
     pub body: &'a [u8],
+    /// The caller's share of long-lived requests: a long poll holds one while it waits.
+    pub waits: &'a mcp_http_kit::streams::StreamSlots,
 }
 
 /// Serves one REST request: the status and JSON body of success, or the error.
@@ -111,7 +113,13 @@ pub async fn handle(
             principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND, SCOPE_CREATE])?;
             let id = parse_id(id)?;
             if let Some(wait) = wait_query(request.query)? {
-                // Long poll: until the elicitation is no longer pending, or the wait is over.
+                // Long poll: until the elicitation is no longer pending, or the wait is over,
+                // holding one of the caller's long-lived slots (so one token cannot hold
+                // every connection with polls).
+                let _slot = request
+                    .waits
+                    .try_open(caller)
+                    .ok_or_else(|| McpError::TooManyStreams(request.waits.max_per_caller()))?;
                 let deadline = tokio::time::Instant::now() + wait;
                 store.wait_for_change(caller, id, deadline).await?;
             }

@@ -73,6 +73,7 @@ pub async fn serve(
 ) {
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let probes = Arc::new(Semaphore::new(PROBE_LANE));
     let open = Arc::new(Open::default());
     let mut next_id = 0u64;
     let mut backoff = Duration::ZERO;
@@ -101,13 +102,18 @@ pub async fn serve(
             }
         };
         // At the cap, a connection that is only waiting (for its first request, or idle
-        // between requests) makes room; when every one is busy, this client waits for one
-        // to end (and no other is accepted meanwhile).
+        // between requests) makes room; when every one is busy, the new connection is
+        // served on the probe lane (probes answered, anything else told to retry), and only
+        // when that is full too does this client wait for one to end (and no other is
+        // accepted meanwhile).
         let permit = match slots.clone().try_acquire_owned() {
             Ok(permit) => permit,
             Err(_) => {
                 if open.shed_one() {
                     tracing::debug!("at the connection cap: closing a waiting connection");
+                } else if let Ok(lane) = probes.clone().try_acquire_owned() {
+                    serve_probe_only(stream, service.clone(), lane, &graceful);
+                    continue;
                 }
                 tokio::select! {
                     permit = slots.clone().acquire_owned() => match permit {
@@ -179,6 +185,38 @@ pub async fn serve(
     {
         tracing::warn!("some connections did not finish within {DRAIN:?}");
     }
+}
+
+/// Connections served beyond `max_connections` while every connection is busy: each
+/// answers `/healthz` and `/readyz` and tells anything else to retry, so a client holding
+/// every connection (with long requests) cannot make the gateway look dead to its probes.
+const PROBE_LANE: usize = 32;
+
+/// How long a connection on the probe lane may take, its request and answer together.
+const PROBE_LANE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves one connection accepted at the cap on the probe lane: one request, then closed.
+fn serve_probe_only(
+    stream: tokio::net::TcpStream,
+    service: Arc<McpService>,
+    lane: tokio::sync::OwnedSemaphorePermit,
+    graceful: &GracefulShutdown,
+) {
+    let _ = stream.set_nodelay(true);
+    let handler = service_fn(move |request| {
+        let service = service.clone();
+        async move { Ok::<_, std::convert::Infallible>(service.probe_only(request).await) }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(PROBE_LANE_TIMEOUT)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), handler);
+    let connection = graceful.watch(connection);
+    tokio::spawn(async move {
+        let _lane = lane;
+        let _ = tokio::time::timeout(PROBE_LANE_TIMEOUT, connection).await;
+    });
 }
 
 /// Most connections the operations listener serves at once.

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use elicitation_core::ElicitationId;
 use elicitation_store::{Clock, SystemClock};
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
 use mcp_wire::mcp::{self, BATCH_VERSION, LEGACY_VERSIONS, MODERN_VERSION};
 use mcp_wire::{Era, EraSignals, ResultBody};
@@ -24,6 +24,7 @@ use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use mcp_gate::Gateway;
 use mcp_http_kit::audit::AuditFormat;
 use mcp_http_kit::error::McpError;
+use mcp_http_kit::inflight::{Over, Sender};
 use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response::{self, Surface};
 use mcp_http_kit::streams::StreamSlots;
@@ -61,6 +62,11 @@ pub struct ServiceConfig {
     /// Most long-lived SSE streams (a legacy session's confirmation stream) one caller may
     /// hold open; beyond it, a gated call gets the held result instead of a stream.
     pub max_streams_per_caller: usize,
+    /// Most bytes of request bodies one caller (or everyone unauthenticated, together) may
+    /// be sending at once; past it a body is refused with a retry (429).
+    pub body_bytes_per_caller: usize,
+    /// Most bytes of request bodies being received at once, all senders together.
+    pub body_bytes_in_flight: usize,
     /// Whether the approvals page's cookie is `Secure` (the gateway is reached over TLS,
     /// directly or through a proxy).
     pub secure_cookies: bool,
@@ -89,6 +95,8 @@ impl Default for ServiceConfig {
             session_key: None,
             max_sessions: 10_000,
             max_streams_per_caller: 16,
+            body_bytes_per_caller: 16 * 1024 * 1024,
+            body_bytes_in_flight: 64 * 1024 * 1024,
             secure_cookies: false,
             native: ask::NativeMode::Auto,
             public_url: None,
@@ -108,6 +116,8 @@ pub struct McpService {
     pub(crate) states: Arc<RequestStates>,
     pub(crate) answers: Arc<crate::answers::PendingAnswers>,
     pub(crate) streams: StreamSlots,
+    /// The request bodies being received.
+    bodies: mcp_http_kit::inflight::BodyBudget,
     pub(crate) bridges: Arc<crate::bridge::Bridges>,
     pub(crate) listeners: Arc<crate::listen::Listeners>,
     /// The approvals page.
@@ -475,6 +485,10 @@ impl McpService {
         let bridges = Arc::new(crate::bridge::Bridges::new(config.clock.clone()));
         McpService {
             streams,
+            bodies: mcp_http_kit::inflight::BodyBudget::new(
+                config.body_bytes_per_caller,
+                config.body_bytes_in_flight,
+            ),
             live,
             sessions,
             config,
@@ -661,6 +675,41 @@ impl McpService {
         self.probe(method, path, true).await
     }
 
+    /// A request on a connection accepted while every connection is busy: `/healthz` and
+    /// `/readyz` as always (after the host check), anything else 503 with a retry.
+    pub async fn probe_only<B>(&self, request: Request<B>) -> Response<Body> {
+        let snap = self.live.snapshot();
+        let (parts, _body) = request.into_parts();
+        if !self.host_allowed(&snap, &parts.headers, &parts.uri) {
+            return response::error(&McpError::BadHost, Surface::Problem);
+        }
+        let path = parts.uri.path();
+        if (path == "/healthz" || path == "/readyz")
+            && let Some(response) = self.probe(&parts.method, path, false).await
+        {
+            return response;
+        }
+        let mut response = response::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({
+                "type": "about:blank",
+                "title": "Service Unavailable",
+                "status": 503,
+                "detail": "every connection of the gateway is busy; try again shortly",
+            }),
+        );
+        let headers = response.headers_mut();
+        headers.insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("application/problem+json"),
+        );
+        response
+    }
+
     /// `/healthz` and `/readyz` (and, `private`, `/metrics` and why the instance is not
     /// ready: module names and store trouble are the operator's business, not the
     /// internet's).
@@ -830,7 +879,10 @@ impl McpService {
         }
         // The caller's own token, for the modules that exchange it for their calls.
         snap.gateway.present(&principal);
-        let bytes = match self.read_body(body).await {
+        let bytes = match self
+            .read_body(body, Sender::Caller(principal.caller.clone()))
+            .await
+        {
             Ok(bytes) => bytes,
             Err(e) => return fail(e),
         };
@@ -870,7 +922,7 @@ impl McpService {
         if parts.method != Method::POST {
             return response::error(&McpError::MethodNotAllowed, Surface::Problem);
         }
-        let bytes = match self.read_body(body).await {
+        let bytes = match self.read_body(body, Sender::Anonymous).await {
             Ok(bytes) => bytes,
             Err(e) => return response::error(&e, Surface::Problem),
         };
@@ -986,7 +1038,7 @@ impl McpService {
             }
             _ => self.config.body_limit,
         };
-        let bytes = match self.read_body_limited(body, limit).await {
+        let bytes = match self.read_body_limited(body, limit, Sender::Anonymous).await {
             Ok(bytes) => bytes,
             Err(e) => return response::rpc_error(&e, None, None),
         };
@@ -1015,6 +1067,9 @@ impl McpService {
         principal: &Principal,
         bytes: &[u8],
     ) -> Response<Body> {
+        if let Err(e) = snap.gateway.take_api(&principal.caller) {
+            return response::error(&e, Surface::Problem);
+        }
         if path == rest::AUDIT_PATH {
             return match rest::audit(&snap.gateway, principal, &parts.method, parts.uri.query())
                 .await
@@ -1034,6 +1089,7 @@ impl McpService {
                 rest,
                 query: parts.uri.query(),
                 body: bytes,
+                waits: &self.streams,
             };
             return match rest::catalog(&snap.gateway, principal, request).await {
                 Ok((status, body)) => response::json(status, &body),
@@ -1046,6 +1102,7 @@ impl McpService {
                 rest,
                 query: parts.uri.query(),
                 body: bytes,
+                waits: &self.streams,
             };
             return match rest::grants(&snap.gateway, principal, request).await {
                 Ok((status, body)) => response::json(status, &body),
@@ -1057,6 +1114,7 @@ impl McpService {
             rest: &path[rest::PREFIX.len()..],
             query: parts.uri.query(),
             body: bytes,
+            waits: &self.streams,
         };
         match rest::handle(&snap.gateway, principal, request).await {
             Ok((status, body)) => {
@@ -1250,34 +1308,64 @@ impl McpService {
         (safe && known).then(|| format!("http://{host}"))
     }
 
-    /// The whole body, within the size limit and the read timeout.
-    async fn read_body<B>(&self, body: B) -> Result<Bytes, McpError>
+    /// The whole body, within the size limit and the read timeout, and within what its
+    /// sender and the gateway may have in flight.
+    async fn read_body<B>(&self, body: B, sender: Sender) -> Result<Bytes, McpError>
     where
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        self.read_body_limited(body, self.config.body_limit).await
+        self.read_body_limited(body, self.config.body_limit, sender)
+            .await
     }
 
-    async fn read_body_limited<B>(&self, body: B, limit: usize) -> Result<Bytes, McpError>
+    async fn read_body_limited<B>(
+        &self,
+        body: B,
+        limit: usize,
+        sender: Sender,
+    ) -> Result<Bytes, McpError>
     where
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let collect = Limited::new(body, limit).collect();
-        let Ok(collected) = tokio::time::timeout(self.config.body_read_timeout, collect).await
-        else {
-            return Err(McpError::BodyTimeout);
-        };
-        match collected {
-            Ok(collected) => Ok(collected.to_bytes()),
-            Err(e)
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some() =>
-            {
-                Err(McpError::PayloadTooLarge { limit })
+        // The bytes count against the sender's share while they arrive, and are given back
+        // once the body is whole (or refused).
+        if body.size_hint().lower() > limit as u64 {
+            return Err(McpError::PayloadTooLarge { limit });
+        }
+        let mut held = self.bodies.reserve(sender);
+        let read = async {
+            let mut body = std::pin::pin!(body);
+            let mut whole = bytes::BytesMut::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| {
+                    McpError::BadBody(format!("reading the body failed: {}", e.into()))
+                })?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if whole.len() + data.len() > limit {
+                    return Err(McpError::PayloadTooLarge { limit });
+                }
+                held.grow(data.len()).map_err(|over| McpError::RateLimited {
+                    what: match over {
+                        Over::Sender => {
+                            "this caller is sending more request bodies at once than the gateway allows"
+                        }
+                        Over::Total => {
+                            "the gateway is receiving as many request bodies as it holds at once"
+                        }
+                    },
+                    retry_after: 1,
+                })?;
+                whole.extend_from_slice(&data);
             }
-            Err(e) => Err(McpError::BadBody(format!("reading the body failed: {e}"))),
+            Ok(whole.freeze())
+        };
+        match tokio::time::timeout(self.config.body_read_timeout, read).await {
+            Ok(read) => read,
+            Err(_) => Err(McpError::BodyTimeout),
         }
     }
 

@@ -191,3 +191,96 @@ async fn a_policy_rule_denies_claude_codes_shell_without_asking_anyone() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 44, item 4: a permission prompt waiting for a person holds one of its caller's
+/// long-lived slots (80 of them held every connection and `/healthz`), so past
+/// `max_streams_per_caller` the next is denied at once — nothing runs — while the waiting
+/// ones are still answered by the person, and probes are served throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_permission_prompts_hold_their_callers_share_and_the_next_is_denied() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-prompt-share-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = config(
+        &dir,
+        "[store]\nkind = \"memory\"\n[http]\nmax_streams_per_caller = 2\nmax_connections = 8",
+        MODULE,
+    );
+    let gateway = Gateway::start(&config).await;
+    let base = gateway.base.clone();
+    let ask = |n: usize| {
+        let base = base.clone();
+        tokio::spawn(async move {
+            modern_call(
+                &base,
+                "claude__approve",
+                json!({"tool_name": "Bash", "input": {"command": format!("rm -rf /srv/{n}")}, "tool_use_id": format!("toolu_{n}")}),
+                None,
+            )
+            .await
+        })
+    };
+    let waiting = [ask(1), ask(2)];
+    let auth = format!("Bearer {HUMAN}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let pending = loop {
+        let (_, _, listed) = http(
+            "GET",
+            &format!("{base}/v1/mcp/elicitations?status=pending"),
+            &[("authorization", &auth)],
+            None,
+        )
+        .await;
+        let items = listed["elicitations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if items.len() == 2 {
+            break items;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{listed}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    // The third is denied at once: no question is asked, nothing may run.
+    let third = tokio::time::timeout(Duration::from_secs(30), ask(3))
+        .await
+        .expect("answered at once")
+        .unwrap();
+    let said: Value = serde_json::from_str(&text(&third)).unwrap();
+    assert_eq!(said["behavior"], "deny", "{third}");
+    assert!(
+        said["message"]
+            .as_str()
+            .unwrap()
+            .contains("requests waiting for a person"),
+        "{third}"
+    );
+    let (status, _, _) = http("GET", &format!("{base}/healthz"), &[], None).await;
+    assert_eq!(status, 200);
+    // The person answers the two that wait.
+    for item in &pending {
+        let id = item["id"].as_str().unwrap();
+        let (status, _, answered) = http(
+            "POST",
+            &format!("{base}/v1/mcp/elicitations/{id}/respond"),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            Some(&json!({"confirmed": false, "note": "not now"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{answered}");
+    }
+    for asking in waiting {
+        let result = asking.await.unwrap();
+        let said: Value = serde_json::from_str(&text(&result)).unwrap();
+        assert_eq!(said["behavior"], "deny", "{result}");
+        assert!(
+            said["message"].as_str().unwrap().contains("not now"),
+            "{result}"
+        );
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -35,6 +35,8 @@ use serde_json::{Value, json};
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
 const SCRAPER: &str = "scraper-token";
+/// Another caller's token (subject `bob`).
+const BOB: &str = "bob-token";
 
 struct Harness {
     service: Arc<McpService>,
@@ -114,6 +116,10 @@ async fn harness_requiring(
         grant(AGENT, &[SCOPE_TOOLS_CALL, SCOPE_CREATE]),
         grant(HUMAN, &[SCOPE_RESPOND]),
         grant(SCRAPER, &[SCOPE_METRICS]),
+        TokenGrant {
+            subject: "bob".into(),
+            ..grant(BOB, &[SCOPE_TOOLS_CALL])
+        },
     ])
     .unwrap();
     let clock = Arc::new(ManualClock::stopped_now());
@@ -130,6 +136,10 @@ async fn harness_requiring(
 }
 
 async fn harness(limits: Limits) -> Harness {
+    harness_configured(limits, ServiceConfig::default()).await
+}
+
+async fn harness_configured(limits: Limits, config: ServiceConfig) -> Harness {
     let deletes = Arc::new(AtomicUsize::new(0));
     let modules = vec![ModuleSpec {
         isolation: None,
@@ -142,7 +152,7 @@ async fn harness(limits: Limits) -> Harness {
         Arc::new(MemoryStore::default()),
         modules,
         limits,
-        ServiceConfig::default(),
+        config,
         deletes,
     )
     .await
@@ -725,5 +735,179 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
         sample(&text, "mcp_gateway_module_up{module=\"broken\"}"),
         Some(0.0),
         "{text}"
+    );
+}
+
+/// Issue 44, item 4: REST reads take from a bucket of their own per caller (they were not
+/// limited at all), which neither eats into the caller's tool calls nor another caller's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rest_reads_are_rate_limited_per_caller_and_recover() {
+    let clock = Arc::new(ManualClock::stopped_now());
+    let rate = Rate {
+        per_minute: 30,
+        burst: 2,
+    };
+    let h = harness(Limits::new(rate, rate).with_clock(clock.clone())).await;
+    for _ in 0..2 {
+        let (status, _, body) = send(&h, "GET", "/v1/mcp/elicitations", Some(AGENT), None).await;
+        assert_eq!(status, StatusCode::OK, "{body:?}");
+    }
+    let (status, headers, body) = send(&h, "GET", "/v1/mcp/elicitations", Some(AGENT), None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body:?}");
+    assert!(headers.contains_key("retry-after"), "{headers:?}");
+    assert!(String::from_utf8_lossy(&body).contains("REST API faster than the gateway allows"));
+    // The caller's tool calls have their own bucket; another caller has its own.
+    assert_eq!(
+        call(&h, "test__read", json!({}), None).await["isError"],
+        false
+    );
+    let (status, _, _) = send(&h, "GET", "/v1/mcp/elicitations", Some(BOB), None).await;
+    assert_eq!(status, StatusCode::OK);
+    clock.advance(time::Duration::seconds(2));
+    let (status, _, _) = send(&h, "GET", "/v1/mcp/elicitations", Some(AGENT), None).await;
+    assert_eq!(status, StatusCode::OK, "a token came back");
+}
+
+/// Issue 44, item 4: a REST long poll holds one of its caller's long-lived slots while it
+/// waits (1,100 of them held every connection), so past `max_streams_per_caller` one is
+/// refused at once; another caller is unaffected, and an answer ends the waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callers_long_polls_hold_its_share_of_long_requests() {
+    let config = ServiceConfig {
+        max_streams_per_caller: 2,
+        ..ServiceConfig::default()
+    };
+    let h = Arc::new(harness_configured(no_limits(), config).await);
+    let id = held_id(&call(&h, "test__delete", json!({}), None).await);
+    let poll = format!("/v1/mcp/elicitations/{id}?wait=60s");
+    let polls: Vec<_> = (0..2)
+        .map(|_| {
+            let (h, poll) = (h.clone(), poll.clone());
+            tokio::spawn(async move { send(&h, "GET", &poll, Some(AGENT), None).await })
+        })
+        .collect();
+    // Once both polls wait, a third (even one that would not wait) is refused at once.
+    let now = format!("/v1/mcp/elicitations/{id}?wait=0s");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, body) = send(&h, "GET", &now, Some(AGENT), None).await;
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            assert!(
+                String::from_utf8_lossy(&body).contains("open streams"),
+                "{body:?}"
+            );
+            break;
+        }
+        assert_eq!(status, StatusCode::OK);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the polls never held the share"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Reads that do not wait hold nothing.
+    let (status, _, _) = send(
+        &h,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Some(AGENT),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // The person answers: both polls end with the answer, and the share is free again.
+    answer(&h, &id, false).await;
+    for poll in polls {
+        let (status, _, body) = tokio::time::timeout(Duration::from_secs(10), poll)
+            .await
+            .expect("the answer ends the wait")
+            .unwrap();
+        assert_eq!(status, StatusCode::OK);
+        let view: Value = serde_json::from_slice(&body).unwrap();
+        assert_ne!(view["status"], "pending", "{view}");
+    }
+    let (status, _, _) = send(&h, "GET", &now, Some(AGENT), None).await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// One request whose body arrives through `sender`, by `token` (or none), to `path`.
+fn pending_body(
+    h: &Harness,
+    path: &str,
+    token: Option<&str>,
+) -> (
+    tokio::sync::mpsc::Sender<Bytes>,
+    tokio::task::JoinHandle<StatusCode>,
+) {
+    let (sender, body) = mcp_http_kit::body::ChannelBody::new(4);
+    let mut request = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request.body(body).unwrap();
+    let service = h.service.clone();
+    let answered = tokio::spawn(async move { service.handle(request).await.status() });
+    (sender, answered)
+}
+
+/// A whole body of `n` bytes from `token` to `path`: the status.
+async fn whole_body(h: &Harness, path: &str, token: Option<&str>, n: usize) -> StatusCode {
+    let (sender, answered) = pending_body(h, path, token);
+    sender.send(Bytes::from(vec![b' '; n])).await.unwrap();
+    drop(sender);
+    answered.await.unwrap()
+}
+
+/// Issue 44, item 4: the bytes of bodies still arriving are bounded per caller and in all
+/// (100 bodies held one byte short took 400 MiB; the bound was max_connections ×
+/// body_limit). A body past its sender's share or the gateway's is refused with a retry,
+/// other senders go on, and the bytes come back when a body ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
+    let config = ServiceConfig {
+        body_limit: 1000,
+        body_bytes_per_caller: 1500,
+        body_bytes_in_flight: 2500,
+        ..ServiceConfig::default()
+    };
+    let h = harness_configured(no_limits(), config).await;
+    // Alice sends all of a body but its last bytes, and holds it.
+    let (alice, alice_answered) = pending_body(&h, "/mcp", Some(AGENT));
+    alice.send(Bytes::from(vec![b' '; 999])).await.unwrap();
+    // Her next body does not fit her share (once the first is counted).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while whole_body(&h, "/mcp", Some(AGENT), 600).await != StatusCode::TOO_MANY_REQUESTS {
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Bob's does, and is served (a body of spaces is not JSON: 400, not 429).
+    assert_eq!(
+        whole_body(&h, "/mcp", Some(BOB), 600).await,
+        StatusCode::BAD_REQUEST
+    );
+    // Bob holds one too: 1,999 of 2,500 bytes in flight; a third sender (the page, before
+    // anyone signs in) does not fit the gateway's total.
+    let (bob, bob_answered) = pending_body(&h, "/mcp", Some(BOB));
+    bob.send(Bytes::from(vec![b' '; 1000])).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while whole_body(&h, "/approvals/sign-in", None, 600).await != StatusCode::TOO_MANY_REQUESTS {
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Bodies that end give their bytes back.
+    drop((alice, bob));
+    assert_eq!(alice_answered.await.unwrap(), StatusCode::BAD_REQUEST);
+    assert_eq!(bob_answered.await.unwrap(), StatusCode::BAD_REQUEST);
+    assert_ne!(
+        whole_body(&h, "/approvals/sign-in", None, 600).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    assert_eq!(
+        whole_body(&h, "/mcp", Some(AGENT), 1000).await,
+        StatusCode::BAD_REQUEST
     );
 }

@@ -159,23 +159,63 @@ fn long_waits() -> (ServeConfig, ServiceConfig) {
     )
 }
 
+/// The status line and whole response of one `GET path` on a new connection.
+async fn get(address: SocketAddr, path: &str) -> (String, String) {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response).into_owned();
+    (text.lines().next().unwrap_or_default().to_owned(), text)
+}
+
+/// Issue 44, item 4: with every connection busy (long requests of one client), probes are
+/// still answered at once and anything else is told to retry, instead of every new client,
+/// probes included, waiting for a busy one to end; once one ends, requests are served again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_the_connection_cap_a_new_client_is_served_once_a_busy_one_leaves() {
+async fn at_the_connection_cap_probes_are_answered_and_the_rest_told_to_retry_until_a_busy_one_leaves()
+ {
     let (serve_config, service_config) = long_waits();
     let (address, _stop) = start_with(serve_config, service_config).await;
     // Two requests in progress hold both slots.
     let first = busy_connection(address).await;
     let _second = busy_connection(address).await;
-    let third = tokio::spawn(healthz(address));
-    // While both are busy, the third waits (not in a hot loop).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!third.is_finished(), "the cap holds the third client back");
-    drop(first);
-    let status = tokio::time::timeout(PATIENCE, third)
-        .await
-        .expect("served once a slot frees")
-        .unwrap();
+    for probe in ["/healthz", "/readyz"] {
+        let (status, _) = tokio::time::timeout(PATIENCE, get(address, probe))
+            .await
+            .expect("a probe is answered while every connection is busy");
+        assert!(
+            status == "HTTP/1.1 200 OK" || status.starts_with("HTTP/1.1 503"),
+            "{probe}: {status}"
+        );
+    }
+    let (status, _) = get(address, "/healthz").await;
     assert_eq!(status, "HTTP/1.1 200 OK");
+    let (status, text) = tokio::time::timeout(PATIENCE, get(address, "/no-such-path"))
+        .await
+        .expect("told at once");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("retry-after: 1"),
+        "{text}"
+    );
+    drop(first);
+    // Served by the gateway again (its 404), once a slot is free.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let (status, _) = get(address, "/no-such-path").await;
+        if status == "HTTP/1.1 404 Not Found" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still {status}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
