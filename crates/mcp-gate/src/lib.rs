@@ -22,7 +22,6 @@ mod permission;
 pub mod pins;
 
 pub use inbox::Inbox;
-pub use permission::too_many_waiting;
 
 use std::sync::Arc;
 use std::time::Duration;

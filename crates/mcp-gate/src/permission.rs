@@ -34,14 +34,6 @@ fn valid_tool_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
-/// A permission prompt's answer when its caller already has as many requests waiting for a
-/// person as it may hold (`max`): nothing may run, and the host is told why.
-pub fn too_many_waiting(max: usize) -> CallOutcome {
-    deny(format!(
-        "this caller already has {max} requests waiting for a person (permission prompts, long polls, confirmation streams); answer or end one, then ask again. Nothing may run."
-    ))
-}
-
 fn deny(message: impl Into<String>) -> CallOutcome {
     let message: String = message.into();
     CallOutcome::Done(decision_result(
@@ -50,6 +42,14 @@ fn deny(message: impl Into<String>) -> CallOutcome {
 }
 
 impl Gateway {
+    /// A permission prompt's answer when its caller already has as many requests waiting
+    /// for a person as it may hold (`max`): nothing may run, and the host is told why.
+    pub fn too_many_waiting(max: usize) -> CallOutcome {
+        deny(format!(
+            "this caller already has {max} requests waiting for a person (permission prompts, long polls, confirmation streams); answer or end one, then ask again. Nothing may run."
+        ))
+    }
+
     /// The entry of the agent host's tool `qualified` (`claude__Bash`) that a
     /// permission-prompt module asks about — what a person's answer to such a question is
     /// checked against (edited arguments, a grant) — or `None` when no permission-prompt

@@ -272,7 +272,7 @@ impl Mrtr {
                         match self.waits.try_open(&principal.caller) {
                             Some(slot) => Some(slot),
                             None => {
-                                return mcp_gate::too_many_waiting(self.waits.max_per_caller())
+                                return Gateway::too_many_waiting(self.waits.max_per_caller())
                                     .into_reply();
                             }
                         }

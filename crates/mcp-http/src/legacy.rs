@@ -17,7 +17,7 @@ use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
 use crate::service::{McpService, Reply, Streaming, header_text};
 use crate::sessions::Session;
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
-use mcp_gate::{CallOutcome, Classified};
+use mcp_gate::{CallOutcome, Classified, Gateway};
 use mcp_http_kit::error::McpError;
 use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response;
@@ -225,7 +225,7 @@ impl McpService {
                 Some(slot) => Some(slot),
                 None => {
                     let refused =
-                        mcp_gate::too_many_waiting(self.streams.max_per_caller()).into_reply()?;
+                        Gateway::too_many_waiting(self.streams.max_per_caller()).into_reply()?;
                     return Ok(Reply::Result(refused.for_client(false), None));
                 }
             },
