@@ -22,7 +22,7 @@ use crate::delivery::Delivery;
 pub const MAX_SKEW_SECONDS: i64 = 300;
 
 /// The most seen requests remembered (each for [`MAX_SKEW_SECONDS`]).
-const SEEN_CAP: usize = 10_000;
+pub(crate) const SEEN_CAP: usize = 10_000;
 
 /// A Slack sink: where its messages go, and whether they carry buttons.
 #[derive(Clone)]
@@ -159,8 +159,9 @@ pub enum SlackRefusal {
 pub struct SlackActions {
     secret: hmac::Key,
     users: BTreeMap<String, SlackUser>,
-    /// Signatures seen, with when they stop mattering (unix seconds).
-    seen: Mutex<HashMap<String, i64>>,
+    /// Requests seen, by their verified tag (the HMAC of timestamp and body, whatever the
+    /// case of its hex), with when they stop mattering (unix seconds).
+    seen: Mutex<HashMap<Vec<u8>, i64>>,
 }
 
 impl std::fmt::Debug for SlackActions {
@@ -181,8 +182,9 @@ pub fn slack_signature(secret: &[u8], ts: &str, body: &[u8]) -> String {
     format!("v0={hex}")
 }
 
+/// The 32 bytes of a signature's 64 hex digits (nothing else: no sign, no space).
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     (0..text.len())
@@ -259,21 +261,30 @@ impl SlackActions {
         if hmac::verify(&self.secret, &signed, &tag).is_err() {
             return Err(SlackRefusal::Unsigned("the signature does not match"));
         }
-        // Used once: the same signed request again (within the window) answers nothing.
+        // Used once: the same signed request again (within the window) answers nothing,
+        // however its signature is spelled (the key is the tag, not its text).
         {
             let mut seen = self
                 .seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             seen.retain(|_, until| *until >= now);
-            if seen.contains_key(signature) {
+            if seen.contains_key(&tag) {
                 return Err(SlackRefusal::Replayed);
             }
             if seen.len() >= SEEN_CAP {
-                // Full of live entries: refuse rather than forget one (fail closed).
-                return Err(SlackRefusal::Replayed);
+                // Only requests Slack signed get here, so the set fills only with genuine
+                // clicks: a fresh one is never refused for it; the one that stops mattering
+                // soonest is forgotten (an answer it carried is recorded once anyway).
+                if let Some(oldest) = seen
+                    .iter()
+                    .min_by_key(|(_, until)| **until)
+                    .map(|(key, _)| key.clone())
+                {
+                    seen.remove(&oldest);
+                }
             }
-            seen.insert(signature.to_owned(), at + MAX_SKEW_SECONDS);
+            seen.insert(tag, at + MAX_SKEW_SECONDS);
         }
         let payload: Value = form_field(body, "payload")
             .and_then(|p| serde_json::from_str(&p).ok())

@@ -469,6 +469,37 @@ fn a_signed_click_of_a_mapped_user_is_an_answer_and_anything_else_is_refused() {
         actions.verify(Some(&ts), Some(&signed), &body, now),
         Err(SlackRefusal::Replayed)
     );
+    // Nor spelled another way: the hex in capitals, or with a sign.
+    let shouted = format!("v0={}", signed["v0=".len()..].to_ascii_uppercase());
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&shouted), &body, now),
+        Err(SlackRefusal::Replayed),
+        "a case variant of a captured click is the same click"
+    );
+    let mixed: String = signed
+        .char_indices()
+        .map(|(i, c)| {
+            if i % 2 == 0 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    assert_eq!(
+        actions.verify(
+            Some(&ts),
+            Some(&mixed.replacen("V0=", "v0=", 1)),
+            &body,
+            now
+        ),
+        Err(SlackRefusal::Replayed)
+    );
+    let signed_plus = format!("v0=+{}", &signed["v0=".len() + 1..]);
+    assert!(matches!(
+        actions.verify(Some(&ts), Some(&signed_plus), &body, now),
+        Err(SlackRefusal::Unsigned(_))
+    ));
     // Unsigned, wrongly signed, signed over other bytes, or stale: not Slack's.
     let other = click("U024BE7LH", "decline:01a23ae4-a31a-7042-91b9-ed6303298fec");
     let stale_ts = (now.unix_timestamp() - MAX_SKEW_SECONDS - 1).to_string();
@@ -503,6 +534,27 @@ fn a_signed_click_of_a_mapped_user_is_an_answer_and_anything_else_is_refused() {
     assert_eq!(
         actions.verify(Some(&ts), Some(&signed), &open, now),
         Err(SlackRefusal::NotAnAnswer)
+    );
+}
+
+/// Genuine clicks that fill the replay set do not lock out the next one: it is still
+/// answered (the set forgets the entry that stops mattering soonest).
+#[test]
+fn a_full_replay_set_never_refuses_a_fresh_signed_click() {
+    let actions = slack_actions();
+    let now = OffsetDateTime::now_utc();
+    let ts = now.unix_timestamp().to_string();
+    for n in 0..super::slack::SEEN_CAP {
+        let body = click("U024BE7LH", &format!("decline:{n}"));
+        let signed = slack_signature(SLACK_SECRET, &ts, &body);
+        assert!(actions.verify(Some(&ts), Some(&signed), &body, now).is_ok());
+    }
+    let body = click("U024BE7LH", "approve:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let signed = slack_signature(SLACK_SECRET, &ts, &body);
+    assert!(actions.verify(Some(&ts), Some(&signed), &body, now).is_ok());
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&signed), &body, now),
+        Err(SlackRefusal::Replayed)
     );
 }
 
