@@ -26,7 +26,8 @@ const EXEMPT: &[&str] = &["mcp-wire", "mcp-bench", "mcp-fuzz", "xtask"];
 
 /// The functions of `crates/mcp-http/src/service.rs` that may read the reloadable state:
 /// the service's own accessors and reload, what the operations listener serves (outside any
-/// request's snapshot), and `handle`, which takes the snapshot.
+/// request's snapshot), and `handle` and `probe_only` (a request on the probe lane), which
+/// take the snapshot.
 const LIVE_READERS: &[&str] = &[
     "gateway",
     "auth",
@@ -34,6 +35,7 @@ const LIVE_READERS: &[&str] = &[
     "metrics_text",
     "check_readiness",
     "handle",
+    "probe_only",
 ];
 
 /// The sources a request is served by.
