@@ -35,7 +35,7 @@ const PASSES: usize = 40;
 static STALLED: AtomicU64 = AtomicU64::new(0);
 
 /// How many sweeps of this process found the audit chain blocked: a row after the head
-/// dated further in the future than [`SETTLE`], which no later sweep can pass (exported as
+/// dated more than the settling time (15 s) ahead, which no later sweep can pass (exported as
 /// `mcp_gateway_audit_seal_stalled_total`).
 pub fn audit_seal_stalls() -> u64 {
     STALLED.load(Ordering::Relaxed)
@@ -109,7 +109,7 @@ pub struct ChainSealed {
     /// The head after the pass: its row id and MAC (hex); `None` while nothing is sealed.
     pub head: Option<(i64, String)>,
     /// The row the pass could not pass because it is dated in the future (more than
-    /// [`SETTLE`] ahead of the gateway's clock), and its date: every row after it stays
+    /// the settling time, 15 s, ahead of the gateway's clock), and its date: every row after it stays
     /// unsealed until it is dealt with (docs/audit.md).
     pub stalled: Option<(i64, OffsetDateTime)>,
 }
@@ -231,7 +231,7 @@ pub struct ChainReport {
     /// Of the unsealed tail, the row that has waited longest and when it was recorded
     /// (`None`: before V17 recorded it), by the database's clock.
     pub oldest_unsealed: Option<(i64, Option<OffsetDateTime>)>,
-    /// Of the unsealed tail, the first row dated in the future (more than [`SETTLE`] ahead
+    /// Of the unsealed tail, the first row dated in the future (more than the settling time, 15 s, ahead
     /// of the database's clock): no sweep can seal past it.
     pub future_unsealed: Option<(i64, OffsetDateTime)>,
     /// The database's clock when the walk read its last page.
