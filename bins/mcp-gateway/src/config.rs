@@ -766,7 +766,15 @@ impl ApproverConfig {
                 "[[approvers]] for {:?}: issuer is for auth mode \"jwt\"",
                 self.tools
             ),
-            (_, _, None) => GroupsFrom::Configured,
+            (_, _, None) => {
+                if group.contains('#') {
+                    bail!(
+                        "[[approvers]] for {:?}: group {group:?} may not contain '#' (it qualifies a group by its tenant)",
+                        self.tools
+                    );
+                }
+                GroupsFrom::Configured
+            }
         };
         Ok(mcp_gate::ApproverRule {
             tools: self.tools.clone(),
@@ -1702,6 +1710,13 @@ impl Config {
         // Every default filled in, as `check-config` prints it.
         config.store.max_records_per_caller = Some(config.store.records_per_caller());
         config.store.max_bytes_per_caller = Some(config.store.bytes_per_caller());
+        // Each issuer's name as its callers are named (sub@name), so an operator sees that
+        // two issuers are apart.
+        if let Some(jwt) = &mut config.auth.jwt {
+            for issuer in &mut jwt.issuers {
+                issuer.name = Some(issuer.name());
+            }
+        }
         for module in &mut config.modules {
             module.isolation = Some(module.isolation());
             // The default filled in; a given `user` (a uid:gid, say) stays as given, as it runs.
@@ -2096,10 +2111,18 @@ impl Config {
         if self.http.max_connections == 0 || self.http.max_streams_per_caller == 0 {
             bail!("[http] max_connections and max_streams_per_caller must be at least 1");
         }
-        let (per_caller, in_flight) = self.http.body_bytes(0);
-        if per_caller < self.http.body_limit || in_flight < per_caller {
+        let upload = self
+            .uploads
+            .max_bytes
+            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES);
+        let (per_caller, in_flight) = self.http.body_bytes(upload);
+        let largest = self
+            .http
+            .body_limit
+            .max(usize::try_from(upload).unwrap_or(usize::MAX));
+        if per_caller < largest || in_flight < per_caller {
             bail!(
-                "[http] body_bytes_per_caller ({per_caller}) must be at least body_limit ({}), and body_bytes_in_flight ({in_flight}) at least body_bytes_per_caller: a body that fits the limit must fit the shares",
+                "[http] body_bytes_per_caller ({per_caller}) must be at least body_limit ({}) and [uploads] max_bytes ({upload}), and body_bytes_in_flight ({in_flight}) at least body_bytes_per_caller: a body that fits its limit must fit the shares",
                 self.http.body_limit
             );
         }
@@ -2186,6 +2209,29 @@ mod tests {
         let resolved = config.auth.jwt.unwrap().resolve().unwrap();
         assert_eq!(resolved.issuers[0].name, "login.example.com/realms/acme");
         assert_eq!(resolved.scopes.tools_call, "mcp.tools");
+    }
+
+    /// `check-config` shows the name each issuer's callers are named by (`sub@name`), so an
+    /// operator can see that two issuers are apart.
+    #[test]
+    fn check_config_shows_each_issuers_name() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let jwt: String = text
+            .lines()
+            .skip_while(|l| *l != "# [auth]")
+            .take_while(|l| l.starts_with('#'))
+            .map(|l| format!("{}\n", l.trim_start_matches('#').trim_start()))
+            .collect();
+        let file =
+            std::env::temp_dir().join(format!("mcp-issuer-name-{}.toml", std::process::id()));
+        std::fs::write(&file, &jwt).unwrap();
+        let effective = Config::load(&file).unwrap().effective().unwrap();
+        let _ = std::fs::remove_file(&file);
+        assert!(
+            effective.contains("name = \"login.example.com/realms/acme\""),
+            "{effective}"
+        );
     }
 
     #[test]

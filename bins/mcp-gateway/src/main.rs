@@ -243,10 +243,29 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcp-gateway: {e:#}");
+            eprintln!("mcp-gateway: {}", error_text(&e));
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line each joined by `: `, every part once (a cause whose
+/// text its context already carries is not repeated) and without the trailing newlines
+/// some carry (which ran the next part into them).
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        let part = part.trim_end();
+        if part.is_empty() || text.contains(part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(part);
+    }
+    text
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -638,4 +657,24 @@ Try it (the README walks through it):
   curl -s http://{address}/v1/mcp/elicitations
 "#
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// Every part of an error once, on one line: a cause its context already quotes is not
+    /// repeated, and a cause's trailing newline does not run the next part into it.
+    #[test]
+    fn an_error_is_printed_once_on_one_line() {
+        let cause = anyhow::anyhow!("unknown field `bogus`\n");
+        let error = cause.context("invalid configuration in gw.toml");
+        assert_eq!(
+            error_text(&error),
+            "invalid configuration in gw.toml: unknown field `bogus`"
+        );
+        let quoted =
+            anyhow::anyhow!("the file is not there").context("cannot start: the file is not there");
+        assert_eq!(error_text(&quoted), "cannot start: the file is not there");
+    }
 }

@@ -19,7 +19,8 @@ pub(crate) struct NotifyConfig {
     /// `webhook`: the environment variable holding the signing secret.
     #[serde(default)]
     pub(crate) secret_env: Option<String>,
-    /// `webhook`: send the call's arguments too.
+    /// `webhook`, `slack`: send the call's arguments too (in Slack, only then can a person
+    /// approve there).
     #[serde(default)]
     pub(crate) include_arguments: bool,
     /// Only these tools (exact, or a prefix ending in `*`).
@@ -216,7 +217,6 @@ pub(crate) fn sinks(configs: &[NotifyConfig]) -> Result<Vec<mcp_notify::Sink>> {
                 foreign(&[
                     ("url", config.url.is_some()),
                     ("secret_env", config.secret_env.is_some()),
-                    ("include_arguments", config.include_arguments),
                     ("smtp_host", config.smtp_host.is_some()),
                     ("from", config.from.is_some()),
                     ("to", !config.to.is_empty()),
@@ -354,6 +354,7 @@ fn slack(what: &str, config: &NotifyConfig) -> Result<mcp_notify::Slack> {
     Ok(mcp_notify::Slack {
         webhook_url: url,
         buttons,
+        include_arguments: config.include_arguments,
     })
 }
 
@@ -401,5 +402,6 @@ pub(crate) fn slack_actions(configs: &[NotifyConfig]) -> Result<Option<mcp_notif
     Ok(Some(mcp_notify::SlackActions::new(
         secret.as_bytes(),
         users,
+        config.include_arguments,
     )))
 }

@@ -781,9 +781,16 @@ mod tests {
             json!({"force": false, "target": "dev"}),
             json!({"target": "dev"}),
             json!({"target": "dev", "env": "staging"}),
-            json!({"target": "dev", "force": null}),
         ] {
             assert_eq!(decide(args.clone()), GateDecision::Forward, "{args}");
+        }
+        // null is another type too: a module may read it as its default.
+        for args in [
+            json!({"target": "dev", "force": null}),
+            json!({"target": null}),
+            json!({"target": "dev", "env": null}),
+        ] {
+            assert_eq!(decide(args.clone()), GateDecision::Deny, "{args}");
         }
     }
 

@@ -147,6 +147,13 @@ pub fn confirmation_message(
     }
 }
 
+/// Whether `message` (a confirmation's, as [`confirmation_message`] wrote it) shows every one
+/// of `arguments`: what a person approving from it sees.
+pub fn message_shows_arguments(message: &str, arguments: &Value) -> bool {
+    let canonical = visible(&crate::canonical_json(arguments));
+    message.ends_with(&format!(" Arguments: {canonical}"))
+}
+
 /// A call's confirmation message as [`confirmation_message`] wrote it, without the
 /// arguments: for a notification that leaves the gateway without them. Anything that is
 /// not exactly that message and those arguments gives only a line naming the tool, never

@@ -17,10 +17,12 @@
 //! different types, so `args.force == true` would not match `{"force": "true"}`, `1` or
 //! `"yes"` (which a lax module may still read as true), and a `deny` rule would be talked past
 //! by changing a JSON type. Here they fail instead: two values compare only when both are
-//! strings, booleans, numbers (of any kind: `1 == 1.0`), lists or maps of such, or one is
-//! `null` (equal only to `null`); `x in list` fails when any element cannot be compared with
-//! `x`, and `x in map` when `x` is not of its keys' type. Ordering (`<`, `>`, …) already fails
-//! between types.
+//! strings, booleans, numbers (of any kind: `1 == 1.0`), or lists or maps of such; `null`
+//! compares with another value only where the rule itself writes the literal `null`
+//! (`args.x == null`, `x in [null, 'a']`) — else `{"env": null}`, which a module may read as
+//! its default, would slip past `deny when args.env == 'prod'`; `x in list` fails when any
+//! element cannot be compared with `x`, and `x in map` when `x` is not of its keys' type.
+//! Ordering (`<`, `>`, …) already fails between types.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -243,14 +245,34 @@ impl When {
 const STRICT_EQ: &str = "_==_ strict";
 const STRICT_NE: &str = "_!=_ strict";
 const STRICT_IN: &str = "@in strict";
+/// The same where the rule writes a literal `null` in the comparison: `null` compares.
+const NULLABLE_EQ: &str = "_==_ strict nullable";
+const NULLABLE_NE: &str = "_!=_ strict nullable";
+const NULLABLE_IN: &str = "@in strict nullable";
 
 type Strict = fn(Cel, Cel) -> Result<Cel, ExecutionError>;
 
-const STRICT: [(&str, Strict); 3] = [
-    (STRICT_EQ, |a, b| strict_eq(&a, &b).map(Cel::Bool)),
-    (STRICT_NE, |a, b| strict_eq(&a, &b).map(|eq| Cel::Bool(!eq))),
-    (STRICT_IN, |a, b| strict_in(&a, &b).map(Cel::Bool)),
+const STRICT: [(&str, Strict); 6] = [
+    (STRICT_EQ, |a, b| strict_eq(&a, &b, false).map(Cel::Bool)),
+    (STRICT_NE, |a, b| {
+        strict_eq(&a, &b, false).map(|eq| Cel::Bool(!eq))
+    }),
+    (STRICT_IN, |a, b| strict_in(&a, &b, false).map(Cel::Bool)),
+    (NULLABLE_EQ, |a, b| strict_eq(&a, &b, true).map(Cel::Bool)),
+    (NULLABLE_NE, |a, b| {
+        strict_eq(&a, &b, true).map(|eq| Cel::Bool(!eq))
+    }),
+    (NULLABLE_IN, |a, b| strict_in(&a, &b, true).map(Cel::Bool)),
 ];
+
+/// Whether `e` is the literal `null`, or a list literal holding one.
+fn writes_null(e: &IdedExpr) -> bool {
+    match &e.expr {
+        Expr::Literal(literal) => matches!(literal, cel::common::ast::LiteralValue::Null),
+        Expr::List(list) => list.elements.iter().any(writes_null),
+        _ => false,
+    }
+}
 
 /// Makes every `==`, `!=` and `in` of `expr` (macros' expansions included) a call of its
 /// strict form.
@@ -258,11 +280,18 @@ fn strict(expr: &mut IdedExpr) {
     match &mut expr.expr {
         Expr::Call(call) => {
             if call.args.len() == 2 {
-                match call.func_name.as_str() {
-                    operators::EQUALS => call.func_name = STRICT_EQ.to_owned(),
-                    operators::NOT_EQUALS => call.func_name = STRICT_NE.to_owned(),
-                    operators::IN => call.func_name = STRICT_IN.to_owned(),
-                    _ => {}
+                let nullable = call.args.iter().any(writes_null);
+                let strict = match (call.func_name.as_str(), nullable) {
+                    (operators::EQUALS, false) => Some(STRICT_EQ),
+                    (operators::NOT_EQUALS, false) => Some(STRICT_NE),
+                    (operators::IN, false) => Some(STRICT_IN),
+                    (operators::EQUALS, true) => Some(NULLABLE_EQ),
+                    (operators::NOT_EQUALS, true) => Some(NULLABLE_NE),
+                    (operators::IN, true) => Some(NULLABLE_IN),
+                    _ => None,
+                };
+                if let Some(strict) = strict {
+                    call.func_name = strict.to_owned();
                 }
             }
             if let Some(target) = &mut call.target {
@@ -307,11 +336,13 @@ const fn is_number(v: &Cel) -> bool {
     matches!(v, Cel::Int(_) | Cel::UInt(_) | Cel::Float(_))
 }
 
-/// Whether `a` equals `b`, failing where their types differ (but for `null`, and numbers of
-/// different kinds), at any depth.
-fn strict_eq(a: &Cel, b: &Cel) -> Result<bool, ExecutionError> {
+/// Whether `a` equals `b`, failing where their types differ (numbers of different kinds
+/// compare; `null` equals `null`, and compares with anything else only when `nullable`: the
+/// rule wrote a literal `null`), at any depth.
+fn strict_eq(a: &Cel, b: &Cel, nullable: bool) -> Result<bool, ExecutionError> {
     match (a, b) {
-        (Cel::Null, _) | (_, Cel::Null) => Ok(matches!((a, b), (Cel::Null, Cel::Null))),
+        (Cel::Null, Cel::Null) => Ok(true),
+        (Cel::Null, _) | (_, Cel::Null) if nullable => Ok(false),
         (Cel::String(_), Cel::String(_))
         | (Cel::Bool(_), Cel::Bool(_))
         | (Cel::Bytes(_), Cel::Bytes(_)) => Ok(a == b),
@@ -319,7 +350,7 @@ fn strict_eq(a: &Cel, b: &Cel) -> Result<bool, ExecutionError> {
         (Cel::List(x), Cel::List(y)) => {
             let mut equal = x.len() == y.len();
             for (a, b) in x.iter().zip(y.iter()) {
-                equal &= strict_eq(a, b)?;
+                equal &= strict_eq(a, b, nullable)?;
             }
             Ok(equal)
         }
@@ -327,7 +358,7 @@ fn strict_eq(a: &Cel, b: &Cel) -> Result<bool, ExecutionError> {
             let mut equal = x.map.len() == y.map.len();
             for (key, a) in x.map.iter() {
                 match y.map.get(key) {
-                    Some(b) => equal &= strict_eq(a, b)?,
+                    Some(b) => equal &= strict_eq(a, b, nullable)?,
                     None => equal = false,
                 }
             }
@@ -339,12 +370,12 @@ fn strict_eq(a: &Cel, b: &Cel) -> Result<bool, ExecutionError> {
 
 /// Whether `item` is in `container` (an element of a list, a key of a map), failing where
 /// an element, or a key, cannot be compared with it.
-fn strict_in(item: &Cel, container: &Cel) -> Result<bool, ExecutionError> {
+fn strict_in(item: &Cel, container: &Cel, nullable: bool) -> Result<bool, ExecutionError> {
     match container {
         Cel::List(items) => {
             let mut found = false;
             for element in items.iter() {
-                found |= strict_eq(item, element)?;
+                found |= strict_eq(item, element, nullable)?;
             }
             Ok(found)
         }
@@ -360,7 +391,7 @@ fn strict_in(item: &Cel, container: &Cel) -> Result<bool, ExecutionError> {
                 if matches!(item, Cel::Null) {
                     return Err(not_comparable(item, &key));
                 }
-                found |= strict_eq(item, &key)?;
+                found |= strict_eq(item, &key, nullable)?;
             }
             Ok(found)
         }
@@ -581,6 +612,12 @@ mod tests {
             "args.s in 'true'",
             "args.l.exists(x, x == 1)",
             "[args.s].exists_one(x, x == true)",
+            // null, where the rule does not write it: {"env": null} is not "not prod".
+            "args.n == 'prod'",
+            "args.n != 'prod'",
+            "args.n in ['prod', 'production']",
+            "'prod' in [args.n]",
+            "args.s == args.n",
         ] {
             let when = When::compile(source).unwrap();
             assert!(
@@ -595,6 +632,10 @@ mod tests {
             ("args.b != false", true),
             ("args.i == 1.0 && args.f == 1 && args.i == 1u", true),
             ("args.n == null && args.s != null && null != args.b", true),
+            (
+                "args.n in [null, 'prod'] && !(args.s in [null, 'prod'])",
+                true,
+            ),
             ("args.l == ['prod'] && args.l != ['dev']", true),
             (
                 "args.m == {'k': 'v'} && args.m != {'k': 'w'} && args.m != {}",
@@ -603,6 +644,7 @@ mod tests {
             ("'prod' in args.l && !('dev' in args.l)", true),
             ("'k' in args.m && !('j' in args.m)", true),
             ("null in [null, 'a'] && !(args.s in [null])", true),
+            ("!has(args.missing) || args.missing == null", true),
             ("args.l.exists_one(x, x == 'prod')", true),
             ("[1, 2].exists_one(x, x == 2)", true),
         ] {

@@ -70,6 +70,16 @@ pub enum AuthConfigError {
         /// The scope.
         scope: String,
     },
+    /// A group name with `#`, which qualifies a group by its tenant.
+    #[error(
+        "token for {subject:?}: group {group:?} may not contain '#' (it qualifies a group by its tenant)"
+    )]
+    BadGroup {
+        /// The subject.
+        subject: String,
+        /// The group.
+        group: String,
+    },
     /// Mode `tokens` with no tokens.
     #[error("auth mode \"tokens\" needs at least one [[auth.tokens]] entry")]
     NoTokens,
@@ -160,6 +170,18 @@ impl Auth {
                     });
                 }
             }
+            if let Some(group) = grant.groups.iter().find(|g| g.contains('#')) {
+                return Err(AuthConfigError::BadGroup {
+                    subject,
+                    group: group.clone(),
+                });
+            }
+            // Each group as the token's tenant's: another tenant's "sre" is not this one's.
+            let groups = grant
+                .groups
+                .iter()
+                .map(|g| tenant_group(g, grant.tenant.as_deref()))
+                .collect();
             let caller = Caller::new(grant.subject, grant.tenant).map_err(|_| {
                 AuthConfigError::BadCaller {
                     subject: subject.clone(),
@@ -169,7 +191,7 @@ impl Auth {
                 caller,
                 scopes: grant.scopes.into_iter().collect(),
                 authenticated: true,
-                groups: grant.groups.into_iter().collect(),
+                groups,
                 client: None,
                 subject_token: None,
             };
@@ -281,6 +303,15 @@ impl Auth {
     }
 }
 
+/// A group of mode `tokens` (or a Slack user's) as its tenant's: `sre#t2`, or `sre` without
+/// a tenant. Mode `jwt` qualifies groups by issuer and tenant ([`jwt::qualified_group`]).
+pub fn tenant_group(group: &str, tenant: Option<&str>) -> String {
+    match tenant {
+        Some(tenant) => format!("{group}#{tenant}"),
+        None => group.to_owned(),
+    }
+}
+
 /// SHA-256 of a token as 64 hex digits (what `token_sha256` holds).
 pub fn token_sha256(token: &str) -> String {
     digest(&SHA256, token.as_bytes())
@@ -300,6 +331,37 @@ mod tests {
             map.insert(http::header::AUTHORIZATION, value.parse().unwrap());
         }
         map
+    }
+
+    #[tokio::test]
+    async fn a_tokens_groups_are_its_tenants_and_a_hash_in_a_group_is_refused() {
+        let grant = |token: &str, tenant: Option<&str>, group: &str| TokenGrant {
+            subject: "carol".into(),
+            tenant: tenant.map(str::to_owned),
+            token_sha256: token_sha256(token),
+            scopes: vec![SCOPE_RESPOND.into()],
+            groups: vec![group.into()],
+        };
+        let auth = Auth::tokens(vec![
+            grant("t2-token", Some("t2"), "sre"),
+            grant("plain-token", None, "sre"),
+        ])
+        .unwrap();
+        let groups = |p: Arc<Principal>| p.groups.iter().cloned().collect::<Vec<_>>();
+        let t2 = auth
+            .authenticate(&headers(Some("Bearer t2-token")))
+            .await
+            .unwrap();
+        assert_eq!(groups(t2), ["sre#t2"]);
+        let plain = auth
+            .authenticate(&headers(Some("Bearer plain-token")))
+            .await
+            .unwrap();
+        assert_eq!(groups(plain), ["sre"]);
+        assert!(matches!(
+            Auth::tokens(vec![grant("x", None, "sre#t2")]),
+            Err(AuthConfigError::BadGroup { .. })
+        ));
     }
 
     #[tokio::test]

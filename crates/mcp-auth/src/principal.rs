@@ -94,6 +94,23 @@ pub enum AnsweredVia {
 }
 
 impl Principal {
+    /// The groups as a policy rule's `when` sees them: each group, and a group qualified by
+    /// the caller's own tenant (`sre#t2`, mode `tokens`) also as written (`sre`), so a rule
+    /// written against a token's configured group names matches it whatever its tenant.
+    pub fn rule_groups(&self) -> Vec<String> {
+        let own = self.caller.tenant_id().map(|t| format!("#{t}"));
+        let mut groups: Vec<String> = Vec::with_capacity(self.groups.len());
+        for group in &self.groups {
+            groups.push(group.clone());
+            if let Some(bare) = own.as_deref().and_then(|own| group.strip_suffix(own))
+                && !bare.contains('@')
+            {
+                groups.push(bare.to_owned());
+            }
+        }
+        groups
+    }
+
     /// As an approver: who, and in which groups (`None` without groups).
     pub fn approver(&self) -> Option<elicitation_store::Approver> {
         (!self.groups.is_empty()).then(|| elicitation_store::Approver {

@@ -103,7 +103,8 @@ pub struct ApproverRule {
 /// Whose assertion of an approver rule's group counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupsFrom {
-    /// The group as configured: mode `tokens`, where groups are the tokens' own.
+    /// The group as configured, of the caller's tenant: mode `tokens`, where groups are the
+    /// tokens' own (a token's groups are its tenant's, [`mcp_auth::tenant_group`]).
     Configured,
     /// The group as the held call's caller's own issuer asserts it (mode `jwt`), for the
     /// caller's tenant: another issuer's (or tenant's) "sre" answers nothing of its callers.
@@ -552,7 +553,7 @@ impl Gateway {
     }
 
     /// Who answers `caller`'s confirmations of `tool` besides, or instead of, the caller:
-    /// the group as the rule's issuer (in mode `jwt`) qualifies it.
+    /// the group as the rule's issuer (in mode `jwt`) and the caller's tenant qualify it.
     pub fn approval_for(&self, tool: &str, caller: &Caller) -> Option<elicitation_store::Approval> {
         let rule = self.approvers.iter().find(|r| r.matches(tool))?;
         let mut approval = rule.approval.clone();
@@ -563,10 +564,14 @@ impl Gateway {
             }
             GroupsFrom::Issuer(name) => Some(name.as_str()),
         };
-        if let Some(issuer) = issuer {
-            approval.group =
-                mcp_auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id());
-        }
+        approval.group = match issuer {
+            Some(issuer) => {
+                mcp_auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id())
+            }
+            // The caller's tenant's group: a token of another tenant in a group of the same
+            // name answers nothing of this caller's.
+            None => mcp_auth::tenant_group(&approval.group, caller.tenant_id()),
+        };
         Some(approval)
     }
 
@@ -918,7 +923,7 @@ impl Gateway {
             upstream_as_read(&mut params, arguments);
         }
         let groups: Vec<String> = if reads {
-            principal.groups.iter().cloned().collect()
+            principal.rule_groups()
         } else {
             Vec::new()
         };
@@ -1258,7 +1263,7 @@ impl Gateway {
                 "the arguments the person approved are not an object; nothing was run",
             ));
         };
-        let groups: Vec<String> = principal.groups.iter().cloned().collect();
+        let groups: Vec<String> = principal.rule_groups();
         let decided = self.decide(entry, edited, principal.caller.subject_id(), &groups);
         if decided.decision == GateDecision::Deny {
             return Err(gating_core::denied_result(
@@ -1336,7 +1341,7 @@ impl Gateway {
                 let Some(source) = &grant.when else {
                     return true;
                 };
-                let groups: Vec<String> = principal.groups.iter().cloned().collect();
+                let groups: Vec<String> = principal.rule_groups();
                 let facts = call_facts(
                     &call.entry,
                     &call.arguments,
@@ -1737,20 +1742,23 @@ impl Gateway {
             )));
         };
         // A module's tool, or the agent host's own that a permission prompt asked about.
-        let entry = match self.registry.find(&call.tool).await {
-            Some(entry) => entry,
-            None => Arc::new(self.host_entry(&call.tool).await.ok_or_else(|| {
-                refused(format!(
-                    "{} is not listed by any module now, so the approval cannot carry anything for it",
-                    call.tool
-                ))
-            })?),
+        let (entry, listed) = match self.registry.find(&call.tool).await {
+            Some(entry) => (entry, true),
+            None => (
+                Arc::new(self.host_entry(&call.tool).await.ok_or_else(|| {
+                    refused(format!(
+                        "{} is not listed by any module now, so the approval cannot carry anything for it",
+                        call.tool
+                    ))
+                })?),
+                false,
+            ),
         };
         // What the policy decides now for the call as held (or as edited). The caller's
         // groups are known only when the caller answers; an approver's answer is decided
         // without them — the gate decides again, with them, when the call runs.
         let groups: Vec<String> = if owner == principal.caller {
-            principal.groups.iter().cloned().collect()
+            principal.rule_groups()
         } else {
             Vec::new()
         };
@@ -1762,6 +1770,18 @@ impl Gateway {
         let with = match with {
             Approving::Grant(grant) => {
                 let terms = GrantTerms::parse(grant, self.max_grant).map_err(refused)?;
+                // A grant stands for the definition the person saw: the one the call was
+                // held under, and only while that is what is listed (a changed definition,
+                // withheld for an operator or approved since, was never put to this person).
+                let seen = self
+                    .definition_put_to_the_person(&entry, listed, call.definition)
+                    .await;
+                let Some(seen) = seen else {
+                    return Err(refused(format!(
+                        "the definition of {} is not the one this call was held under (it changed, or its change waits for an operator), so no grant can stand for it; approve without a grant",
+                        entry.qualified
+                    )));
+                };
                 let decided = decide(&call.arguments);
                 match decided.decision {
                     GateDecision::Confirm(_) if decided.grants => {}
@@ -1785,7 +1805,7 @@ impl Gateway {
                     when: terms.when.as_ref().map(|w| w.source().to_owned()),
                     lasts: terms.lasts,
                     max_uses: terms.max_uses,
-                    definition: definition_digest(&entry),
+                    definition: seen,
                 })
             }
             Approving::Arguments(arguments) => {
@@ -1937,6 +1957,32 @@ pub async fn answer(
 /// or a confirmation made against one definition covers no call after it changed.
 pub fn definition_digest(entry: &ToolEntry) -> String {
     entry.digest.to_string()
+}
+
+impl Gateway {
+    /// The digest of the definition a held call (held under `held_under`) was put to the
+    /// person with, when it is still what is listed for `entry`: the same digest and, for a
+    /// module's tool (`listed`), its pin's verdict `Listed`. `None` otherwise.
+    async fn definition_put_to_the_person(
+        &self,
+        entry: &Arc<ToolEntry>,
+        listed: bool,
+        held_under: Option<CallDigest>,
+    ) -> Option<String> {
+        let held_under = held_under?;
+        if entry.digest != held_under {
+            return None;
+        }
+        if listed
+            && !matches!(
+                self.pinning.verdict(entry).await,
+                Ok(crate::pins::Verdict::Listed)
+            )
+        {
+            return None;
+        }
+        Some(held_under.to_string())
+    }
 }
 
 /// The facts of one call of `entry` that a rule's or a grant's `when` sees.

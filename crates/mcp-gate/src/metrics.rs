@@ -114,6 +114,7 @@ pub struct Metrics {
     trace_spans_failed: Counter,
     sessions: Gauge,
     streams: Gauge,
+    body_bytes: Gauge,
     connections: Gauge,
     open_connections: Arc<AtomicI64>,
 }
@@ -158,6 +159,7 @@ impl Metrics {
             reloads: Family::default(),
             sessions: Gauge::default(),
             streams: Gauge::default(),
+            body_bytes: Gauge::default(),
             connections: Gauge::default(),
             open_connections: Arc::default(),
             registry: Registry::default(),
@@ -277,8 +279,13 @@ impl Metrics {
         );
         registry.register(
             "open_streams",
-            "Long-lived SSE streams open on this instance",
+            "Long-lived requests (SSE streams, REST long polls, waiting permission prompts) open on this instance",
             metrics.streams.clone(),
+        );
+        registry.register(
+            "request_body_bytes",
+            "Bytes of request bodies being received now ([http] body_bytes_in_flight bounds them)",
+            metrics.body_bytes.clone(),
         );
         registry.register(
             "connections",
@@ -365,6 +372,8 @@ impl Metrics {
     pub fn render(&self, live: Live<'_>) -> String {
         self.sessions.set(live.sessions as i64);
         self.streams.set(live.streams as i64);
+        self.body_bytes
+            .set(i64::try_from(live.body_bytes).unwrap_or(i64::MAX));
         self.connections
             .set(self.open_connections.load(Ordering::Relaxed));
         for (module, health) in live.modules {
@@ -454,8 +463,10 @@ impl StoreMeter for Metrics {
 pub struct Live<'a> {
     /// Open legacy sessions.
     pub sessions: usize,
-    /// Open SSE streams.
+    /// Open long-lived requests (SSE streams, long polls, waiting permission prompts).
     pub streams: usize,
+    /// Bytes of request bodies being received.
+    pub body_bytes: usize,
     /// Each module and its health.
     pub modules: &'a [(&'a str, mcp_upstream::ModuleHealth)],
     /// How many of each module's tool definitions are withheld (modules not named: none).

@@ -130,9 +130,12 @@ pub async fn serve(
         let service = service.clone();
         let (io, activity) = IdleIo::new(TokioIo::new(stream));
         let busy = activity.clone();
-        let handler = service_fn(move |request| {
+        let handler = service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
             let service = service.clone();
             let busy = busy.clone();
+            request
+                .extensions_mut()
+                .insert(crate::service::PeerAddress(peer.ip()));
             async move {
                 // A request in progress — its handling and its response body, which may be a
                 // long SSE stream — keeps the connection from counting as idle.
@@ -192,8 +195,9 @@ pub async fn serve(
 /// every connection (with long requests) cannot make the gateway look dead to its probes.
 const PROBE_LANE: usize = 32;
 
-/// How long a connection on the probe lane may take, its request and answer together.
-const PROBE_LANE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a connection on the probe lane may take, its request and answer together (a
+/// probe sends its request at once: one that sends nothing gives its place up soon).
+const PROBE_LANE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Serves one connection accepted at the cap on the probe lane: one request, then closed.
 fn serve_probe_only(

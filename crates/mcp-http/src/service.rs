@@ -133,6 +133,29 @@ pub struct McpService {
     ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
 }
 
+/// The address a request's connection comes from, put in its extensions by the server:
+/// what an unauthenticated body counts against ([`Sender::anonymous`]).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddress(pub std::net::IpAddr);
+
+/// Who sends an unauthenticated request's body: its connection's address.
+fn anonymous(parts: &http::request::Parts) -> Sender {
+    Sender::anonymous(parts.extensions.get::<PeerAddress>().map(|p| p.0))
+}
+
+/// A body refused for its sender's share or the gateway's.
+fn too_many_bodies(over: Over) -> McpError {
+    McpError::RateLimited {
+        what: match over {
+            Over::Sender => {
+                "this sender is sending more request bodies at once than the gateway allows"
+            }
+            Over::Total => "the gateway is receiving as many request bodies as it holds at once",
+        },
+        retry_after: 1,
+    }
+}
+
 /// `notifications/cancelled`'s params.
 #[derive(serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -601,6 +624,7 @@ impl McpService {
         gateway.metrics().render(mcp_gate::metrics::Live {
             sessions: self.sessions.len(),
             streams: self.streams.open_total(),
+            body_bytes: self.bodies.held(),
             modules: &modules,
             quarantined: &quarantined,
         })
@@ -922,7 +946,7 @@ impl McpService {
         if parts.method != Method::POST {
             return response::error(&McpError::MethodNotAllowed, Surface::Problem);
         }
-        let bytes = match self.read_body(body, Sender::Anonymous).await {
+        let bytes = match self.read_body(body, anonymous(parts)).await {
             Ok(bytes) => bytes,
             Err(e) => return response::error(&e, Surface::Problem),
         };
@@ -962,6 +986,12 @@ impl McpService {
             Err(SlackRefusal::NotAnAnswer) => {
                 return said(StatusCode::OK, "Nothing to answer.".into());
             }
+            Err(SlackRefusal::ApproveOnThePage) => {
+                return said(
+                    StatusCode::OK,
+                    "Nothing was recorded: this Slack app is not shown the call's arguments, so approve it on the approvals page (Open).".into(),
+                );
+            }
         };
         let Ok(id) = action
             .elicitation
@@ -981,7 +1011,17 @@ impl McpService {
             caller,
             scopes: [mcp_auth::SCOPE_RESPOND.to_owned()].into_iter().collect(),
             authenticated: true,
-            groups: action.user.groups.iter().cloned().collect(),
+            // The mapped user's groups as a token's would be: its tenant's (mode `jwt`
+            // names them qualified already).
+            groups: action
+                .user
+                .groups
+                .iter()
+                .map(|g| match &*snap.auth {
+                    Auth::Jwt(_) => g.clone(),
+                    _ => mcp_auth::tenant_group(g, action.user.tenant.as_deref()),
+                })
+                .collect(),
             client: None,
             subject_token: None,
         };
@@ -1038,7 +1078,7 @@ impl McpService {
             }
             _ => self.config.body_limit,
         };
-        let bytes = match self.read_body_limited(body, limit, Sender::Anonymous).await {
+        let bytes = match self.read_body_limited(body, limit, anonymous(parts)).await {
             Ok(bytes) => bytes,
             Err(e) => return response::rpc_error(&e, None, None),
         };
@@ -1334,7 +1374,7 @@ impl McpService {
         if body.size_hint().lower() > limit as u64 {
             return Err(McpError::PayloadTooLarge { limit });
         }
-        let mut held = self.bodies.reserve(sender);
+        let mut held = self.bodies.reserve(sender).map_err(too_many_bodies)?;
         let read = async {
             let mut body = std::pin::pin!(body);
             let mut whole = bytes::BytesMut::new();
@@ -1348,17 +1388,7 @@ impl McpService {
                 if whole.len() + data.len() > limit {
                     return Err(McpError::PayloadTooLarge { limit });
                 }
-                held.grow(data.len()).map_err(|over| McpError::RateLimited {
-                    what: match over {
-                        Over::Sender => {
-                            "this caller is sending more request bodies at once than the gateway allows"
-                        }
-                        Over::Total => {
-                            "the gateway is receiving as many request bodies as it holds at once"
-                        }
-                    },
-                    retry_after: 1,
-                })?;
+                held.grow(data.len()).map_err(too_many_bodies)?;
                 whole.extend_from_slice(&data);
             }
             Ok(whole.freeze())

@@ -280,7 +280,7 @@ impl Shared {
                     hook.send(&self.http, &body, self.clock.now()).await
                 }
                 SinkKind::Slack(slack) => {
-                    let body = event_body(notice, elicitation, &self.page, false);
+                    let body = event_body(notice, elicitation, &self.page, slack.include_arguments);
                     slack.send(&self.http, &body, self.clock.now()).await
                 }
                 SinkKind::Email(mail) => {

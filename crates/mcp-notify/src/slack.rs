@@ -31,6 +31,9 @@ pub struct Slack {
     pub webhook_url: String,
     /// Approve and Decline buttons (interactive answers are configured).
     pub buttons: bool,
+    /// The call's arguments go to Slack (`include_arguments`): only then can a person
+    /// approve there, seeing what they approve; else Approve is on the page.
+    pub include_arguments: bool,
 }
 
 impl std::fmt::Debug for Slack {
@@ -38,6 +41,7 @@ impl std::fmt::Debug for Slack {
         f.debug_struct("Slack")
             .field("webhook_url", &"<redacted>")
             .field("buttons", &self.buttons)
+            .field("include_arguments", &self.include_arguments)
             .finish()
     }
 }
@@ -55,8 +59,16 @@ fn plain(text: &str, max: usize) -> Value {
     json!({"type": "plain_text", "text": text, "emoji": false})
 }
 
+/// Longest text of a Block Kit section.
+const SECTION_TEXT: usize = 3000;
+
 /// The Block Kit message for `event` (the webhook's event body). Everything from the agent,
 /// a module or the caller is `plain_text`: Slack renders no markup or mentions from it.
+///
+/// An Approve button only where the message shows the person everything they approve: a
+/// call's arguments were sent (`include_arguments`, the event carries `arguments`) or there
+/// is no call, and the message fits a section whole. Else the person approves on the page
+/// (the Open button); declining needs no arguments, so Decline stays.
 pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value {
     let text = |key: &str| event.get(key).and_then(Value::as_str).unwrap_or_default();
     let tool = event
@@ -78,12 +90,22 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
         "type": "button", "action_id": "open", "text": plain("Open", 75), "url": text("url")
     })];
     let waiting = text("event") == "elicitation.waiting";
+    let shows_everything = match event.get("arguments") {
+        _ if event.get("tool").is_none_or(Value::is_null) => true,
+        Some(arguments) => gating_core::message_shows_arguments(text("message"), arguments),
+        None => false,
+    } && text("message").chars().count() <= SECTION_TEXT;
+    let mut context = format!("Caller: {}{left}", text("caller"));
     if buttons && waiting && text("type") == "confirmation" {
         let id = text("id");
-        actions.push(
-            json!({"type": "button", "action_id": "approve", "style": "primary",
-                            "text": plain("Approve", 75), "value": format!("approve:{id}")}),
-        );
+        if shows_everything {
+            actions.push(
+                json!({"type": "button", "action_id": "approve", "style": "primary",
+                                "text": plain("Approve", 75), "value": format!("approve:{id}")}),
+            );
+        } else {
+            context.push_str(" · approve on the page (Open): this message does not show everything the call would do");
+        }
         actions.push(
             json!({"type": "button", "action_id": "decline", "style": "danger",
                             "text": plain("Decline", 75), "value": format!("decline:{id}")}),
@@ -93,8 +115,8 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
         "text": format!("{title} (caller {})", text("caller")),
         "blocks": [
             {"type": "header", "text": plain(&title, 150)},
-            {"type": "section", "text": plain(text("message"), 3000)},
-            {"type": "context", "elements": [plain(&format!("Caller: {}{left}", text("caller")), 3000)]},
+            {"type": "section", "text": plain(text("message"), SECTION_TEXT)},
+            {"type": "context", "elements": [plain(&context, 3000)]},
             {"type": "actions", "elements": actions}
         ]
     })
@@ -153,12 +175,17 @@ pub enum SlackRefusal {
     Unmapped(String),
     /// Signed, but not an Approve or Decline of an elicitation (200: nothing to do).
     NotAnAnswer,
+    /// An Approve where the sink does not show the call's arguments (a message posted
+    /// before that was so): approving is on the page (200: nothing recorded).
+    ApproveOnThePage,
 }
 
 /// The actions endpoint's verifier.
 pub struct SlackActions {
     secret: hmac::Key,
     users: BTreeMap<String, SlackUser>,
+    /// Approve clicks are taken (the sink shows the call's arguments).
+    approves: bool,
     /// Requests seen, by their verified tag (the HMAC of timestamp and body, whatever the
     /// case of its hex), with when they stop mattering (unix seconds).
     seen: Mutex<HashMap<Vec<u8>, i64>>,
@@ -222,11 +249,13 @@ fn decode_form(text: &str) -> Option<String> {
 }
 
 impl SlackActions {
-    /// A verifier for requests signed with `signing_secret`, answering as `users` say.
-    pub fn new(signing_secret: &[u8], users: BTreeMap<String, SlackUser>) -> Self {
+    /// A verifier for requests signed with `signing_secret`, answering as `users` say;
+    /// Approve clicks only when `approves` (its messages show the call's arguments).
+    pub fn new(signing_secret: &[u8], users: BTreeMap<String, SlackUser>, approves: bool) -> Self {
         SlackActions {
             secret: hmac::Key::new(hmac::HMAC_SHA256, signing_secret),
             users,
+            approves,
             seen: Mutex::default(),
         }
     }
@@ -302,6 +331,9 @@ impl SlackActions {
             .and_then(Value::as_str)
             .ok_or(SlackRefusal::NotAnAnswer)?;
         let (approve, elicitation) = match value.split_once(':') {
+            Some(("approve", _)) if !self.approves => {
+                return Err(SlackRefusal::ApproveOnThePage);
+            }
             Some(("approve", id)) => (true, id),
             Some(("decline", id)) => (false, id),
             _ => return Err(SlackRefusal::NotAnAnswer),

@@ -250,6 +250,7 @@ async fn a_held_call_is_posted_signed_without_its_arguments_and_a_5xx_is_retried
     let text = s.metrics.render(mcp_gate::metrics::Live {
         sessions: 0,
         streams: 0,
+        body_bytes: 0,
         modules: &[],
         quarantined: &HashMap::new(),
     });
@@ -330,6 +331,7 @@ async fn a_receiver_that_stays_down_is_given_up_once_the_call_stops_waiting() {
     let text = s.metrics.render(mcp_gate::metrics::Live {
         sessions: 0,
         streams: 0,
+        body_bytes: 0,
         modules: &[],
         quarantined: &HashMap::new(),
     });
@@ -420,7 +422,7 @@ fn slack_actions() -> SlackActions {
     )]
     .into_iter()
     .collect();
-    SlackActions::new(SLACK_SECRET, users)
+    SlackActions::new(SLACK_SECRET, users, true)
 }
 
 /// Slack's form body for a click of `value` by `user`.
@@ -562,7 +564,8 @@ fn a_full_replay_set_never_refuses_a_fresh_signed_click() {
 fn a_slack_message_shows_everything_as_plain_text_and_buttons_only_for_a_waiting_confirmation() {
     let event = json!({"event": "elicitation.waiting", "id": "e1", "caller": "alice",
         "tool": "fs__write_file", "type": "confirmation",
-        "message": "<!channel> *bold* <https://evil.example|click>",
+        "message": "<!channel> *bold* <https://evil.example|click> Arguments: {\"path\":\"/a\"}",
+        "arguments": {"path": "/a"},
         "expires_at": "2099-01-01T00:00:00Z", "url": "https://gw.example/approvals/e/e1"});
     let now = OffsetDateTime::now_utc();
     let message = slack_message(&event, true, now);
@@ -572,7 +575,7 @@ fn a_slack_message_shows_everything_as_plain_text_and_buttons_only_for_a_waiting
     assert_eq!(blocks[1]["text"]["type"], "plain_text");
     assert_eq!(
         blocks[1]["text"]["text"],
-        "<!channel> *bold* <https://evil.example|click>"
+        "<!channel> *bold* <https://evil.example|click> Arguments: {\"path\":\"/a\"}"
     );
     let actions = blocks[3]["elements"].as_array().unwrap();
     let values: Vec<&str> = actions.iter().filter_map(|a| a["value"].as_str()).collect();
@@ -595,4 +598,80 @@ fn a_slack_message_shows_everything_as_plain_text_and_buttons_only_for_a_waiting
             .len(),
         1
     );
+}
+
+/// Issue 44, item 5: Slack approved blind — its message leaves the arguments out, yet its
+/// Approve button approved. A message that does not show everything (no arguments sent, or
+/// too long for a section) has no Approve (the person approves on the page); Decline stays;
+/// and a verifier for such a sink takes no Approve click, even from a message posted before.
+#[test]
+fn slack_approves_only_what_its_message_shows() {
+    let now = OffsetDateTime::now_utc();
+    let values = |event: &Value| -> Vec<String> {
+        slack_message(event, true, now)["blocks"][3]["elements"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a["value"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let blind = json!({"event": "elicitation.waiting", "id": "e1", "caller": "alice",
+        "tool": "fs__delete", "type": "confirmation",
+        "message": "fs__delete wants to run (its arguments are not shown here)",
+        "expires_at": "2099-01-01T00:00:00Z", "url": "https://gw.example/approvals/e/e1"});
+    assert_eq!(values(&blind), ["decline:e1"]);
+    let context = slack_message(&blind, true, now)["blocks"][2].to_string();
+    assert!(context.contains("approve on the page"), "{context}");
+    let mut long = blind.clone();
+    long["arguments"] = json!({"content": "x".repeat(3000)});
+    long["message"] = json!(format!(
+        "Run it? Arguments: {{\"content\":\"{}\"}}",
+        "x".repeat(3000)
+    ));
+    assert_eq!(
+        values(&long),
+        ["decline:e1"],
+        "cut short: not everything shown"
+    );
+    let mut shown = blind.clone();
+    shown["arguments"] = json!({"path": "/a"});
+    shown["message"] = json!("fs__delete wants to run. Arguments: {\"path\":\"/a\"}");
+    assert_eq!(values(&shown), ["approve:e1", "decline:e1"]);
+    // Arguments sent, but a message that does not show them all (too long to show).
+    let mut hidden = shown.clone();
+    hidden["message"] = json!(
+        "fs__delete wants to run. Its arguments are too long to show here (90000 characters): review them in the gateway's list of pending confirmations (GET /v1/mcp/elicitations) before answering."
+    );
+    assert_eq!(values(&hidden), ["decline:e1"]);
+    assert_eq!(values(&shown), ["approve:e1", "decline:e1"]);
+    // A question of a service (no call): its message is all there is.
+    let mut question = blind.clone();
+    question["tool"] = Value::Null;
+    question["message"] = json!("Deploy to production?");
+    assert_eq!(values(&question), ["approve:e1", "decline:e1"]);
+
+    let users = [(
+        "U024BE7LH".to_owned(),
+        SlackUser {
+            subject: "alice".into(),
+            tenant: None,
+            groups: Vec::new(),
+        },
+    )]
+    .into_iter()
+    .collect();
+    let actions = SlackActions::new(SLACK_SECRET, users, false);
+    let ts = now.unix_timestamp().to_string();
+    let approve = click("U024BE7LH", "approve:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let signed = slack_signature(SLACK_SECRET, &ts, &approve);
+    assert_eq!(
+        actions.verify(Some(&ts), Some(&signed), &approve, now),
+        Err(SlackRefusal::ApproveOnThePage)
+    );
+    let decline = click("U024BE7LH", "decline:01a23ae4-a31a-7042-91b9-ed6303298fec");
+    let signed = slack_signature(SLACK_SECRET, &ts, &decline);
+    let action = actions
+        .verify(Some(&ts), Some(&signed), &decline, now)
+        .unwrap();
+    assert!(!action.approve);
 }

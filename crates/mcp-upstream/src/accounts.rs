@@ -620,6 +620,10 @@ pub struct PersonCredentials {
     refused: std::sync::Mutex<Option<HeaderValue>>,
     /// Held while a refresh runs.
     refreshing: tokio::sync::Mutex<()>,
+    /// The access token this instance last obtained and the seconds it was issued for: a
+    /// token living less than twice [`REFRESH_EARLY`] is refreshed at half its life, not
+    /// 30 s before its end (which would refresh it at every request).
+    obtained: std::sync::Mutex<Option<(String, i64)>>,
 }
 
 impl PersonCredentials {
@@ -631,6 +635,7 @@ impl PersonCredentials {
             who,
             refused: std::sync::Mutex::new(None),
             refreshing: tokio::sync::Mutex::new(()),
+            obtained: std::sync::Mutex::new(None),
         }
     }
 
@@ -640,10 +645,21 @@ impl PersonCredentials {
         }
     }
 
-    fn fresh(tokens: &TokenSet) -> bool {
-        tokens
-            .expires_at
-            .is_none_or(|at| at - REFRESH_EARLY > now_unix())
+    fn fresh(&self, tokens: &TokenSet) -> bool {
+        let Some(at) = tokens.expires_at else {
+            return true;
+        };
+        let margin = match &*self
+            .obtained
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some((token, lifetime)) if *token == tokens.access_token => {
+                REFRESH_EARLY.min(lifetime / 2)
+            }
+            _ => REFRESH_EARLY,
+        };
+        at - margin > now_unix()
     }
 
     fn was_refused(&self, value: &HeaderValue) -> bool {
@@ -692,18 +708,30 @@ impl Credentials for PersonCredentials {
                 return Err(self.not_connected());
             };
             let value = header(&stored.tokens.access_token)?;
-            if Self::fresh(&stored.tokens) && !self.was_refused(&value) {
+            if self.fresh(&stored.tokens) && !self.was_refused(&value) {
                 return Ok(Some(value));
             }
             let _one = self.refreshing.lock().await;
-            // Refreshed by another request meanwhile: read again.
+            // Refreshed by another request meanwhile: its tokens serve this one too (judged
+            // fresh or not, they are the newest there are: refreshing them again would send
+            // one refresh per waiting request, and a provider that detects a refresh token's
+            // reuse revokes the whole family).
             let again = self
                 .vault
                 .load(&self.who, module)
                 .await
                 .map_err(CredentialError::Failed)?;
-            if again.as_ref().map(|s| s.version) != Some(stored.version) {
-                continue;
+            match again {
+                Some(again) if again.version != stored.version => {
+                    let value = header(&again.tokens.access_token)?;
+                    let live = again.tokens.expires_at.is_none_or(|at| at > now_unix());
+                    if live && !self.was_refused(&value) {
+                        return Ok(Some(value));
+                    }
+                    continue;
+                }
+                Some(_) => {}
+                None => return Err(self.not_connected()),
             }
             if stored.tokens.refresh_token.is_none() {
                 tracing::info!(module = %module, "a person's token ended or was refused and cannot be refreshed; they connect again");
@@ -718,7 +746,16 @@ impl Credentials for PersonCredentials {
                         .refreshed(&self.who, module, stored.version, &new)
                         .await
                     {
-                        Ok(true) => return Ok(Some(value)),
+                        Ok(true) => {
+                            if let Some(at) = new.expires_at {
+                                *self
+                                    .obtained
+                                    .lock()
+                                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                                    Some((new.access_token.clone(), at - now_unix()));
+                            }
+                            return Ok(Some(value));
+                        }
                         // Changed meanwhile (disconnected, reconnected, refreshed
                         // elsewhere): what the store has now decides.
                         Ok(false) => continue,
@@ -856,6 +893,172 @@ mod tests {
         };
         assert_eq!(oauth.resolve(&registered), registered);
         assert_eq!(oauth.kept(&registered), registered);
+    }
+
+    /// An authorization server on loopback whose token endpoint counts refreshes, issues
+    /// tokens living `expires_in` seconds, rotates refresh tokens and — as providers with
+    /// reuse detection do — refuses a refresh token used before.
+    async fn rotating_server(expires_in: i64) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        let refreshes = Arc::new(AtomicUsize::new(0));
+        let (base, count) = (issuer.clone(), refreshes.clone());
+        let current = Arc::new(std::sync::Mutex::new("r0".to_owned()));
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let (base, count, current) = (base.clone(), count.clone(), current.clone());
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    let request = loop {
+                        let Ok(n) = socket.read(&mut buf).await else {
+                            return;
+                        };
+                        if n == 0 {
+                            return;
+                        }
+                        seen.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&seen).into_owned();
+                        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                            let length = head
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                })
+                                .unwrap_or(0);
+                            if body.len() >= length {
+                                break text;
+                            }
+                        }
+                    };
+                    let (status, body) = if request.starts_with("POST /token") {
+                        let used = request
+                            .split("refresh_token=")
+                            .nth(1)
+                            .and_then(|rest| rest.split('&').next())
+                            .unwrap_or_default()
+                            .to_owned();
+                        let mut latest = current.lock().unwrap();
+                        if used == *latest {
+                            let n = count.fetch_add(1, Ordering::SeqCst) + 1;
+                            *latest = format!("r{n}");
+                            (
+                                "200 OK",
+                                serde_json::json!({"access_token": format!("a{n}"), "token_type": "Bearer",
+                                    "expires_in": expires_in, "refresh_token": format!("r{n}")}),
+                            )
+                        } else {
+                            (
+                                "400 Bad Request",
+                                serde_json::json!({"error": "invalid_grant"}),
+                            )
+                        }
+                    } else {
+                        (
+                            "200 OK",
+                            serde_json::json!({"issuer": base, "authorization_endpoint": format!("{base}/auth"),
+                                "token_endpoint": format!("{base}/token"), "code_challenge_methods_supported": ["S256"]}),
+                        )
+                    };
+                    let body = body.to_string();
+                    let reply = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = socket.write_all(reply.as_bytes()).await;
+                });
+            }
+        });
+        (issuer, refreshes)
+    }
+
+    /// One person's tokens, kept in memory, versioned as the store keeps them.
+    struct OneAccount(std::sync::Mutex<Option<Stored>>);
+
+    #[async_trait]
+    impl Vault for OneAccount {
+        async fn load(&self, _who: &str, _module: &str) -> Result<Option<Stored>, String> {
+            Ok(self.0.lock().unwrap().clone())
+        }
+        async fn refreshed(
+            &self,
+            _who: &str,
+            _module: &str,
+            version: i64,
+            tokens: &TokenSet,
+        ) -> Result<bool, String> {
+            let mut kept = self.0.lock().unwrap();
+            match kept.as_mut() {
+                Some(stored) if stored.version == version => {
+                    *stored = Stored {
+                        tokens: tokens.clone(),
+                        version: version + 1,
+                    };
+                    Ok(true)
+                }
+                _ => Ok(false),
+            }
+        }
+        async fn forget(&self, _who: &str, _module: &str, version: i64) -> Result<(), String> {
+            let mut kept = self.0.lock().unwrap();
+            if kept.as_ref().is_some_and(|s| s.version == version) {
+                *kept = None;
+            }
+            Ok(())
+        }
+    }
+
+    /// Issue 44, item 5: 12 calls after the person's token expired sent 3 refreshes and 10
+    /// failed (a refresh that issued a short-lived token looked stale to every waiter, which
+    /// refreshed again). One refresh serves every request waiting for it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_requests_after_expiry_send_one_refresh_and_all_go_through() {
+        // New tokens live 20 s: less than the 30 s a token is refreshed early by.
+        let (issuer, refreshes) = rotating_server(20).await;
+        let vault = Arc::new(OneAccount(std::sync::Mutex::new(Some(Stored {
+            tokens: TokenSet {
+                access_token: "a0".into(),
+                refresh_token: Some("r0".into()),
+                expires_at: Some(now_unix() - 60),
+                scope: None,
+                client: RegisteredClient {
+                    id: "c".into(),
+                    secret: None,
+                },
+                issuer: Some(issuer.clone()),
+            },
+            version: 1,
+        }))));
+        let credentials = Arc::new(PersonCredentials::new(
+            Arc::new(oauth(&issuer, None)),
+            vault.clone(),
+            "alice".into(),
+        ));
+        let calls: Vec<_> = (0..12)
+            .map(|_| {
+                let credentials = credentials.clone();
+                tokio::spawn(async move { credentials.authorization().await })
+            })
+            .collect();
+        for call in calls {
+            let value = call.await.unwrap().expect("every call goes through");
+            assert_eq!(value.unwrap().to_str().unwrap(), "Bearer a1");
+        }
+        assert_eq!(refreshes.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The new token lives 20 s: the next requests use it rather than refresh it again.
+        for _ in 0..5 {
+            let value = credentials.authorization().await.unwrap().unwrap();
+            assert_eq!(value.to_str().unwrap(), "Bearer a1");
+        }
+        assert_eq!(refreshes.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert!(vault.0.lock().unwrap().is_some(), "the account is kept");
     }
 
     #[tokio::test]

@@ -82,40 +82,26 @@ impl ToolEntry {
     }
 }
 
-/// The fields of a prompt (as its module lists it, under its own name) that a pin covers:
-/// `name`, `title`, `description`, `arguments`.
+/// What a pin of a prompt covers: all of it, as its module lists it under its own name.
 pub fn pinned_prompt(prompt: &Value) -> Value {
-    let mut out = serde_json::Map::new();
-    if let Value::Object(prompt) = prompt {
-        for key in ["name", "title", "description", "arguments"] {
-            if let Some(value) = prompt.get(key) {
-                out.insert(key.to_owned(), value.clone());
-            }
-        }
-    }
-    Value::Object(out)
+    pinned_whole(prompt)
 }
 
-/// The fields of a tool (as its module lists it, under its own name) that a pin covers:
-/// `name`, `title`, `description`, `inputSchema`, `outputSchema`, `annotations`.
+/// What a pin of a tool covers: all of it, as its module lists it under its own name (less
+/// `execution.taskSupport`, which the gateway does not relay) — name, title, description,
+/// schemas and annotations, and `icons`, `_meta` and any other key — so nothing a client is
+/// shown (an icon URL that tracks the user, instructions in `_meta`) changes without a
+/// change to the pin. A tool of only the fields pinned before issue 44 (name, title,
+/// description, `inputSchema`, `outputSchema`, annotations) has the digest it had then.
 pub fn pinned_definition(tool: &Value) -> Value {
-    const PINNED: [&str; 6] = [
-        "name",
-        "title",
-        "description",
-        "inputSchema",
-        "outputSchema",
-        "annotations",
-    ];
-    let mut out = serde_json::Map::new();
-    if let Value::Object(tool) = tool {
-        for key in PINNED {
-            if let Some(value) = tool.get(key) {
-                out.insert(key.to_owned(), value.clone());
-            }
-        }
+    pinned_whole(tool)
+}
+
+fn pinned_whole(definition: &Value) -> Value {
+    match definition {
+        Value::Object(_) => definition.clone(),
+        _ => Value::Object(serde_json::Map::new()),
     }
-    Value::Object(out)
 }
 
 /// A prompt as the gateway lists it.

@@ -289,7 +289,7 @@ async fn a_person_approves_from_slack_and_nothing_else_posted_there_answers() {
     // The fake Slack: takes the incoming-webhook posts (it has no signature to check).
     let slack = Receiver::start(&dir, &[]).await;
     let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
-    let section = "[[notify]]\nname = \"slack\"\nkind = \"slack\"\nwebhook_url_env = \"E2E_SLACK_WEBHOOK\"\nsigning_secret_env = \"E2E_SLACK_SIGNING\"\n[notify.users.UALICE]\nsubject = \"alice\"\n[notify.users.UBOB]\nsubject = \"bob\"\ngroups = [\"sre\"]\n[[approvers]]\ntools = \"notes__*\"\ngroup = \"sre\"\nmode = \"four_eyes\"\n";
+    let section = "[[notify]]\nname = \"slack\"\nkind = \"slack\"\nwebhook_url_env = \"E2E_SLACK_WEBHOOK\"\nsigning_secret_env = \"E2E_SLACK_SIGNING\"\ninclude_arguments = true\n[notify.users.UALICE]\nsubject = \"alice\"\n[notify.users.UBOB]\nsubject = \"bob\"\ngroups = [\"sre\"]\n[[approvers]]\ntools = \"notes__*\"\ngroup = \"sre\"\nmode = \"four_eyes\"\n";
     let config = config(
         &dir,
         "[store]\nkind = \"memory\"",
@@ -310,6 +310,8 @@ async fn a_person_approves_from_slack_and_nothing_else_posted_there_answers() {
     assert!(blocks.contains(&format!("decline:{id}")), "{message}");
     assert!(blocks.contains(&format!("/approvals/e/{id}")), "{message}");
     assert!(blocks.contains("notes__write"), "{message}");
+    // Approve is there because the person sees what they approve (include_arguments).
+    assert!(blocks.contains("/a"), "{message}");
 
     let state = || async {
         let (_, _, e) = http(

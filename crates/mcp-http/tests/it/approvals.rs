@@ -46,6 +46,8 @@ async fn harness() -> Harness {
 /// Bob: a person of the `sre` approver group. Alice in `sre` too (another of her tokens).
 const BOB: &str = "bob-sre-token";
 const ALICE_SRE: &str = "alice-sre-token";
+/// Carol: in a group named `sre` too, but of tenant `t2`.
+const CAROL_T2: &str = "carol-t2-sre-token";
 
 async fn harness_with(approvers: Vec<mcp_gate::ApproverRule>) -> Harness {
     let uploads = std::env::temp_dir().join(format!(
@@ -112,6 +114,10 @@ async fn harness_at(
         grant(SERVICE, &[SCOPE_CREATE]),
         member("bob", BOB),
         member("alice", ALICE_SRE),
+        TokenGrant {
+            tenant: Some("t2".into()),
+            ..member("carol", CAROL_T2)
+        },
     ])
     .unwrap();
     let uploads = UploadsConfig::dir(uploads);
@@ -1131,6 +1137,56 @@ async fn eventually_gone(h: &Harness, upload_id: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     panic!("upload {upload_id} was not removed");
+}
+
+/// Issue 44, item 5: in mode `tokens` a group is its tenant's. A tenant `t2` token in a group
+/// named `sre` listed (arguments included) and approved a tenant-less caller's four-eyes
+/// call; now it sees nothing and answers nothing of it, while the caller's tenant's member
+/// does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_group_of_tokens_counts_only_within_its_tenant() {
+    let h = harness_with(vec![mcp_gate::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval {
+            group: "sre".into(),
+            mode: elicitation_store::ApprovalMode::FourEyes,
+        },
+        groups_from: mcp_gate::GroupsFrom::Configured,
+    }])
+    .await;
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    let (status, listed) = rest(
+        &h,
+        CAROL_T2,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["elicitations"], json!([]), "{listed}");
+    let (status, body) = rest(
+        &h,
+        CAROL_T2,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await;
+    assert!(
+        status == StatusCode::FORBIDDEN || status == StatusCode::NOT_FOUND,
+        "{status}: {body}"
+    );
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+    let (status, body) = rest(
+        &h,
+        BOB,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -786,25 +786,23 @@ async fn a_callers_long_polls_hold_its_share_of_long_requests() {
             tokio::spawn(async move { send(&h, "GET", &poll, Some(AGENT), None).await })
         })
         .collect();
-    // Once both polls wait, a third (even one that would not wait) is refused at once.
-    let now = format!("/v1/mcp/elicitations/{id}?wait=0s");
+    // Once both polls wait (the gauge of long-lived requests says so), a third — even one
+    // that would not wait — is refused at once.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (status, _, body) = send(&h, "GET", &now, Some(AGENT), None).await;
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            assert!(
-                String::from_utf8_lossy(&body).contains("open streams"),
-                "{body:?}"
-            );
-            break;
-        }
-        assert_eq!(status, StatusCode::OK);
+    while sample(&h.service.metrics_text(), "mcp_gateway_open_streams") != Some(2.0) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the polls never held the share"
         );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let now = format!("/v1/mcp/elicitations/{id}?wait=0s");
+    let (status, _, body) = send(&h, "GET", &now, Some(AGENT), None).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body:?}");
+    assert!(
+        String::from_utf8_lossy(&body).contains("open streams"),
+        "{body:?}"
+    );
     // Reads that do not wait hold nothing.
     let (status, _, _) = send(
         &h,
@@ -875,15 +873,29 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
         ..ServiceConfig::default()
     };
     let h = harness_configured(no_limits(), config).await;
+    // What the gateway holds of bodies still arriving, as `/metrics` says.
+    let held = |h: &Harness| {
+        sample(&h.service.metrics_text(), "mcp_gateway_request_body_bytes").unwrap_or(-1.0)
+    };
+    let until_held = |bytes: f64| {
+        let h = &h;
+        async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while held(h) != bytes {
+                assert!(tokio::time::Instant::now() < deadline, "held {}", held(h));
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
     // Alice sends all of a body but its last bytes, and holds it.
     let (alice, alice_answered) = pending_body(&h, "/mcp", Some(AGENT));
     alice.send(Bytes::from(vec![b' '; 999])).await.unwrap();
-    // Her next body does not fit her share (once the first is counted).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while whole_body(&h, "/mcp", Some(AGENT), 600).await != StatusCode::TOO_MANY_REQUESTS {
-        assert!(tokio::time::Instant::now() < deadline, "never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_held(999.0).await;
+    // Her next body does not fit her share.
+    assert_eq!(
+        whole_body(&h, "/mcp", Some(AGENT), 600).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     // Bob's does, and is served (a body of spaces is not JSON: 400, not 429).
     assert_eq!(
         whole_body(&h, "/mcp", Some(BOB), 600).await,
@@ -893,11 +905,11 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
     // anyone signs in) does not fit the gateway's total.
     let (bob, bob_answered) = pending_body(&h, "/mcp", Some(BOB));
     bob.send(Bytes::from(vec![b' '; 1000])).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while whole_body(&h, "/approvals/sign-in", None, 600).await != StatusCode::TOO_MANY_REQUESTS {
-        assert!(tokio::time::Instant::now() < deadline, "never refused");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_held(1999.0).await;
+    assert_eq!(
+        whole_body(&h, "/approvals/sign-in", None, 600).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
     // Bodies that end give their bytes back.
     drop((alice, bob));
     assert_eq!(alice_answered.await.unwrap(), StatusCode::BAD_REQUEST);
@@ -910,4 +922,5 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
         whole_body(&h, "/mcp", Some(AGENT), 1000).await,
         StatusCode::BAD_REQUEST
     );
+    assert_eq!(held(&h), 0.0);
 }
