@@ -24,6 +24,8 @@ use tokio::process::{Child, Command};
 mod audit;
 #[path = "e2e/connected_accounts.rs"]
 mod connected_accounts;
+#[path = "e2e/exhaustion.rs"]
+mod exhaustion;
 #[path = "e2e/https_modules.rs"]
 mod https_modules;
 #[path = "e2e/import.rs"]

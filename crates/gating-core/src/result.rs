@@ -147,11 +147,12 @@ pub fn confirmation_message(
     }
 }
 
-/// Whether `message` (a confirmation's, as [`confirmation_message`] wrote it) shows every one
-/// of `arguments`: what a person approving from it sees.
+/// Whether `message` (a confirmation's, as [`confirmation_message`] wrote it, and perhaps
+/// who must confirm after it) shows every one of `arguments`: what a person approving from
+/// it sees.
 pub fn message_shows_arguments(message: &str, arguments: &Value) -> bool {
     let canonical = visible(&crate::canonical_json(arguments));
-    message.ends_with(&format!(" Arguments: {canonical}"))
+    message.contains(&format!(" Arguments: {canonical}"))
 }
 
 /// A call's confirmation message as [`confirmation_message`] wrote it, without the

@@ -352,6 +352,8 @@ mod tests {
             .authenticate(&headers(Some("Bearer t2-token")))
             .await
             .unwrap();
+        // A rule written against the configured name still sees it.
+        assert_eq!(t2.rule_groups(), ["sre#t2", "sre"]);
         assert_eq!(groups(t2), ["sre#t2"]);
         let plain = auth
             .authenticate(&headers(Some("Bearer plain-token")))

@@ -637,6 +637,12 @@ fn slack_approves_only_what_its_message_shows() {
     shown["arguments"] = json!({"path": "/a"});
     shown["message"] = json!("fs__delete wants to run. Arguments: {\"path\":\"/a\"}");
     assert_eq!(values(&shown), ["approve:e1", "decline:e1"]);
+    // Who must confirm may follow the arguments.
+    let mut group = shown.clone();
+    group["message"] = json!(
+        "fs__delete wants to run. Arguments: {\"path\":\"/a\"} A member of the approver group \"sre\" must confirm it."
+    );
+    assert_eq!(values(&group), ["approve:e1", "decline:e1"]);
     // Arguments sent, but a message that does not show them all (too long to show).
     let mut hidden = shown.clone();
     hidden["message"] = json!(
