@@ -140,6 +140,40 @@ async fn audit_verify_finds_the_row_a_superuser_changed_after_a_real_run() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("RFC 3339"));
+    // Issue 44, item 3: rows not sealed yet are said to be not verified, never "whole"; a
+    // row dated in the future (the writer could date one before V22) fails the check.
+    let fresh: i64 = admin
+        .query_one(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, detail) VALUES (now(), 'tool_call_held', 'alice', '{}') RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let (ok, said) = verify().await;
+    assert!(ok, "{said}");
+    assert!(
+        said.contains("the 1 newest rows are not verified yet"),
+        "{said}"
+    );
+    assert!(!said.contains("the audit chain is whole\n"), "{said}");
+    admin
+        .execute(
+            "UPDATE mcp_audit_events SET recorded_at = '2999-01-01' WHERE id = $1",
+            &[&fresh],
+        )
+        .await
+        .unwrap();
+    let (ok, said) = verify().await;
+    assert!(!ok, "{said}");
+    assert!(
+        said.contains(&format!("NOT VERIFIED: row {fresh} is dated 2999-01-01")),
+        "{said}"
+    );
+    admin
+        .execute("DELETE FROM mcp_audit_events WHERE id = $1", &[&fresh])
+        .await
+        .unwrap();
     let forwarded: i64 = admin
         .query_one(
             "SELECT id FROM mcp_audit_events WHERE event = 'tool_call_forwarded' ORDER BY id LIMIT 1",
