@@ -2191,18 +2191,21 @@ mod tests {
         assert!(!config.modules.is_empty());
     }
 
-    #[test]
-    fn the_example_files_jwt_section_parses_and_checks() {
-        // The commented-out [auth] alternative of the example file, as an operator would
-        // enable it.
+    /// The commented-out [auth] alternative of the example file, as an operator would enable
+    /// it.
+    fn example_jwt_section() -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
         let text = std::fs::read_to_string(path).unwrap();
-        let jwt: String = text
-            .lines()
+        text.lines()
             .skip_while(|l| *l != "# [auth]")
             .take_while(|l| l.starts_with('#'))
             .map(|l| format!("{}\n", l.trim_start_matches('#').trim_start()))
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn the_example_files_jwt_section_parses_and_checks() {
+        let jwt = example_jwt_section();
         assert!(jwt.contains("mode = \"jwt\""), "{jwt}");
         let config: Config = toml::from_str(&jwt).unwrap();
         config.check().unwrap();
@@ -2215,14 +2218,7 @@ mod tests {
     /// operator can see that two issuers are apart.
     #[test]
     fn check_config_shows_each_issuers_name() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
-        let text = std::fs::read_to_string(path).unwrap();
-        let jwt: String = text
-            .lines()
-            .skip_while(|l| *l != "# [auth]")
-            .take_while(|l| l.starts_with('#'))
-            .map(|l| format!("{}\n", l.trim_start_matches('#').trim_start()))
-            .collect();
+        let jwt = example_jwt_section();
         let file =
             std::env::temp_dir().join(format!("mcp-issuer-name-{}.toml", std::process::id()));
         std::fs::write(&file, &jwt).unwrap();

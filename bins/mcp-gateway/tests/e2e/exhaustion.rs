@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::permission_prompt::{ask_permission, pending};
 use super::tool_changes::{AUDITOR, config};
 use super::*;
 
@@ -70,34 +71,12 @@ async fn one_token_cannot_hold_the_gateways_connections() {
     let address = base.trim_start_matches("http://").to_owned();
 
     // One permission prompt waits for a person: alice's first long-lived request.
-    let prompt = {
-        let base = base.clone();
-        tokio::spawn(async move {
-            modern_call(
-                &base,
-                "claude__approve",
-                json!({"tool_name": "Bash", "input": {"command": "rm -rf /srv"}, "tool_use_id": "toolu_1"}),
-                None,
-            )
-            .await
-        })
-    };
+    let prompt = ask_permission(&base, "rm -rf /srv".into(), "toolu_1".into());
+    let id = pending(&base, 1).await[0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let auth = format!("Bearer {HUMAN}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let id = loop {
-        let (_, _, listed) = http(
-            "GET",
-            &format!("{base}/v1/mcp/elicitations?status=pending"),
-            &[("authorization", &auth)],
-            None,
-        )
-        .await;
-        if let Some(id) = listed["elicitations"][0]["id"].as_str() {
-            break id.to_owned();
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{listed}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
 
     // 80 long polls of the same token, more than every connection (sent 20 at a time, so
     // that those refused have closed before the next come): 15 wait (with the prompt, its
@@ -128,16 +107,11 @@ async fn one_token_cannot_hold_the_gateways_connections() {
     for batch in 0..4 {
         let prompts: Vec<_> = (0..20)
             .map(|n| {
-                let base = base.clone();
-                tokio::spawn(async move {
-                    modern_call(
-                        &base,
-                        "claude__approve",
-                        json!({"tool_name": "Bash", "input": {"command": format!("rm /srv/{batch}/{n}")}, "tool_use_id": format!("toolu_{batch}_{n}")}),
-                        None,
-                    )
-                    .await
-                })
+                ask_permission(
+                    &base,
+                    format!("rm /srv/{batch}/{n}"),
+                    format!("toolu_{batch}_{n}"),
+                )
             })
             .collect();
         for asked in prompts {

@@ -7,6 +7,52 @@ use super::*;
 
 const MODULE: &str = "[[modules]]\nname = \"claude\"\ntransport = \"permission_prompt\"\n";
 
+/// The person's pending elicitations, once there are `n` of them (within 30 s).
+pub(crate) async fn pending(base: &str, n: usize) -> Vec<Value> {
+    let auth = format!("Bearer {HUMAN}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, _, listed) = http(
+            "GET",
+            &format!("{base}/v1/mcp/elicitations?status=pending"),
+            &[("authorization", &auth)],
+            None,
+        )
+        .await;
+        let items = listed["elicitations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if items.len() >= n {
+            return items;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{n} questions wait: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The agent host asks the permission prompt whether it may run `command` (2026-07-28, in
+/// the background): the call's result.
+pub(crate) fn ask_permission(
+    base: &str,
+    command: String,
+    tool_use_id: String,
+) -> tokio::task::JoinHandle<Value> {
+    let base = base.to_owned();
+    tokio::spawn(async move {
+        modern_call(
+            &base,
+            "claude__approve",
+            json!({"tool_name": "Bash", "input": {"command": command}, "tool_use_id": tool_use_id}),
+            None,
+        )
+        .await
+    })
+}
+
 /// Claude Code with `--permission-prompt-tool mcp__gw__claude__approve`, the person
 /// answering `decision`; what the script saw.
 async fn claude_asks(name: &str, decision: &str, policy: &str) -> (Value, PathBuf, PathBuf) {
@@ -122,24 +168,7 @@ async fn a_2026_client_gets_the_permission_answer_with_the_persons_edit() {
         };
         // The person finds the question and answers it.
         let auth = format!("Bearer {HUMAN}");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        let item = loop {
-            let (_, _, listed) = http(
-                "GET",
-                &format!("{base}/v1/mcp/elicitations?status=pending"),
-                &[("authorization", &auth)],
-                None,
-            )
-            .await;
-            if let Some(item) = listed["elicitations"].as_array().and_then(|a| a.first()) {
-                break item.clone();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the question waits: {listed}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        };
+        let item = pending(&base, 1).await[0].clone();
         assert_eq!(item["tool"], "claude__Bash", "{item}");
         assert_eq!(item["arguments"]["command"], "rm -rf /srv", "{item}");
         let body = if decision == "edit" {
@@ -208,39 +237,10 @@ async fn waiting_permission_prompts_hold_their_callers_share_and_the_next_is_den
     );
     let gateway = Gateway::start(&config).await;
     let base = gateway.base.clone();
-    let ask = |n: usize| {
-        let base = base.clone();
-        tokio::spawn(async move {
-            modern_call(
-                &base,
-                "claude__approve",
-                json!({"tool_name": "Bash", "input": {"command": format!("rm -rf /srv/{n}")}, "tool_use_id": format!("toolu_{n}")}),
-                None,
-            )
-            .await
-        })
-    };
+    let ask = |n: usize| ask_permission(&base, format!("rm -rf /srv/{n}"), format!("toolu_{n}"));
     let waiting = [ask(1), ask(2)];
     let auth = format!("Bearer {HUMAN}");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    let pending = loop {
-        let (_, _, listed) = http(
-            "GET",
-            &format!("{base}/v1/mcp/elicitations?status=pending"),
-            &[("authorization", &auth)],
-            None,
-        )
-        .await;
-        let items = listed["elicitations"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if items.len() == 2 {
-            break items;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{listed}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let questions = pending(&base, 2).await;
     // The third is denied at once: no question is asked, nothing may run.
     let third = tokio::time::timeout(Duration::from_secs(30), ask(3))
         .await
@@ -258,7 +258,7 @@ async fn waiting_permission_prompts_hold_their_callers_share_and_the_next_is_den
     let (status, _, _) = http("GET", &format!("{base}/healthz"), &[], None).await;
     assert_eq!(status, 200);
     // The person answers the two that wait.
-    for item in &pending {
+    for item in &questions {
         let id = item["id"].as_str().unwrap();
         let (status, _, answered) = http(
             "POST",
