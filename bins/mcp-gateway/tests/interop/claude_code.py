@@ -32,6 +32,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
 prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
+# "approve-after-12": the person takes 12 s to answer (longer than every internal timeout).
+delay = 0
+if decision and decision.startswith("approve-after-"):
+    delay, decision = int(decision.rsplit("-", 1)[1]), "approve"
 arguments = {"path": path, "content": "written by claude code"}
 if prompt_tool:
     # Claude Code's own shell, asked about through the permission prompt.
@@ -127,6 +131,7 @@ def person_answers():
         for item in listed.get("elicitations", []):
             if (item.get("tool_name") or item.get("tool")) == "claude__Bash":
                 asked.append(item)
+                time.sleep(delay)
                 if decision == "approve":
                     body = {"confirmed": True}
                 elif decision == "edit":

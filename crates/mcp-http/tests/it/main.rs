@@ -8,6 +8,7 @@ mod gate;
 mod http_modules;
 mod jwt;
 mod operations;
+mod permission;
 mod relay;
 mod router;
 mod serve;
