@@ -32,8 +32,10 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// How long writing one event may wait for a client that stopped reading.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The session's GET stream: priming event, what it missed after `last_event_id`, then
-/// events as they come.
+/// The session's GET stream: priming event (for a session at 2025-11-25 or later, whose
+/// clients expect one: an empty `data` is no JSON-RPC message to an earlier client, and
+/// Gemini CLI's parses it and hangs up), what it missed after `last_event_id`, then events
+/// as they come.
 pub fn stream(
     channel: Arc<SessionChannel>,
     sessions: Arc<Sessions>,
@@ -41,6 +43,7 @@ pub fn stream(
     caller: Caller,
     last_event_id: Option<u64>,
     slot: mcp_http_kit::streams::StreamSlot,
+    prime: bool,
 ) -> Response<Body> {
     let generation = channel.generation.fetch_add(1, Ordering::AcqRel) + 1;
     // Waking the previous stream makes it notice it was taken over.
@@ -51,7 +54,7 @@ pub fn stream(
         let mut last = channel.last.subscribe();
         let current = *last.borrow_and_update();
         let mut sent = last_event_id.unwrap_or(current).min(current);
-        if !send(&tx, sse::priming(current, RETRY_MS)).await {
+        if prime && !send(&tx, sse::priming(current, RETRY_MS)).await {
             return;
         }
         let mut keep_alive =

@@ -1254,6 +1254,9 @@ impl McpService {
             principal.caller.clone(),
             last_event_id,
             slot,
+            // SSE priming came with 2025-11-25 (SEP-1699): earlier clients read every event
+            // as a message.
+            session.version >= "2025-11-25",
         )
     }
 

@@ -276,9 +276,18 @@ struct Session<'a> {
 
 impl<'a> Session<'a> {
     async fn open(h: &'a Harness, token: &'static str, capabilities: Value) -> Session<'a> {
+        Session::open_at(h, token, capabilities, "2025-11-25").await
+    }
+
+    async fn open_at(
+        h: &'a Harness,
+        token: &'static str,
+        capabilities: Value,
+        version: &str,
+    ) -> Session<'a> {
         let auth = format!("Bearer {token}");
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
+            "params": {"protocolVersion": version, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
         let mut request = Request::builder()
             .method("POST")
             .uri("/mcp")
@@ -724,6 +733,25 @@ async fn with_two_calls_in_flight_a_stdio_modules_request_is_refused_not_guessed
     let answer = asking.call(4, "chatty__ask", Value::Null).await.json();
     let answer: Value = serde_json::from_str(&text(&answer)).unwrap();
     assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
+
+/// Issue 45, item 3: a session that negotiated a version before 2025-11-25 gets no priming
+/// event (an empty `data` its client reads as a message: Gemini CLI's parses it and
+/// disconnects); its stream starts with its first message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_before_2025_11_25_gets_no_priming_event() {
+    let h = harness().await;
+    let s = Session::open_at(&h, AGENT, json!({}), "2025-06-18").await;
+    let mut stream = s.listen(None).await;
+    let subscribed = s
+        .request(3, "resources/subscribe", json!({"uri": "test://watched"}))
+        .await
+        .json();
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    s.call(5, "chatty__touch", Value::Null).await.json();
+    let first = stream.next().await;
+    assert!(!first.data.is_empty(), "no empty priming event first");
+    assert_eq!(first.json()["method"], "notifications/resources/updated");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
