@@ -1382,6 +1382,48 @@ async fn official_sdk_clients_with_the_memory_store() {
     gateway.stop().await;
 }
 
+/// Issue 45, item 2, with Claude Code: it cannot set `_meta`, so after a person declines,
+/// its identical call is how it hears the refusal — once, with the person's note — instead
+/// of the call being held anew (the model never heard "no", the person was asked again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_hears_a_decline_and_its_note_by_calling_again() {
+    let scene = Scene::new("claude-code-decline", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let target = scene.file("claude.txt");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(script)
+        .arg(env_or_panic("MCP_CLAUDE_CODE"))
+        .arg(&gateway.base)
+        .args([CLIENT, HUMAN, "fs__write_file"])
+        .arg(&target)
+        // No permission-prompt tool; the person declines.
+        .args(["", "decline"]);
+    let out = run_client(command, "claude code").await;
+    assert_eq!(out["exit"], 0, "{out}");
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "held, then refused: {out}");
+    assert!(
+        results[0]
+            .as_str()
+            .unwrap()
+            .contains("elicitation_required"),
+        "{out}"
+    );
+    let refused = results[1].as_str().unwrap();
+    assert!(
+        refused.contains("declined") && refused.contains("not run"),
+        "the refusal reached the model: {out}"
+    );
+    assert!(
+        refused.contains("not on this machine"),
+        "with the note: {out}"
+    );
+    assert!(!target.exists(), "nothing was written");
+    gateway.stop().await;
+}
+
 /// Claude Code itself (`@anthropic-ai/claude-code`, `-p`), on a scripted Messages API on
 /// loopback: its native elicitation answers `cancel` at once, and it shows the model only the
 /// held result's structured content, with no way to set `_meta`. The first call is held, a

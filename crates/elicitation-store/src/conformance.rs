@@ -472,7 +472,7 @@ pub(crate) async fn a_repeated_call_takes_up_its_approved_confirmation_first_the
         h.twin.confirmation_for(&alice(), &b).await.unwrap(),
         Some(second)
     );
-    // Used: the pending one again; declined: nothing of it is taken up.
+    // Used: the pending one again.
     h.store
         .consume_confirmation(&alice(), second, &b)
         .await
@@ -481,10 +481,36 @@ pub(crate) async fn a_repeated_call_takes_up_its_approved_confirmation_first_the
         h.store.confirmation_for(&alice(), &b).await.unwrap(),
         Some(first)
     );
+    // Declined: taken up until the decline is told to the agent (once, by any instance),
+    // then nothing of it (issue 45: an agent that cannot name the id hears the refusal).
     h.store
         .respond(&alice(), first, json!({"confirmed": false}))
         .await
         .unwrap();
+    assert_eq!(
+        h.twin.confirmation_for(&alice(), &b).await.unwrap(),
+        Some(first)
+    );
+    assert!(
+        !h.store.report_decline(&bob(), first, &b).await.unwrap(),
+        "another caller's"
+    );
+    assert!(
+        !h.store.report_decline(&alice(), second, &b).await.unwrap(),
+        "an approval is no decline"
+    );
+    assert!(
+        !h.store
+            .report_decline(&alice(), first, &binding("fs__rm", &other))
+            .await
+            .unwrap(),
+        "another call's"
+    );
+    assert!(h.store.report_decline(&alice(), first, &b).await.unwrap());
+    assert!(
+        !h.twin.report_decline(&alice(), first, &b).await.unwrap(),
+        "told once"
+    );
     assert_eq!(h.store.confirmation_for(&alice(), &b).await.unwrap(), None);
     // Past its expiry, pending or approved, a confirmation is not taken up.
     let late = create(&args).await;

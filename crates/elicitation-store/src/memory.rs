@@ -99,6 +99,9 @@ struct Entry {
     caller: Caller,
     elicitation: Elicitation,
     call: Option<HeldCall>,
+    /// A declined confirmation was told to the agent by an identical call
+    /// ([`ElicitationStore::report_decline`]).
+    reported: bool,
     /// What this entry counts against the byte budgets.
     bytes: usize,
 }
@@ -147,6 +150,7 @@ impl Entry {
             caller: caller.clone(),
             elicitation,
             call,
+            reported: false,
             bytes,
         }
     }
@@ -919,9 +923,39 @@ impl ElicitationStore for MemoryStore {
                 && e.elicitation.confirmation_state() == Some(true)
                 && e.elicitation.consumed_at.is_none()
         });
+        let declined = || {
+            bound().find(|e| {
+                e.elicitation.status == ElicitationStatus::Responded
+                    && e.elicitation.confirmation_state() == Some(false)
+                    && !e.reported
+            })
+        };
         let pending =
             || bound().find(|e| e.elicitation.status_at(now) == ElicitationStatus::Pending);
-        Ok(approved.or_else(pending).map(|e| e.elicitation.id))
+        Ok(approved
+            .or_else(declined)
+            .or_else(pending)
+            .map(|e| e.elicitation.id))
+    }
+
+    async fn report_decline(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock();
+        let Some(entry) = state.entries.get_mut(&id).filter(|e| e.caller == *caller) else {
+            return Ok(false);
+        };
+        let declined = entry.bound_to(binding)
+            && entry.elicitation.status == ElicitationStatus::Responded
+            && entry.elicitation.confirmation_state() == Some(false)
+            && !entry.reported;
+        if declined {
+            entry.reported = true;
+        }
+        Ok(declined)
     }
 
     async fn redeem_confirmation(

@@ -233,6 +233,19 @@ impl ElicitationStore for Metered {
         .await
     }
 
+    async fn report_decline(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError> {
+        self.timed(
+            "report_decline",
+            self.inner.report_decline(caller, id, binding),
+        )
+        .await
+    }
+
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

@@ -1028,6 +1028,31 @@ impl ElicitationStore for PostgresStore {
             .transpose()
     }
 
+    async fn report_decline(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError> {
+        let now = self.now();
+        let rows = self
+            .scoped(
+                caller,
+                sql::REPORT_DECLINE,
+                &[
+                    id.as_uuid(),
+                    &caller.subject_id(),
+                    &tenant_param(caller),
+                    &binding.tool,
+                    &binding.digest.as_bytes().as_slice(),
+                    &now,
+                    &binding.definition.as_bytes().as_slice(),
+                ],
+            )
+            .await?;
+        Ok(!rows.is_empty())
+    }
+
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

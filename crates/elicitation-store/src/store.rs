@@ -366,8 +366,9 @@ pub trait ElicitationStore: Send + Sync + 'static {
     ) -> Result<Option<Elicitation>, StoreError>;
 
     /// The caller's unexpired confirmation bound to exactly `binding` that a call repeated
-    /// without naming one takes up: an approved, unused one first, else a pending one (the
-    /// oldest of either); `None` when there is neither. Reading it grants nothing: the call
+    /// without naming one takes up: an approved, unused one first, else a declined one not
+    /// yet reported to the agent ([`ElicitationStore::report_decline`]), else a pending one
+    /// (the oldest of each); `None` when there is none. Reading it grants nothing: the call
     /// is forwarded only after [`ElicitationStore::redeem_confirmation`] consumed it.
     async fn confirmation_for(
         &self,
@@ -387,6 +388,18 @@ pub trait ElicitationStore: Send + Sync + 'static {
         id: ElicitationId,
         binding: &CallBinding,
     ) -> Result<Redeemed, StoreError>;
+
+    /// Records that the caller's declined confirmation `id` of the call `binding` names was
+    /// reported to the agent, once: from then on [`ElicitationStore::confirmation_for`] no
+    /// longer takes it up, so an identical call is asked about anew. `true` if this call
+    /// recorded it (of concurrent reports, one); `false` if it was reported already or is
+    /// not a declined confirmation of that call of this caller.
+    async fn report_decline(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError>;
 
     /// Uses an approved, unexpired, unused confirmation bound to exactly `binding` to
     /// authorise one call ([`ElicitationStore::redeem_confirmation`], with a refusal as the

@@ -1137,9 +1137,11 @@ impl Gateway {
             }))
         };
         // A call repeated with identical arguments and no id takes up the caller's
-        // confirmation of exactly this call (approved and unused first, else pending): a
-        // model that cannot set `_meta` finishes the loop by calling again, and a repeated
-        // question is not asked twice. The redemption below is what grants, as with an id.
+        // confirmation of exactly this call (approved and unused first, else declined and not
+        // yet told, else pending): a model that cannot set `_meta` finishes the loop by
+        // calling again — and hears a refusal the same way, once — and a repeated question is
+        // not asked twice. The redemption below is what grants, as with an id.
+        let taken_up = confirmation_id.is_none();
         let confirmation_id = match confirmation_id {
             Some(id) => Some(id),
             None => match timed(self.store.confirmation_for(caller, binding)).await {
@@ -1229,9 +1231,26 @@ impl Gateway {
                         }
                     };
                     if outcome == ConfirmationOutcome::Declined {
-                        let reason = RejectReason::UserRejected;
-                        self.refused(principal, call, reason, Some(id)).await;
-                        return done(gating_core::user_rejected_result(current.note.as_deref()));
+                        // Told once to a call that took it up without the id (then an
+                        // identical call is asked about anew); a call naming it hears it
+                        // every time.
+                        let first = match timed(self.store.report_decline(caller, id, binding))
+                            .await
+                        {
+                            Ok(first) => first,
+                            Err(e) => {
+                                tracing::warn!(confirmation = %id, error = %e, "could not record that a decline was told; an identical call may hear it again");
+                                true
+                            }
+                        };
+                        if first || !taken_up {
+                            let reason = RejectReason::UserRejected;
+                            self.refused(principal, call, reason, Some(id)).await;
+                            return done(gating_core::user_rejected_result(
+                                current.note.as_deref(),
+                            ));
+                        }
+                        // Told already (to a call at the same moment): asked anew below.
                     }
                     // Approved but used already (or expired after the answer), or failed:
                     // ask anew below.

@@ -82,10 +82,13 @@ def held_id(text):
 
 
 def approve(eid):
-    """The person approves the confirmation over the REST API."""
+    """The person answers the confirmation over the REST API: approves it, or with
+    `decline` declines it with a note."""
+    answer = ({"confirmed": False, "note": "not on this machine"} if decision == "decline"
+              else {"confirmed": True})
     request = urllib.request.Request(
         f"{base}/v1/mcp/elicitations/{eid}/respond",
-        data=json.dumps({"confirmed": True}).encode(),
+        data=json.dumps(answer).encode(),
         headers={"authorization": f"Bearer {human_token}", "content-type": "application/json"},
         method="POST",
     )

@@ -191,13 +191,25 @@ pub(super) const SELECT_CONFIRMATION: &str = concat!(
 );
 
 /// `$1` now, `$4` tool, `$5` digest, `$6` definition digest: the caller's unexpired confirmation of that call that a
-/// repeated call takes up — approved and unused first, else pending; the oldest of either.
+/// repeated call takes up — approved and unused first, else declined and not yet reported
+/// (V23), else pending; the oldest of each.
 pub(super) const CONFIRMATION_FOR: &str = concat!(
     "SELECT id FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND expires_at > $1",
-    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND consumed_at IS NULL))",
-    " ORDER BY (status = 'responded') DESC, created_at, id LIMIT 1"
+    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND consumed_at IS NULL)",
+    " OR (status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL))",
+    " ORDER BY (status = 'responded' AND confirmed) DESC, (status = 'responded') DESC, created_at, id LIMIT 1"
+);
+
+/// `$1` id, `$4` tool, `$5` digest, `$6` now, `$7` definition digest: records once that the
+/// caller's declined confirmation of that call was reported to the agent (V23); the row's
+/// id when this statement recorded it.
+pub(super) const REPORT_DECLINE: &str = concat!(
+    "UPDATE mcp_elicitations SET reported_at = $6 WHERE id = $1 AND ",
+    caller_is!(),
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7",
+    " AND status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL RETURNING id"
 );
 
 /// The caller's confirmation `$1` bound to tool `$4`, digest `$5` and definition digest `$7`,

@@ -158,6 +158,15 @@ impl ElicitationStore for FaultyStore {
         self.check().await?;
         self.inner.confirmation_for(caller, binding).await
     }
+    async fn report_decline(
+        &self,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<bool, StoreError> {
+        self.check().await?;
+        self.inner.report_decline(caller, id, binding).await
+    }
     async fn redeem_confirmation(
         &self,
         caller: &Caller,

@@ -370,6 +370,7 @@ both_stores!(
     destructive_tool_without_confirmation_is_held,
     destructive_tool_with_confirmation_forwards,
     destructive_tool_declined_aborts_cleanly,
+    a_decline_reaches_an_agent_that_calls_again_without_the_id_once,
     elicitation_poll_respond_validate_and_404,
     confirmation_for_other_arguments_or_tool_is_held_again,
     consumed_confirmation_cannot_be_replayed,
@@ -481,6 +482,40 @@ async fn destructive_tool_declined_aborts_cleanly(h: Harness) {
         .await;
     assert_eq!(result["isError"], true);
     assert_eq!(result["structuredContent"]["user_rejected"], true);
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
+}
+
+/// Issue 45, item 2: after a decline, an identical call without `_meta.confirmation_id`
+/// (all Claude Code, Codex or Gemini can send) was held anew: the agent never heard the
+/// refusal or the person's note, and the person was asked again. It takes the declined
+/// confirmation up once — the refusal with the note — and the call after is asked anew.
+async fn a_decline_reaches_an_agent_that_calls_again_without_the_id_once(h: Harness) {
+    let mut s = Session::open(&h, AGENT).await;
+    let args = json!({"path": "/tmp/declined"});
+    let id = held_id(&s.call("test__delete", args.clone(), None).await);
+    let respond = format!("/v1/mcp/elicitations/{id}/respond");
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &respond,
+        json!({"confirmed": false, "note": "not that directory"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let told = s.call("test__delete", args.clone(), None).await;
+    assert_eq!(told["isError"], true, "{told}");
+    assert_eq!(told["structuredContent"]["user_rejected"], true, "{told}");
+    assert!(
+        told.to_string().contains("not that directory"),
+        "the note: {told}"
+    );
+    // Told once: the same call again is a new question.
+    let again = held_id(&s.call("test__delete", args.clone(), None).await);
+    assert_ne!(again, id);
+    // A call naming the declined confirmation still hears it.
+    let named = s.call("test__delete", args, Some(&id)).await;
+    assert_eq!(named["structuredContent"]["user_rejected"], true, "{named}");
     assert_eq!(h.calls.delete.load(Ordering::SeqCst), 0);
 }
 
