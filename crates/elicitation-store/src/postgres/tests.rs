@@ -1868,6 +1868,53 @@ async fn the_audit_chain_names_a_row_a_superuser_inserted_or_reordered() {
     assert_eq!(report.broken.map(|b| b.0), Some(ids[1]), "reordered");
 }
 
+/// V23: the writer records that a decline was told only on a declined confirmation, once:
+/// it cannot mark an approval (which would hide it from an identical call) or un-tell a
+/// decline (which would tell it again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_tells_a_decline_once_and_only_a_decline() {
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let declined = store
+        .create_confirmation(&alice(), confirmation_request(json!({"n": 1})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let approved = store
+        .create_confirmation(&alice(), confirmation_request(json!({"n": 2})))
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .respond(&alice(), declined, json!({"confirmed": false}))
+        .await
+        .unwrap();
+    store
+        .respond(&alice(), approved, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let set = "UPDATE mcp_elicitations SET reported_at = now() WHERE id = $1";
+    assert!(
+        writer.execute(set, &[approved.as_uuid()]).await.is_err(),
+        "an approval is no decline"
+    );
+    assert_eq!(writer.execute(set, &[declined.as_uuid()]).await.unwrap(), 1);
+    for again in [
+        "UPDATE mcp_elicitations SET reported_at = NULL WHERE id = $1",
+        "UPDATE mcp_elicitations SET reported_at = now() + interval '1 s' WHERE id = $1",
+    ] {
+        assert!(
+            writer.execute(again, &[declined.as_uuid()]).await.is_err(),
+            "{again}"
+        );
+    }
+}
+
 /// Issue 44, item 3: the writer login names only the columns the gateway writes. It cannot
 /// date a row (a row dated 2999 stopped the sealer for good), seal one, or number one; and no
 /// role records a row in the future.
