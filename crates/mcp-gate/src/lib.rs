@@ -1923,13 +1923,20 @@ fn told_of_edit(outcome: CallOutcome, edited: &Value) -> CallOutcome {
     let Ok(Value::Object(mut result)) = serde_json::from_str::<Value>(raw.get()) else {
         return CallOutcome::Forwarded(raw);
     };
-    let told = serde_json::json!({
-        "type": "text",
-        "text": format!(
-            "A person changed the arguments before approving this call; it ran with these instead of yours: {}",
-            gating_core::canonical_json(edited)
-        ),
-    });
+    let notice = format!(
+        "A person changed the arguments before approving this call; it ran with these instead of yours: {}",
+        gating_core::canonical_json(edited)
+    );
+    // Claude Code and Codex show their model only the structured content when there is
+    // some: the notice goes there too. A gated tool is listed without its outputSchema
+    // (the gateway may answer for it), so no client validates this against one.
+    if let Some(Value::Object(structured)) = result.get_mut("structuredContent") {
+        structured.insert(
+            EDITED_META.into(),
+            serde_json::json!({"notice": notice, "arguments": edited}),
+        );
+    }
+    let told = serde_json::json!({"type": "text", "text": notice});
     match result.get_mut("content").and_then(Value::as_array_mut) {
         Some(content) => content.push(told),
         None => {

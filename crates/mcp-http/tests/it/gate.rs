@@ -1397,7 +1397,9 @@ async fn writer_harness(
                    "annotations": {"destructiveHint": true}}),
             move |args| {
                 seen.lock().unwrap().push(args.clone());
-                Ok(text_result("written", false))
+                let mut result = text_result("written", false);
+                result["structuredContent"] = json!({"written": true});
+                Ok(result)
             },
         )],
     );
@@ -1514,6 +1516,22 @@ async fn edited_arguments_run_instead(store: Arc<dyn Store>) {
         "{told}"
     );
     assert_eq!(result["_meta"][mcp_gate::EDITED_META], edited, "{result}");
+    // Issue 45, item 4: clients that show their model only the structured content (Claude
+    // Code, Codex) show it the notice too; the module's own structured content is kept.
+    let structured = &result["structuredContent"];
+    assert_eq!(structured["written"], true, "{result}");
+    assert_eq!(
+        structured[mcp_gate::EDITED_META]["arguments"],
+        edited,
+        "{result}"
+    );
+    assert!(
+        structured[mcp_gate::EDITED_META]["notice"]
+            .as_str()
+            .unwrap()
+            .contains("changed the arguments"),
+        "{result}"
+    );
     assert_eq!(
         *ran.lock().unwrap(),
         vec![edited],
