@@ -1382,6 +1382,42 @@ async fn official_sdk_clients_with_the_memory_store() {
     gateway.stop().await;
 }
 
+/// Issue 45, item 4, with Claude Code: a person approves the held write with other content;
+/// Claude Code's identical call runs the person's content, and its model is told so (it
+/// shows the model only a result's structured content when there is some: the notice is
+/// there too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_model_is_told_of_a_persons_edit() {
+    let scene = Scene::new("claude-code-edit", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let target = scene.file("claude.txt");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(script)
+        .arg(env_or_panic("MCP_CLAUDE_CODE"))
+        .arg(&gateway.base)
+        .args([CLIENT, HUMAN, "fs__write_file"])
+        .arg(&target)
+        .args(["", "edit"]);
+    let out = run_client(command, "claude code").await;
+    assert_eq!(out["exit"], 0, "{out}");
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "held, then run: {out}");
+    assert!(
+        results[1]
+            .as_str()
+            .unwrap()
+            .contains("changed the arguments"),
+        "the model read of the edit: {out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "edited by a person"
+    );
+    gateway.stop().await;
+}
+
 /// Issue 45, item 2, with Claude Code: it cannot set `_meta`, so after a person declines,
 /// its identical call is how it hears the refusal — once, with the person's note — instead
 /// of the call being held anew (the model never heard "no", the person was asked again).

@@ -84,8 +84,13 @@ def held_id(text):
 def approve(eid):
     """The person answers the confirmation over the REST API: approves it, or with
     `decline` declines it with a note."""
-    answer = ({"confirmed": False, "note": "not on this machine"} if decision == "decline"
-              else {"confirmed": True})
+    if decision == "decline":
+        answer = {"confirmed": False, "note": "not on this machine"}
+    elif decision == "edit":
+        # The person approves other content than the model asked for.
+        answer = {"confirmed": True, "arguments": dict(arguments, content="edited by a person")}
+    else:
+        answer = {"confirmed": True}
     request = urllib.request.Request(
         f"{base}/v1/mcp/elicitations/{eid}/respond",
         data=json.dumps(answer).encode(),
