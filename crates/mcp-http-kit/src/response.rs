@@ -64,6 +64,8 @@ pub fn error(error: &McpError, surface: Surface<'_>) -> Response<Body> {
     }
     if matches!(error, McpError::MethodNotAllowed) {
         let allow = match surface {
+            // GET is served only as a session's stream (with its Mcp-Session-Id): to a GET
+            // without one, the endpoint takes POST and DELETE.
             Surface::JsonRpc { .. } => "POST, DELETE",
             Surface::Problem => "GET, POST",
         };

@@ -885,6 +885,18 @@ impl McpService {
         if path == SLACK_ACTIONS {
             return self.slack_action(snap, &parts, body).await;
         }
+        // A newcomer opening the gateway's address is told where things are.
+        if path == "/" && (parts.method == Method::GET || parts.method == Method::HEAD) {
+            return response::json(
+                StatusCode::OK,
+                &json!({
+                    "name": "mcp-gateway",
+                    "message": "An MCP gateway: MCP clients connect to /mcp (Streamable HTTP); people answer the calls it holds at /approvals.",
+                    "mcp": "/mcp",
+                    "approvals": mcp_approvals::PREFIX,
+                }),
+            );
+        }
         if path != "/mcp" && !is_rest && !is_page && !is_upload {
             return fail(McpError::NotFound);
         }

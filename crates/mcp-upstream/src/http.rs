@@ -1054,7 +1054,8 @@ const STREAM_OPEN_WAIT: Duration = Duration::from_secs(2);
 /// Listens to the module's own stream — a legacy module's `GET` stream, a 2026-07-28
 /// module's `subscriptions/listen` — for its list changes and resource updates, and
 /// reconnects (with back-off, re-listing what may have changed meanwhile) when it ends. A
-/// module that offers no such stream (405, 501, or a JSON-RPC error) is not asked again.
+/// module that offers no such stream (405, 501, 400, a JSON-RPC `-32601` in any status —
+/// fastmcp answers 404 with one — or a success that is no stream) is not asked again.
 async fn listen(l: Listener) {
     let mut backoff = Duration::from_secs(1);
     let mut connected_before = false;
@@ -1127,12 +1128,19 @@ async fn listen(l: Listener) {
                         .get(header::CONTENT_TYPE)
                         .and_then(|v| v.to_str().ok())
                         .is_some_and(|v| v.starts_with("text/event-stream"));
-                    let refused = matches!(
-                        status,
-                        StatusCode::METHOD_NOT_ALLOWED
-                            | StatusCode::NOT_IMPLEMENTED
-                            | StatusCode::BAD_REQUEST
-                    ) || (status.is_success() && !is_sse);
+                    let (response, no_method) = if status.is_success() {
+                        (Some(response), false)
+                    } else {
+                        (None, method_not_found(response).await)
+                    };
+                    let refused = no_method
+                        || matches!(
+                            status,
+                            StatusCode::METHOD_NOT_ALLOWED
+                                | StatusCode::NOT_IMPLEMENTED
+                                | StatusCode::BAD_REQUEST
+                        )
+                        || (status.is_success() && !is_sse);
                     l.answered.send_replace(true);
                     if refused && !connected_before {
                         tracing::info!(module = %l.name, %status, "the module offers no stream of its own: its list changes are seen only when it restarts");
@@ -1149,7 +1157,7 @@ async fn listen(l: Listener) {
                         l.subscriptions
                             .acknowledged
                             .send_replace(Acknowledged::Refused(Some(current)));
-                    } else if status.is_success() {
+                    } else if let Some(response) = response {
                         if connected_before && !on_purpose {
                             // It may have changed while the stream was down.
                             let _ = l.feeds.changed.send(());
@@ -1188,6 +1196,20 @@ async fn listen(l: Listener) {
             _ = wanted.changed() => on_purpose = connected_before,
         }
     }
+}
+
+/// Whether a refused stream's answer is a JSON-RPC "method not found" (`-32601`): the
+/// module has no such stream, whatever the status says. Reads at most 16 KiB, for 5 s.
+async fn method_not_found(response: hyper::Response<hyper::body::Incoming>) -> bool {
+    let body = http_body_util::Limited::new(response.into_body(), 16 * 1024);
+    let Ok(Ok(collected)) = tokio::time::timeout(Duration::from_secs(5), body.collect()).await
+    else {
+        return false;
+    };
+    serde_json::from_slice::<Value>(&collected.to_bytes())
+        .ok()
+        .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64))
+        == Some(-32601)
 }
 
 /// Reads the module's own stream until it ends; `generation` is the resource subscriptions'

@@ -143,7 +143,7 @@ fn capabilities() -> Value {
     })
 }
 
-const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with an elicitation id; once a person approves it, call the tool again with the same arguments and _meta.confirmation_id set to that id.";
+const INSTRUCTIONS: &str = "Tools are listed as {module}__{tool}. Calls to destructive tools are held until a person confirms them: a held call returns structuredContent.elicitation_required with next_step. Once a person has answered, call the tool again with exactly the same arguments: approved, it runs once; declined, you get the refusal and the person's note. (Setting _meta.confirmation_id to the elicitation's id names the confirmation, but is not needed.)";
 
 /// The MCP log levels (`LoggingLevel`), least severe first.
 pub const LOG_LEVELS: [&str; 8] = [

@@ -1188,6 +1188,13 @@ async fn get_on_the_endpoint_is_405_and_unknown_paths_are_404() {
     let (status, _, body) = send(&h, "GET", "/nope", &[("authorization", &auth)], Vec::new()).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["error"]["code"], -32601, "{body}");
+    // The gateway's own address tells a newcomer where things are (issue 45, item 7).
+    let (status, _, body) = send(&h, "GET", "/", &[], Vec::new()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (body["mcp"].clone(), body["approvals"].clone()),
+        (json!("/mcp"), json!("/approvals"))
+    );
 }
 
 #[tokio::test]

@@ -137,3 +137,17 @@ async fn a_2026_server_is_discovered_and_a_call_that_needs_input_is_asked_and_se
         "the relay was asked once"
     );
 }
+
+/// Issue 45, item 7: a 2026-07-28 module without `subscriptions/listen` that says so as
+/// fastmcp does (404 with a JSON-RPC `-32601`) was asked again every 30 s, forever, with a
+/// warning each time. It is asked once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_has_no_stream_and_says_so_with_a_404_is_asked_once() {
+    let (_server, url) = server("modern_mrtr_module.py").await;
+    let up = module(&url);
+    up.list_tools().await.unwrap();
+    // The listener's back-off would have asked again after 1 s and 2 s.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let asked = call(&up, "listens", json!({}), None).await;
+    assert_eq!(asked["content"][0]["text"], "1", "{asked}");
+}
