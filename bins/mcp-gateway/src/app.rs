@@ -262,6 +262,18 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     module_as(config, None).await
 }
 
+/// A module started in the background ([`module`]), once it is.
+async fn started_module(
+    start: Option<tokio::task::JoinHandle<Result<Arc<dyn Module>>>>,
+) -> Result<Arc<dyn Module>> {
+    match start {
+        Some(start) => start
+            .await
+            .map_err(|e| anyhow::anyhow!("its start failed: {e}"))?,
+        None => anyhow::bail!("it was not started"),
+    }
+}
+
 /// The module, an http one sending `person`'s credentials when given (a caller's instance
 /// of a module run as its callers) instead of the gateway's own.
 async fn module_as(
@@ -505,7 +517,22 @@ async fn build_gateway(
     let mut unbuilt = Vec::new();
     let mut connectable = Vec::new();
     let mut exchanges = Vec::new();
-    for m in &config.modules {
+    // The modules not running yet start side by side: one that does not come up waits for
+    // its handshake's timeout, and one after another those waits added up (two broken
+    // servers held the port closed for 30-44 s).
+    let mut starting: Vec<Option<tokio::task::JoinHandle<Result<Arc<dyn Module>>>>> = config
+        .modules
+        .iter()
+        .map(|m| {
+            let text = module_fingerprint(m);
+            let reused = running.iter().any(|r| r.name == m.name && r.config == text);
+            (!reused && Person::of(m).is_ok()).then(|| {
+                let m = m.clone();
+                tokio::spawn(async move { module(&m).await })
+            })
+        })
+        .collect();
+    for (m, start) in config.modules.iter().zip(starting.iter_mut()) {
         let text = module_fingerprint(m);
         let person = match Person::of(m) {
             Ok(person) => person,
@@ -520,7 +547,7 @@ async fn build_gateway(
             .find(|r| r.name == m.name && r.config == text)
         {
             Some(r) => r.module.clone(),
-            None => match module(m).await {
+            None => match started_module(start.take()).await {
                 Ok(new) => {
                     started.push(new.clone());
                     new

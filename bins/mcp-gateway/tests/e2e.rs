@@ -653,6 +653,42 @@ fn children_running(parent: u32, needle: &str) -> usize {
         .count()
 }
 
+/// Issue 45, item 7: modules that never answer their handshake were started one after
+/// another, each waiting out its timeout before the next began (two broken servers kept the
+/// port closed for 30-44 s). They start side by side: both are running before either's
+/// handshake could have timed out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modules_that_do_not_come_up_are_started_side_by_side() {
+    let scene = Scene::new("side-by-side", "[store]\nkind = \"memory\"");
+    let config = std::fs::read_to_string(&scene.config).unwrap()
+        + "[[modules]]\nname = \"mute1\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"1001\"]\n[[modules]]\nname = \"mute2\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"1002\"]\n";
+    write_secret(&scene.config, &config);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"))
+        .arg("--config")
+        .arg(&scene.config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    // Well inside one handshake's timeout (15 s): started one after another, the second
+    // would not be running yet.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let both = children_running(pid, "1001") == 1 && children_running(pid, "1002") == 1;
+        if both {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the modules were not started side by side"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = child.kill().await;
+}
+
 fn hangup(gateway: &Gateway) {
     let pid = gateway.child.id().unwrap().to_string();
     assert!(
