@@ -120,23 +120,50 @@ fn strip_jsonc(text: &str) -> String {
     cleaned
 }
 
-/// Whether a variable or header of this name holds a secret.
+/// Whether a variable or header of this name holds a secret: one of its words (split at
+/// `_`, `-`, `.` and lower-to-upper case changes) names one. Words, not substrings:
+/// `MEMORY_FILE_PATH`, `DATA_PATH` and `AUTHOR` hold no secret (`PAT`, `AUTH` inside a word
+/// are not those words).
 fn secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    [
+    const SECRETS: [&str; 16] = [
         "KEY",
+        "APIKEY",
         "TOKEN",
         "SECRET",
         "PASSWORD",
         "PASSWD",
+        "PASS",
         "CREDENTIAL",
+        "CREDENTIALS",
         "AUTH",
+        "AUTHORIZATION",
         "PAT",
         "COOKIE",
         "SESSION",
-    ]
-    .iter()
-    .any(|word| upper.contains(word))
+        "BEARER",
+        "PRIVATE",
+    ];
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() {
+            if !word.is_empty() {
+                words.push(std::mem::take(&mut word));
+            }
+            previous_lower = false;
+            continue;
+        }
+        if c.is_ascii_uppercase() && previous_lower && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        word.push(c.to_ascii_uppercase());
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words.iter().any(|w| SECRETS.contains(&w.as_str()))
 }
 
 /// An environment variable's name made of `text` (`github-pat` → `GITHUB_PAT`).
@@ -600,6 +627,36 @@ mod tests {
         );
         // Values arrive as they were, escaped.
         assert_eq!(modules[1]["args"][0].as_str(), Some(evil), "{out}");
+    }
+
+    /// Issue 45, item 7: names were taken for secrets by substring — `MEMORY_FILE_PATH`,
+    /// `DATA_PATH` ("PAT") and `AUTHOR` ("AUTH") became secrets.
+    #[test]
+    fn a_secret_is_named_by_a_word_not_a_substring() {
+        for secret in [
+            "GITHUB_PERSONAL_ACCESS_TOKEN",
+            "OPENAI_API_KEY",
+            "X-Api-Key",
+            "Authorization",
+            "apiKey",
+            "DB_PASSWORD",
+            "GITHUB_PAT",
+            "AWS_SECRET_ACCESS_KEY",
+            "SESSION_COOKIE",
+        ] {
+            assert!(secret_name(secret), "{secret}");
+        }
+        for plain in [
+            "MEMORY_FILE_PATH",
+            "DATA_PATH",
+            "AUTHOR",
+            "PATH",
+            "KEYCLOAK_URL",
+            "LOG_LEVEL",
+            "Patience",
+        ] {
+            assert!(!secret_name(plain), "{plain}");
+        }
     }
 
     #[test]
