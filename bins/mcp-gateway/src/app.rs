@@ -262,10 +262,11 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     module_as(config, None).await
 }
 
-/// A module started in the background ([`module`]), once it is.
-async fn started_module(
-    start: Option<tokio::task::JoinHandle<Result<Arc<dyn Module>>>>,
-) -> Result<Arc<dyn Module>> {
+/// A module starting in the background ([`module`]).
+type Starting = tokio::task::JoinHandle<Result<Arc<dyn Module>>>;
+
+/// A module started in the background, once it is.
+async fn started_module(start: Option<Starting>) -> Result<Arc<dyn Module>> {
     match start {
         Some(start) => start
             .await
@@ -520,7 +521,7 @@ async fn build_gateway(
     // The modules not running yet start side by side: one that does not come up waits for
     // its handshake's timeout, and one after another those waits added up (two broken
     // servers held the port closed for 30-44 s).
-    let mut starting: Vec<Option<tokio::task::JoinHandle<Result<Arc<dyn Module>>>>> = config
+    let mut starting: Vec<Option<Starting>> = config
         .modules
         .iter()
         .map(|m| {

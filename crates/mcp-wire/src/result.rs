@@ -79,7 +79,11 @@ impl ResultBody {
         };
         // No key can read `resultType` without those letters or a `\u` escape.
         let text = raw.get();
-        if !modern && !text.contains("resultType") && !text.contains("\\u") {
+        if !modern
+            && !text.contains("resultType")
+            && !text.contains("serverInfo")
+            && !text.contains("\\u")
+        {
             return ResultBody::Raw(raw);
         }
         match rewrite(&raw, modern, cacheable) {
@@ -209,7 +213,9 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 }
 
 /// The result object without the module's `resultType`; for a modern client with
-/// `resultType: "complete"` and the gateway's identity added to `_meta`.
+/// `resultType: "complete"` and the gateway's identity added to `_meta`, for a legacy one
+/// without a 2026-07-28 module's identity in `_meta` (it says who answered at an era the
+/// client does not speak, and names the module behind the gateway).
 fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     let fields = Fields::of(raw)?;
     let mut out = Vec::with_capacity(raw.get().len() + 128);
@@ -252,6 +258,32 @@ fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     }
     for (key, value) in &fields.0 {
         if key == "resultType" || (modern && key == "_meta") {
+            continue;
+        }
+        if key == "_meta"
+            && let Some(meta) = Fields::of(value)
+            && meta.0.iter().any(|(k, _)| k == META_SERVER_INFO)
+        {
+            let kept: Vec<_> = meta
+                .0
+                .iter()
+                .filter(|(k, _)| k != META_SERVER_INFO)
+                .collect();
+            if kept.is_empty() {
+                continue;
+            }
+            comma(&mut out);
+            write_key(&mut out, key);
+            out.extend_from_slice(b":{");
+            for (i, (k, v)) in kept.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_key(&mut out, k);
+                out.push(b':');
+                out.extend_from_slice(v.get().as_bytes());
+            }
+            out.push(b'}');
             continue;
         }
         comma(&mut out);
@@ -308,6 +340,23 @@ mod tests {
             json!({"content": []}),
             "an escaped resultType is dropped for a legacy client too"
         );
+    }
+
+    /// Issue 45, item 7: a 2026-07-28 module's identity in its result's `_meta` reached
+    /// 2025-era clients.
+    #[test]
+    fn a_legacy_client_gets_no_modules_server_info() {
+        let seen = client_sees(
+            json!({"content": [], "resultType": "complete",
+                   "_meta": {"m": 1, "io.modelcontextprotocol/serverInfo": {"name": "fastmcp"}}}),
+            false,
+        );
+        assert_eq!(seen, json!({"content": [], "_meta": {"m": 1}}));
+        let only = client_sees(
+            json!({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "x"}}}),
+            false,
+        );
+        assert_eq!(only, json!({"content": []}));
     }
 
     #[test]
