@@ -23,9 +23,13 @@
 //! in flight (of any method); otherwise it cannot be told apart, so a request is answered
 //! with an error and a log message goes to the gateway's log only — never to a guessed
 //! client, which could be another caller's. A request the gateway gives up on (its client
-//! went away, or the call timed out) is cancelled with `notifications/cancelled` and still
-//! counts as in flight for the module's call timeout (the module may still be on it). At
-//! most 16 of the module's own requests are answered at once; more are refused at once.
+//! went away, or the call timed out) is cancelled with `notifications/cancelled`, followed by
+//! a `ping`: it counts as in flight until the module answers that ping (stdin is one
+//! ordered stream, so the module has read the cancellation by then, and a module that
+//! follows the spec has stopped that work; one that answers nothing keeps it counted for its
+//! call timeout). Before, a cancelled request counted for the whole call timeout, and
+//! meanwhile no caller's question from the module could be relayed. At most 16 of the
+//! module's own requests are answered at once; more are refused at once.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -237,8 +241,8 @@ impl Shared {
 
 /// Cancels a request the gateway stops waiting for before its answer came (the future was
 /// dropped, or timed out): the module gets `notifications/cancelled`.
-struct InFlight<'a> {
-    shared: &'a Shared,
+struct InFlight {
+    shared: Arc<Shared>,
     stdin: mpsc::Sender<Vec<u8>>,
     id: jsonrpc::RequestId,
     answered: bool,
@@ -246,7 +250,7 @@ struct InFlight<'a> {
     grace: Duration,
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         let key = self.id.to_string();
         let mut calls = self.shared.calls();
@@ -272,7 +276,30 @@ impl Drop for InFlight<'_> {
             Some(&params),
         ));
         // Best effort: a full queue means the module is not reading anyway.
-        let _ = self.stdin.try_send(line);
+        if self.stdin.try_send(line).is_err() {
+            return;
+        }
+        // Then a ping: its answer says the module read the cancellation (in order), and the
+        // request stops counting as in flight.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (shared, stdin, grace) = (self.shared.clone(), self.stdin.clone(), self.grace);
+        runtime.spawn(async move {
+            let (ping, answer) = shared.pending.register();
+            let line = jsonrpc::into_line(jsonrpc::request_bytes(&ping, "ping", &json!({})));
+            if stdin.try_send(line).is_err() {
+                shared.pending.forget(&ping);
+                return;
+            }
+            // Any answer will do (an error too): it came after the cancellation was read.
+            match tokio::time::timeout(grace, answer).await {
+                Ok(Ok(_)) => {
+                    shared.calls().remove(&key);
+                }
+                _ => shared.pending.forget(&ping),
+            }
+        });
     }
 }
 
@@ -367,7 +394,7 @@ impl StdioModule {
         let (params, call) = params(&id);
         let line = jsonrpc::into_line(jsonrpc::request_bytes(&id, method, &params));
         let mut in_flight = InFlight {
-            shared: &self.shared,
+            shared: self.shared.clone(),
             stdin: stdin.clone(),
             id: id.clone(),
             answered: false,

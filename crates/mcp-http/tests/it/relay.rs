@@ -728,11 +728,26 @@ async fn with_two_calls_in_flight_a_stdio_modules_request_is_refused_not_guessed
     }
     assert_eq!(cancelled.as_array().map(Vec::len), Some(1), "{cancelled}");
 
-    // The cancelled call may still be running at the module (it never answered): a
-    // question now could be its, so the next caller's client is not asked either.
-    let answer = asking.call(4, "chatty__ask", Value::Null).await.json();
-    let answer: Value = serde_json::from_str(&text(&answer)).unwrap();
-    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    // Issue 45, item 5: the cancelled call counted as in flight for the whole call timeout
+    // (120 s), so no caller's question could be relayed meanwhile. The cancellation is
+    // followed by a ping; once the module answers it, it has read the cancellation, and the
+    // next call's request is that call's again (this client takes no sampling: the module
+    // is told so, not that requests are in flight).
+    let plain = Session::open(&h, AGENT, json!({})).await;
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        let asked = plain.call(4, "chatty__sample", Value::Null).await.json();
+        answer = serde_json::from_str(&text(&asked)).unwrap();
+        if !answer.to_string().contains("in flight") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!answer.to_string().contains("in flight"), "{answer}");
+    assert_ne!(
+        answer["error"]["code"], -32603,
+        "not refused as in flight: {answer}"
+    );
 }
 
 /// Issue 45, item 3: a session that negotiated a version before 2025-11-25 gets no priming
