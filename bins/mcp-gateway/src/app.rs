@@ -262,17 +262,11 @@ async fn module(config: &ModuleConfig) -> Result<Arc<dyn Module>> {
     module_as(config, None).await
 }
 
-/// A module starting in the background ([`module`]).
-type Starting = tokio::task::JoinHandle<Result<Arc<dyn Module>>>;
-
-/// A module started in the background, once it is.
-async fn started_module(start: Option<Starting>) -> Result<Arc<dyn Module>> {
-    match start {
-        Some(start) => start
-            .await
-            .map_err(|e| anyhow::anyhow!("its start failed: {e}"))?,
-        None => anyhow::bail!("it was not started"),
-    }
+/// A module of the configuration: running already (unchanged), or starting in the
+/// background ([`module`]).
+enum Instance {
+    Running(Arc<dyn Module>),
+    Starting(tokio::task::JoinHandle<Result<Arc<dyn Module>>>),
 }
 
 /// The module, an http one sending `person`'s credentials when given (a caller's instance
@@ -520,42 +514,53 @@ async fn build_gateway(
     let mut exchanges = Vec::new();
     // The modules not running yet start side by side: one that does not come up waits for
     // its handshake's timeout, and one after another those waits added up (two broken
-    // servers held the port closed for 30-44 s).
-    let mut starting: Vec<Option<Starting>> = config
+    // servers held the port closed for 30-44 s). Each module's person is read once.
+    let prepared: Vec<_> = config
         .modules
         .iter()
         .map(|m| {
             let text = module_fingerprint(m);
-            let reused = running.iter().any(|r| r.name == m.name && r.config == text);
-            (!reused && Person::of(m).is_ok()).then(|| {
-                let m = m.clone();
-                tokio::spawn(async move { module(&m).await })
-            })
+            let prepared = Person::of(m).map(|person| {
+                let instance = match running
+                    .iter()
+                    .find(|r| r.name == m.name && r.config == text)
+                {
+                    Some(r) => Instance::Running(r.module.clone()),
+                    None => {
+                        let m = m.clone();
+                        Instance::Starting(tokio::spawn(async move { module(&m).await }))
+                    }
+                };
+                (person, instance)
+            });
+            (text, prepared)
         })
         .collect();
-    for (m, start) in config.modules.iter().zip(starting.iter_mut()) {
-        let text = module_fingerprint(m);
-        let person = match Person::of(m) {
-            Ok(person) => person,
+    for (m, (text, prepared)) in config.modules.iter().zip(prepared) {
+        let cannot_start = |e: anyhow::Error| {
+            tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
+            (m.name.clone(), format!("{e:#}"))
+        };
+        let (person, instance) = match prepared {
+            Ok(prepared) => prepared,
             Err(e) => {
-                tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
-                unbuilt.push((m.name.clone(), format!("{e:#}")));
+                unbuilt.push(cannot_start(e));
                 continue;
             }
         };
-        let instance = match running
-            .iter()
-            .find(|r| r.name == m.name && r.config == text)
-        {
-            Some(r) => r.module.clone(),
-            None => match started_module(start.take()).await {
+        let instance = match instance {
+            Instance::Running(module) => module,
+            Instance::Starting(start) => match start
+                .await
+                .map_err(|e| anyhow::anyhow!("its start failed: {e}"))
+                .and_then(|module| module)
+            {
                 Ok(new) => {
                     started.push(new.clone());
                     new
                 }
                 Err(e) => {
-                    tracing::error!(module = %m.name, error = %format!("{e:#}"), "cannot start the module; serving without it");
-                    unbuilt.push((m.name.clone(), format!("{e:#}")));
+                    unbuilt.push(cannot_start(e));
                     continue;
                 }
             },

@@ -1418,15 +1418,14 @@ async fn official_sdk_clients_with_the_memory_store() {
     gateway.stop().await;
 }
 
-/// Issue 45, item 4, with Claude Code: a person approves the held write with other content;
-/// Claude Code's identical call runs the person's content, and its model is told so (it
-/// shows the model only a result's structured content when there is some: the notice is
-/// there too).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_codes_model_is_told_of_a_persons_edit() {
-    let scene = Scene::new("claude-code-edit", "[store]\nkind = \"memory\"");
+/// Claude Code (`-p`, a scripted Messages API on loopback) writing `claude.txt` in a new
+/// scene's sandbox through the filesystem server; the write is held and the person answers
+/// over REST as `answer` says (`approve`, `edit`, `decline`). The client token may answer:
+/// the gateway asks Claude Code natively, and Claude Code in -p mode dismisses the question
+/// (cancel). The scene, the gateway (still running) and what the script saw.
+async fn claude_code_writes(name: &str, answer: &str) -> (Scene, Gateway, Value) {
+    let scene = Scene::new(name, "[store]\nkind = \"memory\"");
     let gateway = Gateway::start(&scene.config).await;
-    let target = scene.file("claude.txt");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
     let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
     command
@@ -1434,9 +1433,21 @@ async fn claude_codes_model_is_told_of_a_persons_edit() {
         .arg(env_or_panic("MCP_CLAUDE_CODE"))
         .arg(&gateway.base)
         .args([CLIENT, HUMAN, "fs__write_file"])
-        .arg(&target)
-        .args(["", "edit"]);
+        .arg(scene.file("claude.txt"))
+        // No permission-prompt tool.
+        .args(["", answer]);
     let out = run_client(command, "claude code").await;
+    (scene, gateway, out)
+}
+
+/// Issue 45, item 4, with Claude Code: a person approves the held write with other content;
+/// Claude Code's identical call runs the person's content, and its model is told so (it
+/// shows the model only a result's structured content when there is some: the notice is
+/// there too).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_codes_model_is_told_of_a_persons_edit() {
+    let (scene, gateway, out) = claude_code_writes("claude-code-edit", "edit").await;
+    let target = scene.file("claude.txt");
     assert_eq!(out["exit"], 0, "{out}");
     let results = out["results"].as_array().unwrap();
     assert_eq!(results.len(), 2, "held, then run: {out}");
@@ -1459,20 +1470,8 @@ async fn claude_codes_model_is_told_of_a_persons_edit() {
 /// of the call being held anew (the model never heard "no", the person was asked again).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_hears_a_decline_and_its_note_by_calling_again() {
-    let scene = Scene::new("claude-code-decline", "[store]\nkind = \"memory\"");
-    let gateway = Gateway::start(&scene.config).await;
+    let (scene, gateway, out) = claude_code_writes("claude-code-decline", "decline").await;
     let target = scene.file("claude.txt");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
-    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
-    command
-        .arg(script)
-        .arg(env_or_panic("MCP_CLAUDE_CODE"))
-        .arg(&gateway.base)
-        .args([CLIENT, HUMAN, "fs__write_file"])
-        .arg(&target)
-        // No permission-prompt tool; the person declines.
-        .args(["", "decline"]);
-    let out = run_client(command, "claude code").await;
     assert_eq!(out["exit"], 0, "{out}");
     let results = out["results"].as_array().unwrap();
     assert_eq!(results.len(), 2, "held, then refused: {out}");
@@ -1502,20 +1501,8 @@ async fn claude_code_hears_a_decline_and_its_note_by_calling_again() {
 /// person approves over REST, and Claude Code's next identical call runs, once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_finishes_a_held_call_once_a_person_approves_it() {
-    let scene = Scene::new("claude-code", "[store]\nkind = \"memory\"");
-    let gateway = Gateway::start(&scene.config).await;
+    let (scene, gateway, out) = claude_code_writes("claude-code", "approve").await;
     let target = scene.file("claude.txt");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/claude_code.py");
-    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
-    command
-        .arg(script)
-        .arg(env_or_panic("MCP_CLAUDE_CODE"))
-        .arg(&gateway.base)
-        // The client token may answer: the gateway asks Claude Code natively, and Claude
-        // Code in -p mode dismisses the question (cancel).
-        .args([CLIENT, HUMAN, "fs__write_file"])
-        .arg(&target);
-    let out = run_client(command, "claude code").await;
     assert_eq!(out["exit"], 0, "{out}");
     let results = out["results"].as_array().unwrap();
     assert_eq!(results.len(), 2, "held, then run: {out}");

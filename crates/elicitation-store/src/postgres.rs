@@ -389,6 +389,33 @@ impl PostgresStore {
         self.scoped_to(caller, "", statement, params).await
     }
 
+    /// Runs `statement` on the caller's confirmation `id` of the call `binding` names, now,
+    /// with the parameters `REDEEM` and `REPORT_DECLINE` share: `$1` id, `$2`/`$3` the
+    /// caller, `$4` tool, `$5` digest, `$6` now, `$7` definition digest.
+    async fn on_bound_confirmation(
+        &self,
+        statement: &str,
+        caller: &Caller,
+        id: ElicitationId,
+        binding: &CallBinding,
+    ) -> Result<Vec<Row>, StoreError> {
+        let now = self.now();
+        self.scoped(
+            caller,
+            statement,
+            &[
+                id.as_uuid(),
+                &caller.subject_id(),
+                &tenant_param(caller),
+                &binding.tool,
+                &binding.digest.as_bytes().as_slice(),
+                &now,
+                &binding.definition.as_bytes().as_slice(),
+            ],
+        )
+        .await
+    }
+
     /// Runs one statement as `approver`: its own rows, and the rows its groups answer.
     async fn scoped_approver(
         &self,
@@ -1034,21 +1061,8 @@ impl ElicitationStore for PostgresStore {
         id: ElicitationId,
         binding: &CallBinding,
     ) -> Result<bool, StoreError> {
-        let now = self.now();
         let rows = self
-            .scoped(
-                caller,
-                sql::REPORT_DECLINE,
-                &[
-                    id.as_uuid(),
-                    &caller.subject_id(),
-                    &tenant_param(caller),
-                    &binding.tool,
-                    &binding.digest.as_bytes().as_slice(),
-                    &now,
-                    &binding.definition.as_bytes().as_slice(),
-                ],
-            )
+            .on_bound_confirmation(sql::REPORT_DECLINE, caller, id, binding)
             .await?;
         Ok(!rows.is_empty())
     }
@@ -1061,19 +1075,7 @@ impl ElicitationStore for PostgresStore {
     ) -> Result<Redeemed, StoreError> {
         let now = self.now();
         let rows = self
-            .scoped(
-                caller,
-                sql::REDEEM,
-                &[
-                    id.as_uuid(),
-                    &caller.subject_id(),
-                    &tenant_param(caller),
-                    &binding.tool,
-                    &binding.digest.as_bytes().as_slice(),
-                    &now,
-                    &binding.definition.as_bytes().as_slice(),
-                ],
-            )
+            .on_bound_confirmation(sql::REDEEM, caller, id, binding)
             .await?;
         let row = rows.first().ok_or(StoreError::NotFound { id })?;
         let consumed: bool = row.try_get("consumed").map_err(|e| StoreError::Corrupt {

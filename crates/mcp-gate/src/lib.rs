@@ -2075,7 +2075,16 @@ pub fn is_instance_key_of(key: &str, caller: &Caller) -> bool {
 async fn timed<T>(
     op: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
-    tokio::time::timeout(STORE_TIMEOUT, op)
+    timed_until(tokio::time::Instant::now() + STORE_TIMEOUT, op).await
+}
+
+/// `op`, failed as the store's unavailability unless it ends by `deadline` (a wait that is
+/// meant to last is bounded by its own end plus [`STORE_TIMEOUT`], not by that alone).
+async fn timed_until<T>(
+    deadline: tokio::time::Instant,
+    op: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout_at(deadline, op)
         .await
         .unwrap_or_else(|_| {
             Err(StoreError::Unavailable(

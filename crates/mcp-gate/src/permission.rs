@@ -20,7 +20,7 @@ use mcp_wire::CallToolParams;
 use mcp_wire::tools::Arguments;
 use serde_json::{Value, json};
 
-use crate::{Audit, CallOutcome, GatedCall, Gateway, PolicyRef, RejectReason};
+use crate::{Audit, CallOutcome, GatedCall, Gateway, PolicyRef, RejectReason, timed_until};
 
 /// How often a waiting question tells the client it still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(15);
@@ -234,17 +234,12 @@ impl Gateway {
                 // The wait itself is bounded by its deadline, not by the store's operation
                 // limit (which is shorter than PROGRESS_EVERY, and cut every wait at 10 s):
                 // only a store that does not answer past the deadline is a failure.
-                let now = tokio::time::timeout_at(
+                let now = timed_until(
                     deadline + crate::STORE_TIMEOUT,
                     self.store
                         .wait_for_change(&principal.caller, pending.id, deadline),
                 )
-                .await
-                .unwrap_or_else(|_| {
-                    Err(elicitation_store::StoreError::Unavailable(
-                        "the store did not answer in time".into(),
-                    ))
-                });
+                .await;
                 match now {
                     Ok(e) if e.status != ElicitationStatus::Pending => break,
                     Ok(_) => {
