@@ -117,6 +117,16 @@ pub(crate) fn continue_to(what: &str, next: &str) -> String {
     document_with_head(&format!("{what} — mcp-gateway approvals"), &head, &body)
 }
 
+/// Said to a client that came back from a first visit's redirect without its cookie: the
+/// page keeps who is signed in in a cookie, and this client keeps none.
+pub(crate) fn needs_cookies(to: &str) -> String {
+    let body = format!(
+        "<main><h1>mcp-gateway approvals</h1><p class=\"error\" role=\"alert\">This page keeps you signed in with a cookie, and it did not come back. Allow cookies for this address in your browser, then open <a href=\"{}\">the page</a> again. Programs answer through the REST API instead (<code>/v1/mcp/elicitations</code>).</p></main>",
+        escape(to)
+    );
+    document("Cookies needed — mcp-gateway approvals", &body)
+}
+
 /// The sign-in page; with `sso`, first the way through the identity provider.
 pub(crate) fn sign_in_with(problem: Option<&str>, next: Option<&str>, sso: bool) -> String {
     let mut body = String::from("<main><h1>mcp-gateway approvals</h1>");

@@ -58,6 +58,9 @@ const AUDIT_ROWS: usize = 50;
 const AUDIT_DOWNLOAD: usize = 20_000;
 /// The session cookie.
 const COOKIE: &str = "mcp_gateway_approvals";
+/// The query field a first visit's redirect adds (auth `none`), so that a client which keeps
+/// no cookies is recognised when it comes back.
+const COOKIE_PROBE: &str = "cookie-sent";
 /// How long a sign-in lasts.
 const SESSION_TTL: Duration = Duration::from_secs(8 * 60 * 60);
 /// How many answered elicitations the page shows.
@@ -543,7 +546,7 @@ impl Page {
             (&Method::GET, ["oidc", "start"]) => self.sso_start(query).await,
             (&Method::GET, ["oidc", "callback"]) => self.sso_callback(headers, query).await,
             (&Method::GET, []) => self.home(snap, headers, query).await,
-            (&Method::GET, ["e", id]) => self.one(snap, headers, id).await,
+            (&Method::GET, ["e", id]) => self.one(snap, headers, id, query).await,
             (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
             (&Method::GET, ["accounts"]) => self.accounts(snap, headers, query).await,
             (&Method::GET, ["accounts", module, "callback"]) => {
@@ -593,7 +596,7 @@ impl Page {
                 self.render(snap, &principal, &csrf, notice, None, StatusCode::OK)
                     .await
             }
-            None => self.first_visit(snap, PREFIX),
+            None => self.first_visit(snap, PREFIX, query),
         }
     }
 
@@ -614,7 +617,7 @@ impl Page {
                     html::sign_in_to(None, Some(AUDIT_PAGE)),
                 )
             } else {
-                self.first_visit(snap, AUDIT_PAGE)
+                self.first_visit(snap, AUDIT_PAGE, query)
             };
         };
         if !principal.scopes.contains(SCOPE_AUDIT) {
@@ -626,7 +629,7 @@ impl Page {
         // The form sends every field, the empty ones too: those filter nothing.
         let given: Vec<(String, String)> = form(query.unwrap_or_default().as_bytes())
             .into_iter()
-            .filter(|(k, v)| !v.is_empty() && k != "order" && k != "format")
+            .filter(|(k, v)| !v.is_empty() && k != "order" && k != "format" && k != COOKIE_PROBE)
             .collect();
         let filters: Vec<(String, String)> = given
             .iter()
@@ -735,7 +738,13 @@ impl Page {
     }
 
     /// `GET /approvals/e/{id}`: one elicitation, or a sign-in that comes back to it.
-    async fn one(&self, snap: &Snapshot, headers: &HeaderMap, id: &str) -> Response<Body> {
+    async fn one(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        id: &str,
+        query: Option<&str>,
+    ) -> Response<Body> {
         let Ok(id) = id.parse::<ElicitationId>() else {
             return html(
                 StatusCode::NOT_FOUND,
@@ -745,7 +754,7 @@ impl Page {
         match self.web_session(snap, headers) {
             Some((_, principal, csrf)) => self.render_one(snap, &principal, &csrf, id).await,
             None => match &*snap.auth {
-                Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}")),
+                Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}"), query),
                 Auth::Tokens(_) | Auth::Jwt(_) => html(
                     StatusCode::OK,
                     html::sign_in_with(None, Some(&format!("{PREFIX}/e/{id}")), self.sso.is_some()),
@@ -831,7 +840,7 @@ impl Page {
             } else {
                 to
             };
-            return self.first_visit(snap, &to);
+            return self.first_visit(snap, &to, query);
         };
         let notice = accounts::notice(field(&fields, "done"));
         let (status, page) =
@@ -1298,8 +1307,11 @@ impl Page {
         }
     }
 
-    /// No session yet: sign in, or (auth `none`) a session opened here.
-    fn first_visit(&self, snap: &Snapshot, to: &str) -> Response<Body> {
+    /// No session yet: sign in, or (auth `none`) a session opened here and the page asked
+    /// for again with its cookie. The redirect carries [`COOKIE_PROBE`]: a request that comes
+    /// back with it and still without the cookie is from a client that keeps no cookies
+    /// (`curl`), which is told so instead of being sent round the same redirect for ever.
+    fn first_visit(&self, snap: &Snapshot, to: &str, query: Option<&str>) -> Response<Body> {
         let Auth::None(principal) = &*snap.auth else {
             let next = (to != PREFIX).then_some(to);
             return html(
@@ -1307,13 +1319,20 @@ impl Page {
                 html::sign_in_with(None, next, self.sso.is_some()),
             );
         };
+        if form(query.unwrap_or_default().as_bytes())
+            .iter()
+            .any(|(k, _)| k == COOKIE_PROBE)
+        {
+            return html(StatusCode::BAD_REQUEST, html::needs_cookies(to));
+        }
         let Some((id, _)) = self.web.open(principal.clone(), "none", None) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 html::sign_in(Some("A sign-in could not be made here.")),
             );
         };
-        let mut response = redirect(to);
+        let sep = if to.contains('?') { '&' } else { '?' };
+        let mut response = redirect(&format!("{to}{sep}{COOKIE_PROBE}=1"));
         self.set_cookie(&mut response, &id, SESSION_TTL.as_secs());
         response
     }

@@ -1652,3 +1652,56 @@ async fn a_grant_made_on_the_page_is_bounded_and_only_whoever_may_approve_makes_
     assert_eq!(held_id(&still), id, "{still}");
     assert_eq!(strict.deleted.load(Ordering::SeqCst), 0);
 }
+
+/// Auth `none` (the demo): a first visit opens a session and asks for the page again with
+/// its cookie. A client that keeps no cookies (`curl`) was sent round that redirect for
+/// ever (issue 45, item 7); it is told that the page needs cookies. A browser is unchanged.
+#[tokio::test]
+async fn a_client_that_keeps_no_cookies_is_told_so_instead_of_being_redirected_for_ever() {
+    let mut h = harness().await;
+    let registry = Registry::start(Vec::new()).await.unwrap();
+    let gateway = Arc::new(Gateway::new(
+        registry,
+        h.store.clone(),
+        GatePolicy::default(),
+        false,
+    ));
+    h.service = Arc::new(McpService::new(
+        gateway,
+        Auth::none(),
+        ServiceConfig::default(),
+    ));
+    for start in ["/approvals", "/approvals/audit", "/approvals/accounts"] {
+        // curl -L: follows each redirect, sends no cookie back.
+        let mut path = start.to_owned();
+        let mut hops = 0;
+        let last = loop {
+            let page = send(&h, "GET", &path, &[], "").await;
+            if page.status != StatusCode::SEE_OTHER {
+                break page;
+            }
+            hops += 1;
+            assert!(hops < 3, "{start}: redirected again to {path}");
+            path = page.headers["location"].to_str().unwrap().to_owned();
+        };
+        assert_eq!(
+            last.status,
+            StatusCode::BAD_REQUEST,
+            "{start}: {}",
+            last.body
+        );
+        assert!(last.body.contains("cookie"), "{}", last.body);
+        // A browser sends the cookie it was given and lands on the page.
+        let first = send(&h, "GET", start, &[], "").await;
+        let cookie = first.headers["set-cookie"].to_str().unwrap();
+        let cookie = cookie.split(';').next().unwrap();
+        let to = first.headers["location"].to_str().unwrap();
+        let page = send(&h, "GET", to, &[("cookie", cookie)], "").await;
+        assert_eq!(page.status, StatusCode::OK, "{start}: {}", page.body);
+        assert!(
+            !page.body.contains("Cookies needed"),
+            "{start}: {}",
+            page.body
+        );
+    }
+}
