@@ -357,6 +357,11 @@ fn module(
                 }
             }
             env_of(&mut m, server, inputs);
+            // Each client started its own process of the server: so does each caller here.
+            // The gateway's default for stdio is one process for everyone, which would hand
+            // one person's session state (a memory server's graph, a browser) to the next.
+            m.line("isolation", quoted("per_caller"));
+            m.note("isolation = \"per_caller\": each caller gets its own process, as each client started its own; \"shared\" (one process for everyone) suits a server that keeps nothing per client, such as the filesystem server".into());
         }
         "http" => {
             let url = remote.as_deref().or(url).unwrap_or_default();
@@ -676,6 +681,8 @@ mod tests {
             "{out}"
         );
         assert!(out.contains("env = { \"LOG_LEVEL\" = \"debug\" }"), "{out}");
+        // A server each client ran for itself is run for each caller.
+        assert!(out.contains("isolation = \"per_caller\""), "{out}");
         assert!(
             out.contains("auth = { kind = \"bearer\", token_env = \"LINEAR_TOKEN\" }"),
             "{out}"

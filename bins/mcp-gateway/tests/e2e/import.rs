@@ -64,6 +64,7 @@ async fn the_configs_people_have_become_modules_check_config_accepts() {
             CLAUDE_DESKTOP,
             &[
                 "name = \"filesystem\"",
+                "isolation = \"per_caller\"",
                 "inherit_env = [\"GITHUB_PERSONAL_ACCESS_TOKEN\"]",
                 "url = \"https://mcp.atlassian.com/v1/sse\"",
                 "was run through mcp-remote",
