@@ -22,6 +22,8 @@ use tokio::process::{Child, Command};
 
 #[path = "e2e/audit.rs"]
 mod audit;
+#[path = "e2e/cancellation.rs"]
+mod cancellation;
 #[path = "e2e/connected_accounts.rs"]
 mod connected_accounts;
 #[path = "e2e/exhaustion.rs"]

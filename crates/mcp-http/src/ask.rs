@@ -507,8 +507,7 @@ async fn converse(
     let answer_with = |result: Result<ResultBody, McpError>| {
         crate::relay::final_message(&c.request_id, result, false)
     };
-    let held =
-        |current: &Elicitation| Some(answer_with(Ok(gating_core::held_result(current).into())));
+    let held = |current: &Elicitation| answer_with(Ok(gating_core::held_result(current).into()));
     let by_url = c.by == AskBy::Url;
     let mut current = first;
     for _ in 0..MAX_ROUNDS {
@@ -535,7 +534,7 @@ async fn converse(
             CallOutcome::NeedsConfirmation(next) if next.askable_natively || by_url => {
                 current = next.confirmation;
             }
-            outcome => return Some(answer_with(outcome.into_reply())),
+            outcome => return answer_with(outcome.into_reply()),
         }
     }
     held(&current)

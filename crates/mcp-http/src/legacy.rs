@@ -310,6 +310,9 @@ impl McpService {
                 let id = request.id.clone();
                 let last = move |outcome| relay::final_message(&id, outcome, false);
                 match relay::relayed(call, queue, last).await {
+                    Relayed::Done(Err(McpError::Cancelled)) => {
+                        return Ok(Reply::Stream(relay::unanswered()));
+                    }
                     Relayed::Done(result) => result?,
                     Relayed::Stream(response) => return Ok(Reply::Stream(response)),
                 }

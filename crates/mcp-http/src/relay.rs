@@ -283,16 +283,29 @@ fn gone(method: &str) -> ErrorObject {
 }
 
 /// The final message of a `tools/call` answered on a stream: its result (for a client of
-/// the era `modern`) or its error.
+/// the era `modern`) or its error; none for a call the client cancelled, which a receiver
+/// does not answer (the client has forgotten the id: an answer is "unknown" to it).
 pub(crate) fn final_message(
     id: &RequestId,
     outcome: Result<ResultBody, McpError>,
     modern: bool,
-) -> Vec<u8> {
+) -> Option<Vec<u8>> {
     match outcome {
-        Ok(result) => jsonrpc::result_body_bytes(id, &result.for_client(modern)),
-        Err(e) => jsonrpc::error_bytes(ErrorId::Known(id), &e.to_error_object()),
+        Ok(result) => Some(jsonrpc::result_body_bytes(id, &result.for_client(modern))),
+        Err(McpError::Cancelled) => None,
+        Err(e) => Some(jsonrpc::error_bytes(
+            ErrorId::Known(id),
+            &e.to_error_object(),
+        )),
     }
+}
+
+/// What answers a request the client cancelled before anything was streamed: a stream
+/// that ends with no message (an HTTP request must be answered; the cancelled JSON-RPC
+/// request is not).
+pub(crate) fn unanswered() -> Response<Body> {
+    let (_, body) = ChannelBody::new(1);
+    mcp_http_kit::response::sse_response(body.boxed())
 }
 
 /// What a relayed call answers with.
@@ -305,12 +318,12 @@ pub(crate) enum Relayed<T> {
 
 /// Runs `call` with its relay's queue `queue`: its result as it is when no message came
 /// first, else an SSE stream of the messages then `last(result)`, the final JSON-RPC
-/// message. The call runs on its own task once streamed; a client that closes the stream
+/// message (if any: the stream of a cancelled call ends without one). The call runs on its own task once streamed; a client that closes the stream
 /// drops it (cancelling the module's call).
 pub(crate) async fn relayed<T, F>(
     call: F,
     mut queue: mpsc::Receiver<Vec<u8>>,
-    last: impl FnOnce(T) -> Vec<u8> + Send + 'static,
+    last: impl FnOnce(T) -> Option<Vec<u8>> + Send + 'static,
 ) -> Relayed<T>
 where
     T: Send + 'static,
@@ -325,8 +338,9 @@ where
             Ok(message) => {
                 let (tx, body) = ChannelBody::new(16);
                 tokio::spawn(tracing::Instrument::in_current_span(async move {
-                    let _ = send(&tx, &message).await && drain(&tx, &mut queue).await
-                        && send(&tx, &last(result)).await;
+                    let _ = send(&tx, &message).await
+                        && drain(&tx, &mut queue).await
+                        && send_last(&tx, last(result)).await;
                 }));
                 return Relayed::Stream(mcp_http_kit::response::sse_response(body.boxed()));
             }
@@ -344,7 +358,7 @@ where
                 biased;
                 Some(message) = queue.recv() => if !send(&tx, &message).await { return },
                 result = &mut call => {
-                    let _ = drain(&tx, &mut queue).await && send(&tx, &last(result)).await;
+                    let _ = drain(&tx, &mut queue).await && send_last(&tx, last(result)).await;
                     return;
                 }
                 // The client closed the stream: dropping the call cancels it.
@@ -360,6 +374,13 @@ async fn send(tx: &mpsc::Sender<Bytes>, message: &[u8]) -> bool {
         tokio::time::timeout(SEND_TIMEOUT, tx.send(sse::event_bytes(message))).await,
         Ok(Ok(()))
     )
+}
+
+async fn send_last(tx: &mpsc::Sender<Bytes>, message: Option<Vec<u8>>) -> bool {
+    match message {
+        Some(message) => send(tx, &message).await,
+        None => true,
+    }
 }
 
 async fn drain(tx: &mpsc::Sender<Bytes>, queue: &mut mpsc::Receiver<Vec<u8>>) -> bool {
