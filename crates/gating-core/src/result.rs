@@ -252,21 +252,22 @@ pub fn held_result(confirmation: &Elicitation) -> Value {
     tool_result(&held_result_parts(confirmation), false)
 }
 
+/// What a declined call's structured content says in words: several hosts (Codex) show the
+/// model only the structured content, where `user_rejected: true` alone is easily misread.
+const DECLINED: &str = "The user declined this call; it was not run.";
+
 /// The result when the person declined: an in-band tool error, `user_rejected: true`.
 pub fn user_rejected_result(note: Option<&str>) -> Value {
     let parts = match note {
         // The person's words are data for the agent, shown as such (control, bidi and
         // invisible characters escaped), never instructions of the gateway's.
         Some(note) => ResultParts {
-            text: format!(
-                "The user declined this call; it was not run. Their note: {}",
-                visible(note)
-            ),
-            structured: json!({"user_rejected": true, "note": note}),
+            text: format!("{DECLINED} Their note: {}", visible(note)),
+            structured: json!({"user_rejected": true, "message": DECLINED, "note": note}),
         },
         None => ResultParts {
-            text: "The user declined this call; it was not run.".to_owned(),
-            structured: json!({"user_rejected": true}),
+            text: DECLINED.to_owned(),
+            structured: json!({"user_rejected": true, "message": DECLINED}),
         },
     };
     tool_result(&parts, true)
@@ -275,9 +276,10 @@ pub fn user_rejected_result(note: Option<&str>) -> Value {
 /// The result when the confirmation was cancelled (dismissed by the person, or withdrawn):
 /// an in-band tool error, `confirmation_cancelled: true`.
 pub fn cancelled_result(id: ElicitationId) -> Value {
+    let text = format!("The confirmation {id} was cancelled; the call was not run.");
     let parts = ResultParts {
-        text: format!("The confirmation {id} was cancelled; the call was not run."),
-        structured: json!({"confirmation_cancelled": true, "elicitation_id": id}),
+        structured: json!({"confirmation_cancelled": true, "elicitation_id": id, "message": text}),
+        text,
     };
     tool_result(&parts, true)
 }
@@ -285,11 +287,12 @@ pub fn cancelled_result(id: ElicitationId) -> Value {
 /// The result when nobody answered the confirmation in time: an in-band tool error,
 /// `confirmation_expired: true`.
 pub fn expired_result(id: ElicitationId) -> Value {
+    let text = format!(
+        "The confirmation {id} expired before anyone answered; the call was not run. Call the tool again to ask anew."
+    );
     let parts = ResultParts {
-        text: format!(
-            "The confirmation {id} expired before anyone answered; the call was not run. Call the tool again to ask anew."
-        ),
-        structured: json!({"confirmation_expired": true, "elicitation_id": id}),
+        structured: json!({"confirmation_expired": true, "elicitation_id": id, "message": text}),
+        text,
     };
     tool_result(&parts, true)
 }
@@ -306,8 +309,8 @@ pub fn denied_result(tool_name: &str, reason: Option<&str>) -> Value {
         ),
     };
     let structured = match reason {
-        Some(reason) => json!({"policy_denied": true, "reason": reason}),
-        None => json!({"policy_denied": true}),
+        Some(reason) => json!({"policy_denied": true, "reason": reason, "message": text}),
+        None => json!({"policy_denied": true, "message": text}),
     };
     tool_result(&ResultParts { text, structured }, true)
 }
@@ -316,11 +319,12 @@ pub fn denied_result(tool_name: &str, reason: Option<&str>) -> Value {
 /// too many pending confirmations): an in-band tool error, `gate_unavailable: true`. The call
 /// was not run: the gate fails closed.
 pub fn gate_unavailable_result(reason: &str) -> Value {
+    let text = format!(
+        "This call needs a person's confirmation, but the gateway cannot ask for one now: {reason}. The call was not run."
+    );
     let parts = ResultParts {
-        text: format!(
-            "This call needs a person's confirmation, but the gateway cannot ask for one now: {reason}. The call was not run."
-        ),
-        structured: json!({"gate_unavailable": true}),
+        structured: json!({"gate_unavailable": true, "message": text}),
+        text,
     };
     tool_result(&parts, true)
 }

@@ -63,12 +63,16 @@ fn held_result_parts_are_the_held_result() {
 fn user_rejected_result_is_an_in_band_error() {
     let r = user_rejected_result(None);
     assert_eq!(r["isError"], true);
-    assert_eq!(r["structuredContent"], json!({"user_rejected": true}));
+    assert_eq!(
+        r["structuredContent"],
+        json!({"user_rejected": true, "message": "The user declined this call; it was not run."})
+    );
     assert_eq!(r["content"][0]["type"], "text");
     let noted = user_rejected_result(Some("use the staging bucket\u{202e}"));
     assert_eq!(
         noted["structuredContent"],
-        json!({"user_rejected": true, "note": "use the staging bucket\u{202e}"})
+        json!({"user_rejected": true, "message": "The user declined this call; it was not run.",
+               "note": "use the staging bucket\u{202e}"})
     );
     let text = noted["content"][0]["text"].as_str().unwrap();
     assert!(
@@ -93,18 +97,26 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"].get("user_rejected"), None);
     }
+    // What the text says is in the structured content too (hosts that show the model only
+    // that one would otherwise give it a bare flag).
+    let plain = |r: &Value| {
+        let mut structured = r["structuredContent"].clone();
+        let message = structured.as_object_mut().unwrap().remove("message");
+        assert_eq!(message.as_ref(), Some(&r["content"][0]["text"]), "{r}");
+        structured
+    };
     assert_eq!(
-        cancelled["structuredContent"],
+        plain(&cancelled),
         json!({"confirmation_cancelled": true, "elicitation_id": id.to_string()})
     );
     assert_eq!(
-        expired["structuredContent"],
+        plain(&expired),
         json!({"confirmation_expired": true, "elicitation_id": id.to_string()})
     );
-    assert_eq!(denied["structuredContent"], json!({"policy_denied": true}));
+    assert_eq!(plain(&denied), json!({"policy_denied": true}));
     let told = denied_result("fs__write_file", Some("no parent directories"));
     assert_eq!(
-        told["structuredContent"],
+        plain(&told),
         json!({"policy_denied": true, "reason": "no parent directories"})
     );
     assert!(
@@ -113,10 +125,7 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
             .unwrap()
             .contains("no parent directories")
     );
-    assert_eq!(
-        unavailable["structuredContent"],
-        json!({"gate_unavailable": true})
-    );
+    assert_eq!(plain(&unavailable), json!({"gate_unavailable": true}));
     assert_eq!(
         upstream["structuredContent"],
         json!({"upstream_error": true})

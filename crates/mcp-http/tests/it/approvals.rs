@@ -1553,7 +1553,7 @@ async fn a_note_typed_next_to_decline_reaches_the_agent() {
     let plain = agent_call(&h, json!({"path": "/other"}), Some(&other)).await;
     assert_eq!(
         plain["structuredContent"],
-        json!({"user_rejected": true}),
+        json!({"user_rejected": true, "message": "The user declined this call; it was not run."}),
         "{plain}"
     );
     assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
