@@ -3306,8 +3306,9 @@ async fn in_session(gateway: &Gateway, token: &str, session: &str, message: Valu
 }
 
 /// The everything server (`@modelcontextprotocol/server-everything`) behind the gateway as
-/// `module` (a `[[modules]]` body); alice leaves a session resource in it. Whether bob can
-/// read it, and the per-caller instances the gateway ran.
+/// `module` (a `[[modules]]` body), beside another module; alice leaves a session resource
+/// in it and reads it back. Whether bob can read it, and the per-caller instances the
+/// gateway ran.
 async fn bob_reads_alices_session_resource(name: &str, module: &str) -> (bool, usize) {
     let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -3333,11 +3334,19 @@ scopes = ["tools:call"]
 [[modules]]
 name = "ev"
 {module}
+# A second module: a URI no module lists is no longer the single module's by default
+# (issue 45, item 6: alice could not read her own session resource then).
+[[modules]]
+name = "demo"
+transport = "demo"
 [[policy]]
 tool = "ev__gzip-file-as-resource"
 gate = "allow"
 [[policy]]
 tool = "ev__toggle-simulated-logging"
+gate = "allow"
+[[policy]]
+tool = "ev__echo"
 gate = "allow"
 "#,
             alice = token_sha256(ALICE),
@@ -3382,6 +3391,16 @@ gate = "allow"
         own["result"]["contents"][0]["blob"].is_string(),
         "alice reads her own session resource: {own}"
     );
+    // Bob runs something of the module's too (his own instance, where it keeps state).
+    let echoed = in_session(
+        &gateway,
+        BOB,
+        &bob,
+        json!({"jsonrpc": "2.0", "id": 6,
+        "method": "tools/call", "params": {"name": "ev__echo", "arguments": {"message": "hi"}}}),
+    )
+    .await;
+    assert!(echoed.to_string().contains("hi"), "{echoed}");
     let other = read(BOB, bob.clone(), uri.clone()).await;
     let listed = in_session(
         &gateway,

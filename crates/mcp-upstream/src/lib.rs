@@ -7,6 +7,7 @@
 //! Wire shapes come from `mcp-wire`.
 
 pub mod accounts;
+mod announced;
 pub mod credentials;
 pub mod demo;
 pub mod http;

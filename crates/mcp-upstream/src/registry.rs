@@ -344,6 +344,8 @@ pub struct Registry {
     call_limit: CallLimit,
     /// Each isolated module's per-caller instances.
     instances: Vec<Option<crate::isolation::Instances>>,
+    /// The unlisted resource URIs modules named to each caller in their results.
+    announced: crate::announced::Announced,
     /// The registry itself, for the tasks that follow a per-caller instance.
     this: std::sync::OnceLock<Weak<Registry>>,
 }
@@ -395,6 +397,7 @@ impl Registry {
             call_slots,
             call_limit: limit,
             instances,
+            announced: crate::announced::Announced::default(),
             this: std::sync::OnceLock::new(),
             modules,
             catalog: RwLock::new(BTreeMap::new()),
@@ -673,10 +676,10 @@ impl Registry {
         self.updated.subscribe()
     }
 
-    /// The module `uri` belongs to (see `module_of`): `None` when none claims it; a URI two
-    /// modules could claim is the caller's `-32602`.
-    fn owner(&self, uri: &str) -> Option<Result<usize, ModuleError>> {
-        match self.module_of(uri) {
+    /// The module `uri` belongs to for caller `who` (see `module_of`): `None` when none
+    /// claims it; a URI two modules could claim is the caller's `-32602`.
+    fn owner(&self, uri: &str, who: Option<&str>) -> Option<Result<usize, ModuleError>> {
+        match self.module_of(uri, who) {
             Ok(found) => found.map(Ok),
             Err(reason) => Some(Err(ModuleError::Rpc {
                 module: String::new(),
@@ -695,7 +698,7 @@ impl Registry {
         subscribe: bool,
         who: Option<&str>,
     ) -> Option<Result<(), ModuleError>> {
-        let module = match self.owner(uri)? {
+        let module = match self.owner(uri, who)? {
             Ok(module) => module,
             Err(e) => return Some(Err(e)),
         };
@@ -709,7 +712,7 @@ impl Registry {
     /// subscriptions then go to its own instance).
     pub fn isolates(&self, uri: &str) -> bool {
         // As `instance` routes: a stateless module's callers share its one instance.
-        matches!(self.owner(uri), Some(Ok(module)) if self.own_instances(module))
+        matches!(self.owner(uri, None), Some(Ok(module)) if self.own_instances(module))
     }
 
     /// The instance of module `index` that serves caller `who`: its own, for an isolated
@@ -910,9 +913,11 @@ impl Registry {
     }
 
     /// The module a URI belongs to: the one that listed it; else the one whose template
-    /// matches it; else, with a single module, that one. `Err` when templates of two
-    /// modules match it (never a guess); `Ok(None)` when none does.
-    fn module_of(&self, uri: &str) -> Result<Option<usize>, String> {
+    /// matches it; else the one that named it to caller `who` in a result (a session
+    /// resource of the caller's own instance, which the shared one never lists); else, with
+    /// a single module, that one. `Err` when templates of two modules match it (never a
+    /// guess); `Ok(None)` when none does.
+    fn module_of(&self, uri: &str, who: Option<&str>) -> Result<Option<usize>, String> {
         let resources = self
             .resources
             .read()
@@ -927,8 +932,10 @@ impl Registry {
             .map(|(m, _, _)| *m)
             .collect();
         matching.dedup();
+        let named = || who.and_then(|who| self.announced.module_of(who, uri));
         match matching.as_slice() {
             [one] => Ok(Some(*one)),
+            [] if let Some(module) = named() => Ok(Some(module)),
             [] if self.modules.len() == 1 => Ok(Some(0)),
             [] => Ok(None),
             _ => Err(format!(
@@ -945,7 +952,7 @@ impl Registry {
         who: Option<&str>,
     ) -> Option<Result<Box<serde_json::value::RawValue>, ModuleError>> {
         let uri = params.str("uri")?.to_owned();
-        let module = match self.owner(&uri)? {
+        let module = match self.owner(&uri, who)? {
             Ok(module) => module,
             Err(e) => return Some(Err(e)),
         };
@@ -978,7 +985,7 @@ impl Registry {
             }
             "ref/resource" => {
                 let uri = reference.get("uri").and_then(Value::as_str)?.to_owned();
-                match self.owner(&uri)? {
+                match self.owner(&uri, who)? {
                     Ok(module) => module,
                     Err(e) => return Some(Err(e)),
                 }
@@ -1087,10 +1094,15 @@ impl Registry {
                 }
             }
         };
-        self.instance(entry.module, who)
+        let result = self
+            .instance(entry.module, who)
             .await?
             .call_tool(call)
-            .await
+            .await?;
+        if let Some(who) = who {
+            self.announced.record(who, entry.module, &result);
+        }
+        Ok(result)
     }
 
     /// A client asked for log messages at `level` (a name from `LOG_LEVELS`): the modules
