@@ -10,14 +10,17 @@ use anyhow::{Context, Result, bail};
 use crate::cmd::workspace_root;
 
 /// The official filesystem and everything MCP servers and TypeScript SDK, oidc-provider (the
-/// authorization server of the OAuth tests) and Claude Code (a real agent host, on a scripted
-/// Messages API), pinned.
+/// authorization server of the OAuth tests), and three real agent hosts — Claude Code (on a
+/// scripted Messages API), Codex CLI (a scripted Responses API) and Gemini CLI (a scripted
+/// Gemini API) — pinned.
 const PACKAGES: &[&str] = &[
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/sdk@1.32.2",
     "oidc-provider@9.13.3",
     "@anthropic-ai/claude-code@2.1.328",
     "@modelcontextprotocol/server-everything@2026.8.31",
+    "@openai/codex@0.171.0",
+    "@google/gemini-cli@0.61.0",
 ];
 /// The official Python SDK, Playwright (which drives the system Chromium in the browser
 /// tests), moto's server (the S3-compatible service the upload store is tested against),
@@ -42,7 +45,9 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
         .is_ok_and(|p| p.contains("\"version\": \"1.32.2\""))
         && dir.join("node_modules/oidc-provider/package.json").exists()
         && dir.join("node_modules/.bin/claude").exists()
-        && dir.join("node_modules/.bin/mcp-server-everything").exists();
+        && dir.join("node_modules/.bin/mcp-server-everything").exists()
+        && dir.join("node_modules/.bin/codex").exists()
+        && dir.join("node_modules/.bin/gemini").exists();
     if !bin.exists() || !installed {
         let npm_ok = Command::new("npm")
             .arg("--version")
@@ -84,6 +89,14 @@ pub(crate) fn install() -> Result<Vec<(String, String)>> {
         (
             "MCP_CLAUDE_CODE".into(),
             dir.join("node_modules/.bin/claude").display().to_string(),
+        ),
+        (
+            "MCP_CODEX".into(),
+            dir.join("node_modules/.bin/codex").display().to_string(),
+        ),
+        (
+            "MCP_GEMINI".into(),
+            dir.join("node_modules/.bin/gemini").display().to_string(),
         ),
         (
             "MCP_EVERYTHING_SERVER".into(),

@@ -20,6 +20,8 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+#[path = "e2e/agent_hosts.rs"]
+mod agent_hosts;
 #[path = "e2e/audit.rs"]
 mod audit;
 #[path = "e2e/cancellation.rs"]
