@@ -4,6 +4,7 @@
 
 use elicitation_core::Violation;
 use elicitation_store::StoreError;
+use mcp_upstream::ModuleError;
 use mcp_wire::codes;
 use mcp_wire::jsonrpc::{EnvelopeError, ErrorObject, ParamsError};
 use serde_json::{Value, json};
@@ -273,4 +274,27 @@ pub fn new_error_id() -> String {
     // A failed random source still yields a usable (if not unique) id.
     let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A module's failure at a request other than `tools/call` (`what`), as the client's error:
+/// its own JSON-RPC error passed on, busy as a retry, anything else internal.
+pub(crate) fn module_failure(what: &str, err: ModuleError) -> McpError {
+    match err {
+        ModuleError::Rpc {
+            code,
+            message,
+            data,
+            ..
+        } => McpError::Upstream {
+            code,
+            message,
+            data: data.map(|d| *d),
+        },
+        // Every instance of the module is in use (another caller's load): try again.
+        ModuleError::Busy { .. } => McpError::RateLimited {
+            what: "the module is busy serving other callers",
+            retry_after: 1,
+        },
+        err => McpError::Internal(format!("{what}: {err}")),
+    }
 }

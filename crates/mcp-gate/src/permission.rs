@@ -20,7 +20,9 @@ use mcp_wire::CallToolParams;
 use mcp_wire::tools::Arguments;
 use serde_json::{Value, json};
 
-use crate::{Audit, CallOutcome, GatedCall, Gateway, PolicyRef, RejectReason, timed_until};
+use crate::outcome::Audit;
+use crate::{CallOutcome, GatedCall, Gateway, timed_until};
+use elicitation_store::{PolicyRef, RejectReason};
 
 /// How often a waiting question tells the client it still waits.
 const PROGRESS_EVERY: Duration = Duration::from_secs(15);

@@ -437,6 +437,12 @@ fn differences(pinned: &Value, now: &Value) -> Vec<String> {
     reasons
 }
 
+/// The digest of a tool's pinned definition (its pin's digest when it is listed): a grant
+/// or a confirmation made against one definition covers no call after it changed.
+pub fn definition_digest(entry: &ToolEntry) -> String {
+    entry.digest.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

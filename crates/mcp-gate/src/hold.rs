@@ -1,0 +1,417 @@
+//! Step two of the gate ([`Gateway::resolve`]): a held call settled against the
+//! confirmation it names or the caller's identical one — forwarded once it is consumed,
+//! refused, taken up by a standing grant, or held anew.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use elicitation_core::{Elicitation, ElicitationId, ElicitationStatus};
+use elicitation_store::{
+    ConfirmationRequest, GateRecord, Grant, Redeemed, RejectReason, StoreError,
+};
+use gating_core::{CallDigest, ConfirmationOutcome, GateDecision, GrantScope, When};
+use mcp_upstream::Relay;
+use mcp_upstream::registry::ToolEntry;
+use mcp_wire::CallToolParams;
+use mcp_wire::tools::Arguments;
+use serde_json::Value;
+
+use crate::approve::told_of_edit;
+use crate::gate::call_facts;
+use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation};
+use crate::pins::definition_digest;
+use crate::{Gateway, timed};
+use mcp_auth::Principal;
+
+impl Gateway {
+    /// Step two of the gate: what becomes of a gated call given the confirmation the caller
+    /// names (if any) — forwarded once it is consumed, refused, or held (a new confirmation,
+    /// or the same one still pending). The named confirmation is redeemed in one store
+    /// operation; on refusal the store returns it as it is and `gating_core::evaluate`
+    /// decides the answer. A forwarded call's messages go to `relay`.
+    pub async fn resolve(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        confirmation_id: Option<ElicitationId>,
+        relay: Option<Arc<dyn Relay>>,
+    ) -> CallOutcome {
+        let started = std::time::Instant::now();
+        let mut upstream = Duration::ZERO;
+        let outcome = self
+            .resolve_timed(principal, call, confirmation_id, relay, &mut upstream)
+            .await;
+        self.metrics.gateway_time(started.elapsed(), upstream);
+        outcome
+    }
+
+    /// [`Gateway::resolve`], adding the module's time on a forwarded call to `upstream`.
+    pub(crate) async fn resolve_timed(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        confirmation_id: Option<ElicitationId>,
+        relay: Option<Arc<dyn Relay>>,
+        upstream: &mut Duration,
+    ) -> CallOutcome {
+        let entry = &*call.entry;
+        let binding = &call.binding;
+        let done = CallOutcome::Done;
+        if self.require_authenticated_caller && !principal.authenticated {
+            self.refused(principal, call, RejectReason::NoAuthenticatedCaller, None)
+                .await;
+            return done(gating_core::gate_unavailable_result(
+                "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
+            ));
+        }
+        let caller = &principal.caller;
+        let pending = |confirmation: Elicitation| {
+            mcp_trace::record("mcp.outcome", "held");
+            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
+            mcp_trace::hold(&confirmation.id.to_string());
+            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
+                confirmation,
+                askable_natively: call.message.shows_all_arguments,
+            }))
+        };
+        // A call repeated with identical arguments and no id takes up the caller's
+        // confirmation of exactly this call (approved and unused first, else declined and not
+        // yet told, else pending): a model that cannot set `_meta` finishes the loop by
+        // calling again — and hears a refusal the same way, once — and a repeated question is
+        // not asked twice. The redemption below is what grants, as with an id.
+        let taken_up = confirmation_id.is_none();
+        let confirmation_id = match confirmation_id {
+            Some(id) => Some(id),
+            None => match timed(self.store.confirmation_for(caller, binding)).await {
+                Ok(found) => found,
+                Err(e) => return done(self.fail_closed(principal, entry, &e)),
+            },
+        };
+        if let Some(id) = confirmation_id {
+            match timed(self.store.redeem_confirmation(caller, id, binding)).await {
+                // Approved, and consumed now: forwarded, once.
+                Ok(Redeemed::Consumed(consumed)) => {
+                    tracing::info!(target: "mcp_trace", confirmation = %id, "redeemed");
+                    mcp_trace::link_hold(&id.to_string());
+                    let forwarded = Audit::Forwarded {
+                        gated: true,
+                        shadowed: false,
+                    };
+                    let Some(edited) = consumed.edited_arguments else {
+                        return self
+                            .forward(
+                                principal,
+                                entry,
+                                call.params.clone(),
+                                (forwarded, Some(id)),
+                                relay,
+                                upstream,
+                            )
+                            .await;
+                    };
+                    // The person approved other arguments: those run, if the policy in
+                    // force does not deny them, and the agent is told.
+                    let params = match self.edited_params(principal, call, &edited) {
+                        Ok(params) => params,
+                        Err(refusal) => {
+                            let rejected = GateRecord::Rejected(RejectReason::PolicyDenied);
+                            self.record(principal, entry, rejected, Some(id), &call.policy)
+                                .await;
+                            return done(refusal);
+                        }
+                    };
+                    let outcome = self
+                        .forward(
+                            principal,
+                            entry,
+                            params,
+                            (forwarded, Some(id)),
+                            relay,
+                            upstream,
+                        )
+                        .await;
+                    return told_of_edit(outcome, &edited);
+                }
+                Ok(Redeemed::Refused { current, .. }) => {
+                    // The seed's truth table decides an answered confirmation; the statuses
+                    // that are not answers (pending, cancelled, expired, failed) are handled
+                    // around it.
+                    let outcome = match current.status {
+                        // Not answered yet: the same confirmation again, no new elicitation.
+                        ElicitationStatus::Pending => {
+                            // A grant made since covers the call: no need to wait.
+                            if let Some(granted) =
+                                self.granted(principal, call, relay, upstream).await
+                            {
+                                return granted;
+                            }
+                            let held = GateRecord::Held;
+                            self.record(principal, entry, held, Some(id), &call.policy)
+                                .await;
+                            return pending(current);
+                        }
+                        ElicitationStatus::Cancelled => {
+                            let reason = RejectReason::ConfirmationCancelled;
+                            self.refused(principal, call, reason, Some(id)).await;
+                            return done(gating_core::cancelled_result(id));
+                        }
+                        ElicitationStatus::Expired => {
+                            let reason = RejectReason::ConfirmationExpired;
+                            self.refused(principal, call, reason, Some(id)).await;
+                            return done(gating_core::expired_result(id));
+                        }
+                        ElicitationStatus::Responded => {
+                            gating_core::evaluate(true, current.confirmation_state())
+                        }
+                        // Failed validation: ask anew.
+                        ElicitationStatus::ValidationFailed => {
+                            ConfirmationOutcome::NeedsConfirmation
+                        }
+                    };
+                    if outcome == ConfirmationOutcome::Declined {
+                        // Told once to a call that took it up without the id (then an
+                        // identical call is asked about anew); a call naming it hears it
+                        // every time.
+                        let first = match timed(self.store.report_decline(caller, id, binding))
+                            .await
+                        {
+                            Ok(first) => first,
+                            Err(e) => {
+                                tracing::warn!(confirmation = %id, error = %e, "could not record that a decline was told; an identical call may hear it again");
+                                true
+                            }
+                        };
+                        if first || !taken_up {
+                            let reason = RejectReason::UserRejected;
+                            self.refused(principal, call, reason, Some(id)).await;
+                            return done(gating_core::user_rejected_result(
+                                current.note.as_deref(),
+                            ));
+                        }
+                        // Told already (to a call at the same moment): asked anew below.
+                    }
+                    // Approved but used already (or expired after the answer), or failed:
+                    // ask anew below.
+                }
+                // Not this caller's confirmation of this call: ask anew below.
+                Err(StoreError::NotFound { .. }) => {}
+                Err(e) => return done(self.fail_closed(principal, entry, &e)),
+            }
+        }
+        // Not answered for this call, or answered but of no use any more: a standing grant
+        // covers it, or a person is asked anew.
+        if let Some(granted) = self.granted(principal, call, relay, upstream).await {
+            return granted;
+        }
+        self.hold_anew(principal, call).await
+    }
+
+    /// `call`'s params with the arguments a person approved instead of the agent's, unless
+    /// the policy in force denies the call with them (then the refusal).
+    fn edited_params(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        edited: &Value,
+    ) -> Result<CallToolParams, Value> {
+        let entry = &call.entry;
+        let Value::Object(map) = edited else {
+            return Err(gating_core::gate_unavailable_result(
+                "the arguments the person approved are not an object; nothing was run",
+            ));
+        };
+        let groups: Vec<String> = principal.rule_groups();
+        let decided = self.decide(entry, edited, principal.caller.subject_id(), &groups);
+        if decided.decision == GateDecision::Deny {
+            return Err(gating_core::denied_result(
+                &entry.qualified,
+                decided.reason.as_deref(),
+            ));
+        }
+        let mut params = call.params.clone();
+        params.arguments = Some(Arguments::from_map(map));
+        Ok(params)
+    }
+
+    /// Forwards `call` under one of its caller's live grants that covers it, used now (one
+    /// use, in one store step); `None` when none does. A store failure fails closed.
+    async fn granted(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        relay: Option<Arc<dyn Relay>>,
+        upstream: &mut Duration,
+    ) -> Option<CallOutcome> {
+        if !call.grants {
+            return None;
+        }
+        let entry = &*call.entry;
+        let caller = &principal.caller;
+        let live = match timed(self.grants.live_grants(caller, &entry.qualified)).await {
+            Ok(live) => live,
+            Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+        };
+        if live.is_empty() {
+            return None;
+        }
+        let definition = definition_digest(entry);
+        let approval = self.approval_for(&entry.qualified, caller);
+        for grant in live {
+            if !self.covers(&grant, principal, call, &definition, approval.as_ref()) {
+                continue;
+            }
+            match timed(self.grants.use_grant(caller, grant.id, &entry.qualified)).await {
+                Ok(Some(used)) => {
+                    let event = (Audit::Granted(used.id), None);
+                    let params = call.params.clone();
+                    return Some(
+                        self.forward(principal, entry, params, event, relay, upstream)
+                            .await,
+                    );
+                }
+                // Used up or revoked since it was read: the next one, if any.
+                Ok(None) => {}
+                Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+            }
+        }
+        None
+    }
+
+    /// Whether `grant` covers `call` now: made against the tool's definition as it is listed
+    /// now and under the approver rule that answers the call now, and for this call (scope
+    /// `call`: the same argument digest; scope `tool`: its `when`, if any, holds). A `when`
+    /// that cannot be compiled or evaluated covers nothing.
+    fn covers(
+        &self,
+        grant: &Grant,
+        principal: &Principal,
+        call: &GatedCall,
+        definition: &str,
+        approval: Option<&elicitation_store::Approval>,
+    ) -> bool {
+        if grant.definition != definition || grant.approval.as_ref() != approval {
+            return false;
+        }
+        match grant.scope {
+            GrantScope::Call => grant.digest.as_ref() == Some(&call.binding.digest),
+            GrantScope::Tool => {
+                let Some(source) = &grant.when else {
+                    return true;
+                };
+                let groups: Vec<String> = principal.rule_groups();
+                let facts = call_facts(
+                    &call.entry,
+                    &call.arguments,
+                    principal.caller.subject_id(),
+                    &groups,
+                );
+                match When::compile(source).map(|when| when.matches(&facts)) {
+                    Ok(Ok(true)) => true,
+                    Ok(Ok(false)) => false,
+                    Ok(Err(why)) => {
+                        tracing::debug!(grant_id = %grant.id, why = %why, "a grant's `when` could not be evaluated for a call; it does not cover it");
+                        false
+                    }
+                    Err(why) => {
+                        tracing::warn!(grant_id = %grant.id, why = %why, "a grant's `when` does not compile; it covers nothing");
+                        false
+                    }
+                }
+            }
+        }
+    }
+
+    /// Holds `call` on a new confirmation (its approver rule told in its message), or says
+    /// why it cannot be held: the caller's confirmation rate, the store's limits, the store
+    /// failing (fail closed).
+    async fn hold_anew(&self, principal: &Principal, call: &GatedCall) -> CallOutcome {
+        let entry = &*call.entry;
+        let binding = &call.binding;
+        let caller = &principal.caller;
+        let done = CallOutcome::Done;
+        let pending = |confirmation: Elicitation| {
+            mcp_trace::record("mcp.outcome", "held");
+            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
+            mcp_trace::hold(&confirmation.id.to_string());
+            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
+                confirmation,
+                askable_natively: call.message.shows_all_arguments,
+            }))
+        };
+        let approval = self.approval_for(&entry.qualified, caller);
+        // Whoever reads the confirmation (the agent's held result, the page, the REST API)
+        // learns who must answer it.
+        let message = match &approval {
+            Some(a) if !a.caller_may_answer() => format!(
+                "{} A member of the approver group \"{}\" must confirm it{}.",
+                call.message.text,
+                a.group,
+                if a.mode == elicitation_store::ApprovalMode::FourEyes {
+                    ", not the person the agent acts for"
+                } else {
+                    ""
+                }
+            ),
+            _ => call.message.text.clone(),
+        };
+        if let Err(wait) = self.limits.elicitation(caller) {
+            return self.limited(principal, entry, "confirmations", wait);
+        }
+        let request = ConfirmationRequest {
+            binding: binding.clone(),
+            arguments: call.arguments.clone(),
+            message,
+            ttl: call.ttl,
+            approval,
+            policy: call.policy.clone(),
+            client: principal.client.clone(),
+        };
+        match timed(self.store.create_confirmation(caller, request)).await {
+            Ok(stored) => {
+                self.audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
+                pending(stored.elicitation)
+            }
+            Err(StoreError::PendingLimit { limit }) => {
+                self.refused(principal, call, RejectReason::PendingLimit, None)
+                    .await;
+                done(gating_core::gate_unavailable_result(&format!(
+                    "this caller already has {limit} confirmations waiting; answer or cancel some first"
+                )))
+            }
+            Err(StoreError::CallerFull { .. }) => {
+                self.refused(principal, call, RejectReason::CallerFull, None)
+                    .await;
+                done(gating_core::gate_unavailable_result(
+                    "this caller holds as many confirmations as the gateway keeps for one caller; answer or cancel some first",
+                ))
+            }
+            Err(e) => done(self.fail_closed(principal, entry, &e)),
+        }
+    }
+}
+
+impl Gateway {
+    /// The digest of the definition a held call (held under `held_under`) was put to the
+    /// person with, when it is still what is listed for `entry`: the same digest and, for a
+    /// module's tool (`listed`), its pin's verdict `Listed`. `None` otherwise.
+    pub(crate) async fn definition_put_to_the_person(
+        &self,
+        entry: &Arc<ToolEntry>,
+        listed: bool,
+        held_under: Option<CallDigest>,
+    ) -> Option<String> {
+        let held_under = held_under?;
+        if entry.digest != held_under {
+            return None;
+        }
+        if listed
+            && !matches!(
+                self.pinning.verdict(entry).await,
+                Ok(crate::pins::Verdict::Listed)
+            )
+        {
+            return None;
+        }
+        Some(held_under.to_string())
+    }
+}
