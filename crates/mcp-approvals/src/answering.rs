@@ -1,0 +1,372 @@
+//! What a signed-in person posts: answers (approve, with a grant or edited arguments;
+//! decline with a note), cancels, grant revocations, tool-change decisions.
+
+use crate::{Page, csrf_ok, field, form, html, redirect};
+use bytes::Bytes;
+use elicitation_core::{CancelReason, ElicitationId, RespondOutcome};
+use http::{HeaderMap, Response, StatusCode};
+use mcp_auth::{Principal, SCOPE_CATALOG, SCOPE_RESPOND};
+use mcp_http_kit::body::Body;
+use mcp_http_kit::error::{HttpError as _, McpError};
+use mcp_http_kit::live::Snapshot;
+use serde_json::{Value, json};
+
+impl Page {
+    /// A form posted by a signed-in page (its form token checked): sign out, answer, cancel.
+    pub(crate) async fn form_post(
+        &self,
+        snap: &Snapshot,
+        action: &[&str],
+        headers: &HeaderMap,
+        body: &Bytes,
+        base: Option<&str>,
+    ) -> Response<Body> {
+        let Some((session, principal, csrf)) = self.web_session(snap, headers) else {
+            return html(
+                StatusCode::UNAUTHORIZED,
+                html::sign_in(Some("Please sign in again.")),
+            );
+        };
+        let fields = form(body);
+        if !csrf_ok(&fields, &csrf) {
+            return html(
+                StatusCode::FORBIDDEN,
+                html::sign_in(Some(
+                    "That form is stale or did not come from this page; nothing was changed.",
+                )),
+            );
+        }
+        // Answering needs its own scope: a person who may only review tool definitions
+        // signs in, but answers nothing.
+        let answers = !matches!(action, ["sign-out"] | ["catalog", ..] | ["accounts", ..]);
+        if answers && !principal.scopes.contains(SCOPE_RESPOND) {
+            return self
+                .refusal(
+                    snap,
+                    &principal,
+                    &csrf,
+                    McpError::Forbidden {
+                        scope: SCOPE_RESPOND,
+                    },
+                )
+                .await;
+        }
+        match action {
+            ["sign-out"] => self.sign_out(snap, &session, &principal).await,
+            ["catalog", id, decision @ ("approve" | "reject")] => {
+                self.decide_change(snap, &principal, &csrf, id, *decision == "approve")
+                    .await
+            }
+            [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
+            [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
+            ["grants", id, "revoke"] => self.revoke(snap, &principal, &csrf, id).await,
+            ["accounts", module, action @ ("connect" | "disconnect")] => {
+                self.account_action(snap, &principal, &csrf, module, *action == "connect", base)
+                    .await
+            }
+            _ => html(StatusCode::NOT_FOUND, html::sign_in(Some("No such page."))),
+        }
+    }
+
+    /// An answer from the page: the form's fields as the type's response.
+    pub(crate) async fn respond(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+        fields: &[(String, String)],
+    ) -> Response<Body> {
+        let store = snap.gateway.store().clone();
+        let caller = &principal.caller;
+        let Ok(eid) = id.parse::<ElicitationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such elicitation.")),
+            );
+        };
+        let kind = match store.get(caller, eid).await {
+            Ok(stored) => stored.elicitation.kind().to_string(),
+            // Another caller's: only a confirmation its approver group answers can be
+            // answered here (the store decides).
+            Err(elicitation_store::StoreError::NotFound { .. })
+                if principal.approver().is_some() =>
+            {
+                "confirmation".to_owned()
+            }
+            Err(e) => return self.refusal(snap, principal, csrf, e.into()).await,
+        };
+        // Approve and allow this call, or the tool, for the chosen time (and number of calls).
+        let grant = match (kind.as_str(), field(fields, "decision")) {
+            ("confirmation", Some(decision @ ("grant_call" | "grant_tool"))) => {
+                let mut grant = json!({
+                    "scope": if decision == "grant_call" { "call" } else { "tool" },
+                    "for": field(fields, "grant_for").unwrap_or_default(),
+                });
+                match field(fields, "grant_uses").map(str::trim) {
+                    None | Some("") => {}
+                    Some(uses) => match uses.parse::<u32>() {
+                        Ok(n) => grant["max_uses"] = json!(n),
+                        Err(_) => {
+                            return self
+                                .render(
+                                    snap,
+                                    principal,
+                                    csrf,
+                                    Some("The number of calls must be a whole number from 1; nothing was answered."),
+                                    None,
+                                    StatusCode::UNPROCESSABLE_ENTITY,
+                                )
+                                .await;
+                        }
+                    },
+                }
+                Some(grant)
+            }
+            _ => None,
+        };
+        // Approve with the arguments as the person edited them (JSON, checked by the gate).
+        let edited = match (kind.as_str(), field(fields, "decision")) {
+            ("confirmation", Some("approve_edited")) => {
+                let typed = field(fields, "arguments").unwrap_or_default().to_owned();
+                match serde_json::from_str::<Value>(&typed) {
+                    Ok(arguments @ Value::Object(_)) => Some((arguments, typed)),
+                    Ok(_) | Err(_) => {
+                        let why = match serde_json::from_str::<Value>(&typed) {
+                            Ok(_) => "The arguments must be a JSON object ({…}).".to_owned(),
+                            Err(e) => format!("The arguments are not JSON: {e}."),
+                        };
+                        let error = html::ItemError {
+                            id,
+                            messages: vec![why],
+                            retries_left: None,
+                            edited: Some(typed),
+                        };
+                        return self
+                            .render(
+                                snap,
+                                principal,
+                                csrf,
+                                None,
+                                Some(error),
+                                StatusCode::UNPROCESSABLE_ENTITY,
+                            )
+                            .await;
+                    }
+                }
+            }
+            _ => None,
+        };
+        let (payload, done) = match kind.as_str() {
+            "confirmation" if grant.is_some() => (json!({"confirmed": true}), "granted"),
+            "confirmation" if edited.is_some() => (json!({"confirmed": true}), "edited"),
+            "confirmation" => match field(fields, "decision") {
+                Some("approve") => (json!({"confirmed": true}), "approved"),
+                // A note typed next to Decline goes with it (and only with it).
+                Some("decline") => match field(fields, "note").map(str::trim) {
+                    Some(note) if !note.is_empty() => {
+                        (json!({"confirmed": false, "note": note}), "declined")
+                    }
+                    _ => (json!({"confirmed": false}), "declined"),
+                },
+                _ => (json!({}), "answered"),
+            },
+            "string_input" => (
+                json!({"value": field(fields, "value").unwrap_or_default()}),
+                "answered",
+            ),
+            "single_choice" => (
+                field(fields, "choice").map_or(json!({}), |c| json!({"choice": c})),
+                "answered",
+            ),
+            "multi_choice" => {
+                let choices: Vec<&str> = fields
+                    .iter()
+                    .filter(|(k, _)| k == "choices")
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                (json!({"choices": choices}), "answered")
+            }
+            _ => (json!({}), "answered"),
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
+        let with = match (&grant, &edited) {
+            (Some(grant), _) => Some(mcp_gate::Approving::Grant(grant)),
+            (None, Some((arguments, _))) => Some(mcp_gate::Approving::Arguments(arguments)),
+            (None, None) => None,
+        };
+        let answered = match with {
+            None => mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
+                .await
+                .map(|(_, outcome)| outcome),
+            Some(with) => snap
+                .gateway
+                .answer_with(principal, eid, payload, &by, with)
+                .await
+                .map(|(_, outcome, _)| outcome),
+        };
+        // An edit the gate refused is shown next to the item, with what was typed.
+        if let (
+            Some((_, typed)),
+            Err(McpError::Store(elicitation_store::StoreError::AnswerRefused(why))),
+        ) = (&edited, &answered)
+        {
+            let error = html::ItemError {
+                id,
+                messages: vec![why.clone()],
+                retries_left: None,
+                edited: Some(typed.clone()),
+            };
+            return self
+                .render(
+                    snap,
+                    principal,
+                    csrf,
+                    None,
+                    Some(error),
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await;
+        }
+        match answered {
+            Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
+                redirect(&format!("/approvals?done={done}"))
+            }
+            Ok(RespondOutcome::Invalid {
+                errors,
+                retries_left,
+            }) => {
+                let messages = errors.iter().map(ToString::to_string).collect();
+                let error = html::ItemError {
+                    id,
+                    messages,
+                    retries_left: Some(retries_left),
+                    edited: None,
+                };
+                self.render(
+                    snap,
+                    principal,
+                    csrf,
+                    None,
+                    Some(error),
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await
+            }
+            Ok(RespondOutcome::ValidationFailed { .. }) => {
+                self.render(
+                    snap,
+                    principal,
+                    csrf,
+                    Some("That answer was invalid too often: the question is closed."),
+                    None,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                )
+                .await
+            }
+            Err(e) => self.refusal(snap, principal, csrf, e).await,
+        }
+    }
+
+    /// The person cancels elicitation `id`.
+    pub(crate) async fn cancel(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+    ) -> Response<Body> {
+        let Ok(id) = id.parse::<ElicitationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such elicitation.")),
+            );
+        };
+        let store = snap.gateway.store().clone();
+        match store
+            .cancel(&principal.caller, id, CancelReason::CancelledByPerson)
+            .await
+        {
+            Ok(_) => {
+                self.discard_uploads([id]);
+                redirect("/approvals?done=cancelled")
+            }
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
+    }
+
+    /// Revokes a standing grant the person holds or made, from the page's Grants section.
+    pub(crate) async fn revoke(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+    ) -> Response<Body> {
+        let Ok(id) = id.parse::<elicitation_store::GrantId>() else {
+            return html(StatusCode::NOT_FOUND, html::sign_in(Some("No such grant.")));
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
+        match snap
+            .gateway
+            .grants()
+            .revoke_grant(&principal.caller, id, Some(&by))
+            .await
+        {
+            Ok(_) => redirect("/approvals?done=revoked"),
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
+    }
+
+    /// A person's decision on a withheld tool definition, from the page's Tool changes
+    /// section (scope `catalog:approve`).
+    pub(crate) async fn decide_change(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+        approve: bool,
+    ) -> Response<Body> {
+        if !principal.scopes.contains(SCOPE_CATALOG) {
+            let refused = McpError::Forbidden {
+                scope: SCOPE_CATALOG,
+            };
+            return self.refusal(snap, principal, csrf, refused).await;
+        }
+        let Ok(id) = id.parse::<uuid::Uuid>() else {
+            return self
+                .refusal(snap, principal, csrf, McpError::NotFound)
+                .await;
+        };
+        let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
+        match snap
+            .gateway
+            .decide_definition_change(id, approve, &by)
+            .await
+        {
+            Ok(_) if approve => redirect("/approvals?done=tool-approved"),
+            Ok(_) => redirect("/approvals?done=tool-rejected"),
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
+    }
+
+    /// The page again, with why a request of the person's was refused at the top.
+    pub(crate) async fn refusal(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        e: McpError,
+    ) -> Response<Body> {
+        self.render(
+            snap,
+            principal,
+            csrf,
+            Some(&e.to_string()),
+            None,
+            e.status(None),
+        )
+        .await
+    }
+}
