@@ -1,0 +1,374 @@
+//! `[auth]`, `[auth.jwt]` (issuers, scopes, single sign-on), `[[auth.tokens]]` and
+//! `[[approvers]]`.
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Serialize};
+
+use super::*;
+
+#[derive(Debug, Serialize, Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum AuthMode {
+    #[default]
+    None,
+    Tokens,
+    Jwt,
+}
+
+#[derive(Debug, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AuthConfig {
+    #[serde(default)]
+    pub(crate) mode: AuthMode,
+    #[serde(default)]
+    pub(crate) tokens: Vec<TokenConfig>,
+    /// Mode `jwt`: `[auth.jwt]`.
+    pub(crate) jwt: Option<JwtConfig>,
+}
+
+/// `[auth.jwt]`: the gateway as an OAuth resource server.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtConfig {
+    /// The gateway's resource URL (the audience tokens must carry).
+    pub(crate) resource: String,
+    /// A claim naming the caller's tenant.
+    pub(crate) tenant_claim: Option<String>,
+    /// The claim listing the caller's groups.
+    #[serde(default = "default_groups_claim")]
+    pub(crate) groups_claim: String,
+    #[serde(default = "default_leeway", with = "duration")]
+    pub(crate) leeway: Duration,
+    #[serde(default)]
+    pub(crate) scopes: JwtScopes,
+    #[serde(default)]
+    pub(crate) issuers: Vec<JwtIssuer>,
+    /// Single sign-on for the approvals page.
+    pub(crate) sso: Option<SsoConfig>,
+}
+
+/// `[auth.jwt.sso]`: the approvals page signs people in at an issuer (OpenID Connect,
+/// authorization code with PKCE). The client secret, if any, comes from the environment
+/// (`MCP_GATEWAY_OIDC_CLIENT_SECRET`), never this file.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SsoConfig {
+    /// One of the issuers (default: the first).
+    pub(crate) issuer: Option<String>,
+    pub(crate) client_id: String,
+    /// The gateway's URL as people reach it (default: the resource's origin).
+    pub(crate) base_url: Option<String>,
+}
+
+/// Where the approvals page's OpenID Connect client secret is read from.
+pub(crate) const OIDC_SECRET_ENV: &str = "MCP_GATEWAY_OIDC_CLIENT_SECRET";
+
+impl JwtConfig {
+    /// The page's single sign-on, if configured.
+    pub(crate) fn sso(&self) -> Result<Option<mcp_approvals::oidc::SsoConfig>> {
+        let Some(sso) = &self.sso else {
+            return Ok(None);
+        };
+        let issuer = match &sso.issuer {
+            Some(issuer) => {
+                if !self.issuers.iter().any(|i| &i.issuer == issuer) {
+                    bail!("[auth.jwt.sso] issuer {issuer:?} is not one of [[auth.jwt.issuers]]");
+                }
+                issuer.clone()
+            }
+            None => match self.issuers.first() {
+                Some(first) => first.issuer.clone(),
+                None => bail!("[auth.jwt.sso] needs an issuer in [[auth.jwt.issuers]]"),
+            },
+        };
+        if sso.client_id.trim().is_empty() {
+            bail!("[auth.jwt.sso] client_id is empty");
+        }
+        let base = match &sso.base_url {
+            Some(base) => base.trim_end_matches('/').to_owned(),
+            None => {
+                let (scheme, rest) = self.resource.split_once("://").unwrap_or(("https", ""));
+                format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
+            }
+        };
+        if !mcp_auth::jwt::is_secure_or_loopback(&base) {
+            bail!("[auth.jwt.sso] base_url {base:?} must be https:// (http:// only on loopback)");
+        }
+        Ok(Some(mcp_approvals::oidc::SsoConfig {
+            issuer,
+            client_id: sso.client_id.clone(),
+            client_secret: std::env::var(OIDC_SECRET_ENV)
+                .ok()
+                .filter(|s| !s.is_empty()),
+            redirect_url: format!("{base}/approvals/oidc/callback"),
+            after_sign_out_url: format!("{base}/approvals"),
+        }))
+    }
+}
+
+/// `[auth.jwt.scopes]`: the token scope names that grant the gateway's scopes.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtScopes {
+    #[serde(default = "scope_tools_call")]
+    pub(crate) tools_call: String,
+    #[serde(default = "scope_respond")]
+    pub(crate) respond: String,
+    #[serde(default = "scope_create")]
+    pub(crate) create: String,
+    #[serde(default = "scope_metrics")]
+    pub(crate) metrics: String,
+    #[serde(default = "scope_catalog")]
+    pub(crate) catalog: String,
+    #[serde(default = "scope_audit")]
+    pub(crate) audit: String,
+}
+
+impl Default for JwtScopes {
+    fn default() -> Self {
+        JwtScopes {
+            tools_call: scope_tools_call(),
+            respond: scope_respond(),
+            create: scope_create(),
+            metrics: scope_metrics(),
+            catalog: scope_catalog(),
+            audit: scope_audit(),
+        }
+    }
+}
+
+fn scope_tools_call() -> String {
+    mcp_auth::SCOPE_TOOLS_CALL.into()
+}
+fn scope_respond() -> String {
+    mcp_auth::SCOPE_RESPOND.into()
+}
+fn scope_create() -> String {
+    mcp_auth::SCOPE_CREATE.into()
+}
+fn scope_metrics() -> String {
+    mcp_auth::SCOPE_METRICS.into()
+}
+fn scope_catalog() -> String {
+    mcp_auth::SCOPE_CATALOG.into()
+}
+fn scope_audit() -> String {
+    mcp_auth::SCOPE_AUDIT.into()
+}
+fn default_groups_claim() -> String {
+    "groups".into()
+}
+pub(super) fn default_session_max_age() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+fn default_leeway() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// `[[auth.jwt.issuers]]`: one trusted issuer.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct JwtIssuer {
+    pub(crate) issuer: String,
+    /// A short name for its subjects, unique among the issuers (default: the issuer URL
+    /// without its scheme).
+    pub(crate) name: Option<String>,
+    pub(crate) jwks_url: Option<String>,
+    pub(crate) jwks_file: Option<std::path::PathBuf>,
+    #[serde(default = "default_algorithms")]
+    pub(crate) algorithms: Vec<String>,
+    #[serde(default = "default_grace", with = "duration")]
+    pub(crate) grace: Duration,
+    #[serde(default = "default_jwks_refresh", with = "duration")]
+    pub(crate) refresh_interval: Duration,
+    #[serde(default = "default_jwks_min_refresh", with = "duration")]
+    pub(crate) min_refresh_interval: Duration,
+}
+
+impl JwtIssuer {
+    /// Its name: as configured, else [`mcp_auth::jwt::default_issuer_name`].
+    pub(crate) fn name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| mcp_auth::jwt::default_issuer_name(&self.issuer))
+    }
+}
+
+fn default_algorithms() -> Vec<String> {
+    vec!["RS256".into()]
+}
+fn default_grace() -> Duration {
+    Duration::from_secs(24 * 3600)
+}
+fn default_jwks_refresh() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_jwks_min_refresh() -> Duration {
+    Duration::from_secs(30)
+}
+
+impl JwtConfig {
+    /// The checked configuration of mode `jwt`.
+    pub(crate) fn resolve(&self) -> Result<mcp_auth::jwt::JwtConfig> {
+        use mcp_auth::jwt::{IssuerConfig, JwksSource, ScopeNames, is_secure_or_loopback};
+        let mut issuers = Vec::new();
+        for i in &self.issuers {
+            let jwks = match (&i.jwks_url, &i.jwks_file) {
+                (Some(url), None) => {
+                    if !is_secure_or_loopback(url) {
+                        bail!(
+                            "issuer {:?}: jwks_url {url:?} must be https:// (http:// only on loopback)",
+                            i.issuer
+                        );
+                    }
+                    JwksSource::Url(url.clone())
+                }
+                (None, Some(file)) => JwksSource::File(file.clone()),
+                _ => bail!(
+                    "issuer {:?}: give exactly one of jwks_url and jwks_file",
+                    i.issuer
+                ),
+            };
+            let mut algorithms = Vec::new();
+            for name in &i.algorithms {
+                let algorithm: mcp_auth::jwt::Algorithm = name.parse().map_err(|_| {
+                    anyhow::anyhow!("issuer {:?}: unknown algorithm {name:?}", i.issuer)
+                })?;
+                algorithms.push(algorithm);
+            }
+            let name = i.name();
+            if i.grace < i.refresh_interval {
+                bail!(
+                    "issuer {:?}: grace must be at least refresh_interval (keys are trusted for grace after each fetch)",
+                    i.issuer
+                );
+            }
+            issuers.push(IssuerConfig {
+                issuer: i.issuer.clone(),
+                name,
+                jwks,
+                algorithms,
+                grace: i.grace,
+                refresh_interval: i.refresh_interval,
+                min_refresh_interval: i.min_refresh_interval,
+            });
+        }
+        let config = mcp_auth::jwt::JwtConfig {
+            resource: self.resource.clone(),
+            issuers,
+            scopes: ScopeNames {
+                tools_call: self.scopes.tools_call.clone(),
+                respond: self.scopes.respond.clone(),
+                create: self.scopes.create.clone(),
+                metrics: self.scopes.metrics.clone(),
+                catalog: self.scopes.catalog.clone(),
+                audit: self.scopes.audit.clone(),
+            },
+            tenant_claim: self.tenant_claim.clone(),
+            groups_claim: self.groups_claim.clone(),
+            leeway: self.leeway,
+        };
+        // The same checks the gateway makes when it starts.
+        mcp_auth::jwt::JwtAuth::new(config.clone())?;
+        Ok(config)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenConfig {
+    pub(crate) subject: String,
+    pub(crate) tenant: Option<String>,
+    pub token_sha256: String,
+    #[serde(default)]
+    pub(crate) scopes: Vec<String>,
+    /// Approver groups the token's holder is a member of (`[[approvers]]`).
+    #[serde(default)]
+    pub(crate) groups: Vec<String>,
+}
+
+/// `[[approvers]]`: confirmations of matching tools are answered by a group.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApproverConfig {
+    /// A qualified tool name, or a prefix ending in `*`.
+    pub(crate) tools: String,
+    /// The group (a value of the groups claim, or of a token's `groups`).
+    pub(crate) group: String,
+    /// `"may"` (the group besides the caller), `"must"` (only the group) or `"four_eyes"`
+    /// (only the group, never the caller itself).
+    #[serde(default = "default_approval_mode")]
+    pub(crate) mode: String,
+    /// Mode `jwt`: the issuer (its name or its URL) whose members of `group` answer, for
+    /// every caller. Without it, a group counts only as asserted by the held call's
+    /// caller's own issuer.
+    pub(crate) issuer: Option<String>,
+}
+
+fn default_approval_mode() -> String {
+    "must".into()
+}
+
+impl ApproverConfig {
+    pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_gate::ApproverRule> {
+        use mcp_gate::GroupsFrom;
+        let Some(mode) = elicitation_store::ApprovalMode::from_label(&self.mode) else {
+            bail!(
+                "[[approvers]] for {:?}: mode {:?} must be \"may\", \"must\" or \"four_eyes\"",
+                self.tools,
+                self.mode
+            );
+        };
+        if self.tools.is_empty() || self.tools[..self.tools.len() - 1].contains('*') {
+            bail!(
+                "[[approvers]] tools {:?} must be a tool name, or a prefix ending in one '*'",
+                self.tools
+            );
+        }
+        let group = self.group.trim();
+        if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
+            bail!(
+                "[[approvers]] for {:?}: group must be 1 to 256 characters",
+                self.tools
+            );
+        }
+        let groups_from = match (&auth.mode, &auth.jwt, &self.issuer) {
+            (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
+                match jwt
+                    .issuers
+                    .iter()
+                    .find(|i| i.name() == *wanted || i.issuer == *wanted)
+                {
+                    Some(issuer) => GroupsFrom::Issuer(issuer.name()),
+                    None => bail!(
+                        "[[approvers]] for {:?}: issuer {wanted:?} is not one of [[auth.jwt.issuers]] (give its name or its URL)",
+                        self.tools
+                    ),
+                }
+            }
+            (AuthMode::Jwt, _, None) => GroupsFrom::CallersIssuer,
+            (_, _, Some(_)) => bail!(
+                "[[approvers]] for {:?}: issuer is for auth mode \"jwt\"",
+                self.tools
+            ),
+            (_, _, None) => {
+                if group.contains('#') {
+                    bail!(
+                        "[[approvers]] for {:?}: group {group:?} may not contain '#' (it qualifies a group by its tenant)",
+                        self.tools
+                    );
+                }
+                GroupsFrom::Configured
+            }
+        };
+        Ok(mcp_gate::ApproverRule {
+            tools: self.tools.clone(),
+            approval: elicitation_store::Approval {
+                group: group.to_owned(),
+                mode,
+            },
+            groups_from,
+        })
+    }
+}

@@ -1,0 +1,254 @@
+use super::*;
+use std::time::Duration;
+
+/// The config loader, fuzzed (docs/reliability.md): any text is read or refused with a
+/// reason, never a panic; a configuration that passes its checks is written out
+/// (`check-config`) and read back to the same configuration.
+#[test]
+fn fuzz_config() {
+    mcp_fuzz::explore("config", |data| {
+        let Ok(text) = std::str::from_utf8(data) else {
+            return;
+        };
+        let Ok(config) = toml::from_str::<Config>(text) else {
+            return;
+        };
+        if config.check().is_err() {
+            return;
+        }
+        let written = toml::to_string_pretty(&config).expect("a checked configuration writes");
+        let again: Config = toml::from_str(&written)
+            .unwrap_or_else(|e| panic!("a written configuration reads back: {e}\n{written}"));
+        assert_eq!(
+            toml::to_string_pretty(&again).expect("writes"),
+            written,
+            "a configuration changed in a round trip"
+        );
+    });
+}
+
+/// On today's main, lowering `max_records` alone failed start-up: the per-caller limit
+/// kept its default of 25,000, above the new total.
+#[test]
+fn lowering_a_store_total_alone_lowers_the_per_caller_default_with_it() {
+    let config: Config =
+        toml::from_str("[store]\nmax_records = 100\nmax_bytes = \"1MiB\"").unwrap();
+    config.check().unwrap();
+    assert_eq!(config.store.records_per_caller(), 100);
+    assert_eq!(config.store.bytes_per_caller(), 1 << 20);
+    let defaults: Config = toml::from_str("").unwrap();
+    assert_eq!(defaults.store.records_per_caller(), 25_000);
+    assert_eq!(defaults.store.bytes_per_caller(), 64 << 20);
+    let explicit: Config =
+        toml::from_str("[store]\nmax_records = 100\nmax_records_per_caller = 101").unwrap();
+    assert!(
+        explicit.check().is_err(),
+        "an explicit per-caller limit above the total"
+    );
+}
+
+#[test]
+fn the_example_file_parses_and_checks() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
+    let config = Config::load(&path).unwrap();
+    assert_eq!(config.auth.mode, AuthMode::Tokens);
+    assert!(!config.modules.is_empty());
+}
+
+/// The commented-out [auth] alternative of the example file, as an operator would enable
+/// it.
+fn example_jwt_section() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../mcp-gateway.example.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines()
+        .skip_while(|l| *l != "# [auth]")
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{}\n", l.trim_start_matches('#').trim_start()))
+        .collect()
+}
+
+#[test]
+fn the_example_files_jwt_section_parses_and_checks() {
+    let jwt = example_jwt_section();
+    assert!(jwt.contains("mode = \"jwt\""), "{jwt}");
+    let config: Config = toml::from_str(&jwt).unwrap();
+    config.check().unwrap();
+    let resolved = config.auth.jwt.unwrap().resolve().unwrap();
+    assert_eq!(resolved.issuers[0].name, "login.example.com/realms/acme");
+    assert_eq!(resolved.scopes.tools_call, "mcp.tools");
+}
+
+/// `check-config` shows the name each issuer's callers are named by (`sub@name`), so an
+/// operator can see that two issuers are apart.
+#[test]
+fn check_config_shows_each_issuers_name() {
+    let jwt = example_jwt_section();
+    let file = std::env::temp_dir().join(format!("mcp-issuer-name-{}.toml", std::process::id()));
+    std::fs::write(&file, &jwt).unwrap();
+    let effective = Config::load(&file).unwrap().effective().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert!(
+        effective.contains("name = \"login.example.com/realms/acme\""),
+        "{effective}"
+    );
+}
+
+#[test]
+fn sizes_take_binary_units_or_bytes() {
+    assert_eq!(bytes::parse("512"), Ok(512));
+    assert_eq!(bytes::parse("2KiB"), Ok(2048));
+    assert_eq!(bytes::parse("64MiB"), Ok(64 << 20));
+    assert_eq!(bytes::parse("1GiB"), Ok(1 << 30));
+    assert!(bytes::parse("64MB").is_err());
+    assert!(bytes::parse("lots").is_err());
+}
+
+#[test]
+fn durations_take_units_or_seconds() {
+    assert_eq!(duration::parse("30s"), Ok(Duration::from_secs(30)));
+    assert_eq!(duration::parse("10m"), Ok(Duration::from_secs(600)));
+    assert_eq!(duration::parse("2h"), Ok(Duration::from_secs(7200)));
+    assert_eq!(duration::parse("45"), Ok(Duration::from_secs(45)));
+    assert!(duration::parse("ten minutes").is_err());
+    assert_eq!(duration::parse("30d"), Ok(Duration::from_secs(30 * 86_400)));
+    assert!(duration::parse("5w").is_err());
+}
+
+#[test]
+fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
+    let cases = [
+        ("listen = \"0.0.0.0:8080\"", "loopback"),
+        ("[store]\nretention = \"30s\"", "at least 1 minute"),
+        (
+            "[store]\noperation_timeout = \"0s\"",
+            "between 100ms and 10s",
+        ),
+        (
+            "[store]\noperation_timeout = \"11s\"",
+            "between 100ms and 10s",
+        ),
+        (
+            "[limits]\nmodule_queue_timeout = \"0s\"",
+            "module_queue_timeout must be more than 0",
+        ),
+        ("[auth]\nmode = \"jwt\"", "needs an [auth.jwt] section"),
+        (
+            "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"",
+            "at least one [[auth.jwt.issuers]]",
+        ),
+        (
+            "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"\njwks_url = \"https://idp/jwks\"\nalgorithms = [\"HS256\"]",
+            "not accepted",
+        ),
+        (
+            "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"\njwks_url = \"http://idp/jwks\"",
+            "must be https://",
+        ),
+        (
+            "[auth]\nmode = \"jwt\"\n[auth.jwt]\nresource = \"https://gw/mcp\"\n[[auth.jwt.issuers]]\nissuer = \"https://idp/\"",
+            "exactly one of jwks_url and jwks_file",
+        ),
+        (
+            "[[modules]]\nname = \"fs\"\ntransport = \"stdio\"",
+            "needs command",
+        ),
+        (
+            "[[modules]]\nname = \"w\"\ntransport = \"http\"",
+            "needs url",
+        ),
+        (
+            "[[modules]]\nname = \"a b\"\ntransport = \"demo\"",
+            "letters",
+        ),
+        ("[[policy]]\ntool = \"x\"\nttl = \"0s\"", "at least 1s"),
+        ("[gate]\nmax_grant = \"31d\"", "max_grant must be 1s to 30d"),
+        ("[gate]\nmax_grant = \"0s\"", "max_grant must be 1s to 30d"),
+        (
+            "[[modules]]\nname = \"m\"\ntransport = \"demo\"\nprefix = \"a b\"",
+            "prefix",
+        ),
+        (
+            "[uploads]\ndir = \"/tmp/u\"\n[uploads.s3]\nbucket = \"b\"",
+            "both dir and s3",
+        ),
+        ("[uploads]\nprefix = \"../up\"", "prefix"),
+        ("[uploads]\nmax_bytes = 0", "at least 1"),
+        (
+            "[uploads.s3]\nbucket = \"b\"\nendpoint = \"s3.internal\"",
+            "http:// or https://",
+        ),
+        (
+            "[uploads.s3]\nbucket = \"b\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"AWS_SECRET_ACCESS_KEY\"]",
+            "a secret of the gateway's",
+        ),
+        ("[[notify]]\nkind = \"slack\"", "needs webhook_url_env"),
+        ("[[notify]]\nkind = \"email\"", "needs smtp_host"),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\ntls = \"none\"",
+            "loopback SMTP server only",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nto = [\"a@example.com\"]",
+            "needs from",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nfrom = \"g@example.com\"",
+            "needs to",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nsmtp_username_env = \"CARGO_MANIFEST_DIR\"",
+            "or neither",
+        ),
+        (
+            "[[notify]]\nkind = \"email\"\nsmtp_host = \"mail.example.com\"\nurl = \"https://x.example.com\"",
+            "url is not a key of kind \"email\"",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nto = [\"a@example.com\"]",
+            "to is not a key of kind \"webhook\"",
+        ),
+        ("[[notify]]\nkind = \"webhook\"", "needs url"),
+        (
+            "[[notify]]\nkind = \"webhook\"\nurl = \"http://hooks.example.com/x\"",
+            "must be https://",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com/x\"",
+            "needs secret_env",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nurl = \"https://hooks.example.com/x\"\nsecret_env = \"MCP_TEST_SURELY_UNSET_SECRET\"",
+            "not set or empty",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nevents = [\"approved\"]",
+            "the events are",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\ntools = [\"*\"]",
+            "a prefix ending in '*'",
+        ),
+        // (`cargo test` sets CARGO_MANIFEST_DIR, long enough to stand for a secret.)
+        (
+            "[[notify]]\nname = \"a\"\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"\n[[notify]]\nname = \"a\"\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"",
+            "another [[notify]] has this name",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"CARGO_MANIFEST_DIR\"]",
+            "a secret of the gateway's",
+        ),
+    ];
+    for (text, expected) in cases {
+        let config: Config = toml::from_str(text).unwrap();
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+    assert!(
+        toml::from_str::<Config>("lisen = \"127.0.0.1:1\"").is_err(),
+        "unknown keys are errors"
+    );
+    assert!(
+        toml::from_str::<Config>("[metrics]\nlisten = \"nowhere\"").is_err(),
+        "an operations listener is an address"
+    );
+}
