@@ -27,6 +27,10 @@ const SIDES: &[(&str, &str)] = &[
     ("mcp-http-kit", "mcp-http"),
     ("mcp-http-kit", "mcp-approvals"),
     ("mcp-approvals", "mcp-http"),
+    // The metrics are a leaf the notifier and the gate both count in.
+    ("mcp-metrics", "mcp-gate"),
+    ("mcp-metrics", "mcp-upstream"),
+    ("mcp-notify", "mcp-gate"),
 ];
 
 /// Direct dependencies a crate must not have. The gate is driven without a server: no HTTP

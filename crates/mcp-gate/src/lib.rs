@@ -26,7 +26,6 @@ mod hold;
 mod inbox;
 mod instance;
 pub mod limits;
-pub mod metrics;
 mod outcome;
 mod permission;
 pub mod pins;
@@ -34,6 +33,8 @@ mod respond;
 
 pub use inbox::Inbox;
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
+/// The gateway's metrics (the `mcp-metrics` crate), which the gate counts every call in.
+pub use mcp_metrics as metrics;
 pub use outcome::{
     Approving, CallOutcome, Classified, EDITED_META, GatedCall, PendingConfirmation,
 };

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use elicitation_core::ElicitationStatus;
 use elicitation_store::{Clock, Notice, NoticeEvent, Settle, Store, StoreError, StoredElicitation};
-use mcp_gate::metrics::Metrics;
+use mcp_metrics::Metrics;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;

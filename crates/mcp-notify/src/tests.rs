@@ -247,12 +247,14 @@ async fn a_held_call_is_posted_signed_without_its_arguments_and_a_5xx_is_retried
     s.clock.advance(time::Duration::seconds(120));
     assert_eq!(s.notifier.tick().await.unwrap(), 0);
     assert_eq!(receiver.got().len(), 2);
-    let text = s.metrics.render(mcp_gate::metrics::Live {
+    let text = s.metrics.render(mcp_metrics::Live {
         sessions: 0,
         streams: 0,
         body_bytes: 0,
         modules: &[],
         quarantined: &HashMap::new(),
+        trace_spans_dropped: 0,
+        trace_spans_failed: 0,
     });
     assert!(
         text.contains(r#"mcp_gateway_notifications_total{sink="hook",outcome="delivered"} 1"#),
@@ -328,12 +330,14 @@ async fn a_receiver_that_stays_down_is_given_up_once_the_call_stops_waiting() {
         "{attempts}"
     );
     assert_eq!(s.notifier.tick().await.unwrap(), 0, "given up");
-    let text = s.metrics.render(mcp_gate::metrics::Live {
+    let text = s.metrics.render(mcp_metrics::Live {
         sessions: 0,
         streams: 0,
         body_bytes: 0,
         modules: &[],
         quarantined: &HashMap::new(),
+        trace_spans_dropped: 0,
+        trace_spans_failed: 0,
     });
     assert!(
         text.contains(r#"mcp_gateway_notifications_total{sink="hook",outcome="failed"} 1"#),

@@ -24,7 +24,15 @@ impl McpService {
 
     /// `/metrics` as `gateway` (a request's snapshot) renders it.
     pub(super) fn metrics_of(&self, gateway: &Gateway) -> String {
-        let modules = gateway.registry().health();
+        let health = gateway.registry().health();
+        let modules: Vec<_> = health
+            .iter()
+            .map(|(module, h)| mcp_gate::metrics::ModuleState {
+                module,
+                up: h.up,
+                restarts: h.restarts,
+            })
+            .collect();
         let quarantined = gateway.pinning().quarantined_by_module();
         gateway.metrics().render(mcp_gate::metrics::Live {
             sessions: self.sessions.len(),
@@ -32,6 +40,8 @@ impl McpService {
             body_bytes: self.bodies.held(),
             modules: &modules,
             quarantined: &quarantined,
+            trace_spans_dropped: mcp_trace::dropped(),
+            trace_spans_failed: mcp_trace::failed(),
         })
     }
 

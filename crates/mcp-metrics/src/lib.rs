@@ -376,23 +376,23 @@ impl Metrics {
             .set(i64::try_from(live.body_bytes).unwrap_or(i64::MAX));
         self.connections
             .set(self.open_connections.load(Ordering::Relaxed));
-        for (module, health) in live.modules {
+        for health in live.modules {
             let labels = ModuleLabels {
-                module: (*module).to_owned(),
+                module: health.module.to_owned(),
             };
             self.module_up
                 .get_or_create(&labels)
                 .set(i64::from(health.up));
             let restarts = self.module_restarts.get_or_create(&labels);
             restarts.inc_by(health.restarts.saturating_sub(restarts.get()));
-            let withheld = live.quarantined.get(*module).copied().unwrap_or(0);
+            let withheld = live.quarantined.get(health.module).copied().unwrap_or(0);
             self.quarantined
                 .get_or_create(&labels)
                 .set(i64::try_from(withheld).unwrap_or(i64::MAX));
         }
         for (counter, now) in [
-            (&self.trace_spans_dropped, mcp_trace::dropped()),
-            (&self.trace_spans_failed, mcp_trace::failed()),
+            (&self.trace_spans_dropped, live.trace_spans_dropped),
+            (&self.trace_spans_failed, live.trace_spans_failed),
             (
                 &self.audit_seal_stalled,
                 elicitation_store::audit_seal_stalls(),
@@ -468,9 +468,24 @@ pub struct Live<'a> {
     /// Bytes of request bodies being received.
     pub body_bytes: usize,
     /// Each module and its health.
-    pub modules: &'a [(&'a str, mcp_upstream::ModuleHealth)],
+    pub modules: &'a [ModuleState<'a>],
     /// How many of each module's tool definitions are withheld (modules not named: none).
     pub quarantined: &'a std::collections::HashMap<String, usize>,
+    /// Trace spans dropped (the export queue was full) and failed to export, so far.
+    pub trace_spans_dropped: u64,
+    /// See `trace_spans_dropped`.
+    pub trace_spans_failed: u64,
+}
+
+/// A module as `/metrics` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModuleState<'a> {
+    /// The module's name.
+    pub module: &'a str,
+    /// Up and answering.
+    pub up: bool,
+    /// Restarts since the gateway started it.
+    pub restarts: u64,
 }
 
 /// Counts one open connection while it lives.
@@ -480,5 +495,68 @@ pub struct ConnectionGuard(Arc<AtomicI64>);
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live<'a>(
+        modules: &'a [ModuleState<'a>],
+        quarantined: &'a std::collections::HashMap<String, usize>,
+        dropped: u64,
+    ) -> Live<'a> {
+        Live {
+            sessions: 2,
+            streams: 1,
+            body_bytes: 0,
+            modules,
+            quarantined,
+            trace_spans_dropped: dropped,
+            trace_spans_failed: 0,
+        }
+    }
+
+    #[test]
+    fn a_scrape_shows_each_module_and_counts_what_grew_since_the_last_one() {
+        let metrics = Metrics::new();
+        let quarantined = std::collections::HashMap::from([("fs".to_owned(), 2)]);
+        let fs = |up, restarts| ModuleState {
+            module: "fs",
+            up,
+            restarts,
+        };
+        metrics.tool_call("fs", "fs__write_file", "held", "");
+        let text = metrics.render(live(&[fs(true, 1)], &quarantined, 3));
+        for line in [
+            r#"mcp_gateway_module_up{module="fs"} 1"#,
+            r#"mcp_gateway_module_restarts_total{module="fs"} 1"#,
+            r#"mcp_gateway_quarantined_definitions{module="fs"} 2"#,
+            r#"mcp_gateway_tool_calls_total{module="fs",tool="fs__write_file",outcome="held",reason=""} 1"#,
+            "mcp_gateway_sessions 2",
+            "mcp_gateway_trace_spans_dropped_total 3",
+        ] {
+            assert!(text.contains(line), "{line} in\n{text}");
+        }
+        // The restart counter follows the module's own count; it never goes back.
+        let text = metrics.render(live(&[fs(false, 4)], &quarantined, 3));
+        assert!(
+            text.contains(r#"mcp_gateway_module_up{module="fs"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcp_gateway_module_restarts_total{module="fs"} 4"#),
+            "{text}"
+        );
+        let text = metrics.render(live(&[fs(true, 0)], &quarantined, 1));
+        assert!(
+            text.contains(r#"mcp_gateway_module_restarts_total{module="fs"} 4"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("mcp_gateway_trace_spans_dropped_total 3"),
+            "{text}"
+        );
     }
 }
