@@ -31,6 +31,8 @@ const SIDES: &[(&str, &str)] = &[
     ("mcp-metrics", "mcp-gate"),
     ("mcp-metrics", "mcp-upstream"),
     ("mcp-notify", "mcp-gate"),
+    // Who is calling needs no store: `Caller` and `Approver` are elicitation-core's.
+    ("mcp-auth", "elicitation-store"),
 ];
 
 /// Direct dependencies a crate must not have. The gate is driven without a server: no HTTP

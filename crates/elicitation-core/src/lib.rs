@@ -11,6 +11,7 @@
 //! (ids take their random bits from the caller), no storage, no network. Stores and
 //! transports build on it.
 
+mod caller;
 mod form;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -22,6 +23,7 @@ mod schema;
 mod spec;
 mod validate;
 
+pub use caller::{Approver, Caller, InvalidCaller, MAX_CALLER_ID_LEN};
 pub use form::FormField;
 pub use id::ElicitationId;
 pub use kind::{CancelReason, ElicitationStatus, ElicitationType, UnknownLabel};

@@ -249,3 +249,9 @@ pub(crate) fn map_db_error(err: tokio_postgres::Error) -> StoreError {
         StoreError::Backend(Box::new(err))
     }
 }
+
+impl From<elicitation_core::InvalidCaller> for StoreError {
+    fn from(_: elicitation_core::InvalidCaller) -> Self {
+        StoreError::InvalidCaller
+    }
+}

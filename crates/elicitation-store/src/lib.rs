@@ -13,7 +13,6 @@
 
 mod accounts;
 mod audit;
-mod caller;
 mod error;
 mod grant;
 mod memory;
@@ -40,7 +39,7 @@ pub use audit::{
     AuditEntry, AuditEvent, AuditHolds, AuditOrder, AuditPage, AuditQuery, CallCompletion,
     GateRecord, PolicyRef, RejectReason, audit_outcomes,
 };
-pub use caller::{Caller, MAX_CALLER_ID_LEN};
+pub use elicitation_core::{Approver, Caller, MAX_CALLER_ID_LEN};
 pub use error::StoreError;
 pub use gating_core::GrantScope;
 pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
@@ -59,10 +58,9 @@ pub use postgres::{
 };
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
-    Approval, ApprovalMode, Approver, AuditSink, CallBinding, ConfirmationRequest,
-    ElicitationStore, ErasedElicitation, ExpiredElicitation, Fleet, HeldCall, ListQuery, Listed,
-    MAX_BROADCAST_BYTES, MAX_LIST_LIMIT, MIN_TTL, Redeemed, SingleInstance, StoredElicitation,
-    Unreadable,
+    Approval, ApprovalMode, AuditSink, CallBinding, ConfirmationRequest, ElicitationStore,
+    ErasedElicitation, ExpiredElicitation, Fleet, HeldCall, ListQuery, Listed, MAX_BROADCAST_BYTES,
+    MAX_LIST_LIMIT, MIN_TTL, Redeemed, SingleInstance, StoredElicitation, Unreadable,
 };
 pub use sweeper::{SweepOptions, Swept, sweep, sweep_once};
 pub use whole::Store;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
 use crate::audit::{AuditPage, AuditQuery, GateRecord, PolicyRef};
-use crate::{Caller, StoreError};
+use crate::{Approver, Caller, StoreError};
 
 /// Most rows one `list` returns, whatever the caller asks for.
 pub const MAX_LIST_LIMIT: usize = 500;
@@ -115,15 +115,6 @@ impl Approval {
     ) -> bool {
         groups.contains(&self.group) && !(self.mode == ApprovalMode::FourEyes && caller == approver)
     }
-}
-
-/// Someone answering confirmations of other callers, as a member of approver groups.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Approver {
-    /// Who they are.
-    pub caller: Caller,
-    /// Their groups.
-    pub groups: Vec<String>,
 }
 
 impl ConfirmationRequest {

@@ -16,10 +16,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use elicitation_store::{Caller, Clock, SystemClock};
+use elicitation_core::Caller;
 pub use jsonwebtoken::Algorithm;
 use jsonwebtoken::jwk::{AlgorithmParameters, JwkSet};
 use jsonwebtoken::{DecodingKey, Validation};
+use mcp_clock::{Clock, SystemClock};
 use serde_json::Value;
 use time::OffsetDateTime;
 

@@ -11,7 +11,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use elicitation_store::Caller;
+use elicitation_core::Caller;
 use http::HeaderMap;
 use ring::digest::{SHA256, digest};
 

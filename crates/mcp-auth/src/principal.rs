@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use elicitation_store::Caller;
+use elicitation_core::Caller;
 
 /// Why a request is refused for who it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,8 +112,8 @@ impl Principal {
     }
 
     /// As an approver: who, and in which groups (`None` without groups).
-    pub fn approver(&self) -> Option<elicitation_store::Approver> {
-        (!self.groups.is_empty()).then(|| elicitation_store::Approver {
+    pub fn approver(&self) -> Option<elicitation_core::Approver> {
+        (!self.groups.is_empty()).then(|| elicitation_core::Approver {
             caller: self.caller.clone(),
             groups: self.groups.iter().cloned().collect(),
         })
