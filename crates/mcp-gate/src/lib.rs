@@ -91,6 +91,8 @@ pub struct Gateway {
     connectable: Arc<std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>>>,
     /// The modules whose calls carry each caller's own token, exchanged (RFC 8693).
     exchanges: Arc<Vec<Arc<mcp_upstream::credentials::TokenExchange>>>,
+    /// Where the gate reads the time: a confirmation's time left, the pins' re-reads.
+    clock: Arc<dyn mcp_clock::Clock>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -161,7 +163,24 @@ impl Gateway {
             unbuilt: Vec::new(),
             max_grant: DEFAULT_MAX_GRANT,
             permission_prompts: Vec::new(),
+            clock: Arc::new(mcp_clock::SystemClock),
         }
+    }
+
+    /// Where the gateway reads the time.
+    pub fn clock(&self) -> &Arc<dyn mcp_clock::Clock> {
+        &self.clock
+    }
+
+    /// The gateway reading the time from `clock` (the store's, in tests a `ManualClock`)
+    /// instead of the system's.
+    pub fn with_clock(mut self, clock: Arc<dyn mcp_clock::Clock>) -> Self {
+        let modes = self.pinning.modes().clone();
+        self.pinning = Arc::new(
+            crate::pins::Pinning::new(self.catalog.clone(), modes).with_clock(clock.clone()),
+        );
+        self.clock = clock;
+        self
     }
 
     /// Pins each module's tool definitions as `modes` says (`first_use` for one not named).
@@ -170,7 +189,9 @@ impl Gateway {
         mut self,
         modes: std::collections::HashMap<String, crate::pins::PinMode>,
     ) -> Self {
-        self.pinning = Arc::new(crate::pins::Pinning::new(self.catalog.clone(), modes));
+        self.pinning = Arc::new(
+            crate::pins::Pinning::new(self.catalog.clone(), modes).with_clock(self.clock.clone()),
+        );
         self
     }
 

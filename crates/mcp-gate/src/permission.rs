@@ -219,7 +219,7 @@ impl Gateway {
             tracing::info!(tool = %call.entry.qualified, confirmation = %pending.id, "the agent host waits for a person to confirm its tool use");
             // Wait until it changes (an answer) or it is no longer worth waiting.
             loop {
-                let left = pending.expires_at - time::OffsetDateTime::now_utc();
+                let left = pending.expires_at - self.clock.now();
                 let Ok(left) = Duration::try_from(left) else {
                     return deny(format!(
                         "No one confirmed {} before its confirmation {} expired; it did not run.",

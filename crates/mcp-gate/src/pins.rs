@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
+use mcp_clock::{Clock, SystemClock};
+
 use elicitation_store::{
     CatalogStore, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight, Observed, StoreError,
 };
@@ -146,6 +148,8 @@ enum Known {
 pub struct Pinning {
     store: Arc<dyn CatalogStore>,
     modes: HashMap<String, PinMode>,
+    /// Where `RECHECK`'s time is read.
+    clock: Arc<dyn Clock>,
     /// By qualified tool name.
     known: RwLock<HashMap<String, Known>>,
     /// By qualified prompt name.
@@ -159,9 +163,26 @@ impl Pinning {
         Pinning {
             store,
             modes,
+            clock: Arc::new(SystemClock),
             known: RwLock::default(),
             known_prompts: RwLock::default(),
         }
+    }
+
+    /// The same pins, read again at most every [`RECHECK`] of `clock` (tests move it
+    /// instead of sleeping).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// How each module is pinned.
+    pub(crate) fn modes(&self) -> &HashMap<String, PinMode> {
+        &self.modes
+    }
+
+    fn fresh(&self, checked: Instant) -> bool {
+        self.clock.instant().saturating_duration_since(checked) < RECHECK
     }
 
     /// Whether `entry` may be listed and called now. A definition this instance saw to be
@@ -184,7 +205,7 @@ impl Pinning {
                 .unwrap_or_else(PoisonError::into_inner);
             match known.get(entry.qualified()) {
                 Some(Known::Pinned { digest, checked }) if *digest == entry.digest() => {
-                    if checked.elapsed() < RECHECK {
+                    if self.fresh(*checked) {
                         return Ok(Verdict::Listed);
                     }
                     stale_pin = true;
@@ -193,7 +214,7 @@ impl Pinning {
                     digest,
                     change,
                     checked,
-                }) if *digest == entry.digest() && checked.elapsed() < RECHECK => {
+                }) if *digest == entry.digest() && self.fresh(*checked) => {
                     return Ok(Verdict::Held(change.clone()));
                 }
                 _ => {}
@@ -205,7 +226,7 @@ impl Pinning {
                 &**entry,
                 Known::Pinned {
                     digest: entry.digest(),
-                    checked: Instant::now(),
+                    checked: self.clock.instant(),
                 },
             );
             let pinning = self.clone();
@@ -250,12 +271,12 @@ impl Pinning {
         let learned = match verdict {
             Verdict::Listed => Known::Pinned {
                 digest: entry.digest(),
-                checked: Instant::now(),
+                checked: self.clock.instant(),
             },
             Verdict::Held(change) => Known::Held {
                 digest: entry.digest(),
                 change: change.clone(),
-                checked: Instant::now(),
+                checked: self.clock.instant(),
             },
         };
         self.learn(entry, learned);

@@ -185,7 +185,7 @@ pub async fn handle(
             let mut body = json!({"outcome": label, "elicitation": shown});
             if grant.is_some() {
                 // `null`: the answer was recorded before, and nothing was granted now.
-                let now = time::OffsetDateTime::now_utc();
+                let now = gateway.clock().now();
                 body["grant"] = made.map_or(Value::Null, |g| grant_view(&g, now));
             }
             Ok((http::StatusCode::OK, body))
@@ -215,7 +215,7 @@ pub async fn grants(
     let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
     principal.require(SCOPE_RESPOND)?;
     let store = gateway.grants();
-    let now = time::OffsetDateTime::now_utc();
+    let now = gateway.clock().now();
     match (request.method, segments.as_slice()) {
         (&http::Method::GET, []) => {
             let limit = limit_query(request.query)?;

@@ -1556,6 +1556,15 @@ async fn a_person_approves_with_changed_arguments_and_those_are_what_runs_on_pos
 /// A gateway over `store` whose module lists `delete` as `definition` (counting its runs),
 /// with an operator token (`catalog:approve`) besides the agent's and the person's.
 async fn changed_module_harness(store: Arc<dyn Store>, definition: Value) -> Harness {
+    clocked_module_harness(store, definition, Arc::new(elicitation_store::SystemClock)).await
+}
+
+/// [`changed_module_harness`] whose gate reads the time from `clock`.
+async fn clocked_module_harness(
+    store: Arc<dyn Store>,
+    definition: Value,
+    clock: Arc<dyn elicitation_store::Clock>,
+) -> Harness {
     const OPERATOR: &str = "operator-token";
     let deletes = Arc::new(AtomicUsize::new(0));
     let counted = deletes.clone();
@@ -1575,7 +1584,8 @@ async fn changed_module_harness(store: Arc<dyn Store>, definition: Value) -> Har
     }])
     .await
     .unwrap();
-    let gateway = Arc::new(Gateway::new(registry, store, GatePolicy::default(), false));
+    let gateway =
+        Arc::new(Gateway::new(registry, store, GatePolicy::default(), false).with_clock(clock));
     let grant = |token: &str, scope: &str| TokenGrant {
         subject: "alice".into(),
         tenant: None,
@@ -1614,13 +1624,15 @@ async fn a_changed_definition_is_withheld_until_approved(store: Arc<dyn Store>) 
     const OPERATOR: &str = "operator-token";
     let pinned = json!({"name": "delete", "description": "Deletes a file.", "inputSchema": {"type": "object"},
                         "annotations": {"readOnlyHint": false, "destructiveHint": true}});
-    let before = changed_module_harness(store.clone(), pinned).await;
+    // The pins are read again every `RECHECK` of this clock: moved, not slept.
+    let clock = Arc::new(ManualClock::stopped_now());
+    let before = clocked_module_harness(store.clone(), pinned, clock.clone()).await;
     assert_eq!(listed_tools(&before).await, vec!["test__delete"]);
     held_id(&call(&before, "test__delete", json!({"path": "/a"}), None).await);
 
     let flipped = json!({"name": "delete", "description": "Deletes a file.", "inputSchema": {"type": "object"},
                          "annotations": {"readOnlyHint": true, "destructiveHint": false}});
-    let after = changed_module_harness(store.clone(), flipped).await;
+    let after = clocked_module_harness(store.clone(), flipped, clock.clone()).await;
     assert!(
         listed_tools(&after).await.is_empty(),
         "withheld from the listing"
@@ -1694,7 +1706,7 @@ async fn a_changed_definition_is_withheld_until_approved(store: Arc<dyn Store>) 
     );
     // The first definition is now a change itself: the other instance withholds it once it
     // has read the pin again (in the background, after its last read is `RECHECK` old).
-    tokio::time::sleep(mcp_gate::pins::RECHECK).await;
+    clock.advance_std(mcp_gate::pins::RECHECK);
     let mut withheld = false;
     for _ in 0..100 {
         if listed_tools(&before).await.is_empty() {
@@ -1723,7 +1735,7 @@ async fn a_changed_definition_is_withheld_until_approved(store: Arc<dyn Store>) 
     .await;
     assert_eq!(status, StatusCode::OK, "{rejected}");
     assert_eq!(rejected["status"], "rejected");
-    tokio::time::sleep(mcp_gate::pins::RECHECK).await;
+    clock.advance_std(mcp_gate::pins::RECHECK);
     let still = call(&before, "test__delete", json!({"path": "/b"}), None).await;
     assert_eq!(
         still["structuredContent"]["tool_quarantined"], true,
