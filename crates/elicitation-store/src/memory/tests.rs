@@ -1,8 +1,12 @@
 use std::sync::Arc;
 
 use super::*;
+use crate::ConfirmationRequest;
 use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+use crate::store::ElicitationStore;
 use crate::{ManualClock, Store};
+use elicitation_core::{CancelReason, ElicitationSpec};
+use time::Duration;
 
 async fn make(setup: Setup) -> Harness {
     let clock = Arc::new(ManualClock::new(start_time()));
