@@ -6,8 +6,16 @@ use serde_json::json;
 use tokio_postgres::error::SqlState;
 
 use super::*;
+use crate::ConfirmationRequest;
+use crate::GateRecord;
+use crate::ListQuery;
+use crate::Redeemed;
 use crate::conformance::{Harness, Setup, conformance_tests, start_time};
+use crate::store::ElicitationStore;
+use crate::{AuditSink, Fleet};
 use crate::{GrantStore as _, ManualClock, PolicyRef, RejectReason, SealError};
+use elicitation_core::{CancelReason, TransitionError};
+use time::Duration;
 
 use crate::test_support::TestDb;
 
