@@ -1,0 +1,106 @@
+//! Which instance of a module serves a caller: the shared one, or the caller's own (started
+//! on first use and followed).
+
+use super::*;
+
+impl Registry {
+    /// The instance of module `index` that serves caller `who`: its own, for an isolated
+    /// module that keeps state; else the shared one.
+    pub(super) async fn instance(
+        &self,
+        index: usize,
+        who: Option<&str>,
+    ) -> Result<Arc<dyn Module>, ModuleError> {
+        let shared = &self.modules[index].module;
+        let per_person = self.instances[index]
+            .as_ref()
+            .is_some_and(|i| i.per_person().is_some());
+        let (Some(instances), Some(who)) = (&self.instances[index], who) else {
+            // A module run as its callers serves nobody without a caller.
+            if per_person {
+                return Err(ModuleError::NotConnected {
+                    module: self.modules[index].name.clone(),
+                });
+            }
+            return Ok(shared.clone());
+        };
+        if !self.own_instances(index) {
+            return Ok(shared.clone());
+        }
+        let (instance, started) = instances.of(who).await?;
+        if started {
+            self.adopt(index, &instance, who).await;
+        }
+        Ok(instance)
+    }
+
+    /// Log messages per-caller module instances sent outside any call, each with the caller
+    /// (the `who` its instance serves): for that caller's sessions only.
+    pub fn instance_logs(&self) -> tokio::sync::broadcast::Receiver<(Arc<str>, Value)> {
+        self.instance_logs.subscribe()
+    }
+
+    /// A per-caller instance just started: it gets the log level asked for so far, and its
+    /// resource updates reach the registry's feed.
+    pub(super) async fn adopt(&self, index: usize, instance: &Arc<dyn Module>, who: &str) {
+        // Its feeds are followed before anything is awaited (a request dropped meanwhile
+        // cannot leave them unfollowed); the log level comes last. Its list changes (a
+        // caller's call may add a tool) re-list the module.
+        if let (Some(changes), Some(weak)) = (instance.tools_changed(), self.this.get().cloned()) {
+            refresh_on_change(changes, weak, index);
+        }
+        let who: Arc<str> = Arc::from(who);
+        if let Some(logs) = instance.log_messages() {
+            let (out, who) = (self.instance_logs.clone(), who.clone());
+            forward(logs, move |params| {
+                let _ = out.send((who.clone(), params));
+            });
+        }
+        if let Some(updates) = instance.resource_updates() {
+            let out = self.updated.clone();
+            forward(updates, move |uri| {
+                let _ = out.send(ResourceUpdate {
+                    uri,
+                    who: Some(who.clone()),
+                });
+            });
+        }
+        let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
+        if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank))
+            && let Err(e) = instance.set_log_level(level).await
+        {
+            tracing::info!(module = %self.modules[index].name, error = %e, "the module instance did not take the log level");
+        }
+    }
+
+    /// Whether each caller of module `index` has an instance of its own: an isolated
+    /// module that keeps state, or one run as its callers.
+    pub(super) fn own_instances(&self, index: usize) -> bool {
+        self.instances[index]
+            .as_ref()
+            .is_some_and(|i| i.per_person().is_some() || !self.modules[index].module.stateless())
+    }
+
+    /// The kind of credentials the module of `entry` sends on a caller's calls (`None`:
+    /// none).
+    pub fn credential_kind(&self, entry: &ToolEntry) -> Option<&'static str> {
+        if let Some(kind) = self
+            .instances
+            .get(entry.module)?
+            .as_ref()
+            .and_then(|i| i.per_person())
+        {
+            return Some(kind);
+        }
+        self.modules.get(entry.module)?.module.credential_kind()
+    }
+
+    /// Whether the module of `entry` runs as each caller's own connected account
+    /// (`auth.kind = "user"`): a caller without one is not sent.
+    pub fn needs_account(&self, entry: &ToolEntry) -> bool {
+        self.instances
+            .get(entry.module)
+            .and_then(Option::as_ref)
+            .is_some_and(|i| i.per_person() == Some("user"))
+    }
+}
