@@ -31,27 +31,29 @@
 //! meanwhile no caller's question from the module could be relayed. At most 16 of the
 //! module's own requests are answered at once; more are refused at once.
 
+mod process;
+mod reader;
+
+use process::supervise;
+use reader::{log_stderr, read_messages};
+
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
 use tokio::sync::{broadcast, mpsc, watch};
 
-use mcp_wire::codes;
-use mcp_wire::jsonrpc::{self, ErrorId, ErrorObject, Message};
+use mcp_wire::jsonrpc::{self};
 
 use std::collections::HashMap;
 
 use crate::module::CallLink;
 use crate::rpc::{self, Pending};
-use crate::{Module, ModuleError, ToolCall, refuse_ask};
+use crate::{Module, ModuleError, ToolCall};
 
 /// The `progressToken` a call with request id `id` is sent with.
 fn progress_token(id: &jsonrpc::RequestId) -> Value {
@@ -123,66 +125,6 @@ pub struct RunAs {
     /// The module's `HOME`. Without one, each process life gets a fresh private directory
     /// (mode 0700, owned by the user), removed when the process ends.
     pub home: Option<PathBuf>,
-}
-
-/// A module process's own `HOME`, removed when dropped.
-struct PrivateHome(PathBuf);
-
-impl PrivateHome {
-    /// A new directory under the system's temporary directory, owned by `uid:gid` and closed
-    /// to everyone else. The name is random and created exclusively, so nothing prepared in
-    /// the shared directory beforehand is used.
-    fn create(module: &str, uid: u32, gid: u32) -> std::io::Result<PrivateHome> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let safe: String = module
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .take(32)
-            .collect();
-        let mut attempts = 0;
-        loop {
-            let path =
-                std::env::temp_dir().join(format!("mcp-gateway-home-{safe}-{:016x}", random_u64()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => {
-                    let home = PrivateHome(path);
-                    // Its mode is set while it is still root's: once it is the user's, a
-                    // process of that user could put a symlink in its place (the temporary
-                    // directory is sticky, not closed), and a chmod would follow it.
-                    std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700))?;
-                    std::os::unix::fs::lchown(&home.0, Some(uid), Some(gid))?;
-                    return Ok(home);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
-                    attempts += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for PrivateHome {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %self.0.display(), error = %e, "cannot remove a module's home directory");
-        }
-    }
-}
-
-/// A random number for a directory name, from the standard library's per-process random
-/// hash keys and the clock (unpredictable enough for a name that is created exclusively).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
 }
 
 struct Shared {
@@ -577,413 +519,16 @@ impl Drop for StdioModule {
     }
 }
 
-fn set_down(shared: &Shared, reason: String) {
-    *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = None;
-    *shared
-        .down_reason
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner) = reason;
-}
-
-async fn supervise(config: StdioConfig, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        if *stop.borrow() {
-            return;
-        }
-        let started = Instant::now();
-        let reason = run_once(&config, &shared, &mut stop).await;
-        set_down(&shared, reason.clone());
-        shared.pending.fail_all(&ModuleError::Failed {
-            module: shared.name.clone(),
-            reason: reason.clone(),
-        });
-        if *stop.borrow() {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            backoff = Duration::from_millis(100);
-        }
-        tracing::warn!(module = %shared.name, %reason, retry_in = ?backoff, "stdio module is down; restarting");
-        tokio::select! {
-            () = tokio::time::sleep(backoff) => {}
-            _ = stop.changed() => return,
-        }
-        backoff = (backoff * 2).min(Duration::from_secs(30));
-        shared
-            .restarts
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-/// One process life; returns why it ended.
-async fn run_once(
-    config: &StdioConfig,
-    shared: &Arc<Shared>,
-    stop: &mut watch::Receiver<bool>,
-) -> String {
-    let mut command = Command::new(&config.command);
-    command
-        .args(&config.args)
-        .env_clear()
-        .envs(child_environment(config, std::env::vars_os()))
-        .current_dir(config.cwd.as_deref().unwrap_or(Path::new("/")))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // Dropped (and removed) when this process life ends.
-    let mut _home = None;
-    let mut as_user = String::new();
-    if let Some(user) = &config.run_as {
-        let home = match &user.home {
-            Some(home) => home.clone(),
-            None => match PrivateHome::create(&config.name, user.uid, user.gid) {
-                Ok(home) => _home.insert(home).0.clone(),
-                Err(e) => {
-                    return format!("cannot create a home directory for user {}: {e}", user.name);
-                }
-            },
-        };
-        // No supplementary groups: the standard library drops them when it sets the user.
-        command
-            .uid(user.uid)
-            .gid(user.gid)
-            .env("HOME", home)
-            .env("USER", &user.name)
-            .env("LOGNAME", &user.name);
-        as_user = format!(" as user {} (uid {})", user.name, user.uid);
-    }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !as_user.is_empty() => {
-            return format!(
-                "cannot start `{}`{as_user}: {e} (the program, and every file it needs, must be readable by that user; see [[modules]] user)",
-                config.command
-            );
-        }
-        Err(e) => return format!("cannot start `{}`{as_user}: {e}", config.command),
-    };
-    let (Some(mut stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
-        return "the process has no stdio pipes".into();
-    };
-    tokio::spawn(log_stderr(shared.name.clone(), stderr));
-    let (tx, mut rx) = mpsc::channel::<Vec<u8>>(64);
-    let writer = tokio::spawn(async move {
-        while let Some(line) = rx.recv().await {
-            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-    let mut reader = tokio::spawn(read_messages(shared.clone(), tx.clone(), stdout));
-
-    // The handshake, sent directly (calls are not accepted until it is done).
-    let handshake = async {
-        let (id, answer) = shared.pending.register();
-        let mut line = jsonrpc::request_bytes(&id, "initialize", &rpc::initialize_params());
-        line.push(b'\n');
-        tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
-        let result = tokio::time::timeout(Duration::from_secs(30), answer)
-            .await
-            .map_err(|_| "no answer to initialize within 30 s".to_owned())?
-            .map_err(|_| "the process closed during initialize".to_owned())?
-            .map_err(|e| e.to_string())?;
-        let result = rpc::parse_result(&shared.name, &result).map_err(|e| e.to_string())?;
-        let mut line = jsonrpc::notification_bytes::<Value>("notifications/initialized", None);
-        line.push(b'\n');
-        tx.send(line).await.map_err(|_| "stdin closed".to_owned())?;
-        Ok::<Value, String>(result)
-    };
-    let reason = tokio::select! {
-        handshake = handshake => match handshake {
-            Ok(result) => {
-                tracing::info!(module = %shared.name, server = %result.get("serverInfo").cloned().unwrap_or_default(), "stdio module is up");
-                shared.offers.record(&result);
-                *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = Some(tx.clone());
-                let _ = shared.changed.send(());
-                None
-            }
-            Err(reason) => Some(format!("handshake failed: {reason}")),
-        },
-        status = child.wait() => Some(exited(status)),
-        _ = stop.changed() => Some("stopped".to_owned()),
-    };
-    let reason = match reason {
-        Some(reason) => reason,
-        None => tokio::select! {
-            status = child.wait() => exited(status),
-            // A process that closes stdout can no longer answer: treat it as down.
-            _ = &mut reader => "the process closed its stdout".to_owned(),
-            _ = stop.changed() => "stopped".to_owned(),
-        },
-    };
-    drop(tx);
-    set_down(shared, reason.clone());
-    stop_child(&mut child).await;
-    reader.abort();
-    writer.abort();
-    reason
-}
-
-fn exited(status: std::io::Result<std::process::ExitStatus>) -> String {
-    match status {
-        Ok(status) => format!("the process exited ({status})"),
-        Err(e) => format!("waiting for the process failed: {e}"),
-    }
-}
-
-/// Closes stdin's queue, gives the process a moment to exit, then kills it.
-async fn stop_child(child: &mut Child) {
-    if tokio::time::timeout(Duration::from_secs(2), child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-    }
-}
-
 /// Longest stderr line logged whole; the rest of a longer one is counted, not kept.
 const MAX_STDERR_LINE: usize = 8 * 1024;
 /// How much of a stdout line that is not JSON-RPC is logged.
 const LOGGED_PREFIX: usize = 64;
 
-/// One line read with [`read_bounded_line`].
-#[derive(Debug, PartialEq, Eq)]
-enum LineRead {
-    /// A whole line (without its newline) is in the buffer.
-    Line,
-    /// The line was longer than the limit: the buffer holds its first `limit` bytes, the
-    /// rest was read and dropped; `len` is its whole length.
-    Truncated { len: usize },
-    /// The stream ended (or failed) before any byte of a new line.
-    End,
-}
-
-/// Reads one line into `line`, holding at most `limit` bytes of it whatever its length.
-async fn read_bounded_line(
-    reader: &mut (impl AsyncBufRead + Unpin),
-    line: &mut Vec<u8>,
-    limit: usize,
-) -> LineRead {
-    line.clear();
-    let mut len = 0usize;
-    loop {
-        let available = match reader.fill_buf().await {
-            Ok(available) => available,
-            Err(_) => &[],
-        };
-        if available.is_empty() {
-            return match len {
-                0 => LineRead::End,
-                n if n > limit => LineRead::Truncated { len: n },
-                _ => LineRead::Line,
-            };
-        }
-        let (chunk, newline) = match available.iter().position(|b| *b == b'\n') {
-            Some(at) => (&available[..at], true),
-            None => (available, false),
-        };
-        let room = limit.saturating_sub(line.len());
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        len += chunk.len();
-        let used = chunk.len() + usize::from(newline);
-        reader.consume(used);
-        if newline {
-            return if len > limit {
-                LineRead::Truncated { len }
-            } else {
-                LineRead::Line
-            };
-        }
-    }
-}
-
-/// A short, printable excerpt of bytes from a module, for a log line.
-fn excerpt(bytes: &[u8]) -> String {
-    let head = &bytes[..bytes.len().min(LOGGED_PREFIX)];
-    gating_core::visible(&String::from_utf8_lossy(head))
-}
-
-async fn log_stderr(module: String, stderr: impl AsyncRead + Unpin) {
-    let mut reader = BufReader::new(stderr);
-    let mut line = Vec::new();
-    loop {
-        match read_bounded_line(&mut reader, &mut line, MAX_STDERR_LINE).await {
-            LineRead::End => return,
-            LineRead::Line => {
-                let text = gating_core::visible(&String::from_utf8_lossy(&line));
-                tracing::info!(target: "module", %module, "{text}");
-            }
-            LineRead::Truncated { len } => {
-                let text = gating_core::visible(&String::from_utf8_lossy(&line));
-                tracing::info!(target: "module", %module, bytes = len, "{text}… (line cut at {MAX_STDERR_LINE} bytes)");
-            }
-        }
-    }
-}
-
-/// A module's notification: `list_changed` fires the change feed; progress goes to the call
-/// its token names, a log message to the only call in flight (else to the gateway's log).
-fn notification(shared: &Shared, method: &str, params: Option<Value>) {
-    match method {
-        "notifications/tools/list_changed"
-        | "notifications/prompts/list_changed"
-        | "notifications/resources/list_changed" => {
-            let _ = shared.changed.send(());
-        }
-        "notifications/resources/updated" => {
-            if let Some(uri) = params
-                .as_ref()
-                .and_then(|p| p.get("uri"))
-                .and_then(Value::as_str)
-            {
-                let _ = shared.updated.send(uri.to_owned());
-            }
-        }
-        "notifications/progress" => {
-            let token = params.as_ref().and_then(|p| p.get("progressToken"));
-            let link = token
-                .and_then(Value::as_str)
-                .and_then(|t| t.strip_prefix("mcp-gateway-progress-"))
-                .and_then(|id| shared.calls().get(id).and_then(|e| e.link.clone()));
-            if let Some(link) = link {
-                link.notification(method, params);
-            }
-        }
-        "notifications/message" => match shared.only_call() {
-            Ok(Some(link)) => link.notification(method, params),
-            // No call in flight: for whoever this process serves (a per-caller instance's
-            // caller; nobody for a shared one).
-            Err(0) if shared.logs.receiver_count() > 0 => {
-                if let Some(params @ Value::Object(_)) = params {
-                    let _ = shared.logs.send(params);
-                }
-            }
-            _ => {
-                let level = params
-                    .as_ref()
-                    .and_then(|p| p.get("level"))
-                    .and_then(Value::as_str);
-                tracing::info!(module = %shared.name, level, "a log message from the module outside a single call (not relayed)");
-            }
-        },
-        _ => {}
-    }
-}
-
-/// Reads stdout: answers go to their waiters, notifications to [`notification`], and
-/// requests to the call they are about (see the module docs), `ping` answered here.
-async fn read_messages(
-    shared: Arc<Shared>,
-    stdin: mpsc::Sender<Vec<u8>>,
-    stdout: impl AsyncRead + Unpin,
-) {
-    let mut reader = BufReader::new(stdout);
-    let mut line = Vec::new();
-    loop {
-        match read_bounded_line(&mut reader, &mut line, MAX_LINE).await {
-            LineRead::End => return,
-            LineRead::Truncated { len } => {
-                tracing::error!(module = %shared.name, bytes = len, "a line over {MAX_LINE} bytes; dropping the connection");
-                return;
-            }
-            LineRead::Line => {}
-        }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        // Answers first, their results left unparsed; anything else is read whole.
-        if let Some(response) = jsonrpc::parse_response(text) {
-            // A request given up on is over once the module answers it after all.
-            let mut calls = shared.calls();
-            let key = response.id.to_string();
-            if calls.get(&key).is_some_and(|entry| entry.until.is_some()) {
-                calls.remove(&key);
-            }
-            drop(calls);
-            let answer = rpc::answer(&shared.name, response.outcome);
-            shared.pending.resolve(&response.id, answer);
-            continue;
-        }
-        match jsonrpc::parse(text) {
-            // A response without a usable result or error (`"result": null`, say).
-            Ok(Message::Response { id, .. }) => shared.pending.resolve(
-                &id,
-                Err(ModuleError::Protocol {
-                    module: shared.name.clone(),
-                    reason: "a response with neither a result nor an error object".into(),
-                }),
-            ),
-            Ok(Message::Notification { method, params }) => {
-                let params = params.and_then(|p| serde_json::from_str::<Value>(p.0.get()).ok());
-                notification(&shared, &method, params);
-            }
-            Ok(Message::Request(request)) => {
-                let link = match request.method.as_str() {
-                    "ping" => Ok(None),
-                    _ => shared.only_call(),
-                };
-                let params = request
-                    .params
-                    .and_then(|p| serde_json::from_str::<Value>(p.0.get()).ok());
-                let stdin = stdin.clone();
-                let (id, method) = (request.id, request.method);
-                // A module that asks more at once than anyone answers is refused at once.
-                let Ok(permit) = shared.asking.clone().try_acquire_owned() else {
-                    let error = ErrorObject {
-                        code: codes::INTERNAL_ERROR,
-                        message: format!(
-                            "{method} refused: the module has {MAX_MODULE_REQUESTS} requests waiting for answers already"
-                        ),
-                        data: None,
-                    };
-                    let _ = stdin.try_send(jsonrpc::into_line(jsonrpc::error_bytes(
-                        ErrorId::Known(&id),
-                        &error,
-                    )));
-                    continue;
-                };
-                let answer_timeout = Duration::from_secs(30);
-                // Answered on its own task: the client may take a while, and other calls'
-                // answers keep arriving meanwhile.
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let answer = match link {
-                        Ok(Some(link)) => link.ask(&method, params).await,
-                        Ok(None) => refuse_ask(&method),
-                        Err(in_flight) => Err(ErrorObject {
-                            code: codes::INTERNAL_ERROR,
-                            message: format!(
-                                "{method} cannot be relayed: {in_flight} requests are in flight on this stdio connection and nothing tells which one it is about"
-                            ),
-                            data: None,
-                        }),
-                    };
-                    let out = match answer {
-                        Ok(result) => jsonrpc::result_bytes(&id, &result),
-                        Err(error) => jsonrpc::error_bytes(ErrorId::Known(&id), &error),
-                    };
-                    let _ =
-                        tokio::time::timeout(answer_timeout, stdin.send(jsonrpc::into_line(out)))
-                            .await;
-                });
-            }
-            // Never logged whole: it may carry a payload.
-            Err(_) => {
-                tracing::warn!(module = %shared.name, bytes = text.len(), starts = %excerpt(text), "ignoring a line that is not JSON-RPC");
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::reader::{LineRead, excerpt, read_bounded_line};
     use super::*;
+    use tokio::io::{AsyncBufRead, BufReader};
 
     fn config(env: &[(&str, &str)], inherit: &[&str]) -> StdioConfig {
         StdioConfig {
