@@ -65,6 +65,13 @@ pub(crate) fn check() -> Result<()> {
             problems.push(format!("{krate} depends directly on {name}"));
         }
     }
+    let written = written_edges()?;
+    let actual = crate_edges()?;
+    if written != actual {
+        problems.push(format!(
+            "ARCHITECTURE.md's crate edges are not Cargo.toml's; run `cargo xtask layering --write`. They are:\n{actual}"
+        ));
+    }
     for (krate, src) in crate::cycles::workspace_crates(&crate::cmd::workspace_root())? {
         for cycle in crate::cycles::cycles(&src)? {
             problems.push(format!(
@@ -79,6 +86,65 @@ pub(crate) fn check() -> Result<()> {
     } else {
         bail!("the layering is broken:\n  {}", problems.join("\n  "))
     }
+}
+
+/// Where ARCHITECTURE.md's crate edges begin and end.
+const EDGES_BEGIN: &str = "<!-- crate edges: checked by `cargo xtask layering`, written by `cargo xtask layering --write` -->\n```text\n";
+const EDGES_END: &str = "```\n<!-- end of crate edges -->";
+
+/// Each workspace crate and the workspace crates it depends on directly (normal edges),
+/// one line each, as ARCHITECTURE.md shows them.
+fn crate_edges() -> Result<String> {
+    let crates: Vec<String> = crate::cycles::workspace_crates(&crate::cmd::workspace_root())?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    let mut out = String::new();
+    for krate in &crates {
+        let mut deps: Vec<String> = direct_dependencies(krate)?
+            .into_iter()
+            .filter(|d| crates.contains(d) && d != krate)
+            .collect();
+        deps.sort();
+        deps.dedup();
+        let deps = if deps.is_empty() {
+            "(none)".to_owned()
+        } else {
+            deps.join(", ")
+        };
+        out.push_str(&format!("{krate} → {deps}\n"));
+    }
+    Ok(out)
+}
+
+fn architecture() -> std::path::PathBuf {
+    crate::cmd::workspace_root().join("ARCHITECTURE.md")
+}
+
+/// The crate edges ARCHITECTURE.md shows now.
+fn written_edges() -> Result<String> {
+    let text = std::fs::read_to_string(architecture()).context("read ARCHITECTURE.md")?;
+    let start = text
+        .find(EDGES_BEGIN)
+        .context("ARCHITECTURE.md has no crate edges block; run `cargo xtask layering --write`")?
+        + EDGES_BEGIN.len();
+    let end = text[start..]
+        .find(EDGES_END)
+        .context("ARCHITECTURE.md's crate edges block does not end")?;
+    Ok(text[start..start + end].to_owned())
+}
+
+/// `cargo xtask layering --write`: ARCHITECTURE.md's crate edges made Cargo.toml's.
+pub(crate) fn write() -> Result<()> {
+    let path = architecture();
+    let text = std::fs::read_to_string(&path).context("read ARCHITECTURE.md")?;
+    let written = written_edges()?;
+    let actual = crate_edges()?;
+    let block = |edges: &str| format!("{EDGES_BEGIN}{edges}{EDGES_END}");
+    std::fs::write(&path, text.replacen(&block(&written), &block(&actual), 1))
+        .context("write ARCHITECTURE.md")?;
+    println!("{actual}");
+    Ok(())
 }
 
 /// The names of a package's direct normal dependencies.

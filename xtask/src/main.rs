@@ -20,6 +20,8 @@ tasks:
   test                           fmt, clippy, layering check, all tests against a
                                  throwaway PostgreSQL, the conformance suite, docs
                                  (exactly what CI runs)
+  layering [--write]             the crate and module layering; --write makes
+                                 ARCHITECTURE.md's crate edges Cargo.toml's
   conformance                    the MCP conformance suite (server scenarios) against the
                                  fixture server, directly and through the gateway
   fuzz [--seconds N] [--engine auto|stable|cargo-fuzz]
@@ -48,6 +50,7 @@ fn main() -> ExitCode {
         ["test"] => test::run(),
         ["conformance"] => conformance::run(),
         ["layering"] => layering::check(),
+        ["layering", "--write"] => layering::write(),
         ["tidy"] => tidy::check(),
         ["fuzz", rest @ ..] => fuzz::run(rest),
         ["migrate", rest @ ..] => migrate(rest),
