@@ -204,7 +204,8 @@ impl Page {
                 .answer_with(principal, eid, payload, &by, with)
                 .await
                 .map(|(_, outcome, _)| outcome),
-        };
+        }
+        .map_err(McpError::from);
         // An edit the gate refused is shown next to the item, with what was typed.
         if let (
             Some((_, typed)),

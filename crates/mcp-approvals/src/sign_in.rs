@@ -73,7 +73,7 @@ impl Page {
         // Each sign-in is a cookie every instance honours until it ends or is signed out
         // (which the store records): they count against the caller's call rate.
         if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
-            return too_many(&e);
+            return too_many(&e.into());
         }
         let auth = snap.auth.clone();
         let cred = matches!(&*auth, Auth::Tokens(_)).then(|| mcp_auth::token_sha256(token));
@@ -100,7 +100,7 @@ impl Page {
         principal: &Principal,
     ) -> Response<Body> {
         if let Err(e) = snap.gateway.take_call(&principal.caller, SIGNING) {
-            return too_many(&e);
+            return too_many(&e.into());
         }
         let id_token = self.end_web_session(snap, session, principal).await;
         let to = match &self.sso {

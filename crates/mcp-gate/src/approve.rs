@@ -11,7 +11,7 @@ use mcp_upstream::registry::ToolEntry;
 use serde_json::{Map, Value};
 
 use crate::Gateway;
-use crate::error::McpError;
+use crate::error::GateError;
 use crate::outcome::{Approving, CallOutcome, EDITED_META};
 use mcp_auth::Principal;
 
@@ -35,8 +35,8 @@ impl Gateway {
         payload: Value,
         answered_by: &str,
         with: Approving<'_>,
-    ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), McpError> {
-        let refused = |why: String| McpError::Store(StoreError::AnswerRefused(why));
+    ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), GateError> {
+        let refused = |why: String| GateError::Store(StoreError::AnswerRefused(why));
         // The held call, as its caller or as an approver may read it.
         let (owner, held) = match (
             self.store.get(&principal.caller, id).await,

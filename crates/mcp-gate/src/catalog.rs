@@ -13,7 +13,7 @@ use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::error::McpError;
+use crate::error::GateError;
 use crate::error::module_failure;
 use crate::gate::hints;
 use crate::instance::instance_key;
@@ -157,14 +157,14 @@ impl Gateway {
         &self,
         caller: &Caller,
         params: CallToolParams,
-    ) -> Result<ResultBody, McpError> {
+    ) -> Result<ResultBody, GateError> {
         let name = params.name.clone();
         // A prompt whose definition is not its pin is not served (its text reaches the model).
         if let Some(entry) = self.registry.find_prompt(&name) {
             match self.pinning.verdict(&entry).await {
                 Ok(crate::pins::Verdict::Listed) => {}
                 Ok(crate::pins::Verdict::Held(change)) => {
-                    return Err(McpError::InvalidParams(format!(
+                    return Err(GateError::InvalidParams(format!(
                         "prompt {} is withheld: its definition changed since it was trusted; it waits for an operator's review as change {}",
                         gating_core::visible(&name),
                         change.id
@@ -172,7 +172,7 @@ impl Gateway {
                 }
                 Err(e) => {
                     tracing::error!(prompt = %entry.qualified, error = %e, "could not check a prompt's definition against its pin; not serving it");
-                    return Err(McpError::Store(e));
+                    return Err(GateError::Store(e));
                 }
             }
         }
@@ -200,14 +200,14 @@ impl Gateway {
         caller: &Caller,
         uri: &str,
         subscribe: bool,
-    ) -> Result<(), McpError> {
+    ) -> Result<(), GateError> {
         let who = instance_key(caller);
         match self
             .registry
             .subscribe_resource(uri, subscribe, Some(&who))
             .await
         {
-            None => Err(McpError::InvalidParams(format!("unknown resource {uri}"))),
+            None => Err(GateError::InvalidParams(format!("unknown resource {uri}"))),
             Some(Ok(())) => Ok(()),
             Some(Err(err)) => Err(module_failure(&format!("resource {uri}"), err)),
         }
@@ -246,7 +246,7 @@ impl Gateway {
         &self,
         caller: &Caller,
         params: ForwardParams,
-    ) -> Result<ResultBody, McpError> {
+    ) -> Result<ResultBody, GateError> {
         let who = instance_key(caller);
         let answered = self.registry.complete(params, Some(&who)).await;
         passed_on("completion reference", answered)
@@ -257,9 +257,9 @@ impl Gateway {
         &self,
         caller: &Caller,
         params: ForwardParams,
-    ) -> Result<ResultBody, McpError> {
+    ) -> Result<ResultBody, GateError> {
         let Some(uri) = params.str("uri").map(str::to_owned) else {
-            return Err(McpError::InvalidParams(
+            return Err(GateError::InvalidParams(
                 "resources/read needs a string `uri`".into(),
             ));
         };
@@ -269,11 +269,11 @@ impl Gateway {
     }
 
     /// The tool a call names (`-32602` for one the gateway does not list).
-    pub async fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, McpError> {
+    pub async fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, GateError> {
         self.registry
             .find(name)
             .await
-            .ok_or_else(|| McpError::UnknownTool(name.to_owned()))
+            .ok_or_else(|| GateError::UnknownTool(name.to_owned()))
     }
 }
 
@@ -284,12 +284,12 @@ impl Gateway {
 fn passed_on(
     what: &str,
     answered: Option<Result<Box<RawValue>, ModuleError>>,
-) -> Result<ResultBody, McpError> {
+) -> Result<ResultBody, GateError> {
     match answered {
-        None => Err(McpError::InvalidParams(format!("unknown {what}"))),
+        None => Err(GateError::InvalidParams(format!("unknown {what}"))),
         Some(Ok(raw)) => match mcp_wire::result::usable(&raw) {
             Ok(()) => Ok(ResultBody::Raw(raw)),
-            Err(why) => Err(McpError::Internal(format!("{what}: {why}"))),
+            Err(why) => Err(GateError::Internal(format!("{what}: {why}"))),
         },
         Some(Err(err)) => Err(module_failure(what, err)),
     }

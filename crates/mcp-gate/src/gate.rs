@@ -17,7 +17,7 @@ use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::Arguments;
 use serde_json::{Map, Value};
 
-use crate::error::McpError;
+use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
 use crate::{Gateway, timed};
@@ -30,7 +30,7 @@ impl Gateway {
         &self,
         principal: &Principal,
         params: CallToolParams,
-    ) -> Result<Classified, McpError> {
+    ) -> Result<Classified, GateError> {
         let entry = self.tool(&params.name).await?;
         mcp_trace::record("mcp.tool", &entry.qualified);
         mcp_trace::record("mcp.module", &entry.module_name);
@@ -66,7 +66,7 @@ impl Gateway {
             return Ok(Classified::PermissionPrompt(entry, Box::new(params)));
         }
         let unreadable = |e: serde_json::Error| {
-            McpError::InvalidParams(format!("`arguments` cannot be read: {e}"))
+            GateError::InvalidParams(format!("`arguments` cannot be read: {e}"))
         };
         // A tool that mirrors arguments into headers has them read for its module; one that
         // cannot be read is refused here rather than sent without its headers.
@@ -156,7 +156,7 @@ impl Gateway {
         &self,
         principal: &Principal,
         params: CallToolParams,
-    ) -> Result<CallOutcome, McpError> {
+    ) -> Result<CallOutcome, GateError> {
         let classified = self.classify(principal, params).await?;
         Ok(self.run(principal, classified, None).await)
     }

@@ -4,7 +4,7 @@
 //! confirmation it names, in the store. Beside it: the catalog passed through from the
 //! modules ungated (tools, prompts, resources, completions), the per-caller [`limits`], the
 //! [`metrics`] of every call, the [`Inbox`] where a module's question waits for a person,
-//! and [`error::McpError`], the one error of a request with its JSON-RPC mapping.
+//! and [`error::GateError`], its own error (the server maps it to JSON-RPC and HTTP).
 //!
 //! Fail closed: a gated call is forwarded only after its confirmation was consumed (atomically,
 //! once) from the store. Store errors, missing identity, or anything unexpected answer with an
@@ -50,7 +50,7 @@ use elicitation_store::{
 use gating_core::GatePolicy;
 use mcp_upstream::registry::Registry;
 
-use crate::error::McpError;
+use crate::error::GateError;
 use mcp_auth::Principal;
 
 /// How long one store operation may take before the gate gives up (and fails closed).
@@ -381,10 +381,10 @@ impl Gateway {
     /// Takes one token of `caller`'s call rate for a request that is not a `tools/call` (a
     /// session change, a forwarded prompt or resource, a page sign-in): the one place such a
     /// refusal is counted. `what` says what the caller is doing too fast.
-    pub fn take_call(&self, caller: &Caller, what: &'static str) -> Result<(), McpError> {
+    pub fn take_call(&self, caller: &Caller, what: &'static str) -> Result<(), GateError> {
         self.limits.call(caller).map_err(|wait| {
             self.metrics.limited("calls");
-            McpError::RateLimited {
+            GateError::RateLimited {
                 what,
                 retry_after: crate::limits::retry_after_secs(wait),
             }
@@ -392,10 +392,10 @@ impl Gateway {
     }
 
     /// Takes one REST API request of `caller` from its bucket, or says when to try again.
-    pub fn take_api(&self, caller: &Caller) -> Result<(), McpError> {
+    pub fn take_api(&self, caller: &Caller) -> Result<(), GateError> {
         self.limits.api(caller).map_err(|wait| {
             self.metrics.limited("api");
-            McpError::RateLimited {
+            GateError::RateLimited {
                 what: "this caller is using the REST API faster than the gateway allows",
                 retry_after: crate::limits::retry_after_secs(wait),
             }

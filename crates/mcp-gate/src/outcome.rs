@@ -13,7 +13,7 @@ use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::error::McpError;
+use crate::error::GateError;
 
 /// What became of a `tools/call`.
 #[derive(Debug, Clone)]
@@ -51,18 +51,18 @@ pub struct PendingConfirmation {
 impl CallOutcome {
     /// The answer for a client that cannot be asked natively, as a tree (what a legacy
     /// client would see). The service writes [`CallOutcome::into_reply`] instead.
-    pub fn into_result(self) -> Result<Value, McpError> {
+    pub fn into_result(self) -> Result<Value, GateError> {
         Ok(self.into_reply()?.for_client(false).into_value())
     }
 
     /// The answer for a client that cannot be asked natively: a pending confirmation
     /// becomes the held result; a module's result passes as it came; a module's JSON-RPC
     /// error is the client's error.
-    pub fn into_reply(self) -> Result<ResultBody, McpError> {
+    pub fn into_reply(self) -> Result<ResultBody, GateError> {
         match self {
             CallOutcome::Done(value) => Ok(ResultBody::Value(value)),
             CallOutcome::Forwarded(raw) => Ok(ResultBody::Raw(raw)),
-            CallOutcome::Upstream(error) => Err(McpError::Upstream {
+            CallOutcome::Upstream(error) => Err(GateError::Upstream {
                 code: error.code,
                 message: error.message,
                 data: error.data,

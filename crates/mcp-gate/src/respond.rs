@@ -5,7 +5,7 @@ use elicitation_core::ElicitationId;
 use elicitation_store::StoreError;
 use serde_json::Value;
 
-use crate::error::McpError;
+use crate::error::GateError;
 use mcp_auth::Principal;
 
 /// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
@@ -17,7 +17,7 @@ pub async fn answer(
     id: ElicitationId,
     payload: Value,
     answered_by: &str,
-) -> Result<(elicitation_store::Caller, elicitation_core::RespondOutcome), McpError> {
+) -> Result<(elicitation_store::Caller, elicitation_core::RespondOutcome), GateError> {
     let own = store
         .respond_as(&principal.caller, id, payload.clone(), Some(answered_by))
         .await;

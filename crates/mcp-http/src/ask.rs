@@ -273,7 +273,8 @@ impl Mrtr {
                             Some(slot) => Some(slot),
                             None => {
                                 return Gateway::too_many_waiting(self.waits.max_per_caller())
-                                    .into_reply();
+                                    .into_reply()
+                                    .map_err(McpError::from);
                             }
                         }
                     }
@@ -284,7 +285,7 @@ impl Mrtr {
                     CallOutcome::NeedsAccount { module } => {
                         account_needed(&module, asks.page.as_deref(), false)
                     }
-                    outcome => outcome.into_reply(),
+                    outcome => outcome.into_reply().map_err(McpError::from),
                 };
             }
         };
@@ -311,7 +312,9 @@ impl Mrtr {
         {
             // Dismissed in the client: not asked there again; it waits for a person elsewhere.
             CallOutcome::NeedsConfirmation(pending) if dismissed => {
-                CallOutcome::NeedsConfirmation(pending).into_reply()
+                CallOutcome::NeedsConfirmation(pending)
+                    .into_reply()
+                    .map_err(McpError::from)
             }
             CallOutcome::NeedsConfirmation(pending) => {
                 // A confirmation an approver group must answer is not asked of the caller.
@@ -328,10 +331,12 @@ impl Mrtr {
                             asks.page.as_deref(),
                         )
                         .into()),
-                    None => CallOutcome::NeedsConfirmation(pending).into_reply(),
+                    None => CallOutcome::NeedsConfirmation(pending)
+                        .into_reply()
+                        .map_err(McpError::from),
                 }
             }
-            outcome => outcome.into_reply(),
+            outcome => outcome.into_reply().map_err(McpError::from),
         }
     }
 
@@ -534,7 +539,7 @@ async fn converse(
             CallOutcome::NeedsConfirmation(next) if next.askable_natively || by_url => {
                 current = next.confirmation;
             }
-            outcome => return answer_with(outcome.into_reply()),
+            outcome => return answer_with(outcome.into_reply().map_err(McpError::from)),
         }
     }
     held(&current)

@@ -58,6 +58,7 @@ impl McpService {
                 .clone()
                 .subscribe_resource(session.caller(), uri, subscribe)
                 .await
+                .map_err(McpError::from)
         };
         if asked.is_err() && subscribe {
             let _ = session.channel.set_subscription(uri, false);
@@ -224,8 +225,9 @@ impl McpService {
             Classified::PermissionPrompt(..) => match self.streams.try_open(&principal.caller) {
                 Some(slot) => Some(slot),
                 None => {
-                    let refused =
-                        Gateway::too_many_waiting(self.streams.max_per_caller()).into_reply()?;
+                    let refused = Gateway::too_many_waiting(self.streams.max_per_caller())
+                        .into_reply()
+                        .map_err(McpError::from)?;
                     return Ok(Reply::Result(refused.for_client(false), None));
                 }
             },
@@ -276,7 +278,7 @@ impl McpService {
                             slot,
                         )));
                     }
-                    outcome => outcome.into_reply()?,
+                    outcome => outcome.into_reply().map_err(McpError::from)?,
                 }
             }
             classified if streaming == Streaming::Allowed && response::accepts_sse(headers) => {
@@ -304,7 +306,9 @@ impl McpService {
                     // 20 KB, copied at every level per request.
                     let run = Box::pin(gateway.run(&caller, classified, Some(relay)));
                     channel
-                        .cancellable(&id, async { run.await.into_reply() })
+                        .cancellable(&id, async {
+                            run.await.into_reply().map_err(McpError::from)
+                        })
                         .await
                 };
                 let id = request.id.clone();
@@ -320,7 +324,8 @@ impl McpService {
             // Boxed for the same reason: the request's futures stay small.
             classified => Box::pin(gateway.run(principal, classified, None))
                 .await
-                .into_reply()?,
+                .into_reply()
+                .map_err(McpError::from)?,
         };
         drop(waiting);
         Ok(Reply::Result(result.for_client(false), None))

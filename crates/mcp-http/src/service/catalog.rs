@@ -53,7 +53,7 @@ impl McpService {
             &principal.caller,
             "this caller is sending requests faster than the gateway allows",
         ) {
-            return Some(Err(e));
+            return Some(Err(e.into()));
         }
         Some(match method {
             "tools/list" => list("tools", snap.gateway.list_tools().await),
@@ -67,7 +67,8 @@ impl McpService {
                     .gateway
                     .get_prompt(&principal.caller, params)
                     .await
-                    .map(|r| (r, false)),
+                    .map(|r| (r, false))
+                    .map_err(McpError::from),
                 Err(e) => Err(e.into()),
             },
             "resources/read" => match request.params_as::<ForwardParams>() {
@@ -75,7 +76,8 @@ impl McpService {
                     .gateway
                     .read_resource(&principal.caller, params)
                     .await
-                    .map(|r| (r, true)),
+                    .map(|r| (r, true))
+                    .map_err(McpError::from),
                 Err(e) => Err(e.into()),
             },
             _ => match request.params_as::<ForwardParams>() {
@@ -83,7 +85,8 @@ impl McpService {
                     .gateway
                     .complete(&principal.caller, params)
                     .await
-                    .map(|r| (r, false)),
+                    .map(|r| (r, false))
+                    .map_err(McpError::from),
                 Err(e) => Err(e.into()),
             },
         })

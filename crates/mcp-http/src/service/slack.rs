@@ -136,6 +136,7 @@ impl McpService {
                 )
             }
             Err(e) => {
+                let e = McpError::from(e);
                 let status = mcp_http_kit::error::HttpError::status(&e, None);
                 said(status, format!("Not recorded: {e}"))
             }

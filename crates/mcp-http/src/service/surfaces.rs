@@ -71,7 +71,7 @@ impl McpService {
         bytes: &[u8],
     ) -> Response<Body> {
         if let Err(e) = snap.gateway.take_api(&principal.caller) {
-            return response::error(&e, Surface::Problem);
+            return response::error(&e.into(), Surface::Problem);
         }
         if path == rest::AUDIT_PATH {
             return match rest::audit(&snap.gateway, principal, &parts.method, parts.uri.query())
@@ -144,7 +144,7 @@ impl McpService {
             &principal.caller,
             "this caller is changing sessions faster than the gateway allows",
         ) {
-            return legacy(&e);
+            return legacy(&e.into());
         }
         let ending = match self.sessions.ending(id, &principal.caller) {
             Ok(ending) => ending,

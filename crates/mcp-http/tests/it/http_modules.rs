@@ -209,7 +209,7 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await;
     assert!(
-        matches!(early, Err(mcp_http_kit::error::McpError::UnknownTool(_))),
+        matches!(early, Err(mcp_gate::error::GateError::UnknownTool(_))),
         "not listed while the module is down: {early:?}"
     );
     // The module comes up on that port.
@@ -251,7 +251,7 @@ async fn a_module_down_at_start_up_serves_its_tools_once_it_is_up_without_anyone
         .call_tool(&principal(), params("up__demo__list_notes", json!({})))
         .await;
     assert!(
-        matches!(soon, Err(mcp_http_kit::error::McpError::UnknownTool(_))),
+        matches!(soon, Err(mcp_gate::error::GateError::UnknownTool(_))),
         "not listed again within the retry interval: {soon:?}"
     );
     clock.advance_std(Duration::from_secs(5));
