@@ -2,11 +2,11 @@
 //! PostgreSQL) as separate processes on loopback, drives every path with the same load
 //! generator, and reports throughput, latency, CPU per call and memory side by side.
 
-mod measure;
+mod rows;
 mod scale;
 mod tables;
 
-use measure::{
+use rows::{
     Row, backend_cpu, backend_cpu_used, cross_instance_wake, measure, measure_spread,
     metrics_with_a_large_catalog, transactions,
 };
