@@ -30,6 +30,8 @@ import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from agent_host import held_id, respond
+
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
 prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
 # "approve-after-12": the person takes 12 s to answer (longer than every internal timeout).
@@ -65,22 +67,6 @@ def tool_results(body):
     return out
 
 
-def held_id(text):
-    """The confirmation a held result names (Claude Code shows the model its structured
-    content, or its text), or None for any other result."""
-    try:
-        held = json.loads(text)
-        if isinstance(held, dict) and held.get("elicitation_required"):
-            return held["elicitation"]["id"]
-    except ValueError:
-        pass
-    marker = "approve confirmation "
-    if marker in text:
-        start = text.index(marker) + len(marker)
-        return text[start:start + 36]
-    return None
-
-
 def approve(eid):
     """The person answers the confirmation over the REST API: approves it, or with
     `decline` declines it with a note."""
@@ -91,14 +77,7 @@ def approve(eid):
         answer = {"confirmed": True, "arguments": dict(arguments, content="edited by a person")}
     else:
         answer = {"confirmed": True}
-    request = urllib.request.Request(
-        f"{base}/v1/mcp/elicitations/{eid}/respond",
-        data=json.dumps(answer).encode(),
-        headers={"authorization": f"Bearer {human_token}", "content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status == 200, answer.status
+    respond(base, human_token, eid, answer)
     approved.append(eid)
 
 
@@ -150,13 +129,7 @@ def person_answers():
                     body = {"confirmed": True, "arguments": edited}
                 else:
                     body = {"confirmed": False, "note": "not on this machine"}
-                answer = urllib.request.Request(
-                    f"{base}/v1/mcp/elicitations/{item['id']}/respond",
-                    data=json.dumps(body).encode(), method="POST",
-                    headers={"authorization": f"Bearer {human_token}",
-                             "content-type": "application/json"})
-                with urllib.request.urlopen(answer, timeout=30) as done:
-                    assert done.status == 200, done.status
+                respond(base, human_token, item["id"], body)
                 approved.append(item["id"])
                 return
         time.sleep(0.2)

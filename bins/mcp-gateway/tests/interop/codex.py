@@ -29,8 +29,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from agent_host import decision_answer, held_id, respond
 
 codex, base, agent_token, human_token, path, decision = sys.argv[1:7]
 assert decision in ("approve", "decline"), decision
@@ -73,36 +74,9 @@ def last_output(body):
     return found
 
 
-def held_id(text):
-    """The confirmation a held result names (Codex shows the model its structured content,
-    or its text, after a "Wall time: ...\nOutput:\n" header), or None for any other result."""
-    try:
-        held = json.loads(text.split("Output:\n", 1)[-1])
-        if isinstance(held, dict) and held.get("elicitation_required"):
-            return held["elicitation"]["id"]
-    except (ValueError, KeyError, TypeError):
-        pass
-    marker = "approve confirmation "
-    if marker in text:
-        start = text.index(marker) + len(marker)
-        return text[start:start + 36]
-    return None
-
-
-def respond(eid):
+def answer(eid):
     """The person answers the confirmation over the REST API, as DECISION says."""
-    if decision == "decline":
-        answer = {"confirmed": False, "note": "not on this machine"}
-    else:
-        answer = {"confirmed": True}
-    request = urllib.request.Request(
-        f"{base}/v1/mcp/elicitations/{eid}/respond",
-        data=json.dumps(answer).encode(),
-        headers={"authorization": f"Bearer {human_token}", "content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as done:
-        assert done.status == 200, done.status
+    respond(base, human_token, eid, decision_answer(decision))
     approved.append(eid)
 
 
@@ -137,7 +111,7 @@ def model_turn(body):
         if call_id == "call_1":
             item = call("call_2", "fs__write_file", arguments)
         elif call_id == "call_2" and held_id(text) and not approved:
-            respond(held_id(text))
+            answer(held_id(text))
             item = call("call_3", "fs__write_file", arguments)
         else:
             item = message("Done.")

@@ -24,8 +24,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from agent_host import decision_answer, held_id, respond
 
 gemini, base, agent_token, human_token, path, decision = sys.argv[1:7]
 arguments = {"path": path, "content": "written by gemini"}
@@ -36,40 +37,9 @@ approved = []
 lock = threading.Lock()
 
 
-def held_id(text):
-    """The confirmation a held result names (Gemini CLI shows the model the result's text,
-    wrapped in `<untrusted_context>`), or None for any other result."""
-    inner = text.strip()
-    if inner.startswith("<untrusted_context>"):
-        inner = inner[len("<untrusted_context>"):].rsplit("</untrusted_context>", 1)[0]
-    try:
-        held = json.loads(inner)
-        if isinstance(held, dict) and held.get("elicitation_required"):
-            return held["elicitation"]["id"]
-    except ValueError:
-        pass
-    marker = "approve confirmation "
-    if marker in text:
-        start = text.index(marker) + len(marker)
-        return text[start:start + 36]
-    return None
-
-
 def answer(eid):
-    """The person answers the confirmation over the REST API: approves it, or with
-    `decline` declines it with a note."""
-    if decision == "decline":
-        body = {"confirmed": False, "note": "not on this machine"}
-    else:
-        body = {"confirmed": True}
-    request = urllib.request.Request(
-        f"{base}/v1/mcp/elicitations/{eid}/respond",
-        data=json.dumps(body).encode(),
-        headers={"authorization": f"Bearer {human_token}", "content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as done:
-        assert done.status == 200, done.status
+    """The person answers the confirmation over the REST API, as DECISION says."""
+    respond(base, human_token, eid, decision_answer(decision))
     approved.append(eid)
 
 
