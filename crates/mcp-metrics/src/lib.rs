@@ -117,6 +117,8 @@ pub struct Metrics {
     body_bytes: Gauge,
     connections: Gauge,
     open_connections: Arc<AtomicI64>,
+    /// Where an answer's wait is read against its elicitation's creation time.
+    clock: Arc<dyn elicitation_store::Clock>,
 }
 
 impl Default for Metrics {
@@ -162,6 +164,7 @@ impl Metrics {
             body_bytes: Gauge::default(),
             connections: Gauge::default(),
             open_connections: Arc::default(),
+            clock: Arc::new(elicitation_store::SystemClock),
             registry: Registry::default(),
         };
         registry.register(
@@ -368,6 +371,13 @@ impl Metrics {
         ConnectionGuard(self.open_connections.clone())
     }
 
+    /// The metrics reading the time from `clock` (the stores', in tests a `ManualClock`).
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn elicitation_store::Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// The text exposition, after the gauges read from live state are brought up to date.
     pub fn render(&self, live: Live<'_>) -> String {
         self.sessions.set(live.sessions as i64);
@@ -453,7 +463,7 @@ impl StoreMeter for Metrics {
                         .map(|t| t + time::Duration::nanoseconds(i64::from(nanos)))
                 });
         if let Some(created) = created {
-            let waited = (OffsetDateTime::now_utc() - created).as_seconds_f64();
+            let waited = (self.clock.now() - created).as_seconds_f64();
             self.answer_seconds.observe(waited.max(0.0));
         }
     }
@@ -516,6 +526,25 @@ mod tests {
             trace_spans_dropped: dropped,
             trace_spans_failed: 0,
         }
+    }
+
+    /// A person who answers after a minute and a half is counted as having taken that long,
+    /// on the clock the store reads (moved here, not slept).
+    #[test]
+    fn an_answers_wait_is_read_on_the_injected_clock() {
+        use elicitation_store::StoreMeter as _;
+        let clock = Arc::new(elicitation_store::ManualClock::stopped_now());
+        let metrics = Metrics::new().with_clock(clock.clone());
+        let id = ElicitationId::v7(elicitation_store::Clock::now(&*clock), [7; 10]);
+        clock.advance(time::Duration::seconds(90));
+        metrics.answered("approved", id);
+        let text = metrics.render(live(&[], &std::collections::HashMap::new(), 0));
+        let sum = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_gateway_answer_seconds_sum "))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no answer_seconds sum in\n{text}"));
+        assert!((89.0..=91.0).contains(&sum), "{sum}");
     }
 
     #[test]
