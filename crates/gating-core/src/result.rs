@@ -3,7 +3,6 @@
 //! These are the only places the gateway builds such results itself: held (waiting for a
 //! person), rejected (the person declined), cancelled, expired, and denied by policy.
 
-use serde::Serialize;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
@@ -79,11 +78,9 @@ pub fn quarantined_result(tool: &str, change: &str, reasons: &[String]) -> Value
         "The tool `{}` is withheld: its definition changed since it was trusted ({why}). It waits for an operator's review as change {change} (GET /v1/catalog/changes); nothing was run.",
         visible(tool)
     );
-    serde_json::json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": {"tool_quarantined": true, "change": change, "reasons": reasons},
-        "isError": true,
-    })
+    let structured =
+        serde_json::json!({"tool_quarantined": true, "change": change, "reasons": reasons});
+    mcp_wire::tools::text_result(&text, Some(&structured), true)
 }
 
 /// JSON text with every deceptive character (as [`visible`] finds them, but the layout's
@@ -182,31 +179,8 @@ pub struct ResultParts {
     pub structured: Value,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CallToolResult<'a> {
-    content: [TextContent<'a>; 1],
-    structured_content: &'a Value,
-    is_error: bool,
-}
-
-#[derive(Serialize)]
-struct TextContent<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    text: &'a str,
-}
-
 fn tool_result(parts: &ResultParts, is_error: bool) -> Value {
-    serde_json::to_value(CallToolResult {
-        content: [TextContent {
-            kind: "text",
-            text: &parts.text,
-        }],
-        structured_content: &parts.structured,
-        is_error,
-    })
-    .expect("a tool result serialises to JSON")
+    mcp_wire::tools::text_result(&parts.text, Some(&parts.structured), is_error)
 }
 
 fn rfc3339(t: time::OffsetDateTime) -> String {

@@ -249,8 +249,14 @@ impl Gateway {
                         if let (Some(relay), Some(token)) = (&relay, &token) {
                             relay.notify(
                                 "notifications/progress",
-                                json!({"progressToken": token, "progress": told,
-                                       "message": format!("waiting for a person to confirm {}", call.entry.qualified)}),
+                                mcp_wire::mcp::progress_params(
+                                    token,
+                                    told,
+                                    &format!(
+                                        "waiting for a person to confirm {}",
+                                        call.entry.qualified
+                                    ),
+                                ),
                             );
                         }
                     }

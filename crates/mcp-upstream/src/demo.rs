@@ -40,9 +40,12 @@ pub fn demo_module() -> InProcessModule {
                             .collect::<Vec<_>>()
                             .join("\n")
                     };
-                    Ok(
-                        json!({"content": [{"type": "text", "text": text}], "structuredContent": {"notes": *notes}, "isError": false}),
-                    )
+                    let structured = json!({"notes": *notes});
+                    Ok(mcp_wire::tools::text_result(
+                        &text,
+                        Some(&structured),
+                        false,
+                    ))
                 },
             ),
             InProcessTool::new(

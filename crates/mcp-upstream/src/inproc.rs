@@ -83,7 +83,7 @@ impl InProcessModule {
 
 /// A `CallToolResult` carrying `text`.
 pub fn text_result(text: &str, is_error: bool) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error})
+    mcp_wire::tools::text_result(text, None, is_error)
 }
 
 #[async_trait]

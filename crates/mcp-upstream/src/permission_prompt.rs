@@ -55,7 +55,7 @@ pub fn approve_tool() -> Value {
 
 /// The answer a host reads: a text content holding `decision`'s JSON.
 pub fn decision_result(decision: &Value) -> Value {
-    json!({"content": [{"type": "text", "text": decision.to_string()}], "isError": false})
+    mcp_wire::tools::text_result(&decision.to_string(), None, false)
 }
 
 #[async_trait]

@@ -290,6 +290,16 @@ pub fn modern_result(mut result: Value, cacheable: bool) -> Value {
     result
 }
 
+/// The params of a `notifications/progress` for the request that gave `token`: how far it
+/// is (`progress`, rising) and what it waits for.
+pub fn progress_params(token: &Value, progress: u64, message: &str) -> Value {
+    let mut params = serde_json::Map::new();
+    params.insert("progressToken".into(), token.clone());
+    params.insert("progress".into(), Value::from(progress));
+    params.insert("message".into(), Value::String(message.to_owned()));
+    Value::Object(params)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -440,11 +440,41 @@ impl<P: Serialize> InputRequiredResult<P> {
     }
 }
 
+/// A `CallToolResult` the gateway writes itself: one text item, its `structuredContent` when
+/// there is one, and `isError`. The one writer of that shape (the gate's holds and
+/// refusals, the in-process modules, a permission prompt's decision).
+pub fn text_result(text: &str, structured: Option<&Value>, is_error: bool) -> Value {
+    let mut item = Map::new();
+    item.insert("type".into(), Value::String("text".into()));
+    item.insert("text".into(), Value::String(text.to_owned()));
+    let mut result = Map::new();
+    result.insert("content".into(), Value::Array(vec![Value::Object(item)]));
+    if let Some(structured) = structured {
+        result.insert("structuredContent".into(), structured.clone());
+    }
+    result.insert("isError".into(), Value::Bool(is_error));
+    Value::Object(result)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_text_result_is_one_text_item_with_its_structured_content_if_any() {
+        assert_eq!(
+            text_result("ok", None, false),
+            serde_json::json!({"content": [{"type": "text", "text": "ok"}], "isError": false})
+        );
+        let structured = serde_json::json!({"user_rejected": true});
+        assert_eq!(
+            text_result("no", Some(&structured), true),
+            serde_json::json!({"content": [{"type": "text", "text": "no"}],
+                               "structuredContent": {"user_rejected": true}, "isError": true})
+        );
+    }
 
     #[test]
     fn a_long_list_comes_in_pages_each_naming_the_next_and_only_its_own_cursors_are_taken() {
