@@ -536,7 +536,9 @@ impl Registry {
             .call_tool(call)
             .await?;
         if let Some(who) = who {
-            self.announced.record(who, entry.module, &result);
+            // Only URIs no module is given by the catalog (listed, or a template's).
+            let claimed = |uri: &str| !matches!(self.module_of(uri, None), Ok(None));
+            self.announced.record(who, entry.module, &result, claimed);
         }
         Ok(result)
     }

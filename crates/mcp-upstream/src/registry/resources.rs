@@ -41,11 +41,17 @@ impl Registry {
         })
     }
 
-    /// Whether the module `uri` belongs to keeps each caller's state apart (each caller's
-    /// subscriptions then go to its own instance).
+    /// Whether a subscription to `uri` is each caller's own (each caller's subscriptions
+    /// then go to its own instance, or are refused): a URI of a module that keeps each
+    /// caller's state apart, and a URI the catalog gives to no shared instance — one a module
+    /// named to some caller in a result is that caller's alone, so another caller's
+    /// subscription to it must reach the routing (and be refused), never be taken as known.
     pub fn isolates(&self, uri: &str) -> bool {
         // As `instance` routes: a stateless module's callers share its one instance.
-        matches!(self.owner(uri, None), Some(Ok(module)) if self.own_instances(module))
+        match self.owner(uri, None) {
+            Some(Ok(module)) => self.own_instances(module),
+            _ => true,
+        }
     }
 
     /// Every listed resource object, in module order.

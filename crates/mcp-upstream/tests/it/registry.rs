@@ -133,6 +133,27 @@ async fn a_uri_a_module_named_in_a_result_is_read_from_it_for_that_caller_only()
         read("bob", "maker://session/1").await.is_none(),
         "bob was never told of it"
     );
+    // A subscription to it is each caller's own: never taken as one the module already
+    // holds for another caller (bob's must reach the routing, and be refused there).
+    assert!(registry.isolates("maker://session/1"));
+    assert!(
+        !registry.isolates("keeper://listed"),
+        "a shared module's listed URI"
+    );
+    // A later result naming alice's URI from another module, or the keeper's listed URI,
+    // takes neither over.
+    let entry = registry.find("maker__make").await.unwrap();
+    registry
+        .call(
+            &entry,
+            CallToolParams::new(entry.original.clone(), None),
+            None,
+            Some("alice"),
+        )
+        .await
+        .unwrap();
+    let kept = read("alice", "keeper://listed").await.unwrap().unwrap();
+    assert!(kept.get().contains("the keeper's"), "{}", kept.get());
     let kept = read("alice", "keeper://listed").await.unwrap().unwrap();
     assert!(kept.get().contains("the keeper's"), "{}", kept.get());
 }
