@@ -542,6 +542,25 @@ impl Page {
             body,
             base,
         } = request;
+        // A first visit's marker, back with the session's cookie: the page again without it,
+        // so it stays in no address bar, bookmark or history.
+        if method == Method::GET
+            && let Some(query) = query
+            && form(query.as_bytes())
+                .iter()
+                .any(|(k, _)| k == COOKIE_PROBE)
+            && self.web_session(snap, headers).is_some()
+        {
+            let kept: Vec<&str> = query
+                .split('&')
+                .filter(|pair| pair.split('=').next() != Some(COOKIE_PROBE))
+                .collect();
+            return if kept.is_empty() {
+                redirect(path)
+            } else {
+                redirect(&format!("{path}?{}", kept.join("&")))
+            };
+        }
         let rest = path[PREFIX.len()..].trim_start_matches('/');
         let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
         match (method, segments.as_slice()) {
