@@ -5,6 +5,7 @@
 // Helpers of a test crate: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used)]
 
+mod approving;
 mod fail_closed;
 mod faulty;
 mod pipeline;
