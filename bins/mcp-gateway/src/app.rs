@@ -731,7 +731,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         config
             .uploads
             .max_bytes
-            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES),
+            .unwrap_or(mcp_uploads::DEFAULT_MAX_BYTES),
     );
     let service_config = ServiceConfig {
         body_limit: config.http.body_limit,
@@ -762,7 +762,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Ok(keys) => RequestStates::with_keys(&keys.derive_keys(STATE_KEY_INFO)),
         Err(_) => RequestStates::ephemeral(),
     };
-    let uploads = mcp_http_kit::uploads::Uploads::open(&config.uploads.resolve()?)?;
+    let uploads = mcp_uploads::Uploads::open(&config.uploads.resolve()?)?;
     let sso = match (&auth, &config.auth.jwt) {
         (Auth::Jwt(jwt), Some(section)) => section
             .sso()?

@@ -444,7 +444,7 @@ pub struct Page {
     sso: Option<Arc<oidc::Sso>>,
     /// Where ended sign-ins are known (with ended session ids: one record, one feed).
     ended: Arc<mcp_http_kit::ended::EndedTokens>,
-    uploads: Option<Arc<mcp_http_kit::uploads::Uploads>>,
+    uploads: Option<Arc<mcp_uploads::Uploads>>,
     streams: mcp_http_kit::streams::StreamSlots,
     /// Turns true at shutdown: the page's event streams end.
     closing: tokio::sync::watch::Receiver<bool>,
@@ -507,7 +507,7 @@ impl Page {
     }
 
     /// Keeps `file_upload` answers in `uploads`.
-    pub fn set_uploads(&mut self, uploads: Arc<mcp_http_kit::uploads::Uploads>) {
+    pub fn set_uploads(&mut self, uploads: Arc<mcp_uploads::Uploads>) {
         self.uploads = Some(uploads);
     }
 

@@ -138,7 +138,7 @@ pub struct McpService {
     /// The approvals page.
     pub(crate) page: mcp_approvals::Page,
     /// Where uploaded files are kept (`None`: `file_upload` answers are refused on the page).
-    pub(crate) uploads: Option<Arc<mcp_http_kit::uploads::Uploads>>,
+    pub(crate) uploads: Option<Arc<mcp_uploads::Uploads>>,
     /// Answers clicked in Slack (`[[notify]] kind = "slack"` with a signing secret).
     slack: Option<Arc<mcp_notify::SlackActions>>,
     /// Set at shutdown: long-lived streams end.
@@ -340,7 +340,7 @@ impl McpService {
 
     /// Keeps files answering `file_upload` elicitations in `uploads` (without it, the page
     /// refuses them).
-    pub fn with_uploads(mut self, uploads: mcp_http_kit::uploads::Uploads) -> Self {
+    pub fn with_uploads(mut self, uploads: mcp_uploads::Uploads) -> Self {
         let uploads = Arc::new(uploads);
         self.page.set_uploads(uploads.clone());
         self.uploads = Some(uploads);

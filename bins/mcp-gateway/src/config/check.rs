@@ -394,7 +394,7 @@ impl Config {
         let upload = self
             .uploads
             .max_bytes
-            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES);
+            .unwrap_or(mcp_uploads::DEFAULT_MAX_BYTES);
         let (per_caller, in_flight) = self.http.body_bytes(upload);
         let largest = self
             .http

@@ -32,7 +32,7 @@ pub(crate) struct S3Config {
 
 impl UploadsConfig {
     /// The blob store this section configures.
-    pub(crate) fn resolve(&self) -> Result<mcp_http_kit::uploads::UploadsConfig> {
+    pub(crate) fn resolve(&self) -> Result<mcp_uploads::UploadsConfig> {
         let location = match (&self.dir, &self.s3) {
             (Some(_), Some(_)) => {
                 bail!("[uploads] has both dir and s3: files are kept in one place; remove one")
@@ -46,18 +46,15 @@ impl UploadsConfig {
                 {
                     bail!("[uploads.s3] endpoint {endpoint:?} must be an http:// or https:// URL");
                 }
-                mcp_http_kit::uploads::BlobLocation::S3 {
+                mcp_uploads::BlobLocation::S3 {
                     bucket: s3.bucket.clone(),
                     endpoint: s3.endpoint.clone(),
                     region: s3.region.clone(),
                 }
             }
-            (dir, None) => {
-                mcp_http_kit::uploads::BlobLocation::Dir(dir.clone().unwrap_or_else(|| {
-                    std::env::temp_dir()
-                        .join(format!("mcp-gateway-uploads-{}", users::gateway_uid()))
-                }))
-            }
+            (dir, None) => mcp_uploads::BlobLocation::Dir(dir.clone().unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("mcp-gateway-uploads-{}", users::gateway_uid()))
+            })),
         };
         let prefix = self.prefix.clone().unwrap_or_else(|| "uploads".into());
         if prefix.is_empty()
@@ -74,13 +71,11 @@ impl UploadsConfig {
                 "[uploads] prefix {prefix:?} must be path segments of letters, digits, '-', '_' or '.' separated by '/'"
             );
         }
-        let max_bytes = self
-            .max_bytes
-            .unwrap_or(mcp_http_kit::uploads::DEFAULT_MAX_BYTES);
+        let max_bytes = self.max_bytes.unwrap_or(mcp_uploads::DEFAULT_MAX_BYTES);
         if max_bytes == 0 {
             bail!("[uploads] max_bytes must be at least 1");
         }
-        Ok(mcp_http_kit::uploads::UploadsConfig {
+        Ok(mcp_uploads::UploadsConfig {
             location,
             prefix,
             max_bytes,

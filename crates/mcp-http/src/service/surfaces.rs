@@ -248,7 +248,7 @@ impl McpService {
             return problem(McpError::NotFound);
         };
         // The upload must be the recorded answer of one of the caller's elicitations.
-        let Some((elicitation, _)) = mcp_http_kit::uploads::parse_upload_id(id) else {
+        let Some((elicitation, _)) = mcp_uploads::parse_upload_id(id) else {
             return problem(McpError::NotFound);
         };
         let recorded = match snap

@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_CREATE, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
 use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
-use mcp_http_kit::uploads::{Uploads, UploadsConfig};
+use mcp_uploads::{Uploads, UploadsConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
@@ -1116,7 +1116,7 @@ async fn uploads_of_cancelled_and_expired_elicitations_are_removed_and_strays_ne
 }
 
 /// A file kept for elicitation `id` whose answer was never recorded.
-async fn keep_a_stray(h: &Harness, id: &str) -> mcp_http_kit::uploads::Upload {
+async fn keep_a_stray(h: &Harness, id: &str) -> mcp_uploads::Upload {
     h.uploads
         .save(
             id.parse().unwrap(),
