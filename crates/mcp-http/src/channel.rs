@@ -23,8 +23,11 @@ pub const MAX_SUBSCRIPTIONS: usize = 256;
 /// client may cancel).
 #[derive(Debug)]
 pub struct SessionChannel {
-    /// The session's `tools/call`s in flight, by the client's request id.
-    calls: Mutex<HashMap<RequestId, oneshot::Sender<()>>>,
+    /// The session's `tools/call`s in flight, by the client's request id: each one's
+    /// registration number and how to cancel it.
+    calls: Mutex<HashMap<RequestId, (u64, oneshot::Sender<()>)>>,
+    /// The last registration number given.
+    registered: AtomicU64,
     events: Mutex<VecDeque<(u64, Bytes)>>,
     /// The id of the last event (0: none yet); streams wait on it.
     pub(crate) last: watch::Sender<u64>,
@@ -39,6 +42,7 @@ impl Default for SessionChannel {
     fn default() -> Self {
         SessionChannel {
             calls: Mutex::default(),
+            registered: AtomicU64::new(0),
             events: Mutex::default(),
             last: watch::channel(0).0,
             subscriptions: Mutex::default(),
@@ -81,34 +85,40 @@ impl SessionChannel {
         call: impl Future<Output = Result<T, McpError>>,
     ) -> Result<T, McpError> {
         let (tx, rx) = oneshot::channel();
+        let number = self.registered.fetch_add(1, Ordering::Relaxed) + 1;
         // A second call under an id already in flight is not cancellable by it (the id
         // names the first).
         let registered = match self.calls().entry(id.clone()) {
             std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(slot) => {
-                slot.insert(tx);
+                slot.insert((number, tx));
                 true
             }
         };
         if !registered {
             return call.await;
         }
-        let outcome = tokio::select! {
+        // Forgotten however this ends: answered, cancelled, or dropped with the request
+        // (a client that went away), which used to leave it until the session ended.
+        let _forget = Forget {
+            channel: self,
+            id,
+            number,
+        };
+        tokio::select! {
             outcome = call => outcome,
             Ok(()) = rx => Err(McpError::Cancelled),
-        };
-        self.calls().remove(id);
-        outcome
+        }
     }
 
     /// Cancels the session's call `id`, if it is in flight.
     pub fn cancel(&self, id: &RequestId) {
-        if let Some(call) = self.calls().remove(id) {
+        if let Some((_, call)) = self.calls().remove(id) {
             let _ = call.send(());
         }
     }
 
-    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, oneshot::Sender<()>>> {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, (u64, oneshot::Sender<()>)>> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -146,6 +156,22 @@ impl SessionChannel {
     }
 }
 
+/// Removes a call's registration when dropped, unless another call took its id since.
+struct Forget<'a> {
+    channel: &'a SessionChannel,
+    id: &'a RequestId,
+    number: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.channel.calls();
+        if calls.get(self.id).is_some_and(|(n, _)| *n == self.number) {
+            calls.remove(self.id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,6 +194,24 @@ mod tests {
                 .unwrap()
                 .contains("\"n\":66")
         );
+    }
+
+    /// A call dropped with its request (the client went away) is forgotten at once, and a
+    /// later call under the same id is cancellable again.
+    #[tokio::test]
+    async fn a_call_dropped_with_its_request_is_forgotten() {
+        let channel = SessionChannel::default();
+        let id = RequestId::Number(7);
+        {
+            let pending = channel.cancellable(&id, std::future::pending::<Result<(), McpError>>());
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(10), pending).await;
+        }
+        assert!(channel.calls().is_empty(), "the dropped call is forgotten");
+        let answered = channel
+            .cancellable(&id, async { Ok::<_, McpError>(1) })
+            .await;
+        assert_eq!(answered.unwrap(), 1);
+        assert!(channel.calls().is_empty());
     }
 
     #[test]
