@@ -1526,12 +1526,18 @@ async fn claude_code_finishes_a_held_call_once_a_person_approves_it() {
         std::fs::read_to_string(&target).unwrap(),
         "written by claude code"
     );
-    // Used once: the same call again is held anew.
-    let mut session = Session::open(&gateway).await;
+    held_anew_once_used(&gateway, &target, "written by claude code", &approved).await;
+    gateway.stop().await;
+}
+
+/// A write the agent host ran on approval `approved`, called again (`content` into
+/// `target`): the approval was used once, so the call is held anew.
+async fn held_anew_once_used(gateway: &Gateway, target: &Path, content: &str, approved: &str) {
+    let mut session = Session::open(gateway).await;
     let again = session
         .call(
             "fs__write_file",
-            json!({"path": target.display().to_string(), "content": "written by claude code"}),
+            json!({"path": target.display().to_string(), "content": content}),
             None,
         )
         .await;
@@ -1540,7 +1546,6 @@ async fn claude_code_finishes_a_held_call_once_a_person_approves_it() {
         approved,
         "a used approval holds the call anew"
     );
-    gateway.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -68,20 +68,8 @@ async fn approved_write_runs_once(host_env: &str, script: &str, name: &str, writ
     assert!(after[0].contains("Successfully wrote"), "{out}");
     let target = scene.file(&format!("{name}.txt"));
     assert_eq!(std::fs::read_to_string(&target).unwrap(), written);
-    // Used once: the same call again is held anew.
-    let mut session = Session::open(&gateway).await;
-    let again = session
-        .call(
-            "fs__write_file",
-            json!({"path": target.display().to_string(), "content": written}),
-            None,
-        )
-        .await;
-    assert_ne!(
-        held_id(&again),
-        out["approved"][0].as_str().unwrap(),
-        "a used approval holds the call anew"
-    );
+    let approved = out["approved"][0].as_str().unwrap();
+    held_anew_once_used(&gateway, &target, written, approved).await;
     gateway.stop().await;
 }
 

@@ -3,7 +3,9 @@ confirmation a held result names, however the host shows a tool result to its mo
 the person answering it over the gateway's REST API."""
 
 import json
+import threading
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MARKER = "approve confirmation "
 
@@ -45,3 +47,31 @@ def decision_answer(decision):
     if decision == "decline":
         return {"confirmed": False, "note": "not on this machine"}
     return {"confirmed": True}
+
+
+class ScriptedModel(BaseHTTPRequestHandler):
+    """A scripted model API's request handler: quiet, and able to answer JSON."""
+
+    def log_message(self, *args):
+        pass
+
+    def reply_json(self, value):
+        data = json.dumps(value).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def serve(handler):
+    """The scripted model on a free loopback port: the server and its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def report(run, **seen):
+    """The one JSON line a driver prints: what it saw, and how the host ended."""
+    print(json.dumps(dict(seen, exit=run.returncode,
+                          stdout=run.stdout[-2000:], stderr=run.stderr[-2000:])))

@@ -28,9 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from agent_host import held_id, respond
+from agent_host import ScriptedModel, held_id, report, respond, serve
 
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
 prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
@@ -135,10 +133,7 @@ def person_answers():
         time.sleep(0.2)
 
 
-class Model(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class Model(ScriptedModel):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         if not self.path.startswith("/v1/messages") or self.path.startswith("/v1/messages/count_tokens"):
@@ -175,18 +170,10 @@ class Model(BaseHTTPRequestHandler):
                              "model": "claude-scripted", "content": blocks, "stop_reason": stop,
                              "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
 
-    def reply_json(self, value):
-        data = json.dumps(value).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, model_url = serve(Model)
     home = tempfile.mkdtemp(prefix="mcp-claude-code-")
     config = os.path.join(home, "mcp.json")
     with open(config, "w") as f:
@@ -195,7 +182,7 @@ def main():
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
-        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "ANTHROPIC_BASE_URL": model_url,
         "ANTHROPIC_API_KEY": "sk-scripted",
         "DISABLE_TELEMETRY": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
@@ -215,9 +202,7 @@ def main():
         env=env, cwd=home, capture_output=True, text=True, timeout=150,
     )
     server.shutdown()
-    print(json.dumps({"results": results, "approved": approved, "asked": asked,
-                      "exit": run.returncode,
-                      "stdout": run.stdout[-2000:], "stderr": run.stderr[-2000:]}))
+    report(run, results=results, approved=approved, asked=asked)
 
 
 if __name__ == "__main__":

@@ -29,9 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from agent_host import decision_answer, held_id, respond
+from agent_host import ScriptedModel, decision_answer, held_id, report, respond, serve
 
 codex, base, agent_token, human_token, path, decision = sys.argv[1:7]
 assert decision in ("approve", "decline"), decision
@@ -141,10 +139,7 @@ def events(item):
                "total_tokens": 15})}
 
 
-class Model(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class Model(ScriptedModel):
     def do_GET(self):
         # Nothing else of the API is offered (a models list, for one).
         self.send_response(404)
@@ -171,8 +166,7 @@ class Model(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, model_url = serve(Model)
     home = tempfile.mkdtemp(prefix="mcp-codex-")
     codex_home = os.path.join(home, ".codex")
     os.makedirs(codex_home)
@@ -199,7 +193,7 @@ apps = false
 
 [model_providers.scripted]
 name = "scripted"
-base_url = "http://127.0.0.1:{server.server_address[1]}/v1"
+base_url = "{model_url}/v1"
 wire_api = "responses"
 env_key = "SCRIPTED_API_KEY"
 request_max_retries = 0
@@ -226,9 +220,7 @@ default_tools_approval_mode = "approve"
     )
     server.shutdown()
     shutil.rmtree(home, ignore_errors=True)
-    print(json.dumps({"tools": tools, "results": results, "approved": approved,
-                      "exit": run.returncode,
-                      "stdout": run.stdout[-2000:], "stderr": run.stderr[-2000:]}))
+    report(run, tools=tools, results=results, approved=approved)
 
 
 if __name__ == "__main__":

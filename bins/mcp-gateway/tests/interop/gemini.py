@@ -24,9 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from agent_host import decision_answer, held_id, respond
+from agent_host import ScriptedModel, decision_answer, held_id, report, respond, serve
 
 gemini, base, agent_token, human_token, path, decision = sys.argv[1:7]
 arguments = {"path": path, "content": "written by gemini"}
@@ -85,10 +83,7 @@ def call(name, call_id, args):
     return {"functionCall": {"id": call_id, "name": name, "args": args}}
 
 
-class Model(BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
+class Model(ScriptedModel):
     def do_GET(self):
         self.reply_json({})
 
@@ -150,18 +145,10 @@ class Model(BaseHTTPRequestHandler):
         else:
             self.reply_json(data)
 
-    def reply_json(self, value):
-        data = json.dumps(value).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Model)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, model_url = serve(Model)
     home = tempfile.mkdtemp(prefix="mcp-gemini-")
     workdir = os.path.join(home, "work")
     os.makedirs(os.path.join(home, ".gemini"))
@@ -180,7 +167,7 @@ def main():
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
-        "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "GOOGLE_GEMINI_BASE_URL": model_url,
         "GEMINI_API_KEY": "scripted",
         # Headless in a folder it has never seen: trust it rather than refuse.
         "GEMINI_CLI_TRUST_WORKSPACE": "true",
@@ -194,9 +181,7 @@ def main():
     finally:
         server.shutdown()
         shutil.rmtree(home, ignore_errors=True)
-    print(json.dumps({"tools": tools, "results": results, "approved": approved,
-                      "exit": run.returncode,
-                      "stdout": run.stdout[-2000:], "stderr": run.stderr[-2000:]}))
+    report(run, tools=tools, results=results, approved=approved)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@ use elicitation_store::MemoryStore;
 use gating_core::GatePolicy;
 use serde_json::{Value, json};
 
-use crate::faulty::{Fault, faulty};
-use crate::support::{agent, harness_over, held, person, result};
+use crate::faulty::{Fault, FaultyStore, faulty};
+use crate::support::{Harness, agent, harness_over, held, person, result};
 
 fn assert_fails_closed(result: &Value) {
     assert_eq!(result["isError"], true, "{result}");
@@ -26,8 +26,9 @@ fn assert_fails_closed(result: &Value) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
+/// A gateway over a store double, alice's write of `/a` approved while it worked, then the
+/// store turned to `fault`: the harness, the store and the approved confirmation.
+async fn approved_then(fault: Fault) -> (Harness, Arc<FaultyStore>, String) {
     let store = faulty();
     let h = harness_over(
         Arc::new(MemoryStore::default()),
@@ -35,16 +36,21 @@ async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
         GatePolicy::default(),
     )
     .await;
-    let (alice, alices_person) = (agent("alice"), person("alice"));
-    // Approved while the store worked...
     let id = held(
-        &h.call(&alice, "fs__write", json!({"path": "/a"}), None)
+        &h.call(&agent("alice"), "fs__write", json!({"path": "/a"}), None)
             .await,
     );
-    h.answer(&alices_person, &id, json!({"confirmed": true}))
+    h.answer(&person("alice"), &id, json!({"confirmed": true}))
         .await;
-    store.set(Fault::Error);
-    // ...but the store cannot consume it now: not forwarded.
+    store.set(fault);
+    (h, store, id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
+    let (h, store, id) = approved_then(Fault::Error).await;
+    let alice = agent("alice");
+    // The store cannot consume the approval now: not forwarded.
     assert_fails_closed(&result(
         h.call(&alice, "fs__write", json!({"path": "/a"}), Some(&id))
             .await,
@@ -70,21 +76,8 @@ async fn a_failing_store_fails_closed_and_read_only_calls_still_pass() {
 
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_store_that_never_answers_fails_closed_at_the_timeout() {
-    let store = faulty();
-    let h = harness_over(
-        Arc::new(MemoryStore::default()),
-        store.clone(),
-        GatePolicy::default(),
-    )
-    .await;
-    let (alice, alices_person) = (agent("alice"), person("alice"));
-    let id = held(
-        &h.call(&alice, "fs__write", json!({"path": "/a"}), None)
-            .await,
-    );
-    h.answer(&alices_person, &id, json!({"confirmed": true}))
-        .await;
-    store.set(Fault::Silent);
+    let (h, _store, id) = approved_then(Fault::Silent).await;
+    let alice = agent("alice");
     // Paused time: the gate's store timeout elapses as soon as everything waits.
     assert_fails_closed(&result(
         h.call(&alice, "fs__write", json!({"path": "/a"}), Some(&id))
