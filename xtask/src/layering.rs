@@ -33,10 +33,19 @@ const SIDES: &[(&str, &str)] = &[
     ("mcp-notify", "mcp-gate"),
     // Who is calling needs no store: `Caller` and `Approver` are elicitation-core's.
     ("mcp-auth", "elicitation-store"),
+    // The gate is a library without the world: no HTTP client or server, TLS or JWT stack
+    // anywhere in its tree (its module clients' HTTP, mode `jwt` and the OTLP exporter are
+    // features the binary turns on).
+    ("mcp-gate", "hyper"),
+    ("mcp-gate", "hyper-util"),
+    ("mcp-gate", "reqwest"),
+    ("mcp-gate", "rustls"),
+    ("mcp-gate", "jsonwebtoken"),
+    ("mcp-gate", "aws-lc-sys"),
 ];
 
 /// Direct dependencies a crate must not have. The gate is driven without a server: no HTTP
-/// stack of its own (its modules' clients in `mcp-upstream` have one, below it).
+/// types of its own.
 const DIRECT: &[(&str, &[&str])] = &[(
     "mcp-gate",
     &["hyper", "hyper-util", "http", "http-body-util", "reqwest"],

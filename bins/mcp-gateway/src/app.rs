@@ -510,8 +510,8 @@ async fn build_gateway(
     let mut started = Vec::new();
     let mut specs = Vec::new();
     let mut unbuilt = Vec::new();
-    let mut connectable = Vec::new();
-    let mut exchanges = Vec::new();
+    let mut connectable: Vec<Arc<dyn mcp_upstream::accounts::Connect>> = Vec::new();
+    let mut exchanges: Vec<Arc<dyn mcp_upstream::credentials::SubjectTokens>> = Vec::new();
     // The modules not running yet start side by side: one that does not come up waits for
     // its handshake's timeout, and one after another those waits added up (two broken
     // servers held the port closed for 30-44 s). Each module's person is read once.
@@ -628,8 +628,8 @@ fn rates_text(config: &Config) -> String {
 /// those run with their callers' own tokens.
 struct Built {
     unbuilt: Vec<(String, String)>,
-    connectable: Vec<Arc<mcp_upstream::accounts::UserOAuth>>,
-    exchanges: Vec<Arc<mcp_upstream::credentials::TokenExchange>>,
+    connectable: Vec<Arc<dyn mcp_upstream::accounts::Connect>>,
+    exchanges: Vec<Arc<dyn mcp_upstream::credentials::SubjectTokens>>,
 }
 
 async fn gateway_over(

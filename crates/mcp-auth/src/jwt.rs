@@ -15,8 +15,9 @@ mod config;
 
 pub use config::{
     IssuerConfig, JwksSource, JwtConfig, JwtConfigError, ScopeNames, default_issuer_name,
-    issuer_of, qualified_group,
 };
+
+use crate::qualified_group;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -1,7 +1,7 @@
 //! Who is calling: the one seam where a request becomes a [`Principal`]. Modes: `none` (one
 //! local caller with every scope, for loopback only), `tokens` (bearer tokens whose SHA-256
 //! is configured, each with a subject and scopes) and `jwt` (OAuth access tokens verified
-//! against each issuer's keys, [`jwt`]). [`sealed`] seals the tokens the gateway itself
+//! against each issuer's keys, `jwt`, feature `jwt`). [`sealed`] seals the tokens the gateway itself
 //! hands out (session ids, page sign-ins, `requestState`) under one key ring.
 //!
 //! It knows headers, not servers: no routing, no responses. What a refusal looks like on
@@ -15,10 +15,13 @@ use elicitation_core::Caller;
 use http::HeaderMap;
 use ring::digest::{SHA256, digest};
 
+mod groups;
+#[cfg(feature = "jwt")]
 pub mod jwt;
 mod principal;
 pub mod sealed;
 
+pub use groups::{issuer_of, qualified_group, tenant_group};
 pub use principal::{
     AnsweredVia, AuthError, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_CREATE, SCOPE_METRICS,
     SCOPE_RESPOND, SCOPE_TOOLS_CALL, SubjectToken,
@@ -92,7 +95,8 @@ pub enum Auth {
     None(Arc<Principal>),
     /// Bearer tokens, by SHA-256 (a request shares its principal: no copy per request).
     Tokens(HashMap<[u8; 32], Grant>),
-    /// OAuth access tokens: JWTs of trusted issuers, for this gateway.
+    /// OAuth access tokens: JWTs of trusted issuers, for this gateway (feature `jwt`).
+    #[cfg(feature = "jwt")]
     Jwt(Arc<jwt::JwtAuth>),
 }
 
@@ -210,7 +214,8 @@ impl Auth {
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
-            Auth::Tokens(_) | Auth::Jwt(_) => {
+            // Tokens and JWTs: a bearer token.
+            _ => {
                 let Some(value) = headers.get(http::header::AUTHORIZATION) else {
                     return Err(AuthError::Unauthorized {
                         invalid_token: false,
@@ -243,6 +248,7 @@ impl Auth {
                 key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
                 tokens.get(&key).map(|grant| grant.principal.clone())
             }
+            #[cfg(feature = "jwt")]
             Auth::Jwt(jwt) => match jwt.principal_cached(token).await {
                 Ok(principal) => Some(principal),
                 Err(why) => {
@@ -258,6 +264,7 @@ impl Auth {
         match self {
             Auth::None(_) => "none",
             Auth::Tokens(_) => "tokens",
+            #[cfg(feature = "jwt")]
             Auth::Jwt(_) => "jwt",
         }
     }
@@ -272,7 +279,7 @@ impl Auth {
                 .get(&parse_hex32(digest_hex)?)
                 .filter(|grant| made_at >= grant.since)
                 .map(|grant| grant.principal.clone()),
-            Auth::None(_) | Auth::Jwt(_) => None,
+            _ => None,
         }
     }
 
@@ -288,7 +295,7 @@ impl Auth {
         for (digest, grant) in &mut tokens {
             grant.since = match running {
                 Auth::Tokens(old) => old.get(digest).map_or(now, |g| g.since),
-                Auth::None(_) | Auth::Jwt(_) => now,
+                _ => now,
             };
         }
         Auth::Tokens(tokens)
@@ -297,18 +304,10 @@ impl Auth {
     /// The token scope name for one of the gateway's scopes (differs in mode `jwt`).
     pub fn external_scope(&self, scope: &str) -> String {
         match self {
+            #[cfg(feature = "jwt")]
             Auth::Jwt(jwt) => jwt.config().scopes.external(scope),
             _ => scope.to_owned(),
         }
-    }
-}
-
-/// A group of mode `tokens` (or a Slack user's) as its tenant's: `sre#t2`, or `sre` without
-/// a tenant. Mode `jwt` qualifies groups by issuer and tenant ([`jwt::qualified_group`]).
-pub fn tenant_group(group: &str, tenant: Option<&str>) -> String {
-    match tenant {
-        Some(tenant) => format!("{group}#{tenant}"),
-        None => group.to_owned(),
     }
 }
 

@@ -88,9 +88,9 @@ pub struct Gateway {
     accounts: Arc<dyn elicitation_store::AccountStore>,
     /// The modules run as each caller's own account (`auth.kind = "user"`), by name: where
     /// a person connects theirs.
-    connectable: Arc<std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>>>,
+    connectable: Arc<std::collections::BTreeMap<String, Arc<dyn mcp_upstream::accounts::Connect>>>,
     /// The modules whose calls carry each caller's own token, exchanged (RFC 8693).
-    exchanges: Arc<Vec<Arc<mcp_upstream::credentials::TokenExchange>>>,
+    exchanges: Arc<Vec<Arc<dyn mcp_upstream::credentials::SubjectTokens>>>,
     /// Where the gate reads the time: a confirmation's time left, the pins' re-reads.
     clock: Arc<dyn mcp_clock::Clock>,
 }
@@ -267,7 +267,7 @@ impl Gateway {
     #[must_use]
     pub fn with_connectable(
         mut self,
-        modules: Vec<Arc<mcp_upstream::accounts::UserOAuth>>,
+        modules: Vec<Arc<dyn mcp_upstream::accounts::Connect>>,
     ) -> Self {
         self.connectable = Arc::new(
             modules
@@ -283,7 +283,7 @@ impl Gateway {
     #[must_use]
     pub fn with_exchanges(
         mut self,
-        exchanges: Vec<Arc<mcp_upstream::credentials::TokenExchange>>,
+        exchanges: Vec<Arc<dyn mcp_upstream::credentials::SubjectTokens>>,
     ) -> Self {
         self.exchanges = Arc::new(exchanges);
         self
@@ -307,7 +307,7 @@ impl Gateway {
     /// The modules a person connects an account at, by name.
     pub fn connectable(
         &self,
-    ) -> &std::collections::BTreeMap<String, Arc<mcp_upstream::accounts::UserOAuth>> {
+    ) -> &std::collections::BTreeMap<String, Arc<dyn mcp_upstream::accounts::Connect>> {
         &self.connectable
     }
 
@@ -445,14 +445,12 @@ impl Gateway {
         let issuer = match &rule.groups_from {
             GroupsFrom::Configured => None,
             GroupsFrom::CallersIssuer => {
-                Some(mcp_auth::jwt::issuer_of(caller.subject_id()).unwrap_or_default())
+                Some(mcp_auth::issuer_of(caller.subject_id()).unwrap_or_default())
             }
             GroupsFrom::Issuer(name) => Some(name.as_str()),
         };
         approval.group = match issuer {
-            Some(issuer) => {
-                mcp_auth::jwt::qualified_group(&approval.group, issuer, caller.tenant_id())
-            }
+            Some(issuer) => mcp_auth::qualified_group(&approval.group, issuer, caller.tenant_id()),
             // The caller's tenant's group: a token of another tenant in a group of the same
             // name answers nothing of this caller's.
             None => mcp_auth::tenant_group(&approval.group, caller.tenant_id()),

@@ -10,6 +10,7 @@ pub mod accounts;
 mod announced;
 pub mod credentials;
 pub mod demo;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod inproc;
 pub mod isolation;
@@ -18,6 +19,7 @@ pub mod permission_prompt;
 pub mod registry;
 mod rpc;
 pub mod stdio;
+#[cfg(feature = "http")]
 pub mod tls;
 
 pub use module::{

@@ -166,19 +166,3 @@ pub fn default_issuer_name(issuer: &str) -> String {
     let rest = issuer.split_once("://").map_or(issuer, |(_, rest)| rest);
     rest.trim_end_matches('/').to_owned()
 }
-
-/// The issuer name a caller of mode `jwt` belongs to: what follows the last `@` of its
-/// subject (`sub@name`; names hold no `@`).
-pub fn issuer_of(subject: &str) -> Option<&str> {
-    subject.rsplit_once('@').map(|(_, name)| name)
-}
-
-/// A group as an issuer asserted it, for a caller of `tenant`: `group@name`, or
-/// `group@name#tenant`. Approver groups count only for the issuer (and tenant) that asserted
-/// them: issuer B's `sre` is not issuer A's, and tenant b's is not tenant a's.
-pub fn qualified_group(group: &str, issuer_name: &str, tenant: Option<&str>) -> String {
-    match tenant {
-        Some(tenant) => format!("{group}@{issuer_name}#{tenant}"),
-        None => format!("{group}@{issuer_name}"),
-    }
-}

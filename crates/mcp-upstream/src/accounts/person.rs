@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use http::HeaderValue;
 use std::sync::Arc;
 
+use super::oauth::{REFRESH_EARLY, now_unix};
 use super::*;
 
 /// One caller's credentials at a module of kind `user`: their own token, read from the

@@ -1,6 +1,7 @@
 //! mcp-upstream's own suites, against small fixture modules (raw JSON-RPC over stdio, so the
 //! client meets the byte-level awkwardness of a real process): one test binary.
 
+#[cfg(feature = "http")]
 mod http;
 mod registry;
 mod stdio;
