@@ -126,6 +126,21 @@ pub(crate) fn run() -> Result<()> {
         ]);
         status(cmd)
     })?;
+    // The gate as a library builds with its own features only (in the workspace build the
+    // binary's `http`, `jwt` and `otlp` are on for every crate).
+    step("the gate alone", || {
+        let mut cmd = cargo();
+        cmd.args([
+            "clippy",
+            "--package",
+            "mcp-gate",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]);
+        status(cmd)
+    })?;
     step("layering", layering::check)?;
     step("tidy", crate::tidy::check)?;
     let mut node_env = Vec::new();
