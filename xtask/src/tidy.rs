@@ -5,6 +5,9 @@
 //!   of a wire type, and fails CI. Test code is left out (it writes what peers send), and so
 //!   are the peers we run in benches and fuzzing (`bins/mcp-bench`, `crates/mcp-fuzz`): they
 //!   are clients, not the gateway.
+//! - Hex and random tokens are made one way, by `mcp-random`: a byte formatted as hex by hand
+//!   (`02x}`) or a random fill whose failure is dropped (`let _ = ….fill(`) outside it fails
+//!   CI (a failed fill must be an error, never zeros).
 //! - A request is served on the snapshot `McpService::handle` took: in the server and the
 //!   page, the reloadable state (`self.live`, `self.gateway()`, `self.auth()`) is read only by
 //!   the functions that are not part of a request ([`LIVE_READERS`]).
@@ -82,6 +85,12 @@ pub(crate) fn check() -> Result<()> {
         for file in files {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("read {}", file.display()))?;
+            if krate != "mcp-random" {
+                for (line, what) in by_hand(&text) {
+                    let shown = file.strip_prefix(&root).unwrap_or(&file).display();
+                    problems.push(format!("{shown}:{line}: {what}; use mcp-random"));
+                }
+            }
             for (line, key) in wire_shapes(&text) {
                 let shown = file.strip_prefix(&root).unwrap_or(&file).display();
                 problems.push(format!(
@@ -143,6 +152,33 @@ fn live_reads(text: &str, allowed: &[&str]) -> Vec<(usize, String)> {
     found
 }
 
+/// Each hex written by hand, and each random fill whose failure is dropped, outside test
+/// modules: its line and what it is.
+fn by_hand(text: &str) -> Vec<(usize, &'static str)> {
+    let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    let lines: Vec<&str> = text[..test_start].lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        if line.contains("02x}") {
+            found.push((n + 1, "hex by hand"));
+        }
+        // `let _ = rng.fill(…)`, on one line or with the call on the next.
+        let statement: String = lines[n..lines.len().min(n + 3)].concat();
+        if line.trim_start().starts_with("let _ =")
+            && statement
+                .split(';')
+                .next()
+                .is_some_and(|s| s.contains(".fill("))
+        {
+            found.push((n + 1, "a random fill whose failure is dropped"));
+        }
+    }
+    found
+}
+
 /// Each `json!` outside test modules that holds a wire key: its line and the key.
 fn wire_shapes(text: &str) -> Vec<(usize, &'static str)> {
     let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
@@ -193,6 +229,20 @@ mod tests {
         assert_eq!(
             live_reads(text, &["gateway"]),
             [(7, "route".to_owned()), (10, "page".to_owned())]
+        );
+    }
+
+    #[test]
+    fn hex_by_hand_and_a_dropped_fill_are_found_and_the_helpers_are_not() {
+        let text = "fn a() {\n    let h = format!(\"{b:02x}\");\n    let _ = rng\n        .fill(&mut bytes);\n    \
+                    let _ = other(x);\n    let t = mcp_random::hex_token::<8>()?;\n    // {b:02x} in a comment\n}\n\
+                    #[cfg(test)]\nmod tests {\n    let _ = rng.fill(&mut b);\n}\n";
+        assert_eq!(
+            by_hand(text),
+            [
+                (2, "hex by hand"),
+                (3, "a random fill whose failure is dropped")
+            ]
         );
     }
 

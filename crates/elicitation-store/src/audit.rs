@@ -256,7 +256,7 @@ pub(crate) fn held_detail(
             map.insert("call_digest".into(), digest.to_string().into());
         }
         let digest = ring::digest::digest(&ring::digest::SHA256, message.as_bytes());
-        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = mcp_random::hex(digest.as_ref());
         map.insert("message_digest".into(), hex.into());
     }
     detail

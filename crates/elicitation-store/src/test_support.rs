@@ -22,12 +22,7 @@ pub struct TestDb {
 
 /// 16 random hex digits.
 fn unique_suffix() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 8];
-    ring::rand::SystemRandom::new()
-        .fill(&mut bytes)
-        .expect("the system random source works");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    mcp_random::hex_token::<8>().expect("the system random source works")
 }
 
 fn admin_config() -> Config {

@@ -95,10 +95,7 @@ fn write_string(s: &str, out: &mut impl FnMut(&[u8])) {
 
 impl fmt::Display for CallDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for byte in self.0 {
-            write!(f, "{byte:02x}")?;
-        }
-        Ok(())
+        f.write_str(&mcp_random::hex(&self.0))
     }
 }
 

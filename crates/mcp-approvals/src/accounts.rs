@@ -13,7 +13,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use http::StatusCode;
 use ring::digest::{SHA256, digest};
-use ring::rand::SecureRandom;
 use serde::{Deserialize, Serialize};
 
 use mcp_auth::Principal;
@@ -70,9 +69,7 @@ pub(crate) fn module_path(module: &str) -> String {
 }
 
 fn random() -> Option<String> {
-    let mut bytes = [0u8; 32];
-    ring::rand::SystemRandom::new().fill(&mut bytes).ok()?;
-    Some(B64.encode(bytes))
+    Some(B64.encode(mcp_random::bytes::<32>().ok()?))
 }
 
 /// What a `done` query parameter tells the person.

@@ -36,7 +36,6 @@ use bytes::Bytes;
 use elicitation_core::ElicitationId;
 use elicitation_store::{Clock, ListQuery};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Value, json};
 
 use mcp_auth::{Auth, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_RESPOND};
@@ -129,7 +128,6 @@ const MAX_COOKIE: usize = 3800;
 /// by hash, so every instance refuses the cookie).
 pub struct WebSessions {
     sealer: mcp_auth::sealed::Sealer,
-    rng: SystemRandom,
     /// Where a sign-in's lifetime is read.
     clock: Arc<dyn Clock>,
 }
@@ -145,14 +143,11 @@ impl WebSessions {
                 "w1.",
                 b"mcp-gateway/approvals-session/v1",
             ),
-            rng: SystemRandom::new(),
         }
     }
 
     fn random(&self) -> Option<String> {
-        let mut bytes = [0u8; 32];
-        self.rng.fill(&mut bytes).ok()?;
-        Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+        mcp_random::hex_token::<32>().ok()
     }
 
     /// A new sign-in for `principal` under auth `mode` (with `cred`, the token's SHA-256 in
@@ -313,13 +308,7 @@ fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
         context.update(id.as_bytes());
         context.update(b"\n");
     }
-    context
-        .finish()
-        .as_ref()
-        .iter()
-        .take(8)
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    mcp_random::hex(&context.finish().as_ref()[..8])
 }
 
 /// The session cookie's value in a request.

@@ -14,7 +14,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use ring::digest::{SHA256, digest};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::Deserialize;
 
 use mcp_auth::Principal;
@@ -85,7 +84,6 @@ pub struct Sso {
     discovery: tokio::sync::Mutex<Option<Discovery>>,
     /// Seals sign-ins on their way into the browser's cookie.
     sealer: mcp_auth::sealed::Sealer,
-    rng: SystemRandom,
     /// Where a sign-in under way reads the time.
     clock: Arc<dyn elicitation_store::Clock>,
 }
@@ -136,7 +134,6 @@ impl Sso {
             http,
             discovery: tokio::sync::Mutex::new(None),
             sealer: Self::sealer(&[]),
-            rng: SystemRandom::new(),
             clock: Arc::new(elicitation_store::SystemClock),
         }
     }
@@ -165,10 +162,7 @@ impl Sso {
     }
 
     fn random(&self) -> Result<String, SsoError> {
-        let mut bytes = [0u8; 32];
-        self.rng
-            .fill(&mut bytes)
-            .map_err(|_| SsoError::Provider("the system random source failed".into()))?;
+        let bytes = mcp_random::bytes::<32>().map_err(|e| SsoError::Provider(e.to_string()))?;
         Ok(B64.encode(bytes))
     }
 

@@ -313,11 +313,7 @@ impl Auth {
 
 /// SHA-256 of a token as 64 hex digits (what `token_sha256` holds).
 pub fn token_sha256(token: &str) -> String {
-    digest(&SHA256, token.as_bytes())
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    mcp_random::hex(digest(&SHA256, token.as_bytes()).as_ref())
 }
 
 #[cfg(test)]

@@ -45,11 +45,15 @@ pub enum GateError {
 /// A fresh id for one failure, given to the client and written in the log line that holds
 /// the details (16 hex digits).
 pub fn new_error_id() -> String {
-    use ring::rand::SecureRandom as _;
-    let mut bytes = [0u8; 8];
-    // A failed random source still yields a usable (if not unique) id.
-    let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    // A failed random source yields a per-process sequence number instead (marked as such):
+    // still unique here, never the zeros every failure would share.
+    static SEQUENCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    mcp_random::hex_token::<8>().unwrap_or_else(|_| {
+        format!(
+            "seq-{}",
+            SEQUENCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        )
+    })
 }
 
 /// A module's failure at a request other than `tools/call` (`what`), as the client's error:

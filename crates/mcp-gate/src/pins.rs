@@ -86,13 +86,8 @@ const DECIDED: &str = "pins";
 /// This process's name in what it broadcasts (random, once).
 fn this_process() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| {
-        use ring::rand::SecureRandom;
-        let mut bytes = [0u8; 12];
-        // A name that collides by bad luck costs one instance a prompt re-read, not safety.
-        let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    })
+    // Made once; without a random source the process cannot serve anyway.
+    NAME.get_or_init(|| mcp_random::hex(&mcp_random::bytes_or_abort::<12>()))
 }
 
 /// The notice of a decision made here.

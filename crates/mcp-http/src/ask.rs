@@ -114,11 +114,8 @@ pub(crate) fn account_needed(
     let link = page.map(|page| mcp_approvals::connect_url(page, module));
     match link {
         Some(url) if url_error => {
-            use ring::rand::SecureRandom;
-            let mut bytes = [0u8; 16];
-            // Only an id to tell elicitations apart (the gateway never hears of it again);
-            // a failed random source leaves it zero.
-            let _ = ring::rand::SystemRandom::new().fill(&mut bytes);
+            // Only an id to tell elicitations apart (the gateway never hears of it again).
+            let bytes = mcp_random::bytes::<16>().map_err(|e| McpError::Internal(e.to_string()))?;
             let id = uuid::Builder::from_random_bytes(bytes)
                 .into_uuid()
                 .to_string();

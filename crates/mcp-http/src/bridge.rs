@@ -20,7 +20,6 @@ use elicitation_store::{Caller, Clock};
 use mcp_wire::ResultBody;
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::{InputRequest, InputRequiredResult};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -132,7 +131,6 @@ struct Suspended {
 /// The suspended calls of this process.
 pub(crate) struct Bridges {
     suspended: Mutex<HashMap<String, Suspended>>,
-    rng: SystemRandom,
     /// Where the suspended calls' ages are read.
     clock: Arc<dyn Clock>,
 }
@@ -142,7 +140,6 @@ impl Bridges {
     pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
         Bridges {
             suspended: Mutex::default(),
-            rng: SystemRandom::new(),
             clock,
         }
     }
@@ -173,13 +170,9 @@ impl Bridges {
                     done = &mut running.call => return done,
                 }
             };
-            let mut token = [0u8; 32];
-            self.rng
-                .fill(&mut token)
-                .map_err(|_| McpError::Internal("the system random source failed".into()))?;
-            let state: String = std::iter::once(STATE_PREFIX.to_owned())
-                .chain(token.iter().map(|b| format!("{b:02x}")))
-                .collect();
+            let token =
+                mcp_random::hex_token::<32>().map_err(|e| McpError::Internal(e.to_string()))?;
+            let state = format!("{STATE_PREFIX}{token}");
             let request = InputRequest {
                 method: asked.method.clone().into(),
                 params: asked.params.clone().unwrap_or_else(|| json!({})),

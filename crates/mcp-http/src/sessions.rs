@@ -16,7 +16,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use elicitation_store::{Caller, Clock, Fleet, SystemClock};
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -134,7 +133,7 @@ pub(crate) enum SessionEvent {
 
 /// A hash as hex.
 pub(crate) fn hex(hash: &[u8; 32]) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    mcp_random::hex(hash)
 }
 
 /// The gateway's legacy sessions.
@@ -170,11 +169,8 @@ impl Sessions {
             max_age,
             max_sessions: max_sessions.max(1),
             sealer: Sealer::new(keys, PREFIX, AAD),
-            instance: {
-                let mut bytes = [0u8; 8];
-                let _ = SystemRandom::new().fill(&mut bytes);
-                bytes.iter().map(|b| format!("{b:02x}")).collect()
-            },
+            // Made once, at start-up: without a random source nothing can be served.
+            instance: mcp_random::hex(&mcp_random::bytes_or_abort::<8>()),
             clock: Arc::new(SystemClock),
         }
     }

@@ -205,7 +205,7 @@ pub fn slack_signature(secret: &[u8], ts: &str, body: &[u8]) -> String {
     let mut signed = format!("v0:{ts}:").into_bytes();
     signed.extend_from_slice(body);
     let tag = hmac::sign(&key, &signed);
-    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = mcp_random::hex(tag.as_ref());
     format!("v0={hex}")
 }
 

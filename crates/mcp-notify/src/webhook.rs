@@ -48,7 +48,7 @@ pub fn signature(secret: &[u8], t: i64, body: &[u8]) -> String {
     signed.push(b'.');
     signed.extend_from_slice(body);
     let tag = hmac::sign(&key, &signed);
-    let hex: String = tag.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = mcp_random::hex(tag.as_ref());
     format!("t={t},v1={hex}")
 }
 

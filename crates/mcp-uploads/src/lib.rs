@@ -14,10 +14,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use elicitation_core::ElicitationId;
+use mcp_random::hex;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use ring::digest::{SHA256, digest};
-use ring::rand::{SecureRandom, SystemRandom};
 
 /// Largest upload the gateway takes unless configured otherwise: 25 MiB.
 pub const DEFAULT_MAX_BYTES: u64 = 25 * 1024 * 1024;
@@ -110,11 +110,6 @@ pub struct Uploads {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     max_bytes: u64,
-    rng: SystemRandom,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A file name as shown and recorded: no path, no control characters, at most 255 chars.
@@ -256,7 +251,6 @@ impl Uploads {
             store,
             prefix: Path::from(config.prefix.as_str()),
             max_bytes: config.max_bytes,
-            rng: SystemRandom::new(),
         })
     }
 
@@ -284,10 +278,7 @@ impl Uploads {
         content_type: Option<&str>,
         bytes: Bytes,
     ) -> Result<Upload, UploadsError> {
-        let mut random = [0u8; 16];
-        self.rng
-            .fill(&mut random)
-            .map_err(|_| UploadsError::Random)?;
+        let random = mcp_random::bytes::<16>().map_err(|_| UploadsError::Random)?;
         let upload_id = format!("{}{}", elicitation.as_uuid().simple(), hex(&random));
         let sha256 = hex(digest(&SHA256, &bytes).as_ref());
         let size_bytes = u64::try_from(bytes.len()).unwrap_or(u64::MAX);

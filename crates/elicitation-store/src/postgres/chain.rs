@@ -98,7 +98,7 @@ fn link(key: &[u8; 32], previous: &[u8], row: &Fields) -> [u8; 32] {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    mcp_random::hex(bytes)
 }
 
 /// What a sealing pass did.

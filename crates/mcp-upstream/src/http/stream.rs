@@ -282,3 +282,94 @@ pub(super) async fn read_stream(l: &Listener, mut body: hyper::body::Incoming, g
         }
     }
 }
+
+/// Resource subscriptions at a 2026-07-28 module: carried by its listen stream.
+impl HttpModule {
+    /// Subscribes to `uri` (or stops) at a 2026-07-28 module: its listen stream is reopened
+    /// with the new `resourceSubscriptions`, and the answer waits for the module's
+    /// acknowledgement of that stream, which must honour the subscription.
+    pub(super) async fn listen_for(&self, uri: &str, subscribe: bool) -> Result<(), ModuleError> {
+        let mut generation = 0;
+        let mut full = false;
+        let mut added = false;
+        self.subscriptions.wanted.send_modify(|(g, uris)| {
+            if subscribe && !uris.contains(uri) && uris.len() >= MAX_MODULE_SUBSCRIPTIONS {
+                full = true;
+                return;
+            }
+            let changed = if subscribe {
+                uris.insert(uri.to_owned())
+            } else {
+                uris.remove(uri)
+            };
+            if changed {
+                *g += 1;
+            }
+            added = changed && subscribe;
+            generation = *g;
+        });
+        if full {
+            return Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::INVALID_PARAMS,
+                message: format!(
+                    "the module already has {MAX_MODULE_SUBSCRIPTIONS} resource subscriptions"
+                ),
+                data: None,
+            });
+        }
+        let outcome = self.acknowledged(uri, subscribe, generation).await;
+        if outcome.is_err() && added {
+            // Not taken: the stream goes back to what it was.
+            self.subscriptions.wanted.send_modify(|(g, uris)| {
+                if uris.remove(uri) {
+                    *g += 1;
+                }
+            });
+        }
+        outcome
+    }
+
+    /// Waits for the module's acknowledgement of subscription generation `generation`.
+    async fn acknowledged(
+        &self,
+        uri: &str,
+        subscribe: bool,
+        generation: u64,
+    ) -> Result<(), ModuleError> {
+        let mut acknowledged = self.subscriptions.acknowledged.subscribe();
+        let settled = tokio::time::timeout(
+            ACKNOWLEDGE_TIMEOUT,
+            acknowledged.wait_for(|a| match a {
+                Acknowledged::Pending => false,
+                Acknowledged::Honoured(g, _) => *g >= generation,
+                Acknowledged::Refused(None) => true,
+                Acknowledged::Refused(Some(g)) => *g >= generation,
+            }),
+        )
+        .await;
+        let outcome = match settled {
+            Ok(Ok(state)) => state.clone(),
+            _ => Acknowledged::Pending,
+        };
+        match outcome {
+            Acknowledged::Honoured(_, honoured) if honoured.contains(uri) == subscribe => Ok(()),
+            Acknowledged::Honoured(..) => Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::INVALID_PARAMS,
+                message: format!("the module did not honour the subscription to {uri}"),
+                data: None,
+            }),
+            Acknowledged::Refused(_) => Err(ModuleError::Rpc {
+                module: self.config.name.clone(),
+                code: mcp_wire::codes::METHOD_NOT_FOUND,
+                message: "the module offers no subscriptions (subscriptions/listen)".into(),
+                data: None,
+            }),
+            Acknowledged::Pending => Err(self.unavailable(format!(
+                "its subscriptions/listen stream was not acknowledged within {} s",
+                ACKNOWLEDGE_TIMEOUT.as_secs()
+            ))),
+        }
+    }
+}
