@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used)]
 
 mod approving;
+mod binding;
+mod expiry;
 mod fail_closed;
 mod faulty;
 mod pipeline;

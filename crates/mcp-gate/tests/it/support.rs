@@ -1,5 +1,6 @@
 //! The gate the tests drive: a gateway over one module (`fs__write`, destructive and
-//! counted; `fs__read`), callers and people, calls, answers and what they come to.
+//! counted; `fs__read`; `fs__wipe`, destructive), callers and people, calls, answers and
+//! what they come to.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use mcp_wire::CallToolParams;
 use mcp_wire::tools::Arguments;
 use serde_json::{Map, Value, json};
 
-/// A gateway over one module: `fs__write` (destructive, counted) and `fs__read`.
+/// A gateway over one module: `fs__write` (destructive, counted), `fs__read` and `fs__wipe`.
 pub(crate) struct Harness {
     pub(crate) gateway: Gateway,
     pub(crate) writes: Arc<AtomicUsize>,
@@ -51,6 +52,11 @@ pub(crate) async fn harness_over(
                 json!({"name": "read", "description": "Reads a file.", "inputSchema": {"type": "object"},
                        "annotations": {"readOnlyHint": true}}),
                 |_| Ok(text_result("contents", false)),
+            ),
+            InProcessTool::new(
+                json!({"name": "wipe", "description": "Wipes a disk.", "inputSchema": {"type": "object"},
+                       "annotations": {"destructiveHint": true}}),
+                |_| Ok(text_result("wiped", false)),
             ),
         ],
     );

@@ -1,6 +1,7 @@
-//! The gate at the HTTP layer, where the router suite does not reach (a failing or silent
-//! store is the gate's own suite's, `crates/mcp-gate/tests/it`): policy `deny` and `confirm`, expiry, the per-caller pending limit, and what
-//! `tools/list` shows of gated tools. Every answer's JSON-RPC body is checked, not only its
+//! The gate at the HTTP layer, where the router suite does not reach (the gate as a library
+//! is its own suite's, `crates/mcp-gate/tests/it`: a failing or silent store, expiry, the
+//! pending limit, what goes upstream): policy `deny` and `confirm`, what `tools/list` shows
+//! of gated tools, grants, edits and pins through the REST API, the audit API. Every answer's JSON-RPC body is checked, not only its
 //! status.
 
 // Helpers of a test crate: a failed unwrap is a failed test.
@@ -11,19 +12,18 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use elicitation_store::{
-    Caller, Clock, ElicitationStore, KeyRing, ManualClock, MemoryLimits, MemoryStore,
-    PostgresOptions, PostgresStore, Store,
+    Caller, ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore,
+    Store,
 };
 use gating_core::{GateMode, GatePolicy, PolicyRule};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use mcp_auth::{Auth, SCOPE_RESPOND, SCOPE_TOOLS_CALL, TokenGrant, token_sha256};
-use mcp_gate::{Classified, Gateway};
+use mcp_gate::Gateway;
 use mcp_http::service::{McpService, ServiceConfig};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::{Value, json};
-use time::{Duration, OffsetDateTime};
 
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
@@ -265,59 +265,6 @@ async fn policy_deny_hides_and_refuses_and_confirm_holds_even_a_read_only_tool()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_confirmation_never_forwards() {
-    let clock = Arc::new(ManualClock::new(OffsetDateTime::now_utc()));
-    let store = Arc::new(MemoryStore::new(clock.clone(), MemoryLimits::default()));
-    let h = harness(store.clone(), GatePolicy::default()).await;
-    // Unanswered and past its time.
-    let unanswered = held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
-    // Answered, but used only after its time.
-    let late = held_id(&call(&h, "test__delete", json!({"p": 2}), None).await);
-    approve(&h, &late).await;
-    clock.advance(Duration::minutes(11));
-    store.expire_due(clock.now()).await.unwrap();
-    let expired = call(&h, "test__delete", json!({"p": 1}), Some(&unanswered)).await;
-    assert_eq!(expired["isError"], true, "{expired}");
-    assert_eq!(
-        expired["structuredContent"]["confirmation_expired"], true,
-        "{expired}"
-    );
-    let again = call(&h, "test__delete", json!({"p": 2}), Some(&late)).await;
-    let fresh = held_id(&again);
-    assert_ne!(fresh, late, "held anew, with a new confirmation");
-    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_per_caller_pending_limit_is_an_in_band_refusal() {
-    let limits = MemoryLimits {
-        max_pending_per_caller: 2,
-        ..MemoryLimits::default()
-    };
-    let store = Arc::new(MemoryStore::new(
-        Arc::new(elicitation_store::SystemClock),
-        limits,
-    ));
-    let h = harness(store, GatePolicy::default()).await;
-    held_id(&call(&h, "test__delete", json!({"p": 1}), None).await);
-    held_id(&call(&h, "test__delete", json!({"p": 2}), None).await);
-    let third = call(&h, "test__delete", json!({"p": 3}), None).await;
-    assert_eq!(third["isError"], true, "{third}");
-    assert_eq!(
-        third["structuredContent"]["gate_unavailable"], true,
-        "{third}"
-    );
-    assert!(
-        third["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("2 confirmations waiting"),
-        "{third}"
-    );
-    assert_eq!(h.deletes.load(Ordering::SeqCst), 0);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gated_tools_are_listed_without_output_schema_and_others_keep_it() {
     let h = harness(Arc::new(MemoryStore::default()), GatePolicy::default()).await;
     let (status, listed) = rpc(&h, "tools/list", json!({})).await;
@@ -456,111 +403,6 @@ async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
         got[3].0, "tool_call_held",
         "the second call's hold: {got:?}"
     );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gated_call_goes_upstream_with_the_arguments_the_person_approved_not_the_clients_text() {
-    let reads = Arc::new(AtomicUsize::new(0));
-    let deletes = Arc::new(AtomicUsize::new(0));
-    let registry = Registry::start(vec![ModuleSpec {
-        isolation: None,
-        name: "test".into(),
-        prefix: "test".into(),
-        trust_annotations: true,
-        module: Arc::new(module(&reads, &deletes)),
-    }])
-    .await
-    .unwrap();
-    let gateway = Gateway::new(
-        registry,
-        Arc::new(MemoryStore::default()),
-        GatePolicy::default(),
-        false,
-    );
-    // A duplicate key: this gateway reads the last one; a module's parser might read the
-    // first. The person is shown, and the digest binds, the last.
-    let params: mcp_wire::CallToolParams = serde_json::from_str(
-        r#"{"name":"test__delete","arguments":{"path":"/tmp/x","path":"/etc","n":1.0}}"#,
-    )
-    .unwrap();
-    let principal = mcp_auth::Principal {
-        caller: Caller::new("alice", None).unwrap(),
-        scopes: Default::default(),
-        authenticated: true,
-        groups: Default::default(),
-        client: None,
-        subject_token: None,
-    };
-    let Classified::Gated(call) = gateway.classify(&principal, params).await.unwrap() else {
-        panic!("delete is gated")
-    };
-    assert!(call.message.text.contains("/etc"), "{}", call.message.text);
-    let upstream = serde_json::to_string(&call.params.clone().into_upstream("delete")).unwrap();
-    assert!(
-        !upstream.contains("/tmp/x") && upstream.contains("/etc"),
-        "what goes upstream is what was approved: {upstream}"
-    );
-    assert_eq!(
-        call.binding.digest,
-        gating_core::CallDigest::of(&json!({"path": "/etc", "n": 1.0}))
-    );
-}
-
-/// The same attack on a rule: an allow rule reads the last of two `path`s; the call goes
-/// upstream with only that one, so a module whose parser reads the first cannot be sent
-/// somewhere the rule never saw. So too for a shadowed call and a call a rule denies nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_call_a_rule_lets_through_goes_upstream_as_the_rule_read_it() {
-    let reads = Arc::new(AtomicUsize::new(0));
-    let deletes = Arc::new(AtomicUsize::new(0));
-    let registry = Registry::start(vec![ModuleSpec {
-        isolation: None,
-        name: "test".into(),
-        prefix: "test".into(),
-        trust_annotations: true,
-        module: Arc::new(module(&reads, &deletes)),
-    }])
-    .await
-    .unwrap();
-    let policy = GatePolicy::default()
-        .with_rule(
-            PolicyRule::new("test__delete", GateMode::Allow)
-                .when(gating_core::When::compile("args.path.startsWith('/tmp/')").unwrap()),
-        )
-        .with_rule(
-            PolicyRule::new("test__wipe", GateMode::Shadow)
-                .when(gating_core::When::compile("has(args.path)").unwrap()),
-        );
-    let gateway = Gateway::new(registry, Arc::new(MemoryStore::default()), policy, false);
-    let principal = mcp_auth::Principal {
-        caller: Caller::new("alice", None).unwrap(),
-        scopes: Default::default(),
-        authenticated: true,
-        groups: Default::default(),
-        client: None,
-        subject_token: None,
-    };
-    for (text, tool) in [
-        (
-            r#"{"name":"test__delete","arguments":{"path":"/etc","path":"/tmp/x"}}"#,
-            "delete",
-        ),
-        (
-            r#"{"name":"test__wipe","arguments":{"path":"/etc","path":"/tmp/x"}}"#,
-            "wipe",
-        ),
-    ] {
-        let params: mcp_wire::CallToolParams = serde_json::from_str(text).unwrap();
-        let params = match gateway.classify(&principal, params).await.unwrap() {
-            Classified::Forward(_, params) | Classified::Shadow(_, params, _) => params,
-            other => panic!("{tool} is let through by its rule: {other:?}"),
-        };
-        let upstream = serde_json::to_string(&params.into_upstream(tool)).unwrap();
-        assert!(
-            upstream.contains("/tmp/x") && !upstream.contains("/etc"),
-            "what goes upstream is what the rule read: {upstream}"
-        );
-    }
 }
 
 /// The issue's three rules, over a real PostgreSQL store: a `when` on the arguments decides
