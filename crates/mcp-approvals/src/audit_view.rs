@@ -1,7 +1,7 @@
 //! `GET /approvals/audit` and its download: the audit trail of the person's tenant.
 
 use crate::{AUDIT_DOWNLOAD, AUDIT_PAGE, AUDIT_ROWS, COOKIE_PROBE, Page, form, html};
-use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
+use http::{HeaderMap, Response, StatusCode};
 use mcp_auth::{Auth, SCOPE_AUDIT};
 use mcp_http_kit::body::Body;
 use mcp_http_kit::error::HttpError;
@@ -76,17 +76,9 @@ impl Page {
                     entries.truncate(AUDIT_DOWNLOAD);
                     let next = page.next.and(entries.last().map(|e| e.id));
                     let mut reply = mcp_http_kit::audit::lines(&entries, next, page.holds);
-                    let headers = reply.headers_mut();
-                    headers.insert(
-                        header::CONTENT_DISPOSITION,
-                        HeaderValue::from_static(
-                            "attachment; filename=\"mcp-gateway-audit.jsonl\"",
-                        ),
-                    );
-                    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-                    headers.insert(
-                        header::X_CONTENT_TYPE_OPTIONS,
-                        HeaderValue::from_static("nosniff"),
+                    mcp_http_kit::response::as_download(
+                        &mut reply,
+                        "attachment; filename=\"mcp-gateway-audit.jsonl\"",
                     );
                     return reply;
                 }

@@ -23,11 +23,6 @@ impl Page {
         id: &str,
         body: Bytes,
     ) -> Response<Body> {
-        let answer = |status: StatusCode, body: Value| {
-            let mut response = Response::new(full(body.to_string()));
-            *response.status_mut() = status;
-            with_headers(response, "application/json")
-        };
         let Some((_, principal, csrf)) = self.web_session(snap, headers) else {
             return answer(
                 StatusCode::UNAUTHORIZED,
@@ -132,16 +127,14 @@ impl Page {
             Ok(RespondOutcome::Invalid {
                 errors,
                 retries_left,
-            }) => {
-                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
-                answer(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    json!({"errors": errors, "retries_left": retries_left}),
-                )
-            }
-            Ok(other) => answer(
+            }) => invalid(&errors, retries_left),
+            // The last answer allowed: the question is closed.
+            Ok(RespondOutcome::ValidationFailed { errors }) => invalid(&errors, 0),
+            // An upload is a new file each time, so never the answer already recorded: this
+            // question was answered with another.
+            Ok(RespondOutcome::AlreadyRecorded) => answer(
                 StatusCode::CONFLICT,
-                json!({"error": format!("not recorded: {other:?}")}),
+                json!({"error": "this question was already answered"}),
             ),
             Err(e) => {
                 let e = McpError::from(e);
@@ -149,4 +142,20 @@ impl Page {
             }
         }
     }
+}
+
+/// An answer that does not fit the question: every violation, and how many tries are left.
+fn invalid(errors: &[elicitation_core::Violation], retries_left: u8) -> Response<Body> {
+    let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    answer(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        json!({"errors": errors, "retries_left": retries_left}),
+    )
+}
+
+/// The upload's JSON answer.
+fn answer(status: StatusCode, body: Value) -> Response<Body> {
+    let mut response = Response::new(full(body.to_string()));
+    *response.status_mut() = status;
+    with_headers(response, "application/json")
 }

@@ -130,6 +130,22 @@ pub fn json_lines<'a>(lines: impl IntoIterator<Item = &'a serde_json::Value>) ->
     bytes_response(StatusCode::OK, "application/jsonl", body)
 }
 
+/// Marks `response` as a file to save, not to show: `Content-Disposition` (`disposition`),
+/// never cached, and never sniffed into something a browser would render. Every download
+/// the gateway serves (an uploaded answer, the audit trail) is marked here.
+pub fn as_download(response: &mut Response<Body>, disposition: &'static str) {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_static(disposition),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+}
+
 /// An empty body.
 pub fn empty(status: StatusCode) -> Response<Body> {
     let mut response = Response::new(full(Bytes::new()));

@@ -274,19 +274,11 @@ impl McpService {
         match uploads.read(id).await {
             Ok(Some(bytes)) => {
                 let mut response = Response::new(mcp_http_kit::body::full(bytes));
-                let headers = response.headers_mut();
-                headers.insert(
+                response.headers_mut().insert(
                     header::CONTENT_TYPE,
                     HeaderValue::from_static("application/octet-stream"),
                 );
-                headers.insert(
-                    header::CONTENT_DISPOSITION,
-                    HeaderValue::from_static("attachment"),
-                );
-                headers.insert(
-                    header::X_CONTENT_TYPE_OPTIONS,
-                    HeaderValue::from_static("nosniff"),
-                );
+                mcp_http_kit::response::as_download(&mut response, "attachment");
                 response
             }
             Ok(None) => problem(McpError::NotFound),

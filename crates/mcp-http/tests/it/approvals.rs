@@ -928,11 +928,8 @@ async fn a_file_uploaded_on_the_page_is_recorded_with_its_hash_and_only_its_call
     assert_eq!(response["file_name"], "résumé.txt");
     assert_eq!(response["content_type"], "text/plain");
     assert_eq!(response["size_bytes"], 12);
-    let expected: String = ring::digest::digest(&ring::digest::SHA256, b"the contract")
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let expected =
+        mcp_random::hex(ring::digest::digest(&ring::digest::SHA256, b"the contract").as_ref());
     assert_eq!(response["sha256"], expected.as_str());
 
     let path = format!(
@@ -950,6 +947,10 @@ async fn a_file_uploaded_on_the_page_is_recorded_with_its_hash_and_only_its_call
     assert_eq!(file.status, StatusCode::OK);
     assert_eq!(file.body, "the contract");
     assert_eq!(file.headers["content-type"], "application/octet-stream");
+    // Saved, never shown or sniffed by a browser, never cached.
+    assert_eq!(file.headers["content-disposition"], "attachment");
+    assert_eq!(file.headers["x-content-type-options"], "nosniff");
+    assert_eq!(file.headers["cache-control"], "no-store");
     let agent = send(
         &h,
         "GET",
