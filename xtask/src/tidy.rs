@@ -8,6 +8,8 @@
 //! - Hex and random tokens are made one way, by `mcp-random`: a byte formatted as hex by hand
 //!   (`02x}`) or a random fill whose failure is dropped (`let _ = ….fill(`) outside it fails
 //!   CI (a failed fill must be an error, never zeros).
+//! - A function of more than [`LONG`] lines outside test code says why, in a `// Long:`
+//!   comment just above it (among its doc comments and attributes).
 //! - A request is served on the snapshot `McpService::handle` took: in the server and the
 //!   page, the reloadable state (`self.live`, `self.gateway()`, `self.auth()`) is read only by
 //!   the functions that are not part of a request ([`LIVE_READERS`]).
@@ -33,6 +35,9 @@ const WIRE_KEYS: &[&str] = &[
     "\"protocolVersion\"",
     "\"serverInfo\"",
 ];
+
+/// Lines a function may run to without a written reason.
+const LONG: usize = 100;
 
 /// Crates whose sources are not the gateway's.
 const EXEMPT: &[&str] = &["mcp-wire", "mcp-bench", "mcp-fuzz", "xtask"];
@@ -90,6 +95,12 @@ pub(crate) fn check() -> Result<()> {
                     let shown = file.strip_prefix(&root).unwrap_or(&file).display();
                     problems.push(format!("{shown}:{line}: {what}; use mcp-random"));
                 }
+            }
+            for (line, name, lines) in long_functions(&text) {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display();
+                problems.push(format!(
+                    "{shown}:{line}: fn {name} is {lines} lines; cut it, or say why in a `// Long:` comment above it"
+                ));
             }
             for (line, key) in wire_shapes(&text) {
                 let shown = file.strip_prefix(&root).unwrap_or(&file).display();
@@ -179,6 +190,68 @@ fn by_hand(text: &str) -> Vec<(usize, &'static str)> {
     found
 }
 
+/// Each function over [`LONG`] lines outside test modules without a `// Long:` reason: its
+/// line, name and length. A function ends at the first line that closes at its indent.
+fn long_functions(text: &str) -> Vec<(usize, String, usize)> {
+    let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    let lines: Vec<&str> = text[..test_start].lines().collect();
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        let Some(at) = trimmed.find("fn ") else {
+            continue;
+        };
+        let head = &trimmed[..at];
+        let is_fn = head.split_whitespace().all(|w| {
+            [
+                "pub",
+                "pub(crate)",
+                "pub(super)",
+                "async",
+                "const",
+                "unsafe",
+            ]
+            .contains(&w)
+        });
+        if !is_fn {
+            continue;
+        }
+        let name: String = trimmed[at + 3..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The signature ends at its body's `{` (or `;`: no body).
+        let Some(open) = (n..lines.len()).find(|&k| {
+            let l = lines[k].trim_end();
+            l.ends_with('{') || l.ends_with(';')
+        }) else {
+            continue;
+        };
+        if lines[open].trim_end().ends_with(';') {
+            continue;
+        }
+        let closing = " ".repeat(indent) + "}";
+        let Some(end) = (open + 1..lines.len()).find(|&k| lines[k].starts_with(&closing)) else {
+            continue;
+        };
+        let length = end - n + 1;
+        if length <= LONG {
+            continue;
+        }
+        let reasoned = lines[..n]
+            .iter()
+            .rev()
+            .map(|l| l.trim_start())
+            .take_while(|l| l.starts_with("//") || l.starts_with("#["))
+            .any(|l| l.starts_with("// Long:"));
+        if !reasoned {
+            found.push((n + 1, name, length));
+        }
+    }
+    found
+}
+
 /// Each `json!` outside test modules that holds a wire key: its line and the key.
 fn wire_shapes(text: &str) -> Vec<(usize, &'static str)> {
     let test_start = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
@@ -242,6 +315,27 @@ mod tests {
             [
                 (2, "hex by hand"),
                 (3, "a random fill whose failure is dropped")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_function_needs_a_reason_and_a_short_one_does_not() {
+        let body = "        step();\n".repeat(LONG);
+        let text = format!(
+            "/// Does it.\npub async fn long(\n    x: u8,\n) {{\n{body}}}\n\n\
+             /// Also.\n// Long: one step after another.\n#[allow(x)]\nfn reasoned() {{\n{body}}}\n\n\
+             fn short() {{\n    step();\n}}\n\nimpl A {{\n    fn inner() {{\n    {body}    }}\n}}\n"
+        );
+        let found: Vec<(String, usize)> = long_functions(&text)
+            .into_iter()
+            .map(|(_, name, lines)| (name, lines))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("long".to_owned(), LONG + 4),
+                ("inner".to_owned(), LONG + 2)
             ]
         );
     }

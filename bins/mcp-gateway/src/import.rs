@@ -291,6 +291,7 @@ fn loopback(url: &str) -> bool {
 }
 
 /// The module of one server `key` of the file.
+// Long: one field of a server's entry after another.
 fn module(
     key: &str,
     server: &Map<String, Value>,

@@ -268,6 +268,7 @@ fn error_text(error: &anyhow::Error) -> String {
     text
 }
 
+// Long: the process's start-up and shutdown in order.
 async fn run(cli: Cli) -> Result<()> {
     if let Some(Command::Import { file }) = &cli.command {
         let text = std::fs::read_to_string(file)

@@ -134,6 +134,7 @@ pub(crate) fn is_loopback(host: &str) -> bool {
 }
 
 /// Checks every sink and reads its secret: the sinks to run.
+// Long: one arm per sink kind, each checking its own fields.
 pub(crate) fn sinks(configs: &[NotifyConfig]) -> Result<Vec<mcp_notify::Sink>> {
     let mut sinks: Vec<mcp_notify::Sink> = Vec::with_capacity(configs.len());
     for (position, config) in configs.iter().enumerate() {

@@ -68,7 +68,28 @@ impl Page {
         }
     }
 
+    /// The page again with `error` next to its item (unprocessable).
+    async fn refused_item(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        error: html::ItemError<'_>,
+    ) -> Response<Body> {
+        self.render(
+            snap,
+            principal,
+            csrf,
+            None,
+            Some(error),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await
+    }
+
     /// An answer from the page: the form's fields as the type's response.
+    // Long: the form read, the answer recorded and each outcome rendered, in the order a person
+    // meets them; the pure parts are grant_asked, edited_asked and payload_of.
     pub(crate) async fn respond(
         &self,
         snap: &Snapshot,
@@ -96,99 +117,43 @@ impl Page {
             }
             Err(e) => return self.refusal(snap, principal, csrf, e.into()).await,
         };
-        // Approve and allow this call, or the tool, for the chosen time (and number of calls).
-        let grant = match (kind.as_str(), field(fields, "decision")) {
-            ("confirmation", Some(decision @ ("grant_call" | "grant_tool"))) => {
-                let mut grant = json!({
-                    "scope": if decision == "grant_call" { "call" } else { "tool" },
-                    "for": field(fields, "grant_for").unwrap_or_default(),
-                });
-                match field(fields, "grant_uses").map(str::trim) {
-                    None | Some("") => {}
-                    Some(uses) => match uses.parse::<u32>() {
-                        Ok(n) => grant["max_uses"] = json!(n),
-                        Err(_) => {
-                            return self
-                                .render(
-                                    snap,
-                                    principal,
-                                    csrf,
-                                    Some("The number of calls must be a whole number from 1; nothing was answered."),
-                                    None,
-                                    StatusCode::UNPROCESSABLE_ENTITY,
-                                )
-                                .await;
-                        }
-                    },
-                }
-                Some(grant)
+        let confirmation = kind == "confirmation";
+        let grant = match grant_asked(fields) {
+            Ok(grant) => grant.filter(|_| confirmation),
+            Err(why) if confirmation => {
+                return self
+                    .render(
+                        snap,
+                        principal,
+                        csrf,
+                        Some(why),
+                        None,
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                    )
+                    .await;
             }
-            _ => None,
+            Err(_) => None,
         };
-        // Approve with the arguments as the person edited them (JSON, checked by the gate).
-        let edited = match (kind.as_str(), field(fields, "decision")) {
-            ("confirmation", Some("approve_edited")) => {
-                let typed = field(fields, "arguments").unwrap_or_default().to_owned();
-                match serde_json::from_str::<Value>(&typed) {
-                    Ok(arguments @ Value::Object(_)) => Some((arguments, typed)),
-                    Ok(_) | Err(_) => {
-                        let why = match serde_json::from_str::<Value>(&typed) {
-                            Ok(_) => "The arguments must be a JSON object ({…}).".to_owned(),
-                            Err(e) => format!("The arguments are not JSON: {e}."),
-                        };
-                        let error = html::ItemError {
+        let edited = match edited_asked(fields) {
+            Ok(edited) => edited.filter(|_| confirmation),
+            Err((why, typed)) if confirmation => {
+                return self
+                    .refused_item(
+                        snap,
+                        principal,
+                        csrf,
+                        html::ItemError {
                             id,
                             messages: vec![why],
                             retries_left: None,
                             edited: Some(typed),
-                        };
-                        return self
-                            .render(
-                                snap,
-                                principal,
-                                csrf,
-                                None,
-                                Some(error),
-                                StatusCode::UNPROCESSABLE_ENTITY,
-                            )
-                            .await;
-                    }
-                }
+                        },
+                    )
+                    .await;
             }
-            _ => None,
+            Err(_) => None,
         };
-        let (payload, done) = match kind.as_str() {
-            "confirmation" if grant.is_some() => (json!({"confirmed": true}), "granted"),
-            "confirmation" if edited.is_some() => (json!({"confirmed": true}), "edited"),
-            "confirmation" => match field(fields, "decision") {
-                Some("approve") => (json!({"confirmed": true}), "approved"),
-                // A note typed next to Decline goes with it (and only with it).
-                Some("decline") => match field(fields, "note").map(str::trim) {
-                    Some(note) if !note.is_empty() => {
-                        (json!({"confirmed": false, "note": note}), "declined")
-                    }
-                    _ => (json!({"confirmed": false}), "declined"),
-                },
-                _ => (json!({}), "answered"),
-            },
-            "string_input" => (
-                json!({"value": field(fields, "value").unwrap_or_default()}),
-                "answered",
-            ),
-            "single_choice" => (
-                field(fields, "choice").map_or(json!({}), |c| json!({"choice": c})),
-                "answered",
-            ),
-            "multi_choice" => {
-                let choices: Vec<&str> = fields
-                    .iter()
-                    .filter(|(k, _)| k == "choices")
-                    .map(|(_, v)| v.as_str())
-                    .collect();
-                (json!({"choices": choices}), "answered")
-            }
-            _ => (json!({}), "answered"),
-        };
+        let (payload, done) = payload_of(&kind, fields, grant.is_some(), edited.is_some());
         let by = principal.answered_by(mcp_auth::AnsweredVia::Page);
         let with = match (&grant, &edited) {
             (Some(grant), _) => Some(mcp_gate::Approving::Grant(grant)),
@@ -212,20 +177,17 @@ impl Page {
             Err(McpError::Store(elicitation_store::StoreError::AnswerRefused(why))),
         ) = (&edited, &answered)
         {
-            let error = html::ItemError {
-                id,
-                messages: vec![why.clone()],
-                retries_left: None,
-                edited: Some(typed.clone()),
-            };
             return self
-                .render(
+                .refused_item(
                     snap,
                     principal,
                     csrf,
-                    None,
-                    Some(error),
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    html::ItemError {
+                        id,
+                        messages: vec![why.clone()],
+                        retries_left: None,
+                        edited: Some(typed.clone()),
+                    },
                 )
                 .await;
         }
@@ -238,19 +200,16 @@ impl Page {
                 retries_left,
             }) => {
                 let messages = errors.iter().map(ToString::to_string).collect();
-                let error = html::ItemError {
-                    id,
-                    messages,
-                    retries_left: Some(retries_left),
-                    edited: None,
-                };
-                self.render(
+                self.refused_item(
                     snap,
                     principal,
                     csrf,
-                    None,
-                    Some(error),
-                    StatusCode::UNPROCESSABLE_ENTITY,
+                    html::ItemError {
+                        id,
+                        messages,
+                        retries_left: Some(retries_left),
+                        edited: None,
+                    },
                 )
                 .await
             }
@@ -369,5 +328,88 @@ impl Page {
             e.status(None),
         )
         .await
+    }
+}
+
+/// The grant a confirmation's "approve and allow" asks for: this call or the tool, for the
+/// chosen time (and number of calls). `Err`: the number of calls is not a whole number.
+fn grant_asked(fields: &[(String, String)]) -> Result<Option<Value>, &'static str> {
+    let Some(decision @ ("grant_call" | "grant_tool")) = field(fields, "decision") else {
+        return Ok(None);
+    };
+    let mut grant = json!({
+        "scope": if decision == "grant_call" { "call" } else { "tool" },
+        "for": field(fields, "grant_for").unwrap_or_default(),
+    });
+    match field(fields, "grant_uses").map(str::trim) {
+        None | Some("") => {}
+        Some(uses) => match uses.parse::<u32>() {
+            Ok(n) => grant["max_uses"] = json!(n),
+            Err(_) => {
+                return Err(
+                    "The number of calls must be a whole number from 1; nothing was answered.",
+                );
+            }
+        },
+    }
+    Ok(Some(grant))
+}
+
+/// The arguments of a confirmation's "approve with these arguments", as typed (JSON, checked
+/// by the gate) and read. `Err`: why they cannot be read, and what was typed.
+fn edited_asked(fields: &[(String, String)]) -> Result<Option<(Value, String)>, (String, String)> {
+    if field(fields, "decision") != Some("approve_edited") {
+        return Ok(None);
+    }
+    let typed = field(fields, "arguments").unwrap_or_default().to_owned();
+    match serde_json::from_str::<Value>(&typed) {
+        Ok(arguments @ Value::Object(_)) => Ok(Some((arguments, typed))),
+        Ok(_) => Err((
+            "The arguments must be a JSON object ({…}).".to_owned(),
+            typed,
+        )),
+        Err(e) => Err((format!("The arguments are not JSON: {e}."), typed)),
+    }
+}
+
+/// The form's fields as the response of an elicitation of `kind`, and the word the page
+/// says it with (`granted` and `edited` when the approval carries a grant or arguments).
+fn payload_of(
+    kind: &str,
+    fields: &[(String, String)],
+    granted: bool,
+    edited: bool,
+) -> (Value, &'static str) {
+    match kind {
+        "confirmation" if granted => (json!({"confirmed": true}), "granted"),
+        "confirmation" if edited => (json!({"confirmed": true}), "edited"),
+        "confirmation" => match field(fields, "decision") {
+            Some("approve") => (json!({"confirmed": true}), "approved"),
+            // A note typed next to Decline goes with it (and only with it).
+            Some("decline") => match field(fields, "note").map(str::trim) {
+                Some(note) if !note.is_empty() => {
+                    (json!({"confirmed": false, "note": note}), "declined")
+                }
+                _ => (json!({"confirmed": false}), "declined"),
+            },
+            _ => (json!({}), "answered"),
+        },
+        "string_input" => (
+            json!({"value": field(fields, "value").unwrap_or_default()}),
+            "answered",
+        ),
+        "single_choice" => (
+            field(fields, "choice").map_or(json!({}), |c| json!({"choice": c})),
+            "answered",
+        ),
+        "multi_choice" => {
+            let choices: Vec<&str> = fields
+                .iter()
+                .filter(|(k, _)| k == "choices")
+                .map(|(_, v)| v.as_str())
+                .collect();
+            (json!({"choices": choices}), "answered")
+        }
+        _ => (json!({}), "answered"),
     }
 }

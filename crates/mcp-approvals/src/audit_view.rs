@@ -12,6 +12,7 @@ impl Page {
     /// `GET /approvals/audit` (the view, newest first, a page at a time) and
     /// `/approvals/audit/download` (the same filters as JSON lines, oldest first): the audit
     /// trail of the person's tenant, with `audit:read`.
+    // Long: the view and its download share the query's parsing and the paging loop.
     pub(crate) async fn audit(
         &self,
         snap: &Snapshot,

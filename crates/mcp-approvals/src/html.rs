@@ -471,6 +471,7 @@ const DEFINITION_FIELDS: [&str; 7] = [
 
 /// The tool and prompt definitions withheld because they are not their pin, each with what
 /// changed and Approve / Reject.
+// Long: one HTML section written top to bottom.
 fn changes_section(out: &mut String, changes: &[Value], csrf: &str) {
     let _ = write!(
         out,

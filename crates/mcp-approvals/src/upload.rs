@@ -16,6 +16,7 @@ impl Page {
     /// `X-File-Name`, URI-encoded). The gateway keeps the file, computes its size and
     /// SHA-256, and records the type's response; an answer that is not recorded leaves no
     /// file behind. Answers JSON.
+    // Long: the request's checks in order, then keep, record, or remove the file.
     pub(crate) async fn upload(
         &self,
         snap: &Snapshot,

@@ -28,6 +28,8 @@ impl Gateway {
     /// `inputSchema` or the policy denies the call with them; and (by the store) on anything
     /// but an approval of a held call. The store enforces who may answer: a four-eyes or
     /// `must` rule's confirmation is approved only by someone who may answer it.
+    // Long: each check of an approval with a grant or edited arguments must come before the one
+    // store step, in this order.
     pub async fn answer_with(
         &self,
         principal: &Principal,

@@ -26,6 +26,8 @@ use mcp_auth::Principal;
 impl Gateway {
     /// Step one of the gate: which tool, and does the policy forward, deny or gate it. A
     /// gated call's binding (the digest of its arguments) and message are made here, once.
+    // Long: step one's decisions in the order they are made (tool, account, pin, policy,
+    // binding), each audited where it is made.
     pub async fn classify(
         &self,
         principal: &Principal,
@@ -369,6 +371,7 @@ impl Gateway {
     /// Forwards the call to its module: the params go through untouched but for the tool's
     /// own name, the gateway's `confirmation_id`, the client's multi round-trip fields and
     /// the downstream hop's protocol `_meta`.
+    // Long: the forward, its timing and its audit record share the call's locals.
     pub(crate) async fn forward(
         &self,
         principal: &Principal,

@@ -46,6 +46,8 @@ impl Gateway {
     }
 
     /// [`Gateway::resolve`], adding the module's time on a forwarded call to `upstream`.
+    // Long: the settle step in order (the named or identical confirmation, a grant, redeem, a
+    // new hold); to be a step of its own for embedders (issue 47).
     pub(crate) async fn resolve_timed(
         &self,
         principal: &Principal,

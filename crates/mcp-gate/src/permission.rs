@@ -82,6 +82,8 @@ impl Gateway {
     }
 
     /// Answers a permission-prompt module's `approve` (see the module's docs).
+    // Long: the host's tool decided, held and waited for, in one flow whose progress shares the
+    // wait's state.
     pub(crate) async fn permission_prompt(
         &self,
         principal: &mcp_auth::Principal,

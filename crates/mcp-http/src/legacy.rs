@@ -192,6 +192,8 @@ impl McpService {
     /// asked on the call's own stream; otherwise run (its module's messages relayed on a
     /// stream scoped to the call when the client takes one).
     #[allow(clippy::too_many_arguments)]
+    // Long: a legacy call's three ways (asked in band, relayed on a stream, answered plainly)
+    // share the classified call.
     async fn legacy_call(
         &self,
         snap: &Snapshot,

@@ -26,6 +26,8 @@ use mcp_http_kit::response;
 
 impl McpService {
     /// A modern request.
+    // Long: the 2026-07-28 header checks in the order the specification gives, then the
+    // dispatch.
     pub(crate) async fn modern(
         &self,
         snap: &Snapshot,

@@ -55,6 +55,7 @@ pub struct RestRequest<'a> {
 }
 
 /// Serves one REST request: the status and JSON body of success, or the error.
+// Long: one match over the REST routes, each arm short.
 pub async fn handle(
     gateway: &Gateway,
     principal: &Principal,

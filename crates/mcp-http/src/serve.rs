@@ -65,6 +65,8 @@ fn is_resource_exhaustion(error: &std::io::Error) -> bool {
 
 /// Serves `service` on `listener` until `shutdown` completes, then stops accepting and
 /// waits (up to 30 s) for requests in flight.
+// Long: the accept loop with its timeouts, connection cap, probe lane and drain, which share
+// the listener's state.
 pub async fn serve(
     listener: TcpListener,
     service: Arc<McpService>,

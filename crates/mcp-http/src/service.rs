@@ -459,6 +459,7 @@ impl McpService {
         response
     }
 
+    // Long: one match over the routes, each arm short.
     async fn route<B>(&self, snap: &Snapshot, request: Request<B>) -> Response<Body>
     where
         B: hyper::body::Body<Data = Bytes> + Send,

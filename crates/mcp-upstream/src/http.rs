@@ -362,6 +362,8 @@ impl HttpModule {
 
     /// POSTs one message with `headers` (from [`HttpModule::headers`]); returns the status,
     /// headers and (for a request) the answer to it.
+    // Long: one HTTP exchange with its retries (a refused token, a lost session), which share
+    // the request being built.
     async fn post(
         &self,
         body: Vec<u8>,

@@ -164,6 +164,8 @@ impl Config {
         Ok(())
     }
 
+    // Long: one check of the configuration after another, each a few lines; their order is the
+    // order errors are reported in.
     pub(super) fn check(&self) -> Result<()> {
         self.uploads.resolve()?;
         crate::notify::sinks(&self.notify)?;

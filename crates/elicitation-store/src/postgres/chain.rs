@@ -279,6 +279,8 @@ impl ChainReport {
 
 /// Walks the whole chain with `client` (a role that reads every audit row: the schema
 /// owner), with the MAC keys of `keys`.
+// Long: one pass over the chain, keeping the previous row's MAC and the key in force between
+// rows.
 pub async fn verify_audit(
     client: &tokio_postgres::Client,
     keys: &KeyRing,

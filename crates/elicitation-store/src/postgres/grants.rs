@@ -139,6 +139,7 @@ impl PostgresStore {
     /// `request` on it in one statement. `None`: nothing was recorded (the caller explains
     /// why from the row); `Some(grant)`: recorded, with the grant.
     #[allow(clippy::too_many_arguments)]
+    // Long: the thirteen parameters of one statement, bound in order.
     pub(super) async fn respond_granting_row(
         &self,
         caller: &Caller,

@@ -6,6 +6,8 @@ use super::*;
 impl PostgresStore {
     /// Records an answer to `caller`'s elicitation `id` by the caller itself, or by
     /// `approver` (the SQL holds the approval rule too, whatever was checked before).
+    // Long: one guarded statement and the reading of each of its outcomes, which share the row
+    // it returned.
     pub(super) async fn respond_guarded(
         &self,
         caller: &Caller,

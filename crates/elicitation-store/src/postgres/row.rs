@@ -56,6 +56,7 @@ fn open_json(
 }
 
 /// Decodes a row selected with `columns!()`, opening its response.
+// Long: one column after another of a row, each opened or parsed in place.
 pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
     let get_err = |e: tokio_postgres::Error| StoreError::Backend(Box::new(e));
     let id = ElicitationId::from_uuid(row.try_get::<_, Uuid>("id").map_err(get_err)?);

@@ -212,6 +212,7 @@ impl McpService {
     }
 
     /// One message.
+    // Long: one match over the MCP methods, each arm short.
     pub(super) async fn message(
         &self,
         snap: &Snapshot,

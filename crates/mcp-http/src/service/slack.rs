@@ -17,6 +17,7 @@ impl McpService {
     /// `POST /v1/notify/slack/actions`: an Approve or Decline clicked in Slack, recorded as
     /// the Slack user's mapped identity with every approver and four-eyes rule the page
     /// applies; anything not verified answers nothing.
+    // Long: the verification steps in order, each refusing without an answer.
     pub(super) async fn slack_action<B>(
         &self,
         snap: &Snapshot,

@@ -44,6 +44,7 @@ pub(super) struct Listener {
 /// reconnects (with back-off, re-listing what may have changed meanwhile) when it ends. A
 /// module that offers no such stream (405, 501, 400, a JSON-RPC `-32601` in any status —
 /// fastmcp answers 404 with one — or a success that is no stream) is not asked again.
+// Long: the reconnect loop; its back-off and what it re-lists carry across attempts.
 pub(super) async fn listen(l: Listener) {
     let mut backoff = Duration::from_secs(1);
     let mut connected_before = false;

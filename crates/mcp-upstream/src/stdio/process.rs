@@ -119,6 +119,7 @@ pub(super) async fn supervise(
 }
 
 /// One process life; returns why it ended.
+// Long: one process life in order: spawn, handshake, serve, reap.
 pub(super) async fn run_once(
     config: &StdioConfig,
     shared: &Arc<Shared>,

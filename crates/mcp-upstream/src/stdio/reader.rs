@@ -138,6 +138,7 @@ pub(super) fn notification(shared: &Shared, method: &str, params: Option<Value>)
 
 /// Reads stdout: answers go to their waiters, notifications to [`notification`], and
 /// requests to the call they are about (see the module docs), `ping` answered here.
+// Long: one match over what a line can be, each arm short.
 pub(super) async fn read_messages(
     shared: Arc<Shared>,
     stdin: mpsc::Sender<Vec<u8>>,
