@@ -11,6 +11,8 @@ pub(crate) use audit::{AuditView, audit_page};
 
 use std::fmt::Write as _;
 
+use elicitation_core::{CancelReason, ElicitationStatus, ElicitationType, ResponseSpec};
+use mcp_http_kit::views::ElicitationView;
 use serde_json::Value;
 
 /// `text` safe inside HTML text and attribute values (quoted).
@@ -174,8 +176,8 @@ pub(crate) fn sign_in_with(problem: Option<&str>, next: Option<&str>, sso: bool)
 /// The page: what waits for the person, and what they answered lately.
 pub(crate) fn page(
     frame: &Frame<'_>,
-    pending: &[Value],
-    history: &[Value],
+    pending: &[Item],
+    history: &[ElicitationView],
     grants: &[Value],
     error: Option<&ItemError<'_>>,
     now: time::OffsetDateTime,
@@ -227,7 +229,8 @@ pub(crate) fn page(
         body.push_str("<p class=\"empty\">Nothing waits for you.</p>");
     }
     for item in pending {
-        let item_error = error.filter(|e| item.get("id").and_then(Value::as_str) == Some(e.id));
+        let id = item.view.id.to_string();
+        let item_error = error.filter(|e| e.id == id);
         body.push_str(&pending_item(item, frame, item_error, now));
     }
     body.push_str("</section>");
@@ -248,13 +251,24 @@ pub(crate) fn page(
     document("Approvals — mcp-gateway", &body)
 }
 
+/// An elicitation as the page shows it among what waits.
+pub(crate) struct Item {
+    /// Its view.
+    pub(crate) view: ElicitationView,
+    /// Whose it is, when another caller's (an approver group's confirmation).
+    pub(crate) owner: Option<String>,
+    /// Whether this person may answer it (`false`: it waits for another group's member).
+    pub(crate) answerable: bool,
+}
+
+/// A string field of a grant's, a change's or an audit event's JSON view.
 fn text<'a>(item: &'a Value, key: &str) -> &'a str {
     item.get(key).and_then(Value::as_str).unwrap_or_default()
 }
 
-fn time_left(item: &Value, now: time::OffsetDateTime) -> String {
+fn time_left(view: &ElicitationView, now: time::OffsetDateTime) -> String {
     let expires = time::OffsetDateTime::parse(
-        text(item, "expires_at"),
+        view.expires_at.as_deref().unwrap_or_default(),
         &time::format_description::well_known::Rfc3339,
     );
     match expires {
@@ -271,17 +285,17 @@ fn time_left(item: &Value, now: time::OffsetDateTime) -> String {
 }
 
 fn pending_item(
-    item: &Value,
+    item: &Item,
     frame: &Frame<'_>,
     error: Option<&ItemError<'_>>,
     now: time::OffsetDateTime,
 ) -> String {
     let csrf = frame.csrf;
-    let id = escape(text(item, "id"));
-    let kind = text(item, "type");
+    let view = &item.view;
+    let id = escape(&view.id.to_string());
     let mut out = format!("<article class=\"item\" id=\"e-{id}\">");
-    item_heading(&mut out, item, kind, now);
-    if let Some(arguments) = item.get("arguments") {
+    item_heading(&mut out, item, now);
+    if let Some(arguments) = &view.arguments {
         // The JSON's own line breaks are layout (those inside strings are escaped by
         // serde_json): each line is shown, the breaks kept.
         let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
@@ -311,11 +325,10 @@ fn pending_item(
         out,
         "<form method=\"post\" action=\"/approvals/{id}/respond\" class=\"answer\">{hidden}"
     );
-    let schema = item
-        .get("response_schema")
-        .and_then(|s| s.get("properties"));
-    match kind {
-        "confirmation" => {
+    // The answer's JSON Schema: a field's bounds and choices are read from it.
+    let schema = view.response_schema.get("properties");
+    match &view.response_spec {
+        ResponseSpec::Confirmation => {
             confirmation_controls(
                 &mut out,
                 item,
@@ -323,11 +336,13 @@ fn pending_item(
                 error.and_then(|e| e.edited.as_deref()),
             );
         }
-        "string_input" => string_controls(&mut out, &id, schema),
-        "single_choice" => choice_controls(&mut out, &id, schema, false),
-        "multi_choice" => choice_controls(&mut out, &id, schema, true),
-        "file_upload" => file_controls(&mut out, &id, item.get("response_spec")),
-        _ => out.push_str("<p>This type is answered through the REST API.</p>"),
+        ResponseSpec::StringInput { .. } => string_controls(&mut out, &id, schema),
+        ResponseSpec::SingleChoice { .. } => choice_controls(&mut out, &id, schema, false),
+        ResponseSpec::MultiChoice { .. } => choice_controls(&mut out, &id, schema, true),
+        ResponseSpec::FileUpload {
+            max_bytes,
+            content_types,
+        } => file_controls(&mut out, &id, *max_bytes, content_types),
     }
     let _ = write!(
         out,
@@ -337,23 +352,24 @@ fn pending_item(
 }
 
 /// What is asked, for whom, of which type, the time left, and the message.
-fn item_heading(out: &mut String, item: &Value, kind: &str, now: time::OffsetDateTime) {
+fn item_heading(out: &mut String, item: &Item, now: time::OffsetDateTime) {
+    let view = &item.view;
     out.push_str("<h3>");
-    match item.get("tool").and_then(Value::as_str) {
+    match &view.tool {
         Some(tool) => {
             let _ = write!(out, "The agent wants to run <code>{}</code>", shown(tool));
         }
         None => out.push_str("A question"),
     }
-    if let Some(owner) = item.get("for").and_then(Value::as_str) {
+    if let Some(owner) = &item.owner {
         let _ = write!(out, " <span class=\"for\">for {}</span>", shown(owner));
     }
     let _ = write!(
         out,
         "</h3><p class=\"meta\">{} · <span class=\"left\">{}</span></p><p class=\"message\">{}</p>",
-        escape(kind),
-        escape(&time_left(item, now)),
-        shown(text(item, "message"))
+        escape(view.kind.as_str()),
+        escape(&time_left(view, now)),
+        shown(&view.message)
     );
 }
 
@@ -361,29 +377,26 @@ fn item_heading(out: &mut String, item: &Value, kind: &str, now: time::OffsetDat
 /// or, where another group must approve, who it waits for.
 fn confirmation_controls(
     out: &mut String,
-    item: &Value,
+    item: &Item,
     grant_for: &[String],
     edited: Option<&str>,
 ) {
-    if item.get("answerable") == Some(&Value::Bool(false)) {
-        let group = item
-            .get("approval")
-            .and_then(|a| a.get("group"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    let view = &item.view;
+    if !item.answerable {
+        let group = view.approval.as_ref().map_or("", |a| a.group.as_str());
         let _ = write!(
             out,
             "<p class=\"waits\">Waits for a member of <strong>{}</strong> to approve.</p>",
             shown(group)
         );
     } else {
-        let id = escape(text(item, "id"));
+        let id = escape(&view.id.to_string());
         let _ = write!(
             out,
             "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button> <label for=\"n-{id}\" class=\"note\">Note with a decline (optional)</label> <textarea id=\"n-{id}\" name=\"note\" maxlength=\"1000\" rows=\"2\"></textarea>"
         );
-        if item.get("tool").is_some() && !grant_for.is_empty() {
-            let tool = shown(text(item, "tool"));
+        if let Some(tool) = view.tool.as_deref().filter(|_| !grant_for.is_empty()) {
+            let tool = shown(tool);
             let options: String = grant_for
                 .iter()
                 .map(|d| format!("<option value=\"{0}\">{0}</option>", escape(d)))
@@ -393,7 +406,7 @@ fn confirmation_controls(
                 "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button> <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
             );
         }
-        if let Some(arguments) = item.get("arguments") {
+        if let Some(arguments) = &view.arguments {
             // What is typed is the person's; what is shown first is the agent's, as JSON
             // text (escaped: it is data, never markup).
             // Deceptive characters as JSON escapes: the same arguments to the parser, but
@@ -661,17 +674,8 @@ fn choice_controls(out: &mut String, id: &str, schema: Option<&Value>, multi: bo
 }
 
 /// A file picker with the spec's type and size limits, uploaded by the page's script.
-fn file_controls(out: &mut String, id: &str, spec: Option<&Value>) {
-    let max_bytes = spec
-        .and_then(|s| s.get("max_bytes"))
-        .and_then(Value::as_u64);
-    let types: Vec<&str> = spec
-        .and_then(|s| s.get("content_types"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+fn file_controls(out: &mut String, id: &str, max_bytes: Option<u64>, content_types: &[String]) {
+    let types: Vec<&str> = content_types.iter().map(String::as_str).collect();
     let mut limits = Vec::new();
     let mut attrs = String::new();
     if !types.is_empty() {
@@ -695,47 +699,47 @@ fn file_controls(out: &mut String, id: &str, spec: Option<&Value>) {
     );
 }
 
-fn history_row(item: &Value) -> String {
-    let status = text(item, "status");
-    let outcome = match (status, item.get("response")) {
-        ("responded", Some(response)) if text(item, "type") == "confirmation" => {
+fn history_row(view: &ElicitationView) -> String {
+    let status = view.status;
+    let outcome = match (status, &view.response) {
+        (ElicitationStatus::Responded, Some(response))
+            if view.kind == ElicitationType::Confirmation =>
+        {
             if response.get("confirmed") == Some(&Value::Bool(true)) {
                 "approved".to_owned()
             } else {
                 "declined".to_owned()
             }
         }
-        ("responded", Some(response)) => format!(
+        (ElicitationStatus::Responded, Some(response)) => format!(
             "answered {}",
             serde_json::to_string(response).unwrap_or_default()
         ),
-        ("cancelled", _) => match text(item, "cancel_reason") {
-            "declined" => "declined".to_owned(),
+        (ElicitationStatus::Cancelled, _) => match view.cancel_reason {
+            Some(CancelReason::Declined) => "declined".to_owned(),
             _ => "cancelled".to_owned(),
         },
-        (other, _) => other.to_owned(),
+        (other, _) => other.to_string(),
     };
-    let when = [
-        text(item, "responded_at"),
-        text(item, "cancelled_at"),
-        text(item, "expires_at"),
-    ]
-    .into_iter()
-    .find(|t| !t.is_empty())
-    .unwrap_or_default();
-    let what = match item.get("tool").and_then(Value::as_str) {
+    let when = [&view.responded_at, &view.cancelled_at, &view.expires_at]
+        .into_iter()
+        .find_map(|t| t.as_deref())
+        .unwrap_or_default();
+    let what = match &view.tool {
         Some(tool) => format!("<code>{}</code>", shown(tool)),
-        None => shown(text(item, "message")),
+        None => shown(&view.message),
     };
     // Who: recorded with an answer; a cancellation says whose it was; expiry is nobody's.
-    let who = match (status, text(item, "cancel_reason")) {
-        ("responded", _) => item
-            .get("answered_by")
-            .and_then(Value::as_str)
+    let who = match (status, view.cancel_reason) {
+        (ElicitationStatus::Responded, _) => view
+            .answered_by
+            .as_deref()
             .unwrap_or("(not recorded)")
             .to_owned(),
-        ("cancelled", "cancelled_by_caller") => "whoever asked".to_owned(),
-        ("cancelled", _) => "a person".to_owned(),
+        (ElicitationStatus::Cancelled, Some(CancelReason::CancelledByCaller)) => {
+            "whoever asked".to_owned()
+        }
+        (ElicitationStatus::Cancelled, _) => "a person".to_owned(),
         _ => "—".to_owned(),
     };
     format!(
@@ -760,6 +764,134 @@ mod tests {
         );
         assert!(!out.contains('\u{202e}'), "{out}");
         assert!(out.contains("&lt;script&gt;"), "{out}");
+    }
+
+    /// A held call, as the page's typed view of it.
+    fn held(tool: &str, message: &str, arguments: Value, group: Option<&str>) -> ElicitationView {
+        ElicitationView {
+            id: elicitation_core::ElicitationId::v7(time::OffsetDateTime::now_utc(), [7; 10]),
+            kind: ElicitationType::Confirmation,
+            status: ElicitationStatus::Pending,
+            message: message.to_owned(),
+            response_spec: ResponseSpec::Confirmation,
+            response_schema: serde_json::json!({"type": "object"}),
+            response: None,
+            retries: 0,
+            created_at: Some("2026-12-04T10:00:00Z".into()),
+            expires_at: Some("2999-01-01T00:00:00Z".into()),
+            responded_at: None,
+            answered_by: None,
+            note: None,
+            cancelled_at: None,
+            cancel_reason: None,
+            consumed_at: None,
+            tool: Some(tool.to_owned()),
+            arguments: Some(arguments),
+            approval: group.map(|group| mcp_http_kit::views::ApprovalView {
+                group: group.to_owned(),
+                mode: "only",
+            }),
+        }
+    }
+
+    fn frame(grant_for: &[String]) -> Frame<'_> {
+        Frame {
+            signed_in_as: Some("carol"),
+            csrf: "t",
+            notice: None,
+            seen: None,
+            grant_for,
+            respond: true,
+            changes: None,
+            audit: false,
+            accounts: false,
+        }
+    }
+
+    #[test]
+    fn a_held_call_shows_its_tool_owner_and_arguments_as_inert_text_with_its_answers() {
+        let hostile = "<img src=x onerror=alert(1)>\u{202e}exe";
+        let item = Item {
+            view: held(hostile, hostile, serde_json::json!({"path": hostile}), None),
+            owner: Some(hostile.to_owned()),
+            answerable: true,
+        };
+        let grant_for = vec!["15m".to_owned()];
+        let page = page(
+            &frame(&grant_for),
+            &[item],
+            &[],
+            &[],
+            None,
+            time::OffsetDateTime::now_utc(),
+        );
+        let body = &page[page.find("<body>").unwrap()..];
+        for raw in ["<img", "\u{202e}"] {
+            assert!(!body.contains(raw), "{raw} in {body}");
+        }
+        for shown in [
+            "value=\"approve\"",
+            "value=\"decline\"",
+            "value=\"grant_tool\"",
+            "Edit arguments",
+            "for &lt;img",
+        ] {
+            assert!(body.contains(shown), "{shown} missing from {body}");
+        }
+    }
+
+    #[test]
+    fn a_call_another_group_approves_shows_whom_it_waits_for_and_no_answers() {
+        let item = Item {
+            view: held(
+                "fs__write",
+                "Write?",
+                serde_json::json!({}),
+                Some("security"),
+            ),
+            owner: None,
+            answerable: false,
+        };
+        let page = page(
+            &frame(&[]),
+            &[item],
+            &[],
+            &[],
+            None,
+            time::OffsetDateTime::now_utc(),
+        );
+        assert!(
+            page.contains("Waits for a member of <strong>security</strong>"),
+            "{page}"
+        );
+        assert!(!page.contains("value=\"approve\""), "{page}");
+    }
+
+    #[test]
+    fn history_says_how_each_ended_and_who_answered() {
+        let mut approved = held("fs__write", "Write?", serde_json::json!({}), None);
+        approved.status = ElicitationStatus::Responded;
+        approved.response = Some(serde_json::json!({"confirmed": true}));
+        approved.responded_at = Some("2026-12-04T10:01:00Z".into());
+        approved.answered_by = Some("alice".into());
+        let mut declined = held("fs__wipe", "Wipe?", serde_json::json!({}), None);
+        declined.status = ElicitationStatus::Cancelled;
+        declined.cancel_reason = Some(CancelReason::Declined);
+        declined.cancelled_at = Some("2026-12-04T10:02:00Z".into());
+        let approved_row = history_row(&approved);
+        assert!(
+            approved_row.contains("approved") && approved_row.contains("alice"),
+            "{approved_row}"
+        );
+        assert!(
+            approved_row.contains("2026-12-04T10:01:00Z"),
+            "{approved_row}"
+        );
+        let declined_row = history_row(&declined);
+        assert!(
+            declined_row.contains("declined") && declined_row.contains("a person"),
+            "{declined_row}"
+        );
     }
 
     #[test]

@@ -36,12 +36,12 @@ use bytes::Bytes;
 use elicitation_core::ElicitationId;
 use elicitation_store::{Clock, ListQuery};
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
-use serde_json::{Value, json};
 
 use mcp_auth::{Auth, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_RESPOND};
 use mcp_http_kit::body::{Body, full};
 use mcp_http_kit::error::McpError;
 use mcp_http_kit::live::Snapshot;
+use mcp_http_kit::views::ElicitationView;
 
 /// Where the page lives.
 pub const PREFIX: &str = "/approvals";
@@ -247,7 +247,7 @@ fn too_many(refused: &McpError) -> Response<Body> {
 async fn waiting_for(
     store: &dyn elicitation_store::ElicitationStore,
     principal: &Principal,
-) -> Result<Vec<Value>, elicitation_store::StoreError> {
+) -> Result<Vec<html::Item>, elicitation_store::StoreError> {
     let groups: Vec<String> = principal.groups.iter().cloned().collect();
     let may_answer = |owner: &elicitation_store::Caller,
                       stored: &elicitation_store::StoredElicitation| {
@@ -263,13 +263,13 @@ async fn waiting_for(
             ListQuery::pending(elicitation_store::MAX_LIST_LIMIT),
         )
         .await?;
-    let mut items: Vec<Value> = own
+    let mut items: Vec<html::Item> = own
         .into_iter()
         .filter_map(Result::ok)
-        .map(|stored| {
-            let mut item = mcp_http_kit::views::view(&stored);
-            item["answerable"] = json!(may_answer(&principal.caller, &stored));
-            item
+        .map(|stored| html::Item {
+            view: ElicitationView::of(&stored),
+            owner: None,
+            answerable: may_answer(&principal.caller, &stored),
         })
         .collect();
     if let Some(approver) = principal.approver() {
@@ -280,23 +280,16 @@ async fn waiting_for(
             if owner == principal.caller {
                 continue;
             }
-            let mut item = mcp_http_kit::views::view(&stored);
-            item["for"] = json!(match owner.tenant_id() {
-                Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
-                None => owner.subject_id().to_owned(),
+            items.push(html::Item {
+                view: ElicitationView::of(&stored),
+                owner: Some(match owner.tenant_id() {
+                    Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
+                    None => owner.subject_id().to_owned(),
+                }),
+                answerable: may_answer(&owner, &stored),
             });
-            item["answerable"] = json!(may_answer(&owner, &stored));
-            items.push(item);
         }
-        items.sort_by(|a, b| {
-            let key = |v: &Value| {
-                v.get("created_at")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            key(b).cmp(&key(a))
-        });
+        items.sort_by(|a, b| b.view.created_at.cmp(&a.view.created_at));
     }
     Ok(items)
 }

@@ -3,7 +3,7 @@
 
 use crate::{HISTORY, POLL, PREFIX, Page, RECHECK, fingerprint, html, waiting_for};
 use bytes::Bytes;
-use elicitation_core::ElicitationId;
+use elicitation_core::{ElicitationId, ElicitationStatus};
 use elicitation_store::ListQuery;
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::BodyExt;
@@ -11,6 +11,7 @@ use mcp_auth::{Auth, Principal, SCOPE_AUDIT, SCOPE_CATALOG, SCOPE_RESPOND};
 use mcp_http_kit::body::{Body, ChannelBody};
 use mcp_http_kit::error::{HttpError as _, McpError};
 use mcp_http_kit::live::Snapshot;
+use mcp_http_kit::views::ElicitationView;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,14 +97,11 @@ impl Page {
                 return html(e.status(None), html::sign_in(Some(&e.to_string())));
             }
         };
-        let view = mcp_http_kit::views::view(&stored);
+        let view = ElicitationView::of(&stored);
         let subject = principal.caller.subject_id().to_owned();
-        let status = view
-            .get("status")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        let notice = (status != "pending").then(|| format!("This elicitation is {status}."));
+        let status = view.status;
+        let notice = (status != ElicitationStatus::Pending)
+            .then(|| format!("This elicitation is {status}."));
         let grant_for = html::grant_durations(snap.gateway.max_grant());
         let frame = html::Frame {
             signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
@@ -116,8 +114,14 @@ impl Page {
             audit: false,
             accounts: false,
         };
-        let (pending, history) = if status == "pending" {
-            (vec![view], Vec::new())
+        let (pending, history) = if status == ElicitationStatus::Pending {
+            // Answerable here: the store refuses what this person may not answer.
+            let item = html::Item {
+                view,
+                owner: None,
+                answerable: true,
+            };
+            (vec![item], Vec::new())
         } else {
             (Vec::new(), vec![view])
         };
@@ -153,11 +157,11 @@ impl Page {
         }
         let store = snap.gateway.store().clone();
         let caller = &principal.caller;
-        let views = |listed: Vec<elicitation_store::Listed>| -> Vec<Value> {
+        let views = |listed: Vec<elicitation_store::Listed>| -> Vec<ElicitationView> {
             listed
                 .into_iter()
                 .filter_map(Result::ok)
-                .map(|stored| mcp_http_kit::views::view(&stored))
+                .map(|stored| ElicitationView::of(&stored))
                 .collect()
         };
         let pending = match waiting_for(store.as_ref(), principal).await {
@@ -173,20 +177,17 @@ impl Page {
         };
         let mut all = ListQuery::pending(HISTORY * 2);
         all.status = None;
-        let history: Vec<Value> = match store.list(caller, all).await {
+        let history: Vec<ElicitationView> = match store.list(caller, all).await {
             Ok(listed) => views(listed)
                 .into_iter()
-                .filter(|v| v.get("status").and_then(Value::as_str) != Some("pending"))
+                .filter(|v| v.status != ElicitationStatus::Pending)
                 .take(HISTORY)
                 .collect(),
             Err(_) => Vec::new(),
         };
         let subject = principal.caller.subject_id().to_owned();
-        let seen = fingerprint(
-            pending
-                .iter()
-                .filter_map(|v| v.get("id").and_then(Value::as_str)),
-        );
+        let ids: Vec<String> = pending.iter().map(|i| i.view.id.to_string()).collect();
+        let seen = fingerprint(ids.iter().map(String::as_str));
         // The live grants the person holds or made (a failure to read them hides only them).
         let now = self.clock.now();
         let grants: Vec<Value> = match snap.gateway.grants().grants(caller, HISTORY * 2).await {
@@ -294,11 +295,7 @@ impl Page {
                     continue;
                 };
                 // The rows the page shows (it leaves out unreadable ones).
-                let ids: Vec<String> = items
-                    .iter()
-                    .filter_map(|v| v.get("id").and_then(Value::as_str))
-                    .map(str::to_owned)
-                    .collect();
+                let ids: Vec<String> = items.iter().map(|i| i.view.id.to_string()).collect();
                 let now = fingerprint(ids.iter().map(String::as_str));
                 let event = match &seen {
                     None => Bytes::from_static(b": watching\n\n"),

@@ -1,43 +1,118 @@
-//! The REST API's view of an elicitation, shared by the API and the approvals page: one
-//! JSON shape for both.
+//! The REST API's views of an elicitation, a grant and a definition change, shared by the API
+//! and the approvals page: one shape for both ([`ElicitationView`] is typed, so the page
+//! reads its fields rather than the JSON's keys).
 
-use elicitation_core::response_schema;
+use elicitation_core::{
+    CancelReason, ElicitationId, ElicitationStatus, ElicitationType, ResponseSpec, response_schema,
+};
 use elicitation_store::StoredElicitation;
+use serde::Serialize;
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
 
 /// The API's view of an elicitation: what was asked, for which call, and where it stands.
-pub fn view(stored: &StoredElicitation) -> Value {
-    let e = &stored.elicitation;
-    let mut out = json!({
-        "id": e.id,
-        "type": e.kind(),
-        "status": e.status,
-        "message": e.spec.message(),
-        "response_spec": e.spec.response(),
-        "response_schema": response_schema(e.spec.response()),
-        "response": e.response,
-        "retries": e.retries,
-        "created_at": time(Some(e.created_at)),
-        "expires_at": time(Some(e.expires_at)),
-        "responded_at": time(e.responded_at),
-        "answered_by": e.answered_by,
-        "note": e.note,
-        "cancelled_at": time(e.cancelled_at),
-        "cancel_reason": e.cancel_reason,
-        "consumed_at": time(e.consumed_at),
-    });
-    if let (Some(call), Some(map)) = (&stored.call, out.as_object_mut()) {
-        map.insert("tool".into(), json!(call.tool));
-        map.insert("arguments".into(), call.arguments.clone());
-        if let Some(approval) = &call.approval {
-            map.insert(
-                "approval".into(),
-                json!({"group": approval.group, "mode": approval.mode.label()}),
-            );
+/// The REST API serialises it; the approvals page renders its fields.
+#[derive(Debug, Clone, Serialize)]
+pub struct ElicitationView {
+    /// The elicitation.
+    pub id: ElicitationId,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub kind: ElicitationType,
+    /// Where it stands.
+    pub status: ElicitationStatus,
+    /// What is asked.
+    pub message: String,
+    /// The answer's type and bounds.
+    pub response_spec: ResponseSpec,
+    /// The answer's JSON Schema.
+    pub response_schema: Value,
+    /// The answer, once recorded.
+    pub response: Option<Value>,
+    /// Invalid answers so far.
+    pub retries: u8,
+    /// When it was asked (RFC 3339).
+    pub created_at: Option<String>,
+    /// When it expires.
+    pub expires_at: Option<String>,
+    /// When it was answered.
+    pub responded_at: Option<String>,
+    /// Who answered.
+    pub answered_by: Option<String>,
+    /// The note of a decline.
+    pub note: Option<String>,
+    /// When it was cancelled.
+    pub cancelled_at: Option<String>,
+    /// Why.
+    pub cancel_reason: Option<CancelReason>,
+    /// When its confirmation was used.
+    pub consumed_at: Option<String>,
+    /// For a confirmation of a tool call: the qualified tool.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The call's arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+    /// Who answers it besides, or instead of, the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalView>,
+}
+
+/// The approver rule of a confirmation: the group and whether the caller may answer too.
+#[derive(Debug, Clone, Serialize)]
+pub struct ApprovalView {
+    /// The group.
+    pub group: String,
+    /// `also`, `only` or `four_eyes` (the rule's label).
+    pub mode: &'static str,
+}
+
+impl ElicitationView {
+    /// The view of `stored`.
+    pub fn of(stored: &StoredElicitation) -> Self {
+        let e = &stored.elicitation;
+        let call = stored.call.as_ref();
+        ElicitationView {
+            id: e.id,
+            kind: e.kind(),
+            status: e.status,
+            message: e.spec.message().to_owned(),
+            response_spec: e.spec.response().clone(),
+            response_schema: response_schema(e.spec.response()),
+            response: e.response.clone(),
+            retries: e.retries,
+            created_at: rfc3339(Some(e.created_at)),
+            expires_at: rfc3339(Some(e.expires_at)),
+            responded_at: rfc3339(e.responded_at),
+            answered_by: e.answered_by.clone(),
+            note: e.note.clone(),
+            cancelled_at: rfc3339(e.cancelled_at),
+            cancel_reason: e.cancel_reason,
+            consumed_at: rfc3339(e.consumed_at),
+            tool: call.map(|c| c.tool.clone()),
+            arguments: call.map(|c| c.arguments.clone()),
+            approval: call
+                .and_then(|c| c.approval.as_ref())
+                .map(|a| ApprovalView {
+                    group: a.group.clone(),
+                    mode: a.mode.label(),
+                }),
         }
     }
-    out
+
+    /// Its JSON, as the REST API answers it.
+    pub fn json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// The REST API's JSON of `stored` ([`ElicitationView`]).
+pub fn view(stored: &StoredElicitation) -> Value {
+    ElicitationView::of(stored).json()
+}
+
+fn rfc3339(t: Option<time::OffsetDateTime>) -> Option<String> {
+    t.and_then(|t| t.format(&Rfc3339).ok())
 }
 
 fn time(t: Option<time::OffsetDateTime>) -> Value {
