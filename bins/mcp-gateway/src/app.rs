@@ -766,7 +766,9 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
     let sso = match (&auth, &config.auth.jwt) {
         (Auth::Jwt(jwt), Some(section)) => section
             .sso()?
-            .map(|sso| mcp_approvals::oidc::Sso::new(sso, jwt.clone())),
+            .map(|sso| mcp_approvals::oidc::Sso::new(sso, jwt.clone()))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("[auth.jwt.sso]: {e}"))?,
         _ => None,
     };
     let mut service = McpService::new(gateway, auth, service_config)

@@ -80,7 +80,7 @@ pub enum SsoError {
 pub struct Sso {
     config: SsoConfig,
     jwt: Arc<JwtAuth>,
-    http: reqwest::Client,
+    http: mcp_fetch::Fetch,
     discovery: tokio::sync::Mutex<Option<Discovery>>,
     /// Seals sign-ins on their way into the browser's cookie.
     sealer: mcp_auth::sealed::Sealer,
@@ -120,22 +120,26 @@ fn encode(value: &str) -> String {
     form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
+/// The most bytes of a discovery document or a token answer read.
+const MAX_ANSWER: usize = 256 * 1024;
+
 impl Sso {
     /// The client, signing in at `config.issuer` (which `jwt` must trust).
-    pub fn new(config: SsoConfig, jwt: Arc<JwtAuth>) -> Self {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_default();
-        Sso {
+    pub fn new(config: SsoConfig, jwt: Arc<JwtAuth>) -> Result<Self, String> {
+        // The provider's discovery and token answers: no redirects, read up to
+        // MAX_ANSWER bytes; the environment's proxy may carry them (as for the key sets).
+        let http = mcp_fetch::Fetch::new(mcp_fetch::Options {
+            proxy_from_env: true,
+            ..mcp_fetch::Options::new(MAX_ANSWER)
+        })?;
+        Ok(Sso {
             config,
             jwt,
             http,
             discovery: tokio::sync::Mutex::new(None),
             sealer: Self::sealer(&[]),
             clock: Arc::new(elicitation_store::SystemClock),
-        }
+        })
     }
 
     fn sealer(keys: &[[u8; 32]]) -> mcp_auth::sealed::Sealer {
@@ -175,20 +179,15 @@ impl Sso {
             "{}/.well-known/openid-configuration",
             self.config.issuer.trim_end_matches('/')
         );
-        let found: Discovery = self
-            .http
-            .get(&url)
-            .send()
-            .await
-            .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| SsoError::Provider(e.to_string()))?
-            .bytes()
-            .await
-            .map_err(|e| SsoError::Provider(e.to_string()))
-            .and_then(|body| {
-                serde_json::from_slice(&body)
-                    .map_err(|e| SsoError::Provider(format!("its discovery document: {e}")))
-            })?;
+        let answer = self.http.get(&url).await.map_err(SsoError::Provider)?;
+        if !answer.status.is_success() {
+            return Err(SsoError::Provider(format!(
+                "{url} answered {}",
+                answer.status.as_u16()
+            )));
+        }
+        let found: Discovery = serde_json::from_slice(&answer.body)
+            .map_err(|e| SsoError::Provider(format!("its discovery document: {e}")))?;
         if found.issuer != self.config.issuer {
             return Err(SsoError::Provider(format!(
                 "its discovery document names the issuer {:?}",
@@ -274,7 +273,7 @@ impl Sso {
             ("code_verifier", pending.v.as_str()),
             ("resource", self.jwt.config().resource.as_str()),
         ];
-        let mut request = self.http.post(&discovery.token_endpoint);
+        let mut request = self.http.client().post(&discovery.token_endpoint);
         match &self.config.client_secret {
             Some(secret) => {
                 request = request.basic_auth(encode(&self.config.client_id), Some(encode(secret)));
@@ -290,20 +289,16 @@ impl Sso {
             .send()
             .await
             .map_err(|e| SsoError::Provider(e.to_string()))?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let text = response.text().await.unwrap_or_default();
+        let answer = self.http.read(response).await.map_err(SsoError::Provider)?;
+        if !answer.status.is_success() {
             return Err(SsoError::Refused(format!(
-                "the token request failed ({status}): {}",
-                text.chars().take(200).collect::<String>()
+                "the token request failed ({}): {}",
+                answer.status,
+                mcp_fetch::printable(&String::from_utf8_lossy(&answer.body))
             )));
         }
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| SsoError::Provider(e.to_string()))?;
         let tokens: TokenResponse =
-            serde_json::from_slice(&body).map_err(|e| SsoError::BadTokens(e.to_string()))?;
+            serde_json::from_slice(&answer.body).map_err(|e| SsoError::BadTokens(e.to_string()))?;
         let principal = self
             .jwt
             .principal(&tokens.access_token)

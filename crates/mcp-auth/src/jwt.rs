@@ -81,7 +81,7 @@ struct Issuer {
 pub struct JwtAuth {
     config: JwtConfig,
     issuers: Vec<Issuer>,
-    http: reqwest::Client,
+    http: mcp_fetch::Fetch,
     /// Tokens verified lately, by SHA-256 (see [`JwtAuth::principal_cached`]).
     verified: Mutex<HashMap<[u8; 32], Verified>>,
     /// Where the time is read: token times against its wall clock, the keys' grace period
@@ -98,6 +98,9 @@ struct Verified {
 
 /// Most tokens remembered at once.
 const MAX_VERIFIED: usize = 10_000;
+
+/// The most bytes of an issuer's key set read (a JWK set of dozens of keys is a few KiB).
+const MAX_JWKS: usize = 1024 * 1024;
 
 impl std::fmt::Debug for JwtAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -126,25 +129,6 @@ const ACCEPTED: [Algorithm; 9] = [
     Algorithm::ES384,
     Algorithm::EdDSA,
 ];
-
-/// Whether `url` is `https://…`, or `http://` to a loopback host.
-pub fn is_secure_or_loopback(url: &str) -> bool {
-    if url.starts_with("https://") {
-        return true;
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
-        return false;
-    };
-    let authority = rest.split('/').next().unwrap_or_default();
-    let host = match authority.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or_default(),
-        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
-    };
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
 
 /// The RFC 9728 metadata URL of a resource: `/.well-known/oauth-protected-resource` inserted
 /// between its origin and its path.
@@ -179,7 +163,7 @@ impl JwtAuth {
         if config.issuers.is_empty() {
             return Err(JwtConfigError::NoIssuers);
         }
-        if !is_secure_or_loopback(&config.resource) {
+        if !mcp_fetch::secure_or_loopback(&config.resource) {
             return Err(JwtConfigError::Resource(config.resource.clone()));
         }
         let mut seen = BTreeSet::new();
@@ -214,21 +198,15 @@ impl JwtAuth {
                 });
             }
         }
-        // Keys are fetched over https (or http on loopback) only, redirects included.
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            if attempt.previous().len() >= 3 {
-                attempt.error("more than 3 redirects")
-            } else if is_secure_or_loopback(attempt.url().as_str()) {
-                attempt.follow()
-            } else {
-                attempt.error("a redirect away from https")
-            }
-        });
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .redirect(redirects)
-            .build()
-            .unwrap_or_default();
+        // Keys are fetched over https (or http on loopback) only, redirects included, and
+        // read up to MAX_JWKS bytes; a proxy of the environment may carry them (they are
+        // public).
+        let http = mcp_fetch::Fetch::new(mcp_fetch::Options {
+            redirects: mcp_fetch::Redirects::Secure(3),
+            proxy_from_env: true,
+            ..mcp_fetch::Options::new(MAX_JWKS)
+        })
+        .map_err(JwtConfigError::Client)?;
         let issuers = config
             .issuers
             .iter()
@@ -327,22 +305,17 @@ impl JwtAuth {
                 None,
             ),
             JwksSource::Url(url) => {
-                let response = self
-                    .http
-                    .get(url)
-                    .header("accept", "application/json")
-                    .send()
-                    .await
-                    .map_err(|e| format!("{url}: {e}"))?;
-                if !response.status().is_success() {
-                    return Err(format!("{url}: status {}", response.status()));
+                let answer = self.http.get(url).await?;
+                if !answer.status.is_success() {
+                    return Err(format!("{url}: status {}", answer.status));
                 }
-                let max_age = response
-                    .headers()
+                let max_age = answer
+                    .headers
                     .get("cache-control")
                     .and_then(|v| v.to_str().ok())
                     .and_then(cache_max_age);
-                let text = response.text().await.map_err(|e| format!("{url}: {e}"))?;
+                let text = String::from_utf8(answer.body)
+                    .map_err(|_| format!("{url}: the key set is not UTF-8"))?;
                 (text, max_age)
             }
         };
@@ -726,17 +699,6 @@ mod tests {
             metadata_url("https://gw.example.com"),
             "https://gw.example.com/.well-known/oauth-protected-resource"
         );
-    }
-
-    #[test]
-    fn only_https_or_loopback_http_is_trusted() {
-        assert!(is_secure_or_loopback("https://idp.example.com/jwks"));
-        assert!(is_secure_or_loopback("http://127.0.0.1:8080/jwks"));
-        assert!(is_secure_or_loopback("http://localhost/jwks"));
-        assert!(is_secure_or_loopback("http://[::1]:9/jwks"));
-        assert!(!is_secure_or_loopback("http://idp.example.com/jwks"));
-        assert!(!is_secure_or_loopback("http://127.0.0.1.evil.com/jwks"));
-        assert!(!is_secure_or_loopback("ftp://x"));
     }
 
     #[test]

@@ -7,11 +7,11 @@
 mod oauth;
 
 #[cfg(feature = "http")]
+pub(crate) use oauth::oauth_client;
+#[cfg(feature = "http")]
 pub use oauth::{
     ClientCredentials, ClientCredentialsConfig, PersonExchange, TokenExchange, resource_metadata,
 };
-#[cfg(feature = "http")]
-pub(crate) use oauth::{bounded, oauth_client, printable, safe_url};
 
 use std::sync::Arc;
 

@@ -92,7 +92,7 @@ impl JwtConfig {
                 format!("{scheme}://{}", rest.split('/').next().unwrap_or_default())
             }
         };
-        if !mcp_auth::jwt::is_secure_or_loopback(&base) {
+        if !mcp_fetch::secure_or_loopback(&base) {
             bail!("[auth.jwt.sso] base_url {base:?} must be https:// (http:// only on loopback)");
         }
         Ok(Some(mcp_approvals::oidc::SsoConfig {
@@ -211,12 +211,12 @@ fn default_jwks_min_refresh() -> Duration {
 impl JwtConfig {
     /// The checked configuration of mode `jwt`.
     pub(crate) fn resolve(&self) -> Result<mcp_auth::jwt::JwtConfig> {
-        use mcp_auth::jwt::{IssuerConfig, JwksSource, ScopeNames, is_secure_or_loopback};
+        use mcp_auth::jwt::{IssuerConfig, JwksSource, ScopeNames};
         let mut issuers = Vec::new();
         for i in &self.issuers {
             let jwks = match (&i.jwks_url, &i.jwks_file) {
                 (Some(url), None) => {
-                    if !is_secure_or_loopback(url) {
+                    if !mcp_fetch::secure_or_loopback(url) {
                         bail!(
                             "issuer {:?}: jwks_url {url:?} must be https:// (http:// only on loopback)",
                             i.issuer

@@ -157,6 +157,9 @@ pub enum JwtConfigError {
         /// The name.
         name: String,
     },
+    /// The client that fetches key sets could not be made (the platform's TLS roots).
+    #[error("the client that fetches the issuers' keys: {0}")]
+    Client(String),
 }
 
 /// The default name of `issuer`: its URL without the scheme and a trailing `/`

@@ -625,8 +625,9 @@ async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_
 async fn keys_are_never_fetched_through_a_redirect_away_from_https() {
     // The issuer's JWKS URL redirects to plain http on another host: the keys are not
     // fetched from there, and tokens are refused. (This machine reaches no other host, so
-    // the refusal itself is the redirect policy's decision, `is_secure_or_loopback`, unit
-    // tested in auth::jwt; here: such a redirect never yields keys.)
+    // the refusal itself is the redirect policy's decision, `mcp_fetch::secure_or_loopback`,
+    // unit tested there with the user-information trick; here: such a redirect never yields
+    // keys.)
     let key = SigningKey::es256("k1");
     let (url, _server) = serve(
         Some("http://keys.example.com/jwks".into()),

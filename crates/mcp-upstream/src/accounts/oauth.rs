@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use super::{Connect, RefreshError, RegisteredClient, TokenSet};
-use crate::credentials::printable;
+use mcp_fetch::printable;
 
 /// A module's `auth.kind = "user"`.
 #[derive(Clone)]
@@ -49,7 +49,7 @@ struct Server {
 /// authorization request and redeems codes and refresh tokens.
 pub struct UserOAuth {
     pub(super) config: UserOAuthConfig,
-    http: reqwest::Client,
+    http: mcp_fetch::Fetch,
     server: tokio::sync::Mutex<Option<Server>>,
     registered: tokio::sync::Mutex<Option<(String, RegisteredClient)>>,
 }
@@ -64,16 +64,11 @@ fn encode(value: &str) -> String {
     form_urlencoded::byte_serialize(value.as_bytes()).collect()
 }
 
-/// A URL tokens or codes may go to: `https://`, or `http://` to this machine.
-fn safe_url(url: &str) -> bool {
-    crate::credentials::safe_url(url)
-}
-
 impl UserOAuth {
     /// The client; it asks nothing until a person connects.
     pub fn new(config: UserOAuthConfig) -> Result<Self, String> {
         if let Some(issuer) = &config.issuer
-            && !safe_url(issuer)
+            && !mcp_fetch::secure_or_loopback(issuer)
         {
             return Err(format!(
                 "auth.issuer {issuer:?} must be https:// (or http:// on this machine)"
@@ -102,31 +97,15 @@ impl UserOAuth {
     }
 
     async fn read(&self, response: reqwest::Response) -> Result<(u16, Value), String> {
-        let (status, body) = crate::credentials::bounded(response)
-            .await
-            .map_err(|e| self.failed(e))?;
+        let answer = self.http.read(response).await.map_err(|e| self.failed(e))?;
         Ok((
-            status.as_u16(),
-            serde_json::from_slice(&body).unwrap_or(Value::Null),
+            answer.status.as_u16(),
+            serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
         ))
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {
-        if !safe_url(url) {
-            return Err(self.failed(format!("{url} is neither https:// nor on this machine")));
-        }
-        let response = self
-            .http
-            .get(url)
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| self.failed(format!("{url}: {e}")))?;
-        match self.read(response).await? {
-            (200..=299, value) if value.is_object() => Ok(value),
-            (200..=299, _) => Err(self.failed(format!("{url}: not a JSON object"))),
-            (status, _) => Err(self.failed(format!("{url} answered {status}"))),
-        }
+        self.http.get_object(url).await.map_err(|e| self.failed(e))
     }
 
     /// The issuer: configured, or the first the module's RFC 9728 metadata names.
@@ -157,7 +136,7 @@ impl UserOAuth {
                         .and_then(Value::as_array)
                         .and_then(|a| a.first())
                         .and_then(Value::as_str)
-                        .filter(|issuer| safe_url(issuer))
+                        .filter(|issuer| mcp_fetch::secure_or_loopback(issuer))
                         .map(str::to_owned)
                         .ok_or_else(|| {
                             self.failed(format!(
@@ -211,7 +190,7 @@ impl UserOAuth {
                 metadata
                     .get(key)
                     .and_then(Value::as_str)
-                    .filter(|u| safe_url(u))
+                    .filter(|u| mcp_fetch::secure_or_loopback(u))
                     .map(str::to_owned)
             };
             let methods: Vec<&str> = metadata
@@ -277,6 +256,7 @@ impl UserOAuth {
         });
         let response = self
             .http
+            .client()
             .post(endpoint)
             .header("accept", "application/json")
             .json(&body)
@@ -358,7 +338,7 @@ impl UserOAuth {
     ) -> Result<TokenSet, RefreshError> {
         let mut form: Vec<(&str, &str)> = grant.to_vec();
         form.push(("resource", &self.config.resource));
-        let mut request = self.http.post(&server.token_endpoint);
+        let mut request = self.http.client().post(&server.token_endpoint);
         match &client.secret {
             Some(secret) if server.basic => {
                 request = request.basic_auth(encode(&client.id), Some(encode(secret)));

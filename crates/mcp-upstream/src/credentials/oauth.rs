@@ -31,22 +31,18 @@ pub struct ClientCredentialsConfig {
     pub roots: Option<Arc<rustls::ClientConfig>>,
 }
 
-/// The HTTP client of an OAuth exchange: no redirects, a 10 s limit, never an
-/// environment's proxy (which could see a secret in clear on an http:// loopback server),
-/// and `roots` to check the server's certificate against (else the platform's).
+/// The HTTP client of an OAuth exchange (mcp-fetch's policy): no redirects, a 10 s limit,
+/// never an environment's proxy (which could see a secret in clear on an http:// loopback
+/// server), answers read up to [`MAX_ANSWER`] bytes, and `roots` to check the server's
+/// certificate against (else the platform's).
 pub(crate) fn oauth_client(
     roots: Option<&Arc<rustls::ClientConfig>>,
-) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::none())
-        .no_proxy();
-    if let Some(roots) = roots {
-        builder = builder.tls_backend_preconfigured((**roots).clone());
-    }
-    builder
-        .build()
-        .map_err(|e| format!("the OAuth client: {e}"))
+) -> Result<mcp_fetch::Fetch, String> {
+    mcp_fetch::Fetch::new(mcp_fetch::Options {
+        roots: roots.cloned(),
+        ..mcp_fetch::Options::new(MAX_ANSWER)
+    })
+    .map_err(|e| format!("the OAuth client: {e}"))
 }
 
 /// Where tokens come from, once found.
@@ -68,32 +64,13 @@ struct Cached {
 /// module refuses it.
 pub struct ClientCredentials {
     config: ClientCredentialsConfig,
-    http: reqwest::Client,
+    http: mcp_fetch::Fetch,
     token: tokio::sync::Mutex<Option<Cached>>,
     endpoint: tokio::sync::Mutex<Option<Endpoint>>,
     /// The protected resource metadata URL the module's last challenge named.
     hint: std::sync::Mutex<Option<String>>,
     /// The grant, in errors.
     label: &'static str,
-}
-
-/// A URL credentials may be sent to or read from: `https://`, or `http://` to this machine.
-pub(crate) fn safe_url(url: &str) -> bool {
-    let Ok(uri) = url.parse::<http::Uri>() else {
-        return false;
-    };
-    let host = uri.host().unwrap_or_default();
-    let loopback = host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    match uri.scheme_str() {
-        Some("https") => !host.is_empty(),
-        Some("http") => loopback,
-        _ => false,
-    }
 }
 
 /// A URL's scheme and host (lower case), what "the module's own host" compares.
@@ -107,11 +84,6 @@ fn host_of(url: &str) -> Option<(String, String)> {
 
 /// Most bytes read of a metadata document or a token answer.
 pub(crate) const MAX_ANSWER: usize = 64 * 1024;
-
-/// A server's text as it may be logged: short, without control characters.
-pub(crate) fn printable(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control()).take(200).collect()
-}
 
 /// The `resource_metadata` parameter of a `Bearer` challenge.
 pub fn resource_metadata(challenge: &str) -> Option<String> {
@@ -138,7 +110,7 @@ impl ClientCredentials {
     /// The client; it fetches nothing until asked.
     pub fn new(config: ClientCredentialsConfig) -> Result<Self, String> {
         if let Some(issuer) = &config.issuer
-            && !safe_url(issuer)
+            && !mcp_fetch::secure_or_loopback(issuer)
         {
             return Err(format!(
                 "auth.issuer {issuer:?} must be https:// (or http:// on this machine)"
@@ -163,23 +135,7 @@ impl ClientCredentials {
     }
 
     async fn get_json(&self, url: &str) -> Result<Value, String> {
-        if !safe_url(url) {
-            return Err(self.failed(format!("{url} is neither https:// nor on this machine")));
-        }
-        let response = self
-            .http
-            .get(url)
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| self.failed(format!("{url}: {e}")))?;
-        if !response.status().is_success() {
-            return Err(self.failed(format!("{url} answered {}", response.status())));
-        }
-        let (_, body) = bounded(response)
-            .await
-            .map_err(|e| self.failed(format!("{url}: {e}")))?;
-        serde_json::from_slice(&body).map_err(|e| self.failed(format!("{url}: not JSON: {e}")))
+        self.http.get_object(url).await.map_err(|e| self.failed(e))
     }
 
     /// The issuer: configured, or named by the module's protected resource metadata — and
@@ -210,7 +166,7 @@ impl ClientCredentials {
         {
             return Err(self.failed(format!(
                 "its protected resource metadata is for {:?}, not {:?}",
-                printable(resource.unwrap_or_default()),
+                mcp_fetch::printable(resource.unwrap_or_default()),
                 self.config.resource
             )));
         }
@@ -226,8 +182,8 @@ impl ClientCredentials {
         if host_of(&issuer) != host_of(&self.config.resource) {
             return Err(self.failed(format!(
                 "the module names the authorization server {}, on another host than its own; set auth.issuer = {:?} to trust it",
-                printable(&issuer),
-                printable(&issuer)
+                mcp_fetch::printable(&issuer),
+                mcp_fetch::printable(&issuer)
             )));
         }
         Ok(Some(issuer))
@@ -275,7 +231,7 @@ impl ClientCredentials {
                     let token_url = metadata
                         .get("token_endpoint")
                         .and_then(Value::as_str)
-                        .filter(|u| safe_url(u))
+                        .filter(|u| mcp_fetch::secure_or_loopback(u))
                         .ok_or_else(|| {
                             self.failed(format!("{url} names no https:// token_endpoint"))
                         })?
@@ -319,7 +275,7 @@ impl ClientCredentials {
         endpoint: &Endpoint,
         mut form: Vec<(&'static str, String)>,
     ) -> Result<Cached, String> {
-        let mut request = self.http.post(&endpoint.token_url);
+        let mut request = self.http.client().post(&endpoint.token_url);
         if endpoint.basic {
             let id: String =
                 form_urlencoded::byte_serialize(self.config.client_id.as_bytes()).collect();
@@ -340,13 +296,15 @@ impl ClientCredentials {
             .send()
             .await
             .map_err(|e| self.failed(format!("{}: {e}", endpoint.token_url)))?;
-        let (status, body) = bounded(response)
+        let mcp_fetch::Answer { status, body, .. } = self
+            .http
+            .read(response)
             .await
             .map_err(|e| self.failed(format!("{}: {e}", endpoint.token_url)))?;
         let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if !status.is_success() {
             // The server's own words, never ours: the request held the secret.
-            let error = printable(
+            let error = mcp_fetch::printable(
                 answer
                     .get("error")
                     .and_then(Value::as_str)
@@ -355,7 +313,7 @@ impl ClientCredentials {
             let description = answer
                 .get("error_description")
                 .and_then(Value::as_str)
-                .map(|d| format!(": {}", printable(d)))
+                .map(|d| format!(": {}", mcp_fetch::printable(d)))
                 .unwrap_or_default();
             return Err(self.failed(format!(
                 "the authorization server refused ({status}): {error}{description}"
@@ -615,21 +573,6 @@ impl Credentials for PersonExchange {
     }
 }
 
-/// A response's status and body, read up to [`MAX_ANSWER`] bytes (a larger one is refused).
-pub(crate) async fn bounded(
-    mut response: reqwest::Response,
-) -> Result<(reqwest::StatusCode, Vec<u8>), String> {
-    let status = response.status();
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > MAX_ANSWER {
-            return Err(format!("the answer is larger than {MAX_ANSWER} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok((status, body))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -645,16 +588,6 @@ mod tests {
             Some("https://m.example/prm")
         );
         assert_eq!(resource_metadata("Bearer realm=x"), None);
-    }
-
-    #[test]
-    fn credentials_go_only_to_https_or_this_machine() {
-        assert!(safe_url("https://as.example/token"));
-        assert!(safe_url("http://127.0.0.1:8080/token"));
-        assert!(safe_url("http://localhost/token"));
-        assert!(!safe_url("http://as.example/token"));
-        assert!(!safe_url("ftp://as.example/"));
-        assert!(!safe_url("not a url"));
     }
 
     #[test]
