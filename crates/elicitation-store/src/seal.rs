@@ -13,9 +13,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use elicitation_core::ElicitationId;
 use gating_core::CallDigest;
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use ring::hkdf::{HKDF_SHA256, Salt};
-use ring::rand::{SecureRandom, SystemRandom};
+use mcp_seal::AeadKey;
 
 use crate::Caller;
 pub use crate::error::{SEAL_KEYS_ENV, SealError};
@@ -48,14 +46,14 @@ pub struct Sealed {
 
 struct Key {
     id: String,
-    aead: LessSafeKey,
-    prk: ring::hkdf::Prk,
+    aead: AeadKey,
+    /// The configured material, from which every other use's key is derived.
+    material: [u8; 32],
 }
 
 /// The keys that seal and open payloads; the first is the active one.
 pub struct KeyRing {
     keys: Vec<Key>,
-    rng: SystemRandom,
 }
 
 impl fmt::Debug for KeyRing {
@@ -63,30 +61,6 @@ impl fmt::Debug for KeyRing {
         let ids: Vec<&str> = self.keys.iter().map(|k| k.id.as_str()).collect();
         f.debug_struct("KeyRing").field("key_ids", &ids).finish()
     }
-}
-
-struct AesKeyLen;
-
-impl ring::hkdf::KeyType for AesKeyLen {
-    fn len(&self) -> usize {
-        AES_256_GCM.key_len()
-    }
-}
-
-fn expand(prk: &ring::hkdf::Prk, info: &[u8]) -> [u8; 32] {
-    let info = [info];
-    let okm = prk
-        .expand(&info, AesKeyLen)
-        .expect("32 bytes is a valid HKDF-SHA256 output length");
-    let mut key = [0u8; 32];
-    okm.fill(&mut key)
-        .expect("the output buffer has the requested length");
-    key
-}
-
-fn derive(prk: &ring::hkdf::Prk) -> LessSafeKey {
-    let key = expand(prk, HKDF_INFO);
-    LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key).expect("AES-256 keys are 32 bytes"))
 }
 
 fn valid_key_id(id: &str) -> bool {
@@ -111,17 +85,13 @@ impl KeyRing {
             if ring.iter().any(|k| k.id == id) {
                 return Err(SealError::DuplicateKeyId { id });
             }
-            let prk = Salt::new(HKDF_SHA256, &[]).extract(&material);
             ring.push(Key {
-                aead: derive(&prk),
-                prk,
+                aead: AeadKey::new(&mcp_seal::derive(&material, HKDF_INFO)),
+                material,
                 id,
             });
         }
-        Ok(KeyRing {
-            keys: ring,
-            rng: SystemRandom::new(),
-        })
+        Ok(KeyRing { keys: ring })
     }
 
     /// Parses `id:BASE64` entries separated by commas or newlines (blank entries ignored),
@@ -183,7 +153,7 @@ impl KeyRing {
         );
         self.keys
             .iter()
-            .map(|key| expand(&key.prk, info.as_bytes()))
+            .map(|key| mcp_seal::derive(&key.material, info.as_bytes()))
             .collect()
     }
 
@@ -200,20 +170,10 @@ impl KeyRing {
     /// Seals `plaintext` with the active key, bound to `context`.
     pub fn seal(&self, plaintext: &[u8], context: SealContext<'_>) -> Result<Sealed, SealError> {
         let key = &self.keys[0];
-        let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).map_err(|_| SealError::Random)?;
-        let mut blob = Vec::with_capacity(NONCE_LEN + plaintext.len() + AES_256_GCM.tag_len());
-        blob.extend_from_slice(&nonce);
-        blob.extend_from_slice(plaintext);
-        let mut in_out = blob.split_off(NONCE_LEN);
-        key.aead
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(associated_data(context, &key.id)),
-                &mut in_out,
-            )
-            .map_err(|_| SealError::Open)?;
-        blob.extend_from_slice(&in_out);
+        let blob = key
+            .aead
+            .seal(plaintext, &associated_data(context, &key.id))
+            .map_err(|_| SealError::Random)?;
         Ok(Sealed {
             key_id: key.id.clone(),
             blob,
@@ -229,21 +189,9 @@ impl KeyRing {
             .ok_or_else(|| SealError::UnknownKey {
                 id: sealed.key_id.clone(),
             })?;
-        if sealed.blob.len() < NONCE_LEN + AES_256_GCM.tag_len() {
-            return Err(SealError::Open);
-        }
-        let (nonce, ciphertext) = sealed.blob.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| SealError::Open)?;
-        let mut in_out = ciphertext.to_vec();
-        let plaintext = key
-            .aead
-            .open_in_place(
-                nonce,
-                Aad::from(associated_data(context, &key.id)),
-                &mut in_out,
-            )
-            .map_err(|_| SealError::Open)?;
-        Ok(plaintext.to_vec())
+        key.aead
+            .open(&sealed.blob, &associated_data(context, &key.id))
+            .ok_or(SealError::Open)
     }
 }
 
@@ -297,6 +245,45 @@ mod tests {
 
     fn id(n: u8) -> ElicitationId {
         ElicitationId::v7(datetime!(2026-11-30 10:00 UTC), [n; 10])
+    }
+
+    /// The format at rest does not change: a payload sealed by the store before the sealer
+    /// was mcp-seal's opens, and only in its context.
+    #[test]
+    fn a_payload_sealed_by_an_earlier_version_still_opens() {
+        let keys = ring(&format!("k1:{}", b64(1)));
+        let alice = Caller::new("alice", Some("t1".into())).unwrap();
+        let digest = CallDigest::of(&serde_json::json!({"path": "/etc"}));
+        let ctx = SealContext {
+            column: "request",
+            id: id(1),
+            caller: &alice,
+            call: Some(("fs__write", &digest, Some(&digest))),
+        };
+        let hex = "31c8e116a1a88d41c42270c18c5bd6b5e52caeb79fb28ac6551ce2b924ce87d7c73d5d32b6f56ab5653138";
+        let blob: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        let sealed = Sealed {
+            key_id: "k1".into(),
+            blob,
+        };
+        assert_eq!(keys.open(&sealed, ctx).unwrap(), b"{\"path\":\"/etc\"}");
+        assert!(
+            keys.open(
+                &sealed,
+                SealContext {
+                    column: "response",
+                    ..ctx
+                }
+            )
+            .is_err()
+        );
+        assert_eq!(
+            mcp_random::hex(&keys.derive_keys("mcp-gateway/test/v1")[0]),
+            "2b0c11fd6af631bace8f005cc5bae7a42ae6229986bd4e693ad42e6e89f4a8f1"
+        );
     }
 
     #[test]

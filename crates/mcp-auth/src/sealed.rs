@@ -7,8 +7,7 @@
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
-use ring::rand::{SecureRandom, SystemRandom};
+use mcp_seal::AeadKey;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -27,55 +26,32 @@ const MAX_TOKEN: usize = 8 * 1024;
 /// Seals and opens one kind of token.
 pub struct Sealer {
     /// The first seals; each opens.
-    keys: Vec<LessSafeKey>,
+    keys: Vec<AeadKey>,
     prefix: &'static str,
     aad: &'static [u8],
-    rng: SystemRandom,
 }
 
 impl Sealer {
     /// Tokens `prefix…` under `keys` (the first seals, every one opens; none: a random
     /// key), bound to `aad`.
     pub fn new(keys: &[[u8; 32]], prefix: &'static str, aad: &'static [u8]) -> Self {
-        let aead = |key: &[u8; 32]| {
-            LessSafeKey::new(UnboundKey::new(&AES_256_GCM, key).expect("AES-256 keys are 32 bytes"))
-        };
-        let mut keys: Vec<LessSafeKey> = keys.iter().map(aead).collect();
+        let mut keys: Vec<AeadKey> = keys.iter().map(AeadKey::new).collect();
         if keys.is_empty() {
-            keys.push(aead(&Self::random_key()));
+            keys.push(AeadKey::new(&Self::random_key()));
         }
-        Sealer {
-            keys,
-            prefix,
-            aad,
-            rng: SystemRandom::new(),
-        }
+        Sealer { keys, prefix, aad }
     }
 
     /// A random key (tokens valid in this process only).
     pub fn random_key() -> [u8; 32] {
-        let mut key = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut key)
-            .expect("the system random source works");
-        key
+        // Made when the gateway starts: without a random source it cannot serve.
+        mcp_random::bytes_or_abort::<32>()
     }
 
     /// The sealed token of `claims`; `None` if the random source failed.
     pub fn seal(&self, claims: &impl Serialize) -> Option<String> {
-        let mut nonce = [0u8; NONCE_LEN];
-        self.rng.fill(&mut nonce).ok()?;
-        let mut data = serde_json::to_vec(claims).ok()?;
-        self.keys
-            .first()?
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(self.aad),
-                &mut data,
-            )
-            .ok()?;
-        let mut blob = nonce.to_vec();
-        blob.extend_from_slice(&data);
+        let data = serde_json::to_vec(claims).ok()?;
+        let blob = self.keys.first()?.seal(&data, self.aad).ok()?;
         Some(format!("{}{}", self.prefix, URL_SAFE_NO_PAD.encode(blob)))
     }
 
@@ -87,20 +63,10 @@ impl Sealer {
         }
         let blob = token
             .strip_prefix(self.prefix)
-            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
-            .filter(|b| b.len() > NONCE_LEN + AES_256_GCM.tag_len())?;
-        let (nonce, sealed) = blob.split_at(NONCE_LEN);
-        let nonce: [u8; NONCE_LEN] = nonce.try_into().ok()?;
+            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())?;
         self.keys.iter().find_map(|key| {
-            let mut data = sealed.to_vec();
-            let plain = key
-                .open_in_place(
-                    Nonce::assume_unique_for_key(nonce),
-                    Aad::from(self.aad),
-                    &mut data,
-                )
-                .ok()?;
-            serde_json::from_slice(plain).ok()
+            let plain = key.open(&blob, self.aad)?;
+            serde_json::from_slice(&plain).ok()
         })
     }
 }
@@ -112,19 +78,7 @@ pub fn derive_all(keys: &[[u8; 32]], info: &str) -> Vec<[u8; 32]> {
 
 /// A key for another purpose, derived from `key` with HKDF-SHA256 and `info`.
 pub fn derive(key: &[u8; 32], info: &str) -> [u8; 32] {
-    struct Len;
-    impl ring::hkdf::KeyType for Len {
-        fn len(&self) -> usize {
-            32
-        }
-    }
-    let prk = ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, &[]).extract(key);
-    let info = [info.as_bytes()];
-    let mut out = [0u8; 32];
-    prk.expand(&info, Len)
-        .and_then(|okm| okm.fill(&mut out))
-        .expect("32 bytes is a valid HKDF-SHA256 output length");
-    out
+    mcp_seal::derive(key, info.as_bytes())
 }
 
 #[cfg(test)]
@@ -134,6 +88,17 @@ mod tests {
     #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
     struct Claims {
         sub: String,
+    }
+
+    /// The token format does not change: a token sealed before the sealer was mcp-seal's
+    /// opens, and only as its kind.
+    #[test]
+    fn a_token_sealed_by_an_earlier_version_still_opens() {
+        let key = derive(&[1u8; 32], "mcp-gateway/test/v1");
+        let token = "a1.vE_aA8bGalixb2GpjS2UsKgvK1htzIoQfj_mqSUENSYsA6Yufx6ozu_S8g";
+        let claims: Claims = Sealer::new(&[key], "a1.", b"aad").open(token).unwrap();
+        assert_eq!(claims.sub, "alice");
+        assert_eq!(Sealer::new(&[key], "a1.", b"b").open::<Claims>(token), None);
     }
 
     #[test]
