@@ -10,7 +10,14 @@ use anyhow::{Context, Result, bail};
 use crate::cmd::cargo;
 
 /// The pure crates.
-const CORE_CRATES: &[&str] = &["elicitation-core", "gating-core", "mcp-wire", "mcp-clock"];
+const CORE_CRATES: &[&str] = &[
+    "elicitation-core",
+    "gating-core",
+    "mcp-wire",
+    "mcp-clock",
+    "mcp-random",
+    "mcp-seal",
+];
 
 /// Packages a pure crate must not depend on, by exact name or name prefix (`deadpool*`).
 const FORBIDDEN: &[&str] = &["tokio", "tokio-postgres", "hyper", "mio", "deadpool"];
