@@ -176,7 +176,7 @@ impl Gateway {
         let mut upstream = Duration::ZERO;
         let outcome = match classified {
             Classified::Limited(entry, wait) => {
-                return self.limited(principal, &entry, "calls", wait);
+                return CallOutcome::Done(self.limited(principal, &entry, "calls", wait));
             }
             Classified::NeedsAccount(entry) => {
                 mcp_trace::record("mcp.outcome", "account_required");
@@ -272,7 +272,7 @@ impl Gateway {
         entry: &ToolEntry,
         limit: &'static str,
         wait: Duration,
-    ) -> CallOutcome {
+    ) -> Value {
         mcp_trace::record("mcp.outcome", "limited");
         self.metrics.limited(limit);
         self.audit(
@@ -286,11 +286,11 @@ impl Gateway {
             _ => "this caller is asking for confirmations faster than the gateway allows",
         };
         let has_output_schema = entry.tool.get("outputSchema").is_some();
-        CallOutcome::Done(gating_core::rate_limited_result(
+        gating_core::rate_limited_result(
             what,
             crate::limits::retry_after_secs(wait),
             has_output_schema,
-        ))
+        )
     }
 
     /// A gated call refused.

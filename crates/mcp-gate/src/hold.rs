@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::approve::told_of_edit;
 use crate::gate::call_facts;
-use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation};
+use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation, Run, RunBy, Settled};
 use crate::pins::definition_digest;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
@@ -45,9 +45,8 @@ impl Gateway {
         outcome
     }
 
-    /// [`Gateway::resolve`], adding the module's time on a forwarded call to `upstream`.
-    // Long: the settle step in order (the named or identical confirmation, a grant, redeem, a
-    // new hold); to be a step of its own for embedders (issue 47).
+    /// [`Gateway::resolve`], adding the module's time on a forwarded call to `upstream`:
+    /// [`Gateway::settle`], then the call run on its module when it may be.
     pub(crate) async fn resolve_timed(
         &self,
         principal: &Principal,
@@ -56,9 +55,50 @@ impl Gateway {
         relay: Option<Arc<dyn Relay>>,
         upstream: &mut Duration,
     ) -> CallOutcome {
+        match self.settle(principal, call, confirmation_id).await {
+            Settled::Answer(result) => CallOutcome::Done(result),
+            Settled::Held(pending) => CallOutcome::NeedsConfirmation(pending),
+            Settled::Run(run) => {
+                let run = *run;
+                let event = match run.by {
+                    RunBy::Confirmation(id) => (
+                        Audit::Forwarded {
+                            gated: true,
+                            shadowed: false,
+                        },
+                        Some(id),
+                    ),
+                    RunBy::Grant(grant) => (Audit::Granted(grant), None),
+                };
+                let outcome = self
+                    .forward(principal, &call.entry, run.params, event, relay, upstream)
+                    .await;
+                match &run.edited {
+                    Some(edited) => told_of_edit(outcome, edited),
+                    None => outcome,
+                }
+            }
+        }
+    }
+
+    /// The settle step: what becomes of a gated call given the confirmation the caller
+    /// names (if any), short of running it. The named confirmation (or the caller's
+    /// confirmation of exactly this call) is redeemed in one store step; a standing grant
+    /// that covers the call is used in one store step; otherwise a person is asked anew.
+    /// Refusals and holds are audited here; a [`Settled::Run`] is the caller's to run (the
+    /// gateway forwards it to the module, an embedder runs its own tool) and to audit as
+    /// run. The gateway's pipeline and embedders settle calls through this one step.
+    // Long: the settle step in order (the named or identical confirmation, its answer, a
+    // grant, a new hold), each outcome audited where it is decided.
+    pub async fn settle(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        confirmation_id: Option<ElicitationId>,
+    ) -> Settled {
         let entry = &*call.entry;
         let binding = &call.binding;
-        let done = CallOutcome::Done;
+        let done = Settled::Answer;
         if self.require_authenticated_caller && !principal.authenticated {
             self.refused(principal, call, RejectReason::NoAuthenticatedCaller, None)
                 .await;
@@ -67,15 +107,6 @@ impl Gateway {
             ));
         }
         let caller = &principal.caller;
-        let pending = |confirmation: Elicitation| {
-            mcp_trace::record("mcp.outcome", "held");
-            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
-            mcp_trace::hold(&confirmation.id.to_string());
-            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
-                confirmation,
-                askable_natively: call.message.shows_all_arguments,
-            }))
-        };
         // A call repeated with identical arguments and no id takes up the caller's
         // confirmation of exactly this call (approved and unused first, else declined and not
         // yet told, else pending): a model that cannot set `_meta` finishes the loop by
@@ -95,44 +126,28 @@ impl Gateway {
                 Ok(Redeemed::Consumed(consumed)) => {
                     tracing::info!(target: "mcp_trace", confirmation = %id, "redeemed");
                     mcp_trace::link_hold(&id.to_string());
-                    let forwarded = Audit::Forwarded {
-                        gated: true,
-                        shadowed: false,
-                    };
                     let Some(edited) = consumed.edited_arguments else {
-                        return self
-                            .forward(
-                                principal,
-                                entry,
-                                call.params.clone(),
-                                (forwarded, Some(id)),
-                                relay,
-                                upstream,
-                            )
-                            .await;
+                        return Settled::Run(Box::new(Run {
+                            params: call.params.clone(),
+                            by: RunBy::Confirmation(id),
+                            edited: None,
+                        }));
                     };
                     // The person approved other arguments: those run, if the policy in
                     // force does not deny them, and the agent is told.
-                    let params = match self.edited_params(principal, call, &edited) {
-                        Ok(params) => params,
+                    return match self.edited_params(principal, call, &edited) {
+                        Ok(params) => Settled::Run(Box::new(Run {
+                            params,
+                            by: RunBy::Confirmation(id),
+                            edited: Some(edited),
+                        })),
                         Err(refusal) => {
                             let rejected = GateRecord::Rejected(RejectReason::PolicyDenied);
                             self.record(principal, entry, rejected, Some(id), &call.policy)
                                 .await;
-                            return done(refusal);
+                            done(refusal)
                         }
                     };
-                    let outcome = self
-                        .forward(
-                            principal,
-                            entry,
-                            params,
-                            (forwarded, Some(id)),
-                            relay,
-                            upstream,
-                        )
-                        .await;
-                    return told_of_edit(outcome, &edited);
                 }
                 Ok(Redeemed::Refused { current, .. }) => {
                     // The seed's truth table decides an answered confirmation; the statuses
@@ -142,15 +157,13 @@ impl Gateway {
                         // Not answered yet: the same confirmation again, no new elicitation.
                         ElicitationStatus::Pending => {
                             // A grant made since covers the call: no need to wait.
-                            if let Some(granted) =
-                                self.granted(principal, call, relay, upstream).await
-                            {
+                            if let Some(granted) = self.granted(principal, call).await {
                                 return granted;
                             }
                             let held = GateRecord::Held;
                             self.record(principal, entry, held, Some(id), &call.policy)
                                 .await;
-                            return pending(current);
+                            return held_on(call, current);
                         }
                         ElicitationStatus::Cancelled => {
                             let reason = RejectReason::ConfirmationCancelled;
@@ -202,7 +215,7 @@ impl Gateway {
         }
         // Not answered for this call, or answered but of no use any more: a standing grant
         // covers it, or a person is asked anew.
-        if let Some(granted) = self.granted(principal, call, relay, upstream).await {
+        if let Some(granted) = self.granted(principal, call).await {
             return granted;
         }
         self.hold_anew(principal, call).await
@@ -235,15 +248,9 @@ impl Gateway {
         Ok(params)
     }
 
-    /// Forwards `call` under one of its caller's live grants that covers it, used now (one
-    /// use, in one store step); `None` when none does. A store failure fails closed.
-    async fn granted(
-        &self,
-        principal: &Principal,
-        call: &GatedCall,
-        relay: Option<Arc<dyn Relay>>,
-        upstream: &mut Duration,
-    ) -> Option<CallOutcome> {
+    /// `call` run under one of its caller's live grants that covers it, used now (one use,
+    /// in one store step); `None` when none does. A store failure fails closed.
+    async fn granted(&self, principal: &Principal, call: &GatedCall) -> Option<Settled> {
         if !call.grants {
             return None;
         }
@@ -251,7 +258,7 @@ impl Gateway {
         let caller = &principal.caller;
         let live = match timed(self.grants.live_grants(caller, &entry.qualified)).await {
             Ok(live) => live,
-            Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+            Err(e) => return Some(Settled::Answer(self.fail_closed(principal, entry, &e))),
         };
         if live.is_empty() {
             return None;
@@ -264,16 +271,15 @@ impl Gateway {
             }
             match timed(self.grants.use_grant(caller, grant.id, &entry.qualified)).await {
                 Ok(Some(used)) => {
-                    let event = (Audit::Granted(used.id), None);
-                    let params = call.params.clone();
-                    return Some(
-                        self.forward(principal, entry, params, event, relay, upstream)
-                            .await,
-                    );
+                    return Some(Settled::Run(Box::new(Run {
+                        params: call.params.clone(),
+                        by: RunBy::Grant(used.id),
+                        edited: None,
+                    })));
                 }
                 // Used up or revoked since it was read: the next one, if any.
                 Ok(None) => {}
-                Err(e) => return Some(CallOutcome::Done(self.fail_closed(principal, entry, &e))),
+                Err(e) => return Some(Settled::Answer(self.fail_closed(principal, entry, &e))),
             }
         }
         None
@@ -326,20 +332,11 @@ impl Gateway {
     /// Holds `call` on a new confirmation (its approver rule told in its message), or says
     /// why it cannot be held: the caller's confirmation rate, the store's limits, the store
     /// failing (fail closed).
-    async fn hold_anew(&self, principal: &Principal, call: &GatedCall) -> CallOutcome {
+    async fn hold_anew(&self, principal: &Principal, call: &GatedCall) -> Settled {
         let entry = &*call.entry;
         let binding = &call.binding;
         let caller = &principal.caller;
-        let done = CallOutcome::Done;
-        let pending = |confirmation: Elicitation| {
-            mcp_trace::record("mcp.outcome", "held");
-            tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
-            mcp_trace::hold(&confirmation.id.to_string());
-            CallOutcome::NeedsConfirmation(Box::new(PendingConfirmation {
-                confirmation,
-                askable_natively: call.message.shows_all_arguments,
-            }))
-        };
+        let done = Settled::Answer;
         let approval = self.approval_for(&entry.qualified, caller);
         // Whoever reads the confirmation (the agent's held result, the page, the REST API)
         // learns who must answer it.
@@ -357,7 +354,7 @@ impl Gateway {
             _ => call.message.text.clone(),
         };
         if let Err(wait) = self.limits.elicitation(caller) {
-            return self.limited(principal, entry, "confirmations", wait);
+            return done(self.limited(principal, entry, "confirmations", wait));
         }
         let request = ConfirmationRequest {
             binding: binding.clone(),
@@ -371,7 +368,7 @@ impl Gateway {
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
                 self.audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
-                pending(stored.elicitation)
+                held_on(call, stored.elicitation)
             }
             Err(StoreError::PendingLimit { limit }) => {
                 self.refused(principal, call, RejectReason::PendingLimit, None)
@@ -390,6 +387,17 @@ impl Gateway {
             Err(e) => done(self.fail_closed(principal, entry, &e)),
         }
     }
+}
+
+/// `call` held on `confirmation` (pending), traced as held.
+fn held_on(call: &GatedCall, confirmation: Elicitation) -> Settled {
+    mcp_trace::record("mcp.outcome", "held");
+    tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
+    mcp_trace::hold(&confirmation.id.to_string());
+    Settled::Held(Box::new(PendingConfirmation {
+        confirmation,
+        askable_natively: call.message.shows_all_arguments,
+    }))
 }
 
 impl Gateway {

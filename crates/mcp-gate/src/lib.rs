@@ -36,7 +36,8 @@ pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
 /// The gateway's metrics (the `mcp-metrics` crate), which the gate counts every call in.
 pub use mcp_metrics as metrics;
 pub use outcome::{
-    Approving, CallOutcome, Classified, EDITED_META, GatedCall, PendingConfirmation,
+    Approving, CallOutcome, Classified, EDITED_META, GatedCall, PendingConfirmation, Run, RunBy,
+    Settled,
 };
 pub use pins::definition_digest;
 pub use respond::answer;

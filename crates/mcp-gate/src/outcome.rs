@@ -77,6 +77,42 @@ impl CallOutcome {
     }
 }
 
+/// What the settle step ([`Gateway::settle`](crate::Gateway::settle)) makes of a gated call.
+#[derive(Debug, Clone)]
+pub enum Settled {
+    /// It may run now: the caller runs it (the gateway forwards it to its module) and
+    /// records it as run.
+    Run(Box<Run>),
+    /// It waits for a person to answer this confirmation (new, or the same one still
+    /// pending): ask natively, or return the held result.
+    Held(Box<PendingConfirmation>),
+    /// The gate answers instead, in band: declined, cancelled, expired, denied, a limit, or
+    /// the store unavailable (fail closed). Nothing runs.
+    Answer(Value),
+}
+
+/// A settled call that may run.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The call to run: the client's, with a person's edited arguments in place of the
+    /// agent's when they approved others.
+    pub params: CallToolParams,
+    /// What lets it run (consumed or used already: it runs once).
+    pub by: RunBy,
+    /// The arguments a person approved instead of the agent's, if they edited them: the
+    /// agent is told (`told_of_edit`).
+    pub edited: Option<Value>,
+}
+
+/// What lets a settled call run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunBy {
+    /// A person's approval of exactly this call, consumed by the settle step.
+    Confirmation(elicitation_core::ElicitationId),
+    /// One use of a standing grant, taken by the settle step.
+    Grant(GrantId),
+}
+
 /// A call the gate holds for a person's confirmation, classified once: whoever asks the
 /// person (the held result, MRTR, an SSE stream) keeps it across the exchange and resolves
 /// it with the confirmation's id.

@@ -11,4 +11,5 @@ mod expiry;
 mod fail_closed;
 mod faulty;
 mod pipeline;
+mod settle;
 mod support;
