@@ -233,6 +233,7 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool
             options.operation_timeout = config.store.operation_timeout;
             options.max_pending_per_caller = config.store.max_pending_per_caller;
             options.notify_events = events;
+            options.allow_rls_bypass = config.store.allow_rls_bypass;
             let store = PostgresStore::connect(options)
                 .await
                 .context("cannot use the postgres store")?;

@@ -78,6 +78,11 @@ pub struct PostgresOptions {
     pub operation_timeout: StdDuration,
     /// The events the outbox records notices of (`[[notify]]`'s; none: it records none).
     pub notify_events: Vec<crate::NoticeEvent>,
+    /// Connect even when the login bypasses row-level security (a superuser, a role with
+    /// `BYPASSRLS`, or the tables' owner): then every caller's rows are every caller's, and
+    /// only the gateway's own queries keep them apart. Off: such a login is refused at
+    /// connect. For a throwaway database only.
+    pub allow_rls_bypass: bool,
 }
 
 impl PostgresOptions {
@@ -96,6 +101,7 @@ impl PostgresOptions {
             acquire_timeout: StdDuration::from_secs(5),
             operation_timeout: StdDuration::from_secs(5),
             notify_events: Vec::new(),
+            allow_rls_bypass: false,
         })
     }
 }
@@ -307,6 +313,27 @@ impl PostgresStore {
         .await?;
         if !migrated {
             return Err(StoreError::NotMigrated);
+        }
+        let (bypass, login) = bounded(&pool, options.operation_timeout, async |client| {
+            let row = client
+                .query_one(sql::RLS_BYPASS, &[])
+                .await
+                .map_err(map_db_error)?;
+            Ok((row.get::<_, Option<String>>(0), row.get::<_, String>(1)))
+        })
+        .await?;
+        if let Some(why) = bypass {
+            let what = match why.as_str() {
+                "superuser" => "is a superuser",
+                "bypassrls" => "has BYPASSRLS",
+                _ => "owns the gateway's tables",
+            };
+            if !options.allow_rls_bypass {
+                return Err(StoreError::Config(format!(
+                    "the database login {login:?} {what}, so row-level security would not keep callers' elicitations apart; connect as a login granted mcp_gateway_writer (docs/postgres.md), or set allow_rls_bypass for a throwaway database"
+                )));
+            }
+            tracing::warn!(login = %login, "the database login {what}: row-level security does not apply to it (allow_rls_bypass is set)");
         }
         let changes = broadcast::channel(4096).0;
         let session_ends = broadcast::channel(1024).0;

@@ -52,6 +52,10 @@ pub(crate) struct StoreConfig {
     /// Finished elicitations older than this are erased (their audit trail stays).
     #[serde(default, with = "duration::option")]
     pub(crate) retention: Option<Duration>,
+    /// Connect even as a login that bypasses row-level security (a superuser, `BYPASSRLS`,
+    /// the tables' owner); refused otherwise. For a throwaway database only.
+    #[serde(default)]
+    pub(crate) allow_rls_bypass: bool,
 }
 
 impl StoreConfig {
@@ -109,6 +113,7 @@ impl Default for StoreConfig {
             max_bytes_per_caller: None,
             sweep_interval: default_sweep(),
             retention: None,
+            allow_rls_bypass: false,
         }
     }
 }

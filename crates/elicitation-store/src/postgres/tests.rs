@@ -678,6 +678,63 @@ async fn an_unmigrated_database_is_refused_with_a_clear_error() {
     assert!(err.to_string().contains("mcp-gateway migrate"));
 }
 
+/// A login that bypasses row-level security (here the cluster's superuser) would let every
+/// caller's rows be read by every other: refused at connect, unless explicitly allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_that_bypasses_row_level_security_is_refused_unless_allowed() {
+    let db = TestDb::new().await;
+    let options = |allow: bool| {
+        let mut options = PostgresOptions::new(
+            "postgres://x@localhost/x",
+            KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+        )
+        .unwrap();
+        options.config = db.admin.clone();
+        options.allow_rls_bypass = allow;
+        options
+    };
+    let err = PostgresStore::connect(options(false))
+        .await
+        .err()
+        .expect("a superuser login is refused");
+    assert!(matches!(err, StoreError::Config(_)), "{err:?}");
+    let said = err.to_string();
+    assert!(
+        said.contains("is a superuser") && said.contains("mcp_gateway_writer"),
+        "{said}"
+    );
+    PostgresStore::connect(options(true))
+        .await
+        .expect("allowed explicitly");
+    // The writer login the tests use is not refused.
+    let mut writer = options(false);
+    writer.config = db.writer.clone();
+    PostgresStore::connect(writer).await.expect("the writer login");
+    // Nor is a plain login that owns the tables (owners bypass row-level security).
+    let owner = format!("{}_owner", db.name);
+    db.admin()
+        .await
+        .batch_execute(&format!(
+            "CREATE ROLE {owner} LOGIN; ALTER TABLE mcp_elicitations OWNER TO {owner}"
+        ))
+        .await
+        .unwrap();
+    let mut as_owner = options(false);
+    as_owner.config.user(&owner);
+    let err = PostgresStore::connect(as_owner)
+        .await
+        .err()
+        .expect("the tables' owner is refused");
+    assert!(err.to_string().contains("owns the gateway's tables"), "{err}");
+    db.admin()
+        .await
+        .batch_execute(&format!(
+            "ALTER TABLE mcp_elicitations OWNER TO CURRENT_USER; DROP ROLE {owner}"
+        ))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn a_bad_database_url_is_a_config_error() {
     let keys = KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap();
