@@ -505,7 +505,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../../../migrations/V17__audit_chain.sql");
+        let migration = include_str!("../migrations/V17__audit_chain.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");

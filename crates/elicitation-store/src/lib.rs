@@ -46,7 +46,7 @@ pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS
 pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MAX_MEMORY_AUDIT_EVENTS, MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
-pub use migrate::{latest_version, migrate};
+pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate};
 pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};
 pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,

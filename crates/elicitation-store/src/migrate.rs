@@ -1,4 +1,4 @@
-//! The schema migrations, embedded from the workspace's `migrations/` folder.
+//! The schema migrations, embedded from this crate's `migrations/` folder.
 
 use tokio_postgres::Client;
 
@@ -6,7 +6,7 @@ use crate::StoreError;
 use crate::error::map_db_error;
 
 mod embedded {
-    refinery::embed_migrations!("../../migrations");
+    refinery::embed_migrations!("migrations");
 }
 
 /// The newest migration this build embeds: a database whose newest applied migration is
@@ -24,24 +24,199 @@ pub fn latest_version() -> i32 {
 /// takes none, and two instances starting at once must not race).
 const MIGRATION_LOCK: i64 = 0x6d63_705f_6d69_6772;
 
+/// The table the store's migrations are recorded in: its own, so that a service embedding
+/// the store keeps refinery's default table (`refinery_schema_history`) for its own
+/// migrations in the same database.
+pub const MIGRATION_HISTORY_TABLE: &str = "mcp_gateway_migrations";
+
+/// The table refinery records in by default, where the store's migrations were recorded
+/// before it had a table of its own.
+const REFINERY_DEFAULT: &str = "refinery_schema_history";
+
 /// Applies every embedded migration not yet applied, under an advisory lock, and returns
 /// the names of those it applied. Run it as the role that owns the schema, not as the
-/// gateway's writer login.
+/// gateway's writer login. They are recorded in [`MIGRATION_HISTORY_TABLE`]; a database migrated
+/// before the store had a table of its own has its history moved over first (only the
+/// store's own migrations: an embedder's rows in refinery's table stay there).
 pub async fn migrate(client: &mut Client) -> Result<Vec<String>, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(map_db_error)?;
-    let result = embedded::migrations::runner().run_async(client).await;
+    let result = run(client).await;
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
         .await
         .map_err(map_db_error);
-    let report = result.map_err(|e| StoreError::Backend(Box::new(e)))?;
+    let applied = result?;
     unlock?;
+    Ok(applied)
+}
+
+async fn run(client: &mut Client) -> Result<Vec<String>, StoreError> {
+    adopt_history(client).await?;
+    // V7 defined mcp_schema_version() over refinery's default table, which a database
+    // migrated into the store's own table from the start never has (V24 points it at the
+    // store's): the function bodies are not checked against the schema while migrating.
+    client
+        .batch_execute("SET check_function_bodies = false")
+        .await
+        .map_err(map_db_error)?;
+    let mut runner = embedded::migrations::runner();
+    runner.set_migration_table_name(MIGRATION_HISTORY_TABLE);
+    let result = runner.run_async(client).await;
+    client
+        .batch_execute("RESET check_function_bodies")
+        .await
+        .map_err(map_db_error)?;
+    let report = result.map_err(|e| StoreError::Backend(Box::new(e)))?;
     Ok(report
         .applied_migrations()
         .iter()
         .map(|m| format!("V{}__{}", m.version(), m.name()))
         .collect())
+}
+
+/// A database whose store migrations were recorded in refinery's default table (before
+/// V24): its rows of the store's own migrations are copied into [`MIGRATION_HISTORY_TABLE`], once.
+async fn adopt_history(client: &mut Client) -> Result<(), StoreError> {
+    let found = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL",
+            &[&MIGRATION_HISTORY_TABLE, &REFINERY_DEFAULT],
+        )
+        .await
+        .map_err(map_db_error)?;
+    let (ours, refinery): (bool, bool) = (found.get(0), found.get(1));
+    if ours || !refinery {
+        return Ok(());
+    }
+    let migrations = embedded::migrations::runner().get_migrations().clone();
+    let versions: Vec<i32> = migrations.iter().map(|m| m.version()).collect();
+    let names: Vec<String> = migrations.iter().map(|m| m.name().to_owned()).collect();
+    let transaction = client.transaction().await.map_err(map_db_error)?;
+    transaction
+        .batch_execute(&format!(
+            "CREATE TABLE {MIGRATION_HISTORY_TABLE} (LIKE {REFINERY_DEFAULT} INCLUDING ALL)"
+        ))
+        .await
+        .map_err(map_db_error)?;
+    let copied = transaction
+        .execute(
+            &format!(
+                "INSERT INTO {MIGRATION_HISTORY_TABLE} SELECT h.* FROM {REFINERY_DEFAULT} h \
+                 WHERE (h.version, h.name) IN (SELECT * FROM unnest($1::int4[], $2::text[]))"
+            ),
+            &[&versions, &names],
+        )
+        .await
+        .map_err(map_db_error)?;
+    transaction.commit().await.map_err(map_db_error)?;
+    tracing::info!(
+        rows = copied,
+        "the store's migration history moved to {MIGRATION_HISTORY_TABLE}"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{TestDb, connect};
+
+    /// An embedding service's own refinery migrations (`orders`), in refinery's default
+    /// history table.
+    mod embedder {
+        refinery::embed_migrations!("tests/fixtures/embedder_migrations");
+    }
+
+    async fn history(client: &Client, table: &str) -> Vec<(i32, String)> {
+        client
+            .query(
+                &format!("SELECT version, name FROM {table} ORDER BY version"),
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_stores_migrations_run_beside_an_embedders_own_refinery_migrations() {
+        let db = TestDb::new().await;
+        let config = db.empty_beside("shared").await;
+        let mut client = connect(&config).await;
+        // The embedder's first, in refinery's default table; then the store's; then the
+        // embedder's again (and again the store's): none mistakes the other's for its own.
+        embedder::migrations::runner()
+            .set_target(refinery::Target::Version(1))
+            .run_async(&mut client)
+            .await
+            .unwrap();
+        let applied = db.role_locked(migrate(&mut client)).await.unwrap();
+        assert_eq!(applied.len(), usize::try_from(latest_version()).unwrap());
+        let report = embedder::migrations::runner()
+            .run_async(&mut client)
+            .await
+            .expect("the embedder's runner finds only its own history");
+        assert_eq!(report.applied_migrations().len(), 1, "its V2");
+        assert!(
+            db.role_locked(migrate(&mut client))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            history(&client, "refinery_schema_history").await,
+            [(1, "orders".to_owned()), (2, "order_notes".to_owned())]
+        );
+        let ours = history(&client, MIGRATION_HISTORY_TABLE).await;
+        assert_eq!(ours.first(), Some(&(1, "mcp_elicitations".to_owned())));
+        assert_eq!(ours.len(), usize::try_from(latest_version()).unwrap());
+        let version: i32 = client
+            .query_one("SELECT mcp_schema_version()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, latest_version());
+        client
+            .batch_execute("INSERT INTO orders (id, item, note) VALUES (1, 'x', 'y')")
+            .await
+            .unwrap();
+    }
+
+    /// A database the store migrated before it had a history table of its own (its rows in
+    /// refinery's default table) is taken over: nothing runs twice, and only the new
+    /// migration applies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_database_migrated_into_refinerys_default_table_is_taken_over_without_rerunning() {
+        let db = TestDb::new().await;
+        let config = db.empty_beside("old").await;
+        let mut client = connect(&config).await;
+        db.role_locked(async {
+            embedded::migrations::runner()
+                .set_target(refinery::Target::Version(23))
+                .run_async(&mut client)
+                .await
+                .unwrap();
+        })
+        .await;
+        let applied = db.role_locked(migrate(&mut client)).await.unwrap();
+        assert_eq!(applied, ["V24__a_history_table_of_its_own"]);
+        let ours = history(&client, MIGRATION_HISTORY_TABLE).await;
+        assert_eq!(ours.len(), 24);
+        assert_eq!(
+            history(&client, "refinery_schema_history").await.len(),
+            23,
+            "refinery's table is left as it was"
+        );
+        let version: i32 = client
+            .query_one("SELECT mcp_schema_version()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(version, 24);
+    }
 }

@@ -95,6 +95,38 @@ impl TestDb {
         }
     }
 
+    /// A database beside this one on the same cluster, empty (not migrated): its superuser
+    /// connection.
+    pub async fn empty_beside(&self, suffix: &str) -> Config {
+        let name = format!("{}_{suffix}", self.name);
+        let mut root = self.admin.clone();
+        root.dbname("postgres");
+        connect(&root)
+            .await
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create the database");
+        let mut config = self.admin.clone();
+        config.dbname(&name);
+        config
+    }
+
+    /// Runs `work` holding the lock that serialises role changes across the tests (the
+    /// migrations create cluster-wide roles).
+    pub async fn role_locked<T>(&self, work: impl std::future::Future<Output = T>) -> T {
+        let mut root = self.admin.clone();
+        root.dbname("postgres");
+        let root = connect(&root).await;
+        root.execute("SELECT pg_advisory_lock($1)", &[&ROLE_LOCK])
+            .await
+            .expect("take the role lock");
+        let done = work.await;
+        root.execute("SELECT pg_advisory_unlock($1)", &[&ROLE_LOCK])
+            .await
+            .expect("release the role lock");
+        done
+    }
+
     /// A `postgres://` URL for `config` (TCP hosts only, as the test cluster has).
     pub fn url(config: &Config) -> String {
         let host = match config.get_hosts().first() {

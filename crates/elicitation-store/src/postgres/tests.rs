@@ -709,7 +709,9 @@ async fn a_login_that_bypasses_row_level_security_is_refused_unless_allowed() {
     // The writer login the tests use is not refused.
     let mut writer = options(false);
     writer.config = db.writer.clone();
-    PostgresStore::connect(writer).await.expect("the writer login");
+    PostgresStore::connect(writer)
+        .await
+        .expect("the writer login");
     // Nor is a plain login that owns the tables (owners bypass row-level security).
     let owner = format!("{}_owner", db.name);
     db.admin()
@@ -725,7 +727,10 @@ async fn a_login_that_bypasses_row_level_security_is_refused_unless_allowed() {
         .await
         .err()
         .expect("the tables' owner is refused");
-    assert!(err.to_string().contains("owns the gateway's tables"), "{err}");
+    assert!(
+        err.to_string().contains("owns the gateway's tables"),
+        "{err}"
+    );
     db.admin()
         .await
         .batch_execute(&format!(

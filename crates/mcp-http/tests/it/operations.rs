@@ -697,7 +697,7 @@ async fn readiness_needs_a_current_schema_and_every_required_module() {
     let admin = db.admin().await;
     admin
         .execute(
-            "DELETE FROM refinery_schema_history WHERE version = (SELECT max(version) FROM refinery_schema_history)",
+            "DELETE FROM mcp_gateway_migrations WHERE version = (SELECT max(version) FROM mcp_gateway_migrations)",
             &[],
         )
         .await
