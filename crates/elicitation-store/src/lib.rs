@@ -10,6 +10,29 @@
 //!
 //! This crate owns every SQL string of the project and the embedded migrations
 //! ([`migrate`]). It knows nothing of HTTP or MCP wire formats.
+//!
+//! # Example
+//!
+//! A backend asks a person and waits for the answer (docs/embedding.md; the same calls
+//! on a [`PostgresStore`]):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use elicitation_store::{Caller, ElicitationSpec, ElicitationStore, MemoryStore};
+//!
+//! let store = MemoryStore::default();
+//! let caller = Caller::new("billing-service", None)?;
+//! let question = ElicitationSpec::confirmation("Refund order 1042?")?;
+//! let asked = store.create(&caller, question, time::Duration::minutes(30)).await?;
+//! // A person answers: on the approvals page, over REST, in Slack.
+//! store.respond(&caller, asked.id, serde_json::json!({"confirmed": true})).await?;
+//! let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+//! let answered = store.wait_for_change(&caller, asked.id, deadline).await?;
+//! assert_eq!(answered.confirmation_state(), Some(true));
+//! # Ok(())
+//! # }
+//! ```
 
 mod accounts;
 mod audit;
@@ -39,7 +62,11 @@ pub use audit::{
     AuditEntry, AuditEvent, AuditHolds, AuditOrder, AuditPage, AuditQuery, CallCompletion,
     GateRecord, PolicyRef, RejectReason, audit_outcomes,
 };
-pub use elicitation_core::{Approver, Caller, MAX_CALLER_ID_LEN};
+// What a caller asks and gets back, so that an embedder needs this crate alone.
+pub use elicitation_core::{
+    Approver, Caller, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus,
+    MAX_CALLER_ID_LEN, ResponseSpec,
+};
 pub use error::StoreError;
 pub use gating_core::GrantScope;
 pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
