@@ -104,6 +104,18 @@ fn from_a_reachable_copy() -> Result<bool> {
     Ok(true)
 }
 
+/// The crates meant for other services (docs/embedding.md, CHANGELOG.md), in dependency
+/// order: `cargo xtask test` packages and verifies them. The others are `publish = false`.
+const PUBLIC_CRATES: &[&str] = &[
+    "mcp-clock",
+    "mcp-random",
+    "mcp-seal",
+    "elicitation-core",
+    "mcp-wire",
+    "gating-core",
+    "elicitation-store",
+];
+
 pub(crate) fn run() -> Result<()> {
     if from_a_reachable_copy()? {
         return Ok(());
@@ -198,6 +210,16 @@ pub(crate) fn run() -> Result<()> {
             );
         }
         Ok(())
+    })?;
+    // The public crates package, and each builds from its package alone (no file outside
+    // its folder, such as migrations, is missed).
+    step("package", || {
+        let mut cmd = cargo();
+        cmd.args(["package", "--allow-dirty", "--quiet"]);
+        for krate in PUBLIC_CRATES {
+            cmd.args(["--package", krate]);
+        }
+        status(cmd)
     })?;
     step("conformance", crate::conformance::run)?;
     step("doc", || {
