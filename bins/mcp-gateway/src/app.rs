@@ -234,6 +234,16 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool
             options.max_pending_per_caller = config.store.max_pending_per_caller;
             options.notify_events = events;
             options.allow_rls_bypass = config.store.allow_rls_bypass;
+            if config.store.tls || config.store.ca_file.is_some() {
+                let files = mcp_upstream::tls::TlsFiles {
+                    ca_file: config.store.ca_file.clone(),
+                    ..mcp_upstream::tls::TlsFiles::default()
+                };
+                options.tls = Some(
+                    mcp_upstream::tls::client_config(&files)
+                        .map_err(|e| anyhow::anyhow!("[store] TLS: {e}"))?,
+                );
+            }
             let store = PostgresStore::connect(options)
                 .await
                 .context("cannot use the postgres store")?;

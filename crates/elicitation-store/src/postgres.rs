@@ -83,6 +83,11 @@ pub struct PostgresOptions {
     /// only the gateway's own queries keep them apart. Off: such a login is refused at
     /// connect. For a throwaway database only.
     pub allow_rls_bypass: bool,
+    /// TLS to the database (feature `tls`), checked against these roots (with `sslmode=require` in the URL
+    /// the connection is refused without it; the default `prefer` uses TLS when the server
+    /// offers it). `None`: no TLS.
+    #[cfg(feature = "tls")]
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl PostgresOptions {
@@ -102,6 +107,8 @@ impl PostgresOptions {
             operation_timeout: StdDuration::from_secs(5),
             notify_events: Vec::new(),
             allow_rls_bypass: false,
+            #[cfg(feature = "tls")]
+            tls: None,
         })
     }
 }
@@ -289,13 +296,21 @@ impl PostgresStore {
     pub async fn connect(mut options: PostgresOptions) -> Result<Self, StoreError> {
         bound_connections(&mut options.config, options.operation_timeout);
         record_notices(&mut options.config, &options.notify_events);
-        let manager = Manager::from_config(
-            options.config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = || ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        #[cfg(feature = "tls")]
+        let tls = options
+            .tls
+            .as_ref()
+            .map(|roots| tokio_postgres_rustls::MakeRustlsConnect::new((**roots).clone()));
+        #[cfg(not(feature = "tls"))]
+        let tls: Option<listen::NoTlsStack> = None;
+        let manager = match &tls {
+            #[cfg(feature = "tls")]
+            Some(tls) => Manager::from_config(options.config.clone(), tls.clone(), recycling()),
+            _ => Manager::from_config(options.config.clone(), NoTls, recycling()),
+        };
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
             .wait_timeout(Some(options.acquire_timeout))
@@ -340,6 +355,7 @@ impl PostgresStore {
         let broadcasts = broadcast::channel(1024).0;
         let listener = listen::Listener::start(
             options.config,
+            tls,
             listen::Feeds {
                 changes: changes.clone(),
                 sessions: session_ends.clone(),

@@ -56,6 +56,13 @@ pub(crate) struct StoreConfig {
     /// the tables' owner); refused otherwise. For a throwaway database only.
     #[serde(default)]
     pub(crate) allow_rls_bypass: bool,
+    /// TLS to the database (`true`: checked against the platform's roots, or `ca_file`'s);
+    /// `sslmode=require` in the URL refuses a server without it.
+    #[serde(default)]
+    pub(crate) tls: bool,
+    /// The CA (PEM) that alone vouches for the database server's certificate (implies
+    /// `tls`).
+    pub(crate) ca_file: Option<PathBuf>,
 }
 
 impl StoreConfig {
@@ -114,6 +121,8 @@ impl Default for StoreConfig {
             sweep_interval: default_sweep(),
             retention: None,
             allow_rls_bypass: false,
+            tls: false,
+            ca_file: None,
         }
     }
 }

@@ -8,7 +8,21 @@ use std::time::Duration;
 use elicitation_core::ElicitationId;
 use tokio::sync::{broadcast, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::tls::{MakeTlsConnect, TlsConnect};
+use tokio_postgres::{AsyncMessage, NoTls, Socket};
+#[cfg(feature = "tls")]
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// The TLS connector, when the store has one (feature `tls`).
+#[cfg(feature = "tls")]
+pub(super) type TlsStack = MakeRustlsConnect;
+/// Without feature `tls` there is none.
+#[cfg(not(feature = "tls"))]
+pub(super) type TlsStack = NoTlsStack;
+/// The connector that does not exist without feature `tls`.
+#[cfg(not(feature = "tls"))]
+#[derive(Clone)]
+pub(super) enum NoTlsStack {}
 
 use super::{map_db_error, sql};
 use crate::StoreError;
@@ -27,11 +41,12 @@ impl Listener {
     /// after the store is built can be missed.
     pub(super) async fn start(
         config: tokio_postgres::Config,
+        tls: Option<TlsStack>,
         feeds: Feeds,
         limit: Duration,
     ) -> Result<Self, StoreError> {
         let (ready_tx, ready_rx) = oneshot::channel();
-        let task = tokio::spawn(run(config, feeds, ready_tx, limit));
+        let task = tokio::spawn(run(config, tls, feeds, ready_tx, limit));
         match ready_rx.await {
             Ok(Ok(())) => Ok(Listener(task)),
             Ok(Err(err)) => {
@@ -55,6 +70,7 @@ pub(super) struct Feeds {
 
 async fn run(
     config: tokio_postgres::Config,
+    tls: Option<TlsStack>,
     changes: Feeds,
     ready: oneshot::Sender<Result<(), StoreError>>,
     limit: Duration,
@@ -62,7 +78,12 @@ async fn run(
     let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&config, &changes, &mut ready, limit).await {
+        let once = match &tls {
+            #[cfg(feature = "tls")]
+            Some(tls) => listen_once(&config, tls.clone(), &changes, &mut ready, limit).await,
+            _ => listen_once(&config, NoTls, &changes, &mut ready, limit).await,
+        };
+        match once {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(err) => {
                 if let Some(ready) = ready.take() {
@@ -80,12 +101,19 @@ async fn run(
 /// One connection's life: LISTEN, then forward notifications until it ends. Connecting
 /// (the login included) and the LISTEN itself are bounded by `limit`, so a server that
 /// accepts connections but answers nothing (frozen) is retried, not waited on for ever.
-async fn listen_once(
+async fn listen_once<T>(
     config: &tokio_postgres::Config,
+    tls: T,
     changes: &Feeds,
     ready: &mut Option<oneshot::Sender<Result<(), StoreError>>>,
     limit: Duration,
-) -> Result<(), StoreError> {
+) -> Result<(), StoreError>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+    T::TlsConnect: Send,
+    <T::TlsConnect as TlsConnect<Socket>>::Future: Send,
+{
     let silent = || {
         StoreError::Unavailable(
             format!(
@@ -95,7 +123,7 @@ async fn listen_once(
             .into(),
         )
     };
-    let (client, mut connection) = tokio::time::timeout(limit, config.connect(NoTls))
+    let (client, mut connection) = tokio::time::timeout(limit, config.connect(tls))
         .await
         .map_err(|_| silent())?
         .map_err(map_db_error)?;

@@ -2440,3 +2440,136 @@ async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
         tokens("ALICE-GH-TOKEN")
     );
 }
+
+/// The store connects over TLS, its pool and its LISTEN connection both, checking the
+/// server against roots it is given: a certificate made now, which the test cluster is
+/// switched to (SSL settings reload without a restart; clients without TLS go on as before).
+#[cfg(feature = "tls")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_connects_over_tls_to_a_server_with_a_certificate_made_now() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    let db = TestDb::new().await;
+    let admin = db.admin().await;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    // The server reads its files as its own user: in its data directory, owned by it.
+    let data_dir: String = admin
+        .query_one("SHOW data_directory", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let owner = std::fs::metadata(&data_dir).unwrap();
+    let crt = format!("{data_dir}/{}.crt", db.name);
+    let pem_key = format!("{data_dir}/{}.key", db.name);
+    for (path, text) in [(&crt, cert.pem()), (&pem_key, key.serialize_pem())] {
+        std::fs::write(path, text).unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(path, Some(owner.uid()), Some(owner.gid())).unwrap();
+    }
+    for statement in [
+        format!("ALTER SYSTEM SET ssl_cert_file = '{crt}'"),
+        format!("ALTER SYSTEM SET ssl_key_file = '{pem_key}'"),
+        "ALTER SYSTEM SET ssl = on".to_owned(),
+        "SELECT pg_reload_conf()".to_owned(),
+    ] {
+        admin.batch_execute(&statement).await.unwrap();
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(issuer.pem().as_bytes()).unwrap())
+        .unwrap();
+    let tls = Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    );
+    let mut config = db.writer.clone();
+    config.ssl_mode(tokio_postgres::config::SslMode::Require);
+    let connect = || {
+        let mut options = PostgresOptions::new(
+            "postgres://x@localhost/x",
+            KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+        )
+        .unwrap();
+        options.config = config.clone();
+        options.tls = Some(tls.clone());
+        PostgresStore::connect(options)
+    };
+    // The reload is the server's to apply, shortly.
+    let mut store = None;
+    for _ in 0..50 {
+        match connect().await {
+            Ok(connected) => {
+                store = Some(connected);
+                break;
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
+    let store = store.expect("the store connects over TLS");
+    let caller = Caller::new("alice", None).unwrap();
+    let asked = store
+        .create(
+            &caller,
+            ElicitationSpec::confirmation("Over TLS?").unwrap(),
+            Duration::minutes(5),
+        )
+        .await
+        .unwrap();
+    // The pool's connections are encrypted (the LISTEN connection connected with the same
+    // `sslmode=require`, or the store would not have been built).
+    let encrypted: bool = store
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(encrypted);
+    store
+        .respond(&caller, asked.id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let answered = store
+        .wait_for_change(&caller, asked.id, deadline)
+        .await
+        .unwrap();
+    assert_eq!(answered.confirmation_state(), Some(true));
+    // Roots that do not know the server's certificate are refused.
+    let mut options = PostgresOptions::new(
+        "postgres://x@localhost/x",
+        KeyRing::parse(&key_spec(&[("k1", 1)])).unwrap(),
+    )
+    .unwrap();
+    options.config = config.clone();
+    options.tls = Some(Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth(),
+    ));
+    assert!(PostgresStore::connect(options).await.is_err());
+}
