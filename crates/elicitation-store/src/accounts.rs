@@ -40,6 +40,7 @@ pub struct AccountTokens {
 impl AccountTokens {
     /// The tokens as sealed: with the module they were issued for, which opening checks
     /// (a sealed blob moved to another module's row does not open as that module's).
+    #[cfg(feature = "postgres")]
     pub(crate) fn sealed_json(&self, module: &str) -> Vec<u8> {
         serde_json::json!({
             "module": module,
@@ -56,6 +57,7 @@ impl AccountTokens {
     }
 
     /// The tokens of [`AccountTokens::sealed_json`], when they were sealed for `module`.
+    #[cfg(feature = "postgres")]
     pub(crate) fn from_sealed_json(bytes: &[u8], module: &str) -> Option<AccountTokens> {
         let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
         if value.get("module")?.as_str()? != module {

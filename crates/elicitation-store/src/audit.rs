@@ -525,6 +525,7 @@ mod tests {
         assert_eq!(labels, check_list());
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn every_event_the_sql_writes_is_an_audit_event() {
         let labels: Vec<&str> = AuditEvent::ALL.iter().map(|e| e.label()).collect();

@@ -216,6 +216,7 @@ impl StoreError {
 }
 
 /// Maps a database error onto the store's variants by SQLSTATE.
+#[cfg(feature = "postgres")]
 pub(crate) fn map_db_error(err: tokio_postgres::Error) -> StoreError {
     use tokio_postgres::error::SqlState;
     let Some(code) = err.code().cloned() else {

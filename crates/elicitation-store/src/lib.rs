@@ -40,9 +40,11 @@ mod error;
 mod grant;
 mod memory;
 mod metered;
+#[cfg(feature = "postgres")]
 mod migrate;
 mod notices;
 mod pins;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod seal;
 mod store;
@@ -52,7 +54,7 @@ mod whole;
 
 #[cfg(test)]
 mod conformance;
-#[cfg(any(test, feature = "test-support"))]
+#[cfg(all(feature = "postgres", any(test, feature = "test-support")))]
 pub mod test_support;
 
 pub use accounts::{
@@ -73,12 +75,20 @@ pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS
 pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MAX_MEMORY_AUDIT_EVENTS, MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
+#[cfg(feature = "postgres")]
 pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate};
 pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};
 pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
     Observed, Pin, definition_digest,
 };
+/// Rows of the audit chain whose sealing stalled (a counter of the PostgreSQL store's
+/// sealer; always 0 without feature `postgres`).
+#[cfg(not(feature = "postgres"))]
+pub fn audit_seal_stalls() -> u64 {
+    0
+}
+#[cfg(feature = "postgres")]
 pub use postgres::{
     CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
     audit_seal_stalls, max_unsealed_wait, verify_audit,
