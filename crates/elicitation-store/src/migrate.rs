@@ -111,6 +111,21 @@ async fn adopt_history(client: &mut Client) -> Result<(), StoreError> {
         )
         .await
         .map_err(map_db_error)?;
+    if copied == 0 {
+        let tables = transaction
+            .query_one("SELECT to_regclass('mcp_elicitations') IS NOT NULL", &[])
+            .await
+            .map_err(map_db_error)?;
+        if tables.get::<_, bool>(0) {
+            // The store's tables exist, but refinery's table (the one on this search path)
+            // records none of their migrations: an empty history now would have V1 run
+            // again and fail on every later run. Nothing is changed.
+            transaction.rollback().await.map_err(map_db_error)?;
+            return Err(StoreError::Config(format!(
+                "the store's tables exist but {REFINERY_DEFAULT} records none of its migrations (another schema first on the search_path?); nothing was migrated"
+            )));
+        }
+    }
     transaction.commit().await.map_err(map_db_error)?;
     tracing::info!(
         rows = copied,
@@ -218,5 +233,37 @@ mod tests {
             .unwrap()
             .get(0);
         assert_eq!(version, 24);
+    }
+
+    /// The store's tables, but a refinery history without their migrations: refused,
+    /// leaving the database as it was (no empty history that would make V1 run again).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_history_that_records_none_of_the_stores_migrations_is_not_adopted() {
+        let db = TestDb::new().await;
+        let config = db.empty_beside("orphan").await;
+        let mut client = connect(&config).await;
+        db.role_locked(async {
+            embedded::migrations::runner()
+                .set_target(refinery::Target::Version(23))
+                .run_async(&mut client)
+                .await
+                .unwrap();
+        })
+        .await;
+        client
+            .batch_execute("DELETE FROM refinery_schema_history")
+            .await
+            .unwrap();
+        let refused = db.role_locked(migrate(&mut client)).await.unwrap_err();
+        assert!(refused.to_string().contains("records none"), "{refused}");
+        let ours: bool = client
+            .query_one(
+                "SELECT to_regclass('mcp_gateway_migrations') IS NOT NULL",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert!(!ours, "no empty history is left behind");
     }
 }

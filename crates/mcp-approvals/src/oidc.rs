@@ -123,6 +123,29 @@ fn encode(value: &str) -> String {
 /// The most bytes of a discovery document or a token answer read.
 const MAX_ANSWER: usize = 256 * 1024;
 
+/// The provider's endpoints a person is sent to and the client secret and code are posted
+/// to: each `https://` or on this machine (a document naming `http://` elsewhere would have
+/// them sent in clear).
+fn endpoints_secure(found: &Discovery) -> Result<(), SsoError> {
+    let endpoints = [
+        (
+            "authorization_endpoint",
+            Some(&found.authorization_endpoint),
+        ),
+        ("token_endpoint", Some(&found.token_endpoint)),
+        ("end_session_endpoint", found.end_session_endpoint.as_ref()),
+    ];
+    for (name, url) in endpoints {
+        if let Some(url) = url.filter(|url| !mcp_fetch::secure_or_loopback(url)) {
+            return Err(SsoError::Provider(format!(
+                "its discovery document names a {name} that is neither https:// nor on this machine: {}",
+                mcp_fetch::printable(url)
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl Sso {
     /// The client, signing in at `config.issuer` (which `jwt` must trust).
     pub fn new(config: SsoConfig, jwt: Arc<JwtAuth>) -> Result<Self, String> {
@@ -194,6 +217,7 @@ impl Sso {
                 found.issuer
             )));
         }
+        endpoints_secure(&found)?;
         *cached = Some(found.clone());
         Ok(found)
     }
@@ -364,6 +388,27 @@ fn binds(sealer: &mcp_auth::sealed::Sealer, now: i64, state: &str, cookie: &str)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_discovery_document_naming_an_endpoint_in_clear_elsewhere_is_refused() {
+        let document = |token: &str, end: Option<&str>| Discovery {
+            issuer: "https://idp.example".into(),
+            authorization_endpoint: "https://idp.example/auth".into(),
+            token_endpoint: token.into(),
+            end_session_endpoint: end.map(str::to_owned),
+        };
+        assert!(endpoints_secure(&document("https://idp.example/token", None)).is_ok());
+        assert!(endpoints_secure(&document("http://127.0.0.1:8080/token", None)).is_ok());
+        let refused = endpoints_secure(&document("http://idp.example/token", None)).unwrap_err();
+        assert!(refused.to_string().contains("token_endpoint"), "{refused}");
+        assert!(
+            endpoints_secure(&document(
+                "https://idp.example/token",
+                Some("http://127.0.0.1:80@evil.example/logout")
+            ))
+            .is_err()
+        );
+    }
 
     #[test]
     fn only_a_sign_in_of_this_gateway_with_its_state_binds() {

@@ -78,7 +78,9 @@ impl CallOutcome {
 }
 
 /// What the settle step ([`Gateway::settle`](crate::Gateway::settle)) makes of a gated call.
-#[derive(Debug, Clone)]
+/// A `Run` has consumed its approval (or a grant's use) already: dropping it burns it.
+#[derive(Debug)]
+#[must_use = "a Run has consumed its approval: run it, or the person's approval is lost"]
 pub enum Settled {
     /// It may run now: the caller runs it (the gateway forwards it to its module) and
     /// records it as run.
@@ -92,7 +94,7 @@ pub enum Settled {
 }
 
 /// A settled call that may run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Run {
     /// The call to run: the client's, with a person's edited arguments in place of the
     /// agent's when they approved others.

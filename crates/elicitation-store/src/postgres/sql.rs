@@ -330,9 +330,10 @@ pub(super) const PENDING_COUNT: &str = "SELECT mcp_pending_count()";
 pub(super) const SCHEMA_VERSION: &str = "SELECT mcp_schema_version()";
 
 /// What lets the login bypass row-level security, if anything: `superuser`, `bypassrls`
-/// (the attribute), `owner` (it has the privileges of the owner of `mcp_elicitations`, and
-/// the table does not force row security on its owner); `NULL` when nothing does.
-pub(super) const RLS_BYPASS: &str = "SELECT CASE WHEN r.rolsuper THEN 'superuser' WHEN r.rolbypassrls THEN 'bypassrls' WHEN EXISTS (SELECT 1 FROM pg_class c WHERE c.oid = 'public.mcp_elicitations'::regclass AND NOT c.relforcerowsecurity AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN 'owner' END, current_user::text FROM pg_roles r WHERE r.rolname = current_user";
+/// (the attribute), `owner` (it has the privileges of the owner of one of the store's tables
+/// under row-level security — elicitations, grants, accounts, the audit trail, ended
+/// sessions — that does not force it on its owner); `NULL` when nothing does.
+pub(super) const RLS_BYPASS: &str = "SELECT CASE WHEN r.rolsuper THEN 'superuser' WHEN r.rolbypassrls THEN 'bypassrls' WHEN EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relname LIKE 'mcp\\_%' AND c.relkind = 'r' AND c.relrowsecurity AND NOT c.relforcerowsecurity AND pg_has_role(current_user, c.relowner, 'USAGE')) THEN 'owner' END, current_user::text FROM pg_roles r WHERE r.rolname = current_user";
 
 pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitations') IS NOT NULL AND to_regprocedure('mcp_expire_due(timestamptz, integer)') IS NOT NULL";
 
