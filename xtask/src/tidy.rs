@@ -176,14 +176,16 @@ fn by_hand(text: &str) -> Vec<(usize, &'static str)> {
         if line.contains("02x}") {
             found.push((n + 1, "hex by hand"));
         }
-        // `let _ = rng.fill(…)`, on one line or with the call on the next.
-        let statement: String = lines[n..lines.len().min(n + 3)].concat();
-        if line.trim_start().starts_with("let _ =")
-            && statement
-                .split(';')
-                .next()
-                .is_some_and(|s| s.contains(".fill("))
-        {
+        // `let _ = rng.fill(…)`, `_ = …`, `drop(…)` or `….fill(…).ok();`, on one line or
+        // with the call on the next.
+        let joined: String = lines[n..lines.len().min(n + 3)].concat();
+        let statement = joined.split(';').next().unwrap_or_default();
+        let trimmed = line.trim_start();
+        let dropped = trimmed.starts_with("let _ =")
+            || trimmed.starts_with("_ =")
+            || trimmed.starts_with("drop(")
+            || statement.trim_end().ends_with(".ok()");
+        if dropped && statement.contains(".fill(") {
             found.push((n + 1, "a random fill whose failure is dropped"));
         }
     }
@@ -308,13 +310,16 @@ mod tests {
     #[test]
     fn hex_by_hand_and_a_dropped_fill_are_found_and_the_helpers_are_not() {
         let text = "fn a() {\n    let h = format!(\"{b:02x}\");\n    let _ = rng\n        .fill(&mut bytes);\n    \
-                    let _ = other(x);\n    let t = mcp_random::hex_token::<8>()?;\n    // {b:02x} in a comment\n}\n\
+                    let _ = other(x);\n    let t = mcp_random::hex_token::<8>()?;\n    // {b:02x} in a comment\n    \
+                    rng.fill(&mut more).ok();\n    _ = rng.fill(&mut again);\n    rng.fill(&mut kept)?;\n}\n\
                     #[cfg(test)]\nmod tests {\n    let _ = rng.fill(&mut b);\n}\n";
         assert_eq!(
             by_hand(text),
             [
                 (2, "hex by hand"),
-                (3, "a random fill whose failure is dropped")
+                (3, "a random fill whose failure is dropped"),
+                (8, "a random fill whose failure is dropped"),
+                (9, "a random fill whose failure is dropped"),
             ]
         );
     }

@@ -125,7 +125,7 @@ const MAX_ANSWER: usize = 256 * 1024;
 
 /// The provider's endpoints a person is sent to and the client secret and code are posted
 /// to: each `https://` or on this machine (a document naming `http://` elsewhere would have
-/// them sent in clear).
+/// them sent in clear), and on this machine only for a provider that is.
 fn endpoints_secure(found: &Discovery) -> Result<(), SsoError> {
     let endpoints = [
         (
@@ -136,7 +136,7 @@ fn endpoints_secure(found: &Discovery) -> Result<(), SsoError> {
         ("end_session_endpoint", found.end_session_endpoint.as_ref()),
     ];
     for (name, url) in endpoints {
-        if let Some(url) = url.filter(|url| !mcp_fetch::secure_or_loopback(url)) {
+        if let Some(url) = url.filter(|url| !mcp_fetch::endpoint_of(&found.issuer, url)) {
             return Err(SsoError::Provider(format!(
                 "its discovery document names a {name} that is neither https:// nor on this machine: {}",
                 mcp_fetch::printable(url)
@@ -398,7 +398,8 @@ mod tests {
             end_session_endpoint: end.map(str::to_owned),
         };
         assert!(endpoints_secure(&document("https://idp.example/token", None)).is_ok());
-        assert!(endpoints_secure(&document("http://127.0.0.1:8080/token", None)).is_ok());
+        // A remote provider cannot send the gateway to this machine's services.
+        assert!(endpoints_secure(&document("http://127.0.0.1:8080/token", None)).is_err());
         let refused = endpoints_secure(&document("http://idp.example/token", None)).unwrap_err();
         assert!(refused.to_string().contains("token_endpoint"), "{refused}");
         assert!(

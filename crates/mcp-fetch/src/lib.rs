@@ -45,6 +45,28 @@ pub fn secure_or_loopback(url: &str) -> bool {
     }
 }
 
+/// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `::1`), whatever its
+/// scheme. A server elsewhere must not send the gateway to this machine's services.
+pub fn on_this_machine(url: &str) -> bool {
+    let Ok(uri) = url.parse::<http::Uri>() else {
+        return false;
+    };
+    let host = uri.host().unwrap_or_default();
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether an endpoint that `issuer`'s metadata names may be used: [`secure_or_loopback`],
+/// and on this machine only when the issuer is (a remote server naming `http://127.0.0.1:…`
+/// would have the gateway post codes and tokens to a service of this machine).
+pub fn endpoint_of(issuer: &str, endpoint: &str) -> bool {
+    secure_or_loopback(endpoint) && (!on_this_machine(endpoint) || on_this_machine(issuer))
+}
+
 /// A server's text as it may be logged or shown: short, without control characters.
 pub fn printable(text: &str) -> String {
     text.chars().filter(|c| !c.is_control()).take(200).collect()
@@ -228,6 +250,34 @@ mod tests {
         ] {
             assert!(!secure_or_loopback(refused), "{refused}");
         }
+    }
+
+    #[test]
+    fn a_remote_issuer_cannot_name_an_endpoint_on_this_machine() {
+        assert!(endpoint_of(
+            "https://as.example",
+            "https://as.example/token"
+        ));
+        assert!(endpoint_of(
+            "https://as.example",
+            "https://other.example/token"
+        ));
+        assert!(endpoint_of(
+            "http://127.0.0.1:9000",
+            "http://127.0.0.1:9000/token"
+        ));
+        assert!(!endpoint_of(
+            "https://as.example",
+            "http://127.0.0.1:9000/token"
+        ));
+        assert!(!endpoint_of(
+            "https://as.example",
+            "https://localhost/register"
+        ));
+        assert!(!endpoint_of(
+            "https://as.example",
+            "http://as.example/token"
+        ));
     }
 
     #[test]

@@ -190,7 +190,7 @@ impl UserOAuth {
                 metadata
                     .get(key)
                     .and_then(Value::as_str)
-                    .filter(|u| mcp_fetch::secure_or_loopback(u))
+                    .filter(|u| mcp_fetch::endpoint_of(trimmed, u))
                     .map(str::to_owned)
             };
             let methods: Vec<&str> = metadata

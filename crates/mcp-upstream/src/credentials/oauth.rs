@@ -231,7 +231,7 @@ impl ClientCredentials {
                     let token_url = metadata
                         .get("token_endpoint")
                         .and_then(Value::as_str)
-                        .filter(|u| mcp_fetch::secure_or_loopback(u))
+                        .filter(|u| mcp_fetch::endpoint_of(trimmed, u))
                         .ok_or_else(|| {
                             self.failed(format!("{url} names no https:// token_endpoint"))
                         })?
