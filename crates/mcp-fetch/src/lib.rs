@@ -32,17 +32,21 @@ pub fn secure_or_loopback(url: &str) -> bool {
         return false;
     }
     let host = authority.host();
-    let loopback = host == "localhost"
+    match uri.scheme_str() {
+        Some("https") => !host.is_empty(),
+        Some("http") => loopback_host(host),
+        _ => false,
+    }
+}
+
+/// Whether `host` (as a URI names it, an IPv6 address in brackets) is this machine.
+fn loopback_host(host: &str) -> bool {
+    host == "localhost"
         || host
             .trim_start_matches('[')
             .trim_end_matches(']')
             .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    match uri.scheme_str() {
-        Some("https") => !host.is_empty(),
-        Some("http") => loopback,
-        _ => false,
-    }
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether `url`'s host is this machine (`localhost`, `127.0.0.0/8`, `::1`), whatever its
@@ -51,13 +55,7 @@ pub fn on_this_machine(url: &str) -> bool {
     let Ok(uri) = url.parse::<http::Uri>() else {
         return false;
     };
-    let host = uri.host().unwrap_or_default();
-    host == "localhost"
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    loopback_host(uri.host().unwrap_or_default())
 }
 
 /// Whether an endpoint that `issuer`'s metadata names may be used: [`secure_or_loopback`],
