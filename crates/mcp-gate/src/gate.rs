@@ -20,20 +20,32 @@ use serde_json::{Map, Value};
 use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
+use crate::own::Via;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
 impl Gateway {
     /// Step one of the gate: which tool, and does the policy forward, deny or gate it. A
     /// gated call's binding (the digest of its arguments) and message are made here, once.
-    // Long: step one's decisions in the order they are made (tool, account, pin, policy,
-    // binding), each audited where it is made.
     pub async fn classify(
         &self,
         principal: &Principal,
         params: CallToolParams,
     ) -> Result<Classified, GateError> {
         let entry = self.tool(&params.name).await?;
+        self.classify_entry(principal, entry, params).await
+    }
+
+    /// Step one for a tool already found: a module's ([`Gateway::classify`]) or an
+    /// embedder's own ([`Gateway::classify_own`]).
+    // Long: step one's decisions in the order they are made (account, pin, policy, binding),
+    // each audited where it is made.
+    pub(crate) async fn classify_entry(
+        &self,
+        principal: &Principal,
+        entry: Arc<ToolEntry>,
+        params: CallToolParams,
+    ) -> Result<Classified, GateError> {
         mcp_trace::record("mcp.tool", &entry.qualified);
         mcp_trace::record("mcp.module", &entry.module_name);
         // Every call is classified once: the caller's call rate is counted here.
@@ -172,6 +184,18 @@ impl Gateway {
         classified: Classified,
         relay: Option<Arc<dyn Relay>>,
     ) -> CallOutcome {
+        self.run_via(principal, classified, Via::Modules(relay))
+            .await
+    }
+
+    /// [`Gateway::run`], a call that may run run `via` its module or the embedder's code.
+    // Long: one arm per classification, each short.
+    pub(crate) async fn run_via(
+        &self,
+        principal: &Principal,
+        classified: Classified,
+        via: Via<'_>,
+    ) -> CallOutcome {
         let started = std::time::Instant::now();
         let mut upstream = Duration::ZERO;
         let outcome = match classified {
@@ -213,7 +237,7 @@ impl Gateway {
                     &entry,
                     *params,
                     (forwarded, None),
-                    relay,
+                    via,
                     &mut upstream,
                 )
                 .await
@@ -230,7 +254,7 @@ impl Gateway {
                     &entry,
                     *params,
                     (forwarded, None),
-                    relay,
+                    via,
                     &mut upstream,
                 )
                 .await
@@ -250,15 +274,28 @@ impl Gateway {
                     .params
                     .confirmation_id()
                     .and_then(|id| id.parse::<ElicitationId>().ok());
-                self.resolve_timed(principal, &call, confirmation, relay, &mut upstream)
+                self.resolve_timed(principal, &call, confirmation, via, &mut upstream)
                     .await
             }
             // Boxed: its wait holds a resolve of its own, which would double the size of
             // every call's future.
-            Classified::PermissionPrompt(entry, params) => {
-                Box::pin(self.permission_prompt(principal, &entry, *params, relay, &mut upstream))
+            Classified::PermissionPrompt(entry, params) => match via {
+                Via::Modules(relay) => {
+                    Box::pin(self.permission_prompt(
+                        principal,
+                        &entry,
+                        *params,
+                        relay,
+                        &mut upstream,
+                    ))
                     .await
-            }
+                }
+                // Only a module is a permission prompt.
+                Via::Own(_) => CallOutcome::Done(gating_core::denied_result(
+                    &entry.qualified,
+                    Some("a permission prompt is answered only for a module"),
+                )),
+            },
         };
         self.metrics.gateway_time(started.elapsed(), upstream);
         outcome
@@ -378,21 +415,20 @@ impl Gateway {
         entry: &ToolEntry,
         params: CallToolParams,
         (event, confirmation): (Audit, Option<ElicitationId>),
-        relay: Option<Arc<dyn Relay>>,
+        via: Via<'_>,
         upstream: &mut Duration,
     ) -> CallOutcome {
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
         let who = instance_key(&principal.caller);
-        let call = tracing::Instrument::instrument(
-            self.registry.call(
-                entry,
-                params.into_upstream(&entry.original),
-                relay,
-                Some(&who),
-            ),
-            mcp_trace::module_span(&entry.module_name),
-        );
+        let params = params.into_upstream(&entry.original);
+        let run = async {
+            match via {
+                Via::Modules(relay) => self.registry.call(entry, params, relay, Some(&who)).await,
+                Via::Own(tool) => tool.run(params).await,
+            }
+        };
+        let call = tracing::Instrument::instrument(run, mcp_trace::module_span(&entry.module_name));
         // A module that exchanges the caller's own token exchanges exactly this request's.
         let answered = match &principal.subject_token {
             Some(token) if !self.exchanges.is_empty() => {

@@ -19,6 +19,7 @@ use serde_json::Value;
 use crate::approve::told_of_edit;
 use crate::gate::call_facts;
 use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation, Run, RunBy, Settled};
+use crate::own::Via;
 use crate::pins::definition_digest;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
@@ -39,7 +40,13 @@ impl Gateway {
         let started = std::time::Instant::now();
         let mut upstream = Duration::ZERO;
         let outcome = self
-            .resolve_timed(principal, call, confirmation_id, relay, &mut upstream)
+            .resolve_timed(
+                principal,
+                call,
+                confirmation_id,
+                Via::Modules(relay),
+                &mut upstream,
+            )
             .await;
         self.metrics.gateway_time(started.elapsed(), upstream);
         outcome
@@ -52,7 +59,7 @@ impl Gateway {
         principal: &Principal,
         call: &GatedCall,
         confirmation_id: Option<ElicitationId>,
-        relay: Option<Arc<dyn Relay>>,
+        via: Via<'_>,
         upstream: &mut Duration,
     ) -> CallOutcome {
         match self.settle(principal, call, confirmation_id).await {
@@ -71,7 +78,7 @@ impl Gateway {
                     RunBy::Grant(grant) => (Audit::Granted(grant), None),
                 };
                 let outcome = self
-                    .forward(principal, &call.entry, run.params, event, relay, upstream)
+                    .forward(principal, &call.entry, run.params, event, via, upstream)
                     .await;
                 match &run.edited {
                     Some(edited) => told_of_edit(outcome, edited),

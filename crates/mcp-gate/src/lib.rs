@@ -27,6 +27,7 @@ mod inbox;
 mod instance;
 pub mod limits;
 mod outcome;
+mod own;
 mod permission;
 pub mod pins;
 mod respond;
@@ -39,6 +40,7 @@ pub use outcome::{
     Approving, CallOutcome, Classified, EDITED_META, GatedCall, PendingConfirmation, Run, RunBy,
     Settled,
 };
+pub use own::{ClientAnswer, OwnTool};
 pub use pins::definition_digest;
 pub use respond::answer;
 

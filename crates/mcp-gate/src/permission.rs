@@ -21,6 +21,7 @@ use mcp_wire::tools::Arguments;
 use serde_json::{Value, json};
 
 use crate::outcome::Audit;
+use crate::own::Via;
 use crate::{CallOutcome, GatedCall, Gateway, timed_until};
 use elicitation_store::{PolicyRef, RejectReason};
 
@@ -141,7 +142,7 @@ impl Gateway {
                     &host,
                     host_params,
                     (forwarded(false), None),
-                    relay,
+                    Via::Modules(relay),
                     upstream,
                 )
                 .await
@@ -154,7 +155,7 @@ impl Gateway {
                     &host,
                     host_params,
                     (forwarded(true), None),
-                    relay,
+                    Via::Modules(relay),
                     upstream,
                 )
                 .await
@@ -211,7 +212,13 @@ impl Gateway {
         let mut told = 0u64;
         loop {
             let pending = match self
-                .resolve_timed(principal, call, named, relay.clone(), upstream)
+                .resolve_timed(
+                    principal,
+                    call,
+                    named,
+                    Via::Modules(relay.clone()),
+                    upstream,
+                )
                 .await
             {
                 CallOutcome::NeedsConfirmation(pending) => pending.confirmation,

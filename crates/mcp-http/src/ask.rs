@@ -15,25 +15,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use elicitation_core::{
-    Answer, ElicitAction, Elicitation, ElicitationId, ElicitationType, response_schema,
-};
+use elicitation_core::{Elicitation, ElicitationId, response_schema};
 use elicitation_store::Clock;
 use http::Response;
 use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, RequestId};
 use mcp_wire::mcp::elicitation_has_mode;
 use mcp_wire::sse;
-use mcp_wire::tools::{
-    ElicitFormParams, ElicitResult, ElicitUrlParams, InputRequest, InputRequiredResult,
-};
+use mcp_wire::tools::{ElicitFormParams, ElicitUrlParams, InputRequest, InputRequiredResult};
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
 use crate::answers::PendingAnswers;
 use crate::state::{RequestStates, StateClaims};
 use mcp_auth::{Principal, SCOPE_RESPOND};
-use mcp_gate::{CallOutcome, Classified, GatedCall, Gateway};
+use mcp_gate::{CallOutcome, Classified, ClientAnswer, GatedCall, Gateway};
 use mcp_http_kit::body::{Body, ChannelBody};
 use mcp_http_kit::error::McpError;
 use mcp_http_kit::streams::StreamSlot;
@@ -44,8 +40,6 @@ pub const CONFIRM_KEY: &str = "confirm";
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Most times one stream asks before giving up with the held result.
 const MAX_ROUNDS: usize = 5;
-/// How long one store operation may take here.
-const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long writing one event may wait for a client that stopped reading.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -165,62 +159,6 @@ fn with_elicit_params<R>(
     })
 }
 
-/// What the client's answer to a confirmation was.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recorded {
-    /// Recorded (or refused by the store, which the gate reads next).
-    Answered,
-    /// `cancel`: the client's user dismissed the question without choosing (a headless
-    /// client answers so at once). Not recorded: the confirmation stays pending for the
-    /// page and the REST API, and the agent gets the held result.
-    Dismissed,
-}
-
-/// Records an `ElicitResult` (the client's answer) in the store. Refusals (already answered
-/// elsewhere, expired) are not errors here: the gate reads the record next.
-async fn record(
-    gateway: &Gateway,
-    principal: &Principal,
-    id: ElicitationId,
-    result: Value,
-) -> Recorded {
-    let read = serde_json::from_value::<ElicitResult>(result)
-        .ok()
-        .and_then(|r| {
-            let action = serde_json::from_value::<ElicitAction>(r.action).ok()?;
-            Some((action, r.content))
-        });
-    let Some((action, content)) = read else {
-        tracing::warn!(elicitation_id = %id, "an elicitation answer without a valid action; ignored");
-        return Recorded::Answered;
-    };
-    if action == ElicitAction::Cancel {
-        tracing::info!(elicitation_id = %id, "the client dismissed the confirmation; it stays pending for a person");
-        return Recorded::Dismissed;
-    }
-    let answer = Answer::from_action(ElicitationType::Confirmation, action, content);
-    let applied = tokio::time::timeout(
-        STORE_TIMEOUT,
-        gateway.store().apply(
-            &principal.caller,
-            id,
-            answer,
-            Some(&principal.answered_by(mcp_auth::AnsweredVia::Client)),
-        ),
-    )
-    .await;
-    match applied {
-        Ok(Ok(_)) => {}
-        Ok(Err(e)) => {
-            tracing::info!(elicitation_id = %id, error = %e, "the client's answer was not recorded")
-        }
-        Err(_) => {
-            tracing::warn!(elicitation_id = %id, "the store did not record the client's answer in time")
-        }
-    }
-    Recorded::Answered
-}
-
 /// What a 2026-07-28 client can be asked with, and how the gateway may ask.
 #[derive(Debug, Clone, Default)]
 pub struct ClientAsks {
@@ -295,8 +233,11 @@ impl Mrtr {
                 // A URL-mode answer says only that the person went to the page; the person's
                 // answer is the one given there.
                 if let Some(answer) = answer.filter(|_| !claims.url) {
-                    dismissed =
-                        record(&self.gateway, principal, id, answer).await == Recorded::Dismissed;
+                    dismissed = self
+                        .gateway
+                        .record_client_answer(principal, id, answer)
+                        .await
+                        == ClientAnswer::Dismissed;
                 }
                 Some(id)
             }
@@ -441,7 +382,7 @@ pub(crate) async fn record_from_elsewhere(
     id: ElicitationId,
     result: Value,
 ) {
-    record(gateway, principal, id, result).await;
+    gateway.record_client_answer(principal, id, result).await;
 }
 
 /// Everything the legacy stream needs, owned, so it can outlive the request handler.
@@ -520,7 +461,10 @@ async fn converse(
         };
         let dismissed = match answered {
             Some(Ok(result)) if !by_url => {
-                record(&c.gateway, &c.principal, current.id, result).await == Recorded::Dismissed
+                c.gateway
+                    .record_client_answer(&c.principal, current.id, result)
+                    .await
+                    == ClientAnswer::Dismissed
             }
             Some(Ok(_)) | None => false,
             // The client refused to ask (it errored): leave the question to the REST API.

@@ -64,6 +64,35 @@ pub struct ToolEntry {
 }
 
 impl ToolEntry {
+    /// The entry of a tool an embedder serves itself (no module of the gateway's runs it):
+    /// listed under its own name, its annotations believed (they are the embedder's own), of
+    /// no module in any registry (no account, no credentials). `module` names where it comes
+    /// from in metrics and the audit trail. `None` when `tool` has no valid name.
+    pub fn own(module: &str, mut tool: Value) -> Option<ToolEntry> {
+        let name = tool.get("name")?.as_str()?.to_owned();
+        if !is_valid_tool_name(&name) {
+            return None;
+        }
+        let annotations = tool
+            .get("annotations")
+            .and_then(|a| serde_json::from_value::<ToolAnnotations>(a.clone()).ok());
+        // The embedder runs it to its result: it is gated and run as a plain tool.
+        without_task_support(&mut tool);
+        let definition = pinned_definition(&tool);
+        Some(ToolEntry {
+            qualified: name.clone(),
+            original: name,
+            module_name: module.to_owned(),
+            module: usize::MAX,
+            annotations,
+            trusted: true,
+            mirrored: Vec::new(),
+            digest: gating_core::CallDigest::of(&definition),
+            definition,
+            tool,
+        })
+    }
+
     /// The entry the gate decides on for a tool of the agent host's own that a
     /// permission-prompt module's `approve` asks about ([`crate::permission_prompt`]):
     /// `qualified` (`<prefix>__<tool>`), `tool` its module's name for it, of this entry's

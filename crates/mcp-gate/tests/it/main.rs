@@ -10,6 +10,7 @@ mod binding;
 mod expiry;
 mod fail_closed;
 mod faulty;
+mod own;
 mod pipeline;
 mod settle;
 mod support;
