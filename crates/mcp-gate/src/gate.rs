@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
-use crate::own::Via;
+use crate::own_tool::Via;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 

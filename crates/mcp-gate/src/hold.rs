@@ -19,7 +19,7 @@ use serde_json::Value;
 use crate::approve::told_of_edit;
 use crate::gate::call_facts;
 use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation, Run, RunBy, Settled};
-use crate::own::Via;
+use crate::own_tool::Via;
 use crate::pins::definition_digest;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;

@@ -28,6 +28,7 @@ mod instance;
 pub mod limits;
 mod outcome;
 mod own;
+mod own_tool;
 mod permission;
 pub mod pins;
 mod respond;
@@ -40,7 +41,7 @@ pub use outcome::{
     Approving, CallOutcome, Classified, EDITED_META, GatedCall, PendingConfirmation, Run, RunBy,
     Settled,
 };
-pub use own::{ClientAnswer, OwnTool};
+pub use own_tool::{ClientAnswer, OwnTool};
 pub use pins::definition_digest;
 pub use respond::answer;
 

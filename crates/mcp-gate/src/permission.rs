@@ -21,7 +21,7 @@ use mcp_wire::tools::Arguments;
 use serde_json::{Value, json};
 
 use crate::outcome::Audit;
-use crate::own::Via;
+use crate::own_tool::Via;
 use crate::{CallOutcome, GatedCall, Gateway, timed_until};
 use elicitation_store::{PolicyRef, RejectReason};
 
