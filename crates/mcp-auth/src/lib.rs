@@ -8,7 +8,7 @@
 //! the wire (401, 403, a JSON-RPC error) is the server's business; this crate answers with
 //! an [`AuthError`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use elicitation_core::Caller;
@@ -124,23 +124,7 @@ fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
 impl Auth {
     /// Mode `none`: the caller `local`, who may call tools, answer and read the metrics.
     pub fn none() -> Self {
-        Auth::None(Arc::new(Principal {
-            caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
-            scopes: [
-                SCOPE_TOOLS_CALL,
-                SCOPE_RESPOND,
-                SCOPE_METRICS,
-                SCOPE_CATALOG,
-                SCOPE_AUDIT,
-            ]
-            .into_iter()
-            .map(String::from)
-            .collect(),
-            authenticated: false,
-            groups: BTreeSet::new(),
-            client: None,
-            subject_token: None,
-        }))
+        Auth::None(Arc::new(Principal::local()))
     }
 
     /// Mode `tokens`.

@@ -94,6 +94,29 @@ pub enum AnsweredVia {
 }
 
 impl Principal {
+    /// The caller `local` of mode `none` (and of an embedder's server that names no
+    /// callers): it may call tools, answer, and read the metrics, catalog and audit trail.
+    /// Not authenticated.
+    pub fn local() -> Principal {
+        Principal {
+            caller: Caller::new("local", None).expect("\"local\" is a valid subject"),
+            scopes: [
+                SCOPE_TOOLS_CALL,
+                SCOPE_RESPOND,
+                SCOPE_METRICS,
+                SCOPE_CATALOG,
+                SCOPE_AUDIT,
+            ]
+            .into_iter()
+            .map(String::from)
+            .collect(),
+            authenticated: false,
+            groups: BTreeSet::new(),
+            client: None,
+            subject_token: None,
+        }
+    }
+
     /// The groups as a policy rule's `when` sees them: each group, and a group qualified by
     /// the caller's own tenant (`sre#t2`, mode `tokens`) also as written (`sre`), so a rule
     /// written against a token's configured group names matches it whatever its tenant.

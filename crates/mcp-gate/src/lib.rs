@@ -32,6 +32,8 @@ mod own_tool;
 mod permission;
 pub mod pins;
 mod respond;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 
 pub use inbox::Inbox;
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
@@ -169,6 +171,20 @@ impl Gateway {
             permission_prompts: Vec::new(),
             clock: Arc::new(mcp_clock::SystemClock),
         }
+    }
+
+    /// A gate for a server's own tools, with no modules of its own (an embedder's; its
+    /// tools come through [`Gateway::classify_own`], or the [`rmcp`] adapter with feature
+    /// `rmcp`). The embedder vouches for its callers: an unauthenticated one is gated like
+    /// any other.
+    pub async fn for_own_tools(
+        store: Arc<dyn Store>,
+        policy: GatePolicy,
+    ) -> Result<Gateway, GateError> {
+        let registry = Registry::start(Vec::new())
+            .await
+            .map_err(|e| GateError::Internal(e.to_string()))?;
+        Ok(Gateway::new(registry, store, policy, false))
     }
 
     /// Where the gateway reads the time.

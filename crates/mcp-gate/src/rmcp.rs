@@ -1,0 +1,664 @@
+//! The rmcp adapter (feature `rmcp`): [`Gated`] wraps any `rmcp::ServerHandler` so that its
+//! tools go through the gate before they run — its destructive ones (by their annotations,
+//! which are the server's own and believed) or whatever the policy gates are held for a
+//! person. Everything else the handler does passes through untouched.
+//!
+//! A held call is asked natively where the client can answer and the caller may
+//! (`elicitations:respond`, and no approver group answers instead): a 2026-07-28 client
+//! gets `input_required` with one `elicitation/create` and retries with the answer; a
+//! 2025-11-25 session gets `elicitation/create` on its stream while the call waits.
+//! Otherwise, or when the person dismisses the question, the call answers with the held
+//! result, and a person answers elsewhere (the approvals page or REST of a mounted
+//! `mcp_http::McpService`, Slack, a backend). The agent then calls again naming the
+//! confirmation in `_meta.confirmation_id` (read from rmcp's `context.meta` and the
+//! request's own `_meta`), or with identical arguments.
+//!
+//! The decisions are the gateway's own: [`Gateway::classify_own`], the settle step and
+//! the run with its audit record ([`Gateway::run_own`], [`Gateway::resolve_own`]).
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use ::rmcp::model::*;
+use ::rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequestParams, ErrorCode,
+    ErrorData, InputRequiredResult, ProtocolVersion, Tool,
+};
+use ::rmcp::service::{
+    MaybeSendFuture, NotificationContext, RequestContext, RoleServer, SubscriptionContext,
+};
+use ::rmcp::{ErrorData as McpError, ServerHandler};
+use elicitation_core::{Elicitation, ElicitationId, response_schema};
+use mcp_auth::{Principal, SCOPE_RESPOND};
+use mcp_upstream::ModuleError;
+use mcp_upstream::registry::ToolEntry;
+use mcp_wire::CallToolParams;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::error::GateError;
+use crate::{CallOutcome, Classified, ClientAnswer, GatedCall, Gateway, OwnTool};
+
+/// The key of the adapter's one input request (2026-07-28).
+const CONFIRM_KEY: &str = "confirm";
+
+/// Who is calling, from the request's context (an HTTP server's request parts are in
+/// `context.extensions`): `None` refuses the call.
+pub type CallerOf = dyn Fn(&RequestContext<RoleServer>) -> Option<Principal> + Send + Sync;
+
+/// An rmcp server handler whose tools go through the gate first.
+pub struct Gated<H> {
+    inner: Arc<H>,
+    gateway: Arc<Gateway>,
+    module: String,
+    caller: Arc<CallerOf>,
+}
+
+impl<H> Clone for Gated<H> {
+    fn clone(&self) -> Self {
+        Gated {
+            inner: self.inner.clone(),
+            gateway: self.gateway.clone(),
+            module: self.module.clone(),
+            caller: self.caller.clone(),
+        }
+    }
+}
+
+impl<H: ServerHandler> Gated<H> {
+    /// `inner`'s tools gated by `gateway` (for a server of its own, see
+    /// [`Gateway::for_own_tools`]). Every call is the caller `local`, who may answer in its
+    /// own client, until [`Gated::with_caller`] says who calls.
+    pub fn new(inner: H, gateway: Arc<Gateway>) -> Self {
+        Gated {
+            inner: Arc::new(inner),
+            gateway,
+            module: "server".into(),
+            caller: Arc::new(|_: &RequestContext<RoleServer>| Some(Principal::local())),
+        }
+    }
+
+    /// Who calls, read from each request's context (a bearer token in the HTTP request's
+    /// parts, say). `None` refuses the call.
+    #[must_use]
+    pub fn with_caller(
+        mut self,
+        caller: impl Fn(&RequestContext<RoleServer>) -> Option<Principal> + Send + Sync + 'static,
+    ) -> Self {
+        self.caller = Arc::new(caller);
+        self
+    }
+
+    /// The name the server's tools are counted and audited under (`server` unless named).
+    #[must_use]
+    pub fn named(mut self, module: &str) -> Self {
+        self.module = module.to_owned();
+        self
+    }
+
+    /// The handler it wraps.
+    pub fn inner(&self) -> &H {
+        &self.inner
+    }
+
+    async fn definition(&self, name: &str, context: &RequestContext<RoleServer>) -> Option<Tool> {
+        if let Some(tool) = self.inner.get_tool(name) {
+            return Some(tool);
+        }
+        let mut cursor = None;
+        // A bound on the pages read: a handler that pages forever is not listed to the end.
+        for _ in 0..100 {
+            let params = ::rmcp::model::PaginatedRequestParams::default().with_cursor(cursor);
+            let listed = self
+                .inner
+                .list_tools(Some(params), context.clone())
+                .await
+                .ok()?;
+            if let Some(tool) = listed.tools.into_iter().find(|t| t.name == name) {
+                return Some(tool);
+            }
+            cursor = Some(listed.next_cursor?);
+        }
+        None
+    }
+
+    // Long: one gated call in order (caller, tool, step one, the settle step with the
+    // client's answer, how the answer is written).
+    async fn gated_call(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(principal) = (self.caller)(&context) else {
+            return Err(McpError::invalid_request(
+                "this caller may not call tools",
+                None,
+            ));
+        };
+        // An unknown tool runs nothing: the gate cannot judge it.
+        let Some(tool) = self.definition(&request.name, &context).await else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        };
+        let tool = serde_json::to_value(&tool).map_err(internal)?;
+        let Some(entry) = ToolEntry::own(&self.module, tool) else {
+            return Err(McpError::invalid_params(
+                format!("the tool {} has no valid name", request.name),
+                None,
+            ));
+        };
+        let (params, answer, state) = gate_params(request, &context)?;
+        let runner = Runner {
+            inner: &self.inner,
+            context: context.clone(),
+        };
+        let classified = self
+            .gateway
+            .classify_own(&principal, Arc::new(entry), params)
+            .await
+            .map_err(gate_error)?;
+        let call = match classified {
+            Classified::Gated(call) => call,
+            other => return reply(self.gateway.run_own(&principal, other, &runner).await),
+        };
+        let asks = Asks::of(&context);
+        // A 2026-07-28 retry: the answer to the question this call was asked, recorded as
+        // the caller's when the state names the caller's confirmation of exactly this call.
+        let mut named = call
+            .params
+            .confirmation_id()
+            .and_then(|id| id.parse::<ElicitationId>().ok());
+        let mut dismissed = false;
+        if let Some(state) = state {
+            let id = self.state_of(&principal, &call, &state).await?;
+            if let Some(answer) = answer {
+                principal
+                    .require(SCOPE_RESPOND)
+                    .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+                dismissed = self
+                    .gateway
+                    .record_client_answer(&principal, id, answer)
+                    .await
+                    == ClientAnswer::Dismissed;
+            }
+            named = Some(id);
+        }
+        let outcome = self
+            .gateway
+            .resolve_own(&principal, &call, named, &runner)
+            .await;
+        let CallOutcome::NeedsConfirmation(pending) = outcome else {
+            return reply(outcome);
+        };
+        let native = !dismissed
+            && asks.form
+            && pending.askable_natively
+            && principal.scopes.contains(SCOPE_RESPOND)
+            && self.gateway.caller_answers(&call.entry.qualified);
+        if !native {
+            return reply(CallOutcome::NeedsConfirmation(pending));
+        }
+        let confirmation = &pending.confirmation;
+        if asks.modern {
+            return input_required(confirmation).map(CallToolResponse::InputRequired);
+        }
+        // 2025-11-25: asked on the session's stream while the call waits.
+        let asked: ElicitRequestParams =
+            serde_json::from_value(form(confirmation, true)).map_err(internal)?;
+        // The person has until the confirmation expires, however long that is.
+        let left = confirmation.expires_at - self.gateway.clock().now();
+        let left = std::time::Duration::try_from(left).unwrap_or_default();
+        let answered = match context
+            .peer
+            .create_elicitation_with_timeout(asked, Some(left))
+            .await
+        {
+            Ok(result) => serde_json::to_value(result).map_err(internal)?,
+            Err(e) => {
+                tracing::info!(confirmation = %confirmation.id, error = %e, "the client did not answer the confirmation; it waits for a person elsewhere");
+                return reply(CallOutcome::NeedsConfirmation(pending));
+            }
+        };
+        if self
+            .gateway
+            .record_client_answer(&principal, confirmation.id, answered)
+            .await
+            == ClientAnswer::Dismissed
+        {
+            return reply(CallOutcome::NeedsConfirmation(pending));
+        }
+        reply(
+            self.gateway
+                .resolve_own(&principal, &call, Some(confirmation.id), &runner)
+                .await,
+        )
+    }
+
+    /// The confirmation a retry's `requestState` names, when it is the caller's confirmation
+    /// of exactly this call (a state naming another call's is refused, answering nothing).
+    async fn state_of(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        state: &str,
+    ) -> Result<ElicitationId, McpError> {
+        let invalid = || McpError::invalid_params("Invalid or expired requestState", None);
+        let id: ElicitationId = state.parse().map_err(|_| invalid())?;
+        let mine = self
+            .gateway
+            .store()
+            .confirmation_for(&principal.caller, &call.binding)
+            .await
+            .map_err(|e| gate_error(e.into()))?;
+        if mine != Some(id) {
+            return Err(invalid());
+        }
+        Ok(id)
+    }
+}
+
+/// Everything but `tools/call` is the wrapped handler's (the deprecated methods too: the
+/// wrapped handler may still serve older clients with them).
+#[allow(deprecated)]
+impl<H: ServerHandler> ServerHandler for Gated<H> {
+    fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, McpError>> + MaybeSendFuture + '_ {
+        self.gated_call(request, context)
+    }
+
+    fn ping(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.ping(context)
+    }
+
+    fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<InitializeResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.initialize(request, context)
+    }
+
+    fn negotiate_initialize(
+        &self,
+        request: &InitializeRequestParams,
+    ) -> Result<InitializeResult, McpError> {
+        self.inner.negotiate_initialize(request)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        self.inner.supported_protocol_versions()
+    }
+
+    fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<DiscoverResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.discover(context)
+    }
+
+    fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CompleteResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.complete(request, context)
+    }
+
+    fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.set_level(request, context)
+    }
+
+    fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<GetPromptResponse, McpError>> + MaybeSendFuture + '_ {
+        self.inner.get_prompt(request, context)
+    }
+
+    fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListPromptsResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.list_prompts(request, context)
+    }
+
+    fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListResourcesResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.list_resources(request, context)
+    }
+
+    fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListResourceTemplatesResult, McpError>> + MaybeSendFuture + '_
+    {
+        self.inner.list_resource_templates(request, context)
+    }
+
+    fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ReadResourceResponse, McpError>> + MaybeSendFuture + '_ {
+        self.inner.read_resource(request, context)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        self.inner.accepted_subscription_filter(requested)
+    }
+
+    fn listen(
+        &self,
+        context: SubscriptionContext,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.listen(context)
+    }
+
+    fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.subscribe(request, context)
+    }
+
+    fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.unsubscribe(request, context)
+    }
+
+    fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListToolsResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.list_tools(request, context)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.inner.get_tool(name)
+    }
+
+    fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CustomResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.on_custom_request(request, context)
+    }
+
+    fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.inner.on_cancelled(notification, context)
+    }
+
+    fn on_progress(
+        &self,
+        notification: ProgressNotificationParam,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.inner.on_progress(notification, context)
+    }
+
+    fn on_initialized(
+        &self,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.inner.on_initialized(context)
+    }
+
+    fn on_roots_list_changed(
+        &self,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.inner.on_roots_list_changed(context)
+    }
+
+    fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        context: NotificationContext<RoleServer>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.inner.on_custom_notification(notification, context)
+    }
+
+    fn get_info(&self) -> ServerConfig {
+        self.inner.get_info()
+    }
+
+    fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<GetTaskResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.get_task(request, context)
+    }
+
+    fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.update_task(request, context)
+    }
+
+    fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<(), McpError>> + MaybeSendFuture + '_ {
+        self.inner.cancel_task(request, context)
+    }
+
+    fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListSkillsResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.list_skills(request, context)
+    }
+
+    fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<GetSkillResult, McpError>> + MaybeSendFuture + '_ {
+        self.inner.get_skill(request, context)
+    }
+
+    fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ReadResourceDirectoryResult, McpError>> + MaybeSendFuture + '_
+    {
+        self.inner.read_resource_directory(request, context)
+    }
+}
+
+/// What the client can be asked with.
+struct Asks {
+    /// It shows forms (declared elicitation, form mode or the 2025 default).
+    form: bool,
+    /// It speaks 2026-07-28 (asked with `input_required`).
+    modern: bool,
+}
+
+impl Asks {
+    fn of(context: &RequestContext<RoleServer>) -> Asks {
+        let capabilities = context
+            .client_capabilities()
+            .and_then(|c| serde_json::to_value(c).ok());
+        let form = match capabilities.as_ref().and_then(|c| c.get("elicitation")) {
+            Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+            _ => false,
+        };
+        let modern = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        Asks { form, modern }
+    }
+}
+
+/// The gate's params of an rmcp call: `_meta` from the request and from rmcp's
+/// `context.meta` (where rmcp puts a handler's), and the 2026-07-28 retry's answer and
+/// state taken out.
+fn gate_params(
+    mut request: CallToolRequestParams,
+    context: &RequestContext<RoleServer>,
+) -> Result<(CallToolParams, Option<Value>, Option<String>), McpError> {
+    let answer = request
+        .input_responses
+        .take()
+        .and_then(|mut responses| responses.remove(CONFIRM_KEY));
+    let state = request.request_state.take();
+    let mut value = serde_json::to_value(&request).map_err(internal)?;
+    let from_context = serde_json::to_value(&context.meta).map_err(internal)?;
+    if let (Some(object), Value::Object(extra)) = (value.as_object_mut(), from_context) {
+        let meta = object
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(meta) = meta {
+            for (key, value) in extra {
+                meta.entry(key).or_insert(value);
+            }
+            if meta.is_empty() {
+                object.remove("_meta");
+            }
+        }
+    }
+    let params = serde_json::from_value(value)
+        .map_err(|e| McpError::invalid_params(format!("params cannot be read: {e}"), None))?;
+    Ok((params, answer, state))
+}
+
+/// The `elicitation/create` params of a confirmation (`mode` from 2025-11-25 on).
+fn form(confirmation: &Elicitation, with_mode: bool) -> Value {
+    let mut params = json!({
+        "message": confirmation.spec.message(),
+        "requestedSchema": response_schema(confirmation.spec.response()),
+    });
+    if with_mode {
+        params["mode"] = json!("form");
+    }
+    params
+}
+
+/// `input_required` with the one question; the state is the confirmation's id, accepted
+/// back only from the same caller for the same call (`state_of`).
+fn input_required(confirmation: &Elicitation) -> Result<InputRequiredResult, McpError> {
+    let result = json!({
+        "resultType": "input_required",
+        "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": form(confirmation, true)}},
+        "requestState": confirmation.id.to_string(),
+    });
+    serde_json::from_value(result).map_err(internal)
+}
+
+/// The gate's answer as rmcp's.
+fn reply(outcome: CallOutcome) -> Result<CallToolResponse, McpError> {
+    let body = outcome.into_reply().map_err(gate_error)?;
+    let result: CallToolResult = serde_json::from_value(body.into_value()).map_err(internal)?;
+    Ok(CallToolResponse::Complete(result))
+}
+
+fn gate_error(error: GateError) -> McpError {
+    match error {
+        GateError::UnknownTool(name) => {
+            McpError::invalid_params(format!("unknown tool: {name}"), None)
+        }
+        GateError::InvalidParams(why) => McpError::invalid_params(why, None),
+        GateError::Upstream {
+            code,
+            message,
+            data,
+        } => ErrorData::new(
+            ErrorCode(i32::try_from(code).unwrap_or(-32603)),
+            message,
+            data,
+        ),
+        other => {
+            let error_id = crate::error::new_error_id();
+            tracing::warn!(%error_id, error = %other, "the gate could not decide a call");
+            McpError::internal_error(
+                format!("the gate could not decide the call (error id {error_id})"),
+                None,
+            )
+        }
+    }
+}
+
+fn internal(error: serde_json::Error) -> McpError {
+    McpError::internal_error(error.to_string(), None)
+}
+
+/// Runs a call the gate let through on the wrapped handler, in the request's context.
+struct Runner<'a, H> {
+    inner: &'a H,
+    context: RequestContext<RoleServer>,
+}
+
+impl<H: ServerHandler> OwnTool for Runner<'_, H> {
+    fn run(
+        &self,
+        params: CallToolParams,
+    ) -> Pin<Box<dyn Future<Output = Result<Box<RawValue>, ModuleError>> + Send + '_>> {
+        Box::pin(async move {
+            let failed = |reason: String| ModuleError::Failed {
+                module: "server".into(),
+                reason,
+            };
+            let value = serde_json::to_value(&params).map_err(|e| failed(e.to_string()))?;
+            let request: CallToolRequestParams =
+                serde_json::from_value(value).map_err(|e| failed(e.to_string()))?;
+            let answered = match self.inner.call_tool(request, self.context.clone()).await {
+                Ok(CallToolResponse::Complete(result)) => serde_json::to_string(&result),
+                // Only a result passes the gate: what the tool did is audited with it.
+                Ok(_) => {
+                    return Err(failed(
+                        "a gated server's tool answered with a question or a task of its own, which the adapter does not pass on".into(),
+                    ));
+                }
+                Err(e) => {
+                    return Err(ModuleError::Rpc {
+                        module: "server".into(),
+                        code: i64::from(e.code.0),
+                        message: e.message.into_owned(),
+                        data: e.data.map(Box::new),
+                    });
+                }
+            };
+            let text = answered.map_err(|e| failed(e.to_string()))?;
+            RawValue::from_string(text).map_err(|e| failed(e.to_string()))
+        })
+    }
+}
