@@ -35,8 +35,9 @@ use mcp_auth::{Principal, SCOPE_RESPOND};
 use mcp_upstream::ModuleError;
 use mcp_upstream::registry::ToolEntry;
 use mcp_wire::CallToolParams;
+use mcp_wire::tools::ElicitFormParams;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::error::GateError;
 use crate::{CallOutcome, Classified, ClientAnswer, GatedCall, Gateway, OwnTool};
@@ -207,8 +208,7 @@ impl<H: ServerHandler> Gated<H> {
             return input_required(confirmation).map(CallToolResponse::InputRequired);
         }
         // 2025-11-25: asked on the session's stream while the call waits.
-        let asked: ElicitRequestParams =
-            serde_json::from_value(form(confirmation, true)).map_err(internal)?;
+        let asked: ElicitRequestParams = form(confirmation)?;
         // The person has until the confirmation expires, however long that is.
         let left = confirmation.expires_at - self.gateway.clock().now();
         let left = std::time::Duration::try_from(left).unwrap_or_default();
@@ -561,27 +561,40 @@ fn gate_params(
     Ok((params, answer, state))
 }
 
-/// The `elicitation/create` params of a confirmation (`mode` from 2025-11-25 on).
-fn form(confirmation: &Elicitation, with_mode: bool) -> Value {
-    let mut params = json!({
-        "message": confirmation.spec.message(),
-        "requestedSchema": response_schema(confirmation.spec.response()),
-    });
-    if with_mode {
-        params["mode"] = json!("form");
-    }
-    params
+/// The `elicitation/create` params of a confirmation, in form mode, as rmcp reads them.
+fn form<T: serde::de::DeserializeOwned>(confirmation: &Elicitation) -> Result<T, McpError> {
+    let schema = response_schema(confirmation.spec.response());
+    let params = ElicitFormParams {
+        mode: Some("form"),
+        message: confirmation.spec.message(),
+        requested_schema: &schema,
+    };
+    serde_json::to_value(params)
+        .and_then(serde_json::from_value)
+        .map_err(internal)
 }
 
 /// `input_required` with the one question; the state is the confirmation's id, accepted
 /// back only from the same caller for the same call (`state_of`).
 fn input_required(confirmation: &Elicitation) -> Result<InputRequiredResult, McpError> {
-    let result = json!({
-        "resultType": "input_required",
-        "inputRequests": {CONFIRM_KEY: {"method": "elicitation/create", "params": form(confirmation, true)}},
-        "requestState": confirmation.id.to_string(),
-    });
-    serde_json::from_value(result).map_err(internal)
+    let schema = response_schema(confirmation.spec.response());
+    let params = ElicitFormParams {
+        mode: Some("form"),
+        message: confirmation.spec.message(),
+        requested_schema: &schema,
+    };
+    let request = mcp_wire::tools::InputRequest {
+        method: "elicitation/create".into(),
+        params,
+    };
+    let result = mcp_wire::tools::InputRequiredResult::one(
+        CONFIRM_KEY,
+        request,
+        confirmation.id.to_string(),
+    );
+    serde_json::to_value(result)
+        .and_then(serde_json::from_value)
+        .map_err(internal)
 }
 
 /// The gate's answer as rmcp's.
