@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 mod cmd;
 mod conformance;
 mod cycles;
+mod examples;
 mod fuzz;
 mod layering;
 mod node;

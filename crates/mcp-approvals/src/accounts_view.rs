@@ -30,7 +30,7 @@ impl Page {
             } else {
                 to
             };
-            return self.first_visit(snap, &to, query);
+            return self.first_visit(snap, headers, &to, query);
         };
         let notice = accounts::notice(field(&fields, "done"));
         let (status, page) =

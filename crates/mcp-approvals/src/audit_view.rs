@@ -27,7 +27,7 @@ impl Page {
                     html::sign_in_to(None, Some(AUDIT_PAGE)),
                 )
             } else {
-                self.first_visit(snap, AUDIT_PAGE, query)
+                self.first_visit(snap, headers, AUDIT_PAGE, query)
             };
         };
         if !principal.scopes.contains(SCOPE_AUDIT) {

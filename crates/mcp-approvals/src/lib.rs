@@ -605,6 +605,14 @@ impl Page {
             }
             (Auth::Tokens(_), None) => return None,
             (Auth::Jwt(_), _) => signed_in.principal,
+            // Still the person the embedding service says makes this request.
+            (Auth::Embedder(caller), _) => {
+                let now = (caller.0)(headers)?;
+                if now.caller != signed_in.principal.caller {
+                    return None;
+                }
+                Arc::new(now)
+            }
         };
         Some((id, principal, signed_in.csrf))
     }

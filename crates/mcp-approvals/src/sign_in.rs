@@ -20,15 +20,39 @@ impl Page {
     pub(crate) fn first_visit(
         &self,
         snap: &Snapshot,
+        headers: &HeaderMap,
         to: &str,
         query: Option<&str>,
     ) -> Response<Body> {
-        let Auth::None(principal) = &*snap.auth else {
-            let next = (to != PREFIX).then_some(to);
-            return html(
-                StatusCode::OK,
-                html::sign_in_with(None, next, self.sso.is_some()),
-            );
+        let principal = match &*snap.auth {
+            Auth::None(principal) => principal.clone(),
+            // The embedding service says who this is; not signed in there, not here.
+            Auth::Embedder(caller) => match (caller.0)(headers) {
+                Some(principal) if may_use_the_page(&principal) => Arc::new(principal),
+                Some(_) => {
+                    return html(
+                        StatusCode::FORBIDDEN,
+                        html::sign_in(Some(
+                            "You may neither answer elicitations, review tool changes nor read the audit trail here.",
+                        )),
+                    );
+                }
+                None => {
+                    return html(
+                        StatusCode::UNAUTHORIZED,
+                        html::sign_in(Some(
+                            "Sign in to the service first, then open this page again.",
+                        )),
+                    );
+                }
+            },
+            _ => {
+                let next = (to != PREFIX).then_some(to);
+                return html(
+                    StatusCode::OK,
+                    html::sign_in_with(None, next, self.sso.is_some()),
+                );
+            }
         };
         if form(query.unwrap_or_default().as_bytes())
             .iter()
@@ -36,7 +60,7 @@ impl Page {
         {
             return html(StatusCode::BAD_REQUEST, html::needs_cookies(to));
         }
-        let Some((id, _)) = self.web.open(principal.clone(), "none", None) else {
+        let Some((id, _)) = self.web.open(principal, snap.auth.mode(), None) else {
             return html(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 html::sign_in(Some("A sign-in could not be made here.")),
@@ -53,6 +77,8 @@ impl Page {
         let token = field(&fields, "token").unwrap_or_default().trim();
         let principal = match &*snap.auth {
             Auth::None(principal) => Some(principal.clone()),
+            // Signed in by the embedding service, never with a token here.
+            Auth::Embedder(_) => None,
             Auth::Tokens(_) | Auth::Jwt(_) if token.is_empty() => None,
             Auth::Tokens(_) | Auth::Jwt(_) => snap.auth.token(token).await,
         };

@@ -44,7 +44,7 @@ impl Page {
                 self.render(snap, &principal, &csrf, notice, None, StatusCode::OK)
                     .await
             }
-            None => self.first_visit(snap, PREFIX, query),
+            None => self.first_visit(snap, headers, PREFIX, query),
         }
     }
 
@@ -65,7 +65,9 @@ impl Page {
         match self.web_session(snap, headers) {
             Some((_, principal, csrf)) => self.render_one(snap, &principal, &csrf, id).await,
             None => match &*snap.auth {
-                Auth::None(_) => self.first_visit(snap, &format!("{PREFIX}/e/{id}"), query),
+                Auth::None(_) | Auth::Embedder(_) => {
+                    self.first_visit(snap, headers, &format!("{PREFIX}/e/{id}"), query)
+                }
                 Auth::Tokens(_) | Auth::Jwt(_) => html(
                     StatusCode::OK,
                     html::sign_in_with(None, Some(&format!("{PREFIX}/e/{id}")), self.sso.is_some()),

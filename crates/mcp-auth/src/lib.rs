@@ -98,6 +98,24 @@ pub enum Auth {
     /// OAuth access tokens: JWTs of trusted issuers, for this gateway (feature `jwt`).
     #[cfg(feature = "jwt")]
     Jwt(Arc<jwt::JwtAuth>),
+    /// The service the gateway is mounted in says who calls, from each request's headers
+    /// (its own session cookie or token): `None` is not signed in. The approvals page opens
+    /// its own session for the person it names, and drops it once the headers name someone
+    /// else or no one.
+    Embedder(CallerOfRequest),
+}
+
+/// Who makes a request, in the embedder's words ([`Auth::Embedder`]).
+#[derive(Clone)]
+pub struct CallerOfRequest(pub Arc<CallerFn>);
+
+/// The embedder's function from a request's headers to its caller.
+pub type CallerFn = dyn Fn(&HeaderMap) -> Option<Principal> + Send + Sync;
+
+impl std::fmt::Debug for CallerOfRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerOfRequest(..)")
+    }
 }
 
 /// One configured token of mode `tokens`.
@@ -194,10 +212,24 @@ impl Auth {
         Ok(Auth::Tokens(map))
     }
 
+    /// Callers named by the embedding service, from each request's headers.
+    pub fn embedder(
+        caller: impl Fn(&HeaderMap) -> Option<Principal> + Send + Sync + 'static,
+    ) -> Self {
+        Auth::Embedder(CallerOfRequest(Arc::new(caller)))
+    }
+
     /// The principal of a request: 401 without valid credentials.
     pub async fn authenticate(&self, headers: &HeaderMap) -> Result<Arc<Principal>, AuthError> {
         match self {
             Auth::None(principal) => Ok(principal.clone()),
+            Auth::Embedder(caller) => {
+                (caller.0)(headers)
+                    .map(Arc::new)
+                    .ok_or(AuthError::Unauthorized {
+                        invalid_token: false,
+                    })
+            }
             // Tokens and JWTs: a bearer token.
             _ => {
                 let Some(value) = headers.get(http::header::AUTHORIZATION) else {
@@ -227,6 +259,8 @@ impl Auth {
     pub async fn token(&self, token: &str) -> Option<Arc<Principal>> {
         match self {
             Auth::None(principal) => Some(principal.clone()),
+            // The embedder's callers carry no token of the gateway's.
+            Auth::Embedder(_) => None,
             Auth::Tokens(tokens) => {
                 let mut key = [0u8; 32];
                 key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
@@ -250,6 +284,7 @@ impl Auth {
             Auth::Tokens(_) => "tokens",
             #[cfg(feature = "jwt")]
             Auth::Jwt(_) => "jwt",
+            Auth::Embedder(_) => "embedder",
         }
     }
 

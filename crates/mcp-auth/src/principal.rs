@@ -94,6 +94,19 @@ pub enum AnsweredVia {
 }
 
 impl Principal {
+    /// A caller its service has authenticated (an embedder's user, [`crate::Auth::Embedder`]),
+    /// with these scopes (`tools:call`, `elicitations:respond`, …) and no groups.
+    pub fn authenticated(caller: Caller, scopes: &[&str]) -> Principal {
+        Principal {
+            caller,
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            authenticated: true,
+            groups: BTreeSet::new(),
+            client: None,
+            subject_token: None,
+        }
+    }
+
     /// The caller `local` of mode `none` (and of an embedder's server that names no
     /// callers): it may call tools, answer, and read the metrics, catalog and audit trail.
     /// Not authenticated.

@@ -600,7 +600,9 @@ fn input_required(confirmation: &Elicitation) -> Result<InputRequiredResult, Mcp
 /// The gate's answer as rmcp's.
 fn reply(outcome: CallOutcome) -> Result<CallToolResponse, McpError> {
     let body = outcome.into_reply().map_err(gate_error)?;
-    let result: CallToolResult = serde_json::from_value(body.into_value()).map_err(internal)?;
+    let mut result: CallToolResult = serde_json::from_value(body.into_value()).map_err(internal)?;
+    // A 2026-07-28 client reads `resultType` (rmcp takes it off for an older one).
+    result.result_type.get_or_insert(ResultType::COMPLETE);
     Ok(CallToolResponse::Complete(result))
 }
 

@@ -20,6 +20,7 @@ pub mod fuzzing;
 mod legacy;
 pub mod listen;
 mod modern;
+pub mod mount;
 mod relay;
 pub mod rest;
 pub mod service;
@@ -30,3 +31,4 @@ mod serve;
 
 pub use answers::ClientAnswers;
 pub use serve::{ServeConfig, serve, serve_operations};
+pub use service::embed::GatewayService;

@@ -10,6 +10,7 @@
 //! (what crosses sessions and instances).
 
 mod catalog;
+pub mod embed;
 mod fleet;
 mod probes;
 mod rpc;
@@ -88,7 +89,8 @@ pub struct ServiceConfig {
     /// How the gate asks the person natively (`[gate] native`).
     pub native: ask::NativeMode,
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
-    /// approvals page's URLs; without it, the request's `Host` over `http`.
+    /// approvals page's URLs; without it, the request's `Host` over `http`. A mounted
+    /// service's path ([`McpService::mounted_at`]) follows it.
     pub public_url: Option<String>,
     /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
     /// scope); off when a separate operations listener serves it.
@@ -146,6 +148,9 @@ pub struct McpService {
     /// The last readiness check (probes are answered from it for a second, so a flood of
     /// them costs the store one query a second).
     ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
+    /// The path the service is mounted at in an embedder's router (`/ops`), or empty: taken
+    /// off requests' paths, put before the page's own links (`crate::mount`).
+    pub(crate) mount: String,
 }
 
 /// The address a request's connection comes from, put in its extensions by the server:
@@ -305,6 +310,7 @@ impl McpService {
             slack: None,
             closing,
             ready: tokio::sync::Mutex::new(None),
+            mount: String::new(),
         }
     }
 
@@ -452,6 +458,7 @@ impl McpService {
     {
         // What a reload can change is read here, once: the request finishes on it.
         let snap = self.live.snapshot();
+        let request = crate::mount::unmounted(&self.mount, request);
         let mut response = self.route(&snap, request).await;
         if let Auth::Jwt(jwt) = &*snap.auth {
             oauth_challenge(jwt, &mut response);

@@ -21,8 +21,8 @@ pub struct InProcessTool {
 }
 
 impl InProcessTool {
-    /// A tool whose handler maps the call's arguments to text (or an error message, which
-    /// becomes an `isError` result).
+    /// A tool whose handler maps the call's arguments to its `CallToolResult` ([`text_result`]
+    /// makes one of text), or to an error message, which becomes an `isError` result.
     pub fn new(
         tool: Value,
         handler: impl Fn(&Value) -> Result<Value, String> + Send + Sync + 'static,

@@ -46,7 +46,8 @@ impl McpService {
             Err(e) => return response::rpc_error(&e, None, None),
         };
         let base = self.page_base(&parts.headers);
-        self.page
+        let response = self
+            .page
             .approvals(
                 snap,
                 mcp_approvals::PageRequest {
@@ -58,7 +59,8 @@ impl McpService {
                     base: base.as_deref(),
                 },
             )
-            .await
+            .await;
+        crate::mount::page_mounted(&self.mount, response).await
     }
 
     /// `/v1/mcp/elicitations…`: the REST API, as `principal`.
@@ -289,6 +291,12 @@ impl McpService {
     /// The base URL of the approvals page for a request: the configured public URL, else
     /// `http://` and the request's `Host` when it is a loopback or configured host name.
     pub(crate) fn page_base(&self, headers: &HeaderMap) -> Option<String> {
+        self.origin(headers)
+            .map(|origin| format!("{}{}", origin.trim_end_matches('/'), self.mount))
+    }
+
+    /// Where people reach this server: `public_url`, else a known `Host` over `http`.
+    fn origin(&self, headers: &HeaderMap) -> Option<String> {
         if let Some(url) = &self.config.public_url {
             return Some(url.clone());
         }

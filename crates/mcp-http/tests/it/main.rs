@@ -7,6 +7,7 @@ mod catalog;
 mod gate;
 mod http_modules;
 mod jwt;
+mod mounted;
 mod operations;
 mod permission;
 mod relay;
