@@ -174,7 +174,7 @@ impl Gateway {
     }
 
     /// A gate for a server's own tools, with no modules of its own (an embedder's; its
-    /// tools come through [`Gateway::classify_own`], or the [`rmcp`] adapter with feature
+    /// tools come through [`Gateway::classify_own`], or the `rmcp` adapter with feature
     /// `rmcp`). The embedder vouches for its callers: an unauthenticated one is gated like
     /// any other.
     pub async fn for_own_tools(
