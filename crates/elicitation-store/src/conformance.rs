@@ -114,6 +114,7 @@ fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
         gating_core::confirmation_prompt(
             tool,
             gating_core::HoldReason::Destructive { declared: true },
+            &gating_core::Surfaces::gateway(),
         ),
         Duration::minutes(10),
     )

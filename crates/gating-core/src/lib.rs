@@ -20,6 +20,7 @@ mod evaluate;
 mod grant;
 mod policy;
 mod result;
+mod surfaces;
 mod when;
 
 pub use annotations::{EffectiveHints, ToolAnnotations};
@@ -37,6 +38,7 @@ pub use result::{
     message_without_arguments, quarantined_result, rate_limited_result, upstream_error_result,
     user_rejected_result, visible, visible_json,
 };
+pub use surfaces::Surfaces;
 pub use when::{
     CallFacts, MAX_ARGS_BYTES, MAX_ARGS_DEPTH, MAX_NESTING, MAX_SOURCE, When, WhenError,
 };

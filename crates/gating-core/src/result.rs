@@ -8,12 +8,13 @@ use time::format_description::well_known::Rfc3339;
 
 use elicitation_core::{Elicitation, ElicitationId, response_schema};
 
-use crate::HoldReason;
+use crate::{HoldReason, Surfaces};
 
 /// The prompt of the confirmation elicitation for a call of `tool_name` (a module-chosen
 /// name, shown with [`visible`]).
-pub fn confirmation_prompt(tool_name: &str, reason: HoldReason) -> String {
+pub fn confirmation_prompt(tool_name: &str, reason: HoldReason, surfaces: &Surfaces) -> String {
     let tool = visible(tool_name);
+    let (who, whose) = (&surfaces.name, surfaces.name_capitalized());
     match reason {
         HoldReason::Destructive { declared: true } => format!(
             "The agent wants to run the destructive tool `{tool}`. It may change or delete data. Allow this call?"
@@ -22,10 +23,10 @@ pub fn confirmation_prompt(tool_name: &str, reason: HoldReason) -> String {
             "The agent wants to run the tool `{tool}`. Nothing trusted says it is read-only, so it may change or delete data. Allow this call?"
         ),
         HoldReason::Policy => format!(
-            "The agent wants to run the tool `{tool}`. The gateway's policy asks a person before every call to it. Allow this call?"
+            "The agent wants to run the tool `{tool}`. {whose}'s policy asks a person before every call to it. Allow this call?"
         ),
         HoldReason::OpenWorld => format!(
-            "The agent wants to run the tool `{tool}`. It reaches systems outside this one, and the gateway asks a person before such calls. Allow this call?"
+            "The agent wants to run the tool `{tool}`. It reaches systems outside this one, and {who} asks a person before such calls. Allow this call?"
         ),
     }
 }
@@ -68,14 +69,24 @@ pub fn visible(text: &str) -> String {
 /// The in-band answer to a call of a tool whose definition waits for review (it is not its
 /// pin): nothing was run. Names the change and where it waits; the reasons are shown as
 /// visible text.
-pub fn quarantined_result(tool: &str, change: &str, reasons: &[String]) -> Value {
+pub fn quarantined_result(
+    tool: &str,
+    change: &str,
+    reasons: &[String],
+    surfaces: &Surfaces,
+) -> Value {
     let why = reasons
         .iter()
         .map(|r| visible(r))
         .collect::<Vec<_>>()
         .join("; ");
+    let at = surfaces
+        .review_at
+        .as_ref()
+        .map(|at| format!(" ({at})"))
+        .unwrap_or_default();
     let text = format!(
-        "The tool `{}` is withheld: its definition changed since it was trusted ({why}). It waits for an operator's review as change {change} (GET /v1/catalog/changes); nothing was run.",
+        "The tool `{}` is withheld: its definition changed since it was trusted ({why}). It waits for an operator's review as change {change}{at}; nothing was run.",
         visible(tool)
     );
     let structured =
@@ -123,8 +134,9 @@ pub fn confirmation_message(
     tool_name: &str,
     reason: HoldReason,
     arguments: &Value,
+    surfaces: &Surfaces,
 ) -> ConfirmationMessage {
-    let prompt = confirmation_prompt(tool_name, reason);
+    let prompt = confirmation_prompt(tool_name, reason, surfaces);
     // The canonical JSON escapes ASCII controls; bidi and invisible characters it keeps.
     let canonical = visible(&crate::canonical_json(arguments));
     let full = format!("{prompt} Arguments: {canonical}");
@@ -134,8 +146,12 @@ pub fn confirmation_message(
             shows_all_arguments: true,
         };
     }
+    let review = match &surfaces.pending_at {
+        Some(at) => format!("review them in {at} before answering"),
+        None => "review them in full before answering".to_owned(),
+    };
     let text = format!(
-        "{prompt} Its arguments are too long to show here ({} characters): review them in the gateway's list of pending confirmations (GET /v1/mcp/elicitations) before answering.",
+        "{prompt} Its arguments are too long to show here ({} characters): {review}.",
         canonical.chars().count()
     );
     ConfirmationMessage {
@@ -192,12 +208,16 @@ fn rfc3339(t: time::OffsetDateTime) -> String {
 ///
 /// `structuredContent` is `{"elicitation_required": true, "elicitation": {id, type, message,
 /// response_schema, expires_at}}`.
-pub fn held_result_parts(confirmation: &Elicitation) -> ResultParts {
+pub fn held_result_parts(confirmation: &Elicitation, surfaces: &Surfaces) -> ResultParts {
     let id = confirmation.id;
     let expires_at = rfc3339(confirmation.expires_at);
+    let at = surfaces
+        .answer_at
+        .as_ref()
+        .map(|at| format!(" ({at})"))
+        .unwrap_or_default();
     let next = format!(
-        "Ask a person to approve confirmation {id} (on the gateway's approvals page, or with \
-         {{\"confirmed\": true}} through its REST API) before {expires_at}. Once they have, \
+        "Ask a person to approve confirmation {id}{at} before {expires_at}. Once they have, \
          call the tool again with exactly the same arguments: that call runs, once. \
          (Setting _meta.confirmation_id = \"{id}\" on it names this confirmation, but is not \
          needed.)"
@@ -222,8 +242,8 @@ pub fn held_result_parts(confirmation: &Elicitation) -> ResultParts {
 }
 
 /// The held result: a non-error `CallToolResult` carrying the confirmation elicitation.
-pub fn held_result(confirmation: &Elicitation) -> Value {
-    tool_result(&held_result_parts(confirmation), false)
+pub fn held_result(confirmation: &Elicitation, surfaces: &Surfaces) -> Value {
+    tool_result(&held_result_parts(confirmation, surfaces), false)
 }
 
 /// What a declined call's structured content says in words: several hosts (Codex) show the
@@ -273,14 +293,15 @@ pub fn expired_result(id: ElicitationId) -> Value {
 
 /// The result for a tool the operator's policy denies: an in-band tool error,
 /// `policy_denied: true`.
-pub fn denied_result(tool_name: &str, reason: Option<&str>) -> Value {
+pub fn denied_result(tool_name: &str, reason: Option<&str>, surfaces: &Surfaces) -> Value {
+    let whose = surfaces.name_capitalized();
     let text = match reason {
         Some(reason) => format!(
-            "The gateway's policy does not allow this call to `{tool_name}`: {reason}. The call was not run."
+            "{whose}'s policy does not allow this call to `{tool_name}`: {reason}. The call was not run."
         ),
-        None => format!(
-            "The gateway's policy does not allow calls to `{tool_name}`; the call was not run."
-        ),
+        None => {
+            format!("{whose}'s policy does not allow calls to `{tool_name}`; the call was not run.")
+        }
     };
     let structured = match reason {
         Some(reason) => json!({"policy_denied": true, "reason": reason, "message": text}),
@@ -292,9 +313,10 @@ pub fn denied_result(tool_name: &str, reason: Option<&str>) -> Value {
 /// The result when the gate cannot decide safely (no usable store, no authenticated caller,
 /// too many pending confirmations): an in-band tool error, `gate_unavailable: true`. The call
 /// was not run: the gate fails closed.
-pub fn gate_unavailable_result(reason: &str) -> Value {
+pub fn gate_unavailable_result(reason: &str, surfaces: &Surfaces) -> Value {
     let text = format!(
-        "This call needs a person's confirmation, but the gateway cannot ask for one now: {reason}. The call was not run."
+        "This call needs a person's confirmation, but {} cannot ask for one now: {reason}. The call was not run.",
+        surfaces.name
     );
     let parts = ResultParts {
         structured: json!({"gate_unavailable": true, "message": text}),
@@ -328,11 +350,13 @@ pub fn account_required_result(
     module: &str,
     connect_url: Option<&str>,
     has_output_schema: bool,
+    surfaces: &Surfaces,
 ) -> Value {
     let module = crate::visible(module);
-    let place = match connect_url {
-        Some(url) => format!("connect it at {url}"),
-        None => "connect it on the gateway's approvals page (Accounts)".to_owned(),
+    let place = match (connect_url, &surfaces.accounts_at) {
+        (Some(url), _) => format!("connect it at {url}"),
+        (None, Some(at)) => format!("connect it on {at}"),
+        (None, None) => "connect it".to_owned(),
     };
     let parts = ResultParts {
         text: format!(

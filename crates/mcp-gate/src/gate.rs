@@ -148,8 +148,12 @@ impl Gateway {
                     digest: CallDigest::of(&arguments),
                     definition: entry.digest,
                 };
-                let message =
-                    gating_core::confirmation_message(&entry.qualified, reason, &arguments);
+                let message = gating_core::confirmation_message(
+                    &entry.qualified,
+                    reason,
+                    &arguments,
+                    &self.surfaces,
+                );
                 Classified::Gated(Box::new(GatedCall {
                     entry,
                     params,
@@ -209,6 +213,7 @@ impl Gateway {
                     .await;
                 CallOutcome::NeedsAccount {
                     module: entry.module_name.clone(),
+                    surfaces: self.surfaces.clone(),
                 }
             }
             Classified::Quarantined(entry, change) => {
@@ -221,9 +226,11 @@ impl Gateway {
                         &entry.qualified,
                         &change.id.to_string(),
                         &change.reasons,
+                        &self.surfaces,
                     ),
                     None => gating_core::gate_unavailable_result(
                         "the gateway could not check this tool's definition against its pin; nothing was run",
+                        &self.surfaces,
                     ),
                 })
             }
@@ -267,6 +274,7 @@ impl Gateway {
                 CallOutcome::Done(gating_core::denied_result(
                     &entry.qualified,
                     reason.as_deref(),
+                    &self.surfaces,
                 ))
             }
             Classified::Gated(call) => {
@@ -294,6 +302,7 @@ impl Gateway {
                 Via::Own(_) => CallOutcome::Done(gating_core::denied_result(
                     &entry.qualified,
                     Some("a permission prompt is answered only for a module"),
+                    &self.surfaces,
                 )),
             },
         };
@@ -400,9 +409,10 @@ impl Gateway {
                 tracing::debug!(error = %e, "could not record a store failure in the store");
             }
         });
-        gating_core::gate_unavailable_result(&format!(
-            "the confirmation store is unavailable (error id {error_id})"
-        ))
+        gating_core::gate_unavailable_result(
+            &format!("the confirmation store is unavailable (error id {error_id})"),
+            &self.surfaces,
+        )
     }
 
     /// Forwards the call to its module: the params go through untouched but for the tool's

@@ -111,6 +111,7 @@ impl Gateway {
                 .await;
             return done(gating_core::gate_unavailable_result(
                 "confirmations in this gateway's store need an authenticated caller (configure auth mode \"tokens\")",
+                &self.surfaces,
             ));
         }
         let caller = &principal.caller;
@@ -170,7 +171,7 @@ impl Gateway {
                             let held = GateRecord::Held;
                             self.record(principal, entry, held, Some(id), &call.policy)
                                 .await;
-                            return held_on(call, current);
+                            return held_on(call, current, &self.surfaces);
                         }
                         ElicitationStatus::Cancelled => {
                             let reason = RejectReason::ConfirmationCancelled;
@@ -240,6 +241,7 @@ impl Gateway {
         let Value::Object(map) = edited else {
             return Err(gating_core::gate_unavailable_result(
                 "the arguments the person approved are not an object; nothing was run",
+                &self.surfaces,
             ));
         };
         let groups: Vec<String> = principal.rule_groups();
@@ -248,6 +250,7 @@ impl Gateway {
             return Err(gating_core::denied_result(
                 &entry.qualified,
                 decided.reason.as_deref(),
+                &self.surfaces,
             ));
         }
         let mut params = call.params.clone();
@@ -375,20 +378,24 @@ impl Gateway {
         match timed(self.store.create_confirmation(caller, request)).await {
             Ok(stored) => {
                 self.audit(principal, entry, Audit::Held, Some(stored.elicitation.id));
-                held_on(call, stored.elicitation)
+                held_on(call, stored.elicitation, &self.surfaces)
             }
             Err(StoreError::PendingLimit { limit }) => {
                 self.refused(principal, call, RejectReason::PendingLimit, None)
                     .await;
-                done(gating_core::gate_unavailable_result(&format!(
-                    "this caller already has {limit} confirmations waiting; answer or cancel some first"
-                )))
+                done(gating_core::gate_unavailable_result(
+                    &format!(
+                        "this caller already has {limit} confirmations waiting; answer or cancel some first"
+                    ),
+                    &self.surfaces,
+                ))
             }
             Err(StoreError::CallerFull { .. }) => {
                 self.refused(principal, call, RejectReason::CallerFull, None)
                     .await;
                 done(gating_core::gate_unavailable_result(
                     "this caller holds as many confirmations as the gateway keeps for one caller; answer or cancel some first",
+                    &self.surfaces,
                 ))
             }
             Err(e) => done(self.fail_closed(principal, entry, &e)),
@@ -397,13 +404,18 @@ impl Gateway {
 }
 
 /// `call` held on `confirmation` (pending), traced as held.
-fn held_on(call: &GatedCall, confirmation: Elicitation) -> Settled {
+fn held_on(
+    call: &GatedCall,
+    confirmation: Elicitation,
+    surfaces: &Arc<gating_core::Surfaces>,
+) -> Settled {
     mcp_trace::record("mcp.outcome", "held");
     tracing::info!(target: "mcp_trace", confirmation = %confirmation.id, "held");
     mcp_trace::hold(&confirmation.id.to_string());
     Settled::Held(Box::new(PendingConfirmation {
         confirmation,
         askable_natively: call.message.shows_all_arguments,
+        surfaces: surfaces.clone(),
     }))
 }
 

@@ -99,6 +99,8 @@ pub struct Gateway {
     exchanges: Arc<Vec<Arc<dyn mcp_upstream::credentials::SubjectTokens>>>,
     /// Where the gate reads the time: a confirmation's time left, the pins' re-reads.
     clock: Arc<dyn mcp_clock::Clock>,
+    /// How its texts name who holds calls and where people answer.
+    surfaces: Arc<gating_core::Surfaces>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -170,7 +172,22 @@ impl Gateway {
             max_grant: DEFAULT_MAX_GRANT,
             permission_prompts: Vec::new(),
             clock: Arc::new(mcp_clock::SystemClock),
+            surfaces: Arc::new(gating_core::Surfaces::gateway()),
         }
+    }
+
+    /// Its texts (held results, refusals, a person's question) name who holds calls and
+    /// where people answer as `surfaces` says ([`Gateway::new`]: the gateway's approvals
+    /// page and REST API; [`Gateway::for_own_tools`]: no surface).
+    #[must_use]
+    pub fn with_surfaces(mut self, surfaces: gating_core::Surfaces) -> Self {
+        self.surfaces = Arc::new(surfaces);
+        self
+    }
+
+    /// How its texts name who holds calls and where people answer.
+    pub fn surfaces(&self) -> &Arc<gating_core::Surfaces> {
+        &self.surfaces
     }
 
     /// A gate for a server's own tools, with no modules of its own (an embedder's; its
@@ -184,7 +201,7 @@ impl Gateway {
         let registry = Registry::start(Vec::new())
             .await
             .map_err(|e| GateError::Internal(e.to_string()))?;
-        Ok(Gateway::new(registry, store, policy, false))
+        Ok(Gateway::new(registry, store, policy, false).with_surfaces(Default::default()))
     }
 
     /// Where the gateway reads the time.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use elicitation_core::Elicitation;
 use elicitation_store::{CallBinding, GrantId, PolicyRef};
-use gating_core::ConfirmationMessage;
+use gating_core::{ConfirmationMessage, Surfaces};
 use mcp_upstream::registry::ToolEntry;
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::{CallToolParams, ResultBody};
@@ -31,6 +31,8 @@ pub enum CallOutcome {
     NeedsAccount {
         /// The module.
         module: String,
+        /// How the gate's texts name where a person connects it.
+        surfaces: Arc<Surfaces>,
     },
     /// The call waits for a person to answer a (pending) confirmation. How to ask depends
     /// on the client: natively (MRTR or `elicitation/create` over SSE) or with the held
@@ -46,6 +48,8 @@ pub struct PendingConfirmation {
     /// Whether its message shows the arguments in full, so a person may approve it from the
     /// message alone (natively, in their client). If not, only the held result is used.
     pub askable_natively: bool,
+    /// How the held result names where a person answers (the gate's [`Surfaces`]).
+    pub surfaces: Arc<Surfaces>,
 }
 
 impl CallOutcome {
@@ -68,10 +72,10 @@ impl CallOutcome {
                 data: error.data,
             }),
             CallOutcome::NeedsConfirmation(pending) => Ok(ResultBody::Value(
-                gating_core::held_result(&pending.confirmation),
+                gating_core::held_result(&pending.confirmation, &pending.surfaces),
             )),
-            CallOutcome::NeedsAccount { module } => Ok(ResultBody::Value(
-                gating_core::account_required_result(&module, None, false),
+            CallOutcome::NeedsAccount { module, surfaces } => Ok(ResultBody::Value(
+                gating_core::account_required_result(&module, None, false, &surfaces),
             )),
         }
     }

@@ -178,7 +178,12 @@ impl Gateway {
                         digest: CallDigest::of(&input),
                         definition: host.digest,
                     },
-                    message: gating_core::confirmation_message(&host.qualified, reason, &input),
+                    message: gating_core::confirmation_message(
+                        &host.qualified,
+                        reason,
+                        &input,
+                        &self.surfaces,
+                    ),
                     entry: host,
                     params: host_params,
                     arguments: input,
@@ -311,7 +316,7 @@ fn answer_of(outcome: CallOutcome) -> CallOutcome {
         CallOutcome::NeedsConfirmation(_) => {
             deny("no one has confirmed this tool use; it did not run")
         }
-        CallOutcome::NeedsAccount { module } => deny(format!(
+        CallOutcome::NeedsAccount { module, .. } => deny(format!(
             "module {module} runs as the person's own account there, which is not connected; it did not run"
         )),
     }

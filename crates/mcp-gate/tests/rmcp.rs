@@ -212,6 +212,8 @@ async fn a_client_that_cannot_answer_gets_the_held_result_and_runs_after_a_perso
         let structured = held.structured_content.clone().unwrap();
         assert_eq!(structured["elicitation_required"], true, "{held:?}");
         let id = structured["elicitation"]["id"].as_str().unwrap().to_owned();
+        // A server of its own: its held result names no surface of the gateway's.
+        assert!(!text(&held).contains("gateway"), "{}", text(&held));
         assert_eq!(p.shop.deleted.load(Ordering::SeqCst), 0);
         // Asked again before anyone answered: still held, nothing ran.
         let again = p.client.call_tool(delete(1042)).await.unwrap();

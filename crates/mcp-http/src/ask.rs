@@ -104,6 +104,7 @@ pub(crate) fn account_needed(
     module: &str,
     page: Option<&str>,
     url_error: bool,
+    surfaces: &gating_core::Surfaces,
 ) -> Result<ResultBody, McpError> {
     let link = page.map(|page| mcp_approvals::connect_url(page, module));
     match link {
@@ -132,6 +133,7 @@ pub(crate) fn account_needed(
             module,
             link.as_deref(),
             false,
+            surfaces,
         ))),
     }
 }
@@ -217,8 +219,8 @@ impl Mrtr {
                 };
                 return match self.gateway.run(principal, other, relay).await {
                     // 2026-07-28 retired -32042: the link is in the result.
-                    CallOutcome::NeedsAccount { module } => {
-                        account_needed(&module, asks.page.as_deref(), false)
+                    CallOutcome::NeedsAccount { module, surfaces } => {
+                        account_needed(&module, asks.page.as_deref(), false, &surfaces)
                     }
                     outcome => outcome.into_reply().map_err(McpError::from),
                 };
@@ -332,7 +334,7 @@ impl Mrtr {
             url: by == AskBy::Url,
         };
         let Some(state) = self.states.seal(&claims) else {
-            return gating_core::held_result(confirmation);
+            return gating_core::held_result(confirmation, self.gateway.surfaces());
         };
         if let (AskBy::Url, Some(page)) = (by, page) {
             let url = page_url(page, confirmation.id);
@@ -352,8 +354,9 @@ impl Mrtr {
                 },
                 state,
             );
-            return serde_json::to_value(result)
-                .unwrap_or_else(|_| gating_core::held_result(confirmation));
+            return serde_json::to_value(result).unwrap_or_else(|_| {
+                gating_core::held_result(confirmation, self.gateway.surfaces())
+            });
         }
         with_elicit_params(confirmation, true, |params| {
             let result = InputRequiredResult::one(
@@ -364,7 +367,8 @@ impl Mrtr {
                 },
                 state,
             );
-            serde_json::to_value(result).unwrap_or_else(|_| gating_core::held_result(confirmation))
+            serde_json::to_value(result)
+                .unwrap_or_else(|_| gating_core::held_result(confirmation, self.gateway.surfaces()))
         })
     }
 }
@@ -450,7 +454,11 @@ async fn converse(
     let answer_with = |result: Result<ResultBody, McpError>| {
         crate::relay::final_message(&c.request_id, result, false)
     };
-    let held = |current: &Elicitation| answer_with(Ok(gating_core::held_result(current).into()));
+    let held = |current: &Elicitation| {
+        answer_with(Ok(
+            gating_core::held_result(current, c.gateway.surfaces()).into()
+        ))
+    };
     let by_url = c.by == AskBy::Url;
     let mut current = first;
     for _ in 0..MAX_ROUNDS {

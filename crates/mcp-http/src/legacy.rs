@@ -246,6 +246,7 @@ impl McpService {
                     &entry.module_name,
                     page.as_deref(),
                     session.answers.elicitation_url,
+                    gateway.surfaces(),
                 )?
             }
             Classified::Gated(call) if may_ask => {

@@ -162,6 +162,7 @@ async fn hold(
         gating_core::confirmation_prompt(
             tool,
             gating_core::HoldReason::Destructive { declared: true },
+            &gating_core::Surfaces::gateway(),
         ),
         time::Duration::minutes(10),
     )

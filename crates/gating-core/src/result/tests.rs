@@ -4,12 +4,14 @@ use time::macros::datetime;
 
 use super::*;
 use crate::HoldReason;
+use crate::Surfaces;
 
 fn confirmation() -> Elicitation {
     let now = datetime!(2026-11-30 10:00:00 UTC);
     let spec = ElicitationSpec::confirmation(confirmation_prompt(
         "fs__delete_file",
         HoldReason::Destructive { declared: true },
+        &Surfaces::gateway(),
     ))
     .unwrap();
     Elicitation::new(
@@ -23,7 +25,7 @@ fn confirmation() -> Elicitation {
 #[test]
 fn held_result_carries_the_elicitation_and_is_not_an_error() {
     let e = confirmation();
-    let held = held_result(&e);
+    let held = held_result(&e, &Surfaces::gateway());
     assert_eq!(held["isError"], false);
     let structured = &held["structuredContent"];
     assert_eq!(structured["elicitation_required"], true);
@@ -53,8 +55,8 @@ fn held_result_carries_the_elicitation_and_is_not_an_error() {
 #[test]
 fn held_result_parts_are_the_held_result() {
     let e = confirmation();
-    let parts = held_result_parts(&e);
-    let held = held_result(&e);
+    let parts = held_result_parts(&e, &Surfaces::gateway());
+    let held = held_result(&e, &Surfaces::gateway());
     assert_eq!(held["structuredContent"], parts.structured);
     assert_eq!(held["content"][0]["text"], parts.text.as_str());
 }
@@ -90,8 +92,8 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
     let id = confirmation().id;
     let cancelled = cancelled_result(id);
     let expired = expired_result(id);
-    let denied = denied_result("fs__format_disk", None);
-    let unavailable = gate_unavailable_result("the store is down");
+    let denied = denied_result("fs__format_disk", None, &Surfaces::gateway());
+    let unavailable = gate_unavailable_result("the store is down", &Surfaces::gateway());
     let upstream = upstream_error_result("module fs is unavailable", false);
     for r in [&cancelled, &expired, &denied, &unavailable, &upstream] {
         assert_eq!(r["isError"], true);
@@ -114,7 +116,11 @@ fn cancelled_expired_and_denied_results_are_distinct_in_band_errors() {
         json!({"confirmation_expired": true, "elicitation_id": id.to_string()})
     );
     assert_eq!(plain(&denied), json!({"policy_denied": true}));
-    let told = denied_result("fs__write_file", Some("no parent directories"));
+    let told = denied_result(
+        "fs__write_file",
+        Some("no parent directories"),
+        &Surfaces::gateway(),
+    );
     assert_eq!(
         plain(&told),
         json!({"policy_denied": true, "reason": "no parent directories"})
@@ -144,6 +150,7 @@ fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot
         "fs__write_file",
         HoldReason::Destructive { declared: true },
         &json!({"path": "/a", "content": "x"}),
+        &Surfaces::gateway(),
     );
     assert!(short.shows_all_arguments);
     assert!(short.text.contains("`fs__write_file`"), "{}", short.text);
@@ -159,6 +166,7 @@ fn confirmation_messages_name_the_tool_and_show_all_arguments_or_say_they_cannot
         "fs__write_file",
         HoldReason::Destructive { declared: true },
         &json!({"a": "y".repeat(5000), "path": "/"}),
+        &Surfaces::gateway(),
     );
     assert!(!long.shows_all_arguments);
     assert!(
@@ -178,6 +186,7 @@ fn characters_that_could_mislead_a_person_are_shown_as_escapes() {
         "fs__write\u{202e}elif",
         HoldReason::Destructive { declared: true },
         &args,
+        &Surfaces::gateway(),
     );
     for c in ['\u{202e}', '\u{200b}', '\u{2066}', '\u{e0041}'] {
         assert!(!message.text.contains(c), "{:?} in {}", c, message.text);
@@ -220,15 +229,23 @@ fn an_upstream_error_for_a_tool_with_an_output_schema_carries_no_structured_cont
 #[test]
 fn the_message_says_why_the_call_is_held() {
     let read = "db__read_rows";
-    let by_policy = confirmation_prompt(read, HoldReason::Policy);
+    let by_policy = confirmation_prompt(read, HoldReason::Policy, &Surfaces::gateway());
     assert!(by_policy.contains("policy"), "{by_policy}");
     assert!(!by_policy.contains("destructive"), "{by_policy}");
-    let open = confirmation_prompt("web__fetch", HoldReason::OpenWorld);
+    let open = confirmation_prompt("web__fetch", HoldReason::OpenWorld, &Surfaces::gateway());
     assert!(open.contains("outside"), "{open}");
     assert!(!open.contains("destructive"), "{open}");
-    let unknown = confirmation_prompt("x__run", HoldReason::Destructive { declared: false });
+    let unknown = confirmation_prompt(
+        "x__run",
+        HoldReason::Destructive { declared: false },
+        &Surfaces::gateway(),
+    );
     assert!(unknown.contains("read-only"), "{unknown}");
-    let declared = confirmation_prompt("x__rm", HoldReason::Destructive { declared: true });
+    let declared = confirmation_prompt(
+        "x__rm",
+        HoldReason::Destructive { declared: true },
+        &Surfaces::gateway(),
+    );
     assert!(declared.contains("destructive tool"), "{declared}");
 }
 
@@ -236,7 +253,7 @@ fn the_message_says_why_the_call_is_held() {
 fn a_held_results_structured_content_says_what_to_do_without_meta() {
     let confirmation = confirmation();
     let id = confirmation.id;
-    let held = held_result(&confirmation);
+    let held = held_result(&confirmation, &Surfaces::gateway());
     let next = held["structuredContent"]["next_step"].as_str().unwrap();
     assert!(next.contains("exactly the same arguments"), "{next}");
     assert!(next.contains(&id.to_string()), "{next}");
@@ -269,15 +286,19 @@ fn json_made_visible_reads_back_the_same_and_hides_no_deceptive_character() {
 fn a_confirmation_message_loses_exactly_its_arguments_and_anything_else_gives_only_the_tool() {
     let reason = HoldReason::Destructive { declared: true };
     let arguments = json!({"path": "/srv/secret", "content": "token-123"});
-    let full = confirmation_message("fs__write_file", reason, &arguments).text;
+    let full =
+        confirmation_message("fs__write_file", reason, &arguments, &Surfaces::gateway()).text;
     let bare = message_without_arguments("fs__write_file", &full, &arguments);
-    assert_eq!(bare, confirmation_prompt("fs__write_file", reason));
+    assert_eq!(
+        bare,
+        confirmation_prompt("fs__write_file", reason, &Surfaces::gateway())
+    );
     assert!(!bare.contains("token-123"));
     let long = json!({"content": "x".repeat(elicitation_core::MAX_MESSAGE_CHARS)});
-    let too_long = confirmation_message("fs__write_file", reason, &long).text;
+    let too_long = confirmation_message("fs__write_file", reason, &long, &Surfaces::gateway()).text;
     assert_eq!(
         message_without_arguments("fs__write_file", &too_long, &long),
-        confirmation_prompt("fs__write_file", reason)
+        confirmation_prompt("fs__write_file", reason, &Surfaces::gateway())
     );
     // Other arguments than the message's, or a message of another shape: the tool alone.
     for message in [
@@ -291,4 +312,58 @@ fn a_confirmation_message_loses_exactly_its_arguments_and_anything_else_gives_on
             "{message}"
         );
     }
+}
+
+#[test]
+fn an_embedders_texts_name_no_surface_of_the_gateways_and_its_own_name_where_set() {
+    let spec = ElicitationSpec::confirmation(confirmation_prompt(
+        "delete_order",
+        HoldReason::Policy,
+        &Surfaces::default(),
+    ))
+    .unwrap();
+    assert!(
+        spec.message()
+            .contains("This service's policy asks a person"),
+        "{}",
+        spec.message()
+    );
+    let now = datetime!(2026-11-30 10:00:00 UTC);
+    let e = Elicitation::new(
+        ElicitationId::v7(now, [9; 10]),
+        spec,
+        now,
+        Duration::minutes(10),
+    );
+    let neutral = held_result(&e, &Surfaces::default()).to_string();
+    for named in ["gateway", "REST", "/v1/", "approvals page"] {
+        assert!(!neutral.contains(named), "{named} in {neutral}");
+    }
+    let shop = Surfaces {
+        name: "the shop".into(),
+        answer_at: Some("in the shop's back office".into()),
+        ..Surfaces::default()
+    };
+    let held = held_result(&e, &shop).to_string();
+    assert!(held.contains("(in the shop's back office)"), "{held}");
+    let denied = denied_result("delete_order", None, &shop).to_string();
+    assert!(
+        denied.contains("The shop's policy does not allow"),
+        "{denied}"
+    );
+    let long = serde_json::json!({"text": "x".repeat(elicitation_core::MAX_MESSAGE_CHARS + 1)});
+    let message = confirmation_message(
+        "delete_order",
+        HoldReason::Policy,
+        &long,
+        &Surfaces::default(),
+    );
+    assert!(!message.shows_all_arguments);
+    assert!(
+        message
+            .text
+            .contains("review them in full before answering"),
+        "{}",
+        message.text
+    );
 }
