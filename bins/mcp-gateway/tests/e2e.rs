@@ -38,6 +38,8 @@ mod import;
 mod notifications;
 #[path = "e2e/permission_prompt.rs"]
 mod permission_prompt;
+#[path = "e2e/rmcp_peers.rs"]
+mod rmcp_peers;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
 #[path = "e2e/traces.rs"]

@@ -1,0 +1,240 @@
+//! rmcp, the official Rust SDK, on both sides of the gateway: rmcp servers as HTTP modules
+//! (one that speaks 2026-07-28, one that speaks only 2025-11-25) and rmcp clients of both
+//! eras. Every client lists both modules' tools, runs a read-only one, and is asked natively
+//! before a destructive one runs once on its server.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::model::*;
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RoleServer,
+};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ClientHandler, ServerHandler};
+use serde_json::{Value, json};
+
+use super::{CLIENT, Gateway, token_sha256, write_secret};
+
+static LEGACY_ONLY: [ProtocolVersion; 1] = [ProtocolVersion::V_2025_11_25];
+
+/// A shop: `delete_order` (destructive), `list_orders` (read-only), deletions counted.
+#[derive(Clone)]
+struct Shop {
+    deleted: Arc<AtomicUsize>,
+    legacy_only: bool,
+}
+
+fn tool(name: &str, annotations: ToolAnnotations) -> Tool {
+    let schema = json!({"type": "object", "properties": {"order": {"type": "integer"}}});
+    let mut tool = Tool::new(
+        name.to_owned(),
+        "",
+        Arc::new(serde_json::from_value(schema).unwrap()),
+    );
+    tool.annotations = Some(annotations);
+    tool
+}
+
+impl ServerHandler for Shop {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        if self.legacy_only {
+            Cow::Borrowed(&LEGACY_ONLY)
+        } else {
+            Cow::Owned(ProtocolVersion::KNOWN_VERSIONS.to_vec())
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![
+            tool("delete_order", ToolAnnotations::new().destructive(true)),
+            tool("list_orders", ToolAnnotations::new().read_only(true)),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let order = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("order"))
+            .cloned();
+        let text = match request.name.as_ref() {
+            "delete_order" => {
+                self.deleted.fetch_add(1, Ordering::SeqCst);
+                format!("deleted order {}", order.unwrap_or(Value::Null))
+            }
+            _ => "orders: 1042".to_owned(),
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// An rmcp server on a socket of its own: its address and its deletions.
+async fn serve(legacy_only: bool) -> (String, Arc<AtomicUsize>) {
+    let deleted = Arc::new(AtomicUsize::new(0));
+    let shop = Shop {
+        deleted: deleted.clone(),
+        legacy_only,
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(shop.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let app = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/mcp"), deleted)
+}
+
+/// A person at an rmcp client: approves what they are asked, counting the questions.
+#[derive(Clone)]
+struct Person {
+    asked: Arc<AtomicUsize>,
+    version: ProtocolVersion,
+}
+
+impl ClientHandler for Person {
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        config.capabilities = ClientCapabilities::builder().enable_elicitation().build();
+        config.protocol_version = self.version.clone();
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirmed": true})))
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result.content[0].as_text().unwrap().text.clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rmcp_clients_of_both_eras_call_rmcp_modules_of_both_eras_and_are_asked_first() {
+    let (modern_url, modern_deleted) = serve(false).await;
+    let (legacy_url, legacy_deleted) = serve(true).await;
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-rmcp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    write_secret(
+        &config,
+        &format!(
+            r#"
+listen = "127.0.0.1:0"
+[store]
+kind = "memory"
+[auth]
+mode = "tokens"
+[[auth.tokens]]
+subject = "alice"
+token_sha256 = "{client}"
+scopes = ["tools:call", "elicitations:respond"]
+[[modules]]
+name = "modern"
+transport = "http"
+url = "{modern_url}"
+trust_annotations = true
+[[modules]]
+name = "legacy"
+transport = "http"
+url = "{legacy_url}"
+trust_annotations = true
+"#,
+            client = token_sha256(CLIENT),
+        ),
+    );
+    let gateway = Gateway::start(&config).await;
+    let mut order = 0;
+    for version in [ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25] {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let person = Person {
+            asked: asked.clone(),
+            version: version.clone(),
+        };
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.base))
+                .auth_header(CLIENT),
+        );
+        // A 2026-07-28 client discovers the server (no handshake); a 2025 one initializes.
+        let lifecycle = if version == ProtocolVersion::V_2026_07_28 {
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![version.clone()],
+            }
+        } else {
+            ClientLifecycleMode::Initialize
+        };
+        let client = person
+            .serve_with_lifecycle(transport, lifecycle)
+            .await
+            .unwrap();
+        let negotiated = client.peer_info().map(|i| i.protocol_version.clone());
+        assert_eq!(
+            negotiated,
+            Some(version.clone()),
+            "the client's era is kept"
+        );
+        let tools = client.list_all_tools().await.unwrap();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for name in [
+            "modern__delete_order",
+            "legacy__delete_order",
+            "legacy__list_orders",
+        ] {
+            assert!(names.contains(&name), "{version}: {name} in {names:?}");
+        }
+        for (module, deleted) in [("modern", &modern_deleted), ("legacy", &legacy_deleted)] {
+            let listed = client
+                .call_tool(CallToolRequestParams::new(format!("{module}__list_orders")))
+                .await
+                .unwrap();
+            assert_eq!(text(&listed), "orders: 1042", "{version} via {module}");
+            order += 1;
+            let before = asked.load(Ordering::SeqCst);
+            let deletion = CallToolRequestParams::new(format!("{module}__delete_order"))
+                .with_arguments(json!({"order": order}).as_object().unwrap().clone());
+            let result = client.call_tool(deletion).await.unwrap();
+            assert_eq!(
+                text(&result),
+                format!("deleted order {order}"),
+                "{version} via {module}: {result:?}"
+            );
+            assert_eq!(asked.load(Ordering::SeqCst), before + 1, "asked once first");
+            assert_eq!(
+                deleted.load(Ordering::SeqCst),
+                if version == ProtocolVersion::V_2026_07_28 {
+                    1
+                } else {
+                    2
+                }
+            );
+        }
+        client.cancel().await.unwrap();
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
