@@ -10,6 +10,21 @@
 //! This crate deliberately does no IO: no clock reads (time is a parameter), no randomness
 //! (ids take their random bits from the caller), no storage, no network. Stores and
 //! transports build on it.
+//!
+//! # Example
+//!
+//! ```
+//! use elicitation_core::{Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus};
+//! use time::macros::datetime;
+//!
+//! let now = datetime!(2026-12-05 09:00 UTC);
+//! let spec = ElicitationSpec::confirmation("Refund order 1042 ($120)?")?;
+//! let mut asked = Elicitation::new(ElicitationId::v7(now, [1; 10]), spec, now, time::Duration::minutes(30));
+//! asked.respond(serde_json::json!({"confirmed": true}), now + time::Duration::minutes(5))?;
+//! assert_eq!(asked.status, ElicitationStatus::Responded);
+//! assert_eq!(asked.confirmation_state(), Some(true));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod caller;
 mod form;

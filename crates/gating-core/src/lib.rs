@@ -13,6 +13,26 @@
 //!
 //! This crate does no IO and keeps no state: it neither stores confirmations nor forwards
 //! calls. The store and the HTTP service do that, asking this crate what to do.
+//!
+//! # Example
+//!
+//! ```
+//! use gating_core::{CallFacts, GateDecision, GatePolicy, HintSource, ToolAnnotations};
+//!
+//! let destructive: ToolAnnotations = serde_json::from_value(serde_json::json!({"destructiveHint": true}))?;
+//! let args = serde_json::json!({"order": 1042});
+//! let facts = CallFacts {
+//!     tool: "delete_order",
+//!     module: "shop",
+//!     args: &args,
+//!     caller: "billing-agent",
+//!     groups: &[],
+//!     hints: HintSource::Trusted(&destructive).effective(),
+//! };
+//! let decided = GatePolicy::default().decide(&facts, HintSource::Trusted(&destructive));
+//! assert!(matches!(decided.decision, GateDecision::Confirm(_)), "a person confirms it first");
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
 mod annotations;
 mod digest;

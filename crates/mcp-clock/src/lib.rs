@@ -8,6 +8,18 @@
 //! intervals measured in this process: idle timeouts, refill rates, caches).
 //!
 //! This crate does nothing else: no timers, no sleeping, no async runtime.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_clock::{Clock, ManualClock};
+//! use time::macros::datetime;
+//!
+//! let clock = ManualClock::new(datetime!(2026-12-05 09:00 UTC));
+//! let deadline = clock.now() + time::Duration::minutes(30);
+//! clock.advance(time::Duration::minutes(31));
+//! assert!(clock.now() > deadline, "a test moves time instead of sleeping");
+//! ```
 
 use std::fmt;
 use std::sync::{Mutex, PoisonError};

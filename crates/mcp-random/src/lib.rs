@@ -5,6 +5,15 @@
 //! is all zeros is the same on every instance and every run, so a failure would turn into
 //! collisions or guessable secrets. Where nothing sensible can go on without one (a name
 //! made once at start-up), [`bytes_or_abort`] stops the process instead.
+//!
+//! # Example
+//!
+//! ```
+//! let token = mcp_random::hex_token::<32>()?; // 256 random bits, as 64 hex digits
+//! assert_eq!(token.len(), 64);
+//! assert_eq!(mcp_random::hex(&[0xca, 0xfe]), "cafe");
+//! # Ok::<(), mcp_random::Unavailable>(())
+//! ```
 
 use ring::rand::{SecureRandom, SystemRandom};
 

@@ -8,6 +8,19 @@
 //! the row, column, caller and key) and the tokens the gateway hands out
 //! (`mcp_auth::sealed::Sealer`: `prefix` + base64url of the blob). Their tests open blobs
 //! sealed before this crate existed.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_seal::{AeadKey, derive};
+//!
+//! let material = [7u8; 32]; // from the operator's key ring
+//! let key = AeadKey::new(&derive(&material, b"orders/notes"));
+//! let sealed = key.seal(b"refund approved by carol", b"order 1042")?;
+//! assert_eq!(key.open(&sealed, b"order 1042").as_deref(), Some(&b"refund approved by carol"[..]));
+//! assert_eq!(key.open(&sealed, b"order 1043"), None, "bound to its associated data");
+//! # Ok::<(), mcp_seal::Unavailable>(())
+//! ```
 
 use ring::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use ring::hkdf::{HKDF_SHA256, KeyType, Salt};

@@ -4,6 +4,20 @@
 //!
 //! Pure: no IO, no async runtime. Every MCP or JSON-RPC shape the gateway writes is written
 //! here; the server side (`mcp-http`) and the client side (`mcp-upstream`) both build on it.
+//!
+//! # Example
+//!
+//! ```
+//! use mcp_wire::jsonrpc::{Incoming, Message, parse_incoming};
+//!
+//! let body = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"delete_order"}}"#;
+//! let Ok(Incoming::Single(Message::Request(request))) = parse_incoming(body) else {
+//!     panic!("one request")
+//! };
+//! assert_eq!(request.method, "tools/call");
+//! let answer = mcp_wire::tools::text_result("deleted order 1042", None, false);
+//! assert_eq!(answer["isError"], false);
+//! ```
 
 pub mod codes;
 #[cfg(any(test, feature = "fuzzing"))]
