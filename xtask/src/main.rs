@@ -88,11 +88,7 @@ fn migrate(args: &[&str]) -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .context("connect to the database")?;
-        tokio::spawn(connection);
-        let applied = elicitation_store::migrate(&mut client)
+        let applied = elicitation_store::migrate_url(&url, None)
             .await
             .context("run migrations")?;
         if applied.is_empty() {

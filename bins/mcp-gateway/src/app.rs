@@ -234,22 +234,29 @@ pub(crate) async fn build_store(config: &Config) -> Result<(Arc<dyn Store>, bool
             options.max_pending_per_caller = config.store.max_pending_per_caller;
             options.notify_events = events;
             options.allow_rls_bypass = config.store.allow_rls_bypass;
-            if config.store.tls || config.store.ca_file.is_some() {
-                let files = mcp_upstream::tls::TlsFiles {
-                    ca_file: config.store.ca_file.clone(),
-                    ..mcp_upstream::tls::TlsFiles::default()
-                };
-                options.tls = Some(
-                    mcp_upstream::tls::client_config(&files)
-                        .map_err(|e| anyhow::anyhow!("[store] TLS: {e}"))?,
-                );
-            }
+            options.tls = store_tls(&config.store)?;
             let store = PostgresStore::connect(options)
                 .await
                 .context("cannot use the postgres store")?;
             Ok((Arc::new(store), true))
         }
     }
+}
+
+/// TLS to the store's database, as `[store] tls` and `ca_file` say (`None`: none).
+pub(crate) fn store_tls(
+    store: &crate::config::StoreConfig,
+) -> anyhow::Result<Option<elicitation_store::TlsRoots>> {
+    if !store.tls && store.ca_file.is_none() {
+        return Ok(None);
+    }
+    let files = mcp_upstream::tls::TlsFiles {
+        ca_file: store.ca_file.clone(),
+        ..mcp_upstream::tls::TlsFiles::default()
+    };
+    let roots = mcp_upstream::tls::client_config(&files)
+        .map_err(|e| anyhow::anyhow!("[store] TLS: {e}"))?;
+    Ok(Some(roots))
 }
 
 /// How long start-up waits for a stdio module's first handshake before serving without it

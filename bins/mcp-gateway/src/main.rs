@@ -414,11 +414,12 @@ async fn run(cli: Cli) -> Result<()> {
                     |url| Ok(Some(url)),
                 )?
                 .context("no database: pass --database-url, set DATABASE_URL, or set store.database_url or store.database_url_file in the configuration")?;
-            let (mut client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                .await
-                .context("cannot connect to the database")?;
-            tokio::spawn(connection);
-            let applied = elicitation_store::migrate(&mut client)
+            // Over TLS as the store connects, when the configuration says so.
+            let tls = match &config {
+                Some(config) => app::store_tls(&config.store)?,
+                None => None,
+            };
+            let applied = elicitation_store::migrate_url(&url, tls)
                 .await
                 .context("migration failed")?;
             if applied.is_empty() {

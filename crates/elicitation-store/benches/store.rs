@@ -13,8 +13,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use elicitation_store::test_support::TestDb;
 use elicitation_store::{
-    CallBinding, Caller, ConfirmationRequest, ElicitationStore, KeyRing, MemoryStore,
-    PostgresOptions, PostgresStore,
+    CallBinding, Caller, ConfirmationRequest, ElicitationStore, KeyRing, MemoryStore, PostgresStore,
 };
 use gating_core::CallDigest;
 use serde_json::json;
@@ -81,9 +80,7 @@ async fn run_cycles(
 async fn postgres_store(db: &TestDb, pool_size: usize) -> PostgresStore {
     let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
     let keys = KeyRing::parse(&format!("bench:{key}")).expect("valid key");
-    let mut options =
-        PostgresOptions::new("postgres://unused@localhost/unused", keys).expect("options");
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = pool_size;
     options.max_pending_per_caller = 1_000;
     PostgresStore::connect(options).await.expect("connect")

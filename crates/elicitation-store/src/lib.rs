@@ -76,7 +76,7 @@ pub use mcp_clock::{Clock, ManualClock, SystemClock};
 pub use memory::{MAX_MEMORY_AUDIT_EVENTS, MemoryLimits, MemoryStore, MemoryUsage};
 pub use metered::{Metered, StoreMeter};
 #[cfg(feature = "postgres")]
-pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate};
+pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate, migrate_url};
 pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};
 pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
@@ -90,7 +90,7 @@ pub fn audit_seal_stalls() -> u64 {
 }
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
+    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, TlsRoots, audit_page,
     audit_seal_stalls, max_unsealed_wait, verify_audit,
 };
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};

@@ -38,6 +38,9 @@ const REFINERY_DEFAULT: &str = "refinery_schema_history";
 /// gateway's writer login. They are recorded in [`MIGRATION_HISTORY_TABLE`]; a database migrated
 /// before the store had a table of its own has its history moved over first (only the
 /// store's own migrations: an embedder's rows in refinery's table stay there).
+///
+/// On a connection of your own (a service running its own migrations beside these); else
+/// [`migrate_url`], which connects for you.
 pub async fn migrate(client: &mut Client) -> Result<Vec<String>, StoreError> {
     client
         .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
@@ -51,6 +54,40 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<String>, StoreError> {
     let applied = result?;
     unlock?;
     Ok(applied)
+}
+
+/// [`migrate`] on a connection to `url` (a `postgres://` URL or key=value string of the
+/// schema owner), over TLS checked against `tls`'s roots when given (feature `tls`; without
+/// it, `tls` must be `None`). The connection is closed when done.
+pub async fn migrate_url(
+    url: &str,
+    tls: Option<crate::postgres::TlsRoots>,
+) -> Result<Vec<String>, StoreError> {
+    let config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::Config(format!("invalid database URL: {e}")))?;
+    let failed = |e: tokio_postgres::Error| StoreError::Unavailable(Box::new(e));
+    let (mut client, driver) = match tls {
+        #[cfg(feature = "tls")]
+        Some(roots) => {
+            let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*roots).clone());
+            let (client, connection) = config.connect(tls).await.map_err(failed)?;
+            (client, tokio::spawn(async move { connection.await }))
+        }
+        #[cfg(not(feature = "tls"))]
+        Some(never) => match never {},
+        None => {
+            let (client, connection) = config
+                .connect(tokio_postgres::NoTls)
+                .await
+                .map_err(failed)?;
+            (client, tokio::spawn(async move { connection.await }))
+        }
+    };
+    let applied = migrate(&mut client).await;
+    drop(client);
+    let _ = driver.await;
+    applied
 }
 
 async fn run(client: &mut Client) -> Result<Vec<String>, StoreError> {

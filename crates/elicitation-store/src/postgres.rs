@@ -52,10 +52,19 @@ pub(crate) mod sql;
 use crate::grant::Grant;
 use row::{MESSAGE, NOTE, REQUEST, RESPONSE, decode};
 
+/// What TLS to the database is checked against: rustls' client configuration (feature
+/// `tls`); without the feature, nothing can be given.
+#[cfg(feature = "tls")]
+pub type TlsRoots = Arc<rustls::ClientConfig>;
+/// What TLS to the database is checked against: without feature `tls`, nothing can be given.
+#[cfg(not(feature = "tls"))]
+pub type TlsRoots = std::convert::Infallible;
+
 /// How a [`PostgresStore`] connects and behaves.
 pub struct PostgresOptions {
-    /// Where to connect, as the gateway's writer login (not the schema owner).
-    pub config: tokio_postgres::Config,
+    /// Where to connect, as the gateway's writer login (not the schema owner): from the URL
+    /// [`PostgresOptions::new`] reads (no driver type in the public API).
+    pub(crate) config: tokio_postgres::Config,
     /// Pooled connections (the LISTEN connection is extra).
     pub pool_size: usize,
     /// The keys that seal payloads. Required: there is no Postgres store without one.

@@ -53,6 +53,15 @@ pub async fn connect(config: &Config) -> Client {
 const ROLE_LOCK: i64 = 0x6d63_705f_726f_6c65;
 
 impl TestDb {
+    /// Store options that connect to this database as the writer login, sealing under
+    /// `keys`, with the default limits.
+    pub fn options(&self, keys: crate::KeyRing) -> crate::PostgresOptions {
+        let mut options = crate::PostgresOptions::new("postgres://unused@localhost/unused", keys)
+            .expect("a valid URL");
+        options.config = self.writer.clone();
+        options
+    }
+
     /// Creates and migrates a database with a unique name on the `DATABASE_URL` cluster.
     pub async fn new() -> TestDb {
         TestDb::new_at(admin_config()).await

@@ -2549,6 +2549,24 @@ async fn the_store_connects_over_tls_to_a_server_with_a_certificate_made_now() {
         .unwrap()
         .get(0);
     assert!(encrypted);
+    // Migrating over TLS too (the schema owner's connection, `sslmode=require`): the
+    // database is up to date; without roots for TLS, `require` refuses to connect.
+    let host = match &db.admin.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(host) => host.clone(),
+        #[allow(unreachable_patterns)]
+        _ => "localhost".to_owned(),
+    };
+    let owner_url = format!(
+        "host={host} port={} user={} dbname={} sslmode=require",
+        db.admin.get_ports()[0],
+        db.admin.get_user().unwrap(),
+        db.name
+    );
+    let applied = crate::migrate_url(&owner_url, Some(tls.clone()))
+        .await
+        .unwrap();
+    assert_eq!(applied, Vec::<String>::new());
+    assert!(crate::migrate_url(&owner_url, None).await.is_err());
     store
         .respond(&caller, asked.id, json!({"confirmed": true}))
         .await

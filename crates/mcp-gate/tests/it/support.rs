@@ -6,9 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use elicitation_store::{
-    Caller, ElicitationStore, KeyRing, MemoryStore, PostgresOptions, PostgresStore, Store,
-};
+use elicitation_store::{Caller, ElicitationStore, KeyRing, MemoryStore, PostgresStore, Store};
 use gating_core::GatePolicy;
 use mcp_auth::{Principal, SCOPE_RESPOND, SCOPE_TOOLS_CALL};
 use mcp_gate::{CallOutcome, Gateway};
@@ -156,8 +154,7 @@ pub(crate) fn result(outcome: CallOutcome) -> Value {
 pub(crate) async fn postgres() -> Arc<dyn Store> {
     let db = elicitation_store::test_support::TestDb::new().await;
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 4;
     Arc::new(PostgresStore::connect(options).await.unwrap())
 }

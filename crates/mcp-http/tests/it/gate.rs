@@ -12,8 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use elicitation_store::{
-    Caller, ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore,
-    Store,
+    Caller, ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresStore, Store,
 };
 use gating_core::{GateMode, GatePolicy, PolicyRule};
 use http::{Request, StatusCode};
@@ -290,8 +289,7 @@ async fn gated_tools_are_listed_without_output_schema_and_others_keep_it() {
 async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
     let db = elicitation_store::test_support::TestDb::new().await;
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 2;
     options.max_pending_per_caller = 2;
     let store = Arc::new(PostgresStore::connect(options).await.unwrap());
@@ -413,8 +411,7 @@ async fn rules_on_arguments_decide_each_call_and_shadow_forwards_what_it_would_h
     use gating_core::When;
     let db = elicitation_store::test_support::TestDb::new().await;
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 2;
     let store = Arc::new(PostgresStore::connect(options).await.unwrap());
     let when = |source: &str| When::compile(source).unwrap();
@@ -691,8 +688,7 @@ async fn a_grant_lets_the_next_calls_run_without_asking_and_the_one_after_is_hel
 
 async fn postgres_store(db: &elicitation_store::test_support::TestDb) -> Arc<PostgresStore> {
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 2;
     Arc::new(PostgresStore::connect(options).await.unwrap())
 }

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use elicitation_store::{
-    KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore, SystemClock,
-};
+use elicitation_store::{KeyRing, ManualClock, MemoryStore, PostgresStore, SystemClock};
 use elicitation_store::{Metered, Store};
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
@@ -595,8 +593,7 @@ async fn a_module_at_its_concurrency_cap_makes_a_call_wait_then_fail_in_band() {
 async fn readiness_needs_a_current_schema_and_every_required_module() {
     let db = elicitation_store::test_support::TestDb::new().await;
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 2;
     let store = Arc::new(PostgresStore::connect(options).await.unwrap());
     let broken: Arc<dyn Module> = Arc::new(StdioModule::start(StdioConfig {

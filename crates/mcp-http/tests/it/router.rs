@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use elicitation_store::{
-    ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresOptions, PostgresStore, Store,
+    ElicitationStore, KeyRing, ManualClock, MemoryStore, PostgresStore, Store,
 };
 use gating_core::GatePolicy;
 use http::{Request, StatusCode};
@@ -164,8 +164,7 @@ async fn memory() -> Harness {
 
 async fn postgres_store(db: &elicitation_store::test_support::TestDb) -> PostgresStore {
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 4;
     PostgresStore::connect(options).await.unwrap()
 }
@@ -1956,8 +1955,7 @@ async fn no_argument_reaches_the_database_unsealed() {
         time::OffsetDateTime::now_utc() - time::Duration::minutes(20),
     ));
     let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", keys).unwrap();
-    options.config = db.writer.clone();
+    let mut options = db.options(keys);
     options.pool_size = 2;
     options.clock = clock.clone();
     let store = Arc::new(PostgresStore::connect(options).await.unwrap());
@@ -2040,8 +2038,7 @@ async fn an_unreadable_row_is_reported_alone_and_never_turns_an_answer_into_a_50
     let db = elicitation_store::test_support::TestDb::new().await;
     // A row sealed under a key that is later dropped from the ring cannot be opened.
     let old_key = KeyRing::parse("k0:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=").unwrap();
-    let mut options = PostgresOptions::new("postgres://unused@localhost/unused", old_key).unwrap();
-    options.config = db.writer.clone();
+    let options = db.options(old_key);
     let old = PostgresStore::connect(options).await.unwrap();
     let alice = elicitation_store::Caller::new("alice", None).unwrap();
     let lost = old
