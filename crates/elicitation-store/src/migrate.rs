@@ -72,7 +72,7 @@ pub async fn migrate_url(
         Some(roots) => {
             let tls = tokio_postgres_rustls::MakeRustlsConnect::new((*roots).clone());
             let (client, connection) = config.connect(tls).await.map_err(failed)?;
-            (client, tokio::spawn(async move { connection.await }))
+            (client, tokio::spawn(connection))
         }
         #[cfg(not(feature = "tls"))]
         Some(never) => match never {},
@@ -81,7 +81,7 @@ pub async fn migrate_url(
                 .connect(tokio_postgres::NoTls)
                 .await
                 .map_err(failed)?;
-            (client, tokio::spawn(async move { connection.await }))
+            (client, tokio::spawn(connection))
         }
     };
     let applied = migrate(&mut client).await;
