@@ -49,6 +49,8 @@ mod postgres;
 mod seal;
 mod store;
 mod sweeper;
+#[cfg(feature = "postgres")]
+mod tls;
 mod wait;
 mod whole;
 
@@ -82,6 +84,8 @@ pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
     Observed, Pin, definition_digest,
 };
+#[cfg(feature = "postgres")]
+pub use tls::TlsRoots;
 /// Rows of the audit chain whose sealing stalled (a counter of the PostgreSQL store's
 /// sealer; always 0 without feature `postgres`).
 #[cfg(not(feature = "postgres"))]
@@ -90,7 +94,7 @@ pub fn audit_seal_stalls() -> u64 {
 }
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, TlsRoots, audit_page,
+    CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
     audit_seal_stalls, max_unsealed_wait, verify_audit,
 };
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};

@@ -61,7 +61,7 @@ pub async fn migrate(client: &mut Client) -> Result<Vec<String>, StoreError> {
 /// it, `tls` must be `None`). The connection is closed when done.
 pub async fn migrate_url(
     url: &str,
-    tls: Option<crate::postgres::TlsRoots>,
+    tls: Option<crate::tls::TlsRoots>,
 ) -> Result<Vec<String>, StoreError> {
     let config: tokio_postgres::Config = url
         .parse()

@@ -52,14 +52,6 @@ pub(crate) mod sql;
 use crate::grant::Grant;
 use row::{MESSAGE, NOTE, REQUEST, RESPONSE, decode};
 
-/// What TLS to the database is checked against: rustls' client configuration (feature
-/// `tls`); without the feature, nothing can be given.
-#[cfg(feature = "tls")]
-pub type TlsRoots = Arc<rustls::ClientConfig>;
-/// What TLS to the database is checked against: without feature `tls`, nothing can be given.
-#[cfg(not(feature = "tls"))]
-pub type TlsRoots = std::convert::Infallible;
-
 /// How a [`PostgresStore`] connects and behaves.
 pub struct PostgresOptions {
     /// Where to connect, as the gateway's writer login (not the schema owner): from the URL
