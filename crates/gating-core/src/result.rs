@@ -8,6 +8,8 @@ use time::format_description::well_known::Rfc3339;
 
 use elicitation_core::{Elicitation, ElicitationId, response_schema};
 
+use mcp_wire::denial::{Denial, Hint, with_denial};
+
 use crate::{HoldReason, Surfaces};
 
 /// The prompt of the confirmation elicitation for a call of `tool_name` (a module-chosen
@@ -91,7 +93,13 @@ pub fn quarantined_result(
     );
     let structured =
         serde_json::json!({"tool_quarantined": true, "change": change, "reasons": reasons});
-    mcp_wire::tools::text_result(&text, Some(&structured), true)
+    let hint = Hint::DefinitionReview {
+        change: change.to_owned(),
+    };
+    with_denial(
+        mcp_wire::tools::text_result(&text, Some(&structured), true),
+        &Denial::new(None, vec![hint]),
+    )
 }
 
 /// JSON text with every deceptive character (as [`visible`] finds them, but the layout's
@@ -243,7 +251,15 @@ pub fn held_result_parts(confirmation: &Elicitation, surfaces: &Surfaces) -> Res
 
 /// The held result: a non-error `CallToolResult` carrying the confirmation elicitation.
 pub fn held_result(confirmation: &Elicitation, surfaces: &Surfaces) -> Value {
-    tool_result(&held_result_parts(confirmation, surfaces), false)
+    let id = confirmation.id.to_string();
+    let hint = Hint::PersonApproval {
+        confirmation_id: id.clone(),
+        expires_at: rfc3339(confirmation.expires_at),
+    };
+    with_denial(
+        tool_result(&held_result_parts(confirmation, surfaces), false),
+        &Denial::new(Some(id), vec![hint]),
+    )
 }
 
 /// What a declined call's structured content says in words: several hosts (Codex) show the
@@ -307,7 +323,13 @@ pub fn denied_result(tool_name: &str, reason: Option<&str>, surfaces: &Surfaces)
         Some(reason) => json!({"policy_denied": true, "reason": reason, "message": text}),
         None => json!({"policy_denied": true, "message": text}),
     };
-    tool_result(&ResultParts { text, structured }, true)
+    let hint = Hint::PolicyDenied {
+        reason: reason.map(str::to_owned),
+    };
+    with_denial(
+        tool_result(&ResultParts { text, structured }, true),
+        &Denial::new(None, vec![hint]),
+    )
 }
 
 /// The result when the gate cannot decide safely (no usable store, no authenticated caller,
@@ -368,7 +390,15 @@ pub fn account_required_result(
     if has_output_schema && let Some(map) = result.as_object_mut() {
         map.remove("structuredContent");
     }
-    result
+    let hint = match connect_url {
+        Some(url) => Hint::Url {
+            url: url.to_owned(),
+        },
+        None => Hint::ConnectAccount {
+            module: module.clone(),
+        },
+    };
+    with_denial(result, &Denial::new(None, vec![hint]))
 }
 
 /// A call refused because its caller is over a limit (`what` says which, `retry_after_secs`

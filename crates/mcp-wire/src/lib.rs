@@ -20,6 +20,7 @@
 //! ```
 
 pub mod codes;
+pub mod denial;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

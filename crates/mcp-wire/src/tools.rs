@@ -182,9 +182,14 @@ impl CallToolParams {
         }
     }
 
-    /// The `_meta.confirmation_id` the caller sent, as text.
+    /// The confirmation the caller names, as text: its `_meta.confirmation_id`, else the
+    /// SEP-2643 context id it echoes from a held result
+    /// (`_meta["io.modelcontextprotocol/authorization-context-id"]`).
     pub fn confirmation_id(&self) -> Option<&str> {
-        self.meta.as_ref()?.get(META_CONFIRMATION_ID)?.as_str()
+        let meta = self.meta.as_ref()?;
+        meta.get(META_CONFIRMATION_ID)
+            .or_else(|| meta.get(crate::denial::META_AUTHORIZATION_CONTEXT_ID))?
+            .as_str()
     }
 
     /// The params for the module that owns the tool: its own tool `name`, without the

@@ -367,3 +367,48 @@ fn an_embedders_texts_name_no_surface_of_the_gateways_and_its_own_name_where_set
         message.text
     );
 }
+
+#[test]
+fn held_denied_quarantined_and_account_results_carry_the_sep_2643_denial() {
+    let e = confirmation();
+    let key = mcp_wire::denial::META_AUTHORIZATION;
+    let held = held_result(&e, &Surfaces::gateway());
+    let denial = &held["_meta"][key];
+    assert_eq!(denial["reason"], "insufficient_authorization");
+    assert_eq!(denial["authorizationContextId"], e.id.to_string());
+    assert_eq!(denial["remediationHints"][0]["type"], "person_approval");
+    assert_eq!(
+        denial["remediationHints"][0]["confirmationId"],
+        e.id.to_string()
+    );
+    let denied = denied_result("fs__format_disk", Some("never"), &Surfaces::gateway());
+    assert_eq!(
+        denied["_meta"][key]["remediationHints"],
+        serde_json::json!([{"type": "policy_denied", "reason": "never"}])
+    );
+    assert!(denied["_meta"][key].get("authorizationContextId").is_none());
+    let quarantined = quarantined_result("fs__x", "c1", &["changed".into()], &Surfaces::gateway());
+    assert_eq!(
+        quarantined["_meta"][key]["remediationHints"],
+        serde_json::json!([{"type": "definition_review", "change": "c1"}])
+    );
+    let linked = account_required_result(
+        "gh",
+        Some("https://gw/approvals/accounts?connect=gh"),
+        true,
+        &Surfaces::gateway(),
+    );
+    assert_eq!(
+        linked["_meta"][key]["remediationHints"],
+        serde_json::json!([{"type": "url", "url": "https://gw/approvals/accounts?connect=gh"}])
+    );
+    assert!(
+        linked.get("structuredContent").is_none(),
+        "an output schema still keeps it out"
+    );
+    let unlinked = account_required_result("gh", None, false, &Surfaces::gateway());
+    assert_eq!(
+        unlinked["_meta"][key]["remediationHints"],
+        serde_json::json!([{"type": "connect_account", "module": "gh"}])
+    );
+}

@@ -84,13 +84,16 @@ async fn an_own_destructive_tool_is_held_then_run_once_by_the_embedder_and_audit
         assert!(orders.ran.lock().unwrap().is_empty(), "held: nothing ran");
         h.answer(&person("alice"), &id, json!({"confirmed": true}))
             .await;
-        let ran = call(
+        // The retry echoes the held result's SEP-2643 context id, as a standard client does.
+        let echoed = first_context_id(&first);
+        assert_eq!(echoed, id);
+        let ran = call_echoing(
             &h,
             &orders,
             "delete_order",
             destructive.clone(),
             args.clone(),
-            Some(&id),
+            &echoed,
         )
         .await;
         assert_eq!(result(ran)["content"][0]["text"], "deleted 1042");
@@ -128,6 +131,43 @@ async fn an_own_destructive_tool_is_held_then_run_once_by_the_embedder_and_audit
         }
     })
     .await;
+}
+
+/// The context id of a held call's SEP-2643 denial.
+fn first_context_id(outcome: &CallOutcome) -> String {
+    let CallOutcome::NeedsConfirmation(pending) = outcome else {
+        panic!("held: {outcome:?}")
+    };
+    let result = gating_core::held_result(&pending.confirmation, &pending.surfaces);
+    result["_meta"][mcp_wire::denial::META_AUTHORIZATION]["authorizationContextId"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// A call echoing `context` under SEP-2643's retry key, with no `confirmation_id`.
+async fn call_echoing(
+    h: &Harness,
+    tool: &Orders,
+    name: &str,
+    annotations: Value,
+    args: Value,
+    context: &str,
+) -> CallOutcome {
+    let alice = agent("alice");
+    let mut params = params(name, args, None);
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        mcp_wire::denial::META_AUTHORIZATION_CONTEXT_ID.into(),
+        json!(context),
+    );
+    params.meta = Some(meta);
+    let classified = h
+        .gateway
+        .classify_own(&alice, entry(name, annotations), params)
+        .await
+        .unwrap();
+    h.gateway.run_own(&alice, classified, tool).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
