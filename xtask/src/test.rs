@@ -116,6 +116,55 @@ const PUBLIC_CRATES: &[&str] = &[
     "elicitation-store",
 ];
 
+/// Where `cargo package` verifies the public crates: a target folder of its own.
+const PACKAGE_TARGET: &str = "package-check";
+
+/// Makes the next `cargo package` verify the public crates from their new sources. Cargo
+/// verifies each package against the others through a local registry of the same name and
+/// version every time; it unpacks those under `$CARGO_HOME/registry/src/-<hash>/` once and
+/// takes a build of them as fresh by name and version, so a crate changed since (same
+/// version) would be verified against its old source or build. Both are removed; the
+/// dependencies' builds in [`PACKAGE_TARGET`] stay.
+fn forget_packaged_sources() -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME").map_or_else(
+        || std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cargo"),
+        std::path::PathBuf::from,
+    );
+    let version = env!("CARGO_PKG_VERSION");
+    let mut stale = Vec::new();
+    if let Ok(sources) = std::fs::read_dir(home.join("registry/src")) {
+        for source in sources.flatten() {
+            // Local registries' folders are named `-<hash>`; crates.io's are not.
+            if source.file_name().to_string_lossy().starts_with('-') {
+                for krate in PUBLIC_CRATES {
+                    stale.push(source.path().join(format!("{krate}-{version}")));
+                }
+            }
+        }
+    }
+    let fingerprints = crate::cmd::target_dir()
+        .join(PACKAGE_TARGET)
+        .join("debug/.fingerprint");
+    if let Ok(entries) = std::fs::read_dir(&fingerprints) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = PUBLIC_CRATES.iter().any(|krate| {
+                name.strip_prefix(krate)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .is_some_and(|hash| hash.chars().all(|c| c.is_ascii_hexdigit()))
+            });
+            if ours {
+                stale.push(entry.path());
+            }
+        }
+    }
+    for path in stale.into_iter().filter(|p| p.exists()) {
+        std::fs::remove_dir_all(&path)
+            .with_context(|| format!("cannot remove {}", path.display()))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn run() -> Result<()> {
     if from_a_reachable_copy()? {
         return Ok(());
@@ -193,8 +242,12 @@ pub(crate) fn run() -> Result<()> {
     // The public crates package, and each builds from its package alone (no file outside
     // its folder, such as migrations, is missed).
     step("package", || {
+        forget_packaged_sources()?;
         let mut cmd = cargo();
-        cmd.args(["package", "--allow-dirty", "--quiet"]);
+        cmd.args(["package", "--allow-dirty", "--quiet"]).env(
+            "CARGO_TARGET_DIR",
+            crate::cmd::target_dir().join(PACKAGE_TARGET),
+        );
         for krate in PUBLIC_CRATES {
             cmd.args(["--package", krate]);
         }
