@@ -12,22 +12,21 @@ use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
 use serde_json::json;
 
-/// The service's own users, by bearer token (a real service reads its session store).
+/// The service's own users, by bearer token (a real service reads its session store): Alice's
+/// agent may call tools; Alice herself answers (an agent that may answer approves itself).
 fn user(headers: &HeaderMap) -> Option<Principal> {
     let token = headers
         .get("authorization")?
         .to_str()
         .ok()?
         .strip_prefix("Bearer ")?;
-    let name = match token {
-        "alice-secret" => "alice",
+    let scope = match token {
+        "alice-agent" => SCOPE_TOOLS_CALL,
+        "alice-secret" => SCOPE_RESPOND,
         _ => return None,
     };
-    let caller = elicitation_store::Caller::new(name, None).ok()?;
-    Some(Principal::authenticated(
-        caller,
-        &[SCOPE_TOOLS_CALL, SCOPE_RESPOND],
-    ))
+    let caller = elicitation_store::Caller::new("alice", None).ok()?;
+    Some(Principal::authenticated(caller, &[scope]))
 }
 
 #[tokio::main]
@@ -52,7 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         true,
     );
     let mounted = McpService::new(Arc::new(gateway), Auth::embedder(user), Default::default())
-        .mounted_at("/gateway")?
+        .nested_at("/gateway")?
         .into_service();
     let app = axum::Router::new()
         .route(

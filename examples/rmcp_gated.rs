@@ -38,7 +38,7 @@ impl ServerHandler for Shop {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Arc::new(elicitation_store::MemoryStore::default());
     let gate = Arc::new(Gateway::for_own_tools(store, Default::default()).await?);
-    let gated = Gated::new(Shop, gate.clone()); // every call is the caller `local`
+    let gated = Gated::for_local_user(Shop, gate.clone()); // this machine alone calls
     let mcp = StreamableHttpService::new(
         move || Ok(gated.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -47,7 +47,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The page and REST API, for the same store and callers (mode none: loopback only).
     let approvals =
         mcp_http::service::McpService::new(gate, mcp_auth::Auth::none(), Default::default())
-            .mounted_at("/ops")?
+            .nested_at("/ops")?
             .into_service();
     let app = axum::Router::new()
         .nest_service("/mcp", mcp)

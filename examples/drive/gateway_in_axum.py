@@ -18,7 +18,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from playwright.sync_api import sync_playwright
 
 BASE = sys.argv[1]
-TOKEN = "alice-secret"
+AGENT = "alice-agent"   # may call tools
+TOKEN = "alice-secret"  # Alice herself: answers
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -26,7 +27,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 def call(mode, path):
     async def run():
-        http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {AGENT}"})
         transport = streamable_http_client(BASE + "/gateway/mcp", http_client=http)
         async with Client(transport, mode=mode) as client:
             result = await client.call_tool("files__delete_file", {"path": path})
@@ -68,8 +69,12 @@ def main():
     status, _ = http("GET", "/gateway/v1/mcp/elicitations", token="someone-else")
     if status != 401:
         fail("a stranger is refused", status)
+    # The agent may call, never answer.
     # Held (2026-07-28), approved through the REST API, run by a legacy client's same call.
     first = held_id(call("2026-07-28", "/srv/a"), "the 2026-07-28 call is held")
+    status, _ = http("POST", f"/gateway/v1/mcp/elicitations/{first}/respond", {"confirmed": True}, token=AGENT)
+    if status != 403:
+        fail("the agent cannot approve its own call", status)
     status, text = http("POST", f"/gateway/v1/mcp/elicitations/{first}/respond", {"confirmed": True})
     if status != 200:
         fail("approved through the mounted REST API", [status, text])

@@ -428,6 +428,15 @@ impl Gateway {
         via: Via<'_>,
         upstream: &mut Duration,
     ) -> CallOutcome {
+        // A module's tool runs on its module, an embedder's own in the embedder's code, never
+        // the one where the other belongs (a classification handed to the wrong run).
+        if entry.is_own() != matches!(via, Via::Own(_)) {
+            tracing::error!(tool = %entry.qualified, "a call was to run where its tool does not belong; nothing was run");
+            return CallOutcome::Done(gating_core::gate_unavailable_result(
+                "the call was classified for another runner; nothing was run",
+                &self.surfaces,
+            ));
+        }
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
         let who = instance_key(&principal.caller);

@@ -181,7 +181,15 @@ impl Gateway {
     /// page and REST API; [`Gateway::for_own_tools`]: no surface).
     #[must_use]
     pub fn with_surfaces(mut self, surfaces: gating_core::Surfaces) -> Self {
-        self.surfaces = Arc::new(surfaces);
+        // Shown to people and agents: nothing in them may hide or reorder what they read.
+        let shown = |text: String| gating_core::visible(&text);
+        self.surfaces = Arc::new(gating_core::Surfaces {
+            name: shown(surfaces.name),
+            answer_at: surfaces.answer_at.map(shown),
+            pending_at: surfaces.pending_at.map(shown),
+            review_at: surfaces.review_at.map(shown),
+            accounts_at: surfaces.accounts_at.map(shown),
+        });
         self
     }
 

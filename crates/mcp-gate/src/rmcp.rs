@@ -55,6 +55,7 @@ pub struct Gated<H> {
     gateway: Arc<Gateway>,
     module: String,
     caller: Arc<CallerOf>,
+    waits: Arc<Waits>,
 }
 
 impl<H> Clone for Gated<H> {
@@ -64,32 +65,38 @@ impl<H> Clone for Gated<H> {
             gateway: self.gateway.clone(),
             module: self.module.clone(),
             caller: self.caller.clone(),
+            waits: self.waits.clone(),
         }
     }
 }
 
 impl<H: ServerHandler> Gated<H> {
     /// `inner`'s tools gated by `gateway` (for a server of its own, see
-    /// [`Gateway::for_own_tools`]). Every call is the caller `local`, who may answer in its
-    /// own client, until [`Gated::with_caller`] says who calls.
-    pub fn new(inner: H, gateway: Arc<Gateway>) -> Self {
+    /// [`Gateway::for_own_tools`]), each call made by whoever `caller` reads from the
+    /// request's context (a bearer token in the HTTP request's parts, say; `None` refuses the
+    /// call). Callers are kept apart: one's confirmations are never another's.
+    pub fn new(
+        inner: H,
+        gateway: Arc<Gateway>,
+        caller: impl Fn(&RequestContext<RoleServer>) -> Option<Principal> + Send + Sync + 'static,
+    ) -> Self {
         Gated {
             inner: Arc::new(inner),
             gateway,
             module: "server".into(),
-            caller: Arc::new(|_: &RequestContext<RoleServer>| Some(Principal::local())),
+            caller: Arc::new(caller),
+            waits: Arc::default(),
         }
     }
 
-    /// Who calls, read from each request's context (a bearer token in the HTTP request's
-    /// parts, say). `None` refuses the call.
-    #[must_use]
-    pub fn with_caller(
-        mut self,
-        caller: impl Fn(&RequestContext<RoleServer>) -> Option<Principal> + Send + Sync + 'static,
-    ) -> Self {
-        self.caller = Arc::new(caller);
-        self
+    /// `inner`'s tools gated by `gateway` for a server one person uses: every call is the
+    /// caller `local`, who may answer in its own client. For stdio, or HTTP this machine
+    /// alone reaches; over a network every client would be the same caller and could use
+    /// another's approval: use [`Gated::new`] with who calls.
+    pub fn for_local_user(inner: H, gateway: Arc<Gateway>) -> Self {
+        Gated::new(inner, gateway, |_: &RequestContext<RoleServer>| {
+            Some(Principal::local())
+        })
     }
 
     /// The name the server's tools are counted and audited under (`server` unless named).
@@ -167,8 +174,16 @@ impl<H: ServerHandler> Gated<H> {
             other => return reply(self.gateway.run_own(&principal, other, &runner).await),
         };
         let asks = Asks::of(&context);
+        // Asked in the client only where the gateway itself would ask there: a client that
+        // shows forms, a message that shows every argument, a caller that may answer and no
+        // approver group answering instead.
+        let may_ask = asks.form
+            && call.message.shows_all_arguments
+            && principal.scopes.contains(SCOPE_RESPOND)
+            && self.gateway.caller_answers(&call.entry.qualified);
         // A 2026-07-28 retry: the answer to the question this call was asked, recorded as
-        // the caller's when the state names the caller's confirmation of exactly this call.
+        // the caller's when the state names the caller's confirmation of exactly this call
+        // and the call is one that is asked in the client at all.
         let mut named = call
             .params
             .confirmation_id()
@@ -180,6 +195,12 @@ impl<H: ServerHandler> Gated<H> {
                 principal
                     .require(SCOPE_RESPOND)
                     .map_err(|e| McpError::invalid_request(e.to_string(), None))?;
+                if !may_ask {
+                    return Err(McpError::invalid_request(
+                        "this confirmation is not answered in the client: a person answers it where the service's people answer",
+                        None,
+                    ));
+                }
                 dismissed = self
                     .gateway
                     .record_client_answer(&principal, id, answer)
@@ -195,11 +216,7 @@ impl<H: ServerHandler> Gated<H> {
         let CallOutcome::NeedsConfirmation(pending) = outcome else {
             return reply(outcome);
         };
-        let native = !dismissed
-            && asks.form
-            && pending.askable_natively
-            && principal.scopes.contains(SCOPE_RESPOND)
-            && self.gateway.caller_answers(&call.entry.qualified);
+        let native = !dismissed && may_ask && pending.askable_natively;
         if !native {
             return reply(CallOutcome::NeedsConfirmation(pending));
         }
@@ -207,6 +224,11 @@ impl<H: ServerHandler> Gated<H> {
         if asks.modern {
             return input_required(confirmation).map(CallToolResponse::InputRequired);
         }
+        // A call waiting on the stream holds one of the caller's waits; past them, the
+        // held result.
+        let Some(_waiting) = self.waits.take(&principal) else {
+            return reply(CallOutcome::NeedsConfirmation(pending));
+        };
         // 2025-11-25: asked on the session's stream while the call waits.
         let asked: ElicitRequestParams = form(confirmation)?;
         // The person has until the confirmation expires, however long that is.
@@ -505,6 +527,54 @@ impl<H: ServerHandler> ServerHandler for Gated<H> {
     }
 }
 
+/// Most calls of one caller waiting on their session's stream for an answer in the client.
+const MAX_WAITING_PER_CALLER: usize = 16;
+
+/// The calls waiting on their session's stream, per caller.
+#[derive(Default)]
+struct Waits(std::sync::Mutex<std::collections::HashMap<String, usize>>);
+
+/// One waiting call; its place is given back when it ends.
+struct Waiting {
+    waits: Arc<Waits>,
+    who: String,
+}
+
+impl Waits {
+    fn take(self: &Arc<Self>, principal: &Principal) -> Option<Waiting> {
+        let who = crate::instance_key(&principal.caller);
+        let mut waiting = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = waiting.entry(who.clone()).or_default();
+        if *count >= MAX_WAITING_PER_CALLER {
+            return None;
+        }
+        *count += 1;
+        Some(Waiting {
+            waits: self.clone(),
+            who,
+        })
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut waiting = self
+            .waits
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = waiting.get_mut(&self.who) {
+            *count -= 1;
+            if *count == 0 {
+                waiting.remove(&self.who);
+            }
+        }
+    }
+}
+
 /// What the client can be asked with.
 struct Asks {
     /// It shows forms (declared elicitation, form mode or the 2025 default).
@@ -655,7 +725,13 @@ impl<H: ServerHandler> OwnTool for Runner<'_, H> {
             let value = serde_json::to_value(&params).map_err(|e| failed(e.to_string()))?;
             let request: CallToolRequestParams =
                 serde_json::from_value(value).map_err(|e| failed(e.to_string()))?;
-            let answered = match self.inner.call_tool(request, self.context.clone()).await {
+            // The gate's own `_meta` stays with the gate, in the context as in the request.
+            let mut context = self.context.clone();
+            context.meta.remove(mcp_wire::mcp::META_CONFIRMATION_ID);
+            context
+                .meta
+                .remove(mcp_wire::denial::META_AUTHORIZATION_CONTEXT_ID);
+            let answered = match self.inner.call_tool(request, context).await {
                 Ok(CallToolResponse::Complete(result)) => serde_json::to_string(&result),
                 // Only a result passes the gate: what the tool did is audited with it.
                 Ok(_) => {

@@ -120,7 +120,7 @@ async fn pair(version: ProtocolVersion, answer: Option<ElicitationAction>) -> Pa
             .unwrap(),
     );
     let shop = Shop::default();
-    let gated = Gated::new(shop.clone(), gateway.clone()).named("shop");
+    let gated = Gated::for_local_user(shop.clone(), gateway.clone()).named("shop");
     let (server_end, client_end) = tokio::io::duplex(64 * 1024);
     let capabilities = match answer {
         Some(_) => ClientCapabilities::builder().enable_elicitation().build(),
@@ -272,4 +272,105 @@ async fn a_request_state_naming_another_calls_confirmation_answers_nothing() {
         "{still:?}"
     );
     assert_eq!(p.shop.deleted.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_answering_a_question_the_client_was_never_asked_answers_nothing() {
+    // This client shows no forms: it gets the held result, and a forged retry with the
+    // confirmation as requestState and an approval is refused before anything is recorded.
+    let p = pair(ProtocolVersion::V_2026_07_28, None).await;
+    let held = p.client.call_tool(delete(5)).await.unwrap();
+    let id = held.structured_content.unwrap()["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut forged = delete(5);
+    forged.request_state = Some(id.clone());
+    forged.input_responses = Some(
+        [(
+            "confirm".to_owned(),
+            json!({"action": "accept", "content": {"confirmed": true}}),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    assert!(p.client.call_tool_once(forged).await.is_err());
+    let still = p.client.call_tool(delete(5)).await.unwrap();
+    assert_eq!(
+        still.structured_content.unwrap()["elicitation"]["id"],
+        json!(id)
+    );
+    assert_eq!(p.shop.deleted.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_named_by_the_server_never_use_each_others_approvals() {
+    let gateway = Arc::new(
+        Gateway::for_own_tools(Arc::new(MemoryStore::default()), GatePolicy::default())
+            .await
+            .unwrap(),
+    );
+    let shop = Shop::default();
+    // Who calls: the client's name, as its handshake gave it (a real server reads a token).
+    let gated = Gated::new(shop.clone(), gateway.clone(), |context| {
+        let name = context.peer.peer_info()?.client_info.name.clone();
+        let caller = elicitation_store::Caller::new(&name, None).ok()?;
+        Some(mcp_auth::Principal::authenticated(
+            caller,
+            &[mcp_auth::SCOPE_TOOLS_CALL],
+        ))
+    });
+    let connect = |name: &'static str| {
+        let gated = gated.clone();
+        async move {
+            let (server_end, client_end) = tokio::io::duplex(64 * 1024);
+            let client_info = InitializeRequestParams::new(
+                ClientCapabilities::default(),
+                Implementation::new(name, "0"),
+            )
+            .with_protocol_version(ProtocolVersion::V_2025_11_25);
+            let mut server_info =
+                InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
+            server_info.protocol_version = ProtocolVersion::V_2025_11_25;
+            tokio::spawn(async move {
+                let running =
+                    serve_directly::<RoleServer, _, _, _, _>(gated, server_end, Some(client_info));
+                let _ = running.waiting().await;
+            });
+            let person = Person {
+                answer: None,
+                asked: Arc::default(),
+            };
+            serve_directly::<RoleClient, _, _, _, _>(person, client_end, Some(server_info.into()))
+        }
+    };
+    let alice = connect("alice").await;
+    let mallory = connect("mallory").await;
+    let held = alice.call_tool(delete(1042)).await.unwrap();
+    let id = held.structured_content.unwrap()["elicitation"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let alices = mcp_auth::Principal::authenticated(
+        elicitation_store::Caller::new("alice", None).unwrap(),
+        &[mcp_auth::SCOPE_RESPOND],
+    );
+    mcp_gate::answer(
+        gateway.store().as_ref(),
+        &alices,
+        id.parse().unwrap(),
+        json!({"confirmed": true}),
+        "alice",
+    )
+    .await
+    .unwrap();
+    // Mallory's identical call does not take up Alice's approval: it is held on its own.
+    let theirs = mallory.call_tool(delete(1042)).await.unwrap();
+    assert_ne!(
+        theirs.structured_content.unwrap()["elicitation"]["id"],
+        json!(id)
+    );
+    assert_eq!(shop.deleted.load(Ordering::SeqCst), 0);
+    let ran = alice.call_tool(delete(1042)).await.unwrap();
+    assert_eq!(text(&ran), "deleted 1042");
 }

@@ -84,6 +84,13 @@ pub enum McpError {
     /// The client does not take what the request is answered with.
     #[error("not acceptable: {0}")]
     NotAcceptable(String),
+    /// A POST whose body is not declared JSON where credentials ride along by themselves
+    /// (auth `none`, or an embedder's cookie): a browser sends such a body cross-site
+    /// without asking first.
+    #[error(
+        "a POST here must be Content-Type: application/json (a browser page of another site cannot send that without asking first)"
+    )]
+    UnsupportedMediaType,
     /// A REST body that is not what the endpoint takes.
     #[error("bad request body: {0}")]
     BadBody(String),
@@ -151,7 +158,8 @@ impl McpError {
             | McpError::BadHost => -32001,
             McpError::PayloadTooLarge { .. }
             | McpError::BodyTimeout
-            | McpError::NotAcceptable(_) => -32600,
+            | McpError::NotAcceptable(_)
+            | McpError::UnsupportedMediaType => -32600,
             McpError::Store(e) if e.is_caller_error() => -32602,
             McpError::Store(_) | McpError::Internal(_) | McpError::BlobStore(_) => -32603,
             // What LSP uses; MCP names no code (the client no longer waits for the answer).
@@ -321,6 +329,7 @@ impl HttpError for McpError {
             McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             McpError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             McpError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            McpError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             McpError::TooManyStreams(_) | McpError::RateLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }

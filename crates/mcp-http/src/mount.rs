@@ -36,15 +36,26 @@ pub(crate) fn check(path: &str) -> Result<(), MountError> {
     Ok(())
 }
 
-/// `request` with `mount` taken off its path, when it is on it.
-pub(crate) fn unmounted<B>(mount: &str, request: Request<B>) -> Request<B> {
-    if mount.is_empty() {
-        return request;
+/// A request whose path is outside the mount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OutsideTheMount;
+
+/// `request` as the service routes it: with a mount the router does not take off
+/// (`McpService::mounted_at`), its path without the mount, and `Err` (not found) for a path
+/// outside it, so nothing is served beside the mount that the embedder did not mean to
+/// expose; with one the router takes off (`nested_at`), or none, as it came.
+pub(crate) fn unmounted<B>(
+    mount: &str,
+    nested: bool,
+    request: Request<B>,
+) -> Result<Request<B>, OutsideTheMount> {
+    if mount.is_empty() || nested {
+        return Ok(request);
     }
     let rest = match request.uri().path().strip_prefix(mount) {
         Some("") => "/".to_owned(),
         Some(rest) if rest.starts_with('/') => rest.to_owned(),
-        _ => return request,
+        _ => return Err(OutsideTheMount),
     };
     let (mut parts, body) = request.into_parts();
     let path_and_query = match parts.uri.query() {
@@ -58,7 +69,7 @@ pub(crate) fn unmounted<B>(mount: &str, request: Request<B>) -> Request<B> {
             parts.uri = rebuilt;
         }
     }
-    Request::from_parts(parts, body)
+    Ok(Request::from_parts(parts, body))
 }
 
 /// The page's response with its own paths put under `mount`: redirects, the cookie's path,
@@ -128,24 +139,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_mounted_path_is_taken_off_and_others_pass() {
-        let taken = |mount: &str, uri: &str| {
+    fn a_mounted_path_is_taken_off_and_nothing_outside_it_is_served() {
+        let taken = |mount: &str, nested: bool, uri: &str| {
             let request = Request::builder().uri(uri).body(()).unwrap();
-            unmounted(mount, request).uri().to_string()
+            unmounted(mount, nested, request)
+                .map(|r| r.uri().to_string())
+                .map_err(|_| ())
         };
-        assert_eq!(taken("/ops", "/ops/approvals?x=1"), "/approvals?x=1");
-        assert_eq!(taken("/ops", "/ops"), "/");
         assert_eq!(
-            taken("/ops", "/approvals"),
-            "/approvals",
-            "already taken off (nest_service)"
+            taken("/ops", false, "/ops/approvals?x=1"),
+            Ok("/approvals?x=1".into())
+        );
+        assert_eq!(taken("/ops", false, "/ops"), Ok("/".into()));
+        assert!(
+            taken("/ops", false, "/approvals").is_err(),
+            "outside the mount"
+        );
+        assert!(
+            taken("/ops", false, "/opsx/mcp").is_err(),
+            "a longer segment is not it"
         );
         assert_eq!(
-            taken("/ops", "/opsx/mcp"),
-            "/opsx/mcp",
-            "a longer segment is not the mount"
+            taken("/ops", true, "/approvals"),
+            Ok("/approvals".into()),
+            "taken off by the router"
         );
-        assert_eq!(taken("", "/mcp"), "/mcp");
+        assert_eq!(taken("", false, "/mcp"), Ok("/mcp".into()));
     }
 
     #[tokio::test]

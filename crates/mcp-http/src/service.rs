@@ -90,7 +90,7 @@ pub struct ServiceConfig {
     pub native: ask::NativeMode,
     /// The gateway's address as people reach it (`https://gw.example.com`), for the
     /// approvals page's URLs; without it, the request's `Host` over `http`. A mounted
-    /// service's path ([`McpService::mounted_at`]) follows it.
+    /// service's path ([`McpService::mounted_at`], [`McpService::nested_at`]) follows it.
     pub public_url: Option<String>,
     /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
     /// scope); off when a separate operations listener serves it.
@@ -148,9 +148,20 @@ pub struct McpService {
     /// The last readiness check (probes are answered from it for a second, so a flood of
     /// them costs the store one query a second).
     ready: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
-    /// The path the service is mounted at in an embedder's router (`/ops`), or empty: taken
-    /// off requests' paths, put before the page's own links (`crate::mount`).
+    /// The path the service is mounted at in an embedder's router (`/ops`), or empty: put
+    /// before the page's own links (`crate::mount`).
     pub(crate) mount: String,
+    /// Whether the router takes the mount off request paths itself (axum's `nest_service`).
+    pub(crate) nested: bool,
+}
+
+/// Whether the request declares a JSON body (`application/json`, parameters allowed).
+fn declared_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("application/json"))
 }
 
 /// The address a request's connection comes from, put in its extensions by the server:
@@ -311,6 +322,7 @@ impl McpService {
             closing,
             ready: tokio::sync::Mutex::new(None),
             mount: String::new(),
+            nested: false,
         }
     }
 
@@ -458,7 +470,10 @@ impl McpService {
     {
         // What a reload can change is read here, once: the request finishes on it.
         let snap = self.live.snapshot();
-        let request = crate::mount::unmounted(&self.mount, request);
+        let request = match crate::mount::unmounted(&self.mount, self.nested, request) {
+            Ok(request) => request,
+            Err(_) => return response::rpc_error(&McpError::NotFound, None, None),
+        };
         let mut response = self.route(&snap, request).await;
         if let Auth::Jwt(jwt) = &*snap.auth {
             oauth_challenge(jwt, &mut response);
@@ -538,6 +553,17 @@ impl McpService {
         }
         if !self.origin_allowed(&parts.headers) {
             return fail(McpError::BadOrigin);
+        }
+        // Where credentials ride along by themselves (auth `none`: being on this machine;
+        // an embedder's own cookie), a POST must say it is JSON: a page of another site can
+        // send text/plain or a form cross-site without asking, but not that. The page has
+        // its own form token.
+        if !is_page
+            && parts.method == Method::POST
+            && matches!(*snap.auth, Auth::None(_) | Auth::Embedder(_))
+            && !declared_json(&parts.headers)
+        {
+            return fail(McpError::UnsupportedMediaType);
         }
         if is_page {
             return self.page_request(snap, &parts, &path, body).await;

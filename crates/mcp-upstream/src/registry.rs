@@ -37,6 +37,9 @@ pub struct ModuleSpec {
     pub isolation: Option<crate::isolation::Isolation>,
 }
 
+/// The module index of an embedder's own tools: no module's.
+const OWN: usize = usize::MAX;
+
 /// A tool as the gateway lists it.
 #[derive(Debug, Clone)]
 pub struct ToolEntry {
@@ -83,7 +86,7 @@ impl ToolEntry {
             qualified: name.clone(),
             original: name,
             module_name: module.to_owned(),
-            module: usize::MAX,
+            module: OWN,
             annotations,
             trusted: true,
             mirrored: Vec::new(),
@@ -91,6 +94,11 @@ impl ToolEntry {
             definition,
             tool,
         })
+    }
+
+    /// Whether it is an embedder's own tool ([`ToolEntry::own`]), which no module runs.
+    pub fn is_own(&self) -> bool {
+        self.module == OWN
     }
 
     /// The entry the gate decides on for a tool of the agent host's own that a

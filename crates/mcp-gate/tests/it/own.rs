@@ -276,3 +276,35 @@ fn an_own_tool_needs_a_valid_name() {
     assert_eq!(entry.qualified, "delete_order");
     assert!(entry.trusted, "an embedder's own annotations are believed");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classification_handed_to_the_other_runner_runs_nothing() {
+    let h = harness(
+        Arc::new(elicitation_store::MemoryStore::default()),
+        GatePolicy::default(),
+    )
+    .await;
+    let orders = Orders::default();
+    let alice = agent("alice");
+    // An own tool's call handed to the gateway's run (its modules): refused, nothing ran.
+    let own = h
+        .gateway
+        .classify_own(
+            &alice,
+            entry("list_orders", json!({"readOnlyHint": true})),
+            params("list_orders", json!({}), None),
+        )
+        .await
+        .unwrap();
+    let refused = result(h.gateway.run(&alice, own, None).await);
+    assert_eq!(refused["isError"], true, "{refused}");
+    // A module's call handed to the embedder's runner: refused, neither ran.
+    let module = h
+        .gateway
+        .classify(&alice, params("fs__read", json!({"path": "/a"}), None))
+        .await
+        .unwrap();
+    let refused = result(h.gateway.run_own(&alice, module, &orders).await);
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert!(orders.ran.lock().unwrap().is_empty());
+}

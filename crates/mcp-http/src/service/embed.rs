@@ -1,6 +1,7 @@
 //! The gateway inside another service: [`GatewayService`], a tower `Service` an embedder
 //! mounts in its router (axum's `nest_service`, `route_service`, `fallback_service`), and
-//! [`McpService::mounted_at`], the path it is mounted at (`crate::mount`).
+//! [`McpService::mounted_at`] and [`McpService::nested_at`], the path it is mounted at
+//! (`crate::mount`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,11 +18,24 @@ use crate::mount::{MountError, check};
 
 impl McpService {
     /// The service as mounted at `path` (`/ops`: the page at `/ops/approvals`, the REST API
-    /// at `/ops/v1/...`, MCP at `/ops/mcp`). A path is `/` and segments of letters, digits
-    /// and `-._~`, without a trailing `/`.
+    /// at `/ops/v1/...`, MCP at `/ops/mcp`) by a router that hands requests on with the path
+    /// still on them (axum's `route_service` or `fallback_service`, a proxy): the service
+    /// takes it off, and answers 404 to any path outside it. A path is `/` and segments of
+    /// letters, digits and `-._~`, without a trailing `/`.
     pub fn mounted_at(mut self, path: &str) -> Result<Self, MountError> {
         check(path)?;
         self.mount = path.to_owned();
+        self.nested = false;
+        Ok(self)
+    }
+
+    /// The service as mounted at `path` by a router that takes the path off before it hands
+    /// requests on (axum's `nest_service`): served as they come; the page's links, redirects
+    /// and cookie are put under `path`.
+    pub fn nested_at(mut self, path: &str) -> Result<Self, MountError> {
+        check(path)?;
+        self.mount = path.to_owned();
+        self.nested = true;
         Ok(self)
     }
 

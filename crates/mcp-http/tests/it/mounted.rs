@@ -124,10 +124,13 @@ async fn held(service: &McpService, path: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_the_mount_the_embedders_callers_call_answer_and_others_are_refused() {
     let service = mounted().await;
-    // With the mount on the path (a fallback route) and taken off (axum's nest_service).
+    // Mounted with the path on requests: served under it, and nothing outside it (a route
+    // the embedder protects only under /ops is not reachable beside it).
     let id = held(&service, "/ops/mcp").await;
-    let other = held(&service, "/mcp").await;
-    assert_eq!(id, other, "the same call, the same confirmation");
+    for outside in ["/mcp", "/v1/mcp/elicitations", "/approvals", "/opsx/mcp"] {
+        let (status, _, _) = send(&service, "GET", outside, Some("alice"), None, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{outside}");
+    }
     let (status, _, _) = send(
         &service,
         "GET",
@@ -224,4 +227,54 @@ async fn the_page_session_follows_the_services_sign_in_and_its_links_stay_under_
         let (_, _, page) = send(&service, "GET", "/ops/approvals", who, Some(&cookie), None).await;
         assert!(!page.contains(&format!("id=\"e-{id}\"")), "{who:?}: {page}");
     }
+}
+
+/// The cross-site request of the attacker's read: a page of another site on this machine
+/// (an agent can serve one and ask the person to open it) posts an approval with the
+/// person's cookie riding along. A text/plain or form body needs no preflight; it is
+/// refused before anything is read, under the embedder's cookie and under auth `none`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cross_site_post_without_a_json_body_approves_nothing() {
+    let service = mounted().await;
+    let id = held(&service, "/ops/mcp").await;
+    let path = format!("/ops/v1/mcp/elicitations/{id}/respond");
+    for kind in [
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+    ] {
+        let request = Request::builder()
+            .method("POST")
+            .uri(&path)
+            .header(header::HOST, "127.0.0.1")
+            .header(header::ORIGIN, "http://localhost:9999")
+            .header(header::CONTENT_TYPE, kind)
+            .header("x-session", "alice")
+            .body(Full::new(Bytes::from(r#"{"confirmed": true}"#)))
+            .unwrap();
+        let response = service.handle(request).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "{kind}"
+        );
+    }
+    // Still pending: the same call is held again on the same confirmation.
+    assert_eq!(held(&service, "/ops/mcp").await, id);
+    // Auth `none` (everyone on this machine is `local`): the same refusal for /mcp too.
+    let gateway = Gateway::for_own_tools(Arc::new(MemoryStore::default()), Default::default())
+        .await
+        .unwrap();
+    let local = McpService::new(Arc::new(gateway), Auth::none(), Default::default());
+    let request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header(header::HOST, "127.0.0.1")
+        .header(header::CONTENT_TYPE, "text/plain")
+        .body(Full::new(Bytes::from(call(json!({})).to_string())))
+        .unwrap();
+    assert_eq!(
+        local.handle(request).await.status(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
 }

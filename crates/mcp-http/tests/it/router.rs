@@ -187,6 +187,14 @@ async fn send(
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
         request = request.header("host", "127.0.0.1:8080");
     }
+    // A POST says its body is JSON, as MCP clients do.
+    if method == "POST"
+        && !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+    {
+        request = request.header("content-type", "application/json");
+    }
     for (k, v) in headers {
         request = request.header(*k, *v);
     }

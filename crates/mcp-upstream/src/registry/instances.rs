@@ -11,6 +11,13 @@ impl Registry {
         index: usize,
         who: Option<&str>,
     ) -> Result<Arc<dyn Module>, ModuleError> {
+        // An index of no module (an embedder's own tool) is no module's to run.
+        if index >= self.modules.len() {
+            return Err(ModuleError::Unavailable {
+                module: String::new(),
+                reason: "the tool is not a module's".into(),
+            });
+        }
         let shared = &self.modules[index].module;
         let per_person = self.instances[index]
             .as_ref()
