@@ -36,8 +36,6 @@ use mcp_http_kit::streams::StreamSlot;
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";
-/// How often a waiting stream sends an SSE comment.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Most times one stream asks before giving up with the held result.
 const MAX_ROUNDS: usize = 5;
 /// How long writing one event may wait for a client that stopped reading.
@@ -415,6 +413,11 @@ pub struct StreamContext {
     pub(crate) page: Option<String>,
     /// Where the time left to answer is read.
     pub(crate) clock: Arc<dyn Clock>,
+    /// How often the stream tells the client it still waits.
+    pub(crate) keep_alive: Duration,
+    /// How many times the stream told the client it still waits (a `progressToken`'s
+    /// progress: it rises across every question of the stream).
+    pub(crate) beats: std::sync::atomic::AtomicU64,
 }
 
 /// Answers a gated legacy `tools/call` with an SSE stream that asks the person, waits, and
@@ -505,6 +508,31 @@ enum Waited {
     Gone,
 }
 
+/// What keeps the stream alive while a person decides: for a client that sent a
+/// `progressToken` with its call, `notifications/progress` (rising; a client that resets its
+/// request timeout on progress keeps waiting as long as the person takes), else an SSE
+/// comment.
+fn still_waiting(c: &StreamContext) -> Bytes {
+    const WAITING: &str = "waiting for a person to confirm";
+    let token = c
+        .call
+        .params
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.get("progressToken"));
+    match token {
+        Some(token) => {
+            let told = c.beats.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            let params = mcp_wire::mcp::progress_params(token, told, WAITING);
+            sse::event_bytes(&jsonrpc::notification_bytes(
+                "notifications/progress",
+                Some(&params),
+            ))
+        }
+        None => sse::comment(WAITING),
+    }
+}
+
 /// Asks the client about `current` on the stream and waits for its answer, the store's
 /// word that it changed, or the client to go away; keeps the stream alive meanwhile.
 async fn ask_and_wait(
@@ -548,7 +576,7 @@ async fn ask_and_wait(
         .wait_for_change(&c.principal.caller, current.id, deadline);
     tokio::pin!(changed, answer);
     let mut keep_alive =
-        tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE);
+        tokio::time::interval_at(tokio::time::Instant::now() + c.keep_alive, c.keep_alive);
     let mut went = false;
     let answered = loop {
         tokio::select! {
@@ -572,7 +600,7 @@ async fn ask_and_wait(
                 forget();
                 return Waited::Gone;
             }
-            _ = keep_alive.tick() => match tx.try_send(sse::comment("waiting for a person to confirm")) {
+            _ = keep_alive.tick() => match tx.try_send(still_waiting(c)) {
                 // A full buffer means the client is slow to read: a keep-alive is not needed.
                 Ok(()) | Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {}
                 Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {

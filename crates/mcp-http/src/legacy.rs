@@ -274,6 +274,8 @@ impl McpService {
                             by,
                             page,
                             clock: self.config.clock.clone(),
+                            keep_alive: self.config.stream_keep_alive,
+                            beats: Default::default(),
                         };
                         return Ok(Reply::Stream(ask::stream_confirmation(
                             context,

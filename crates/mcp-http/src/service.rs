@@ -95,6 +95,9 @@ pub struct ServiceConfig {
     /// Whether `/metrics` is served on this listener (to callers with the `metrics:read`
     /// scope); off when a separate operations listener serves it.
     pub metrics_on_main: bool,
+    /// How often a stream waiting for a person tells the client it still waits: a progress
+    /// notification where the call sent a `progressToken`, else an SSE comment.
+    pub stream_keep_alive: Duration,
     /// Where the HTTP side reads the time: sessions' and sign-ins' lifetimes, suspended
     /// bridge calls, reloads, the readiness cache (tests move it instead of sleeping).
     pub clock: Arc<dyn Clock>,
@@ -118,6 +121,7 @@ impl Default for ServiceConfig {
             native: ask::NativeMode::Auto,
             public_url: None,
             metrics_on_main: true,
+            stream_keep_alive: Duration::from_secs(15),
             clock: Arc::new(SystemClock),
         }
     }

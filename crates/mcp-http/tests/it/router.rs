@@ -1750,6 +1750,68 @@ async fn legacy_client_with_elicitation_is_asked_over_sse(h: Harness) {
     assert_eq!(read["content"][0]["text"], "read /r");
 }
 
+/// Issue 48, item 5: the person answers after the stream has told the client it still waits
+/// several times (here every 50 ms; 15 s by default). A client that sent a `progressToken`
+/// hears rising `notifications/progress` meanwhile (so one that resets its request timeout
+/// on progress keeps waiting however long the person takes), and the call runs once, after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_stream_tells_a_client_with_a_progress_token_until_the_person_answers() {
+    let config = ServiceConfig {
+        body_limit: 64 * 1024,
+        stream_keep_alive: Duration::from_millis(50),
+        ..ServiceConfig::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let h = harness_configured(store, false, RequestStates::ephemeral(), config).await;
+    let s = open_eliciting_session(&h, CLIENT).await;
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+        "params": {"name": "test__delete", "arguments": {"path": "/slow"}, "_meta": {"progressToken": "p-1"}}}))
+    .unwrap();
+    let request = Request::builder()
+        .method("POST")
+        .uri("/mcp")
+        .header("authorization", format!("Bearer {CLIENT}"))
+        .header("mcp-session-id", &s.id)
+        .header("accept", "application/json, text/event-stream")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let mut events = EventReader {
+        body: h.service.handle(request).await.into_body(),
+        parser: mcp_wire::sse::Parser::default(),
+        ready: Default::default(),
+    };
+    let ask = events.next().await;
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    let mut last = 0;
+    for _ in 0..3 {
+        let beat = events.next().await;
+        assert_eq!(beat["method"], "notifications/progress", "{beat}");
+        assert_eq!(beat["params"]["progressToken"], "p-1");
+        let progress = beat["params"]["progress"].as_u64().unwrap();
+        assert!(progress > last, "progress rises: {progress} after {last}");
+        last = progress;
+    }
+    assert_eq!(
+        h.calls.delete.load(Ordering::SeqCst),
+        0,
+        "nothing ran while waiting"
+    );
+    s.post(json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"confirmed": true}}}))
+        .await;
+    let result = loop {
+        let event = events.next().await;
+        if event.get("id") == Some(&json!(77)) {
+            break event;
+        }
+        assert_eq!(event["method"], "notifications/progress", "{event}");
+    };
+    assert_eq!(
+        result["result"]["content"][0]["text"], "deleted /slow",
+        "{result}"
+    );
+    assert_eq!(h.calls.delete.load(Ordering::SeqCst), 1);
+}
+
 /// Waits until the gateway has noticed that alice's streams ended.
 async fn streams_closed(h: &Harness) {
     let alice = elicitation_store::Caller::new("alice", None).unwrap();
