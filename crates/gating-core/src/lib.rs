@@ -54,9 +54,9 @@ pub use policy::{
 pub use result::{
     ConfirmationMessage, ResultParts, account_required_result, cancelled_result,
     confirmation_message, confirmation_prompt, denied_result, expired_result,
-    gate_unavailable_result, held_result, held_result_parts, message_shows_arguments,
-    message_without_arguments, quarantined_result, rate_limited_result, upstream_error_result,
-    user_rejected_result, visible, visible_json,
+    gate_unavailable_result, held_result, held_result_at, held_result_parts,
+    message_shows_arguments, message_without_arguments, quarantined_result, rate_limited_result,
+    upstream_error_result, user_rejected_result, visible, visible_json,
 };
 pub use surfaces::Surfaces;
 pub use when::{

@@ -251,14 +251,29 @@ pub fn held_result_parts(confirmation: &Elicitation, surfaces: &Surfaces) -> Res
 
 /// The held result: a non-error `CallToolResult` carrying the confirmation elicitation.
 pub fn held_result(confirmation: &Elicitation, surfaces: &Surfaces) -> Value {
+    held_result_at(confirmation, surfaces, None)
+}
+
+/// The held result, its SEP-2643 denial naming also the page where a person approves this
+/// confirmation (`approve_at`), when the gateway knows its address.
+pub fn held_result_at(
+    confirmation: &Elicitation,
+    surfaces: &Surfaces,
+    approve_at: Option<&str>,
+) -> Value {
     let id = confirmation.id.to_string();
-    let hint = Hint::PersonApproval {
+    let mut hints = vec![Hint::PersonApproval {
         confirmation_id: id.clone(),
         expires_at: rfc3339(confirmation.expires_at),
-    };
+    }];
+    if let Some(url) = approve_at {
+        hints.push(Hint::Url {
+            url: url.to_owned(),
+        });
+    }
     with_denial(
         tool_result(&held_result_parts(confirmation, surfaces), false),
-        &Denial::new(Some(id), vec![hint]),
+        &Denial::new(Some(id), hints),
     )
 }
 

@@ -63,6 +63,15 @@ impl CallOutcome {
     /// becomes the held result; a module's result passes as it came; a module's JSON-RPC
     /// error is the client's error.
     pub fn into_reply(self) -> Result<ResultBody, GateError> {
+        self.into_reply_with(|_| None)
+    }
+
+    /// [`CallOutcome::into_reply`], a held result naming also where a person approves its
+    /// confirmation (`approve_at`, when the server knows its page's address).
+    pub fn into_reply_with(
+        self,
+        approve_at: impl FnOnce(&Elicitation) -> Option<String>,
+    ) -> Result<ResultBody, GateError> {
         match self {
             CallOutcome::Done(value) => Ok(ResultBody::Value(value)),
             CallOutcome::Forwarded(raw) => Ok(ResultBody::Raw(raw)),
@@ -71,9 +80,14 @@ impl CallOutcome {
                 message: error.message,
                 data: error.data,
             }),
-            CallOutcome::NeedsConfirmation(pending) => Ok(ResultBody::Value(
-                gating_core::held_result(&pending.confirmation, &pending.surfaces),
-            )),
+            CallOutcome::NeedsConfirmation(pending) => {
+                let url = approve_at(&pending.confirmation);
+                Ok(ResultBody::Value(gating_core::held_result_at(
+                    &pending.confirmation,
+                    &pending.surfaces,
+                    url.as_deref(),
+                )))
+            }
             CallOutcome::NeedsAccount { module, surfaces } => Ok(ResultBody::Value(
                 gating_core::account_required_result(&module, None, false, &surfaces),
             )),

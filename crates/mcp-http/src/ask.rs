@@ -94,6 +94,14 @@ pub(crate) fn page_url(base: &str, id: ElicitationId) -> String {
     format!("{}/approvals/e/{id}", base.trim_end_matches('/'))
 }
 
+/// The answer for a client that is not asked natively: a held result names the page where
+/// a person approves it when the gateway knows its address (`page`).
+pub(crate) fn reply(outcome: CallOutcome, page: Option<&str>) -> Result<ResultBody, McpError> {
+    outcome
+        .into_reply_with(|confirmation| page.map(|page| page_url(page, confirmation.id)))
+        .map_err(McpError::from)
+}
+
 /// The answer to a call not sent because its module runs as the caller's own account and
 /// theirs is not connected: for a client that takes URL elicitations and may be answered
 /// with `-32042` (2025-11-25), that error with the Connect link; for any other, the tool
@@ -249,11 +257,10 @@ impl Mrtr {
             .await
         {
             // Dismissed in the client: not asked there again; it waits for a person elsewhere.
-            CallOutcome::NeedsConfirmation(pending) if dismissed => {
-                CallOutcome::NeedsConfirmation(pending)
-                    .into_reply()
-                    .map_err(McpError::from)
-            }
+            CallOutcome::NeedsConfirmation(pending) if dismissed => reply(
+                CallOutcome::NeedsConfirmation(pending),
+                asks.page.as_deref(),
+            ),
             CallOutcome::NeedsConfirmation(pending) => {
                 // A confirmation an approver group must answer is not asked of the caller.
                 let caller_answers = self.gateway.caller_answers(&call.entry.qualified);
@@ -269,12 +276,13 @@ impl Mrtr {
                             asks.page.as_deref(),
                         )
                         .into()),
-                    None => CallOutcome::NeedsConfirmation(pending)
-                        .into_reply()
-                        .map_err(McpError::from),
+                    None => reply(
+                        CallOutcome::NeedsConfirmation(pending),
+                        asks.page.as_deref(),
+                    ),
                 }
             }
-            outcome => outcome.into_reply().map_err(McpError::from),
+            outcome => reply(outcome, asks.page.as_deref()),
         }
     }
 
@@ -458,9 +466,13 @@ async fn converse(
         crate::relay::final_message(&c.request_id, result, false)
     };
     let held = |current: &Elicitation| {
-        answer_with(Ok(
-            gating_core::held_result(current, c.gateway.surfaces()).into()
-        ))
+        let url = c.page.as_deref().map(|page| page_url(page, current.id));
+        answer_with(Ok(gating_core::held_result_at(
+            current,
+            c.gateway.surfaces(),
+            url.as_deref(),
+        )
+        .into()))
     };
     let by_url = c.by == AskBy::Url;
     let mut current = first;

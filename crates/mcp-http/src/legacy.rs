@@ -283,7 +283,7 @@ impl McpService {
                             slot,
                         )));
                     }
-                    outcome => outcome.into_reply().map_err(McpError::from)?,
+                    outcome => ask::reply(outcome, page.as_deref())?,
                 }
             }
             classified if streaming == Streaming::Allowed && response::accepts_sse(headers) => {
@@ -301,6 +301,7 @@ impl McpService {
                 let caller = principal.clone();
                 let channel = session.channel.clone();
                 let id = request.id.clone();
+                let page = page.clone();
                 // The call may go on in the response's stream: its slot goes with it.
                 let waiting = waiting.take();
                 let call = async move {
@@ -311,9 +312,7 @@ impl McpService {
                     // 20 KB, copied at every level per request.
                     let run = Box::pin(gateway.run(&caller, classified, Some(relay)));
                     channel
-                        .cancellable(&id, async {
-                            run.await.into_reply().map_err(McpError::from)
-                        })
+                        .cancellable(&id, async { ask::reply(run.await, page.as_deref()) })
                         .await
                 };
                 let id = request.id.clone();
@@ -327,10 +326,10 @@ impl McpService {
                 }
             }
             // Boxed for the same reason: the request's futures stay small.
-            classified => Box::pin(gateway.run(principal, classified, None))
-                .await
-                .into_reply()
-                .map_err(McpError::from)?,
+            classified => ask::reply(
+                Box::pin(gateway.run(principal, classified, None)).await,
+                page.as_deref(),
+            )?,
         };
         drop(waiting);
         Ok(Reply::Result(result.for_client(false), None))

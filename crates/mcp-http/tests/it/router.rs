@@ -1599,7 +1599,16 @@ async fn modern_client_without_form_elicitation_gets_the_held_result(h: Harness)
     )
     .await;
     assert_eq!(reply["result"]["resultType"], "complete");
-    held_id(&reply["result"]);
+    let id = held_id(&reply["result"]);
+    // SEP-2643: the denial names the confirmation, and the page where a person approves it
+    // (the gateway knows its address: a loopback Host).
+    let denial = &reply["result"]["_meta"]["io.modelcontextprotocol/authorization"];
+    assert_eq!(denial["authorizationContextId"], json!(id), "{reply}");
+    assert_eq!(
+        denial["remediationHints"][1],
+        json!({"type": "url", "url": format!("http://127.0.0.1:8080/approvals/e/{id}")}),
+        "{reply}"
+    );
     // A URL-mode client is sent to the approvals page instead (tests/it/approvals.rs).
     let (_, reply) = modern_call(
         &h,
