@@ -356,6 +356,7 @@ async fn module_as(
                     tls,
                     credentials,
                     call_timeout: config.call_timeout,
+                    era: config.era.upstream(),
                 })
                 .map_err(|e| anyhow::anyhow!("module {:?}: {e}", config.name))?,
             )

@@ -103,6 +103,7 @@ impl Config {
             user: None,
             home: None,
             pin: Pin::default(),
+            era: ModuleEra::default(),
         });
         config
     }

@@ -89,6 +89,22 @@ pub struct HttpConfig {
     pub credentials: Option<SharedCredentials>,
     /// How long one call may take.
     pub call_timeout: Duration,
+    /// Which era the gateway speaks with it.
+    pub era: ModuleEra,
+}
+
+/// Which era the gateway speaks with an HTTP module (`[[modules]] era`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ModuleEra {
+    /// 2026-07-28 when `server/discover` offers it, else the 2025 handshake.
+    #[default]
+    Auto,
+    /// 2026-07-28 only: a module whose `server/discover` does not offer it is down.
+    Modern,
+    /// The 2025 handshake (`initialize`), even with a module that offers 2026-07-28: its
+    /// tools that ask the 2025 way (server-initiated `elicitation/create`,
+    /// `sampling/createMessage`) can ask.
+    Legacy,
 }
 
 #[derive(Debug, Clone)]
@@ -506,32 +522,42 @@ impl HttpModule {
         if let Some(known) = self.known_era() {
             return Ok(known);
         }
-        let id = self.next_id();
-        let mut params = ListParams::default();
-        params.add_meta(modern_meta());
-        let discover = jsonrpc::request_bytes(&id, "server/discover", &params);
-        let mut headers = self.headers();
-        headers.insert(
-            MCP_PROTOCOL_VERSION,
-            HeaderValue::from_static(MODERN_VERSION),
-        );
-        headers.insert(MCP_METHOD, HeaderValue::from_static("server/discover"));
-        let (_, _, answer) = self.post(discover, headers, Some(&id), None).await?;
-        let discovered = match &answer {
-            Some(Ok(raw)) => serde_json::from_str::<Value>(raw.get()).ok(),
-            _ => None,
-        };
-        let modern = matches!(&discovered, Some(result) if result
-            .get("supportedVersions")
-            .and_then(Value::as_array)
-            .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)));
-        let found = if modern {
-            if let Some(discovered) = &discovered {
-                self.offers.record(discovered);
-            }
-            Era::Modern
-        } else {
+        let found = if self.config.era == ModuleEra::Legacy {
             self.handshake().await?
+        } else {
+            let id = self.next_id();
+            let mut params = ListParams::default();
+            params.add_meta(modern_meta());
+            let discover = jsonrpc::request_bytes(&id, "server/discover", &params);
+            let mut headers = self.headers();
+            headers.insert(
+                MCP_PROTOCOL_VERSION,
+                HeaderValue::from_static(MODERN_VERSION),
+            );
+            headers.insert(MCP_METHOD, HeaderValue::from_static("server/discover"));
+            let (_, _, answer) = self.post(discover, headers, Some(&id), None).await?;
+            let discovered = match &answer {
+                Some(Ok(raw)) => serde_json::from_str::<Value>(raw.get()).ok(),
+                _ => None,
+            };
+            let modern = matches!(&discovered, Some(result) if result
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .is_some_and(|v| v.iter().any(|v| v == MODERN_VERSION)));
+            if modern {
+                if let Some(discovered) = &discovered {
+                    self.offers.record(discovered);
+                }
+                Era::Modern
+            } else if self.config.era == ModuleEra::Modern {
+                return Err(ModuleError::Unavailable {
+                    module: self.config.name.clone(),
+                    reason: "it does not offer 2026-07-28 (server/discover), and era = \"modern\""
+                        .into(),
+                });
+            } else {
+                self.handshake().await?
+            }
         };
         tracing::info!(module = %self.config.name, era = ?found, "http module connected");
         *self

@@ -316,10 +316,11 @@ impl Config {
                     || m.client_cert.is_some()
                     || m.client_key.is_some()
                     || m.allow_insecure
-                    || m.auth.is_some() =>
+                    || m.auth.is_some()
+                    || m.era != ModuleEra::Auto =>
                 {
                     bail!(
-                        "module {:?}: ca_file, client_cert, client_key, allow_insecure and auth are for transport \"http\"",
+                        "module {:?}: ca_file, client_cert, client_key, allow_insecure, auth and era are for transport \"http\" (a stdio module always speaks the 2025 handshake)",
                         m.name
                     )
                 }

@@ -80,6 +80,33 @@ pub(crate) struct ModuleConfig {
     /// How the module's tool definitions are pinned (docs/security.md).
     #[serde(default)]
     pub(crate) pin: Pin,
+    /// http: which era the gateway speaks with it (docs/modules.md).
+    #[serde(default)]
+    pub(crate) era: ModuleEra,
+}
+
+/// `[[modules]] era`: which era the gateway speaks with an HTTP module.
+#[derive(Debug, Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ModuleEra {
+    /// 2026-07-28 when the module offers it, else the 2025 handshake.
+    #[default]
+    Auto,
+    /// 2026-07-28 only.
+    Modern,
+    /// The 2025 handshake, even with a module that offers 2026-07-28.
+    Legacy,
+}
+
+impl ModuleEra {
+    /// The module client's setting.
+    pub(crate) fn upstream(self) -> mcp_upstream::http::ModuleEra {
+        match self {
+            ModuleEra::Auto => mcp_upstream::http::ModuleEra::Auto,
+            ModuleEra::Modern => mcp_upstream::http::ModuleEra::Modern,
+            ModuleEra::Legacy => mcp_upstream::http::ModuleEra::Legacy,
+        }
+    }
 }
 
 impl ModuleConfig {

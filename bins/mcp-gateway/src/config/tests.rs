@@ -252,3 +252,27 @@ fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
         "an operations listener is an address"
     );
 }
+
+/// `[[modules]] era`: read for an HTTP module, refused for a stdio one (which always speaks
+/// the 2025 handshake), and an unknown value is refused.
+#[test]
+fn a_modules_era_is_for_http_modules_and_names_one_of_three() {
+    let http: Config = toml::from_str(
+        "[[modules]]\nname = \"m\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\nera = \"legacy\"",
+    )
+    .unwrap();
+    http.check().unwrap();
+    assert_eq!(http.modules[0].era, ModuleEra::Legacy);
+    let stdio: Config = toml::from_str(
+        "[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"true\"\nera = \"modern\"",
+    )
+    .unwrap();
+    let refused = stdio.check().unwrap_err().to_string();
+    assert!(refused.contains("era"), "{refused}");
+    assert!(
+        toml::from_str::<Config>(
+            "[[modules]]\nname = \"m\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\nera = \"2026\""
+        )
+        .is_err()
+    );
+}

@@ -27,6 +27,8 @@ static LEGACY_ONLY: [ProtocolVersion; 1] = [ProtocolVersion::V_2025_11_25];
 struct Shop {
     deleted: Arc<AtomicUsize>,
     legacy_only: bool,
+    /// The protocol version of each call it served.
+    eras: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 fn tool(name: &str, annotations: ToolAnnotations) -> Tool {
@@ -67,8 +69,10 @@ impl ServerHandler for Shop {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let era = context.protocol_version().map(|v| v.to_string());
+        self.eras.lock().unwrap().push(era.unwrap_or_default());
         let order = request
             .arguments
             .as_ref()
@@ -85,15 +89,16 @@ impl ServerHandler for Shop {
     }
 }
 
-/// An rmcp server on a socket of its own: its address and its deletions.
-async fn serve(legacy_only: bool) -> (String, Arc<AtomicUsize>) {
-    let deleted = Arc::new(AtomicUsize::new(0));
+/// An rmcp server on a socket of its own: its address and the shop.
+async fn serve(legacy_only: bool) -> (String, Shop) {
     let shop = Shop {
-        deleted: deleted.clone(),
+        deleted: Arc::default(),
         legacy_only,
+        eras: Arc::default(),
     };
+    let served = shop.clone();
     let service = StreamableHttpService::new(
-        move || Ok(shop.clone()),
+        move || Ok(served.clone()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
@@ -101,7 +106,7 @@ async fn serve(legacy_only: bool) -> (String, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{address}/mcp"), deleted)
+    (format!("http://{address}/mcp"), shop)
 }
 
 /// A person at an rmcp client: approves what they are asked, counting the questions.
@@ -135,8 +140,10 @@ fn text(result: &CallToolResult) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_clients_of_both_eras_call_rmcp_modules_of_both_eras_and_are_asked_first() {
-    let (modern_url, modern_deleted) = serve(false).await;
-    let (legacy_url, legacy_deleted) = serve(true).await;
+    let (modern_url, modern) = serve(false).await;
+    let (legacy_url, legacy) = serve(true).await;
+    // Speaks both eras; the operator pins it to the 2025 one (era = "legacy").
+    let (pinned_url, pinned) = serve(false).await;
     let dir = std::env::temp_dir().join(format!("mcp-e2e-rmcp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -164,6 +171,12 @@ name = "legacy"
 transport = "http"
 url = "{legacy_url}"
 trust_annotations = true
+[[modules]]
+name = "pinned"
+transport = "http"
+url = "{pinned_url}"
+trust_annotations = true
+era = "legacy"
 "#,
             client = token_sha256(CLIENT),
         ),
@@ -207,7 +220,7 @@ trust_annotations = true
         ] {
             assert!(names.contains(&name), "{version}: {name} in {names:?}");
         }
-        for (module, deleted) in [("modern", &modern_deleted), ("legacy", &legacy_deleted)] {
+        for (module, deleted) in [("modern", &modern.deleted), ("legacy", &legacy.deleted)] {
             let listed = client
                 .call_tool(CallToolRequestParams::new(format!("{module}__list_orders")))
                 .await
@@ -234,6 +247,36 @@ trust_annotations = true
             );
         }
         client.cancel().await.unwrap();
+    }
+    // The pinned module is spoken to in the 2025 era though it offers 2026-07-28; the others
+    // in the newest each speaks.
+    let listed = Person {
+        asked: Arc::default(),
+        version: ProtocolVersion::V_2025_11_25,
+    };
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.base))
+            .auth_header(CLIENT),
+    );
+    let client = listed
+        .serve_with_lifecycle(transport, ClientLifecycleMode::Initialize)
+        .await
+        .unwrap();
+    client
+        .call_tool(CallToolRequestParams::new("pinned__list_orders"))
+        .await
+        .unwrap();
+    client.cancel().await.unwrap();
+    for (shop, era) in [
+        (&pinned, "2025-11-25"),
+        (&modern, "2026-07-28"),
+        (&legacy, "2025-11-25"),
+    ] {
+        let eras = shop.eras.lock().unwrap().clone();
+        assert!(
+            !eras.is_empty() && eras.iter().all(|e| e == era),
+            "{era}: {eras:?}"
+        );
     }
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

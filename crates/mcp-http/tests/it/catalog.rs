@@ -289,6 +289,7 @@ async fn prompts_of_a_module_reached_over_http_are_listed_and_got() {
         tls: None,
         credentials: None,
         call_timeout: std::time::Duration::from_secs(30),
+        era: Default::default(),
     })
     .unwrap();
     let registry = Registry::start(vec![ModuleSpec {

@@ -44,6 +44,7 @@ async fn gateway_over_http_with(url: String, clock: Arc<dyn Clock>) -> Gateway {
         tls: None,
         credentials: None,
         call_timeout: Duration::from_secs(30),
+        era: Default::default(),
     })
     .unwrap();
     let registry = Registry::start_with(

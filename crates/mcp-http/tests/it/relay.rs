@@ -80,6 +80,7 @@ async fn http_harness(fixture: &str, name: &str) -> (Harness, tokio::process::Ch
             tls: None,
             credentials: None,
             call_timeout: Duration::from_secs(30),
+            era: Default::default(),
         })
         .unwrap(),
     );

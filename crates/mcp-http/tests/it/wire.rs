@@ -414,6 +414,7 @@ async fn mcp_param_headers_are_sent_to_a_modern_http_module() {
         tls: None,
         credentials: None,
         call_timeout: Duration::from_secs(30),
+        era: Default::default(),
     })
     .unwrap();
     let outer = gateway(vec![spec("up", Arc::new(module))]).await;

@@ -47,6 +47,7 @@ fn module(url: &str) -> HttpModule {
         tls: None,
         credentials: None,
         call_timeout: Duration::from_secs(30),
+        era: Default::default(),
     })
     .unwrap()
 }
