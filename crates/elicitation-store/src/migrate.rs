@@ -239,13 +239,10 @@ mod tests {
             .unwrap();
     }
 
-    /// A database the store migrated before it had a history table of its own (its rows in
-    /// refinery's default table) is taken over: nothing runs twice, and only the new
-    /// migration applies.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_database_migrated_into_refinerys_default_table_is_taken_over_without_rerunning() {
-        let db = TestDb::new().await;
-        let config = db.empty_beside("old").await;
+    /// A database beside `db`'s, migrated to V23 into refinery's default history table (as
+    /// the store did before it had a table of its own).
+    async fn migrated_by_refinerys_default(db: &TestDb, name: &str) -> tokio_postgres::Client {
+        let config = db.empty_beside(name).await;
         let mut client = connect(&config).await;
         db.role_locked(async {
             embedded::migrations::runner()
@@ -255,6 +252,16 @@ mod tests {
                 .unwrap();
         })
         .await;
+        client
+    }
+
+    /// A database the store migrated before it had a history table of its own (its rows in
+    /// refinery's default table) is taken over: nothing runs twice, and only the new
+    /// migration applies.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_database_migrated_into_refinerys_default_table_is_taken_over_without_rerunning() {
+        let db = TestDb::new().await;
+        let mut client = migrated_by_refinerys_default(&db, "old").await;
         let applied = db.role_locked(migrate(&mut client)).await.unwrap();
         assert_eq!(applied, ["V24__a_history_table_of_its_own"]);
         let ours = history(&client, MIGRATION_HISTORY_TABLE).await;
@@ -277,16 +284,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_history_that_records_none_of_the_stores_migrations_is_not_adopted() {
         let db = TestDb::new().await;
-        let config = db.empty_beside("orphan").await;
-        let mut client = connect(&config).await;
-        db.role_locked(async {
-            embedded::migrations::runner()
-                .set_target(refinery::Target::Version(23))
-                .run_async(&mut client)
-                .await
-                .unwrap();
-        })
-        .await;
+        let mut client = migrated_by_refinerys_default(&db, "orphan").await;
         client
             .batch_execute("DELETE FROM refinery_schema_history")
             .await

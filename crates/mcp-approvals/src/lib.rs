@@ -427,7 +427,7 @@ pub struct Page {
     /// Where ended sign-ins are known (with ended session ids: one record, one feed).
     ended: Arc<mcp_http_kit::ended::EndedTokens>,
     uploads: Option<Arc<mcp_uploads::Uploads>>,
-    streams: mcp_http_kit::streams::StreamSlots,
+    streams: mcp_gate::streams::StreamSlots,
     /// Turns true at shutdown: the page's event streams end.
     closing: tokio::sync::watch::Receiver<bool>,
     secure_cookies: bool,
@@ -460,7 +460,7 @@ pub struct PageParts {
     /// The record of ended tokens, shared with the sessions.
     pub ended: Arc<mcp_http_kit::ended::EndedTokens>,
     /// The callers' open streams, shared with the MCP surface.
-    pub streams: mcp_http_kit::streams::StreamSlots,
+    pub streams: mcp_gate::streams::StreamSlots,
     /// Turns true at shutdown.
     pub closing: tokio::sync::watch::Receiver<bool>,
     /// Whether cookies are `Secure`.

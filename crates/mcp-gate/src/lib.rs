@@ -34,6 +34,7 @@ pub mod pins;
 mod respond;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
+pub mod streams;
 
 pub use inbox::Inbox;
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};

@@ -40,6 +40,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::error::GateError;
+use crate::streams::StreamSlots;
 use crate::{CallOutcome, Classified, ClientAnswer, GatedCall, Gateway, OwnTool};
 
 /// The key of the adapter's one input request (2026-07-28).
@@ -55,7 +56,7 @@ pub struct Gated<H> {
     gateway: Arc<Gateway>,
     module: String,
     caller: Arc<CallerOf>,
-    waits: Arc<Waits>,
+    waits: StreamSlots,
 }
 
 impl<H> Clone for Gated<H> {
@@ -85,7 +86,7 @@ impl<H: ServerHandler> Gated<H> {
             gateway,
             module: "server".into(),
             caller: Arc::new(caller),
-            waits: Arc::default(),
+            waits: StreamSlots::new(MAX_WAITING_PER_CALLER),
         }
     }
 
@@ -226,7 +227,7 @@ impl<H: ServerHandler> Gated<H> {
         }
         // A call waiting on the stream holds one of the caller's waits; past them, the
         // held result.
-        let Some(_waiting) = self.waits.take(&principal) else {
+        let Some(_waiting) = self.waits.try_open(&principal.caller) else {
             return reply(CallOutcome::NeedsConfirmation(pending));
         };
         // 2025-11-25: asked on the session's stream while the call waits.
@@ -530,51 +531,6 @@ impl<H: ServerHandler> ServerHandler for Gated<H> {
 /// Most calls of one caller waiting on their session's stream for an answer in the client.
 const MAX_WAITING_PER_CALLER: usize = 16;
 
-/// The calls waiting on their session's stream, per caller.
-#[derive(Default)]
-struct Waits(std::sync::Mutex<std::collections::HashMap<String, usize>>);
-
-/// One waiting call; its place is given back when it ends.
-struct Waiting {
-    waits: Arc<Waits>,
-    who: String,
-}
-
-impl Waits {
-    fn take(self: &Arc<Self>, principal: &Principal) -> Option<Waiting> {
-        let who = crate::instance_key(&principal.caller);
-        let mut waiting = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let count = waiting.entry(who.clone()).or_default();
-        if *count >= MAX_WAITING_PER_CALLER {
-            return None;
-        }
-        *count += 1;
-        Some(Waiting {
-            waits: self.clone(),
-            who,
-        })
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        let mut waiting = self
-            .waits
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(count) = waiting.get_mut(&self.who) {
-            *count -= 1;
-            if *count == 0 {
-                waiting.remove(&self.who);
-            }
-        }
-    }
-}
-
 /// What the client can be asked with.
 struct Asks {
     /// It shows forms (declared elicitation, form mode or the 2025 default).
@@ -585,13 +541,11 @@ struct Asks {
 
 impl Asks {
     fn of(context: &RequestContext<RoleServer>) -> Asks {
-        let capabilities = context
+        // Elicitation declared with no mode is form (2025-11-25); `url` alone is not.
+        let form = context
             .client_capabilities()
-            .and_then(|c| serde_json::to_value(c).ok());
-        let form = match capabilities.as_ref().and_then(|c| c.get("elicitation")) {
-            Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
-            _ => false,
-        };
+            .and_then(|c| c.elicitation)
+            .is_some_and(|modes| modes.form.is_some() || modes.url.is_none());
         let modern = context
             .protocol_version()
             .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);

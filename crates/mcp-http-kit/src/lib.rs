@@ -1,7 +1,7 @@
 //! The HTTP plumbing the MCP server (`mcp-http`) and the approvals page (`mcp-approvals`)
 //! both stand on: response bodies ([`body`]), the one mapping of an error to a response on
-//! either surface ([`response`], [`error::HttpError`]), the caps on a caller's open streams
-//! ([`streams`]) and on the request bodies in flight ([`inflight`]), the
+//! either surface ([`response`], [`error::HttpError`]), the cap on the request bodies in
+//! flight ([`inflight`]; the cap on a caller's open streams is `mcp_gate::streams`), the
 //! reloadable state and the snapshot a request is served with ([`live`]), the tokens that
 //! ended early ([`ended`]), and the REST view of an elicitation ([`views`]).
 //!
@@ -15,5 +15,4 @@ pub mod error;
 pub mod inflight;
 pub mod live;
 pub mod response;
-pub mod streams;
 pub mod views;

@@ -29,10 +29,10 @@ use serde_json::Value;
 use crate::answers::PendingAnswers;
 use crate::state::{RequestStates, StateClaims};
 use mcp_auth::{Principal, SCOPE_RESPOND};
+use mcp_gate::streams::StreamSlot;
 use mcp_gate::{CallOutcome, Classified, ClientAnswer, GatedCall, Gateway};
 use mcp_http_kit::body::{Body, ChannelBody};
 use mcp_http_kit::error::McpError;
-use mcp_http_kit::streams::StreamSlot;
 
 /// The key of the gateway's one input request.
 pub const CONFIRM_KEY: &str = "confirm";
@@ -190,7 +190,7 @@ pub struct Mrtr {
     pub clock: Arc<dyn Clock>,
     /// The caller's share of long-lived requests: a permission prompt holds one while it
     /// waits for a person.
-    pub waits: mcp_http_kit::streams::StreamSlots,
+    pub waits: mcp_gate::streams::StreamSlots,
 }
 
 impl Mrtr {

@@ -42,7 +42,7 @@ pub fn stream(
     session: String,
     caller: Caller,
     last_event_id: Option<u64>,
-    slot: mcp_http_kit::streams::StreamSlot,
+    slot: mcp_gate::streams::StreamSlot,
     prime: bool,
 ) -> Response<Body> {
     let generation = channel.generation.fetch_add(1, Ordering::AcqRel) + 1;
@@ -171,7 +171,7 @@ pub fn modern_stream(
     mut changes: tokio::sync::broadcast::Receiver<()>,
     updates: CallerUpdates,
     mut closing: watch::Receiver<bool>,
-    slot: mcp_http_kit::streams::StreamSlot,
+    slot: mcp_gate::streams::StreamSlot,
     on_end: impl FnOnce() + Send + 'static,
 ) -> Response<Body> {
     use tokio::sync::broadcast::error::RecvError;

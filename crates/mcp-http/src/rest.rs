@@ -51,7 +51,7 @@ pub struct RestRequest<'a> {
     /// The body.
     pub body: &'a [u8],
     /// The caller's share of long-lived requests: a long poll holds one while it waits.
-    pub waits: &'a mcp_http_kit::streams::StreamSlots,
+    pub waits: &'a mcp_gate::streams::StreamSlots,
 }
 
 /// Serves one REST request: the status and JSON body of success, or the error.

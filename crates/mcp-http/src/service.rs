@@ -41,11 +41,11 @@ use crate::sessions::Sessions;
 use crate::state::RequestStates;
 use mcp_auth::Auth;
 use mcp_gate::Gateway;
+use mcp_gate::streams::StreamSlots;
 use mcp_http_kit::error::McpError;
 use mcp_http_kit::inflight::{Over, Sender};
 use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response::{self, Surface};
-use mcp_http_kit::streams::StreamSlots;
 
 pub use mcp_http_kit::body::Body;
 
