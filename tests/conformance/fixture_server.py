@@ -8,7 +8,7 @@ everything-server.ts). It is the upstream server that the gateway is tested in
 front of, and it passes the 30 active scenarios when the suite is run against
 it directly.
 
-Usage: python fixture_server.py (--port PORT | --stdio) [--era legacy|both]
+Usage: python fixture_server.py (--port PORT | --stdio) [--era legacy|both|both-asking-2025]
 Serves Streamable HTTP (stateful sessions, SSE responses) at
 http://127.0.0.1:PORT/mcp, or stdio with --stdio.
 
@@ -17,7 +17,11 @@ gateway's `server/discover` probe) gets the spec's -32022, so the gateway falls
 back to `initialize`. --era both serves either era, as the SDK does: a
 2026-07-28 request is served statelessly, its tools ask for input with
 `input_required` (multi round-trip) instead of asking mid-call, and its log
-messages follow the request's `_meta` log level. Stops cleanly on SIGTERM or
+messages follow the request's `_meta` log level. --era both-asking-2025 serves
+either era too, but its tools ask the 2025 way in both (mid-call `elicitation/create`
+and `sampling/createMessage`), as a server written for 2025-11-25 on a newer SDK
+does: at 2026-07-28 the SDK refuses them ("no back-channel"), so only a 2025-era
+session can answer them. Stops cleanly on SIGTERM or
 SIGINT. Depends only on the `mcp` SDK (and its dependencies) and the standard
 library.
 """
@@ -160,6 +164,10 @@ def plain(answer):
     return answer
 
 
+# Whether tools ask mid-call at either era (--era both-asking-2025).
+ASKING_2025 = False
+
+
 class InputRequired(Exception):
     """A 2026-07-28 call needs the client's input first: answered `input_required`."""
 
@@ -183,10 +191,11 @@ async def run_tool(ctx, params: types.CallToolRequestParams):
     session = ctx.session
     related = ServerMessageMetadata(related_request_id=ctx.request_id)
     modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+    asks_modern = modern and not ASKING_2025
 
     async def ask(key: str, method: str, request: dict, result_type):
         """Asks the client: mid-call in a legacy session, by `input_required` at 2026-07-28."""
-        if not modern:
+        if not asks_modern:
             if method == "elicitation/create":
                 return await session.elicit_form(request["message"], request["requestedSchema"], related_request_id=ctx.request_id)
             return await session.send_request(
@@ -409,9 +418,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int)
     parser.add_argument("--stdio", action="store_true")
-    parser.add_argument("--era", choices=["legacy", "both"], default="legacy")
+    parser.add_argument("--era", choices=["legacy", "both", "both-asking-2025"], default="legacy")
     parser.add_argument("--host", default="127.0.0.1")
     args = parser.parse_args()
+    global ASKING_2025
+    ASKING_2025 = args.era == "both-asking-2025"
     if args.stdio:
         # The gateway opens every stdio module with `initialize`, so --era does not change
         # what it meets there: the SDK serves either era on one process.

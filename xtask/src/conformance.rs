@@ -10,6 +10,12 @@
 //!   legacy only (`--era legacy`: 2026-07-28 requests get -32022, so the gateway falls back
 //!   to `initialize`), or 2026-07-28 capable (`--era both`: the gateway reaches it at
 //!   2026-07-28, its tools ask by `input_required`).
+//!   A third fixture speaks both eras but its tools ask the 2025 way at either
+//!   (`--era both-asking-2025`, mid-call requests, as a server written for 2025-11-25 on a
+//!   newer SDK): the gateway reaches it at 2026-07-28, and must speak 2025-11-25 with it
+//!   for a 2025-era client's calls so the tools can ask. Its cells are the 2025-11-25
+//!   client's over HTTP (a 2026-07-28 client cannot answer such a tool directly either, and
+//!   over stdio it is the `both` fixture's cell again).
 //! - Module transport: Streamable HTTP, or stdio (the gateway starts the fixture with
 //!   `--stdio`; it opens every stdio module with `initialize`, which the SDK serves at either
 //!   `--era`).
@@ -65,7 +71,10 @@ impl Drop for Running {
 }
 
 /// The module eras of the matrix: the fixture's `--era`.
-const MODULE_ERAS: &[&str] = &["legacy", "both"];
+const MODULE_ERAS: &[&str] = &["legacy", "both", "both-asking-2025"];
+
+/// The fixture whose tools ask the 2025 way at either era: only 2025-era clients over HTTP.
+const ASKING_2025: &str = "both-asking-2025";
 
 /// Runs the matrix (the gateway built here, debug).
 pub(crate) fn run() -> Result<()> {
@@ -112,8 +121,13 @@ pub(crate) fn run() -> Result<()> {
                 )?
             ));
         }
-        for transport in ["http", "stdio"] {
-            let module = match transport {
+        let transports: &[&str] = if *era == ASKING_2025 {
+            &["http"]
+        } else {
+            &["http", "stdio"]
+        };
+        for transport in transports {
+            let module = match *transport {
                 "http" => format!("transport = \"http\"\nurl = \"{url}\""),
                 _ => format!(
                     "transport = \"stdio\"\ncommand = {}\nargs = [{}, \"--stdio\", \"--era\", \"{era}\"]",
@@ -143,6 +157,9 @@ pub(crate) fn run() -> Result<()> {
                 "2025-11-25 client, {cell}: {}",
                 suite(&cli, &through, &format!("2025-11-25 client, {cell}"))?
             ));
+            if *era == ASKING_2025 {
+                continue;
+            }
             summary.push(format!(
                 "2026-07-28 client, {cell}: {}",
                 modern(

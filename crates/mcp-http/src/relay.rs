@@ -95,6 +95,11 @@ pub(crate) trait Asker: Send + Sync {
     /// Whether the client can answer `method`.
     fn can(&self, method: &str) -> bool;
 
+    /// Whether the client is asked while the call runs, on its stream (a legacy session).
+    fn mid_call(&self) -> bool {
+        false
+    }
+
     /// Asks the client `method`; `queue` is the call's stream.
     async fn ask(
         &self,
@@ -108,6 +113,10 @@ pub(crate) trait Asker: Send + Sync {
 impl Asker for SessionAsker {
     fn can(&self, method: &str) -> bool {
         self.can.can(method)
+    }
+
+    fn mid_call(&self) -> bool {
+        true
     }
 
     async fn ask(
@@ -228,6 +237,10 @@ impl mcp_upstream::Relay for ClientRelay {
     fn answers(&self, method: &str) -> bool {
         self.asker.as_ref().is_some_and(|a| a.can(method))
             || (method == "elicitation/create" && self.inbox.is_some())
+    }
+
+    fn asks_mid_call(&self) -> bool {
+        self.asker.as_ref().is_some_and(|a| a.mid_call())
     }
 
     async fn ask(&self, method: &str, params: Option<Value>) -> Result<Value, ErrorObject> {

@@ -68,34 +68,60 @@ impl Live {
 /// The running per-caller instances of one module.
 pub(crate) struct Instances {
     module: String,
-    isolation: Isolation,
+    /// At most this many at once.
+    max_instances: usize,
+    /// An instance unused this long is stopped.
+    idle: Duration,
+    /// Each caller's own credentials' kind, for a module run as its callers.
+    per_person: Option<&'static str>,
     live: tokio::sync::Mutex<HashMap<String, Live>>,
 }
 
 impl Instances {
     /// The kind of each caller's own credentials, for a module run as its callers.
     pub(crate) fn per_person(&self) -> Option<&'static str> {
-        self.isolation.per_person
+        self.per_person
     }
 
-    pub(crate) fn new(module: String, isolation: Isolation) -> Self {
+    pub(crate) fn new(module: String, isolation: &Isolation) -> Self {
         Instances {
             module,
-            isolation,
+            max_instances: isolation.max_instances,
+            idle: isolation.idle,
+            per_person: isolation.per_person,
             live: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
 
-    /// The instance of caller `who`, started now if it has none (then `true`). Starting one
-    /// holds up only that caller's requests.
-    pub(crate) async fn of(&self, who: &str) -> Result<(Arc<dyn Module>, bool), ModuleError> {
+    /// Instances started by whoever asks ([`Instances::of`]), at most `max_instances`,
+    /// stopped after `idle`.
+    pub(crate) fn bounded(module: String, max_instances: usize, idle: Duration) -> Self {
+        Instances {
+            module,
+            max_instances,
+            idle,
+            per_person: None,
+            live: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The instance of caller `who`, started now by `start` if it has none (then `true`).
+    /// Starting one holds up only that caller's requests.
+    pub(crate) async fn of<F>(
+        &self,
+        who: &str,
+        start: impl FnOnce() -> F,
+    ) -> Result<(Arc<dyn Module>, bool), ModuleError>
+    where
+        F: Future<Output = Result<Arc<dyn Module>, ModuleError>>,
+    {
         let slot = {
             let mut live = self.live.lock().await;
             if let Some(instance) = live.get_mut(who) {
                 instance.last_used = Instant::now();
                 instance.instance.clone()
             } else {
-                if live.len() >= self.isolation.max_instances.max(1) {
+                if live.len() >= self.max_instances.max(1) {
                     // Room from the least recently used instance nobody is using now.
                     let idle = live
                         .iter()
@@ -128,7 +154,7 @@ impl Instances {
         let module = slot
             .get_or_try_init(|| async {
                 started.store(true, std::sync::atomic::Ordering::Relaxed);
-                (self.isolation.start)(who).await
+                start().await
             })
             .await;
         match module {
@@ -155,7 +181,7 @@ impl Instances {
 
     /// Stops the instances unused for the idle time (and not in use now).
     pub(crate) async fn sweep(&self) {
-        let idle = self.isolation.idle;
+        let idle = self.idle;
         let stopped: Vec<Arc<dyn Module>> = {
             let mut live = self.live.lock().await;
             let expired: Vec<String> = live

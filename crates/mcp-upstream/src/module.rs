@@ -219,6 +219,21 @@ pub trait Module: Send + Sync + 'static {
 
     /// Stops the module (a child process is terminated).
     async fn shutdown(&self) {}
+
+    /// Whether the module speaks both eras and is reached at 2026-07-28 now, so a client of
+    /// the 2025 era is better served by a 2025-era session with it ([`Module::legacy_twin`]).
+    fn speaks_both(&self) -> bool {
+        false
+    }
+
+    /// A new client of this module that speaks 2025-11-25 with it (its own session, the same
+    /// address and credentials), connected; for a module that [`Module::speaks_both`].
+    async fn legacy_twin(&self) -> Result<Arc<dyn Module>, ModuleError> {
+        Err(ModuleError::Unavailable {
+            module: String::new(),
+            reason: "the module speaks one era".into(),
+        })
+    }
 }
 
 /// A module's state as the operator sees it.
@@ -267,6 +282,13 @@ pub trait Relay: Send + Sync {
     /// during this call — by the client, or (a form elicitation) by a person through the
     /// gateway — so the module is told only of what can be answered.
     fn answers(&self, method: &str) -> bool;
+
+    /// Whether the client is asked a module's requests while the call runs, on the call's
+    /// own stream (a 2025-11-25 session): a module that speaks both eras is then spoken to
+    /// in the 2025 era for this call, so it asks the way the client can answer.
+    fn asks_mid_call(&self) -> bool {
+        false
+    }
 }
 
 /// The methods a module may ask its client during a call.

@@ -338,6 +338,26 @@ fn refresh_on_change(
     });
 }
 
+/// Stops idle per-caller instances and 2025-era sessions, every [`INSTANCE_SWEEP`], for as
+/// long as the registry lives.
+fn sweep_idle(registry: &Arc<Registry>) {
+    let weak = Arc::downgrade(registry);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(INSTANCE_SWEEP).await;
+            let Some(registry) = weak.upgrade() else {
+                return;
+            };
+            for instances in registry.instances.iter().flatten() {
+                instances.sweep().await;
+            }
+            for twins in &registry.legacy_twins {
+                twins.instances.sweep().await;
+            }
+        }
+    });
+}
+
 /// A module's `notifications/resources/updated`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceUpdate {
@@ -385,11 +405,27 @@ pub struct Registry {
     call_limit: CallLimit,
     /// Each isolated module's per-caller instances.
     instances: Vec<Option<crate::isolation::Instances>>,
+    /// Each module's 2025-era sessions, per caller, for clients of that era
+    /// ([`Registry::in_client_era`]).
+    legacy_twins: Vec<LegacyTwins>,
     /// The unlisted resource URIs modules named to each caller in their results.
     announced: crate::announced::Announced,
     /// The registry itself, for the tasks that follow a per-caller instance.
     this: std::sync::OnceLock<Weak<Registry>>,
 }
+
+/// A module's 2025-era sessions for 2025-era clients, per caller.
+struct LegacyTwins {
+    instances: crate::isolation::Instances,
+    /// The module answered the 2025 handshake as no 2025 server would: none is tried again.
+    unavailable: std::sync::atomic::AtomicBool,
+}
+
+/// Most 2025-era sessions kept with one module that is not isolated (an isolated module
+/// keeps as many as its instances).
+const MAX_LEGACY_TWINS: usize = 256;
+/// How long a 2025-era session with a module that is not isolated is kept unused.
+const LEGACY_TWIN_IDLE: Duration = Duration::from_secs(600);
 
 /// How many tool calls one module runs at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -431,10 +467,26 @@ impl Registry {
             .map(|m| {
                 m.isolation
                     .clone()
-                    .map(|i| crate::isolation::Instances::new(m.name.clone(), i))
+                    .map(|i| crate::isolation::Instances::new(m.name.clone(), &i))
+            })
+            .collect();
+        let legacy_twins = modules
+            .iter()
+            .map(|m| {
+                let (max, idle) = m
+                    .isolation
+                    .as_ref()
+                    .map_or((MAX_LEGACY_TWINS, LEGACY_TWIN_IDLE), |i| {
+                        (i.max_instances, i.idle)
+                    });
+                LegacyTwins {
+                    instances: crate::isolation::Instances::bounded(m.name.clone(), max, idle),
+                    unavailable: std::sync::atomic::AtomicBool::new(false),
+                }
             })
             .collect();
         let registry = Arc::new(Registry {
+            legacy_twins,
             call_slots,
             call_limit: limit,
             instances,
@@ -453,21 +505,7 @@ impl Registry {
             clock,
         });
         let _ = registry.this.set(Arc::downgrade(&registry));
-        // Idle per-caller instances stop.
-        if registry.instances.iter().any(Option::is_some) {
-            let weak = Arc::downgrade(&registry);
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(INSTANCE_SWEEP).await;
-                    let Some(registry) = weak.upgrade() else {
-                        return;
-                    };
-                    for instances in registry.instances.iter().flatten() {
-                        instances.sweep().await;
-                    }
-                }
-            });
-        }
+        sweep_idle(&registry);
         // Subscribe before listing, so a change (or a module coming up) between the two is
         // not missed.
         let feeds: Vec<_> = registry
@@ -567,11 +605,11 @@ impl Registry {
                 }
             }
         };
-        let result = self
-            .instance(entry.module, who)
-            .await?
-            .call_tool(call)
-            .await?;
+        let mut module = self.instance(entry.module, who).await?;
+        if call.relay.as_ref().is_some_and(|r| r.asks_mid_call()) {
+            module = self.in_client_era(entry.module, who, module).await;
+        }
+        let result = module.call_tool(call).await?;
         if let Some(who) = who {
             // Only URIs no module is given by the catalog (listed, or a template's).
             let claimed = |uri: &str| !matches!(self.module_of(uri, None), Ok(None));
@@ -594,11 +632,17 @@ impl Registry {
         if !lowered {
             return;
         }
-        for (spec, instances) in self.modules.iter().zip(&self.instances) {
+        for ((spec, instances), twins) in self
+            .modules
+            .iter()
+            .zip(&self.instances)
+            .zip(&self.legacy_twins)
+        {
             let mut all = vec![spec.module.clone()];
             if let Some(instances) = instances {
                 all.extend(instances.all().await);
             }
+            all.extend(twins.instances.all().await);
             for module in all {
                 if let Err(e) = module.set_log_level(level).await {
                     tracing::info!(module = %spec.name, error = %e, "the module did not take the log level");
@@ -609,7 +653,13 @@ impl Registry {
 
     /// Stops every module, with every per-caller instance.
     pub async fn shutdown(&self) {
-        for (spec, instances) in self.modules.iter().zip(&self.instances) {
+        for ((spec, instances), twins) in self
+            .modules
+            .iter()
+            .zip(&self.instances)
+            .zip(&self.legacy_twins)
+        {
+            twins.instances.shutdown().await;
             if let Some(instances) = instances {
                 instances.shutdown().await;
             }

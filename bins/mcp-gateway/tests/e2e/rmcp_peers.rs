@@ -18,7 +18,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ClientHandler, ServerHandler};
 use serde_json::{Value, json};
 
-use super::{CLIENT, Gateway, token_sha256, write_secret};
+use super::{ALICE, BOB, CLIENT, Gateway, token_sha256, write_secret};
 
 static LEGACY_ONLY: [ProtocolVersion; 1] = [ProtocolVersion::V_2025_11_25];
 
@@ -29,6 +29,8 @@ struct Shop {
     legacy_only: bool,
     /// The protocol version of each call it served.
     eras: Arc<std::sync::Mutex<Vec<String>>>,
+    /// The `Mcp-Session-Id` each call came with (empty: none).
+    sessions: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 fn tool(name: &str, annotations: ToolAnnotations) -> Tool {
@@ -63,6 +65,7 @@ impl ServerHandler for Shop {
         Ok(ListToolsResult::with_all_items(vec![
             tool("delete_order", ToolAnnotations::new().destructive(true)),
             tool("list_orders", ToolAnnotations::new().read_only(true)),
+            tool("pick_size", ToolAnnotations::new().read_only(true)),
         ]))
     }
 
@@ -73,6 +76,36 @@ impl ServerHandler for Shop {
     ) -> Result<CallToolResponse, ErrorData> {
         let era = context.protocol_version().map(|v| v.to_string());
         self.eras.lock().unwrap().push(era.unwrap_or_default());
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        self.sessions.lock().unwrap().push(session);
+        if request.name == "pick_size" {
+            // Asks the 2025 way: a request to the client while the call runs.
+            let asked: ElicitRequestParams = serde_json::from_value(json!({
+                "mode": "form",
+                "message": "Which size?",
+                "requestedSchema": {"type": "object", "properties": {"size": {"type": "string"}}},
+            }))
+            .unwrap();
+            let text = match context.peer.create_elicitation(asked).await {
+                Ok(answer) => format!(
+                    "size: {}",
+                    answer
+                        .content
+                        .as_ref()
+                        .and_then(|c| c.get("size"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("none")
+                ),
+                Err(e) => format!("could not ask: {e}"),
+            };
+            return Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into());
+        }
         let order = request
             .arguments
             .as_ref()
@@ -95,6 +128,7 @@ async fn serve(legacy_only: bool) -> (String, Shop) {
         deleted: Arc::default(),
         legacy_only,
         eras: Arc::default(),
+        sessions: Arc::default(),
     };
     let served = shop.clone();
     let service = StreamableHttpService::new(
@@ -126,10 +160,19 @@ impl ClientHandler for Person {
 
     async fn create_elicitation(
         &self,
-        _request: ElicitRequestParams,
+        request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         self.asked.fetch_add(1, Ordering::SeqCst);
+        let asked_size = serde_json::to_value(&request)
+            .unwrap()
+            .pointer("/requestedSchema/properties/size")
+            .is_some();
+        if asked_size {
+            return Ok(
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"size": "L"}))
+            );
+        }
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirmed": true})))
     }
 }
@@ -248,8 +291,8 @@ era = "legacy"
         }
         client.cancel().await.unwrap();
     }
-    // The pinned module is spoken to in the 2025 era though it offers 2026-07-28; the others
-    // in the newest each speaks.
+    // The pinned module is spoken to in the 2025 era though it offers 2026-07-28; the legacy
+    // one in the only era it speaks; the one that speaks both in each client's era.
     let listed = Person {
         asked: Arc::default(),
         version: ProtocolVersion::V_2025_11_25,
@@ -267,16 +310,112 @@ era = "legacy"
         .await
         .unwrap();
     client.cancel().await.unwrap();
-    for (shop, era) in [
-        (&pinned, "2025-11-25"),
-        (&modern, "2026-07-28"),
-        (&legacy, "2025-11-25"),
-    ] {
+    assert_eq!(
+        *modern.eras.lock().unwrap(),
+        ["2026-07-28", "2026-07-28", "2025-11-25", "2025-11-25"],
+        "the 2026-07-28 client's two calls, then the 2025-11-25 client's"
+    );
+    for (shop, era) in [(&pinned, "2025-11-25"), (&legacy, "2025-11-25")] {
         let eras = shop.eras.lock().unwrap().clone();
         assert!(
             !eras.is_empty() && eras.iter().all(|e| e == era),
             "{era}: {eras:?}"
         );
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An rmcp client of `version` at the gateway with `token`, answering what it is asked.
+async fn connect(
+    base: &str,
+    token: &str,
+    version: ProtocolVersion,
+) -> rmcp::service::RunningService<RoleClient, Person> {
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp")).auth_header(token),
+    );
+    let lifecycle = if version == ProtocolVersion::V_2026_07_28 {
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![version.clone()],
+        }
+    } else {
+        ClientLifecycleMode::Initialize
+    };
+    Person {
+        asked: Arc::default(),
+        version,
+    }
+    .serve_with_lifecycle(transport, lifecycle)
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_of_both_eras_is_spoken_to_in_each_clients_era_so_it_can_ask_the_2025_way() {
+    // Speaks both eras; its `pick_size` asks the client mid-call, as a 2025 tool does.
+    let (url, shop) = serve(false).await;
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-rmcp-eras-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    let mut tokens = String::new();
+    for (subject, token) in [("alice", ALICE), ("bob", BOB)] {
+        tokens.push_str(&format!(
+            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
+            token_sha256(token)
+        ));
+    }
+    write_secret(
+        &config,
+        &format!(
+            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[auth]\nmode = \"tokens\"\n{tokens}[[modules]]\nname = \"shop\"\ntransport = \"http\"\nurl = \"{url}\"\ntrust_annotations = true\n"
+        ),
+    );
+    let gateway = Gateway::start(&config).await;
+    let pick = || CallToolRequestParams::new("shop__pick_size");
+
+    // A 2025-era client: the module is reached in the 2025 era and its question reaches the
+    // client mid-call, as it would directly.
+    let alice = connect(&gateway.base, ALICE, ProtocolVersion::V_2025_11_25).await;
+    let answered = alice.call_tool(pick()).await.unwrap();
+    assert_eq!(text(&answered), "size: L", "{answered:?}");
+    assert_eq!(alice.service().asked.load(Ordering::SeqCst), 1);
+    // Again: the same session of hers with the module.
+    assert_eq!(text(&alice.call_tool(pick()).await.unwrap()), "size: L");
+
+    // Another 2025-era caller gets a session of its own with the module.
+    let bob = connect(&gateway.base, BOB, ProtocolVersion::V_2025_11_25).await;
+    assert_eq!(text(&bob.call_tool(pick()).await.unwrap()), "size: L");
+
+    // A 2026-07-28 client: the module is reached at 2026-07-28, where a tool that asks the
+    // 2025 way cannot (as directly); nothing is asked of the client.
+    let modern = connect(&gateway.base, ALICE, ProtocolVersion::V_2026_07_28).await;
+    let refused = modern.call_tool(pick()).await.unwrap();
+    assert!(text(&refused).starts_with("could not ask"), "{refused:?}");
+    assert_eq!(modern.service().asked.load(Ordering::SeqCst), 0);
+
+    let eras = shop.eras.lock().unwrap().clone();
+    assert_eq!(
+        eras,
+        ["2025-11-25", "2025-11-25", "2025-11-25", "2026-07-28"],
+        "each client's era"
+    );
+    let sessions = shop.sessions.lock().unwrap().clone();
+    assert!(
+        !sessions[0].is_empty() && sessions[0] == sessions[1],
+        "one session for alice's calls: {sessions:?}"
+    );
+    assert!(
+        !sessions[2].is_empty() && sessions[2] != sessions[0],
+        "bob's own session: {sessions:?}"
+    );
+    assert!(
+        sessions[3].is_empty(),
+        "no session at 2026-07-28: {sessions:?}"
+    );
+    for client in [alice, bob, modern] {
+        client.cancel().await.unwrap();
     }
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);

@@ -86,6 +86,22 @@ impl Module for HttpModule {
         matches!(self.known_era(), Some(Era::Modern))
     }
 
+    fn speaks_both(&self) -> bool {
+        // Reached at 2026-07-28 by its own choice (`era = "auto"`); whether it also answers
+        // the 2025 handshake is found out by its twin.
+        self.config.era == ModuleEra::Auto && matches!(self.known_era(), Some(Era::Modern))
+    }
+
+    async fn legacy_twin(&self) -> Result<Arc<dyn Module>, ModuleError> {
+        let config = HttpConfig {
+            era: ModuleEra::Legacy,
+            ..self.config.clone()
+        };
+        let twin = HttpModule::new(config).map_err(|reason| self.unavailable(reason))?;
+        twin.era().await?;
+        Ok(Arc::new(twin))
+    }
+
     fn log_messages(&self) -> Option<broadcast::Receiver<Value>> {
         Some(self.feeds.logs.subscribe())
     }

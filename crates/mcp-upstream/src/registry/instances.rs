@@ -34,11 +34,67 @@ impl Registry {
         if !self.own_instances(index) {
             return Ok(shared.clone());
         }
-        let (instance, started) = instances.of(who).await?;
+        let Some(start) = self.modules[index]
+            .isolation
+            .as_ref()
+            .map(|i| i.start.clone())
+        else {
+            return Ok(shared.clone());
+        };
+        let (instance, started) = instances.of(who, || start(who)).await?;
         if started {
             self.adopt(index, &instance, who).await;
         }
         Ok(instance)
+    }
+
+    /// The module client that serves a call of `who` whose client is asked mid-call (a
+    /// 2025-11-25 session): for a module that speaks both eras and is reached at 2026-07-28,
+    /// the caller's own 2025-era session with it (started now when it has none), so what the
+    /// module asks the 2025 way (`elicitation/create`, `sampling/createMessage`, `roots/list`
+    /// mid-call) reaches the client as it would directly; `base` (the caller's instance)
+    /// otherwise, and when that session cannot be had (the module does not answer
+    /// `initialize`, or every such session is in use).
+    pub(super) async fn in_client_era(
+        &self,
+        index: usize,
+        who: Option<&str>,
+        base: Arc<dyn Module>,
+    ) -> Arc<dyn Module> {
+        let twins = &self.legacy_twins[index];
+        if twins.unavailable.load(std::sync::atomic::Ordering::Relaxed) || !base.speaks_both() {
+            return base;
+        }
+        let key = who.unwrap_or("");
+        let twin = twins.instances.of(key, || base.legacy_twin()).await;
+        match twin {
+            Ok((twin, started)) => {
+                if started {
+                    let rank = self.log_level.load(std::sync::atomic::Ordering::Acquire);
+                    if let Some(level) = mcp_wire::mcp::LOG_LEVELS.get(usize::from(rank)) {
+                        let _ = twin.set_log_level(level).await;
+                    }
+                }
+                twin
+            }
+            Err(ModuleError::Busy { .. }) => {
+                tracing::info!(module = %self.modules[index].name, "every 2025-era session with the module is in use: the call goes at 2026-07-28");
+                base
+            }
+            Err(e @ (ModuleError::Rpc { .. } | ModuleError::Protocol { .. })) => {
+                // It answered, and not as a 2025 server: asked once, its calls stay at
+                // 2026-07-28.
+                twins
+                    .unavailable
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!(module = %self.modules[index].name, error = %e, "the module does not speak 2025-11-25: its calls from 2025-era clients go at 2026-07-28");
+                base
+            }
+            Err(e) => {
+                tracing::info!(module = %self.modules[index].name, error = %e, "no 2025-era session with the module now: this call goes at 2026-07-28");
+                base
+            }
+        }
     }
 
     /// Log messages per-caller module instances sent outside any call, each with the caller
