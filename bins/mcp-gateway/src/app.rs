@@ -135,7 +135,11 @@ impl App {
             running.metrics.clone(),
             running.durable,
             &running.modules,
-            rates.clone(),
+            Carried {
+                rates: rates.clone(),
+                // The tasks handed to clients stay reachable across the reload.
+                tasks: self.service.gateway().tasks().clone(),
+            },
         )
         .await?;
         for m in &modules {
@@ -523,7 +527,7 @@ async fn build_gateway(
     metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
     running: &[RunningModule],
-    rates: Arc<mcp_gate::limits::Limits>,
+    carried: Carried,
 ) -> Result<(Arc<Gateway>, Vec<RunningModule>)> {
     let mut modules = Vec::new();
     let mut started = Vec::new();
@@ -607,7 +611,7 @@ async fn build_gateway(
         connectable,
         exchanges,
     };
-    match gateway_over(config, specs, store, metrics, durable, rates, built).await {
+    match gateway_over(config, specs, store, metrics, durable, carried, built).await {
         Ok(gateway) => Ok((gateway, modules)),
         Err(e) => {
             for m in started {
@@ -642,6 +646,13 @@ fn rates_text(config: &Config) -> String {
     )
 }
 
+/// What a gateway built anew keeps of the one it replaces: the per-caller rate buckets
+/// (unless the rates changed) and the tasks handed to clients.
+struct Carried {
+    rates: Arc<mcp_gate::limits::Limits>,
+    tasks: Arc<mcp_gate::tasks::TaskRoutes>,
+}
+
 /// What building the modules found beside them: those that could not be started (and why),
 /// the OAuth clients of the modules run as their callers' accounts, and the exchanges of
 /// those run with their callers' own tokens.
@@ -657,7 +668,7 @@ async fn gateway_over(
     store: Arc<dyn Store>,
     metrics: Arc<mcp_gate::metrics::Metrics>,
     durable: bool,
-    rates: Arc<mcp_gate::limits::Limits>,
+    carried: Carried,
     built: Built,
 ) -> Result<Arc<Gateway>> {
     let limits = &config.limits;
@@ -713,7 +724,8 @@ async fn gateway_over(
                     .collect(),
             )
             .with_metrics(metrics)
-            .with_limits(rates),
+            .with_limits(carried.rates)
+            .with_tasks(carried.tasks),
     );
     gateway.watch_policy_rules();
     gateway.watch_pins().await;
@@ -743,7 +755,10 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         metrics.clone(),
         durable,
         &[],
-        buckets.clone(),
+        Carried {
+            rates: buckets.clone(),
+            tasks: Arc::default(),
+        },
     )
     .await?;
     let body_bytes = config.http.body_bytes(

@@ -40,6 +40,8 @@ mod notifications;
 mod permission_prompt;
 #[path = "e2e/rmcp_peers.rs"]
 mod rmcp_peers;
+#[path = "e2e/tasks.rs"]
+mod tasks;
 #[path = "e2e/tool_changes.rs"]
 mod tool_changes;
 #[path = "e2e/traces.rs"]
@@ -3504,12 +3506,11 @@ async fn read_until(body: &mut hyper::body::Incoming, needle: &str, seconds: u64
     seen
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_callers_of_the_everything_server_see_none_of_each_others_module_state() {
-    let server = env_or_panic("MCP_EVERYTHING_SERVER");
-    // Over HTTP: the module's sessions are the callers' (per_caller is the default).
+/// The everything server over Streamable HTTP on a free port, once it listens: the child
+/// (stopped when dropped) and its port.
+async fn everything_over_http() -> (Child, u16) {
     let port = free_port();
-    let mut everything = Command::new(&server)
+    let everything = Command::new(env_or_panic("MCP_EVERYTHING_SERVER"))
         .arg("streamableHttp")
         .env("PORT", port.to_string())
         .stdout(Stdio::null())
@@ -3527,6 +3528,37 @@ async fn two_callers_of_the_everything_server_see_none_of_each_others_module_sta
     })
     .await;
     assert!(up.is_ok(), "the everything server listens within 30 s");
+    (everything, port)
+}
+
+/// A gateway configuration in a folder of its own (`name`): a memory store, tokens for alice
+/// (`ALICE`) and bob (`BOB`) who may call tools, then `modules`. The folder and the file.
+fn alice_and_bob(name: &str, modules: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("gateway.toml");
+    let mut tokens = String::new();
+    for (subject, token) in [("alice", ALICE), ("bob", BOB)] {
+        tokens.push_str(&format!(
+            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
+            token_sha256(token)
+        ));
+    }
+    write_secret(
+        &config,
+        &format!(
+            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[auth]\nmode = \"tokens\"\n{tokens}{modules}"
+        ),
+    );
+    (dir, config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_callers_of_the_everything_server_see_none_of_each_others_module_state() {
+    let server = env_or_panic("MCP_EVERYTHING_SERVER");
+    // Over HTTP: the module's sessions are the callers' (per_caller is the default).
+    let (mut everything, port) = everything_over_http().await;
     let http = format!("transport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"");
     let (leaked, _) = bob_reads_alices_session_resource("isolation-http", &http).await;
     assert!(

@@ -107,9 +107,16 @@ impl Gateway {
     /// listed without its `outputSchema`: the gateway may answer for it with the held result,
     /// whose `structuredContent` cannot match the module's schema, and clients validate
     /// non-error results against it (the Python SDK refuses the result otherwise).
-    pub async fn list_tools(&self) -> Vec<Value> {
+    ///
+    /// `tasks`: the client can ask for a 2025-11-25 task, so a tool's `execution.taskSupport`
+    /// is shown; for a client that cannot (2026-07-28), a tool that runs only as a task is not
+    /// listed and the others are listed without it.
+    pub async fn list_tools(&self, tasks: bool) -> Vec<Value> {
         let mut listed = Vec::new();
         for entry in self.registry.tools().await {
+            if !tasks && entry.task_support == mcp_upstream::registry::TaskSupport::Required {
+                continue;
+            }
             // A definition that is not its pin is withheld (and so is one the store cannot
             // vouch for now).
             match self.pinning.verdict(&entry).await {
@@ -120,15 +127,21 @@ impl Gateway {
                     continue;
                 }
             }
+            let shown = |mut tool: Value| {
+                if !tasks && entry.task_support != mcp_upstream::registry::TaskSupport::Forbidden {
+                    mcp_upstream::registry::without_task_support(&mut tool);
+                }
+                tool
+            };
             match self.policy.listing(&entry.qualified, hints(&entry)) {
                 Listing::Hidden => {}
-                Listing::Plain => listed.push(entry.tool.clone()),
+                Listing::Plain => listed.push(shown(entry.tool.clone())),
                 Listing::Gated => {
                     let mut tool = entry.tool.clone();
                     if let Some(map) = tool.as_object_mut() {
                         map.remove("outputSchema");
                     }
-                    listed.push(tool);
+                    listed.push(shown(tool));
                 }
             }
         }
@@ -281,7 +294,7 @@ impl Gateway {
 /// `None` is nothing by that name (`-32602`); a result passes on as the module wrote it once
 /// its top level reads as a result; the module's own JSON-RPC error passes on with code and
 /// data; any other failure is ours to report (logged, with an error id).
-fn passed_on(
+pub(crate) fn passed_on(
     what: &str,
     answered: Option<Result<Box<RawValue>, ModuleError>>,
 ) -> Result<ResultBody, GateError> {

@@ -278,6 +278,14 @@ impl Gateway {
                 ))
             }
             Classified::Gated(call) => {
+                // A task the caller has no room for is refused before a confirmation is
+                // spent on it.
+                if call.params.task().is_some()
+                    && self.takes_tasks(&call.entry)
+                    && let Err(no_room) = self.tasks.reserve(&instance_key(&principal.caller))
+                {
+                    return CallOutcome::Done(no_room.result());
+                }
                 let confirmation = call
                     .params
                     .confirmation_id()
@@ -440,10 +448,35 @@ impl Gateway {
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
         let who = instance_key(&principal.caller);
-        let params = params.into_upstream(&entry.original);
+        let mut params = params.into_upstream(&entry.original);
+        // A task goes on only to a module tool that runs as one, for a caller with room for
+        // another (held until the module answered); anything else runs to its result.
+        let mut reservation = None;
+        if params.task().is_some() {
+            if self.takes_tasks(entry) {
+                match self.tasks.reserve(&who) {
+                    Ok(room) => reservation = Some(room),
+                    Err(no_room) => return CallOutcome::Done(no_room.result()),
+                }
+            } else {
+                params = params.without_task();
+            }
+        }
         let run = async {
             match via {
-                Via::Modules(relay) => self.registry.call(entry, params, relay, Some(&who)).await,
+                Via::Modules(relay) => {
+                    match self
+                        .registry
+                        .call_served(entry, params, relay, Some(&who))
+                        .await
+                    {
+                        Ok((result, module)) => Ok(match reservation {
+                            Some(room) => self.adopt_task(room, entry, module, result),
+                            None => result,
+                        }),
+                        Err(e) => Err(e),
+                    }
+                }
                 Via::Own(tool) => tool.run(params).await,
             }
         };

@@ -35,6 +35,8 @@ mod respond;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
 pub mod streams;
+mod task_routes;
+pub mod tasks;
 
 pub use inbox::Inbox;
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
@@ -102,6 +104,8 @@ pub struct Gateway {
     clock: Arc<dyn mcp_clock::Clock>,
     /// How its texts name who holds calls and where people answer.
     surfaces: Arc<gating_core::Surfaces>,
+    /// Where the tasks handed to clients live ([`tasks`]).
+    tasks: Arc<crate::task_routes::TaskRoutes>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -174,6 +178,7 @@ impl Gateway {
             permission_prompts: Vec::new(),
             clock: Arc::new(mcp_clock::SystemClock),
             surfaces: Arc::new(gating_core::Surfaces::gateway()),
+            tasks: Arc::default(),
         }
     }
 

@@ -23,6 +23,30 @@ use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response;
 
 impl McpService {
+    /// The relay of a legacy session's request that runs at a module (a call, a task's
+    /// `tasks/result`): what the module sends goes to the session's client on the request's
+    /// own stream, its questions asked as the client declared it can answer, a form it
+    /// cannot answer to the caller's inbox.
+    pub(crate) fn session_relay(
+        &self,
+        tool: &Arc<mcp_upstream::registry::ToolEntry>,
+        session: &Session,
+        session_id: String,
+        gateway: &Gateway,
+        principal: &Principal,
+    ) -> (Arc<ClientRelay>, tokio::sync::mpsc::Receiver<Vec<u8>>) {
+        ClientRelay::new(
+            tool,
+            LogFilter::AtLeast(session.log_level),
+            Some(Box::new(SessionAsker {
+                answers: self.answers.clone(),
+                session: session_id,
+                can: session.answers,
+            })),
+            gateway.inbox(principal),
+        )
+    }
+
     /// A session's `resources/subscribe` (`subscribe` false: `unsubscribe`). The module is
     /// asked when the first session subscribes to the URI and when the last one leaves; a
     /// module that refuses leaves the session as it was.
@@ -141,7 +165,7 @@ impl McpService {
                 "unsupported MCP-Protocol-Version {version:?} in a legacy session"
             )));
         }
-        if let Some(answer) = self.catalog_method(snap, principal, request).await {
+        if let Some(answer) = self.catalog_method(snap, principal, request, true).await {
             let (result, _) = answer?;
             return Ok(Reply::Result(result.for_client(false), None));
         }
@@ -180,6 +204,13 @@ impl McpService {
                 return self
                     .legacy_call(
                         snap, headers, principal, request, streaming, session_id, session,
+                    )
+                    .await;
+            }
+            "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
+                return self
+                    .legacy_task(
+                        snap, headers, principal, request, streaming, session_id, &session,
                     )
                     .await;
             }
@@ -287,15 +318,12 @@ impl McpService {
                 }
             }
             classified if streaming == Streaming::Allowed && response::accepts_sse(headers) => {
-                let (relay, queue) = ClientRelay::new(
+                let (relay, queue) = self.session_relay(
                     classified.entry(),
-                    LogFilter::AtLeast(session.log_level),
-                    Some(Box::new(SessionAsker {
-                        answers: self.answers.clone(),
-                        session: session_id,
-                        can: session.answers,
-                    })),
-                    gateway.inbox(principal),
+                    &session,
+                    session_id,
+                    &gateway,
+                    principal,
                 );
                 let gateway = gateway.clone();
                 let caller = principal.clone();

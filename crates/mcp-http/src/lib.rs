@@ -26,6 +26,7 @@ pub mod rest;
 pub mod service;
 pub mod sessions;
 pub mod state;
+mod tasks;
 
 mod serve;
 

@@ -40,7 +40,7 @@ impl McpService {
         let version = modern_version(meta)?;
         check_modern_headers(headers, request, head, version)?;
         let (result, cacheable) = if let Some(answer) =
-            self.catalog_method(snap, principal, request).await
+            self.catalog_method(snap, principal, request, false).await
         {
             answer?
         } else {
@@ -53,7 +53,9 @@ impl McpService {
                 }
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
-                    let params: CallToolParams = request.params_as()?;
+                    // 2026-07-28 has no `task` param (its tasks are an extension the
+                    // gateway does not serve yet): the call runs to its result.
+                    let params = request.params_as::<CallToolParams>()?.without_task();
                     // One gateway for the whole call (see `legacy`).
                     let gateway = snap.gateway.clone();
                     let entry = gateway.tool(&params.name).await?;

@@ -253,6 +253,9 @@ pub struct HttpModule {
     /// Held while finding out the era, so only one caller probes.
     connecting: Mutex<()>,
     next_id: AtomicI64,
+    /// How many sessions were established with it (a legacy session the module forgot is
+    /// established anew): [`crate::Module::generation`].
+    sessions: std::sync::atomic::AtomicU64,
     base_headers: HeaderMap,
     /// What the module said it offers.
     offers: rpc::Offers,
@@ -345,6 +348,7 @@ impl HttpModule {
             listener: std::sync::Mutex::default(),
             connecting: Mutex::new(()),
             next_id: AtomicI64::new(0),
+            sessions: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -618,6 +622,7 @@ impl HttpModule {
             .unwrap_or(rpc::UPSTREAM_LEGACY_VERSION)
             .to_owned();
         let session = headers.get("mcp-session-id").cloned();
+        self.sessions.fetch_add(1, Ordering::Relaxed);
         let mut follow = self.headers();
         if let Some(session) = &session {
             follow.insert(MCP_SESSION_ID, session.clone());

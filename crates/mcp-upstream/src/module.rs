@@ -220,6 +220,40 @@ pub trait Module: Send + Sync + 'static {
     /// Stops the module (a child process is terminated).
     async fn shutdown(&self) {}
 
+    /// Sends a request about one of its tasks (`tasks/get`, `tasks/result`, `tasks/cancel`
+    /// with its `taskId`), in the era the task was created in; what the module asks while
+    /// `tasks/result` waits goes to `relay`. A module that runs no tasks answers `-32601`.
+    async fn task_request(
+        &self,
+        method: &'static str,
+        params: Value,
+        relay: Option<Arc<dyn Relay>>,
+    ) -> Result<Box<RawValue>, ModuleError> {
+        let _ = (params, relay);
+        Err(ModuleError::Rpc {
+            module: String::new(),
+            code: mcp_wire::codes::METHOD_NOT_FOUND,
+            message: format!("{method}: the module runs no tasks"),
+            data: None,
+        })
+    }
+
+    /// Whether what the module sends about a request (its questions, its notifications) comes
+    /// on that request's own channel (an HTTP module: the request's response stream), not on
+    /// a connection every request shares (a stdio module, where it is told apart only while
+    /// one request is in flight). Tasks pass through only where nothing a task sends later
+    /// can reach another caller's request.
+    fn routes_by_request(&self) -> bool {
+        false
+    }
+
+    /// Which life of the module this is: changes when the module forgets what it kept (a
+    /// stdio process restarted, an HTTP session established anew), so a task id from an
+    /// earlier life is not taken for one of this life's.
+    fn generation(&self) -> u64 {
+        0
+    }
+
     /// Whether the module speaks both eras and is reached at 2026-07-28 now, so a client of
     /// the 2025 era is better served by a 2025-era session with it ([`Module::legacy_twin`]).
     fn speaks_both(&self) -> bool {
@@ -346,6 +380,17 @@ impl CallLink {
             relay,
             client_token,
             upstream_token,
+            ended: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// The link of a request that is not a call (`tasks/result`): what the module asks goes
+    /// to `relay`; no progress is relayed.
+    pub(crate) fn plain(relay: Arc<dyn Relay>) -> CallLink {
+        CallLink {
+            relay,
+            client_token: None,
+            upstream_token: None,
             ended: tokio::sync::watch::channel(false).0,
         }
     }

@@ -64,6 +64,34 @@ pub struct ToolEntry {
     pub definition: Value,
     /// The digest of `definition`'s canonical JSON.
     pub digest: gating_core::CallDigest,
+    /// Whether its module runs it as a 2025-11-25 task (`execution.taskSupport`).
+    pub task_support: TaskSupport,
+}
+
+/// Whether a tool runs as a task (`execution.taskSupport` of 2025-11-25).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// Never (the default): a call asking for a task runs to its result.
+    #[default]
+    Forbidden,
+    /// Either way: as the call asks.
+    Optional,
+    /// Only as a task: a client that cannot ask for one cannot call it.
+    Required,
+}
+
+impl TaskSupport {
+    /// What a tool object says.
+    pub fn of(tool: &Value) -> TaskSupport {
+        match tool
+            .pointer("/execution/taskSupport")
+            .and_then(Value::as_str)
+        {
+            Some("optional") => TaskSupport::Optional,
+            Some("required") => TaskSupport::Required,
+            _ => TaskSupport::Forbidden,
+        }
+    }
 }
 
 impl ToolEntry {
@@ -93,6 +121,7 @@ impl ToolEntry {
             digest: gating_core::CallDigest::of(&definition),
             definition,
             tool,
+            task_support: TaskSupport::Forbidden,
         })
     }
 
@@ -119,6 +148,7 @@ impl ToolEntry {
             mirrored: Vec::new(),
             digest: gating_core::CallDigest::of(&definition),
             definition,
+            task_support: TaskSupport::Forbidden,
         }
     }
 }
@@ -129,13 +159,15 @@ pub fn pinned_prompt(prompt: &Value) -> Value {
 }
 
 /// What a pin of a tool covers: all of it, as its module lists it under its own name (less
-/// `execution.taskSupport`, which the gateway does not relay) — name, title, description,
+/// `execution.taskSupport`, which says how it runs, not what it does) — name, title, description,
 /// schemas and annotations, and `icons`, `_meta` and any other key — so nothing a client is
 /// shown (an icon URL that tracks the user, instructions in `_meta`) changes without a
 /// change to the pin. A tool of only the fields pinned before issue 44 (name, title,
 /// description, `inputSchema`, `outputSchema`, annotations) has the digest it had then.
 pub fn pinned_definition(tool: &Value) -> Value {
-    pinned_whole(tool)
+    let mut pinned = pinned_whole(tool);
+    without_task_support(&mut pinned);
+    pinned
 }
 
 fn pinned_whole(definition: &Value) -> Value {
@@ -279,7 +311,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 
 /// Removes a tool's `execution.taskSupport` (and `execution` when nothing else is in it);
 /// returns what it said.
-fn without_task_support(tool: &mut Value) -> Option<String> {
+pub fn without_task_support(tool: &mut Value) -> Option<String> {
     let execution = tool.get_mut("execution")?.as_object_mut()?;
     let support = execution.remove("taskSupport")?;
     if execution.is_empty()
@@ -584,6 +616,22 @@ impl Registry {
         relay: Option<std::sync::Arc<dyn crate::Relay>>,
         who: Option<&str>,
     ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
+        self.call_served(entry, params, relay, who)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// [`Registry::call`], with the module client that served the call (the one a task it
+    /// created lives at: [`Registry::task_request`]).
+    pub async fn call_served(
+        &self,
+        entry: &ToolEntry,
+        params: CallToolParams,
+        relay: Option<std::sync::Arc<dyn crate::Relay>>,
+        who: Option<&str>,
+    ) -> Result<(Box<serde_json::value::RawValue>, Arc<dyn Module>), ModuleError> {
+        // A task of 2025-11-25 is asked of the module in that era.
+        let in_2025 = relay.as_ref().is_some_and(|r| r.asks_mid_call()) || params.task().is_some();
         let call = ToolCall {
             params,
             mirrored: &entry.mirrored,
@@ -606,7 +654,7 @@ impl Registry {
             }
         };
         let mut module = self.instance(entry.module, who).await?;
-        if call.relay.as_ref().is_some_and(|r| r.asks_mid_call()) {
+        if in_2025 {
             module = self.in_client_era(entry.module, who, module).await;
         }
         let result = module.call_tool(call).await?;
@@ -615,7 +663,20 @@ impl Registry {
             let claimed = |uri: &str| !matches!(self.module_of(uri, None), Ok(None));
             self.announced.record(who, entry.module, &result, claimed);
         }
-        Ok(result)
+        Ok((result, module))
+    }
+
+    /// Sends `method` (one of `mcp_wire::tasks::TASK_METHODS` but `tasks/list`) about a task
+    /// to the module client that created it ([`Registry::call_served`]); what the module asks
+    /// meanwhile (while `tasks/result` waits) goes to `relay`.
+    pub async fn task_request(
+        &self,
+        module: &Arc<dyn Module>,
+        method: &'static str,
+        params: Value,
+        relay: Option<Arc<dyn crate::Relay>>,
+    ) -> Result<Box<serde_json::value::RawValue>, ModuleError> {
+        module.task_request(method, params, relay).await
     }
 
     /// A client asked for log messages at `level` (a name from `LOG_LEVELS`): the modules

@@ -380,6 +380,12 @@ impl StdioModule {
 
 #[async_trait]
 impl Module for StdioModule {
+    fn generation(&self) -> u64 {
+        self.shared
+            .restarts
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     async fn list_tools(&self) -> Result<Vec<Value>, ModuleError> {
         rpc::list_all(&self.shared.name, "tools", |params| {
             Box::pin(async move { self.request("tools/list", &params).await })
@@ -405,6 +411,17 @@ impl Module for StdioModule {
             (params, link)
         })
         .await
+    }
+
+    async fn task_request(
+        &self,
+        method: &'static str,
+        params: Value,
+        relay: Option<Arc<dyn crate::Relay>>,
+    ) -> Result<Box<RawValue>, ModuleError> {
+        // The link ends with the request, as a call's does.
+        let link = relay.map(|relay| Arc::new(CallLink::plain(relay)));
+        self.send(method, |_| (params, link)).await
     }
 
     async fn list_prompts(&self) -> Result<Vec<Value>, ModuleError> {

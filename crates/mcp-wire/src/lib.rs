@@ -29,6 +29,7 @@ pub mod jsonrpc;
 pub mod mcp;
 pub mod result;
 pub mod sse;
+pub mod tasks;
 pub mod tools;
 
 pub use headers::{ParamHeader, decode_header_value, encode_header_value};

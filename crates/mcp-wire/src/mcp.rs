@@ -183,9 +183,14 @@ pub fn log_level_meta(rank: u8) -> Option<&'static Map<String, Value>> {
 
 /// The `initialize` result for a legacy session at `version`.
 pub fn initialize_result(version: &str) -> Value {
+    let mut capabilities = capabilities();
+    // Tasks are new in 2025-11-25 (and not in the 2026-07-28 core).
+    if version == "2025-11-25" {
+        capabilities["tasks"] = crate::tasks::server_capability();
+    }
     json!({
         "protocolVersion": version,
-        "capabilities": capabilities(),
+        "capabilities": capabilities,
         "serverInfo": GATEWAY,
         "instructions": INSTRUCTIONS,
     })

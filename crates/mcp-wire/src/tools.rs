@@ -192,15 +192,25 @@ impl CallToolParams {
             .as_str()
     }
 
+    /// The call's `task` (a 2025-11-25 task-augmented call: `{"ttl"?: ms}`).
+    pub fn task(&self) -> Option<&Value> {
+        self.rest.get("task")
+    }
+
+    /// The call without its `task`: it runs to its result.
+    pub fn without_task(mut self) -> CallToolParams {
+        self.rest.remove("task");
+        self
+    }
+
     /// The params for the module that owns the tool: its own tool `name`, without the
     /// exchange between client and gateway (`requestState`, `inputResponses`, the
-    /// gateway's `confirmation_id`, the hop's protocol `_meta`).
+    /// gateway's `confirmation_id`, the hop's protocol `_meta`). A `task` stays: whether it
+    /// goes on is the gate's to say ([`CallToolParams::without_task`]).
     pub fn into_upstream(mut self, name: &str) -> CallToolParams {
         self.name = name.to_owned();
         self.request_state = None;
         self.input_responses = None;
-        // The gateway relays no tasks: the call runs to its result.
-        self.rest.remove("task");
         if let Some(meta) = &mut self.meta {
             meta.remove(META_CONFIRMATION_ID);
             meta.retain(|k, _| !k.starts_with(META_PROTOCOL_PREFIX));
@@ -525,11 +535,17 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(params.confirmation_id(), Some("c"));
-        let upstream = serde_json::to_value(params.into_upstream("delete")).unwrap();
+        assert_eq!(params.task(), Some(&json!({"ttl": 1})));
+        let upstream = params.into_upstream("delete");
         assert_eq!(
-            upstream,
+            serde_json::to_value(&upstream).unwrap(),
+            json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}, "task": {"ttl": 1}}),
+            "the task goes on, if the gate lets it"
+        );
+        assert_eq!(
+            serde_json::to_value(upstream.without_task()).unwrap(),
             json!({"name": "delete", "arguments": {"path": "/x"}, "_meta": {"progressToken": 7}}),
-            "no task: the gateway relays none, so the call runs to its result"
+            "a call without its task runs to its result"
         );
     }
 

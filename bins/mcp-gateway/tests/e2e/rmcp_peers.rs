@@ -355,21 +355,10 @@ async fn connect(
 async fn a_module_of_both_eras_is_spoken_to_in_each_clients_era_so_it_can_ask_the_2025_way() {
     // Speaks both eras; its `pick_size` asks the client mid-call, as a 2025 tool does.
     let (url, shop) = serve(false).await;
-    let dir = std::env::temp_dir().join(format!("mcp-e2e-rmcp-eras-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("gateway.toml");
-    let mut tokens = String::new();
-    for (subject, token) in [("alice", ALICE), ("bob", BOB)] {
-        tokens.push_str(&format!(
-            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
-            token_sha256(token)
-        ));
-    }
-    write_secret(
-        &config,
+    let (dir, config) = super::alice_and_bob(
+        "rmcp-eras",
         &format!(
-            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[auth]\nmode = \"tokens\"\n{tokens}[[modules]]\nname = \"shop\"\ntransport = \"http\"\nurl = \"{url}\"\ntrust_annotations = true\n"
+            "[[modules]]\nname = \"shop\"\ntransport = \"http\"\nurl = \"{url}\"\ntrust_annotations = true\n"
         ),
     );
     let gateway = Gateway::start(&config).await;

@@ -21,6 +21,7 @@ impl McpService {
         snap: &Snapshot,
         principal: &Principal,
         request: &jsonrpc::Request,
+        legacy: bool,
     ) -> Option<Result<(ResultBody, bool), McpError>> {
         let list = |key: &str, items: Vec<Value>| -> Result<(ResultBody, bool), McpError> {
             let params: ListParams = request.params_as()?;
@@ -56,7 +57,7 @@ impl McpService {
             return Some(Err(e.into()));
         }
         Some(match method {
-            "tools/list" => list("tools", snap.gateway.list_tools().await),
+            "tools/list" => list("tools", snap.gateway.list_tools(legacy).await),
             "prompts/list" => list("prompts", snap.gateway.list_prompts().await),
             "resources/list" => list("resources", snap.gateway.list_resources()),
             "resources/templates/list" => {

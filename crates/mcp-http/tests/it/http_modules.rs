@@ -105,7 +105,7 @@ async fn a_modern_http_module_is_called_in_the_modern_era() {
 
     let gateway = gateway_over_http(format!("http://{address}/mcp")).await;
     let names: Vec<Value> = gateway
-        .list_tools()
+        .list_tools(true)
         .await
         .iter()
         .map(|t| t["name"].clone())

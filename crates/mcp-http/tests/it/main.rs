@@ -14,4 +14,5 @@ mod relay;
 mod router;
 mod serve;
 mod stdio;
+mod tasks;
 mod wire;

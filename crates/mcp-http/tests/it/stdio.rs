@@ -133,7 +133,7 @@ async fn list_changed_from_a_module_refreshes_the_tool_list() {
         .expect("a refresh follows the notification")
         .unwrap();
     let names: Vec<String> = gateway
-        .list_tools()
+        .list_tools(true)
         .await
         .iter()
         .map(|t| t["name"].as_str().unwrap().to_owned())

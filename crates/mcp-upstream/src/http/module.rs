@@ -17,6 +17,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use super::*;
+use std::sync::atomic::Ordering;
 
 #[async_trait]
 impl Module for HttpModule {
@@ -84,6 +85,29 @@ impl Module for HttpModule {
 
     fn stateless(&self) -> bool {
         matches!(self.known_era(), Some(Era::Modern))
+    }
+
+    async fn task_request(
+        &self,
+        method: &'static str,
+        params: Value,
+        relay: Option<Arc<dyn crate::Relay>>,
+    ) -> Result<Box<RawValue>, ModuleError> {
+        let mut params = ForwardParams(match params {
+            Value::Object(map) => map,
+            _ => serde_json::Map::new(),
+        });
+        let link = relay.map(CallLink::plain);
+        self.request_with(method, &mut params, None, &[], link.as_ref())
+            .await
+    }
+
+    fn routes_by_request(&self) -> bool {
+        true
+    }
+
+    fn generation(&self) -> u64 {
+        self.sessions.load(Ordering::Relaxed)
     }
 
     fn speaks_both(&self) -> bool {

@@ -144,6 +144,15 @@ impl Registry {
             .is_some_and(|i| i.per_person().is_some() || !self.modules[index].module.stateless())
     }
 
+    /// Whether the tasks of module `index` may pass through: what a task sends while it runs
+    /// can reach only its own caller, because the module tells each request's messages on
+    /// that request's own channel (HTTP), or each caller has an instance of its own.
+    pub fn passes_tasks(&self, index: usize) -> bool {
+        self.modules
+            .get(index)
+            .is_some_and(|spec| spec.module.routes_by_request() || self.own_instances(index))
+    }
+
     /// The kind of credentials the module of `entry` sends on a caller's calls (`None`:
     /// none).
     pub fn credential_kind(&self, entry: &ToolEntry) -> Option<&'static str> {

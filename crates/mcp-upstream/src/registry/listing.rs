@@ -23,12 +23,19 @@ impl Registry {
                     .get("inputSchema")
                     .map(mcp_wire::headers::param_headers)
                     .unwrap_or_default();
-                // The gateway relays no tasks (2025-11-25 `tasks/*`): a tool that can run
-                // only as a task is not listed, and one that may is listed as a plain tool
-                // (its calls go without `task`, and run to their result).
-                if without_task_support(&mut tool).as_deref() == Some("required") {
-                    tracing::warn!(module = %spec.name, tool = %gating_core::visible(&original), "not listing a tool that runs only as a task: the gateway does not relay tasks");
-                    return None;
+                // Listed with its `execution`: a client of 2025-11-25 may ask for a task; who
+                // cannot is shown it as the gate lists it (`mcp_gate`'s catalog). A module
+                // whose tasks cannot pass through (a stdio process every caller shares, where
+                // what a task sends later could reach another caller's request) runs none:
+                // a tool that runs only as a task is not listed.
+                let mut task_support = TaskSupport::of(&tool);
+                if task_support != TaskSupport::Forbidden && !self.passes_tasks(index) {
+                    if task_support == TaskSupport::Required {
+                        tracing::warn!(module = %spec.name, tool = %gating_core::visible(&original), "not listing a tool that runs only as a task: the module's tasks cannot pass through (a stdio module every caller shares; give it isolation = \"per_caller\")");
+                        return None;
+                    }
+                    without_task_support(&mut tool);
+                    task_support = TaskSupport::Forbidden;
                 }
                 let definition = pinned_definition(&tool);
                 let digest = gating_core::CallDigest::of(&definition);
@@ -45,6 +52,7 @@ impl Registry {
                     mirrored,
                     definition,
                     digest,
+                    task_support,
                 })
             })
             .collect()

@@ -1,0 +1,112 @@
+//! Tasks of 2025-11-25 through the gateway, with real peers: the everything server's tool
+//! that runs only as a task (`simulate-research-query`), over HTTP and over stdio (a
+//! process per caller: a shared one runs no tasks through the gateway), and the
+//! TypeScript SDK's task-capable client, which creates the task, polls it, answers the
+//! module's question while it waits, and reads its result; another caller cannot reach it.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+use super::{ALICE, BOB, Gateway, env_or_panic};
+
+/// The TypeScript client's run against `tool`; what it printed.
+async fn ts_tasks(gateway: &Gateway, tool: &str, ambiguous: bool) -> Value {
+    // ESM resolves packages from the script's folder: run it from the npm cache.
+    let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
+    let script = dir.join(format!("ts_tasks_client_{}_{tool}.mjs", std::process::id()));
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/ts_tasks_client.mjs"
+        ),
+        &script,
+    )
+    .unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(&script)
+        .arg(format!("{}/mcp", gateway.base))
+        .args([ALICE, BOB, tool, if ambiguous { "true" } else { "false" }]);
+    let out = super::run_client(command, &format!("typescript tasks {tool}")).await;
+    let _ = std::fs::remove_file(&script);
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for_its_caller_alone()
+{
+    let server = env_or_panic("MCP_EVERYTHING_SERVER");
+    let (_everything, port) = super::everything_over_http().await;
+    let (dir, config) = super::alice_and_bob(
+        "tasks",
+        &format!(
+            "[[modules]]\nname = \"web\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntrust_annotations = true\n\
+             [[modules]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = \"{server}\"\ntrust_annotations = true\nisolation = \"per_caller\"\n"
+        ),
+    );
+    let gateway = Gateway::start(&config).await;
+    for (tool, ambiguous) in [
+        ("web__simulate-research-query", true),
+        ("local__simulate-research-query", true),
+        ("web__simulate-research-query", false),
+    ] {
+        let what = format!("{tool} ambiguous={ambiguous}");
+        let out = ts_tasks(&gateway, tool, ambiguous).await;
+        assert!(
+            out["tasks_capability"]["requests"]["tools"]["call"].is_object(),
+            "{what}: {out}"
+        );
+        assert_eq!(
+            out["listed"]["execution"]["taskSupport"], "required",
+            "{what}: {out}"
+        );
+        assert_eq!(out["error"], Value::Null, "{what}: {out}");
+        let task_id = out["task_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {out}"));
+        assert!(task_id.starts_with("task-"), "the gateway's handle: {out}");
+        let kinds: Vec<&str> = out["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(kinds.first(), Some(&"taskCreated"), "{what}: {out}");
+        assert_eq!(kinds.last(), Some(&"result"), "{what}: {out}");
+        assert!(
+            kinds.contains(&"status:working"),
+            "polled while it worked: {out}"
+        );
+        let text = out["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{what}: {out}"));
+        assert!(text.contains("tide mills"), "the module's report: {out}");
+        assert_eq!(out["related"]["taskId"], task_id, "{what}: {out}");
+        if ambiguous {
+            // The module's question reached the client while it waited on the result, tied
+            // to the gateway's handle, and its answer reached the module.
+            assert_eq!(out["asked"].as_array().unwrap().len(), 1, "{what}: {out}");
+            assert_eq!(
+                out["asked"][0]["related"]["taskId"], task_id,
+                "the module's own id never reaches the client: {out}"
+            );
+            assert!(text.contains("the history of it"), "{what}: {out}");
+        }
+        assert!(
+            out["mine"].as_array().unwrap().iter().any(|t| t == task_id),
+            "listed for its caller: {out}"
+        );
+        assert_eq!(out["forged"]["code"], -32602, "{what}: {out}");
+        for method in ["get", "result", "cancel"] {
+            assert_eq!(
+                out["stranger"][method]["code"], -32602,
+                "another caller's {method}: {out}"
+            );
+        }
+        assert_eq!(out["stranger"]["list"], serde_json::json!([]), "{out}");
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
