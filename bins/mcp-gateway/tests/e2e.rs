@@ -3532,16 +3532,21 @@ async fn everything_over_http() -> (Child, u16) {
 }
 
 /// A gateway configuration in a folder of its own (`name`): a memory store, tokens for alice
-/// (`ALICE`) and bob (`BOB`) who may call tools, then `modules`. The folder and the file.
+/// (`ALICE`) and bob (`BOB`) who may call tools and for alice as a person who answers
+/// (`HUMAN`), then `modules`. The folder and the file.
 fn alice_and_bob(name: &str, modules: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("gateway.toml");
     let mut tokens = String::new();
-    for (subject, token) in [("alice", ALICE), ("bob", BOB)] {
+    for (subject, token, scope) in [
+        ("alice", ALICE, "tools:call"),
+        ("bob", BOB, "tools:call"),
+        ("alice", HUMAN, "elicitations:respond"),
+    ] {
         tokens.push_str(&format!(
-            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"tools:call\"]\n",
+            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"{scope}\"]\n",
             token_sha256(token)
         ));
     }

@@ -56,7 +56,7 @@ fn renamed_error(
 
 /// The answer to a request about a task nobody (or someone else) started: the same for
 /// both, so a caller learns nothing of another's tasks.
-fn unknown(handle: &str) -> GateError {
+pub fn unknown(handle: &str) -> GateError {
     GateError::InvalidParams(format!("unknown task {:?}", gating_core::visible(handle)))
 }
 
@@ -120,7 +120,7 @@ impl Gateway {
 
     /// Whether a call of `entry` that asks for a task is sent as one: a module's tool that
     /// runs as one, of a module whose tasks can pass through.
-    pub(crate) fn takes_tasks(&self, entry: &ToolEntry) -> bool {
+    pub fn takes_tasks(&self, entry: &ToolEntry) -> bool {
         !entry.is_own() && entry.task_support != mcp_upstream::registry::TaskSupport::Forbidden
     }
 

@@ -240,6 +240,13 @@ impl McpService {
         // One gateway for the whole call: a reload meanwhile cannot classify it under
         // one policy and resolve it under another.
         let gateway = snap.gateway.clone();
+        // A client that asked for a task of a tool that runs as one waits on a task
+        // (`hosted`), never on this request; of any other tool, the call runs as a call.
+        let as_task = params.task().is_some()
+            && gateway
+                .tool(&params.name)
+                .await
+                .is_ok_and(|entry| gateway.takes_tasks(&entry));
         // A form only for a client that may confirm; the page's URL for any client
         // that opens URLs (the person answers on the page).
         // A confirmation an approver group must answer is not asked of the caller.
@@ -249,7 +256,8 @@ impl McpService {
         let url = caller_answers && session.answers.elicitation_url && page.is_some();
         let may_ask = (form || url)
             && self.config.native != ask::NativeMode::Off
-            && streaming == Streaming::Allowed;
+            && streaming == Streaming::Allowed
+            && !as_task;
         let classified = gateway.classify(principal, params).await?;
         // A permission prompt may wait for a person up to its confirmation's TTL: it holds
         // one of the caller's long-lived slots meanwhile, so one token cannot hold every
@@ -266,6 +274,12 @@ impl McpService {
             },
             _ => None,
         };
+        if as_task {
+            let outcome = Box::pin(gateway.run(principal, classified, None)).await;
+            drop(waiting);
+            let answer = self.as_task(principal, outcome, page.as_deref())?;
+            return Ok(Reply::Result(answer.for_client(false), None));
+        }
         let result: ResultBody = match classified {
             Classified::NeedsAccount(entry) => {
                 // Recorded as refused; the person connects their account, the agent retries.

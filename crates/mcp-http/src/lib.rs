@@ -17,6 +17,7 @@ pub mod channel;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod hosted;
 mod legacy;
 pub mod listen;
 mod modern;

@@ -60,9 +60,53 @@ pub enum StateError {
     Replayed,
 }
 
+/// The handle of a task the gateway holds itself (a call held for a person, or the answer it
+/// gave a task-augmented call at once): what it says, sealed like a state (so any instance
+/// that shares the key serves it) under a label of its own (a state is no handle, a handle
+/// no state).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskClaims {
+    /// Caller subject.
+    pub sub: String,
+    /// Caller tenant.
+    pub ten: Option<String>,
+    /// Created, Unix seconds.
+    pub at: i64,
+    /// Answered about until, Unix seconds.
+    pub exp: i64,
+    /// What the task is.
+    #[serde(flatten)]
+    pub task: HostedTask,
+}
+
+/// What a task the gateway holds itself is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "k")]
+pub enum HostedTask {
+    /// A call held for a person's answer to its confirmation (the call itself, its tool and
+    /// arguments, is the confirmation's in the store).
+    #[serde(rename = "h")]
+    Held {
+        /// The confirmation.
+        eid: String,
+    },
+    /// An answer the gateway gave at once (a refusal, a module's plain result).
+    #[serde(rename = "a")]
+    Answered {
+        /// The result.
+        result: serde_json::Value,
+    },
+}
+
+/// The prefix of a task handle of the gateway's own ([`TaskClaims`]).
+pub const TASK_PREFIX: &str = "t1.";
+const TASK_AAD: &[u8] = b"mcp-gateway/held-task/v1";
+
 /// Seals and opens states.
 pub struct RequestStates {
     sealer: Sealer,
+    /// The sealer of the gateway's own task handles.
+    tasks: Sealer,
     used: Mutex<HashMap<[u8; 32], i64>>,
 }
 
@@ -78,6 +122,7 @@ impl RequestStates {
     pub fn with_keys(keys: &[[u8; 32]]) -> Self {
         RequestStates {
             sealer: Sealer::new(keys, PREFIX, AAD),
+            tasks: Sealer::new(keys, TASK_PREFIX, TASK_AAD),
             used: Mutex::new(HashMap::new()),
         }
     }
@@ -118,6 +163,18 @@ impl RequestStates {
         let mut used = self.used.lock().unwrap_or_else(PoisonError::into_inner);
         used.retain(|_, exp| *exp > now);
         used.insert(opened.used_as, opened.claims.exp).is_none()
+    }
+
+    /// A sealed task handle.
+    pub fn seal_task(&self, claims: &TaskClaims) -> Option<String> {
+        self.tasks.seal(claims)
+    }
+
+    /// What a task handle says, when it is one of this gateway's and answered about at
+    /// `now` (a handle may be sent any number of times: it is polled).
+    pub fn open_task(&self, handle: &str, now: OffsetDateTime) -> Option<TaskClaims> {
+        let claims: TaskClaims = self.tasks.open(handle)?;
+        (claims.exp > now.unix_timestamp()).then_some(claims)
     }
 
     /// [`RequestStates::open`] and [`RequestStates::mark_used`] at once.
@@ -166,6 +223,33 @@ mod tests {
             RequestStates::with_keys(&[new]).accept(&token, now),
             Err(StateError::Invalid)
         );
+    }
+
+    #[test]
+    fn a_task_handle_is_no_state_and_a_state_no_task_handle() {
+        let now = datetime!(2026-11-30 10:00 UTC);
+        let states = RequestStates::new([7; 32]);
+        let state = states.seal(&claims(now.unix_timestamp() + 600)).unwrap();
+        let task = TaskClaims {
+            sub: "alice".into(),
+            ten: None,
+            at: now.unix_timestamp(),
+            exp: now.unix_timestamp() + 600,
+            task: HostedTask::Answered {
+                result: serde_json::json!({"content": []}),
+            },
+        };
+        let handle = states.seal_task(&task).unwrap();
+        assert!(handle.starts_with(TASK_PREFIX));
+        assert_eq!(states.open_task(&handle, now), Some(task));
+        assert_eq!(states.open_task(&state, now), None);
+        assert_eq!(states.open(&handle, now).err(), Some(StateError::Invalid));
+        // Past its time, and under another key, it is nobody's.
+        assert_eq!(
+            states.open_task(&handle, now + time::Duration::seconds(600)),
+            None
+        );
+        assert_eq!(RequestStates::new([8; 32]).open_task(&handle, now), None);
     }
 
     #[test]

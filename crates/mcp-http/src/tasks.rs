@@ -1,6 +1,6 @@
 //! A legacy session's requests about its tasks (`tasks/get`, `tasks/result`, `tasks/list`,
 //! `tasks/cancel`), routed by the gate to the module that runs each
-//! (`mcp_gate::tasks`). `tasks/result` waits for the task to end; what its module asks
+//! (`mcp_gate::tasks`), or answered here for a call the gateway holds itself (`hosted`). `tasks/result` waits for the task to end; what its module asks
 //! meanwhile reaches the client on that request's stream, as a call's would.
 
 use std::sync::Arc;
@@ -38,6 +38,24 @@ impl McpService {
             return Ok(Reply::Result(listed, None));
         }
         let params = Value::Object(request.params_as::<ForwardParams>()?.0);
+        // A task of the gateway's own (a held call): its state is the store's.
+        if let Some(handle) = params
+            .get("taskId")
+            .and_then(Value::as_str)
+            .filter(|h| crate::hosted::is_hosted(h))
+        {
+            let page = self.page_base(headers);
+            let answered = self
+                .hosted_task(
+                    &gateway,
+                    principal,
+                    &request.method,
+                    handle,
+                    page.as_deref(),
+                )
+                .await?;
+            return Ok(Reply::Result(answered.for_client(false), None));
+        }
         let tool = params
             .get("taskId")
             .and_then(Value::as_str)

@@ -88,6 +88,42 @@ pub fn task_list(tasks: Vec<Value>) -> Value {
     json!({ "tasks": tasks })
 }
 
+/// A `Task` (2025-11-25): `status` one of `working`, `input_required`, `completed`,
+/// `failed`, `cancelled`; the times as RFC 3339; `ttl_ms` how long it is kept from its
+/// creation.
+pub fn task_object(
+    task_id: &str,
+    status: &str,
+    message: &str,
+    (created_at, updated_at): (&str, &str),
+    ttl_ms: u64,
+    poll_ms: u64,
+) -> Value {
+    json!({
+        "taskId": task_id,
+        "status": status,
+        "statusMessage": message,
+        "createdAt": created_at,
+        "lastUpdatedAt": updated_at,
+        "ttl": ttl_ms,
+        "pollInterval": poll_ms,
+    })
+}
+
+/// The `CreateTaskResult` of `task`, with `meta` as its `_meta` (when given).
+pub fn created_result(task: Value, meta: Option<Value>) -> Value {
+    let mut result = json!({ "task": task });
+    if let Some(meta) = meta {
+        result["_meta"] = meta;
+    }
+    result
+}
+
+/// `_meta` tying a message to the task `task_id`.
+pub fn related_meta(task_id: &str) -> Value {
+    json!({ META_RELATED_TASK: { "taskId": task_id } })
+}
+
 /// The `tasks` capability of the gateway's `initialize` result: it lists and cancels tasks
 /// and takes task-augmented `tools/call`.
 pub fn server_capability() -> Value {

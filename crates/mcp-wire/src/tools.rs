@@ -197,6 +197,20 @@ impl CallToolParams {
         self.rest.get("task")
     }
 
+    /// The call asking for a task (`{"ttl"?: ms}`).
+    pub fn with_task(mut self, task: Value) -> CallToolParams {
+        self.rest.insert("task".into(), task);
+        self
+    }
+
+    /// The call naming the confirmation `id` (`_meta.confirmation_id`).
+    pub fn naming_confirmation(mut self, id: &str) -> CallToolParams {
+        self.meta
+            .get_or_insert_with(Map::new)
+            .insert(META_CONFIRMATION_ID.into(), Value::String(id.to_owned()));
+        self
+    }
+
     /// The call without its `task`: it runs to its result.
     pub fn without_task(mut self) -> CallToolParams {
         self.rest.remove("task");

@@ -12,7 +12,7 @@ use tokio::process::Command;
 use super::{ALICE, BOB, Gateway, env_or_panic};
 
 /// The TypeScript client's run against `tool`; what it printed.
-async fn ts_tasks(gateway: &Gateway, tool: &str, ambiguous: bool) -> Value {
+async fn ts_tasks(base: &str, tool: &str, ambiguous: bool) -> Value {
     // ESM resolves packages from the script's folder: run it from the npm cache.
     let dir = PathBuf::from(env_or_panic("MCP_INTEROP_NODE_DIR"));
     let script = dir.join(format!("ts_tasks_client_{}_{tool}.mjs", std::process::id()));
@@ -25,10 +25,12 @@ async fn ts_tasks(gateway: &Gateway, tool: &str, ambiguous: bool) -> Value {
     )
     .unwrap();
     let mut command = Command::new("node");
-    command
-        .arg(&script)
-        .arg(format!("{}/mcp", gateway.base))
-        .args([ALICE, BOB, tool, if ambiguous { "true" } else { "false" }]);
+    command.arg(&script).arg(format!("{base}/mcp")).args([
+        ALICE,
+        BOB,
+        tool,
+        if ambiguous { "true" } else { "false" },
+    ]);
     let out = super::run_client(command, &format!("typescript tasks {tool}")).await;
     let _ = std::fs::remove_file(&script);
     out
@@ -43,7 +45,9 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
         "tasks",
         &format!(
             "[[modules]]\nname = \"web\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntrust_annotations = true\n\
-             [[modules]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = \"{server}\"\ntrust_annotations = true\nisolation = \"per_caller\"\n"
+             [[modules]]\nname = \"local\"\ntransport = \"stdio\"\ncommand = \"{server}\"\ntrust_annotations = true\nisolation = \"per_caller\"\n\
+             [[modules]]\nname = \"held\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntrust_annotations = true\n\
+             [[policy]]\ntool = \"held__*\"\ngate = \"confirm\"\n"
         ),
     );
     let gateway = Gateway::start(&config).await;
@@ -53,7 +57,7 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
         ("web__simulate-research-query", false),
     ] {
         let what = format!("{tool} ambiguous={ambiguous}");
-        let out = ts_tasks(&gateway, tool, ambiguous).await;
+        let out = ts_tasks(&gateway.base, tool, ambiguous).await;
         assert!(
             out["tasks_capability"]["requests"]["tools"]["call"].is_object(),
             "{what}: {out}"
@@ -107,6 +111,73 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
         }
         assert_eq!(out["stranger"]["list"], serde_json::json!([]), "{out}");
     }
+
+    // Held for a person: a task of the gateway's own, which the client polls (working)
+    // while the person takes their time on the REST API, then completes with the module's
+    // result; the call ran once, as the module's own task.
+    let client = {
+        let base = gateway.base.clone();
+        tokio::spawn(async move { ts_tasks(&base, "held__simulate-research-query", false).await })
+    };
+    let id = pending_confirmation(&gateway.base).await;
+    // The person answers after several polls.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    super::answer(&gateway.base, &id, true).await;
+    let out = client.await.unwrap();
+    let kinds: Vec<&str> = out["kinds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k.as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.iter().filter(|k| **k == "status:working").count() >= 2,
+        "polled while the person decided: {out}"
+    );
+    assert_eq!(kinds.last(), Some(&"result"), "{out}");
+    assert!(kinds.contains(&"status:completed"), "{out}");
+    assert_eq!(out["error"], Value::Null, "{out}");
+    assert!(
+        out["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("tide mills"),
+        "the module's report: {out}"
+    );
+    let task_id = out["task_id"].as_str().unwrap();
+    assert!(task_id.starts_with("t1."), "{out}");
+    assert_eq!(out["related"]["taskId"], task_id, "{out}");
+    for method in ["get", "result", "cancel"] {
+        assert_eq!(
+            out["stranger"][method]["code"], -32602,
+            "another caller's {method}: {out}"
+        );
+    }
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The id of alice's first pending confirmation, once there is one.
+async fn pending_confirmation(base: &str) -> String {
+    let auth = format!("Bearer {}", super::HUMAN);
+    for _ in 0..300 {
+        let (_, _, listed) = super::http(
+            "GET",
+            &format!("{base}/v1/mcp/elicitations"),
+            &[("authorization", &auth)],
+            None,
+        )
+        .await;
+        let pending = listed["elicitations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["status"] == "pending")
+            .and_then(|e| e["id"].as_str());
+        if let Some(id) = pending {
+            return id.to_owned();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no confirmation was held within 30 s");
 }

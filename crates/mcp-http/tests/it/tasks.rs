@@ -134,8 +134,9 @@ impl Module for Tasks {
 }
 
 struct Harness {
-    service: McpService,
+    service: Arc<McpService>,
     module: Arc<Tasks>,
+    store: Arc<MemoryStore>,
 }
 
 async fn harness(policy: GatePolicy) -> Harness {
@@ -160,12 +161,8 @@ async fn harness_of(policy: GatePolicy, module: Tasks) -> Harness {
     }])
     .await
     .unwrap();
-    let gateway = Arc::new(Gateway::new(
-        registry,
-        Arc::new(MemoryStore::default()),
-        policy,
-        false,
-    ));
+    let store = Arc::new(MemoryStore::default());
+    let gateway = Arc::new(Gateway::new(registry, store.clone(), policy, false));
     let grant = |subject: &str, token: &str| TokenGrant {
         subject: subject.into(),
         tenant: None,
@@ -175,8 +172,9 @@ async fn harness_of(policy: GatePolicy, module: Tasks) -> Harness {
     };
     let auth = Auth::tokens(vec![grant("alice", ALICE), grant("bob", BOB)]).unwrap();
     Harness {
-        service: McpService::new(gateway, auth, ServiceConfig::default()),
+        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
         module,
+        store,
     }
 }
 
@@ -187,6 +185,15 @@ struct Session {
 }
 
 impl Harness {
+    /// Another handle on the same service (for a request sent from a task of its own).
+    fn over(service: Arc<McpService>) -> Harness {
+        Harness {
+            service,
+            module: Arc::default(),
+            store: Arc::default(),
+        }
+    }
+
     async fn post(&self, headers: &[(&str, &str)], body: Value) -> Value {
         let mut request = Request::builder()
             .method("POST")
@@ -393,6 +400,174 @@ async fn a_task_runs_at_its_module_under_the_gateways_handle_for_its_caller_alon
     );
 }
 
+/// The confirmation a held call's task waits on, from its `CreateTaskResult`.
+fn confirmation_of(created: &Value) -> elicitation_core::ElicitationId {
+    created["result"]["_meta"]["io.modelcontextprotocol/authorization"]["authorizationContextId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a held call's task: {created}"))
+        .parse()
+        .unwrap()
+}
+
+fn alice() -> elicitation_core::Caller {
+    elicitation_core::Caller::new("alice", None).unwrap()
+}
+
+#[tokio::test]
+async fn a_held_call_asked_as_a_task_is_a_task_that_runs_once_after_a_person_approves() {
+    use elicitation_store::ElicitationStore;
+    let h = harness(GatePolicy::default()).await;
+    let (alice_session, _) = h.session(ALICE).await;
+    let wipe = json!({"name": "t__wipe", "arguments": {"what": "logs"}, "task": {"ttl": 60000}});
+    // Held: a task of the gateway's own, working while a person decides; nothing ran.
+    let created = h.send(&alice_session, "tools/call", wipe.clone()).await;
+    let task = &created["result"]["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    let handle = task["taskId"].as_str().unwrap().to_owned();
+    assert!(handle.starts_with("t1."), "{handle}");
+    assert!(
+        task["statusMessage"].as_str().unwrap().contains("approve"),
+        "tells where a person answers: {created}"
+    );
+    assert_eq!(
+        created["result"]["_meta"]["io.modelcontextprotocol/authorization"]["reason"],
+        "insufficient_authorization"
+    );
+    let confirmation = confirmation_of(&created);
+    let polled = h
+        .send(&alice_session, "tasks/get", json!({"taskId": handle}))
+        .await;
+    assert_eq!(polled["result"]["status"], "working", "{polled}");
+    // Bob cannot see it, wait on it or withdraw it.
+    let (bob, _) = h.session(BOB).await;
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let refused = h.send(&bob, method, json!({"taskId": handle})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+    }
+    // A tampered handle is nobody's.
+    let mut tampered = handle.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = h
+        .send(&alice_session, "tasks/get", json!({"taskId": tampered}))
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    // The client waits on the result; the person answers later.
+    let waiting = {
+        let service = h.service.clone();
+        let session = alice_session.id.clone();
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let h = Harness::over(service);
+            let s = Session {
+                token: ALICE,
+                id: session,
+            };
+            h.send(&s, "tasks/result", json!({"taskId": handle})).await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        h.module.calls.lock().unwrap().is_empty(),
+        "nothing runs before the answer"
+    );
+    h.store
+        .respond(&alice(), confirmation, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let result = waiting.await.unwrap();
+    assert_eq!(
+        result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        handle.as_str(),
+        "{result}"
+    );
+    // The module ran it (as a task of its own, whose result is this task's), once.
+    assert_eq!(*h.module.calls.lock().unwrap(), ["wipe"]);
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("findings of up-")
+    );
+    let done = h
+        .send(&alice_session, "tasks/get", json!({"taskId": handle}))
+        .await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    // Asked again, it does not run again.
+    let again = h
+        .send(&alice_session, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert_eq!(*h.module.calls.lock().unwrap(), ["wipe"], "{again}");
+    assert_eq!(again["result"]["isError"], true, "{again}");
+    let cancel = h
+        .send(&alice_session, "tasks/cancel", json!({"taskId": handle}))
+        .await;
+    assert_eq!(cancel["error"]["code"], -32602, "an ended task: {cancel}");
+
+    // Declined: completed, its result the refusal with the person's note; nothing ran.
+    let created = h
+        .send(
+            &alice_session,
+            "tools/call",
+            json!({"name": "t__wipe", "arguments": {"what": "db"}, "task": {}}),
+        )
+        .await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.store
+        .respond(
+            &alice(),
+            confirmation_of(&created),
+            json!({"confirmed": false, "note": "not the database"}),
+        )
+        .await
+        .unwrap();
+    let done = h
+        .send(&alice_session, "tasks/get", json!({"taskId": handle}))
+        .await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    let refused = h
+        .send(&alice_session, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused.to_string().contains("not the database"),
+        "{refused}"
+    );
+    assert_eq!(h.module.calls.lock().unwrap().len(), 1);
+
+    // Withdrawn by the client: cancelled, and the confirmation with it.
+    let created = h
+        .send(
+            &alice_session,
+            "tools/call",
+            json!({"name": "t__wipe", "arguments": {"what": "tmp"}, "task": {}}),
+        )
+        .await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cancelled = h
+        .send(&alice_session, "tasks/cancel", json!({"taskId": handle}))
+        .await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let stored = h
+        .store
+        .get(&alice(), confirmation_of(&created))
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.elicitation.status,
+        elicitation_core::ElicitationStatus::Cancelled
+    );
+    assert_eq!(h.module.calls.lock().unwrap().len(), 1);
+}
+
 #[tokio::test]
 async fn asking_for_a_task_gets_past_no_gate() {
     let policy = GatePolicy::default().with_rule(gating_core::PolicyRule::new(
@@ -401,21 +576,7 @@ async fn asking_for_a_task_gets_past_no_gate() {
     ));
     let h = harness(policy).await;
     let (alice, _) = h.session(ALICE).await;
-    // A destructive tool asked as a task is held like any call of it: nothing reaches the
-    // module, no task exists.
-    let held = h
-        .send(
-            &alice,
-            "tools/call",
-            json!({"name": "t__wipe", "arguments": {}, "task": {}}),
-        )
-        .await;
-    assert_eq!(
-        held["result"]["structuredContent"]["elicitation_required"], true,
-        "{held}"
-    );
-    assert!(held["result"].get("task").is_none());
-    // A denied one is refused.
+    // A denied tool asked as a task: a task completed at once whose result is the refusal.
     let denied = h
         .send(
             &alice,
@@ -423,7 +584,24 @@ async fn asking_for_a_task_gets_past_no_gate() {
             json!({"name": "t__summarise", "arguments": {}, "task": {}}),
         )
         .await;
-    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert_eq!(denied["result"]["task"]["status"], "completed", "{denied}");
+    let handle = denied["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answer = h
+        .send(&alice, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    // Held ones wait (above); nothing reached the module.
+    let held = h
+        .send(
+            &alice,
+            "tools/call",
+            json!({"name": "t__wipe", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(held["result"]["task"]["status"], "working", "{held}");
     assert!(h.module.calls.lock().unwrap().is_empty());
     let listed = h.send(&alice, "tasks/list", json!({})).await;
     assert_eq!(listed["result"]["tasks"], json!([]));
@@ -492,14 +670,26 @@ async fn one_caller_has_at_most_256_tasks_open() {
             "{n}: {created}"
         );
     }
+    // Refused: a task completed at once, whose result says why.
     let refused = h.send(&alice, "tools/call", call.clone()).await;
-    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        refused["result"]["task"]["status"], "completed",
+        "{refused}"
+    );
+    let handle = refused["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let why = h
+        .send(&alice, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert_eq!(why["result"]["isError"], true, "{why}");
     assert!(
-        refused["result"]["content"][0]["text"]
+        why["result"]["content"][0]["text"]
             .as_str()
             .unwrap()
             .contains("256 tasks open"),
-        "{refused}"
+        "{why}"
     );
     // Bob is not held back by alice's.
     let (bob, _) = h.session(BOB).await;

@@ -1,0 +1,377 @@
+//! Tasks the gateway holds itself, for a 2025-11-25 client that asked for a task (SEP-2848's
+//! way of holding a call, on the tasks of 2025-11-25): a gated call becomes a task that is
+//! `working` while a person decides out of band (the approvals page, REST, Slack, email);
+//! `completed` once they answered, its result the call's (run once, when the client asks
+//! for the result, with a person's edits; a decline's result is the refusal with their
+//! note); `failed` when nobody answered in time; `cancelled` when the client withdrew it. Any
+//! other answer the gateway gives a task-augmented call at once (a refusal, a module's
+//! plain result) is a task already completed with that answer.
+//!
+//! A handle is sealed under the key every instance shares (`state::TaskClaims`): whose it is,
+//! and the confirmation it waits on, which lives in the store, scoped to the caller, with the
+//! call itself. So the task survives the client reconnecting and is served by any instance
+//! on PostgreSQL; exactly one of them runs the call (the confirmation is redeemed once).
+
+use mcp_gate::{CallOutcome, Gateway};
+use mcp_wire::tasks;
+use mcp_wire::{CallToolParams, ResultBody};
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::ask;
+use crate::service::McpService;
+use crate::state::{HostedTask, TASK_PREFIX, TaskClaims};
+use elicitation_core::{CancelReason, ElicitationId, ElicitationStatus};
+use mcp_auth::Principal;
+use mcp_http_kit::error::McpError;
+
+/// How often a client is asked to poll a held call's task.
+const POLL_MS: u64 = 2000;
+/// How long a task is answered about after its confirmation expired (to say it failed), and
+/// a task answered at once.
+const AFTERLIFE_SECS: i64 = 3600;
+/// The longest handle handed out: an answer too long for one is given as it is.
+const MAX_HANDLE: usize = 16 * 1024;
+
+/// Whether `handle` names a task the gateway holds itself.
+pub(crate) fn is_hosted(handle: &str) -> bool {
+    handle.starts_with(TASK_PREFIX)
+}
+
+fn rfc3339(at: OffsetDateTime) -> String {
+    at.format(&Rfc3339).unwrap_or_default()
+}
+
+fn at(seconds: i64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// What a task says about itself now.
+struct Status {
+    status: &'static str,
+    message: String,
+    updated: OffsetDateTime,
+}
+
+impl McpService {
+    /// The answer to a task-augmented call once the gate decided (`outcome`): a task the
+    /// module created passes on; a call held for a person becomes a task of the gateway's;
+    /// any other answer becomes a task completed with it (or, too long for a handle, is
+    /// given as it is).
+    pub(crate) fn as_task(
+        &self,
+        principal: &Principal,
+        outcome: CallOutcome,
+        page: Option<&str>,
+    ) -> Result<ResultBody, McpError> {
+        let now = self.config.clock.now();
+        let claims = |exp: OffsetDateTime, task: HostedTask| TaskClaims {
+            sub: principal.caller.subject_id().to_owned(),
+            ten: principal.caller.tenant_id().map(str::to_owned),
+            at: now.unix_timestamp(),
+            exp: exp.unix_timestamp(),
+            task,
+        };
+        let (sealed, status, message, meta, given) = match outcome {
+            CallOutcome::Forwarded(raw) if tasks::created_task(&raw).is_some() => {
+                return Ok(ResultBody::Raw(raw));
+            }
+            CallOutcome::NeedsConfirmation(pending) => {
+                let confirmation = pending.confirmation.clone();
+                let held = ask::reply(CallOutcome::NeedsConfirmation(pending), page)?
+                    .for_client(false)
+                    .into_value();
+                let claims = claims(
+                    confirmation.expires_at + time::Duration::seconds(AFTERLIFE_SECS),
+                    HostedTask::Held {
+                        eid: confirmation.id.to_string(),
+                    },
+                );
+                let message = held["structuredContent"]["next_step"]
+                    .as_str()
+                    .map_or_else(String::new, |step| {
+                        format!("Waiting for a person to answer. {step} (This task completes once they have; its result is the call's.)")
+                    });
+                let meta = held.get("_meta").cloned();
+                (
+                    self.states.seal_task(&claims),
+                    "working",
+                    message,
+                    meta,
+                    held,
+                )
+            }
+            other => {
+                let answer = ask::reply(other, page)?.for_client(false).into_value();
+                let claims = claims(
+                    now + time::Duration::seconds(AFTERLIFE_SECS),
+                    HostedTask::Answered {
+                        result: answer.clone(),
+                    },
+                );
+                let message =
+                    "Answered at once by the gateway; its result is the answer.".to_owned();
+                (
+                    self.states.seal_task(&claims),
+                    "completed",
+                    message,
+                    None,
+                    answer,
+                )
+            }
+        };
+        let Some(handle) = sealed.filter(|h| h.len() <= MAX_HANDLE) else {
+            return Ok(given.into());
+        };
+        let created = rfc3339(now);
+        let task = tasks::task_object(
+            &handle,
+            status,
+            &message,
+            (&created, &created),
+            u64::try_from(AFTERLIFE_SECS * 1000).unwrap_or_default(),
+            POLL_MS,
+        );
+        Ok(tasks::created_result(task, meta).into())
+    }
+
+    /// The caller's task `handle` of the gateway's own, or the same "unknown task" as any
+    /// task that is not the caller's.
+    fn hosted_claims(&self, principal: &Principal, handle: &str) -> Result<TaskClaims, McpError> {
+        self.states
+            .open_task(handle, self.config.clock.now())
+            .filter(|c| {
+                c.sub == principal.caller.subject_id()
+                    && c.ten.as_deref() == principal.caller.tenant_id()
+            })
+            .ok_or_else(|| McpError::from(mcp_gate::tasks::unknown(handle)))
+    }
+
+    /// Where a held call's task is, by its confirmation.
+    async fn held_status(
+        &self,
+        gateway: &Gateway,
+        principal: &Principal,
+        handle: &str,
+        eid: ElicitationId,
+    ) -> Result<Status, McpError> {
+        let stored = gateway
+            .store()
+            .get(&principal.caller, eid)
+            .await
+            .map_err(|_| McpError::from(mcp_gate::tasks::unknown(handle)))?;
+        let c = stored.elicitation;
+        let now = self.config.clock.now();
+        let updated = c.responded_at.or(c.cancelled_at).unwrap_or(c.created_at);
+        let (status, message) = match (c.status_at(now), c.confirmation_state()) {
+            (ElicitationStatus::Pending, _) => (
+                "working",
+                format!(
+                    "Waiting for a person to answer confirmation {eid} (until {}).",
+                    rfc3339(c.expires_at)
+                ),
+            ),
+            (_, Some(true)) if c.consumed_at.is_some() => {
+                ("completed", "Approved; the call ran, once.".to_owned())
+            }
+            (_, Some(true)) => (
+                "completed",
+                "Approved; the call runs, once, when its result is asked for.".to_owned(),
+            ),
+            (_, Some(false)) => (
+                "completed",
+                "Declined by a person: the call was not run (its result says why).".to_owned(),
+            ),
+            (ElicitationStatus::Cancelled, _)
+                if c.cancel_reason == Some(CancelReason::CancelledByCaller) =>
+            {
+                (
+                    "cancelled",
+                    "Withdrawn before a person answered.".to_owned(),
+                )
+            }
+            (ElicitationStatus::Cancelled, _) => (
+                "completed",
+                "Dismissed by a person: the call was not run.".to_owned(),
+            ),
+            (ElicitationStatus::Expired, _) => (
+                "failed",
+                format!(
+                    "Nobody answered before {}: the call was not run.",
+                    rfc3339(c.expires_at)
+                ),
+            ),
+            _ => (
+                "failed",
+                "The confirmation failed: the call was not run.".to_owned(),
+            ),
+        };
+        Ok(Status {
+            status,
+            message,
+            updated,
+        })
+    }
+
+    /// `tasks/get`, `tasks/result` or `tasks/cancel` about a task of the gateway's own.
+    pub(crate) async fn hosted_task(
+        &self,
+        gateway: &Gateway,
+        principal: &Principal,
+        method: &str,
+        handle: &str,
+        page: Option<&str>,
+    ) -> Result<ResultBody, McpError> {
+        let claims = self.hosted_claims(principal, handle)?;
+        let eid = match &claims.task {
+            HostedTask::Answered { result } => {
+                return match method {
+                    "tasks/result" => Ok(with_related(result.clone(), handle).into()),
+                    "tasks/cancel" => Err(ended(handle)),
+                    _ => Ok(self
+                        .task_value(
+                            handle,
+                            &claims,
+                            Status {
+                                status: "completed",
+                                message: "Answered at once by the gateway.".into(),
+                                updated: at(claims.at),
+                            },
+                        )
+                        .into()),
+                };
+            }
+            HostedTask::Held { eid } => eid
+                .parse::<ElicitationId>()
+                .map_err(|_| McpError::from(mcp_gate::tasks::unknown(handle)))?,
+        };
+        match method {
+            "tasks/get" => {
+                let status = self.held_status(gateway, principal, handle, eid).await?;
+                Ok(self.task_value(handle, &claims, status).into())
+            }
+            "tasks/cancel" => {
+                let status = self.held_status(gateway, principal, handle, eid).await?;
+                if status.status != "working" {
+                    return Err(ended(handle));
+                }
+                let cancelled = gateway
+                    .store()
+                    .cancel(&principal.caller, eid, CancelReason::CancelledByCaller)
+                    .await;
+                if cancelled.is_err() {
+                    // Answered meanwhile: it ends as answered.
+                    return Err(ended(handle));
+                }
+                let status = self.held_status(gateway, principal, handle, eid).await?;
+                Ok(self.task_value(handle, &claims, status).into())
+            }
+            _ => {
+                self.held_result(gateway, principal, handle, eid, page)
+                    .await
+            }
+        }
+    }
+
+    /// A held call's result: once a person answered (waiting until they do, or until the
+    /// confirmation expires), the call goes through the gate naming its confirmation, so it
+    /// runs once if approved (a module task it makes is waited on too), and is refused as
+    /// any call would be otherwise.
+    async fn held_result(
+        &self,
+        gateway: &Gateway,
+        principal: &Principal,
+        handle: &str,
+        eid: ElicitationId,
+        page: Option<&str>,
+    ) -> Result<ResultBody, McpError> {
+        let store = gateway.store();
+        let stored = store
+            .get(&principal.caller, eid)
+            .await
+            .map_err(|_| McpError::from(mcp_gate::tasks::unknown(handle)))?;
+        let mut current = stored.elicitation;
+        if current.status_at(self.config.clock.now()) == ElicitationStatus::Pending {
+            let left = current.expires_at - self.config.clock.now();
+            let left = std::time::Duration::try_from(left).unwrap_or_default();
+            current = store
+                .wait_for_change(&principal.caller, eid, tokio::time::Instant::now() + left)
+                .await
+                .map_err(McpError::from)?;
+        }
+        // Run once: its result was the answer to the request that ran it.
+        if current.confirmation_state() == Some(true) && current.consumed_at.is_some() {
+            let ran = mcp_wire::tools::text_result(
+                "This task's call ran once already; its result was the answer to the request that ran it. It does not run again.",
+                None,
+                true,
+            );
+            return Ok(with_related(ran, handle).into());
+        }
+        let Some(call) = stored.call else {
+            return Err(McpError::from(mcp_gate::tasks::unknown(handle)));
+        };
+        let arguments = match call.arguments {
+            Value::Object(map) => Some(map),
+            _ => None,
+        };
+        let params: CallToolParams = serde_json::from_value(serde_json::json!({
+            "name": call.tool,
+            "arguments": arguments,
+        }))
+        .map_err(|e| McpError::Internal(e.to_string()))?;
+        // Asked as a task again, so a tool that runs only as one runs.
+        let params = params
+            .naming_confirmation(&eid.to_string())
+            .with_task(serde_json::json!({}));
+        let classified = gateway.classify(principal, params).await?;
+        let outcome = Box::pin(gateway.run(principal, classified, None)).await;
+        let result = match outcome {
+            CallOutcome::Forwarded(raw) => match tasks::created_task(&raw) {
+                // The module made a task of it: its result is this task's.
+                Some(made) => {
+                    let params = tasks::task_params(&made.task_id);
+                    Box::pin(gateway.task_request(principal, "tasks/result", &params, None)).await?
+                }
+                None => ResultBody::Raw(raw),
+            },
+            other => ask::reply(other, page)?,
+        };
+        Ok(with_related(result.for_client(false).into_value(), handle).into())
+    }
+
+    /// The `Task` of a task of the gateway's own.
+    fn task_value(&self, handle: &str, claims: &TaskClaims, status: Status) -> Value {
+        let ttl = (claims.exp - claims.at).max(0) * 1000;
+        tasks::task_object(
+            handle,
+            status.status,
+            &status.message,
+            (&rfc3339(at(claims.at)), &rfc3339(status.updated)),
+            u64::try_from(ttl).unwrap_or_default(),
+            POLL_MS,
+        )
+    }
+}
+
+/// A task's result tied to it (`_meta` related-task).
+fn with_related(mut result: Value, handle: &str) -> Value {
+    if let Value::Object(map) = &mut result {
+        let meta = map
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let (Value::Object(meta), Value::Object(related)) = (meta, tasks::related_meta(handle)) {
+            meta.extend(related);
+        }
+    }
+    result
+}
+
+/// Cancelling a task that has ended (`-32602`, as the spec says).
+fn ended(handle: &str) -> McpError {
+    McpError::InvalidParams(format!(
+        "task {:?} has ended; it cannot be cancelled",
+        gating_core::visible(handle)
+    ))
+}
