@@ -3535,6 +3535,11 @@ async fn everything_over_http() -> (Child, u16) {
 /// (`ALICE`) and bob (`BOB`) who may call tools and for alice as a person who answers
 /// (`HUMAN`), then `modules`. The folder and the file.
 fn alice_and_bob(name: &str, modules: &str) -> (PathBuf, PathBuf) {
+    alice_and_bob_on(name, "[store]\nkind = \"memory\"", modules)
+}
+
+/// [`alice_and_bob`] on the store `store` (a `[store]` section).
+fn alice_and_bob_on(name: &str, store: &str, modules: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("mcp-e2e-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -3552,9 +3557,7 @@ fn alice_and_bob(name: &str, modules: &str) -> (PathBuf, PathBuf) {
     }
     write_secret(
         &config,
-        &format!(
-            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"memory\"\n[auth]\nmode = \"tokens\"\n{tokens}{modules}"
-        ),
+        &format!("listen = \"127.0.0.1:0\"\n{store}\n[auth]\nmode = \"tokens\"\n{tokens}{modules}"),
     );
     (dir, config)
 }

@@ -163,6 +163,7 @@ impl Gateway {
                     policy: policy(),
                     ttl: decided.ttl,
                     grants: decided.grants,
+                    only_named: false,
                 }))
             }
         })

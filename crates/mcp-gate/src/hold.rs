@@ -165,7 +165,9 @@ impl Gateway {
                         // Not answered yet: the same confirmation again, no new elicitation.
                         ElicitationStatus::Pending => {
                             // A grant made since covers the call: no need to wait.
-                            if let Some(granted) = self.granted(principal, call).await {
+                            if !call.only_named
+                                && let Some(granted) = self.granted(principal, call).await
+                            {
                                 return granted;
                             }
                             let held = GateRecord::Held;
@@ -220,6 +222,13 @@ impl Gateway {
                 Err(StoreError::NotFound { .. }) => {}
                 Err(e) => return done(self.fail_closed(principal, entry, &e)),
             }
+        }
+        // A call settled by its named confirmation alone runs by it or not at all.
+        if call.only_named {
+            return done(gating_core::gate_unavailable_result(
+                "this call ran already, or its confirmation expired or no longer matches the call: it does not run again (call the tool anew to ask again)",
+                &self.surfaces,
+            ));
         }
         // Not answered for this call, or answered but of no use any more: a standing grant
         // covers it, or a person is asked anew.

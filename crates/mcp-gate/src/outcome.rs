@@ -155,6 +155,10 @@ pub struct GatedCall {
     /// Whether the rule that gated it lets a standing grant cover it (`grants = false` does
     /// not).
     pub grants: bool,
+    /// Settled by the confirmation it names alone (a held call's task, run when its result
+    /// is asked for): when that confirmation cannot be redeemed (used, expired, of another
+    /// call) the call is refused, never covered by a grant nor asked about anew.
+    pub only_named: bool,
 }
 
 /// What the gate makes of a call before anything is stored or forwarded.

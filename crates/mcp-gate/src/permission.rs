@@ -190,6 +190,7 @@ impl Gateway {
                     policy,
                     ttl: decided.ttl,
                     grants: decided.grants,
+                    only_named: false,
                 };
                 self.until_answered(principal, &call, &params, relay, upstream)
                     .await

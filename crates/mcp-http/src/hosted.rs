@@ -12,7 +12,9 @@
 //! call itself. So the task survives the client reconnecting and is served by any instance
 //! on PostgreSQL; exactly one of them runs the call (the confirmation is redeemed once).
 
-use mcp_gate::{CallOutcome, Gateway};
+use std::sync::Arc;
+
+use mcp_gate::{CallOutcome, Classified, Gateway};
 use mcp_wire::tasks;
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
@@ -21,7 +23,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::ask;
 use crate::service::McpService;
-use crate::state::{HostedTask, TASK_PREFIX, TaskClaims};
+use crate::state::{HostedTask, RequestStates, TASK_PREFIX, TaskClaims};
 use elicitation_core::{CancelReason, ElicitationId, ElicitationStatus};
 use mcp_auth::Principal;
 use mcp_http_kit::error::McpError;
@@ -54,88 +56,88 @@ struct Status {
     updated: OffsetDateTime,
 }
 
-impl McpService {
-    /// The answer to a task-augmented call once the gate decided (`outcome`): a task the
-    /// module created passes on; a call held for a person becomes a task of the gateway's;
-    /// any other answer becomes a task completed with it (or, too long for a handle, is
-    /// given as it is).
-    pub(crate) fn as_task(
-        &self,
-        principal: &Principal,
-        outcome: CallOutcome,
-        page: Option<&str>,
-    ) -> Result<ResultBody, McpError> {
-        let now = self.config.clock.now();
-        let claims = |exp: OffsetDateTime, task: HostedTask| TaskClaims {
-            sub: principal.caller.subject_id().to_owned(),
-            ten: principal.caller.tenant_id().map(str::to_owned),
-            at: now.unix_timestamp(),
-            exp: exp.unix_timestamp(),
-            task,
-        };
-        let (sealed, status, message, meta, given) = match outcome {
-            CallOutcome::Forwarded(raw) if tasks::created_task(&raw).is_some() => {
-                return Ok(ResultBody::Raw(raw));
-            }
-            CallOutcome::NeedsConfirmation(pending) => {
-                let confirmation = pending.confirmation.clone();
-                let held = ask::reply(CallOutcome::NeedsConfirmation(pending), page)?
-                    .for_client(false)
-                    .into_value();
-                let claims = claims(
-                    confirmation.expires_at + time::Duration::seconds(AFTERLIFE_SECS),
-                    HostedTask::Held {
-                        eid: confirmation.id.to_string(),
-                    },
-                );
-                let message = held["structuredContent"]["next_step"]
+/// The answer to a task-augmented call once the gate decided (`outcome`): a task the module
+/// created passes on; a call held for a person becomes a task of the gateway's; any other
+/// answer becomes a task completed with it (or, too long for a handle, is given as it is).
+pub(crate) fn as_task(
+    states: &RequestStates,
+    now: OffsetDateTime,
+    principal: &Principal,
+    outcome: CallOutcome,
+    page: Option<&str>,
+) -> Result<ResultBody, McpError> {
+    let claims = |exp: OffsetDateTime, task: HostedTask| TaskClaims {
+        sub: principal.caller.subject_id().to_owned(),
+        ten: principal.caller.tenant_id().map(str::to_owned),
+        at: now.unix_timestamp(),
+        exp: exp.unix_timestamp(),
+        task,
+    };
+    let (sealed, status, message, meta, given, claims) = match outcome {
+        CallOutcome::Forwarded(raw) if tasks::created_task(&raw).is_some() => {
+            return Ok(ResultBody::Raw(raw));
+        }
+        CallOutcome::NeedsConfirmation(pending) => {
+            let confirmation = pending.confirmation.clone();
+            let held = ask::reply(CallOutcome::NeedsConfirmation(pending), page)?
+                .for_client(false)
+                .into_value();
+            let claims = claims(
+                confirmation.expires_at + time::Duration::seconds(AFTERLIFE_SECS),
+                HostedTask::Held {
+                    eid: confirmation.id.to_string(),
+                },
+            );
+            let message = held["structuredContent"]["next_step"]
                     .as_str()
                     .map_or_else(String::new, |step| {
                         format!("Waiting for a person to answer. {step} (This task completes once they have; its result is the call's.)")
                     });
-                let meta = held.get("_meta").cloned();
-                (
-                    self.states.seal_task(&claims),
-                    "working",
-                    message,
-                    meta,
-                    held,
-                )
-            }
-            other => {
-                let answer = ask::reply(other, page)?.for_client(false).into_value();
-                let claims = claims(
-                    now + time::Duration::seconds(AFTERLIFE_SECS),
-                    HostedTask::Answered {
-                        result: answer.clone(),
-                    },
-                );
-                let message =
-                    "Answered at once by the gateway; its result is the answer.".to_owned();
-                (
-                    self.states.seal_task(&claims),
-                    "completed",
-                    message,
-                    None,
-                    answer,
-                )
-            }
-        };
-        let Some(handle) = sealed.filter(|h| h.len() <= MAX_HANDLE) else {
-            return Ok(given.into());
-        };
-        let created = rfc3339(now);
-        let task = tasks::task_object(
-            &handle,
+            let meta = held.get("_meta").cloned();
+            (
+                states.seal_task(&claims),
+                "working",
+                message,
+                meta,
+                held,
+                claims,
+            )
+        }
+        other => {
+            let answer = ask::reply(other, page)?.for_client(false).into_value();
+            let claims = claims(
+                now + time::Duration::seconds(AFTERLIFE_SECS),
+                HostedTask::Answered {
+                    result: answer.clone(),
+                },
+            );
+            let message = "Answered at once by the gateway; its result is the answer.".to_owned();
+            (
+                states.seal_task(&claims),
+                "completed",
+                message,
+                None,
+                answer,
+                claims,
+            )
+        }
+    };
+    let Some(handle) = sealed.filter(|h| h.len() <= MAX_HANDLE) else {
+        return Ok(given.into());
+    };
+    let task = task_value(
+        &handle,
+        &claims,
+        Status {
             status,
-            &message,
-            (&created, &created),
-            u64::try_from(AFTERLIFE_SECS * 1000).unwrap_or_default(),
-            POLL_MS,
-        );
-        Ok(tasks::created_result(task, meta).into())
-    }
+            message,
+            updated: now,
+        },
+    );
+    Ok(tasks::created_result(task, meta).into())
+}
 
+impl McpService {
     /// The caller's task `handle` of the gateway's own, or the same "unknown task" as any
     /// task that is not the caller's.
     fn hosted_claims(&self, principal: &Principal, handle: &str) -> Result<TaskClaims, McpError> {
@@ -175,6 +177,10 @@ impl McpService {
             (_, Some(true)) if c.consumed_at.is_some() => {
                 ("completed", "Approved; the call ran, once.".to_owned())
             }
+            (_, Some(true)) if now >= c.expires_at => (
+                "failed",
+                "Approved, but its result was not asked for before the confirmation expired: the call was not run.".to_owned(),
+            ),
             (_, Some(true)) => (
                 "completed",
                 "Approved; the call runs, once, when its result is asked for.".to_owned(),
@@ -217,8 +223,8 @@ impl McpService {
     /// `tasks/get`, `tasks/result` or `tasks/cancel` about a task of the gateway's own.
     pub(crate) async fn hosted_task(
         &self,
-        gateway: &Gateway,
-        principal: &Principal,
+        gateway: &Arc<Gateway>,
+        principal: &Arc<Principal>,
         method: &str,
         handle: &str,
         page: Option<&str>,
@@ -229,17 +235,16 @@ impl McpService {
                 return match method {
                     "tasks/result" => Ok(with_related(result.clone(), handle).into()),
                     "tasks/cancel" => Err(ended(handle)),
-                    _ => Ok(self
-                        .task_value(
-                            handle,
-                            &claims,
-                            Status {
-                                status: "completed",
-                                message: "Answered at once by the gateway.".into(),
-                                updated: at(claims.at),
-                            },
-                        )
-                        .into()),
+                    _ => Ok(task_value(
+                        handle,
+                        &claims,
+                        Status {
+                            status: "completed",
+                            message: "Answered at once by the gateway.".into(),
+                            updated: at(claims.at),
+                        },
+                    )
+                    .into()),
                 };
             }
             HostedTask::Held { eid } => eid
@@ -249,7 +254,7 @@ impl McpService {
         match method {
             "tasks/get" => {
                 let status = self.held_status(gateway, principal, handle, eid).await?;
-                Ok(self.task_value(handle, &claims, status).into())
+                Ok(task_value(handle, &claims, status).into())
             }
             "tasks/cancel" => {
                 let status = self.held_status(gateway, principal, handle, eid).await?;
@@ -265,7 +270,7 @@ impl McpService {
                     return Err(ended(handle));
                 }
                 let status = self.held_status(gateway, principal, handle, eid).await?;
-                Ok(self.task_value(handle, &claims, status).into())
+                Ok(task_value(handle, &claims, status).into())
             }
             _ => {
                 self.held_result(gateway, principal, handle, eid, page)
@@ -280,8 +285,8 @@ impl McpService {
     /// any call would be otherwise.
     async fn held_result(
         &self,
-        gateway: &Gateway,
-        principal: &Principal,
+        gateway: &Arc<Gateway>,
+        principal: &Arc<Principal>,
         handle: &str,
         eid: ElicitationId,
         page: Option<&str>,
@@ -293,6 +298,13 @@ impl McpService {
             .map_err(|_| McpError::from(mcp_gate::tasks::unknown(handle)))?;
         let mut current = stored.elicitation;
         if current.status_at(self.config.clock.now()) == ElicitationStatus::Pending {
+            // A wait for a person holds one of the caller's long-lived slots.
+            let Some(_slot) = self.streams.try_open(&principal.caller) else {
+                let refused = Gateway::too_many_waiting(self.streams.max_per_caller())
+                    .into_reply()
+                    .map_err(McpError::from)?;
+                return Ok(refused);
+            };
             let left = current.expires_at - self.config.clock.now();
             let left = std::time::Duration::try_from(left).unwrap_or_default();
             current = store
@@ -312,47 +324,90 @@ impl McpService {
         let Some(call) = stored.call else {
             return Err(McpError::from(mcp_gate::tasks::unknown(handle)));
         };
-        let arguments = match call.arguments {
-            Value::Object(map) => Some(map),
-            _ => None,
+        let params = held_params(call, eid)?;
+        let classified = match gateway.classify(principal, params).await? {
+            // Settled by its confirmation alone: used, expired or changed, it is refused,
+            // never asked about anew nor covered by a grant.
+            Classified::Gated(mut call) => {
+                call.only_named = true;
+                Classified::Gated(call)
+            }
+            // No longer gated (the policy changed): it would run on every ask.
+            Classified::Forward(..) | Classified::Shadow(..) | Classified::PermissionPrompt(..) => {
+                let refused = mcp_wire::tools::text_result(
+                    "The gateway's policy changed since this call was held: it no longer waits for a person. It was not run; call the tool anew.",
+                    None,
+                    true,
+                );
+                return Ok(with_related(refused, handle).into());
+            }
+            refused => refused,
         };
-        let params: CallToolParams = serde_json::from_value(serde_json::json!({
-            "name": call.tool,
-            "arguments": arguments,
-        }))
-        .map_err(|e| McpError::Internal(e.to_string()))?;
-        // Asked as a task again, so a tool that runs only as one runs.
-        let params = params
-            .naming_confirmation(&eid.to_string())
-            .with_task(serde_json::json!({}));
-        let classified = gateway.classify(principal, params).await?;
-        let outcome = Box::pin(gateway.run(principal, classified, None)).await;
-        let result = match outcome {
-            CallOutcome::Forwarded(raw) => match tasks::created_task(&raw) {
-                // The module made a task of it: its result is this task's.
-                Some(made) => {
-                    let params = tasks::task_params(&made.task_id);
-                    Box::pin(gateway.task_request(principal, "tasks/result", &params, None)).await?
+        // Run apart from this request: a client that goes away does not cut the call short.
+        let run = {
+            let (gateway, principal) = (gateway.clone(), principal.clone());
+            tokio::spawn(async move {
+                let outcome = Box::pin(gateway.run(&principal, classified, None)).await;
+                match outcome {
+                    CallOutcome::Forwarded(raw) => match tasks::created_task(&raw) {
+                        // The module made a task of it: its result is this task's.
+                        Some(made) => {
+                            let params = tasks::task_params(&made.task_id);
+                            Box::pin(gateway.task_request(
+                                &principal,
+                                "tasks/result",
+                                &params,
+                                None,
+                            ))
+                            .await
+                            .map(Ok)
+                            .map_err(McpError::from)
+                        }
+                        None => Ok(Ok(ResultBody::Raw(raw))),
+                    },
+                    other => Ok(Err(other)),
                 }
-                None => ResultBody::Raw(raw),
-            },
-            other => ask::reply(other, page)?,
+            })
+        };
+        let result = match run.await.map_err(|e| McpError::Internal(e.to_string()))?? {
+            Ok(result) => result,
+            Err(outcome) => ask::reply(outcome, page)?,
         };
         Ok(with_related(result.for_client(false).into_value(), handle).into())
     }
+}
 
-    /// The `Task` of a task of the gateway's own.
-    fn task_value(&self, handle: &str, claims: &TaskClaims, status: Status) -> Value {
-        let ttl = (claims.exp - claims.at).max(0) * 1000;
-        tasks::task_object(
-            handle,
-            status.status,
-            &status.message,
-            (&rfc3339(at(claims.at)), &rfc3339(status.updated)),
-            u64::try_from(ttl).unwrap_or_default(),
-            POLL_MS,
-        )
-    }
+/// The call a held call's task runs: the stored tool and arguments, naming its
+/// confirmation, asked as a task again (so a tool that runs only as one runs).
+fn held_params(
+    call: elicitation_store::HeldCall,
+    eid: ElicitationId,
+) -> Result<CallToolParams, McpError> {
+    let arguments = match call.arguments {
+        Value::Object(map) => Some(map),
+        _ => None,
+    };
+    let params: CallToolParams = serde_json::from_value(serde_json::json!({
+        "name": call.tool,
+        "arguments": arguments,
+    }))
+    .map_err(|e| McpError::Internal(e.to_string()))?;
+    Ok(params
+        .naming_confirmation(&eid.to_string())
+        .with_task(serde_json::json!({})))
+}
+
+/// The `Task` of a task of the gateway's own.
+fn task_value(handle: &str, claims: &TaskClaims, status: Status) -> Value {
+    let ttl = (claims.exp - claims.at).max(0) * 1000;
+    tasks::task_object(
+        handle,
+        status.status,
+        &status.message,
+        (&rfc3339(at(claims.at)), &rfc3339(status.updated)),
+        u64::try_from(ttl).unwrap_or_default(),
+        POLL_MS,
+    )
 }
 
 /// A task's result tied to it (`_meta` related-task).

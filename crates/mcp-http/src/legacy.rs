@@ -274,14 +274,20 @@ impl McpService {
             },
             _ => None,
         };
-        if as_task {
-            let outcome = Box::pin(gateway.run(principal, classified, None)).await;
-            drop(waiting);
-            let answer = self.as_task(principal, outcome, page.as_deref())?;
-            return Ok(Reply::Result(answer.for_client(false), None));
-        }
+        // The answer to the call once the gate decided: as a task when the client asked for
+        // one (`hosted`), else as it is.
+        let answer = {
+            let (states, clock) = (self.states.clone(), self.config.clock.clone());
+            move |caller: &Principal, outcome: CallOutcome, page: Option<&str>| {
+                if as_task {
+                    crate::hosted::as_task(&states, clock.now(), caller, outcome, page)
+                } else {
+                    ask::reply(outcome, page)
+                }
+            }
+        };
         let result: ResultBody = match classified {
-            Classified::NeedsAccount(entry) => {
+            Classified::NeedsAccount(entry) if !as_task => {
                 // Recorded as refused; the person connects their account, the agent retries.
                 let outcome = gateway
                     .run(principal, Classified::NeedsAccount(entry.clone()), None)
@@ -354,7 +360,7 @@ impl McpService {
                     // 20 KB, copied at every level per request.
                     let run = Box::pin(gateway.run(&caller, classified, Some(relay)));
                     channel
-                        .cancellable(&id, async { ask::reply(run.await, page.as_deref()) })
+                        .cancellable(&id, async { answer(&caller, run.await, page.as_deref()) })
                         .await
                 };
                 let id = request.id.clone();
@@ -368,7 +374,8 @@ impl McpService {
                 }
             }
             // Boxed for the same reason: the request's futures stay small.
-            classified => ask::reply(
+            classified => answer(
+                principal,
                 Box::pin(gateway.run(principal, classified, None)).await,
                 page.as_deref(),
             )?,

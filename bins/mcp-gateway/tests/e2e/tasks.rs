@@ -181,3 +181,59 @@ async fn pending_confirmation(base: &str) -> String {
     }
     panic!("no confirmation was held within 30 s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_calls_task_is_served_by_either_instance_on_postgres_and_runs_once() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let (_everything, port) = super::everything_over_http().await;
+    let (dir, config) = super::alice_and_bob_on(
+        "tasks-two",
+        &super::postgres_store(&db),
+        &format!(
+            "[[modules]]\nname = \"held\"\ntransport = \"http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\ntrust_annotations = true\n\
+             [[policy]]\ntool = \"held__*\"\ngate = \"confirm\"\n"
+        ),
+    );
+    let a = Gateway::start(&config).await;
+    let b = Gateway::start(&config).await;
+    let on_a = super::session_of(&a, ALICE).await;
+    let on_b = super::session_of(&b, ALICE).await;
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "held__simulate-research-query", "arguments": {"topic": "weirs"}, "task": {}}});
+    let created = super::in_session(&a, ALICE, &on_a, call).await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{created}"))
+        .to_owned();
+    let ask = |method: &str| serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": method, "params": {"taskId": handle}});
+    // The other instance knows it (its state is the store's; the handle opens anywhere).
+    let polled = super::in_session(&b, ALICE, &on_b, ask("tasks/get")).await;
+    assert_eq!(polled["result"]["status"], "working", "{polled}");
+    // Bob, on either, does not.
+    let bobs = super::session_of(&b, BOB).await;
+    let refused = super::in_session(&b, BOB, &bobs, ask("tasks/get")).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let id = pending_confirmation(&b.base).await;
+    super::answer(&b.base, &id, true).await;
+    let polled = super::in_session(&a, ALICE, &on_a, ask("tasks/get")).await;
+    assert_eq!(polled["result"]["status"], "completed", "{polled}");
+    // Both instances asked for its result at once: it runs once.
+    let (x, y) = tokio::join!(
+        super::in_session(&a, ALICE, &on_a, ask("tasks/result")),
+        super::in_session(&b, ALICE, &on_b, ask("tasks/result")),
+    );
+    let reports: Vec<&Value> = [&x, &y]
+        .into_iter()
+        .filter(|r| {
+            r["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("weirs"))
+        })
+        .collect();
+    assert_eq!(reports.len(), 1, "one ran: {x} / {y}");
+    let other = if reports[0] == &x { &y } else { &x };
+    assert!(other.to_string().contains("does not run again"), "{other}");
+    a.stop().await;
+    b.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

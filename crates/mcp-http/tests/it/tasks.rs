@@ -151,6 +151,10 @@ async fn harness(policy: GatePolicy) -> Harness {
 }
 
 async fn harness_of(policy: GatePolicy, module: Tasks) -> Harness {
+    harness_with(policy, module, 16).await
+}
+
+async fn harness_with(policy: GatePolicy, module: Tasks, waits_per_caller: usize) -> Harness {
     let module = Arc::new(module);
     let registry = Registry::start(vec![ModuleSpec {
         isolation: None,
@@ -172,7 +176,14 @@ async fn harness_of(policy: GatePolicy, module: Tasks) -> Harness {
     };
     let auth = Auth::tokens(vec![grant("alice", ALICE), grant("bob", BOB)]).unwrap();
     Harness {
-        service: Arc::new(McpService::new(gateway, auth, ServiceConfig::default())),
+        service: Arc::new(McpService::new(
+            gateway,
+            auth,
+            ServiceConfig {
+                max_streams_per_caller: waits_per_caller,
+                ..ServiceConfig::default()
+            },
+        )),
         module,
         store,
     }
@@ -566,6 +577,81 @@ async fn a_held_call_asked_as_a_task_is_a_task_that_runs_once_after_a_person_app
         elicitation_core::ElicitationStatus::Cancelled
     );
     assert_eq!(h.module.calls.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_held_calls_task_runs_once_however_many_wait_on_it_and_never_asks_anew() {
+    use elicitation_store::ElicitationStore;
+    let h = harness_with(
+        GatePolicy::default(),
+        Tasks {
+            by_request: true,
+            ..Tasks::default()
+        },
+        4,
+    )
+    .await;
+    let (alice_session, _) = h.session(ALICE).await;
+    let created = h
+        .send(
+            &alice_session,
+            "tools/call",
+            json!({"name": "t__wipe", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let confirmation = confirmation_of(&created);
+    // Four wait on its result (the caller's cap of long waits); a fifth is refused at once.
+    let mut waits = Vec::new();
+    for _ in 0..4 {
+        let service = h.service.clone();
+        let (session, handle) = (alice_session.id.clone(), handle.clone());
+        waits.push(tokio::spawn(async move {
+            let h = Harness::over(service);
+            let s = Session {
+                token: ALICE,
+                id: session,
+            };
+            h.send(&s, "tasks/result", json!({"taskId": handle})).await
+        }));
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let fifth = h
+        .send(&alice_session, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert!(
+        fifth.to_string().contains("requests waiting for a person"),
+        "{fifth}"
+    );
+    h.store
+        .respond(&alice(), confirmation, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let mut ran = 0;
+    for wait in waits {
+        let answer = wait.await.unwrap();
+        if answer["result"]["isError"] != true {
+            ran += 1;
+        } else {
+            assert!(
+                answer.to_string().contains("does not run again"),
+                "{answer}"
+            );
+        }
+    }
+    assert_eq!(ran, 1);
+    assert_eq!(*h.module.calls.lock().unwrap(), ["wipe"]);
+    // No one was asked anew.
+    let pending = h
+        .store
+        .list(&alice(), elicitation_store::ListQuery::pending(100))
+        .await
+        .unwrap()
+        .len();
+    assert_eq!(pending, 0);
 }
 
 #[tokio::test]
