@@ -89,18 +89,7 @@ impl NativeMode {
     }
 }
 
-/// The approvals page of one confirmation.
-pub(crate) fn page_url(base: &str, id: ElicitationId) -> String {
-    format!("{}/approvals/e/{id}", base.trim_end_matches('/'))
-}
-
-/// The answer for a client that is not asked natively: a held result names the page where
-/// a person approves it when the gateway knows its address (`page`).
-pub(crate) fn reply(outcome: CallOutcome, page: Option<&str>) -> Result<ResultBody, McpError> {
-    outcome
-        .into_reply_with(|confirmation| page.map(|page| page_url(page, confirmation.id)))
-        .map_err(McpError::from)
-}
+pub(crate) use crate::reply::{page_url, reply};
 
 /// The answer to a call not sent because its module runs as the caller's own account and
 /// theirs is not connected: for a client that takes URL elicitations and may be answered
@@ -178,6 +167,9 @@ pub struct ClientAsks {
     pub native: NativeMode,
     /// The base URL of the approvals page (`None`: URL mode is not offered).
     pub page: Option<String>,
+    /// It declared the 2026-07-28 tasks extension: a call it cannot be asked about is
+    /// answered with a task it polls (`hosted`) instead of the held result.
+    pub tasks: bool,
 }
 
 /// The modern (multi round-trip) path.
@@ -257,10 +249,9 @@ impl Mrtr {
             .await
         {
             // Dismissed in the client: not asked there again; it waits for a person elsewhere.
-            CallOutcome::NeedsConfirmation(pending) if dismissed => reply(
-                CallOutcome::NeedsConfirmation(pending),
-                asks.page.as_deref(),
-            ),
+            CallOutcome::NeedsConfirmation(pending) if dismissed => {
+                self.held(principal, pending, &asks)
+            }
             CallOutcome::NeedsConfirmation(pending) => {
                 // A confirmation an approver group must answer is not asked of the caller.
                 let caller_answers = self.gateway.caller_answers(&call.entry.qualified);
@@ -276,14 +267,34 @@ impl Mrtr {
                             asks.page.as_deref(),
                         )
                         .into()),
-                    None => reply(
-                        CallOutcome::NeedsConfirmation(pending),
-                        asks.page.as_deref(),
-                    ),
+                    None => self.held(principal, pending, &asks),
                 }
             }
             outcome => reply(outcome, asks.page.as_deref()),
         }
+    }
+
+    /// A call that waits for a person elsewhere: a task the client polls when it declared
+    /// the tasks extension, else the held result.
+    fn held(
+        &self,
+        principal: &Principal,
+        pending: Box<mcp_gate::PendingConfirmation>,
+        asks: &ClientAsks,
+    ) -> Result<ResultBody, McpError> {
+        if asks.tasks {
+            return crate::held_task::modern_held(
+                &self.states,
+                self.clock.now(),
+                principal,
+                pending,
+                asks.page.as_deref(),
+            );
+        }
+        reply(
+            CallOutcome::NeedsConfirmation(pending),
+            asks.page.as_deref(),
+        )
     }
 
     fn verify(

@@ -1,5 +1,6 @@
-//! Tasks the gateway holds itself, for a 2025-11-25 client that asked for a task (SEP-2848's
-//! way of holding a call, on the tasks of 2025-11-25): a gated call becomes a task that is
+//! Tasks the gateway holds itself — for a 2025-11-25 client that asked for a task, and a
+//! 2026-07-28 client that declared the tasks extension (SEP-2848's way of holding a call;
+//! the answer that makes one, and its shapes, are `held_task`'s): a gated call becomes a task that is
 //! `working` while a person decides out of band (the approvals page, REST, Slack, email);
 //! `completed` once they answered, its result the call's (run once, when the client asks
 //! for the result, with a person's edits; a decline's result is the refusal with their
@@ -18,124 +19,14 @@ use mcp_gate::{CallOutcome, Classified, Gateway};
 use mcp_wire::tasks;
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use crate::ask;
+use crate::held_task::{Status, at, rfc3339, task_value, with_related};
 use crate::service::McpService;
-use crate::state::{HostedTask, RequestStates, TASK_PREFIX, TaskClaims};
+use crate::state::{HostedTask, TaskClaims};
 use elicitation_core::{CancelReason, ElicitationId, ElicitationStatus};
 use mcp_auth::Principal;
 use mcp_http_kit::error::McpError;
-
-/// How often a client is asked to poll a held call's task.
-const POLL_MS: u64 = 2000;
-/// How long a task is answered about after its confirmation expired (to say it failed), and
-/// a task answered at once.
-const AFTERLIFE_SECS: i64 = 3600;
-/// The longest handle handed out: an answer too long for one is given as it is.
-const MAX_HANDLE: usize = 16 * 1024;
-
-/// Whether `handle` names a task the gateway holds itself.
-pub(crate) fn is_hosted(handle: &str) -> bool {
-    handle.starts_with(TASK_PREFIX)
-}
-
-fn rfc3339(at: OffsetDateTime) -> String {
-    at.format(&Rfc3339).unwrap_or_default()
-}
-
-fn at(seconds: i64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp(seconds).unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
-/// What a task says about itself now.
-struct Status {
-    status: &'static str,
-    message: String,
-    updated: OffsetDateTime,
-}
-
-/// The answer to a task-augmented call once the gate decided (`outcome`): a task the module
-/// created passes on; a call held for a person becomes a task of the gateway's; any other
-/// answer becomes a task completed with it (or, too long for a handle, is given as it is).
-pub(crate) fn as_task(
-    states: &RequestStates,
-    now: OffsetDateTime,
-    principal: &Principal,
-    outcome: CallOutcome,
-    page: Option<&str>,
-) -> Result<ResultBody, McpError> {
-    let claims = |exp: OffsetDateTime, task: HostedTask| TaskClaims {
-        sub: principal.caller.subject_id().to_owned(),
-        ten: principal.caller.tenant_id().map(str::to_owned),
-        at: now.unix_timestamp(),
-        exp: exp.unix_timestamp(),
-        task,
-    };
-    let (sealed, status, message, meta, given, claims) = match outcome {
-        CallOutcome::Forwarded(raw) if tasks::created_task(&raw).is_some() => {
-            return Ok(ResultBody::Raw(raw));
-        }
-        CallOutcome::NeedsConfirmation(pending) => {
-            let confirmation = pending.confirmation.clone();
-            let held = ask::reply(CallOutcome::NeedsConfirmation(pending), page)?
-                .for_client(false)
-                .into_value();
-            let claims = claims(
-                confirmation.expires_at + time::Duration::seconds(AFTERLIFE_SECS),
-                HostedTask::Held {
-                    eid: confirmation.id.to_string(),
-                },
-            );
-            let message = held["structuredContent"]["next_step"]
-                    .as_str()
-                    .map_or_else(String::new, |step| {
-                        format!("Waiting for a person to answer. {step} (This task completes once they have; its result is the call's.)")
-                    });
-            let meta = held.get("_meta").cloned();
-            (
-                states.seal_task(&claims),
-                "working",
-                message,
-                meta,
-                held,
-                claims,
-            )
-        }
-        other => {
-            let answer = ask::reply(other, page)?.for_client(false).into_value();
-            let claims = claims(
-                now + time::Duration::seconds(AFTERLIFE_SECS),
-                HostedTask::Answered {
-                    result: answer.clone(),
-                },
-            );
-            let message = "Answered at once by the gateway; its result is the answer.".to_owned();
-            (
-                states.seal_task(&claims),
-                "completed",
-                message,
-                None,
-                answer,
-                claims,
-            )
-        }
-    };
-    let Some(handle) = sealed.filter(|h| h.len() <= MAX_HANDLE) else {
-        return Ok(given.into());
-    };
-    let task = task_value(
-        &handle,
-        &claims,
-        Status {
-            status,
-            message,
-            updated: now,
-        },
-    );
-    Ok(tasks::created_result(task, meta).into())
-}
 
 impl McpService {
     /// The caller's task `handle` of the gateway's own, or the same "unknown task" as any
@@ -397,36 +288,66 @@ fn held_params(
         .with_task(serde_json::json!({})))
 }
 
-/// The `Task` of a task of the gateway's own.
-fn task_value(handle: &str, claims: &TaskClaims, status: Status) -> Value {
-    let ttl = (claims.exp - claims.at).max(0) * 1000;
-    tasks::task_object(
-        handle,
-        status.status,
-        &status.message,
-        (&rfc3339(at(claims.at)), &rfc3339(status.updated)),
-        u64::try_from(ttl).unwrap_or_default(),
-        POLL_MS,
-    )
-}
-
-/// A task's result tied to it (`_meta` related-task).
-fn with_related(mut result: Value, handle: &str) -> Value {
-    if let Value::Object(map) = &mut result {
-        let meta = map
-            .entry("_meta")
-            .or_insert_with(|| Value::Object(serde_json::Map::new()));
-        if let (Value::Object(meta), Value::Object(related)) = (meta, tasks::related_meta(handle)) {
-            meta.extend(related);
-        }
-    }
-    result
-}
-
 /// Cancelling a task that has ended (`-32602`, as the spec says).
 fn ended(handle: &str) -> McpError {
     McpError::InvalidParams(format!(
         "task {:?} has ended; it cannot be cancelled",
         gating_core::visible(handle)
     ))
+}
+
+impl McpService {
+    /// `tasks/get`, `tasks/update` or `tasks/cancel` of the 2026-07-28 tasks extension, about
+    /// a task of the gateway's own: `tasks/get` answers the task with its payload (the
+    /// result once completed: an approved call runs, once, when it is first read so; the
+    /// error once failed); `tasks/cancel` withdraws it; `tasks/update` is acknowledged (such
+    /// a task asks for no input).
+    pub(crate) async fn modern_hosted_task(
+        &self,
+        gateway: &Arc<Gateway>,
+        principal: &Arc<Principal>,
+        method: &str,
+        handle: &str,
+        page: Option<&str>,
+    ) -> Result<ResultBody, McpError> {
+        let claims = self.hosted_claims(principal, handle)?;
+        let empty = || Ok(Value::Object(serde_json::Map::new()).into());
+        match method {
+            "tasks/update" => return empty(),
+            "tasks/cancel" => {
+                self.hosted_task(gateway, principal, method, handle, page)
+                    .await?;
+                return empty();
+            }
+            _ => {}
+        }
+        let task = self
+            .hosted_task(gateway, principal, "tasks/get", handle, page)
+            .await?
+            .for_client(false)
+            .into_value();
+        let mut task = tasks::modern_task(task);
+        let status = task["status"].as_str().unwrap_or_default().to_owned();
+        match status.as_str() {
+            "completed" => {
+                let result = match &claims.task {
+                    HostedTask::Answered { result } => result.clone(),
+                    HostedTask::Held { .. } => self
+                        .hosted_task(gateway, principal, "tasks/result", handle, page)
+                        .await?
+                        .for_client(true)
+                        .into_value(),
+                };
+                task["result"] = result;
+            }
+            "failed" => {
+                task["error"] = serde_json::json!({
+                    "code": mcp_wire::codes::INTERNAL_ERROR,
+                    "message": task["statusMessage"].clone(),
+                });
+            }
+            _ => {}
+        }
+        Ok(task.into())
+    }
 }

@@ -280,7 +280,7 @@ impl McpService {
             let (states, clock) = (self.states.clone(), self.config.clock.clone());
             move |caller: &Principal, outcome: CallOutcome, page: Option<&str>| {
                 if as_task {
-                    crate::hosted::as_task(&states, clock.now(), caller, outcome, page)
+                    crate::held_task::as_task(&states, clock.now(), caller, outcome, page)
                 } else {
                     ask::reply(outcome, page)
                 }

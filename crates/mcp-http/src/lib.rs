@@ -17,12 +17,14 @@ pub mod channel;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod held_task;
 mod hosted;
 mod legacy;
 pub mod listen;
 mod modern;
 pub mod mount;
 mod relay;
+mod reply;
 pub mod rest;
 pub mod service;
 pub mod sessions;

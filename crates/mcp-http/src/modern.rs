@@ -101,6 +101,11 @@ impl McpService {
                             url: answers::can_elicit_url(capabilities.as_ref()),
                             native: self.config.native,
                             page: self.page_base(headers),
+                            tasks: capabilities
+                                .as_ref()
+                                .and_then(|c| c.pointer("/extensions"))
+                                .and_then(|e| e.get(mcp_wire::tasks::TASKS_EXTENSION))
+                                .is_some(),
                         };
                         let (asker, asks) =
                             Running::asker(ClientAnswers::declared(capabilities.as_ref()));
@@ -134,6 +139,27 @@ impl McpService {
                             Relayed::Stream(response) => return Ok(Reply::Stream(response)),
                         }
                     }
+                }
+                "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                    principal.require(SCOPE_TOOLS_CALL)?;
+                    let params: mcp_wire::tools::ForwardParams = request.params_as()?;
+                    let handle = params.str("taskId").unwrap_or_default();
+                    // Only tasks of the gateway's own at 2026-07-28 (a module's are not
+                    // passed through in this era yet).
+                    if !crate::held_task::is_hosted(handle) {
+                        return Err(mcp_gate::tasks::unknown(handle).into());
+                    }
+                    let page = self.page_base(headers);
+                    let answered = self
+                        .modern_hosted_task(
+                            &snap.gateway,
+                            principal,
+                            &request.method,
+                            handle,
+                            page.as_deref(),
+                        )
+                        .await?;
+                    (answered, false)
                 }
                 other => return Err(McpError::MethodNotFound(other.to_owned())),
             }
@@ -307,9 +333,18 @@ fn check_modern_headers(
         }
         None => return mismatch("Mcp-Method is required".into()),
     }
+    let task_id;
     let named = match request.method.as_str() {
         "tools/call" | "prompts/get" => head.name.as_deref(),
         "resources/read" => head.uri.as_deref(),
+        // The tasks extension routes by the task's id.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => {
+            task_id = request
+                .params_as::<mcp_wire::tools::ForwardParams>()
+                .ok()
+                .and_then(|p| p.str("taskId").map(str::to_owned));
+            task_id.as_deref()
+        }
         _ => return Ok(()),
     };
     let body_name = named.unwrap_or_default();

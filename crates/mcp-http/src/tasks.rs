@@ -42,7 +42,7 @@ impl McpService {
         if let Some(handle) = params
             .get("taskId")
             .and_then(Value::as_str)
-            .filter(|h| crate::hosted::is_hosted(h))
+            .filter(|h| crate::held_task::is_hosted(h))
         {
             let page = self.page_base(headers);
             let answered = self

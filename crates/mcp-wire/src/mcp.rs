@@ -245,9 +245,12 @@ pub fn initialize_params(version: &str) -> Value {
 
 /// The `server/discover` result.
 pub fn discover_result() -> Value {
+    let mut capabilities = capabilities();
+    // The tasks extension: a call held for a person may be answered as a task.
+    capabilities["extensions"] = json!({ crate::tasks::TASKS_EXTENSION: {} });
     json!({
         "supportedVersions": supported_versions(),
-        "capabilities": capabilities(),
+        "capabilities": capabilities,
         "instructions": INSTRUCTIONS,
         "ttlMs": 0,
         "cacheScope": "private",

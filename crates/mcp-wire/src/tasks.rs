@@ -124,6 +124,42 @@ pub fn related_meta(task_id: &str) -> Value {
     json!({ META_RELATED_TASK: { "taskId": task_id } })
 }
 
+/// The id of the tasks extension of 2026-07-28 (SEP-2663).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A `Task` of 2025-11-25 ([`task_object`]) in the shape of the 2026-07-28 tasks extension:
+/// `ttlMs` and `pollIntervalMs` for `ttl` and `pollInterval`.
+pub fn modern_task(mut task: Value) -> Value {
+    if let Value::Object(map) = &mut task {
+        if let Some(ttl) = map.remove("ttl") {
+            map.insert("ttlMs".into(), ttl);
+        }
+        if let Some(poll) = map.remove("pollInterval") {
+            map.insert("pollIntervalMs".into(), poll);
+        }
+    }
+    task
+}
+
+/// A 2026-07-28 `CreateTaskResult` of a 2025-11-25 one ([`created_result`]): the task flat,
+/// `resultType: "task"`, its `_meta` kept. Anything else (a result that is no task) as it is.
+pub fn modern_created(created: Value) -> Value {
+    let Value::Object(mut created) = created else {
+        return created;
+    };
+    let Some(task) = created.remove("task") else {
+        return Value::Object(created);
+    };
+    let mut flat = modern_task(task);
+    if let Value::Object(map) = &mut flat {
+        map.insert("resultType".into(), json!("task"));
+        if let Some(meta) = created.remove("_meta") {
+            map.insert("_meta".into(), meta);
+        }
+    }
+    flat
+}
+
 /// The `tasks` capability of the gateway's `initialize` result: it lists and cancels tasks
 /// and takes task-augmented `tools/call`.
 pub fn server_capability() -> Value {
@@ -161,6 +197,19 @@ mod tests {
         ] {
             assert_eq!(created_task(&raw(other.clone())), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_task_takes_the_2026_shape() {
+        let task = task_object("t", "working", "waiting", ("a", "b"), 60_000, 2000);
+        let created = modern_created(created_result(task, Some(json!({"k": 1}))));
+        assert_eq!(
+            created,
+            json!({"resultType": "task", "taskId": "t", "status": "working", "statusMessage": "waiting",
+                   "createdAt": "a", "lastUpdatedAt": "b", "ttlMs": 60_000, "pollIntervalMs": 2000, "_meta": {"k": 1}})
+        );
+        let plain = json!({"content": []});
+        assert_eq!(modern_created(plain.clone()), plain);
     }
 
     #[test]

@@ -409,3 +409,102 @@ async fn a_module_of_both_eras_is_spoken_to_in_each_clients_era_so_it_can_ask_th
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A 2026-07-28 agent that does tasks (the tasks extension) but answers no elicitation.
+#[derive(Clone)]
+struct TaskAgent;
+
+impl ClientHandler for TaskAgent {
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        config.capabilities = ClientCapabilities::builder().enable_tasks().build();
+        config.protocol_version = ProtocolVersion::V_2026_07_28;
+        config
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_task_client_polls_a_held_call_as_a_task_until_a_person_approves_it() {
+    let (url, shop) = serve(false).await;
+    let (dir, config) = super::alice_and_bob(
+        "rmcp-tasks",
+        &format!(
+            "[[modules]]\nname = \"shop\"\ntransport = \"http\"\nurl = \"{url}\"\ntrust_annotations = true\n"
+        ),
+    );
+    let gateway = Gateway::start(&config).await;
+    let connect = |token: &'static str| {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", gateway.base))
+                .auth_header(token),
+        );
+        TaskAgent.serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+    };
+    let agent = connect(ALICE).await.unwrap();
+    let deletion = CallToolRequestParams::new("shop__delete_order")
+        .with_arguments(json!({"order": 77}).as_object().unwrap().clone());
+    let CallToolResponse::Task(created) = agent.call_tool_once(deletion).await.unwrap() else {
+        panic!("a held call answered as a task");
+    };
+    let task_id = created.task.task_id.clone();
+    assert_eq!(created.task.status, rmcp::model::TaskStatus::Working);
+    // Another caller cannot read it.
+    let bob = connect(BOB).await.unwrap();
+    assert!(
+        bob.get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .is_err()
+    );
+    // The agent polls while the person takes their time; then they approve over REST.
+    for _ in 0..3 {
+        let polled = agent
+            .get_task(GetTaskParams::new(task_id.clone()))
+            .await
+            .unwrap();
+        assert_eq!(polled.task.status(), rmcp::model::TaskStatus::Working);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(
+        shop.deleted.load(Ordering::SeqCst),
+        0,
+        "nothing ran meanwhile"
+    );
+    let id = created
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("io.modelcontextprotocol/authorization"))
+        .and_then(|a| a.get("authorizationContextId"))
+        .and_then(Value::as_str)
+        .unwrap()
+        .to_owned();
+    super::answer(&gateway.base, &id, true).await;
+    let done = agent
+        .get_task(GetTaskParams::new(task_id.clone()))
+        .await
+        .unwrap();
+    let rmcp::model::TaskPayload::Completed { result } = &done.task.payload else {
+        panic!("completed: {done:?}");
+    };
+    assert_eq!(
+        result["content"][0]["text"], "deleted order 77",
+        "{result:?}"
+    );
+    assert_eq!(shop.deleted.load(Ordering::SeqCst), 1, "ran once");
+    // Read again, it does not run again.
+    let again = agent.get_task(GetTaskParams::new(task_id)).await.unwrap();
+    assert!(matches!(
+        again.task.payload,
+        rmcp::model::TaskPayload::Completed { .. }
+    ));
+    assert_eq!(shop.deleted.load(Ordering::SeqCst), 1);
+    for client in [agent, bob] {
+        client.cancel().await.unwrap();
+    }
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
