@@ -113,16 +113,25 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
     }
 
     // Held for a person: a task of the gateway's own, which the client polls (working)
-    // while the person takes their time on the REST API, then completes with the module's
-    // result; the call ran once, as the module's own task.
+    // while the person takes their time, then approves on the approvals page; it completes
+    // with the module's result; the call ran once, as the module's own task.
     let client = {
         let base = gateway.base.clone();
         tokio::spawn(async move { ts_tasks(&base, "held__simulate-research-query", false).await })
     };
     let id = pending_confirmation(&gateway.base).await;
-    // The person answers after several polls.
+    // The person answers after several polls, on the approvals page, in a real browser.
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-    super::answer(&gateway.base, &id, true).await;
+    let mut browser = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    browser
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/browser/approve_one.py"
+        ))
+        .arg(&gateway.base)
+        .args([super::HUMAN, id.as_str()]);
+    let approved = super::run_client(browser, "the person's browser").await;
+    assert_eq!(approved["approved"], true, "{approved}");
     let out = client.await.unwrap();
     let kinds: Vec<&str> = out["kinds"]
         .as_array()
