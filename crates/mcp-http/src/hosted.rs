@@ -191,10 +191,16 @@ impl McpService {
         if current.status_at(self.config.clock.now()) == ElicitationStatus::Pending {
             // A wait for a person holds one of the caller's long-lived slots.
             let Some(_slot) = self.streams.try_open(&principal.caller) else {
-                let refused = Gateway::too_many_waiting(self.streams.max_per_caller())
-                    .into_reply()
-                    .map_err(McpError::from)?;
-                return Ok(refused);
+                // An error result of this request, not the task's: the task goes on.
+                let refused = mcp_wire::tools::text_result(
+                    &format!(
+                        "This caller already has {} requests waiting for a person; this task goes on: ask for its result again later.",
+                        self.streams.max_per_caller()
+                    ),
+                    None,
+                    true,
+                );
+                return Ok(with_related(refused, handle).into());
             };
             let left = current.expires_at - self.config.clock.now();
             let left = std::time::Duration::try_from(left).unwrap_or_default();

@@ -53,8 +53,8 @@ impl McpService {
                 }
                 "tools/call" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
-                    // 2026-07-28 has no `task` param (its tasks are an extension the
-                    // gateway does not serve yet): the call runs to its result.
+                    // 2026-07-28 has no `task` param (its tasks are an extension, in which
+                    // the server decides: `ask::ClientAsks::tasks`).
                     let params = request.params_as::<CallToolParams>()?.without_task();
                     // One gateway for the whole call (see `legacy`).
                     let gateway = snap.gateway.clone();
