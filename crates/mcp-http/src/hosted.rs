@@ -2,9 +2,9 @@
 //! 2026-07-28 client that declared the tasks extension (SEP-2848's way of holding a call;
 //! the answer that makes one, and its shapes, are `held_task`'s): a gated call becomes a task that is
 //! `working` while a person decides out of band (the approvals page, REST, Slack, email);
-//! `completed` once they answered, its result the call's (run once, when the client asks
-//! for the result, with a person's edits; a decline's result is the refusal with their
-//! note); `failed` when nobody answered in time; `cancelled` when the client withdrew it. Any
+//! `input_required` once they approved (the client is to ask for the result, which runs the
+//! call once, with a person's edits), `completed` once it ran, or after a decline (its
+//! result the refusal with their note); `failed` when nobody answered in time; `cancelled` when the client withdrew it. Any
 //! other answer the gateway gives a task-augmented call at once (a refusal, a module's
 //! plain result) is a task already completed with that answer.
 //!
@@ -72,9 +72,11 @@ impl McpService {
                 "failed",
                 "Approved, but its result was not asked for before the confirmation expired: the call was not run.".to_owned(),
             ),
+            // Not terminal yet (a terminal status never changes, and this one still may: it
+            // fails at expiry): the client is to ask for the result, which runs the call.
             (_, Some(true)) => (
-                "completed",
-                "Approved; the call runs, once, when its result is asked for.".to_owned(),
+                "input_required",
+                "Approved: ask for this task's result (tasks/result) now; that runs the call, once, and answers with its result.".to_owned(),
             ),
             (_, Some(false)) => (
                 "completed",
@@ -335,7 +337,10 @@ impl McpService {
         let mut task = tasks::modern_task(task);
         let status = task["status"].as_str().unwrap_or_default().to_owned();
         match status.as_str() {
-            "completed" => {
+            // Approved (input_required at 2025-11-25, which has no place here): the call runs
+            // now and the task completes with its result.
+            "completed" | "input_required" => {
+                task["status"] = Value::String("completed".into());
                 let result = match &claims.task {
                     HostedTask::Answered { result } => result.clone(),
                     HostedTask::Held { .. } => self

@@ -144,7 +144,8 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
         "polled while the person decided: {out}"
     );
     assert_eq!(kinds.last(), Some(&"result"), "{out}");
-    assert!(kinds.contains(&"status:completed"), "{out}");
+    // Approved, it asks for the result (input_required), which runs the call.
+    assert!(kinds.contains(&"status:input_required"), "{out}");
     assert_eq!(out["error"], Value::Null, "{out}");
     assert!(
         out["text"]
@@ -225,7 +226,7 @@ async fn a_held_calls_task_is_served_by_either_instance_on_postgres_and_runs_onc
     let id = pending_confirmation(&b.base).await;
     super::answer(&b.base, &id, true).await;
     let polled = super::in_session(&a, ALICE, &on_a, ask("tasks/get")).await;
-    assert_eq!(polled["result"]["status"], "completed", "{polled}");
+    assert_eq!(polled["result"]["status"], "input_required", "{polled}");
     // Both instances asked for its result at once: it runs once.
     let (x, y) = tokio::join!(
         super::in_session(&a, ALICE, &on_a, ask("tasks/result")),

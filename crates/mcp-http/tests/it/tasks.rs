@@ -577,6 +577,51 @@ async fn a_held_call_asked_as_a_task_is_a_task_that_runs_once_after_a_person_app
         elicitation_core::ElicitationStatus::Cancelled
     );
     assert_eq!(h.module.calls.lock().unwrap().len(), 1);
+    // Approved while nobody waits: the task asks for its result (not yet terminal: it
+    // would fail at expiry), and asking runs the call.
+    let created = h
+        .send(
+            &alice_session,
+            "tools/call",
+            json!({"name": "t__wipe", "arguments": {"what": "cache"}, "task": {}}),
+        )
+        .await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.store
+        .respond(
+            &alice(),
+            confirmation_of(&created),
+            json!({"confirmed": true}),
+        )
+        .await
+        .unwrap();
+    let approved = h
+        .send(&alice_session, "tasks/get", json!({"taskId": handle}))
+        .await;
+    assert_eq!(approved["result"]["status"], "input_required", "{approved}");
+    assert_eq!(
+        h.module.calls.lock().unwrap().len(),
+        1,
+        "not run before it is asked for"
+    );
+    let ran = h
+        .send(&alice_session, "tasks/result", json!({"taskId": handle}))
+        .await;
+    assert!(
+        ran["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("findings of up-"),
+        "{ran}"
+    );
+    assert_eq!(h.module.calls.lock().unwrap().len(), 2);
+    let done = h
+        .send(&alice_session, "tasks/get", json!({"taskId": handle}))
+        .await;
+    assert_eq!(done["result"]["status"], "completed", "{done}");
 }
 
 #[tokio::test]
