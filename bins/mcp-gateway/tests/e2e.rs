@@ -34,6 +34,8 @@ mod exhaustion;
 mod https_modules;
 #[path = "e2e/import.rs"]
 mod import;
+#[path = "e2e/modern_tasks.rs"]
+mod modern_tasks;
 #[path = "e2e/notifications.rs"]
 mod notifications;
 #[path = "e2e/permission_prompt.rs"]

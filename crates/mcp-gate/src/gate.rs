@@ -281,8 +281,7 @@ impl Gateway {
             Classified::Gated(call) => {
                 // A task the caller has no room for is refused before a confirmation is
                 // spent on it.
-                if call.params.task().is_some()
-                    && self.takes_tasks(&call.entry)
+                if self.sent_as_task(&call.entry, &call.params)
                     && let Err(no_room) = self.tasks.reserve(&instance_key(&principal.caller))
                 {
                     return CallOutcome::Done(no_room.result());
@@ -453,16 +452,16 @@ impl Gateway {
         // A task goes on only to a module tool that runs as one, for a caller with room for
         // another (held until the module answered); anything else runs to its result.
         let mut reservation = None;
-        if params.task().is_some() {
-            if self.takes_tasks(entry) {
-                match self.tasks.reserve(&who) {
-                    Ok(room) => reservation = Some(room),
-                    Err(no_room) => return CallOutcome::Done(no_room.result()),
-                }
-            } else {
-                params = params.without_task();
+        if self.sent_as_task(entry, &params) {
+            match self.tasks.reserve(&who) {
+                Ok(room) => reservation = Some(room),
+                Err(no_room) => return CallOutcome::Done(no_room.result()),
             }
+        } else {
+            params = params.without_task().with_modern_task(false);
         }
+        // A module's task of the 2026-07-28 extension is its answer only where one was taken.
+        let takes_task = reservation.is_some();
         let run = async {
             match via {
                 Via::Modules(relay) => {
@@ -498,6 +497,13 @@ impl Gateway {
         // Passed on unparsed, so read at its top level first.
         let answered = answered.and_then(|result| {
             mcp_wire::result::usable(&result)
+                .or_else(|refused| {
+                    if takes_task && mcp_wire::tasks::created_task(&result).is_some() {
+                        Ok(())
+                    } else {
+                        Err(refused)
+                    }
+                })
                 .map(|()| result)
                 .map_err(|reason| ModuleError::Protocol {
                     module: entry.module_name.clone(),

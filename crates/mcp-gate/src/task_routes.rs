@@ -1,4 +1,4 @@
-//! Where each task of 2025-11-25 handed to a client lives ([`crate::tasks`]): the
+//! Where each task (of either era) handed to a client lives ([`crate::tasks`]): the
 //! gateway's handle, the caller it belongs to, the module client that created it (and which
 //! life of it) and the module's id for it, kept until the task's time to live ends.
 
@@ -53,6 +53,8 @@ pub(crate) struct Route {
     /// The tool it runs (the module's questions while it runs are attributed to it).
     pub(crate) entry: Arc<ToolEntry>,
     pub(crate) expires: Instant,
+    /// A task of the 2026-07-28 tasks extension (else of 2025-11-25).
+    pub(crate) modern: bool,
 }
 
 /// Why a caller may not start a task now.
@@ -132,6 +134,7 @@ impl TaskRoutes {
         module: Arc<dyn Module>,
         created: &CreatedTask,
         entry: &ToolEntry,
+        modern: bool,
     ) -> Option<String> {
         let handle = format!("task-{}", mcp_random::hex_token::<16>().ok()?);
         let lives = created
@@ -145,6 +148,7 @@ impl TaskRoutes {
             upstream: created.task_id.clone(),
             entry: Arc::new(entry.clone()),
             expires: Instant::now() + lives,
+            modern,
         };
         self.inner().routes.insert(handle.clone(), route);
         // Counted as a route now (the reservation's drop uncounts its creation).

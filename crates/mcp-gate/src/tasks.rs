@@ -13,6 +13,7 @@ use mcp_upstream::Module;
 use mcp_upstream::registry::ToolEntry;
 use mcp_wire::ResultBody;
 use mcp_wire::tasks;
+use mcp_wire::tools::CallToolParams;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -124,6 +125,19 @@ impl Gateway {
         !entry.is_own() && entry.task_support != mcp_upstream::registry::TaskSupport::Forbidden
     }
 
+    /// Whether a call of `entry` whose 2026-07-28 client takes a task is sent declaring the
+    /// tasks extension: a module's tool, of a module reached at 2026-07-28 that runs tasks
+    /// and whose tasks can pass through.
+    pub fn takes_modern_tasks(&self, entry: &ToolEntry) -> bool {
+        !entry.is_own() && self.registry.runs_modern_tasks(entry)
+    }
+
+    /// Whether a call with `params` is sent as a task (of either era) to `entry`'s module.
+    pub(crate) fn sent_as_task(&self, entry: &ToolEntry, params: &CallToolParams) -> bool {
+        (params.task().is_some() && self.takes_tasks(entry))
+            || (params.takes_modern_task() && self.takes_modern_tasks(entry))
+    }
+
     /// A module's answer to a task-augmented call: when it created a task, the route is
     /// kept and the client is handed the gateway's handle instead of the module's id. An
     /// answer that is no task is passed on (a module may run such a call to its result).
@@ -140,7 +154,11 @@ impl Gateway {
         let refused = |text: &str| {
             serde_json::value::to_raw_value(&mcp_wire::tools::text_result(text, None, true))
         };
-        let Some(handle) = self.tasks.adopt(reservation, module, &created, entry) else {
+        let modern = tasks::is_modern_task(&result);
+        let Some(handle) = self
+            .tasks
+            .adopt(reservation, module, &created, entry, modern)
+        else {
             tracing::error!(tool = %entry.qualified, "no random source for a task's handle; the module's id is not passed on");
             return refused(
                 "the gateway could not hand this task to the client (no random source)",
@@ -162,21 +180,24 @@ impl Gateway {
         self.tasks.find(&who, handle).map(|r| r.entry)
     }
 
-    /// `tasks/get`, `tasks/result` or `tasks/cancel` about the caller's task `params.taskId`:
-    /// sent to the module client that created it with the module's id, answered with the
-    /// gateway's handle; what the module asks while `tasks/result` waits goes to `relay`.
+    /// `tasks/get`, `tasks/result` or `tasks/cancel` (2025-11-25), or `tasks/get`,
+    /// `tasks/update` or `tasks/cancel` of the 2026-07-28 tasks extension (`modern`), about
+    /// the caller's task `params.taskId` of that era: sent to the module client that created
+    /// it with the module's id, answered with the gateway's handle; what the module asks
+    /// while `tasks/result` waits goes to `relay`.
     pub async fn task_request(
         &self,
         principal: &Principal,
-        method: &str,
+        (method, modern): (&str, bool),
         params: &Value,
         relay: Option<Arc<dyn mcp_upstream::Relay>>,
     ) -> Result<ResultBody, GateError> {
-        let method: &'static str = match method {
-            "tasks/get" => "tasks/get",
-            "tasks/result" => "tasks/result",
-            "tasks/cancel" => "tasks/cancel",
-            other => {
+        let method: &'static str = match (method, modern) {
+            ("tasks/get", _) => "tasks/get",
+            ("tasks/result", false) => "tasks/result",
+            ("tasks/update", true) => "tasks/update",
+            ("tasks/cancel", _) => "tasks/cancel",
+            (other, _) => {
                 return Err(GateError::InvalidParams(format!(
                     "{other} is not about one task"
                 )));
@@ -187,12 +208,25 @@ impl Gateway {
             .and_then(Value::as_str)
             .ok_or_else(|| GateError::InvalidParams(format!("{method} needs a string taskId")))?;
         let who = crate::instance_key(&principal.caller);
+        // A task is asked about in the era it was created in (a 2025 session of the same
+        // caller does not see the 2026 client's tasks, nor the other way round).
         let route = self
             .tasks
             .find(&who, handle)
+            .filter(|route| route.modern == modern)
             .ok_or_else(|| unknown(handle))?;
-        // Only the task's id goes on (the client's `_meta` is its own hop's).
-        let upstream = tasks::task_params(&route.upstream);
+        // Only the task's id goes on (the client's `_meta` is its own hop's), and the
+        // answers `tasks/update` carries.
+        let mut upstream = tasks::task_params(&route.upstream);
+        if method == "tasks/update" {
+            let responses = params
+                .get("inputResponses")
+                .filter(|r| r.is_object())
+                .ok_or_else(|| {
+                    GateError::InvalidParams("tasks/update needs an object inputResponses".into())
+                })?;
+            upstream["inputResponses"] = responses.clone();
+        }
         let relay = relay.map(|inner| -> Arc<dyn mcp_upstream::Relay> {
             Arc::new(Renaming {
                 inner,
@@ -231,7 +265,7 @@ impl Gateway {
     pub async fn list_tasks(&self, principal: &Principal) -> Result<ResultBody, GateError> {
         let who = crate::instance_key(&principal.caller);
         let mut listed = Vec::new();
-        for (handle, route) in self.tasks.of(&who) {
+        for (handle, route) in self.tasks.of(&who).into_iter().filter(|(_, r)| !r.modern) {
             let asked = self
                 .registry
                 .task_request(

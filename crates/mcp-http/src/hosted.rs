@@ -254,7 +254,7 @@ impl McpService {
                             let params = tasks::task_params(&made.task_id);
                             Box::pin(gateway.task_request(
                                 &principal,
-                                "tasks/result",
+                                ("tasks/result", false),
                                 &params,
                                 None,
                             ))

@@ -107,6 +107,8 @@ impl McpService {
                                 .and_then(|e| e.get(mcp_wire::tasks::TASKS_EXTENSION))
                                 .is_some(),
                         };
+                        // A client that takes a task may be answered with its module's.
+                        let params = params.with_modern_task(client_asks.tasks);
                         let (asker, asks) =
                             Running::asker(ClientAnswers::declared(capabilities.as_ref()));
                         let asker = asker.map(|a| Box::new(a) as Box<dyn relay::Asker>);
@@ -144,10 +146,24 @@ impl McpService {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     let params: mcp_wire::tools::ForwardParams = request.params_as()?;
                     let handle = params.str("taskId").unwrap_or_default();
-                    // Only tasks of the gateway's own at 2026-07-28 (a module's are not
-                    // passed through in this era yet).
+                    // A module's task: routed to the module that runs it (its questions
+                    // attributed to it, as when it asks during a call).
                     if !crate::held_task::is_hosted(handle) {
-                        return Err(mcp_gate::tasks::unknown(handle).into());
+                        let gateway = &snap.gateway;
+                        let tool = gateway.task_tool(principal, handle);
+                        let params = Value::Object(params.0);
+                        let answered = gateway
+                            .task_request(principal, (&request.method, true), &params, None)
+                            .await?;
+                        let answered = match tool {
+                            Some(tool) if request.method == "tasks/get" => {
+                                let mut task = answered.into_value();
+                                relay::attribute_input_requests(&tool.qualified, &mut task);
+                                task.into()
+                            }
+                            _ => answered,
+                        };
+                        return Ok(Reply::Result(answered.for_client(true), None));
                     }
                     let page = self.page_base(headers);
                     let answered = self

@@ -87,6 +87,31 @@ fn attributed(tool: &str, params: Option<Value>) -> Option<Value> {
     Some(params)
 }
 
+/// The `inputRequests` of a module's task of the 2026-07-28 tasks extension (in its
+/// `tasks/get` result) as its client is shown them: each elicitation attributed to the
+/// module of `tool`, as when the module asks while a call runs.
+pub(crate) fn attribute_input_requests(tool: &str, task: &mut Value) {
+    let Some(requests) = task.get_mut("inputRequests").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for request in requests.values_mut() {
+        let Some(request) = request.as_object_mut() else {
+            continue;
+        };
+        if request.get("method").and_then(Value::as_str) == Some("elicitation/create") {
+            let params = request.remove("params");
+            let params = attributed(tool, params).unwrap_or_else(|| attributed_empty(tool));
+            request.insert("params".into(), params);
+        }
+    }
+}
+
+/// An elicitation without params, attributed (a form without a message must not reach the
+/// person unattributed).
+fn attributed_empty(tool: &str) -> Value {
+    attributed(tool, Some(Value::Object(serde_json::Map::new()))).unwrap_or_default()
+}
+
 /// How a call's client is asked a module's request: a legacy session's client on the
 /// call's stream ([`SessionAsker`]), or a 2026-07-28 client through `input_required`
 /// (`bridge::MrtrAsker`).

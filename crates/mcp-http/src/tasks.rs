@@ -65,7 +65,7 @@ impl McpService {
             && response::accepts_sse(headers);
         let (Some(tool), true) = (tool, relayed) else {
             let answered = gateway
-                .task_request(principal, &request.method, &params, None)
+                .task_request(principal, (&request.method, false), &params, None)
                 .await?;
             return Ok(Reply::Result(answered.for_client(false), None));
         };
@@ -78,7 +78,8 @@ impl McpService {
         let method = request.method.clone();
         let call = async move {
             let relay: Arc<dyn mcp_upstream::Relay> = relay;
-            let asked = Box::pin(gateway.task_request(&caller, &method, &params, Some(relay)));
+            let asked =
+                Box::pin(gateway.task_request(&caller, (&method, false), &params, Some(relay)));
             channel
                 .cancellable(&id, async { asked.await.map_err(McpError::from) })
                 .await

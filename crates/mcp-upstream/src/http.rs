@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use mcp_wire::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use mcp_wire::jsonrpc::{self, ErrorObject, Message, RequestId};
-use mcp_wire::mcp::{MODERN_VERSION, modern_meta};
+use mcp_wire::mcp::{ClientCan, MODERN_VERSION, modern_meta};
 use mcp_wire::tools::{ListParams, WithMeta};
 use mcp_wire::{encode_header_value, sse};
 use serde_json::value::RawValue;
@@ -669,13 +669,21 @@ impl HttpModule {
                     // own capabilities (the first map added wins a key): the module then
                     // asks nothing the client would refuse. Idempotent, so a retry may
                     // apply it again.
-                    if let Some(link) = link {
+                    // A call whose client takes a task, and every request about a task,
+                    // declares the tasks extension (a module answers neither otherwise).
+                    let tasks = params.declares_tasks() || method.starts_with("tasks/");
+                    let can = link.map_or_else(ClientCan::default, |link| {
                         let relay = &link.relay;
-                        params.add_meta(mcp_wire::mcp::capabilities_meta(
-                            relay.answers("elicitation/create"),
-                            relay.answers("sampling/createMessage"),
-                            relay.answers("roots/list"),
-                        ));
+                        ClientCan {
+                            elicitation: relay.answers("elicitation/create"),
+                            sampling: relay.answers("sampling/createMessage"),
+                            roots: relay.answers("roots/list"),
+                            tasks: false,
+                        }
+                    });
+                    if link.is_some() || tasks {
+                        params
+                            .add_meta(mcp_wire::mcp::capabilities_meta(ClientCan { tasks, ..can }));
                     }
                     params.add_meta(modern_meta());
                     if let Some(level) = link

@@ -247,6 +247,13 @@ pub trait Module: Send + Sync + 'static {
         false
     }
 
+    /// Whether the module runs tasks of the 2026-07-28 tasks extension (reached at
+    /// 2026-07-28, it offers `io.modelcontextprotocol/tasks`): a call whose client takes a
+    /// task declares it, and the module may answer with one.
+    fn runs_modern_tasks(&self) -> bool {
+        false
+    }
+
     /// Which life of the module this is: changes when the module forgets what it kept (a
     /// stdio process restarted, an HTTP session established anew), so a task id from an
     /// earlier life is not taken for one of this life's.

@@ -127,6 +127,19 @@ impl Offers {
             None => true,
         }
     }
+
+    /// Whether the module said it offers the extension `id` (`capabilities.extensions`);
+    /// not known yet is no.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn extends(&self, id: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(id))
+            .is_some()
+    }
 }
 
 /// A list a module does not offer (`-32601`) is an empty one.
@@ -221,5 +234,10 @@ mod tests {
             offers.includes("resources"),
             "a result without capabilities changes nothing"
         );
+        assert!(!offers.extends("io.modelcontextprotocol/tasks"));
+        offers.record(
+            &json!({"capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}),
+        );
+        assert!(offers.extends("io.modelcontextprotocol/tasks"));
     }
 }

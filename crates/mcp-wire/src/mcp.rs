@@ -204,15 +204,12 @@ pub fn upstream_capabilities() -> Value {
 }
 
 /// `_meta` with only `clientCapabilities`: what a 2026-07-28 module is told a call's client
-/// can answer (elicitation in form mode, sampling, roots), so it asks nothing that would be
-/// refused. One static map per combination (added to a call's params without copying).
-pub fn capabilities_meta(
-    elicitation: bool,
-    sampling: bool,
-    roots: bool,
-) -> &'static Map<String, Value> {
+/// can answer (elicitation in form mode, sampling, roots) and take (a task of the tasks
+/// extension), so it asks nothing that would be refused and answers with a task only where
+/// one is taken. One static map per combination (added to a call's params without copying).
+pub fn capabilities_meta(can: ClientCan) -> &'static Map<String, Value> {
     static METAS: std::sync::LazyLock<Vec<Map<String, Value>>> = std::sync::LazyLock::new(|| {
-        (0..8u8)
+        (0..16u8)
             .map(|bits| {
                 let mut capabilities = Map::new();
                 if bits & 1 != 0 {
@@ -224,14 +221,37 @@ pub fn capabilities_meta(
                 if bits & 4 != 0 {
                     capabilities.insert("roots".into(), json!({}));
                 }
+                if bits & 8 != 0 {
+                    capabilities.insert(
+                        "extensions".into(),
+                        json!({ crate::tasks::TASKS_EXTENSION: {} }),
+                    );
+                }
                 let mut meta = Map::new();
                 meta.insert(META_CLIENT_CAPABILITIES.into(), Value::Object(capabilities));
                 meta
             })
             .collect()
     });
-    let index = usize::from(elicitation) | usize::from(sampling) << 1 | usize::from(roots) << 2;
+    let index = usize::from(can.elicitation)
+        | usize::from(can.sampling) << 1
+        | usize::from(can.roots) << 2
+        | usize::from(can.tasks) << 3;
     &METAS[index]
+}
+
+/// What a call's client can answer and take, as told to a 2026-07-28 module
+/// ([`capabilities_meta`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientCan {
+    /// `elicitation/create` in form mode.
+    pub elicitation: bool,
+    /// `sampling/createMessage`.
+    pub sampling: bool,
+    /// `roots/list`.
+    pub roots: bool,
+    /// A task of the tasks extension as the answer.
+    pub tasks: bool,
 }
 
 /// The `initialize` params the gateway sends to a legacy module at `version`.

@@ -228,7 +228,17 @@ fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     };
     if modern {
         comma(&mut out);
-        out.extend_from_slice(b"\"resultType\":\"complete\",\"_meta\":{");
+        // A module's task (of the tasks extension, passed on only where its client took
+        // one) stays a task; anything else the gateway passes on is complete.
+        let task = fields
+            .0
+            .iter()
+            .any(|(k, v)| k == "resultType" && v.get().trim() == "\"task\"");
+        out.extend_from_slice(if task {
+            b"\"resultType\":\"task\",\"_meta\":{"
+        } else {
+            b"\"resultType\":\"complete\",\"_meta\":{"
+        });
         let meta = fields
             .0
             .iter()
@@ -340,6 +350,19 @@ mod tests {
             json!({"content": []}),
             "an escaped resultType is dropped for a legacy client too"
         );
+    }
+
+    #[test]
+    fn a_modules_task_reaches_a_modern_client_as_a_task() {
+        let task =
+            json!({"resultType": "task", "taskId": "gw-1", "status": "working", "ttlMs": 1000});
+        let seen = client_sees(task, true);
+        assert_eq!(seen["resultType"], "task");
+        assert_eq!(seen["taskId"], "gw-1");
+        assert_eq!(seen["_meta"][META_SERVER_INFO]["name"], GATEWAY.name);
+        // Anything else the gateway passes on is complete.
+        let other = client_sees(json!({"resultType": "tasks", "content": []}), true);
+        assert_eq!(other["resultType"], "complete");
     }
 
     /// Issue 45, item 7: a 2026-07-28 module's identity in its result's `_meta` reached

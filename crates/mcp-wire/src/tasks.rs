@@ -1,7 +1,9 @@
 //! Tasks of 2025-11-25 (a task-augmented `tools/call`, `tasks/get`, `tasks/result`,
 //! `tasks/list`, `tasks/cancel`, `notifications/tasks/status`) as the gateway passes them
 //! between a client and the module that runs the task: a module's task id never reaches the
-//! client, which is given the gateway's own handle for it instead.
+//! client, which is given the gateway's own handle for it instead. The tasks extension of
+//! 2026-07-28 (SEP-2663: a task as `resultType: "task"`, `tasks/get`, `tasks/update`,
+//! `tasks/cancel`) passes the same way between a 2026-07-28 client and module.
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -25,8 +27,10 @@ pub struct CreatedTask {
     pub ttl_ms: Option<u64>,
 }
 
-/// The task of a `CreateTaskResult` (`{"task": {"taskId": …, …}}`, no `content`); `None`
-/// for any other result (a module may answer a task-augmented call with the plain result).
+/// The task of a `CreateTaskResult`: of 2025-11-25 (`{"task": {"taskId": …, …}}`, no
+/// `content`) or of the 2026-07-28 tasks extension (`{"resultType": "task", "taskId": …,
+/// "ttlMs": …}`); `None` for any other result (a module may answer a task-augmented call
+/// with the plain result).
 pub fn created_task(raw: &RawValue) -> Option<CreatedTask> {
     // Read whole (only answers to task-augmented calls are asked): a key spelled with
     // escapes is still the key.
@@ -34,15 +38,26 @@ pub fn created_task(raw: &RawValue) -> Option<CreatedTask> {
     if result.contains_key("content") {
         return None;
     }
-    let task = result.get("task")?.as_object()?;
+    let (task, ttl) = match result.get("resultType") {
+        Some(kind) if kind == "task" => (&result, "ttlMs"),
+        Some(_) => return None,
+        None => (result.get("task")?.as_object()?, "ttl"),
+    };
     let task_id = task.get("taskId")?.as_str()?;
     if task_id.is_empty() {
         return None;
     }
     Some(CreatedTask {
         task_id: task_id.to_owned(),
-        ttl_ms: task.get("ttl").and_then(Value::as_u64),
+        ttl_ms: task.get(ttl).and_then(Value::as_u64),
     })
+}
+
+/// Whether a result is a task of the 2026-07-28 tasks extension (`resultType: "task"`).
+pub fn is_modern_task(raw: &RawValue) -> bool {
+    // Read whole (asked only of a task a module created): an escaped key is still the key.
+    serde_json::from_str::<Map<String, Value>>(raw.get())
+        .is_ok_and(|result| result.get("resultType").is_some_and(|kind| kind == "task"))
 }
 
 /// Every `"taskId": from` in `value`, at any depth, made `"taskId": to` (a task's id in a
@@ -197,6 +212,30 @@ mod tests {
         ] {
             assert_eq!(created_task(&raw(other.clone())), None, "{other}");
         }
+    }
+
+    #[test]
+    fn a_task_of_the_2026_extension_is_told_from_a_result() {
+        let created =
+            raw(json!({"resultType": "task", "taskId": "m-1", "status": "working", "ttlMs": 9000}));
+        assert_eq!(
+            created_task(&created),
+            Some(CreatedTask {
+                task_id: "m-1".into(),
+                ttl_ms: Some(9000)
+            })
+        );
+        for other in [
+            json!({"resultType": "complete", "taskId": "m-1"}),
+            json!({"resultType": "complete", "task": {"taskId": "m-1"}}),
+            json!({"resultType": "input_required", "inputRequests": {}}),
+            json!({"resultType": "task", "taskId": ""}),
+            json!({"resultType": "task", "content": [], "taskId": "m-1"}),
+        ] {
+            assert_eq!(created_task(&raw(other.clone())), None, "{other}");
+        }
+        let renamed = renamed(&created, "m-1", "gw-1").unwrap();
+        assert_eq!(created_task(&renamed).unwrap().task_id, "gw-1");
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub struct CallToolParams {
     pub rest: Map<String, Value>,
     /// `_meta` keys of the next hop, added where `meta` lacks them when written.
     hop_meta: Option<&'static Map<String, Value>>,
+    /// The call's client takes a task of the 2026-07-28 tasks extension for it (declared in
+    /// its capabilities there, not in the params: never written).
+    modern_task: bool,
 }
 
 /// `_meta` as written: the call's own keys, then the hop's that it lacks.
@@ -179,7 +182,22 @@ impl CallToolParams {
             input_responses: None,
             rest: Map::new(),
             hop_meta: None,
+            modern_task: false,
         }
+    }
+
+    /// Whether the call's client takes a task of the 2026-07-28 tasks extension for it
+    /// ([`CallToolParams::with_modern_task`]).
+    pub fn takes_modern_task(&self) -> bool {
+        self.modern_task
+    }
+
+    /// The call of a 2026-07-28 client that declared the tasks extension: the module may
+    /// answer it with a task (`false`: the client cannot take one).
+    #[must_use]
+    pub fn with_modern_task(mut self, takes: bool) -> CallToolParams {
+        self.modern_task = takes;
+        self
     }
 
     /// The confirmation the caller names, as text: its `_meta.confirmation_id`, else the
@@ -291,6 +309,12 @@ impl WithMeta for ForwardParams {
 pub trait WithMeta: Serialize {
     /// Adds the keys of `extra` that `_meta` does not have yet (idempotent).
     fn add_meta(&mut self, extra: &'static Map<String, Value>);
+
+    /// Whether the request is sent declaring the 2026-07-28 tasks extension (a call whose
+    /// client takes a task: [`CallToolParams::with_modern_task`]).
+    fn declares_tasks(&self) -> bool {
+        false
+    }
 }
 
 impl WithMeta for ListParams {
@@ -321,6 +345,10 @@ impl WithMeta for CallToolParams {
             _ => {}
         }
         self.hop_meta = Some(extra);
+    }
+
+    fn declares_tasks(&self) -> bool {
+        self.modern_task
     }
 }
 
@@ -565,18 +593,37 @@ mod tests {
 
     #[test]
     fn a_call_declares_what_its_client_can_answer_before_the_envelopes_defaults() {
-        for (elicitation, sampling, roots, want) in [
-            (false, false, false, json!({})),
-            (true, false, false, json!({"elicitation": {"form": {}}})),
+        for (elicitation, sampling, roots, tasks, want) in [
+            (false, false, false, false, json!({})),
+            (
+                true,
+                false,
+                false,
+                false,
+                json!({"elicitation": {"form": {}}}),
+            ),
             (
                 true,
                 true,
                 true,
+                false,
                 json!({"elicitation": {"form": {}}, "sampling": {}, "roots": {}}),
+            ),
+            (
+                false,
+                false,
+                false,
+                true,
+                json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
             ),
         ] {
             let mut params = CallToolParams::new("t".into(), None);
-            params.add_meta(crate::mcp::capabilities_meta(elicitation, sampling, roots));
+            params.add_meta(crate::mcp::capabilities_meta(crate::mcp::ClientCan {
+                elicitation,
+                sampling,
+                roots,
+                tasks,
+            }));
             params.add_meta(crate::mcp::modern_meta());
             let written: Value = serde_json::to_value(&params).unwrap();
             assert_eq!(

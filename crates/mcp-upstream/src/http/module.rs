@@ -98,12 +98,19 @@ impl Module for HttpModule {
             _ => serde_json::Map::new(),
         });
         let link = relay.map(CallLink::plain);
-        self.request_with(method, &mut params, None, &[], link.as_ref())
+        // A 2026-07-28 request about a task is routed by its id (`Mcp-Name`).
+        let task_id = params.str("taskId").map(str::to_owned);
+        self.request_with(method, &mut params, task_id.as_deref(), &[], link.as_ref())
             .await
     }
 
     fn routes_by_request(&self) -> bool {
         true
+    }
+
+    fn runs_modern_tasks(&self) -> bool {
+        matches!(self.known_era(), Some(Era::Modern))
+            && self.offers.extends(mcp_wire::tasks::TASKS_EXTENSION)
     }
 
     fn generation(&self) -> u64 {

@@ -153,6 +153,18 @@ impl Registry {
             .is_some_and(|spec| spec.module.routes_by_request() || self.own_instances(index))
     }
 
+    /// Whether a call of `entry` whose client takes a task of the 2026-07-28 tasks extension
+    /// is sent declaring it ([`Module::runs_modern_tasks`]), where its module's tasks may
+    /// pass through ([`Registry::passes_tasks`]).
+    pub fn runs_modern_tasks(&self, entry: &ToolEntry) -> bool {
+        let index = entry.module;
+        self.passes_tasks(index)
+            && self
+                .modules
+                .get(index)
+                .is_some_and(|spec| spec.module.runs_modern_tasks())
+    }
+
     /// The kind of credentials the module of `entry` sends on a caller's calls (`None`:
     /// none).
     pub fn credential_kind(&self, entry: &ToolEntry) -> Option<&'static str> {
