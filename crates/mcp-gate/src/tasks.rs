@@ -103,6 +103,15 @@ impl mcp_upstream::Relay for Renaming {
     fn asks_mid_call(&self) -> bool {
         self.inner.asks_mid_call()
     }
+
+    /// The status of this task, under the client's handle; another task's is dropped.
+    fn task_status(&self, mut params: Value) {
+        if params.get("taskId").and_then(Value::as_str) != Some(self.upstream.as_str()) {
+            return;
+        }
+        tasks::rename_task(&mut params, &self.upstream, &self.handle);
+        self.inner.notify(tasks::TASK_STATUS, params);
+    }
 }
 
 impl Gateway {
@@ -298,5 +307,58 @@ impl Gateway {
             }
         }
         Ok(tasks::task_list(listed).into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct Heard(Mutex<Vec<(String, Value)>>);
+
+    #[async_trait::async_trait]
+    impl mcp_upstream::Relay for Heard {
+        fn notify(&self, method: &str, params: Value) {
+            self.0.lock().unwrap().push((method.to_owned(), params));
+        }
+        async fn ask(
+            &self,
+            _method: &str,
+            _params: Option<Value>,
+        ) -> Result<Value, mcp_wire::jsonrpc::ErrorObject> {
+            Ok(Value::Null)
+        }
+        fn log_level(&self) -> Option<u8> {
+            None
+        }
+        fn answers(&self, _method: &str) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn only_the_followed_tasks_status_reaches_its_client_under_its_handle() {
+        let heard = Arc::new(Heard::default());
+        let renaming = Renaming {
+            inner: heard.clone(),
+            upstream: "up-1".into(),
+            handle: "task-aa".into(),
+        };
+        use mcp_upstream::Relay;
+        renaming.task_status(json!({"taskId": "up-1", "status": "working"}));
+        // Another task of the module's (perhaps another caller's) is not told.
+        renaming.task_status(json!({"taskId": "up-2", "status": "completed"}));
+        renaming.task_status(json!({"status": "completed"}));
+        let heard = heard.0.lock().unwrap();
+        assert_eq!(
+            *heard,
+            vec![(
+                tasks::TASK_STATUS.to_owned(),
+                json!({"taskId": "task-aa", "status": "working"})
+            )]
+        );
     }
 }

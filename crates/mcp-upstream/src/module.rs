@@ -330,6 +330,14 @@ pub trait Relay: Send + Sync {
     fn asks_mid_call(&self) -> bool {
         false
     }
+
+    /// A module's `notifications/tasks/status` on the request's stream: passed on only by a
+    /// relay that follows one task and tells it to its client by the client's own handle
+    /// (anything else could name another task of the module's, even another caller's);
+    /// dropped by default.
+    fn task_status(&self, params: Value) {
+        let _ = params;
+    }
 }
 
 /// The methods a module may ask its client during a call.
@@ -408,7 +416,8 @@ impl CallLink {
     }
 
     /// Passes a module's notification about this call on: progress with the client's own
-    /// token, log messages as they are; anything else is not about a call.
+    /// token, log messages as they are, a task's status to a relay that follows that task
+    /// ([`Relay::task_status`]); anything else is not about a call.
     pub(crate) fn notification(&self, method: &str, params: Option<Value>) {
         match method {
             "notifications/progress" => {
@@ -428,6 +437,11 @@ impl CallLink {
             "notifications/message" => {
                 if let Some(params @ Value::Object(_)) = params {
                     self.relay.notify(method, params);
+                }
+            }
+            mcp_wire::tasks::TASK_STATUS => {
+                if let Some(params @ Value::Object(_)) = params {
+                    self.relay.task_status(params);
                 }
             }
             _ => {}
