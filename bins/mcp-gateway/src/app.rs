@@ -139,6 +139,8 @@ impl App {
                 rates: rates.clone(),
                 // The tasks handed to clients stay reachable across the reload.
                 tasks: self.service.gateway().tasks().clone(),
+                // So do the callers' flows: a reload does not forget what an agent read.
+                flows: self.service.gateway().flows().clone(),
             },
         )
         .await?;
@@ -485,7 +487,7 @@ pub(crate) fn policy(config: &Config) -> Result<GatePolicy> {
     for (index, rule) in config.policy.iter().enumerate() {
         policy = policy.with_rule(rule.resolve(index)?);
     }
-    Ok(policy)
+    Ok(policy.with_flow(config.flow.resolve()?))
 }
 
 /// What makes a module a different one (everything but `required`, which only readiness
@@ -647,10 +649,11 @@ fn rates_text(config: &Config) -> String {
 }
 
 /// What a gateway built anew keeps of the one it replaces: the per-caller rate buckets
-/// (unless the rates changed) and the tasks handed to clients.
+/// (unless the rates changed), the tasks handed to clients and the callers' flows.
 struct Carried {
     rates: Arc<mcp_gate::limits::Limits>,
     tasks: Arc<mcp_gate::tasks::TaskRoutes>,
+    flows: Arc<mcp_gate::flow::Flows>,
 }
 
 /// What building the modules found beside them: those that could not be started (and why),
@@ -725,7 +728,8 @@ async fn gateway_over(
             )
             .with_metrics(metrics)
             .with_limits(carried.rates)
-            .with_tasks(carried.tasks),
+            .with_tasks(carried.tasks)
+            .with_flows(carried.flows),
     );
     gateway.watch_policy_rules();
     gateway.watch_pins().await;
@@ -758,6 +762,7 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Carried {
             rates: buckets.clone(),
             tasks: Arc::default(),
+            flows: Arc::default(),
         },
     )
     .await?;

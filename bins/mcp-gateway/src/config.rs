@@ -51,6 +51,9 @@ pub(crate) struct Config {
     pub(crate) modules: Vec<ModuleConfig>,
     #[serde(default)]
     pub(crate) policy: Vec<PolicyConfig>,
+    /// `[flow]`: flow labels and the lethal-trifecta rule (docs/guardrails.md).
+    #[serde(default)]
+    pub(crate) flow: FlowConfig,
     #[serde(default)]
     pub(crate) uploads: UploadsConfig,
     #[serde(default)]

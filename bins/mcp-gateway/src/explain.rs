@@ -51,6 +51,7 @@ pub(crate) fn explain(config: &Config, call: &Call) -> Result<String> {
             caller: &call.caller,
             groups: &call.groups,
             hints: hints.effective(),
+            flow: None,
         },
         hints,
     );
@@ -67,6 +68,8 @@ pub(crate) fn explain(config: &Config, call: &Call) -> Result<String> {
                     "nothing trusted says it is read-only or harmless",
                 HoldReason::OpenWorld =>
                     "it reaches outside systems, and open-world tools are gated",
+                HoldReason::Flow =>
+                    "it sends data out from a flow that read untrusted content and private data",
             }
         ),
     };
@@ -94,9 +97,36 @@ pub(crate) fn explain(config: &Config, call: &Call) -> Result<String> {
             "note: rule {index}'s `when` could not be evaluated ({why}), so it was taken the way that keeps the gate shut\n"
         ));
     }
+    out.push_str(&flow_lines(&policy, &call.tool, hints.effective()));
     if module.is_none() {
         out.push_str("note: no configured module's prefix names this tool\n");
     }
     out.push_str(&format!("policy: {}\n", policy.digest()));
     Ok(out)
+}
+
+/// The tool's flow labels, where they come from, and whether the lethal-trifecta rule may
+/// hold its calls.
+fn flow_lines(policy: &GatePolicy, tool: &str, hints: gating_core::EffectiveHints) -> String {
+    let mut out = String::new();
+    let (labels, source) = policy.flow().labels(tool, hints);
+    out.push_str(&format!(
+        "flow labels: {labels} ({})\n",
+        match source {
+            gating_core::flow::LabelSource::Rule(index) => format!(
+                "[[flow.tools]] entry {index}, tool = {:?}",
+                policy.flow().rules[index].tool.text()
+            ),
+            gating_core::flow::LabelSource::Hints => "from its hints".to_owned(),
+        }
+    ));
+    if labels.has(gating_core::FlowLabel::SendsOut)
+        && policy.flow().trifecta != gating_core::TrifectaMode::Off
+    {
+        out.push_str(&format!(
+            "note: the lethal-trifecta rule ({}) holds this tool's calls when the caller's flow holds untrusted content and private data, unless they are denied\n",
+            policy.flow().trifecta.label()
+        ));
+    }
+    out
 }

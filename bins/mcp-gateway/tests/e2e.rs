@@ -30,6 +30,8 @@ mod cancellation;
 mod connected_accounts;
 #[path = "e2e/exhaustion.rs"]
 mod exhaustion;
+#[path = "e2e/flow.rs"]
+mod flow;
 #[path = "e2e/https_modules.rs"]
 mod https_modules;
 #[path = "e2e/import.rs"]
@@ -3758,6 +3760,9 @@ gate = "allow"
 [[policy]]
 tool = "fs__write_file"
 gate = "confirm"
+[[flow.tools]]
+tool = "fs__write_*"
+labels = ["sends_out", "private"]
 "#;
     std::fs::write(&file, rules).unwrap();
     let explain = |args: &'static str| {
@@ -3780,6 +3785,14 @@ gate = "confirm"
         scratch.contains("rule: 1 (tool = \"fs__write_file\""),
         "{scratch}"
     );
+    // Each tool's flow labels, and where they come from.
+    assert!(
+        scratch.contains(
+            "flow labels: private, sends_out ([[flow.tools]] entry 0, tool = \"fs__write_*\")"
+        ),
+        "{scratch}"
+    );
+    assert!(scratch.contains("the lethal-trifecta rule (hold)"), "{scratch}");
     let elsewhere = explain(r#"{"path": "/srv/a"}"#).await;
     assert!(elsewhere.starts_with("decision: confirm"), "{elsewhere}");
     assert!(elsewhere.contains("rule: 2 "), "{elsewhere}");

@@ -3,6 +3,8 @@
 //! - [`ToolAnnotations`]: the MCP hints, with [`EffectiveHints`] after MCP defaults.
 //! - [`GatePolicy`]: the operator's per-tool [`GateMode`] and TTL; [`GatePolicy::decide`]
 //!   says whether a call is forwarded, gated, or denied.
+//! - [`flow`]: flow labels, a caller's [`Flow`] and the lethal-trifecta rule
+//!   ([`GatePolicy::with_flow`]).
 //! - [`evaluate`]: the truth table from a gated call and its confirmation state to a
 //!   [`ConfirmationOutcome`].
 //! - [`CallDigest`]: SHA-256 of the canonical JSON of a call's arguments, which a
@@ -28,6 +30,7 @@
 //!     caller: "billing-agent",
 //!     groups: &[],
 //!     hints: HintSource::Trusted(&destructive).effective(),
+//!     flow: None,
 //! };
 //! let decided = GatePolicy::default().decide(&facts, HintSource::Trusted(&destructive));
 //! assert!(matches!(decided.decision, GateDecision::Confirm(_)), "a person confirms it first");
@@ -37,7 +40,9 @@
 mod annotations;
 mod digest;
 mod evaluate;
+pub mod flow;
 mod grant;
+mod pattern;
 mod policy;
 mod result;
 mod surfaces;
@@ -46,6 +51,7 @@ mod when;
 pub use annotations::{EffectiveHints, ToolAnnotations};
 pub use digest::{CallDigest, DigestParseError, canonical_json};
 pub use evaluate::{ConfirmationOutcome, evaluate};
+pub use flow::{Flow, FlowLabel, FlowLabels, FlowPolicy, FlowRule, TrifectaMode};
 pub use grant::{GrantScope, GrantTerms, MAX_GRANT_USES, format_duration, parse_duration};
 pub use policy::{
     DEFAULT_CONFIRMATION_TTL, Decided, GateDecision, GateMode, GatePolicy, HintSource, HoldReason,
@@ -53,10 +59,10 @@ pub use policy::{
 };
 pub use result::{
     ConfirmationMessage, ResultParts, account_required_result, cancelled_result,
-    confirmation_message, confirmation_prompt, denied_result, expired_result,
-    gate_unavailable_result, held_result, held_result_at, held_result_parts,
-    message_shows_arguments, message_without_arguments, quarantined_result, rate_limited_result,
-    upstream_error_result, user_rejected_result, visible, visible_json,
+    confirmation_message, confirmation_message_after, confirmation_prompt, denied_result,
+    expired_result, flow_trail, gate_unavailable_result, held_result, held_result_at,
+    held_result_parts, message_shows_arguments, message_without_arguments, quarantined_result,
+    rate_limited_result, upstream_error_result, user_rejected_result, visible, visible_json,
 };
 pub use surfaces::Surfaces;
 pub use when::{

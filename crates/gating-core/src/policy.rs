@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use time::Duration;
 
+use crate::flow::{FlowLabel, FlowPolicy, TrifectaMode};
+pub use crate::pattern::ToolPattern;
 use crate::{CallDigest, CallFacts, EffectiveHints, ToolAnnotations, When};
 
 /// How long a confirmation waits for a person unless policy says otherwise.
@@ -92,6 +94,9 @@ pub enum HoldReason {
     },
     /// The tool reaches outside systems and open-world tools are gated.
     OpenWorld,
+    /// The tool sends data out from a flow that holds untrusted content and private data
+    /// (the lethal-trifecta rule: `crate::flow`).
+    Flow,
 }
 
 /// How closed a decision keeps the gate: forward, shadow (forwarded, recorded), held with
@@ -111,41 +116,6 @@ fn stricter(floor: Option<Decided>, later: Decided) -> Decided {
     match floor {
         Some(floor) if strictness(&floor) >= strictness(&later) => floor,
         _ => later,
-    }
-}
-
-/// The tools a rule names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ToolPattern {
-    /// One qualified name.
-    Exact(String),
-    /// Every name that starts with this (written with a trailing `*`).
-    Prefix(String),
-}
-
-impl ToolPattern {
-    /// `fs__*` is a prefix, anything else an exact name.
-    pub fn parse(text: &str) -> ToolPattern {
-        match text.strip_suffix('*') {
-            Some(prefix) => ToolPattern::Prefix(prefix.to_owned()),
-            None => ToolPattern::Exact(text.to_owned()),
-        }
-    }
-
-    /// Whether it names `tool`.
-    pub fn matches(&self, tool: &str) -> bool {
-        match self {
-            ToolPattern::Exact(name) => name == tool,
-            ToolPattern::Prefix(prefix) => tool.starts_with(prefix.as_str()),
-        }
-    }
-
-    /// As written in the configuration.
-    pub fn text(&self) -> String {
-        match self {
-            ToolPattern::Exact(name) => name.clone(),
-            ToolPattern::Prefix(prefix) => format!("{prefix}*"),
-        }
     }
 }
 
@@ -226,6 +196,9 @@ pub struct Decided {
     /// Whether a standing grant may stand in for a person's answer (a held call only; the
     /// deciding rule's `grants`, true when the hints decided).
     pub grants: bool,
+    /// Whether the lethal-trifecta rule matched the call (it sends data out from a flow
+    /// that holds untrusted content and private data): the person is told the trail.
+    pub trifecta: bool,
 }
 
 /// How a tool is listed to clients, whatever a call's arguments.
@@ -246,6 +219,7 @@ pub struct GatePolicy {
     rules: Vec<PolicyRule>,
     gate_open_world: bool,
     default_ttl: Duration,
+    flow: FlowPolicy,
 }
 
 impl Default for GatePolicy {
@@ -254,6 +228,7 @@ impl Default for GatePolicy {
             rules: Vec::new(),
             gate_open_world: false,
             default_ttl: DEFAULT_CONFIRMATION_TTL,
+            flow: FlowPolicy::default(),
         }
     }
 }
@@ -280,9 +255,34 @@ impl GatePolicy {
         self
     }
 
+    /// Labels tools and judges flows with `flow` (the default: labels from the hints, the
+    /// lethal-trifecta rule holding).
+    #[must_use]
+    pub fn with_flow(mut self, flow: FlowPolicy) -> Self {
+        self.flow = flow;
+        self
+    }
+
     /// The rules, in order.
     pub fn rules(&self) -> &[PolicyRule] {
         &self.rules
+    }
+
+    /// How tools are labelled and flows judged.
+    pub fn flow(&self) -> &FlowPolicy {
+        &self.flow
+    }
+
+    /// Whether a call of `tool` (whose effective hints are `hints`) is judged on its
+    /// caller's flow: it may send data out while the lethal-trifecta rule is on, or some
+    /// rule naming it reads `flow` in its `when`.
+    pub fn reads_flow(&self, tool: &str, hints: EffectiveHints) -> bool {
+        (self.flow.trifecta != TrifectaMode::Off
+            && self.flow.labels(tool, hints).0.has(FlowLabel::SendsOut))
+            || self
+                .rules
+                .iter()
+                .any(|r| r.tool.matches(tool) && r.when.as_ref().is_some_and(When::reads_flow))
     }
 
     /// SHA-256 (hex) of the policy as configured — every rule in order, the default TTL and
@@ -302,10 +302,21 @@ impl GatePolicy {
                 })
             })
             .collect();
+        let flow: Vec<_> = self
+            .flow
+            .rules
+            .iter()
+            .map(|r| json!({"tool": r.tool.text(), "labels": r.labels.names()}))
+            .collect();
         CallDigest::of(&json!({
             "rules": rules,
             "default_ttl": self.default_ttl.whole_seconds(),
             "gate_open_world": self.gate_open_world,
+            "flow": {
+                "tools": flow,
+                "trifecta": self.flow.trifecta.label(),
+                "window": self.flow.window.as_secs(),
+            },
         }))
         .to_string()
     }
@@ -355,11 +366,38 @@ impl GatePolicy {
             ttl: self.default_ttl,
             failures: Vec::new(),
             grants: true,
+            trifecta: false,
         });
-        Decided {
-            failures,
-            ..stricter(floor, decided)
+        self.judge_flow(
+            facts,
+            Decided {
+                failures,
+                ..stricter(floor, decided)
+            },
+        )
+    }
+
+    /// The lethal-trifecta rule over what the rules decided: a call that sends data out from
+    /// a flow holding untrusted content and private data is held (no grant stands in for
+    /// the person), or recorded as such in shadow mode; a held or denied call stays so.
+    fn judge_flow(&self, facts: &CallFacts<'_>, mut decided: Decided) -> Decided {
+        let Some(flow) = facts.flow else {
+            return decided;
+        };
+        let labels = self.flow.labels(facts.tool, facts.hints).0;
+        if self.flow.trifecta == TrifectaMode::Off || !flow.trifecta(labels) {
+            return decided;
         }
+        decided.trifecta = true;
+        match (decided.decision, self.flow.trifecta) {
+            (GateDecision::Forward | GateDecision::Shadow, TrifectaMode::Hold) => {
+                decided.decision = GateDecision::Confirm(HoldReason::Flow);
+                decided.grants = false;
+            }
+            (GateDecision::Forward, _) => decided.decision = GateDecision::Shadow,
+            _ => {}
+        }
+        decided
     }
 
     /// What `rule` (at `index`) decides for a call it matches.
@@ -371,6 +409,7 @@ impl GatePolicy {
             ttl: rule.ttl.unwrap_or(self.default_ttl),
             failures: Vec::new(),
             grants: rule.grants,
+            trifecta: false,
         }
     }
 
@@ -440,6 +479,7 @@ mod tests {
             caller: "alice",
             groups: &[],
             hints: EffectiveHints::DEFAULTS,
+            flow: None,
         }
     }
 
@@ -841,5 +881,95 @@ mod tests {
         assert_ne!(a.digest(), b.digest());
         assert_ne!(a.digest(), c.digest());
         assert_ne!(a.digest(), GatePolicy::default().digest());
+    }
+
+    #[test]
+    fn the_lethal_trifecta_holds_a_send_from_a_flow_with_untrusted_and_private_data() {
+        use crate::flow::{Flow, FlowLabels, FlowRule};
+        let label = |tool: &str, labels: &[FlowLabel]| FlowRule {
+            tool: ToolPattern::parse(tool),
+            labels: FlowLabels::of(labels.iter().copied()),
+        };
+        let flow_policy = |trifecta| FlowPolicy {
+            rules: vec![
+                label("db__*", &[FlowLabel::Private]),
+                label("mail__send", &[FlowLabel::SendsOut]),
+                label("web__fetch", &[FlowLabel::Untrusted]),
+            ],
+            trifecta,
+            ..FlowPolicy::default()
+        };
+        let at = time::macros::datetime!(2026-12-05 10:00 UTC);
+        let mut poisoned = Flow::default();
+        poisoned.record("web__fetch", FlowLabels::of([FlowLabel::Untrusted]), at);
+        poisoned.record("db__query", FlowLabels::of([FlowLabel::Private]), at);
+        let mut clean = Flow::default();
+        clean.record("db__query", FlowLabels::of([FlowLabel::Private]), at);
+        let read_only = ToolAnnotations {
+            read_only_hint: Some(true),
+            ..Default::default()
+        };
+        let ro = HintSource::Trusted(&read_only);
+        let decide_in = |policy: &GatePolicy, tool: &str, flow: &Flow| {
+            policy.decide(
+                &CallFacts {
+                    flow: Some(flow),
+                    hints: ro.effective(),
+                    ..facts(tool, NO_ARGS)
+                },
+                ro,
+            )
+        };
+        let hold = GatePolicy::default()
+            .with_rule(PolicyRule::new("mail__send", GateMode::Allow))
+            .with_flow(flow_policy(TrifectaMode::Hold));
+        let held = decide_in(&hold, "mail__send", &poisoned);
+        assert_eq!(
+            held.decision,
+            GateDecision::Confirm(HoldReason::Flow),
+            "even allowed"
+        );
+        assert!(held.trifecta && !held.grants, "no grant stands in");
+        assert_eq!(
+            decide_in(&hold, "mail__send", &clean).decision,
+            GateDecision::Forward,
+            "private data alone"
+        );
+        assert_eq!(
+            decide_in(&hold, "db__query", &poisoned).decision,
+            GateDecision::Forward,
+            "a tool that sends nothing out"
+        );
+        // A call held or denied for another reason stays so, and is told the trail.
+        let deny = GatePolicy::default()
+            .with_rule(PolicyRule::new("mail__send", GateMode::Deny))
+            .with_flow(flow_policy(TrifectaMode::Hold));
+        assert_eq!(
+            decide_in(&deny, "mail__send", &poisoned).decision,
+            GateDecision::Deny
+        );
+        let confirm = GatePolicy::default()
+            .with_rule(PolicyRule::new("mail__send", GateMode::Confirm))
+            .with_flow(flow_policy(TrifectaMode::Hold));
+        let confirmed = decide_in(&confirm, "mail__send", &poisoned);
+        assert_eq!(
+            confirmed.decision,
+            GateDecision::Confirm(HoldReason::Policy)
+        );
+        assert!(confirmed.trifecta);
+        // Shadow records it; off does nothing.
+        let shadow = GatePolicy::default().with_flow(flow_policy(TrifectaMode::Shadow));
+        assert_eq!(
+            decide_in(&shadow, "mail__send", &poisoned).decision,
+            GateDecision::Shadow
+        );
+        let off = GatePolicy::default().with_flow(flow_policy(TrifectaMode::Off));
+        assert_eq!(
+            decide_in(&off, "mail__send", &poisoned).decision,
+            GateDecision::Forward
+        );
+        assert!(hold.reads_flow("mail__send", ro.effective()));
+        assert!(!off.reads_flow("mail__send", ro.effective()));
+        assert_ne!(hold.digest(), off.digest());
     }
 }

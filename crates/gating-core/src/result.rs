@@ -10,6 +10,7 @@ use elicitation_core::{Elicitation, ElicitationId, response_schema};
 
 use mcp_wire::denial::{Denial, Hint, with_denial};
 
+use crate::flow::Flow;
 use crate::{HoldReason, Surfaces};
 
 /// The prompt of the confirmation elicitation for a call of `tool_name` (a module-chosen
@@ -30,7 +31,42 @@ pub fn confirmation_prompt(tool_name: &str, reason: HoldReason, surfaces: &Surfa
         HoldReason::OpenWorld => format!(
             "The agent wants to run the tool `{tool}`. It reaches systems outside this one, and {who} asks a person before such calls. Allow this call?"
         ),
+        HoldReason::Flow => format!(
+            "The agent wants to send data out with the tool `{tool}`, and {who} asks a person before data leaves a conversation that read untrusted content and private data. Allow this call?"
+        ),
     }
+}
+
+/// What a person is told of a call held by the lethal-trifecta rule: the trail, then what
+/// the call wants ("Read untrusted content with `web__fetch` at 10:02:11 UTC, then read
+/// private data with `db__query` at 10:03:40 UTC; now the agent wants to send data out with
+/// `mail__send`.").
+pub fn flow_trail(flow: &Flow, tool: &str) -> String {
+    let steps: Vec<String> = flow
+        .trail()
+        .into_iter()
+        .map(|t| {
+            format!(
+                "{} with `{}` at {}",
+                t.label.told(),
+                visible(&t.tool),
+                clock_time(t.at)
+            )
+        })
+        .collect();
+    let mut text = String::from("In this conversation the agent ");
+    text.push_str(&steps.join(", then "));
+    text.push_str(&format!(
+        "; now it wants to send data out with `{}`. Untrusted content may carry instructions that make an agent send private data away.",
+        visible(tool)
+    ));
+    text
+}
+
+/// `10:02:11 UTC`.
+fn clock_time(at: time::OffsetDateTime) -> String {
+    let at = at.to_offset(time::UtcOffset::UTC);
+    format!("{:02}:{:02}:{:02} UTC", at.hour(), at.minute(), at.second())
 }
 
 /// Whether a person could be misled by `c` in text: control characters, bidirectional
@@ -144,7 +180,27 @@ pub fn confirmation_message(
     arguments: &Value,
     surfaces: &Surfaces,
 ) -> ConfirmationMessage {
-    let prompt = confirmation_prompt(tool_name, reason, surfaces);
+    message_of(
+        confirmation_prompt(tool_name, reason, surfaces),
+        arguments,
+        surfaces,
+    )
+}
+
+/// [`confirmation_message`] after `why` (the trail of a call the lethal-trifecta rule
+/// holds: [`flow_trail`]), which every surface then shows before the prompt.
+pub fn confirmation_message_after(
+    why: &str,
+    tool_name: &str,
+    reason: HoldReason,
+    arguments: &Value,
+    surfaces: &Surfaces,
+) -> ConfirmationMessage {
+    let prompt = format!("{why} {}", confirmation_prompt(tool_name, reason, surfaces));
+    message_of(prompt, arguments, surfaces)
+}
+
+fn message_of(prompt: String, arguments: &Value, surfaces: &Surfaces) -> ConfirmationMessage {
     // The canonical JSON escapes ASCII controls; bidi and invisible characters it keeps.
     let canonical = visible(&crate::canonical_json(arguments));
     let full = format!("{prompt} Arguments: {canonical}");

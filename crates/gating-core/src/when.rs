@@ -34,6 +34,7 @@ use cel::{Context, ExecutionError, IdedExpr, Program, Value as Cel};
 use serde_json::Value;
 
 use crate::EffectiveHints;
+use crate::flow::{Flow, FlowLabel, FlowLabels};
 
 /// Longest `when`, in bytes.
 pub const MAX_SOURCE: usize = 4096;
@@ -106,9 +107,14 @@ pub struct CallFacts<'a> {
     pub groups: &'a [String],
     /// The tool's effective hints.
     pub hints: EffectiveHints,
+    /// What the caller's calls touched (`None`: nothing known, as an empty flow; the gate
+    /// reads it only for a call judged on it: [`crate::GatePolicy::reads_flow`]).
+    pub flow: Option<&'a Flow>,
 }
 
-const VARIABLES: [&str; 6] = ["tool", "module", "args", "caller", "groups", "hints"];
+const VARIABLES: [&str; 7] = [
+    "tool", "module", "args", "caller", "groups", "hints", "flow",
+];
 
 impl When {
     /// Compiles `source`, refusing what would not be bounded.
@@ -162,6 +168,12 @@ impl When {
         &self.source
     }
 
+    /// Whether it reads the caller's flow (names `flow`; a string that merely says "flow"
+    /// counts too, which only costs reading the flow).
+    pub fn reads_flow(&self) -> bool {
+        self.source.contains("flow")
+    }
+
     /// Whether the call's facts satisfy it; `Err` with why when it cannot be evaluated (a
     /// missing key, a type error, a result that is not a boolean, arguments past the bounds).
     pub fn matches(&self, facts: &CallFacts<'_>) -> Result<bool, String> {
@@ -213,6 +225,7 @@ impl When {
         .map(|(k, v)| (k.to_owned(), Cel::Bool(v)))
         .collect();
         context.add_variable_from_value("hints", hints);
+        context.add_variable_from_value("flow", flow_value(facts.flow));
         for (name, function) in STRICT {
             // The names cannot be spelled in CEL, so none is declared already.
             let _ = context.add_function(name, function);
@@ -239,6 +252,36 @@ impl When {
             Err(_) => Err("it cannot be evaluated".into()),
         }
     }
+}
+
+/// `flow` as a `when` sees it: `labels` (the labels the flow holds) and `sources` (per
+/// label, every label present, the tools that brought it in).
+fn flow_value(flow: Option<&Flow>) -> Cel {
+    let strings = |items: Vec<String>| {
+        Cel::List(Arc::new(
+            items
+                .into_iter()
+                .map(|s| Cel::String(Arc::new(s)))
+                .collect(),
+        ))
+    };
+    let labels = flow.map_or(FlowLabels::NONE, Flow::labels);
+    let sources: HashMap<String, Cel> = FlowLabel::ALL
+        .into_iter()
+        .map(|label| {
+            let tools = flow
+                .map(|f| f.sources(label).map(|t| t.tool.clone()).collect())
+                .unwrap_or_default();
+            (label.label().to_owned(), strings(tools))
+        })
+        .collect();
+    let mut map: HashMap<String, Cel> = HashMap::new();
+    map.insert(
+        "labels".into(),
+        strings(labels.names().into_iter().map(str::to_owned).collect()),
+    );
+    map.insert("sources".into(), sources.into());
+    map.into()
 }
 
 /// The names of the strict comparisons: not identifiers, so no `when` can call them itself.
@@ -541,7 +584,38 @@ mod tests {
             caller: "alice",
             groups,
             hints: EffectiveHints::DEFAULTS,
+            flow: None,
         }
+    }
+
+    #[test]
+    fn a_when_reads_the_callers_flow() {
+        use crate::flow::{Flow, FlowLabel, FlowLabels};
+        let args = json!({});
+        let mut flow = Flow::default();
+        flow.record(
+            "web__fetch",
+            FlowLabels::of([FlowLabel::Untrusted]),
+            time::macros::datetime!(2026-12-05 10:00 UTC),
+        );
+        let with = CallFacts {
+            flow: Some(&flow),
+            ..facts(&args, &[])
+        };
+        let without = facts(&args, &[]);
+        for (source, want_with, want_without) in [
+            ("'untrusted' in flow.labels", true, false),
+            ("'private' in flow.labels", false, false),
+            ("'web__fetch' in flow.sources.untrusted", true, false),
+            ("size(flow.sources.private) == 0", true, true),
+            ("size(flow.sources.sends_out) == 0", true, true),
+        ] {
+            let when = When::compile(source).unwrap();
+            assert!(when.reads_flow());
+            assert_eq!(when.matches(&with), Ok(want_with), "{source}");
+            assert_eq!(when.matches(&without), Ok(want_without), "{source}");
+        }
+        assert!(!When::compile("args.x == 1").unwrap().reads_flow());
     }
 
     #[test]

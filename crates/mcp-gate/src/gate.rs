@@ -117,11 +117,23 @@ impl Gateway {
         } else {
             Vec::new()
         };
-        let decided = self.decide(
-            &entry,
-            arguments.as_ref().unwrap_or(&Value::Null),
-            principal.caller.subject_id(),
-            &groups,
+        // The caller's flow only for a call judged on it (it may send data out, or a rule
+        // naming it reads `flow`).
+        let flow = self
+            .policy
+            .reads_flow(&entry.qualified, hints(&entry).effective())
+            .then(|| self.flow_of(&instance_key(&principal.caller)));
+        let decided = self.policy.decide(
+            &CallFacts {
+                flow: flow.as_ref(),
+                ..call_facts(
+                    &entry,
+                    arguments.as_ref().unwrap_or(&Value::Null),
+                    principal.caller.subject_id(),
+                    &groups,
+                )
+            },
+            hints(&entry),
         );
         for (rule, why) in &decided.failures {
             tracing::warn!(tool = %entry.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a call; the rule was taken the way that keeps the gate shut");
@@ -148,12 +160,22 @@ impl Gateway {
                     digest: CallDigest::of(&arguments),
                     definition: entry.digest,
                 };
-                let message = gating_core::confirmation_message(
-                    &entry.qualified,
-                    reason,
-                    &arguments,
-                    &self.surfaces,
-                );
+                // A call the lethal-trifecta rule matched tells the person the trail.
+                let message = match flow.as_ref().filter(|_| decided.trifecta) {
+                    Some(flow) => gating_core::confirmation_message_after(
+                        &gating_core::flow_trail(flow, &entry.qualified),
+                        &entry.qualified,
+                        reason,
+                        &arguments,
+                        &self.surfaces,
+                    ),
+                    None => gating_core::confirmation_message(
+                        &entry.qualified,
+                        reason,
+                        &arguments,
+                        &self.surfaces,
+                    ),
+                };
                 Classified::Gated(Box::new(GatedCall {
                     entry,
                     params,
@@ -510,6 +532,10 @@ impl Gateway {
                     reason,
                 })
         });
+        // What the module answered is now in the caller's flow (whatever it said).
+        if answered.is_ok() {
+            self.touch_flow(&who, entry);
+        }
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
             Ok(_) if matches!(event, Audit::Granted(_)) => ("forwarded", "granted"),
@@ -595,6 +621,7 @@ pub(crate) fn call_facts<'a>(
         caller,
         groups,
         hints: hints(entry).effective(),
+        flow: None,
     }
 }
 

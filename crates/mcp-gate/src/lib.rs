@@ -21,6 +21,8 @@
 mod approve;
 mod catalog;
 pub mod error;
+pub mod flow;
+mod flow_state;
 mod gate;
 mod hold;
 mod inbox;
@@ -106,6 +108,8 @@ pub struct Gateway {
     surfaces: Arc<gating_core::Surfaces>,
     /// Where the tasks handed to clients live ([`tasks`]).
     tasks: Arc<crate::task_routes::TaskRoutes>,
+    /// What each caller's forwarded calls touched ([`flow`]).
+    flows: Arc<crate::flow_state::Flows>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -179,6 +183,7 @@ impl Gateway {
             clock: Arc::new(mcp_clock::SystemClock),
             surfaces: Arc::new(gating_core::Surfaces::gateway()),
             tasks: Arc::default(),
+            flows: Arc::default(),
         }
     }
 

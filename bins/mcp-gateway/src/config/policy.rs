@@ -64,3 +64,85 @@ impl PolicyConfig {
         Ok(rule)
     }
 }
+
+/// `[flow]`: how tools are labelled and flows judged (docs/guardrails.md).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlowConfig {
+    /// What the lethal-trifecta rule does: `hold`, `shadow` or `off`.
+    #[serde(default = "default_trifecta")]
+    pub(crate) trifecta: String,
+    /// How long a call's touch stays in its caller's flow.
+    #[serde(default = "default_window", with = "duration")]
+    pub(crate) window: Duration,
+    /// `[[flow.tools]]`: the labels of the tools a pattern names (the first that matches).
+    #[serde(default)]
+    pub(crate) tools: Vec<FlowToolConfig>,
+}
+
+impl Default for FlowConfig {
+    fn default() -> Self {
+        FlowConfig {
+            trifecta: default_trifecta(),
+            window: default_window(),
+            tools: Vec::new(),
+        }
+    }
+}
+
+fn default_trifecta() -> String {
+    gating_core::TrifectaMode::Hold.label().to_owned()
+}
+
+fn default_window() -> Duration {
+    gating_core::flow::DEFAULT_FLOW_WINDOW
+}
+
+/// `[[flow.tools]]`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FlowToolConfig {
+    pub(crate) tool: String,
+    pub(crate) labels: Vec<String>,
+}
+
+impl FlowConfig {
+    /// The flow policy, checked: the mode known, the window between a minute and a week,
+    /// each entry's tool a name or a prefix and its labels known ones.
+    pub(crate) fn resolve(&self) -> Result<gating_core::FlowPolicy> {
+        let Some(trifecta) = gating_core::TrifectaMode::from_label(&self.trifecta) else {
+            bail!(
+                "[flow] trifecta must be \"hold\", \"shadow\" or \"off\", not {:?}",
+                self.trifecta
+            );
+        };
+        if self.window < Duration::from_secs(60) || self.window > Duration::from_secs(7 * 86_400) {
+            bail!("[flow] window must be between 1m and 7d");
+        }
+        let mut rules = Vec::with_capacity(self.tools.len());
+        for (index, entry) in self.tools.iter().enumerate() {
+            let name = format!("[[flow.tools]] entry {index} (tool = {:?})", entry.tool);
+            if entry.tool.is_empty() || entry.tool[..entry.tool.len() - 1].contains('*') {
+                bail!("{name}: tool must be a tool name, or a prefix ending in one '*'");
+            }
+            let mut labels = Vec::with_capacity(entry.labels.len());
+            for label in &entry.labels {
+                let Some(known) = gating_core::FlowLabel::from_label(label) else {
+                    bail!(
+                        "{name}: unknown label {label:?} (the labels are \"untrusted\", \"private\" and \"sends_out\")"
+                    );
+                };
+                labels.push(known);
+            }
+            rules.push(gating_core::FlowRule {
+                tool: gating_core::ToolPattern::parse(&entry.tool),
+                labels: gating_core::FlowLabels::of(labels),
+            });
+        }
+        Ok(gating_core::FlowPolicy {
+            rules,
+            trifecta,
+            window: self.window,
+        })
+    }
+}
