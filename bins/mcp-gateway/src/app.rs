@@ -487,7 +487,9 @@ pub(crate) fn policy(config: &Config) -> Result<GatePolicy> {
     for (index, rule) in config.policy.iter().enumerate() {
         policy = policy.with_rule(rule.resolve(index)?);
     }
-    Ok(policy.with_flow(config.flow.resolve()?))
+    Ok(policy
+        .with_flow(config.flow.resolve()?)
+        .with_content(config.content.resolve()?))
 }
 
 /// What makes a module a different one (everything but `required`, which only readiness

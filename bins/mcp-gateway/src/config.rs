@@ -54,6 +54,9 @@ pub(crate) struct Config {
     /// `[flow]`: flow labels and the lethal-trifecta rule (docs/guardrails.md).
     #[serde(default)]
     pub(crate) flow: FlowConfig,
+    /// `[content]`: secrets, personal data and hidden instructions in results.
+    #[serde(default)]
+    pub(crate) content: ContentConfig,
     #[serde(default)]
     pub(crate) uploads: UploadsConfig,
     #[serde(default)]

@@ -3792,7 +3792,10 @@ labels = ["sends_out", "private"]
         ),
         "{scratch}"
     );
-    assert!(scratch.contains("the lethal-trifecta rule (hold)"), "{scratch}");
+    assert!(
+        scratch.contains("the lethal-trifecta rule (hold)"),
+        "{scratch}"
+    );
     let elsewhere = explain(r#"{"path": "/srv/a"}"#).await;
     assert!(elsewhere.starts_with("decision: confirm"), "{elsewhere}");
     assert!(elsewhere.contains("rule: 2 "), "{elsewhere}");

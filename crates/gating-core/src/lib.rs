@@ -40,6 +40,7 @@
 mod annotations;
 mod digest;
 mod evaluate;
+pub mod findings;
 pub mod flow;
 mod grant;
 mod pattern;
@@ -51,6 +52,7 @@ mod when;
 pub use annotations::{EffectiveHints, ToolAnnotations};
 pub use digest::{CallDigest, DigestParseError, canonical_json};
 pub use evaluate::{ConfirmationOutcome, evaluate};
+pub use findings::{ContentPolicy, FindingAction, FindingKind, Findings};
 pub use flow::{Flow, FlowLabel, FlowLabels, FlowPolicy, FlowRule, TrifectaMode};
 pub use grant::{GrantScope, GrantTerms, MAX_GRANT_USES, format_duration, parse_duration};
 pub use policy::{

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use time::Duration;
 
+use crate::findings::ContentPolicy;
 use crate::flow::{FlowLabel, FlowPolicy, TrifectaMode};
 pub use crate::pattern::ToolPattern;
 use crate::{CallDigest, CallFacts, EffectiveHints, ToolAnnotations, When};
@@ -220,6 +221,7 @@ pub struct GatePolicy {
     gate_open_world: bool,
     default_ttl: Duration,
     flow: FlowPolicy,
+    content: ContentPolicy,
 }
 
 impl Default for GatePolicy {
@@ -229,6 +231,7 @@ impl Default for GatePolicy {
             gate_open_world: false,
             default_ttl: DEFAULT_CONFIRMATION_TTL,
             flow: FlowPolicy::default(),
+            content: ContentPolicy::default(),
         }
     }
 }
@@ -273,6 +276,18 @@ impl GatePolicy {
         &self.flow
     }
 
+    /// Scans results with `content` (the default: `ContentPolicy::default`).
+    #[must_use]
+    pub fn with_content(mut self, content: ContentPolicy) -> Self {
+        self.content = content;
+        self
+    }
+
+    /// What is looked for in results, and done with it.
+    pub fn content(&self) -> &ContentPolicy {
+        &self.content
+    }
+
     /// Whether a call of `tool` (whose effective hints are `hints`) is judged on its
     /// caller's flow: it may send data out while the lethal-trifecta rule is on, or some
     /// rule naming it reads `flow` in its `when`.
@@ -312,6 +327,13 @@ impl GatePolicy {
             "rules": rules,
             "default_ttl": self.default_ttl.whole_seconds(),
             "gate_open_world": self.gate_open_world,
+            "findings": {
+                "actions": crate::findings::FindingKind::ALL
+                    .iter()
+                    .map(|k| (k.label(), self.content.action(*k).label()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+                "max_scan_bytes": self.content.max_scan_bytes,
+            },
             "flow": {
                 "tools": flow,
                 "trifecta": self.flow.trifecta.label(),

@@ -532,10 +532,12 @@ impl Gateway {
                     reason,
                 })
         });
-        // What the module answered is now in the caller's flow (whatever it said).
-        if answered.is_ok() {
+        // What the module answered is now in the caller's flow (whatever it said), as the
+        // content policy lets the agent see it.
+        let answered = answered.map(|result| {
             self.touch_flow(&who, entry);
-        }
+            self.guard_result(&who, entry, result)
+        });
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
             Ok(_) if matches!(event, Audit::Granted(_)) => ("forwarded", "granted"),

@@ -20,6 +20,7 @@
 
 mod approve;
 mod catalog;
+mod content;
 pub mod error;
 pub mod flow;
 mod flow_state;

@@ -249,7 +249,8 @@ impl Gateway {
             .await;
         let answered = match answered {
             Ok(raw) => match tasks::renamed(&raw, &route.upstream, handle) {
-                Some(renamed) => Ok(renamed),
+                // A task's result is the tool's: the content policy applies to it.
+                Some(renamed) => Ok(self.guard_result(&who, &route.entry, renamed)),
                 None => Err(mcp_upstream::ModuleError::Protocol {
                     module: route.entry.module_name.clone(),
                     reason: format!("{method} answered with something that is not JSON"),

@@ -58,6 +58,12 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FindingLabels {
+    kind: &'static str,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NotifyLabels {
     sink: String,
     outcome: &'static str,
@@ -106,6 +112,7 @@ pub struct Metrics {
     module_restarts: Family<ModuleLabels, Counter>,
     quarantined: Family<ModuleLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
+    findings: Family<FindingLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     notifications: Family<NotifyLabels, Counter>,
     notices_dropped: Counter,
@@ -159,6 +166,7 @@ impl Metrics {
             audit_seal_stalled: Counter::default(),
             trace_spans_failed: Counter::default(),
             limited: Family::default(),
+            findings: Family::default(),
             reloads: Family::default(),
             sessions: Gauge::default(),
             streams: Gauge::default(),
@@ -242,6 +250,11 @@ impl Metrics {
             "limited",
             "Requests refused by a limit (calls, confirmations, module_concurrency)",
             metrics.limited.clone(),
+        );
+        registry.register(
+            "content_findings",
+            "What content scanning found in results, by kind and the action taken (counts, never values)",
+            metrics.findings.clone(),
         );
         registry.register(
             "config_reloads",
@@ -333,6 +346,13 @@ impl Metrics {
     pub fn reloaded(&self, applied: bool) {
         let outcome = if applied { "applied" } else { "refused" };
         self.reloads.get_or_create(&ReloadLabels { outcome }).inc();
+    }
+
+    /// `count` findings of `kind` in a result, and the `action` taken.
+    pub fn findings(&self, kind: &'static str, action: &'static str, count: u32) {
+        self.findings
+            .get_or_create(&FindingLabels { kind, action })
+            .inc_by(u64::from(count));
     }
 
     /// A request refused by `limit`.

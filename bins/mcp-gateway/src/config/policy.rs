@@ -146,3 +146,53 @@ impl FlowConfig {
         })
     }
 }
+
+/// `[content]`: what results are scanned for, and done with (docs/guardrails.md). Unknown
+/// keys are refused by [`ContentConfig::resolve`] (serde's own check cannot go with the
+/// flattened map).
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct ContentConfig {
+    /// Results larger than this are not scanned (a `too_large` finding).
+    #[serde(
+        default,
+        with = "bytes::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) max_scan_bytes: Option<usize>,
+    /// The action per kind (`secret = "redact"`); a kind not named keeps its default.
+    #[serde(flatten)]
+    pub(crate) actions: std::collections::BTreeMap<String, String>,
+}
+
+impl ContentConfig {
+    /// The content policy, checked: every key a kind, every value an action.
+    pub(crate) fn resolve(&self) -> Result<gating_core::ContentPolicy> {
+        let mut policy = gating_core::ContentPolicy::default();
+        for (kind, action) in &self.actions {
+            let Some(kind) = gating_core::FindingKind::from_label(kind) else {
+                let known: Vec<&str> = gating_core::FindingKind::ALL
+                    .iter()
+                    .map(|k| k.label())
+                    .collect();
+                bail!(
+                    "[content] {kind:?} is not a kind of finding (the kinds are {})",
+                    known.join(", ")
+                );
+            };
+            let Some(action) = gating_core::FindingAction::from_label(action) else {
+                bail!(
+                    "[content] {}: the action must be \"off\", \"redact\", \"label\" or \"block\", not {action:?}",
+                    kind.label()
+                );
+            };
+            policy = policy.with(kind, action);
+        }
+        if let Some(max) = self.max_scan_bytes {
+            if max < 1024 {
+                bail!("[content] max_scan_bytes must be at least 1KiB");
+            }
+            policy.max_scan_bytes = max;
+        }
+        Ok(policy)
+    }
+}

@@ -1,0 +1,76 @@
+//! The content policy applied to what a module answered (`gating_core::findings`): its
+//! secrets, personal data and hidden instructions redacted, labelled into the caller's flow,
+//! or the whole result withheld; what was found recorded by kind and count, never by value.
+
+use gating_core::{FindingAction, Findings};
+use mcp_upstream::registry::ToolEntry;
+use serde_json::value::RawValue;
+
+use crate::Gateway;
+
+impl Gateway {
+    /// `raw`, a result of `entry`'s module for `who`, as the content policy lets the agent
+    /// see it. A result that cannot be read as JSON is passed on as it is (the gate refused
+    /// what it could not read already).
+    pub(crate) fn guard_result(
+        &self,
+        who: &str,
+        entry: &ToolEntry,
+        raw: Box<RawValue>,
+    ) -> Box<RawValue> {
+        let policy = self.policy.content();
+        if !policy.scans() {
+            return raw;
+        }
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
+            return raw;
+        };
+        let findings = policy.apply(&mut value);
+        if findings.is_empty() {
+            return raw;
+        }
+        self.record_findings(who, entry, &findings);
+        let labels = findings.labels();
+        if !labels.is_empty() {
+            self.flows
+                .record(who, &entry.qualified, labels, self.clock.now());
+        }
+        if findings.blocks() {
+            let text = format!(
+                "The gateway withheld this result of `{}`: it held {} (the content policy blocks such results). Nothing of it was kept.",
+                gating_core::visible(&entry.qualified),
+                findings.blocking_kinds()
+            );
+            let withheld = mcp_wire::tools::text_result(&text, None, true);
+            return serde_json::value::to_raw_value(&withheld).unwrap_or(raw);
+        }
+        let redacted = findings
+            .counts()
+            .any(|(_, action, _)| action == FindingAction::Redact);
+        if !redacted {
+            return raw;
+        }
+        // The original is dropped here; only the redacted result leaves.
+        match serde_json::value::to_raw_value(&value) {
+            Ok(redacted) => redacted,
+            Err(_) => {
+                let withheld = mcp_wire::tools::text_result(
+                    "The gateway withheld this result: it could not be redacted.",
+                    None,
+                    true,
+                );
+                serde_json::value::to_raw_value(&withheld).unwrap_or(raw)
+            }
+        }
+    }
+
+    /// One audit event and the metrics of what a result held: kinds, actions and counts.
+    fn record_findings(&self, who: &str, entry: &ToolEntry, findings: &Findings) {
+        let mut summary = Vec::new();
+        for (kind, action, count) in findings.counts() {
+            self.metrics.findings(kind.label(), action.label(), count);
+            summary.push(format!("{}:{}:{count}", kind.label(), action.label()));
+        }
+        tracing::info!(target: "audit", event = "result_findings", caller = %who, tool = %entry.qualified, findings = %summary.join(","), "content found in a result (kinds and counts only)");
+    }
+}
