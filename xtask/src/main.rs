@@ -41,6 +41,8 @@ tasks:
                                  the store benchmark; tables in target/bench/
   bench store [--quick]          confirmation cycles per second and database round trips
                                  per cycle, memory and PostgreSQL (throwaway cluster)
+  bench content [--quick]        only what scanning results costs: 4 KiB and 256 KiB
+                                 results, content policy on and off; target/bench/content.md
   bench scale-out [--quick]      only the scale-out rows: 1, 2 and 3 gateway instances on
                                  one PostgreSQL, each under a CPU quota (cgroup; root)";
 
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         ["soak", rest @ ..] => soak(rest),
         ["bench", "store", rest @ ..] => bench_store(rest),
         ["bench", "scale-out", rest @ ..] => bench_scale_out(rest),
+        ["bench", "content", rest @ ..] => bench_content(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
@@ -132,6 +135,11 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
     let quick = quick_flag(args, "usage: cargo xtask bench [--quick]")?;
     release_harness(&[&["run"], quick].concat())?;
     bench_store(args)
+}
+
+fn bench_content(args: &[&str]) -> Result<()> {
+    let quick = quick_flag(args, "usage: cargo xtask bench content [--quick]")?;
+    release_harness(&[&["content"], quick].concat())
 }
 
 fn bench_scale_out(args: &[&str]) -> Result<()> {

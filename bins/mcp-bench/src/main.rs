@@ -102,6 +102,16 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Only what scanning results costs: 4 KiB and 256 KiB results through a gateway with
+    /// the default content policy and one with every kind off.
+    Content {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// Fewer requests per run.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -157,6 +167,9 @@ async fn main() -> Result<()> {
         }
         Command::ScaleOut { gateway, quick } => {
             run::scale_only(run::Options { gateway, quick }).await?
+        }
+        Command::Content { gateway, quick } => {
+            run::content(run::Options { gateway, quick }).await?
         }
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }

@@ -2,10 +2,12 @@
 //! PostgreSQL) as separate processes on loopback, drives every path with the same load
 //! generator, and reports throughput, latency, CPU per call and memory side by side.
 
+mod content;
 mod rows;
 mod scale;
 mod tables;
 
+pub(crate) use content::content;
 use rows::{
     Row, backend_cpu, backend_cpu_used, cross_instance_wake, measure, measure_spread,
     metrics_with_a_large_catalog, transactions,

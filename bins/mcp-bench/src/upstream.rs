@@ -92,7 +92,11 @@ fn answer(message: &Value) -> (StatusCode, Option<Value>, bool) {
             if message["params"]["name"] == "delete" {
                 record_delete(message);
             }
-            json!({"content": [{"type": "text", "text": "ok"}]})
+            match message["params"]["arguments"]["bytes"].as_u64() {
+                // A result of about this many bytes of prose (the content scanning bench).
+                Some(bytes) => json!({"content": [{"type": "text", "text": prose(bytes)}]}),
+                None => json!({"content": [{"type": "text", "text": "ok"}]}),
+            }
         }
         "prompts/list" => {
             json!({"prompts": [{"name": "greet", "description": "Greets (benchmark)."}], "ttlMs": 0, "cacheScope": "public"})
@@ -165,4 +169,13 @@ pub(crate) async fn serve(listener: TcpListener) {
                 .await;
         });
     }
+}
+
+/// About `bytes` (at most 1 MiB) of prose with the words that set secret rules looking
+/// (`key`, `api`, `token`) but no secret: what a scan of an ordinary result costs.
+fn prose(bytes: u64) -> String {
+    const LINE: &str =
+        "The quick brown fox reads the api docs; key_length = 32, token count 7, version 2.\n";
+    let bytes = usize::try_from(bytes.min(1024 * 1024)).unwrap_or(0);
+    LINE.repeat(bytes / LINE.len() + 1)[..bytes].to_owned()
 }

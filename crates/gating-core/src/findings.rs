@@ -216,14 +216,11 @@ impl ContentPolicy {
             secrets::SECRETS.find(text, &mut secrets);
             found.extend(secrets.into_iter().map(|(s, _)| (s, FindingKind::Secret)));
         }
-        if self.wants(&[
-            FindingKind::Email,
-            FindingKind::Phone,
-            FindingKind::Card,
-            FindingKind::Iban,
-        ]) {
-            personal::find(text, &mut found);
-        }
+        personal::find(
+            text,
+            |kind| self.action(kind) != FindingAction::Off,
+            &mut found,
+        );
         if self.wants(&[FindingKind::HiddenText, FindingKind::Injection]) {
             hidden::find(text, &mut found);
         }
@@ -243,17 +240,39 @@ impl ContentPolicy {
     /// call's arguments; object keys are read too, never rewritten) and applies the
     /// actions: redacted findings are replaced in place.
     pub fn apply(&self, value: &mut Value) -> Findings {
+        if !self.scans() {
+            return Findings::default();
+        }
+        let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+        self.apply_sized(value, size)
+    }
+
+    /// [`ContentPolicy::apply`] to a value read from `size` bytes of JSON.
+    pub fn apply_sized(&self, value: &mut Value, size: usize) -> Findings {
         let mut findings = Findings::default();
         if !self.scans() {
             return findings;
         }
-        let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
-        if size > self.max_scan_bytes {
-            findings.note(FindingKind::TooLarge, self.action(FindingKind::TooLarge));
-            return findings;
+        if let Some(too_large) = self.too_large(size) {
+            return too_large;
         }
         self.walk(value, &mut findings);
         findings
+    }
+
+    /// The finding of a result of `size` bytes too large to scan, if it is (so a caller can
+    /// tell before reading it).
+    pub fn too_large(&self, size: usize) -> Option<Findings> {
+        (size > self.max_scan_bytes).then(|| {
+            let mut findings = Findings::default();
+            // What was not read cannot be redacted: it is withheld instead.
+            let action = match self.action(FindingKind::TooLarge) {
+                FindingAction::Redact => FindingAction::Block,
+                other => other,
+            };
+            findings.note(FindingKind::TooLarge, action);
+            findings
+        })
     }
 
     fn walk(&self, value: &mut Value, findings: &mut Findings) {
@@ -411,6 +430,12 @@ mod tests {
             findings.counts().collect::<Vec<_>>(),
             vec![(FindingKind::TooLarge, FindingAction::Label, 1)]
         );
+        // Redacting what was not read withholds it.
+        let redacting = ContentPolicy {
+            max_scan_bytes: 16,
+            ..ContentPolicy::default().with(FindingKind::TooLarge, FindingAction::Redact)
+        };
+        assert!(redacting.apply(&mut big).blocks());
         // Off: nothing is read.
         let mut plain = json!({"text": "AKIAQ4WJ3DZQ7XKZN2PR"});
         assert!(ContentPolicy::off().apply(&mut plain).is_empty());

@@ -22,10 +22,18 @@ impl Gateway {
         if !policy.scans() {
             return raw;
         }
-        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
-            return raw;
+        // Too large to scan is told before the result is read at all.
+        let mut value = serde_json::Value::Null;
+        let findings = match policy.too_large(raw.get().len()) {
+            Some(too_large) => too_large,
+            None => {
+                let Ok(read) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
+                    return raw;
+                };
+                value = read;
+                policy.apply_sized(&mut value, raw.get().len())
+            }
         };
-        let findings = policy.apply(&mut value);
         if findings.is_empty() {
             return raw;
         }

@@ -23,7 +23,7 @@ fn is_hidden(c: char) -> bool {
 
 static INJECTION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
-        r"(?i)\b(?:",
+        r"(?i-u)\b(?:",
         r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|system)\s+(?:instructions?|prompts?|messages?|rules|directions)",
         r"|you\s+are\s+now\s+(?:a|an|in|the)\s+\w+",
         r"|new\s+(?:system\s+)?instructions?\s*:",
@@ -37,6 +37,17 @@ static INJECTION: LazyLock<Regex> = LazyLock::new(|| {
 /// The hidden characters (each run of them one finding) and instruction-like phrases in
 /// `text`.
 pub(super) fn find(text: &str, out: &mut Vec<(Span, FindingKind)>) {
+    // Every hidden character is outside ASCII.
+    if !text.is_ascii() {
+        hidden_runs(text, out);
+    }
+    for m in INJECTION.find_iter(text) {
+        out.push((Span::of(&m), FindingKind::Injection));
+    }
+}
+
+/// Each run of hidden characters in `text`.
+fn hidden_runs(text: &str, out: &mut Vec<(Span, FindingKind)>) {
     let mut run: Option<usize> = None;
     for (i, c) in text.char_indices() {
         match (is_hidden(c), run) {
@@ -56,9 +67,6 @@ pub(super) fn find(text: &str, out: &mut Vec<(Span, FindingKind)>) {
             },
             FindingKind::HiddenText,
         ));
-    }
-    for m in INJECTION.find_iter(text) {
-        out.push((Span::of(&m), FindingKind::Injection));
     }
 }
 

@@ -24,33 +24,49 @@ static IBAN: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\b([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})\b").expect("the IBAN pattern compiles")
 });
 
-/// The personal data in `text`.
-pub(super) fn find(text: &str, out: &mut Vec<(Span, FindingKind)>) {
-    for m in EMAIL.find_iter(text) {
-        out.push((Span::of(&m), FindingKind::Email));
-    }
-    for c in CARD.captures_iter(text) {
-        if let Some(m) = c.get(1)
-            && is_card(m.as_str())
-        {
-            out.push((Span::of(&m), FindingKind::Card));
+/// The personal data in `text` of the kinds `wanted` says are looked for.
+pub(super) fn find(
+    text: &str,
+    wanted: impl Fn(FindingKind) -> bool,
+    out: &mut Vec<(Span, FindingKind)>,
+) {
+    if wanted(FindingKind::Email) {
+        for m in EMAIL.find_iter(text) {
+            out.push((Span::of(&m), FindingKind::Email));
         }
     }
-    for c in PHONE.captures_iter(text) {
-        if let Some(m) = c.get(1) {
+    if wanted(FindingKind::Card) {
+        for m in group_one(&CARD, text) {
+            if is_card(m.as_str()) {
+                out.push((Span::of(&m), FindingKind::Card));
+            }
+        }
+    }
+    if wanted(FindingKind::Phone) {
+        for m in group_one(&PHONE, text) {
             let digits = m.as_str().chars().filter(char::is_ascii_digit).count();
             if (8..=15).contains(&digits) {
                 out.push((Span::of(&m), FindingKind::Phone));
             }
         }
     }
-    for c in IBAN.captures_iter(text) {
-        if let Some(m) = c.get(1)
-            && is_iban(m.as_str())
-        {
-            out.push((Span::of(&m), FindingKind::Iban));
+    if wanted(FindingKind::Iban) {
+        for m in group_one(&IBAN, text) {
+            if is_iban(m.as_str()) {
+                out.push((Span::of(&m), FindingKind::Iban));
+            }
         }
     }
+}
+
+/// Each match's first group: found by the fast engine, the group read only where it found
+/// one.
+fn group_one<'t>(regex: &'t Regex, text: &'t str) -> impl Iterator<Item = regex::Match<'t>> + 't {
+    regex.find_iter(text).filter_map(move |found| {
+        regex
+            .captures_at(text, found.start())
+            .and_then(|c| c.get(1))
+    })
 }
 
 /// A payment card number: a known issuer's prefix and length, and the Luhn check.
@@ -165,7 +181,7 @@ mod tests {
 
     fn kinds(text: &str) -> Vec<(String, FindingKind)> {
         let mut out = Vec::new();
-        find(text, &mut out);
+        find(text, |_| true, &mut out);
         out.into_iter()
             .map(|(s, k)| (text[s.start..s.end].to_owned(), k))
             .collect()

@@ -178,6 +178,7 @@ impl Secrets {
         }
         let keywords = AhoCorasick::builder()
             .ascii_case_insensitive(true)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .build(&words)
             .unwrap_or_else(|_| AhoCorasick::new(Vec::<String>::new()).expect("no patterns"));
         Secrets {
@@ -227,7 +228,11 @@ impl Secrets {
             let Some(compiled) = rule.compiled() else {
                 continue;
             };
-            for captures in compiled.regex.captures_iter(fragment) {
+            // Found by the fast engine; the groups read only where it found one.
+            for found in compiled.regex.find_iter(fragment) {
+                let Some(captures) = compiled.regex.captures_at(fragment, found.start()) else {
+                    continue;
+                };
                 let Some(whole) = captures.get(0) else {
                     continue;
                 };
