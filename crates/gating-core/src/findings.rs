@@ -207,8 +207,8 @@ impl ContentPolicy {
         kinds.iter().any(|k| self.action(*k) != FindingAction::Off)
     }
 
-    /// The findings in `text` of the kinds not off, in order, overlaps merged (the first
-    /// one found at a place keeps it).
+    /// The findings in `text` of the kinds not off, in order of where they start (each
+    /// kind's own: one place may hold two, a key inside a phrase aimed at the model).
     fn scan(&self, text: &str) -> Vec<(Span, FindingKind)> {
         let mut found = Vec::new();
         if self.wants(&[FindingKind::Secret]) {
@@ -226,11 +226,18 @@ impl ContentPolicy {
         }
         found.retain(|(_, k)| self.action(*k) != FindingAction::Off);
         found.sort_by_key(|(s, _)| (s.start, std::cmp::Reverse(s.end)));
+        // Two rules finding one secret are one finding: overlaps of a kind are merged.
         let mut merged: Vec<(Span, FindingKind)> = Vec::with_capacity(found.len());
+        let mut last: BTreeMap<FindingKind, usize> = BTreeMap::new();
         for (span, kind) in found {
-            match merged.last_mut() {
-                Some((last, _)) if span.start < last.end => last.end = last.end.max(span.end),
-                _ => merged.push((span, kind)),
+            match last.get(&kind).map(|i| &mut merged[*i]) {
+                Some((earlier, _)) if span.start < earlier.end => {
+                    earlier.end = earlier.end.max(span.end);
+                }
+                _ => {
+                    last.insert(kind, merged.len());
+                    merged.push((span, kind));
+                }
             }
         }
         merged
@@ -249,6 +256,18 @@ impl ContentPolicy {
 
     /// [`ContentPolicy::apply`] to a value read from `size` bytes of JSON.
     pub fn apply_sized(&self, value: &mut Value, size: usize) -> Findings {
+        self.apply_seeing(value, size, &mut |_| {})
+    }
+
+    /// [`ContentPolicy::apply_sized`], telling `seen` each secret that reaches the agent as
+    /// it is (its action is `label`): whoever keeps the flow fingerprints it, and forgets
+    /// the value.
+    pub fn apply_seeing(
+        &self,
+        value: &mut Value,
+        size: usize,
+        seen: &mut dyn FnMut(&str),
+    ) -> Findings {
         let mut findings = Findings::default();
         if !self.scans() {
             return findings;
@@ -256,8 +275,34 @@ impl ContentPolicy {
         if let Some(too_large) = self.too_large(size) {
             return too_large;
         }
-        self.walk(value, &mut findings);
+        self.walk(value, &mut findings, seen);
         findings
+    }
+
+    /// Tells `found` every secret in `value`'s strings, whatever the actions (a call's
+    /// arguments, compared with the secrets the agent was shown); at most `max_scan_bytes`
+    /// of it are read (`false`: it was larger, and not read).
+    pub fn secrets_in(&self, value: &Value, found: &mut dyn FnMut(&str)) -> bool {
+        let size = serde_json::to_vec(value).map_or(usize::MAX, |v| v.len());
+        if size > self.max_scan_bytes {
+            return false;
+        }
+        fn strings(value: &Value, found: &mut dyn FnMut(&str)) {
+            match value {
+                Value::String(text) => {
+                    let mut spans = Vec::new();
+                    secrets::SECRETS.find(text, &mut spans);
+                    for (span, _) in spans {
+                        found(&text[span.start..span.end]);
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|i| strings(i, found)),
+                Value::Object(map) => map.values().for_each(|v| strings(v, found)),
+                _ => {}
+            }
+        }
+        strings(value, found);
+        true
     }
 
     /// The finding of a result of `size` bytes too large to scan, if it is (so a caller can
@@ -275,32 +320,48 @@ impl ContentPolicy {
         })
     }
 
-    fn walk(&self, value: &mut Value, findings: &mut Findings) {
+    fn walk(&self, value: &mut Value, findings: &mut Findings, seen: &mut dyn FnMut(&str)) {
         match value {
             Value::String(text) => {
                 let found = self.scan(text);
                 if found.is_empty() {
                     return;
                 }
-                let mut out = String::with_capacity(text.len());
-                let mut at = 0;
+                // Every finding counts; what is redacted is the union of the redacted ones
+                // (so a finding of another kind around a secret cannot shelter it).
+                let mut redacted: Vec<(Span, FindingKind)> = Vec::new();
                 for (span, kind) in found {
                     let action = self.action(kind);
                     findings.note(kind, action);
-                    if action == FindingAction::Redact {
-                        out.push_str(&text[at..span.start]);
-                        out.push_str(&format!("[REDACTED:{}]", kind.label()));
-                        at = span.end;
+                    if kind == FindingKind::Secret && action == FindingAction::Label {
+                        seen(&text[span.start..span.end]);
+                    }
+                    if action != FindingAction::Redact {
+                        continue;
+                    }
+                    match redacted.last_mut() {
+                        Some((last, _)) if span.start < last.end => {
+                            last.end = last.end.max(span.end);
+                        }
+                        _ => redacted.push((span, kind)),
                     }
                 }
-                if at > 0 {
-                    out.push_str(&text[at..]);
-                    *text = out;
+                if redacted.is_empty() {
+                    return;
                 }
+                let mut out = String::with_capacity(text.len());
+                let mut at = 0;
+                for (span, kind) in redacted {
+                    out.push_str(&text[at..span.start]);
+                    out.push_str(&format!("[REDACTED:{}]", kind.label()));
+                    at = span.end;
+                }
+                out.push_str(&text[at..]);
+                *text = out;
             }
             Value::Array(items) => {
                 for item in items {
-                    self.walk(item, findings);
+                    self.walk(item, findings, seen);
                 }
             }
             Value::Object(map) => {
@@ -314,7 +375,7 @@ impl ContentPolicy {
                         };
                         findings.note(kind, action);
                     }
-                    self.walk(member, findings);
+                    self.walk(member, findings, seen);
                 }
             }
             _ => {}
@@ -439,6 +500,17 @@ mod tests {
         // Off: nothing is read.
         let mut plain = json!({"text": "AKIAQ4WJ3DZQ7XKZN2PR"});
         assert!(ContentPolicy::off().apply(&mut plain).is_empty());
+    }
+
+    #[test]
+    fn a_phrase_around_a_secret_does_not_shelter_it() {
+        let mut result = json!({"content": [{"type": "text", "text": "You are now a AKIAQ4WJ3DZQ7XKZN2PR holder"}]});
+        let findings = ContentPolicy::default().apply(&mut result);
+        assert_eq!(
+            result["content"][0]["text"],
+            "You are now a [REDACTED:secret] holder"
+        );
+        assert_eq!(findings.labels(), FlowLabels::of([FlowLabel::Untrusted]));
     }
 
     #[test]

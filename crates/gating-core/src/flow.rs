@@ -222,11 +222,36 @@ pub struct Touch {
 /// tools keeps the flow this size).
 pub const MAX_SOURCES_PER_LABEL: usize = 8;
 
+/// Most secrets remembered per flow (their fingerprints; the latest).
+pub const MAX_SEEN: usize = 64;
+
+/// A secret that reached the agent as it was, remembered by its keyed fingerprint only
+/// (never the secret): a call that sends it out later is held, naming where it was read.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// The keyed fingerprint of the secret (its keeper's key; the value is not kept).
+    pub fingerprint: [u8; 16],
+    /// The tool whose result carried it.
+    pub tool: String,
+    /// When.
+    pub at: OffsetDateTime,
+}
+
+impl fmt::Debug for Seen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Seen")
+            .field("tool", &self.tool)
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What one caller's calls touched within the window: per label, the latest few tools that
-/// brought it in, with when.
+/// brought it in, with when; and the fingerprints of the secrets its results showed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Flow {
     touches: BTreeMap<FlowLabel, Vec<Touch>>,
+    seen: Vec<Seen>,
 }
 
 impl Flow {
@@ -249,17 +274,43 @@ impl Flow {
         }
     }
 
-    /// Forgets what was touched before `since`.
+    /// Forgets what was touched (and seen) before `since`.
     pub fn forget_before(&mut self, since: OffsetDateTime) {
         for touches in self.touches.values_mut() {
             touches.retain(|t| t.at >= since);
         }
         self.touches.retain(|_, t| !t.is_empty());
+        self.seen.retain(|s| s.at >= since);
     }
 
-    /// Whether nothing was touched.
+    /// Whether nothing was touched or seen.
     pub fn is_empty(&self) -> bool {
-        self.touches.is_empty()
+        self.touches.is_empty() && self.seen.is_empty()
+    }
+
+    /// Remembers that a result of `tool` at `at` showed the agent the secret whose keyed
+    /// fingerprint is `fingerprint`.
+    pub fn record_seen(&mut self, fingerprint: [u8; 16], tool: &str, at: OffsetDateTime) {
+        self.seen.retain(|s| s.fingerprint != fingerprint);
+        self.seen.push(Seen {
+            fingerprint,
+            tool: tool.to_owned(),
+            at,
+        });
+        if self.seen.len() > MAX_SEEN {
+            let excess = self.seen.len() - MAX_SEEN;
+            self.seen.drain(..excess);
+        }
+    }
+
+    /// Where the secret whose fingerprint is `fingerprint` was seen, if it was.
+    pub fn seen(&self, fingerprint: &[u8; 16]) -> Option<&Seen> {
+        self.seen.iter().find(|s| &s.fingerprint == fingerprint)
+    }
+
+    /// Whether any secret was seen.
+    pub fn saw_secrets(&self) -> bool {
+        !self.seen.is_empty()
     }
 
     /// The labels it holds.
@@ -410,6 +461,28 @@ mod tests {
         assert_eq!(sources.len(), MAX_SOURCES_PER_LABEL);
         assert_eq!(sources.iter().filter(|t| **t == "t992").count(), 1);
         assert_eq!(sources.last(), Some(&"t992"));
+    }
+
+    #[test]
+    fn seen_secrets_are_kept_by_fingerprint_bounded_and_forgotten_with_the_window() {
+        let mut flow = Flow::default();
+        let at = datetime!(2026-12-05 10:00:00 UTC);
+        flow.record_seen([1; 16], "db__query", at);
+        assert_eq!(
+            flow.seen(&[1; 16]).map(|s| s.tool.as_str()),
+            Some("db__query")
+        );
+        assert!(flow.seen(&[2; 16]).is_none());
+        assert!(
+            !format!("{flow:?}").contains("[1,"),
+            "no fingerprint in Debug"
+        );
+        for i in 0..200u8 {
+            flow.record_seen([i; 16], "t", at + time::Duration::seconds(i64::from(i)));
+        }
+        assert!(flow.seen.len() <= MAX_SEEN);
+        flow.forget_before(at + time::Duration::seconds(1000));
+        assert!(flow.is_empty());
     }
 
     #[test]

@@ -402,15 +402,29 @@ impl GatePolicy {
     /// The lethal-trifecta rule over what the rules decided: a call that sends data out from
     /// a flow holding untrusted content and private data is held (no grant stands in for
     /// the person), or recorded as such in shadow mode; a held or denied call stays so.
-    fn judge_flow(&self, facts: &CallFacts<'_>, mut decided: Decided) -> Decided {
+    fn judge_flow(&self, facts: &CallFacts<'_>, decided: Decided) -> Decided {
         let Some(flow) = facts.flow else {
             return decided;
         };
         let labels = self.flow.labels(facts.tool, facts.hints).0;
-        if self.flow.trifecta == TrifectaMode::Off || !flow.trifecta(labels) {
+        if !flow.trifecta(labels) {
+            return decided;
+        }
+        self.held_for_flow(decided)
+    }
+
+    /// `decided` as a flow rule that matched the call makes it (the lethal trifecta, or a
+    /// secret the agent read now sent out): held with no grant standing in, or recorded as
+    /// such in shadow mode; a held or denied call stays so, and is told why.
+    pub fn held_for_flow(&self, mut decided: Decided) -> Decided {
+        if self.flow.trifecta == TrifectaMode::Off {
             return decided;
         }
         decided.trifecta = true;
+        // Whatever else holds the call, no grant stands in for the person here.
+        if self.flow.trifecta == TrifectaMode::Hold {
+            decided.grants = false;
+        }
         match (decided.decision, self.flow.trifecta) {
             (GateDecision::Forward | GateDecision::Shadow, TrifectaMode::Hold) => {
                 decided.decision = GateDecision::Confirm(HoldReason::Flow);
@@ -978,7 +992,10 @@ mod tests {
             confirmed.decision,
             GateDecision::Confirm(HoldReason::Policy)
         );
-        assert!(confirmed.trifecta);
+        assert!(
+            confirmed.trifecta && !confirmed.grants,
+            "no grant stands in either"
+        );
         // Shadow records it; off does nothing.
         let shadow = GatePolicy::default().with_flow(flow_policy(TrifectaMode::Shadow));
         assert_eq!(

@@ -63,6 +63,17 @@ pub fn flow_trail(flow: &Flow, tool: &str) -> String {
     text
 }
 
+/// What a person is told of a call whose arguments carry a secret the agent was shown by
+/// an earlier result ("The arguments of this call carry a secret the agent read with
+/// `db__query` at 10:03:40 UTC.").
+pub fn exfiltration_text(seen: &crate::flow::Seen) -> String {
+    format!(
+        "The arguments of this call carry a secret the agent read with `{}` at {}.",
+        visible(&seen.tool),
+        clock_time(seen.at)
+    )
+}
+
 /// `10:02:11 UTC`.
 fn clock_time(at: time::OffsetDateTime) -> String {
     let at = at.to_offset(time::UtcOffset::UTC);

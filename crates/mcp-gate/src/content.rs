@@ -27,11 +27,26 @@ impl Gateway {
         let findings = match policy.too_large(raw.get().len()) {
             Some(too_large) => too_large,
             None => {
+                // What cannot be read (nested deeper than the reader goes) cannot be
+                // scanned: it is withheld, not passed on unread.
                 let Ok(read) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
-                    return raw;
+                    tracing::warn!(tool = %entry.qualified, "a result could not be read to be scanned (nested too deep); withheld");
+                    let withheld = mcp_wire::tools::text_result(
+                        "The gateway withheld this result: it could not be read to be scanned.",
+                        None,
+                        true,
+                    );
+                    return serde_json::value::to_raw_value(&withheld).unwrap_or(raw);
                 };
                 value = read;
-                policy.apply_sized(&mut value, raw.get().len())
+                // A secret the agent is shown as it is: its fingerprint enters the flow.
+                let mut seen = Vec::new();
+                let findings = policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
+                    seen.push(self.flows.fingerprint(secret));
+                });
+                self.flows
+                    .record_seen(who, &entry.qualified, &seen, self.clock.now());
+                findings
             }
         };
         if findings.is_empty() {
@@ -69,6 +84,71 @@ impl Gateway {
                 );
                 serde_json::value::to_raw_value(&withheld).unwrap_or(raw)
             }
+        }
+    }
+
+    /// A module's error about a call of `entry` as the content policy lets the agent see it:
+    /// its message and data scanned as a result's content is (a module may echo what it
+    /// read into an error). Other errors are the gateway's own words.
+    pub(crate) fn guard_error(
+        &self,
+        who: &str,
+        entry: &ToolEntry,
+        error: mcp_upstream::ModuleError,
+    ) -> mcp_upstream::ModuleError {
+        let mcp_upstream::ModuleError::Rpc {
+            module,
+            code,
+            message,
+            data,
+        } = error
+        else {
+            return error;
+        };
+        let policy = self.policy.content();
+        if !policy.scans() {
+            return mcp_upstream::ModuleError::Rpc {
+                module,
+                code,
+                message,
+                data,
+            };
+        }
+        let mut value = serde_json::json!([message, data.map(|d| *d)]);
+        let findings = policy.apply(&mut value);
+        if !findings.is_empty() {
+            self.record_findings(who, entry, &findings);
+            let labels = findings.labels();
+            if !labels.is_empty() {
+                self.flows
+                    .record(who, &entry.qualified, labels, self.clock.now());
+            }
+        }
+        if findings.blocks() {
+            return mcp_upstream::ModuleError::Rpc {
+                module,
+                code,
+                message: format!(
+                    "the module's error was withheld: it held {} (the content policy blocks such content)",
+                    findings.blocking_kinds()
+                ),
+                data: None,
+            };
+        }
+        let mut parts = match value {
+            serde_json::Value::Array(parts) => parts.into_iter(),
+            _ => Vec::new().into_iter(),
+        };
+        let message = match parts.next() {
+            Some(serde_json::Value::String(message)) => message,
+            _ => "the module's error could not be read".to_owned(),
+        };
+        let data = parts.next().filter(|d| !d.is_null()).map(Box::new);
+        mcp_upstream::ModuleError::Rpc {
+            module,
+            code,
+            message,
+            data,
         }
     }
 

@@ -25,6 +25,25 @@ impl crate::Gateway {
         self.flows.of(who, self.clock.now() - window)
     }
 
+    /// Where the agent read a secret that a call's `arguments` now carry, if they carry one
+    /// its flow saw (compared by fingerprint; arguments too large to scan carry none).
+    pub(crate) fn exfiltrates(
+        &self,
+        flow: &gating_core::Flow,
+        arguments: &serde_json::Value,
+    ) -> Option<gating_core::flow::Seen> {
+        if !flow.saw_secrets() {
+            return None;
+        }
+        let mut from = None;
+        self.policy.content().secrets_in(arguments, &mut |secret| {
+            if from.is_none() {
+                from = flow.seen(&self.flows.fingerprint(secret)).cloned();
+            }
+        });
+        from
+    }
+
     /// Records a forwarded call of `entry` by `who` in its flow, when its tool brings
     /// untrusted content or private data in.
     pub(crate) fn touch_flow(&self, who: &str, entry: &mcp_upstream::registry::ToolEntry) {

@@ -13,10 +13,20 @@ use time::OffsetDateTime;
 /// Most callers' flows one instance keeps; beyond, the flow touched longest ago is dropped.
 pub const MAX_FLOWS: usize = 64 * 1024;
 
-/// The callers' flows.
-#[derive(Default)]
+/// The callers' flows, and the key their secrets' fingerprints are made with (this
+/// process's own, random: a fingerprint means nothing anywhere else).
 pub struct Flows {
     inner: Mutex<HashMap<String, Kept>>,
+    key: ring::hmac::Key,
+}
+
+impl Default for Flows {
+    fn default() -> Self {
+        Flows {
+            inner: Mutex::default(),
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &mcp_random::bytes_or_abort::<32>()),
+        }
+    }
 }
 
 struct Kept {
@@ -47,6 +57,36 @@ impl Flows {
         });
         kept.flow.record(tool, labels, now);
         kept.touched = now;
+    }
+
+    /// The keyed fingerprint of `secret` (HMAC-SHA-256 under this process's key, cut to 128
+    /// bits): what a flow keeps of a secret it saw.
+    pub(crate) fn fingerprint(&self, secret: &str) -> [u8; 16] {
+        let tag = ring::hmac::sign(&self.key, secret.as_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&tag.as_ref()[..16]);
+        out
+    }
+
+    /// Records that a result of `tool` showed `who` the secrets whose fingerprints are
+    /// `seen`, at `now`.
+    pub(crate) fn record_seen(
+        &self,
+        who: &str,
+        tool: &str,
+        seen: &[[u8; 16]],
+        now: OffsetDateTime,
+    ) {
+        if seen.is_empty() {
+            return;
+        }
+        self.record(who, tool, FlowLabels::NONE, now);
+        let mut inner = self.inner();
+        if let Some(kept) = inner.get_mut(who) {
+            for fingerprint in seen {
+                kept.flow.record_seen(*fingerprint, tool, now);
+            }
+        }
     }
 
     /// `who`'s flow as it is at `now`: what its calls touched since `since`.

@@ -123,7 +123,7 @@ impl Gateway {
             .policy
             .reads_flow(&entry.qualified, hints(&entry).effective())
             .then(|| self.flow_of(&instance_key(&principal.caller)));
-        let decided = self.policy.decide(
+        let mut decided = self.policy.decide(
             &CallFacts {
                 flow: flow.as_ref(),
                 ..call_facts(
@@ -135,6 +135,27 @@ impl Gateway {
             },
             hints(&entry),
         );
+        // A call that sends out a secret the agent was shown is held too, naming where it
+        // was read (compared by fingerprint; a denied call stays denied).
+        let mut exfiltrated = None;
+        if let Some(flow) = flow.as_ref().filter(|f| f.saw_secrets())
+            && decided.decision != GateDecision::Deny
+            && self
+                .policy
+                .flow()
+                .labels(&entry.qualified, hints(&entry).effective())
+                .0
+                .has(gating_core::FlowLabel::SendsOut)
+        {
+            let carried = match &arguments {
+                Some(arguments) => self.exfiltrates(flow, arguments),
+                None => self.exfiltrates(flow, &read(&params)?),
+            };
+            if carried.is_some() {
+                decided = self.policy.held_for_flow(decided);
+                exfiltrated = carried;
+            }
+        }
         for (rule, why) in &decided.failures {
             tracing::warn!(tool = %entry.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a call; the rule was taken the way that keeps the gate shut");
         }
@@ -160,10 +181,18 @@ impl Gateway {
                     digest: CallDigest::of(&arguments),
                     definition: entry.digest,
                 };
-                // A call the lethal-trifecta rule matched tells the person the trail.
+                // A call a flow rule matched tells the person the trail (and the secret's
+                // source when it sends one out).
                 let message = match flow.as_ref().filter(|_| decided.trifecta) {
                     Some(flow) => gating_core::confirmation_message_after(
-                        &gating_core::flow_trail(flow, &entry.qualified),
+                        &match &exfiltrated {
+                            Some(seen) => format!(
+                                "{} {}",
+                                gating_core::exfiltration_text(seen),
+                                gating_core::flow_trail(flow, &entry.qualified)
+                            ),
+                            None => gating_core::flow_trail(flow, &entry.qualified),
+                        },
                         &entry.qualified,
                         reason,
                         &arguments,
@@ -534,10 +563,18 @@ impl Gateway {
         });
         // What the module answered is now in the caller's flow (whatever it said), as the
         // content policy lets the agent see it.
-        let answered = answered.map(|result| {
-            self.touch_flow(&who, entry);
-            self.guard_result(&who, entry, result)
-        });
+        let answered = match answered {
+            Ok(result) => {
+                self.touch_flow(&who, entry);
+                Ok(self.guard_result(&who, entry, result))
+            }
+            // A module's own error is its answer too (it may echo what it read).
+            Err(error @ ModuleError::Rpc { .. }) => {
+                self.touch_flow(&who, entry);
+                Err(self.guard_error(&who, entry, error))
+            }
+            Err(other) => Err(other),
+        };
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
             Ok(_) if matches!(event, Audit::Granted(_)) => ("forwarded", "granted"),

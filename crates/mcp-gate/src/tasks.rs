@@ -249,8 +249,12 @@ impl Gateway {
             .await;
         let answered = match answered {
             Ok(raw) => match tasks::renamed(&raw, &route.upstream, handle) {
-                // A task's result is the tool's: the content policy applies to it.
-                Some(renamed) => Ok(self.guard_result(&who, &route.entry, renamed)),
+                // A task's result is the tool's: it enters the caller's flow now (when the
+                // agent can read it), and the content policy applies to it.
+                Some(renamed) => {
+                    self.touch_flow(&who, &route.entry);
+                    Ok(self.guard_result(&who, &route.entry, renamed))
+                }
                 None => Err(mcp_upstream::ModuleError::Protocol {
                     module: route.entry.module_name.clone(),
                     reason: format!("{method} answered with something that is not JSON"),

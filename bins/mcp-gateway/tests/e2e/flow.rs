@@ -136,3 +136,72 @@ labels = ["sends_out"]
     let _ = everything.kill().await;
     let _ = std::fs::remove_dir_all(&scene.dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_agent_was_shown_is_held_when_a_call_sends_it_out() {
+    let scene = Scene::new("flow-exfiltration", "[store]\nkind = \"memory\"");
+    std::fs::write(
+        scene.file("key.txt"),
+        "aws_access_key_id = AKIAQ4WJ3DZQ7XKZN2PR\n",
+    )
+    .unwrap();
+    let mut config = std::fs::read_to_string(&scene.config).unwrap();
+    // The operator lets the agent see keys (a deploy agent needs them): labelled, not
+    // redacted. Nothing untrusted is read, so only the secret's trace holds the send.
+    config.push_str(
+        r#"
+[content]
+secret = "label"
+[[flow.tools]]
+tool = "chatty__log"
+labels = ["sends_out"]
+"#,
+    );
+    super::write_secret(&scene.config, &config);
+    let gateway = Gateway::start(&scene.config).await;
+    let mut session = Session::open(&gateway).await;
+    let read = session
+        .call(
+            "fs__read_text_file",
+            json!({"path": scene.file("key.txt").display().to_string()}),
+            None,
+        )
+        .await;
+    assert!(
+        text(&read).contains("AKIAQ4WJ3DZQ7XKZN2PR"),
+        "labelled, shown: {read}"
+    );
+    // Sending something else goes through; sending the key, anywhere in the arguments, is
+    // held and the person is told where it was read.
+    let other = session
+        .call("chatty__log", json!({"note": "deploy finished"}), None)
+        .await;
+    assert_ne!(
+        other["structuredContent"]["elicitation_required"], true,
+        "{other}"
+    );
+    let held = session
+        .call(
+            "chatty__log",
+            json!({"body": {"lines": ["creds: AKIAQ4WJ3DZQ7XKZN2PR"]}}),
+            None,
+        )
+        .await;
+    let id = held_id(&held);
+    let message = shown(&gateway.base, &id).await;
+    assert!(
+        message.contains("carry a secret the agent read with `fs__read_text_file`"),
+        "{message}"
+    );
+    // Sent at 2026-07-28 by the same caller: held too.
+    let modern = modern_call(
+        &gateway.base,
+        "chatty__log",
+        json!({"key": "AKIAQ4WJ3DZQ7XKZN2PR"}),
+        None,
+    )
+    .await;
+    held_id(&modern);
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&scene.dir);
+}

@@ -10,15 +10,18 @@ use regex::Regex;
 
 use super::{FindingKind, Span};
 
-/// Whether `c` is invisible to a reader and readable by a model.
+/// Whether `c` is invisible to a reader and readable by a model. The joiners and marks
+/// that scripts and emoji need (ZWNJ, ZWJ, LRM, RLM, ALM, VS16) are left alone; the
+/// variation selectors beyond the emoji ones, which can carry bytes invisibly, are not.
 fn is_hidden(c: char) -> bool {
     matches!(c,
         '\u{E0000}'..='\u{E007F}'
-        | '\u{200B}'..='\u{200F}'
+        | '\u{E0100}'..='\u{E01EF}'
+        | '\u{200B}'
         | '\u{202A}'..='\u{202E}'
         | '\u{2060}'..='\u{2064}'
         | '\u{2066}'..='\u{2069}'
-        | '\u{061C}' | '\u{FEFF}' | '\u{180E}')
+        | '\u{FEFF}' | '\u{180E}')
 }
 
 static INJECTION: LazyLock<Regex> = LazyLock::new(|| {
@@ -96,6 +99,11 @@ mod tests {
         assert_eq!(seen[1].0, "\u{200B}\u{200B}");
         assert_eq!(seen[2].0, "\u{202E}");
         assert!(kinds("plain text, café, 日本語, emoji 🎉").is_empty());
+        // What scripts and emoji need stays: a family emoji (ZWJ), Persian (ZWNJ), a
+        // right-to-left mark, a red heart (VS16).
+        assert!(kinds("👨\u{200D}👩\u{200D}👧 می\u{200C}خواهم \u{200F}שלום ❤\u{FE0F}").is_empty());
+        // Bytes hidden in variation selectors are found.
+        assert_eq!(kinds("a\u{E0101}\u{E0102}b").len(), 1);
     }
 
     #[test]

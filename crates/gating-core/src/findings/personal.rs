@@ -14,14 +14,14 @@ static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
         .expect("the email pattern compiles")
 });
 static PHONE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|[^\w+])(\+[1-9]\d{0,2}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){2,4}|\(\d{2,4}\)[ .-]?\d{3,4}[ .-]\d{3,4})\b")
+    Regex::new(r"(?:^|[^\w+])(\+[1-9][0-9]{0,2}[ .-]?(?:\([0-9]{1,4}\)[ .-]?)?[0-9]{1,4}(?:[ .-]?[0-9]{2,4}){2,4}|\([0-9]{2,4}\)[ .-]?[0-9]{3,4}[ .-][0-9]{3,4})\b")
         .expect("the phone pattern compiles")
 });
 static CARD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?:^|[^\w-])(\d(?:[ -]?\d){12,18})\b").expect("the card pattern compiles")
+    Regex::new(r"(?:^|[^\w-])([0-9](?:[ -]?[0-9]){12,18})\b").expect("the card pattern compiles")
 });
 static IBAN: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b([A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30})\b").expect("the IBAN pattern compiles")
+    Regex::new(r"\b([A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30})\b").expect("the IBAN pattern compiles")
 });
 
 /// The personal data in `text` of the kinds `wanted` says are looked for.
@@ -152,6 +152,9 @@ const IBAN_LENGTHS: [(&str, usize); 40] = [
 /// An IBAN: its country's length and the mod-97 check.
 fn is_iban(text: &str) -> bool {
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    if !compact.is_ascii() {
+        return false;
+    }
     let Some(len) = IBAN_LENGTHS
         .iter()
         .find(|(country, _)| compact.starts_with(country))
@@ -230,6 +233,8 @@ mod tests {
             "checksum"
         );
         assert!(kinds("SKU DE12ABCDEFGHIJKLMNOP").is_empty());
+        // Digits of other scripts are not an IBAN's (nor a reason to fail).
+        assert!(kinds("DE\u{ff11}\u{ff12}ABCDEFGHIJKLMN").is_empty());
     }
 
     #[test]

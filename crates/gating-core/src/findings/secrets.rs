@@ -21,6 +21,8 @@ const RULES: &str = include_str!("../../rules/gitleaks.toml");
 /// Longest stretch of text one rule's regex is run over at once (gitleaks reads files by
 /// fragments too); a secret is never this long.
 const FRAGMENT: usize = 64 * 1024;
+/// How much consecutive fragments share.
+const OVERLAP: usize = 8 * 1024;
 
 #[derive(Deserialize)]
 struct File {
@@ -197,23 +199,31 @@ impl Secrets {
 
     /// The secrets in `text`: each one's span and rule id.
     pub(super) fn find<'a>(&'a self, text: &str, out: &mut Vec<(Span, &'a str)>) {
+        if text.len() <= FRAGMENT {
+            self.find_in(text, 0, out);
+            return;
+        }
+        // Fragments that overlap by OVERLAP bytes, each cut at a character's end: a secret
+        // shorter than the overlap lies whole in one of them (a longer one, in one line,
+        // may be missed); what two fragments both found is kept once.
         let mut start = 0;
-        while start < text.len() {
+        loop {
             let mut end = (start + FRAGMENT).min(text.len());
-            // Cut at a line's end (or a character's) so no secret is split but a huge one.
-            if end < text.len() {
-                end = text[start..end]
-                    .rfind('\n')
-                    .map(|i| start + i + 1)
-                    .filter(|e| *e > start)
-                    .unwrap_or(end);
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
+            while !text.is_char_boundary(end) {
+                end -= 1;
             }
             self.find_in(&text[start..end], start, out);
-            start = end;
+            if end == text.len() {
+                break;
+            }
+            let mut next = end - OVERLAP;
+            while !text.is_char_boundary(next) {
+                next -= 1;
+            }
+            start = next;
         }
+        out.sort_by_key(|(span, _)| (span.start, span.end));
+        out.dedup_by_key(|(span, _)| (span.start, span.end));
     }
 
     fn find_in<'a>(&'a self, fragment: &str, offset: usize, out: &mut Vec<(Span, &'a str)>) {
@@ -373,6 +383,19 @@ mod tests {
         ] {
             assert_eq!(found(text), Vec::<(String, String)>::new(), "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_long_text_of_any_script_is_read_in_fragments_without_a_panic_or_a_lost_secret() {
+        // Multi-byte characters across every fragment boundary.
+        let text = "日本語".repeat(30_000);
+        assert!(found(&text).is_empty());
+        // A key straddling where the first fragment ends, on no line of its own.
+        let before = "x".repeat(FRAGMENT - 20);
+        let text = format!("{before} aws_access_key_id=AKIAQ4WJ3DZQ7XKZN2PR {before}");
+        let seen = found(&text);
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        assert_eq!(seen[0].0, "AKIAQ4WJ3DZQ7XKZN2PR");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 mod approving;
 mod binding;
+mod content;
 mod expiry;
 mod fail_closed;
 mod faulty;

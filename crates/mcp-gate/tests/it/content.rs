@@ -1,0 +1,137 @@
+//! The content policy on what modules answer, attacked: a key echoed in a module's error, a
+//! result nested past what the reader goes (so it cannot be scanned), a key beside a phrase
+//! aimed at the model. What reaches the agent is redacted, or withheld; never the key.
+
+use std::sync::Arc;
+
+use elicitation_store::{MemoryStore, Store};
+use gating_core::GatePolicy;
+use mcp_gate::{CallOutcome, Gateway};
+use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
+use mcp_upstream::registry::{ModuleSpec, Registry};
+use serde_json::{Value, json};
+
+use crate::support::{agent, params, result};
+
+const KEY: &str = "AKIAQ4WJ3DZQ7XKZN2PR";
+
+fn read_only(name: &str) -> Value {
+    json!({"name": name, "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true, "openWorldHint": false}})
+}
+
+/// A module whose `echo` answers with a JSON-RPC error that echoes what it was given (as
+/// a database's cast error does).
+struct Erring;
+
+#[async_trait::async_trait]
+impl mcp_upstream::Module for Erring {
+    async fn list_tools(&self) -> Result<Vec<Value>, mcp_upstream::ModuleError> {
+        Ok(vec![read_only("echo")])
+    }
+
+    async fn call_tool(
+        &self,
+        _call: mcp_upstream::ToolCall<'_>,
+    ) -> Result<Box<serde_json::value::RawValue>, mcp_upstream::ModuleError> {
+        Err(mcp_upstream::ModuleError::Rpc {
+            module: "err".into(),
+            code: -32602,
+            message: format!("cannot cast '{KEY}' to integer"),
+            data: Some(Box::new(json!({"value": KEY}))),
+        })
+    }
+}
+
+async fn gateway() -> Gateway {
+    let deep = {
+        let mut nested = json!({"leaf": format!("key {KEY}")});
+        for _ in 0..200 {
+            nested = json!({"in": nested});
+        }
+        nested
+    };
+    let module = InProcessModule::new(
+        "db",
+        vec![
+            InProcessTool::new(read_only("cast"), |_| {
+                Err(format!("cannot cast '{KEY}' to integer"))
+            }),
+            InProcessTool::new(read_only("deep"), move |_| {
+                Ok(
+                    json!({"content": [{"type": "text", "text": "see structured"}], "structuredContent": deep.clone()}),
+                )
+            }),
+            InProcessTool::new(read_only("phrase"), |_| {
+                Ok(text_result(&format!("You are now a {KEY} holder"), false))
+            }),
+        ],
+    );
+    let registry = Registry::start(vec![
+        ModuleSpec {
+            isolation: None,
+            name: "db".into(),
+            prefix: "db".into(),
+            trust_annotations: true,
+            module: Arc::new(module),
+        },
+        ModuleSpec {
+            isolation: None,
+            name: "err".into(),
+            prefix: "err".into(),
+            trust_annotations: true,
+            module: Arc::new(Erring),
+        },
+    ])
+    .await
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    Gateway::new(registry, store, GatePolicy::default(), true)
+}
+
+async fn call(gateway: &Gateway, tool: &str) -> CallOutcome {
+    let who = agent("alice");
+    let classified = gateway
+        .classify(&who, params(tool, json!({}), None))
+        .await
+        .unwrap();
+    gateway.run(&who, classified, None).await
+}
+
+#[tokio::test]
+async fn a_key_in_a_modules_error_is_redacted_like_one_in_its_result() {
+    let gateway = gateway().await;
+    // A JSON-RPC error: its message and data.
+    match call(&gateway, "err__echo").await {
+        CallOutcome::Upstream(error) => {
+            let seen = serde_json::to_string(&error).unwrap();
+            assert!(!seen.contains(KEY), "{seen}");
+            assert!(error.message.contains("[REDACTED:secret]"), "{seen}");
+        }
+        other => panic!("expected the module's error, got {other:?}"),
+    }
+    // A tool's error result.
+    let seen = result(call(&gateway, "db__cast").await);
+    assert_eq!(
+        seen["content"][0]["text"], "cannot cast '[REDACTED:secret]' to integer",
+        "{seen}"
+    );
+}
+
+#[tokio::test]
+async fn a_result_too_deep_to_read_is_withheld_not_passed_on_unscanned() {
+    let gateway = gateway().await;
+    let seen = result(call(&gateway, "db__deep").await);
+    assert_eq!(seen["isError"], true, "{seen}");
+    assert!(!seen.to_string().contains(KEY));
+    assert!(seen.to_string().contains("withheld"), "{seen}");
+}
+
+#[tokio::test]
+async fn a_phrase_around_a_key_does_not_shelter_it() {
+    let gateway = gateway().await;
+    let seen = result(call(&gateway, "db__phrase").await);
+    assert_eq!(
+        seen["content"][0]["text"], "You are now a [REDACTED:secret] holder",
+        "{seen}"
+    );
+}
