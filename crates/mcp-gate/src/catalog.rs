@@ -135,9 +135,9 @@ impl Gateway {
             };
             match self.policy.listing(&entry.qualified, hints(&entry)) {
                 Listing::Hidden => {}
-                Listing::Plain => listed.push(shown(entry.tool.clone())),
+                Listing::Plain => listed.push(shown(self.shown_definition(&entry))),
                 Listing::Gated => {
-                    let mut tool = entry.tool.clone();
+                    let mut tool = self.shown_definition(&entry);
                     if let Some(map) = tool.as_object_mut() {
                         map.remove("outputSchema");
                     }
@@ -191,7 +191,9 @@ impl Gateway {
         }
         let who = instance_key(caller);
         let answered = self.registry.get_prompt(params, Some(&who)).await;
-        passed_on(&format!("prompt {name}"), answered)
+        // A prompt's text reaches the model: the content policy applies to it.
+        let what = format!("prompt {name}");
+        passed_on(&what, self.guarded(&who, &what, answered))
     }
 
     /// Fires after a module's tools, prompts or resources were listed anew.
@@ -262,7 +264,8 @@ impl Gateway {
     ) -> Result<ResultBody, GateError> {
         let who = instance_key(caller);
         let answered = self.registry.complete(params, Some(&who)).await;
-        passed_on("completion reference", answered)
+        let what = "completion reference";
+        passed_on(what, self.guarded(&who, what, answered))
     }
 
     /// `resources/read`, routed to the module the URI belongs to (see `Registry`).
@@ -278,7 +281,9 @@ impl Gateway {
         };
         let who = instance_key(caller);
         let answered = self.registry.read_resource(params, Some(&who)).await;
-        passed_on(&format!("resource {uri}"), answered)
+        // A resource's contents reach the model: the content policy applies to them.
+        let what = format!("resource {uri}");
+        passed_on(&what, self.guarded(&who, &what, answered))
     }
 
     /// The tool a call names (`-32602` for one the gateway does not list).

@@ -2,20 +2,105 @@
 //! secrets, personal data and hidden instructions redacted, labelled into the caller's flow,
 //! or the whole result withheld; what was found recorded by kind and count, never by value.
 
-use gating_core::{FindingAction, Findings};
+use std::sync::PoisonError;
+
+use gating_core::{ContentPolicy, FindingAction, FindingKind, Findings};
 use mcp_upstream::registry::ToolEntry;
+use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::Gateway;
 
+/// What a definition whose hidden text or instructions are blocked says instead.
+fn withheld_description(kinds: &str) -> Value {
+    Value::String(format!(
+        "(The gateway withheld this tool's description: it held {kinds}.)"
+    ))
+}
+
+/// Every `description` in an input schema, dropped (a blocked definition's).
+fn without_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("description");
+            map.values_mut().for_each(without_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_descriptions),
+        _ => {}
+    }
+}
+
 impl Gateway {
+    /// `entry`'s definition as clients are shown it: its hidden text and instructions aimed
+    /// at the model (in its description, title and schema) found as in results, redacted or
+    /// withheld as the content policy says (labelled ones are logged: no caller is listing
+    /// it alone).
+    pub(crate) fn shown_definition(&self, entry: &ToolEntry) -> Value {
+        let content = self.policy.content();
+        let hidden = content.action(FindingKind::HiddenText);
+        let injection = content.action(FindingKind::Injection);
+        if hidden == FindingAction::Off && injection == FindingAction::Off {
+            return entry.tool.clone();
+        }
+        let key = (entry.qualified.clone(), entry.digest);
+        let kept = self
+            .definitions
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .cloned();
+        if let Some(shown) = kept {
+            return shown;
+        }
+        let only = ContentPolicy::off()
+            .with(FindingKind::HiddenText, hidden)
+            .with(FindingKind::Injection, injection);
+        // Its name is how it is called: never rewritten (a person is shown it made visible).
+        let mut shown = entry.tool.clone();
+        let name = shown.as_object_mut().and_then(|m| m.remove("name"));
+        let findings = only.apply(&mut shown);
+        if let (Some(name), Some(map)) = (name, shown.as_object_mut()) {
+            map.insert("name".into(), name);
+        }
+        if !findings.is_empty() {
+            let summary: Vec<String> = findings
+                .counts()
+                .map(|(kind, action, count)| format!("{}:{}:{count}", kind.label(), action.label()))
+                .collect();
+            tracing::warn!(tool = %entry.qualified, findings = %summary.join(","), "a tool's definition holds hidden text or instructions aimed at the model");
+        }
+        if findings.blocks()
+            && let Some(map) = shown.as_object_mut()
+        {
+            map.insert(
+                "description".into(),
+                withheld_description(&findings.blocking_kinds()),
+            );
+            map.remove("title");
+            if let Some(schema) = map.get_mut("inputSchema") {
+                without_descriptions(schema);
+            }
+        }
+        let mut definitions = self
+            .definitions
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if definitions.len() >= crate::definitions::MAX_DEFINITIONS {
+            definitions.clear();
+        }
+        definitions.insert(key, shown.clone());
+        shown
+    }
+
     /// `raw`, a result of `entry`'s module for `who`, as the content policy lets the agent
     /// see it. A result that cannot be read as JSON is passed on as it is (the gate refused
     /// what it could not read already).
     pub(crate) fn guard_result(
         &self,
         who: &str,
-        entry: &ToolEntry,
+        source: &str,
         raw: Box<RawValue>,
     ) -> Box<RawValue> {
         let policy = self.policy.content();
@@ -30,7 +115,7 @@ impl Gateway {
                 // What cannot be read (nested deeper than the reader goes) cannot be
                 // scanned: it is withheld, not passed on unread.
                 let Ok(read) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
-                    tracing::warn!(tool = %entry.qualified, "a result could not be read to be scanned (nested too deep); withheld");
+                    tracing::warn!(tool = %source, "a result could not be read to be scanned (nested too deep); withheld");
                     let withheld = mcp_wire::tools::text_result(
                         "The gateway withheld this result: it could not be read to be scanned.",
                         None,
@@ -44,24 +129,22 @@ impl Gateway {
                 let findings = policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
                     seen.push(self.flows.fingerprint(secret));
                 });
-                self.flows
-                    .record_seen(who, &entry.qualified, &seen, self.clock.now());
+                self.flows.record_seen(who, source, &seen, self.clock.now());
                 findings
             }
         };
         if findings.is_empty() {
             return raw;
         }
-        self.record_findings(who, entry, &findings);
+        self.record_findings(who, source, &findings);
         let labels = findings.labels();
         if !labels.is_empty() {
-            self.flows
-                .record(who, &entry.qualified, labels, self.clock.now());
+            self.flows.record(who, source, labels, self.clock.now());
         }
         if findings.blocks() {
             let text = format!(
                 "The gateway withheld this result of `{}`: it held {} (the content policy blocks such results). Nothing of it was kept.",
-                gating_core::visible(&entry.qualified),
+                gating_core::visible(source),
                 findings.blocking_kinds()
             );
             let withheld = mcp_wire::tools::text_result(&text, None, true);
@@ -93,7 +176,7 @@ impl Gateway {
     pub(crate) fn guard_error(
         &self,
         who: &str,
-        entry: &ToolEntry,
+        source: &str,
         error: mcp_upstream::ModuleError,
     ) -> mcp_upstream::ModuleError {
         let mcp_upstream::ModuleError::Rpc {
@@ -117,11 +200,10 @@ impl Gateway {
         let mut value = serde_json::json!([message, data.map(|d| *d)]);
         let findings = policy.apply(&mut value);
         if !findings.is_empty() {
-            self.record_findings(who, entry, &findings);
+            self.record_findings(who, source, &findings);
             let labels = findings.labels();
             if !labels.is_empty() {
-                self.flows
-                    .record(who, &entry.qualified, labels, self.clock.now());
+                self.flows.record(who, source, labels, self.clock.now());
             }
         }
         if findings.blocks() {
@@ -152,13 +234,28 @@ impl Gateway {
         }
     }
 
+    /// A module's answer to a request the gateway routes but does not gate (`resources/read`,
+    /// `prompts/get`, `completion/complete`; `source` names it) as the content policy lets
+    /// the agent see it.
+    pub(crate) fn guarded(
+        &self,
+        who: &str,
+        source: &str,
+        answered: Option<Result<Box<RawValue>, mcp_upstream::ModuleError>>,
+    ) -> Option<Result<Box<RawValue>, mcp_upstream::ModuleError>> {
+        answered.map(|answered| match answered {
+            Ok(raw) => Ok(self.guard_result(who, source, raw)),
+            Err(error) => Err(self.guard_error(who, source, error)),
+        })
+    }
+
     /// One audit event and the metrics of what a result held: kinds, actions and counts.
-    fn record_findings(&self, who: &str, entry: &ToolEntry, findings: &Findings) {
+    fn record_findings(&self, who: &str, source: &str, findings: &Findings) {
         let mut summary = Vec::new();
         for (kind, action, count) in findings.counts() {
             self.metrics.findings(kind.label(), action.label(), count);
             summary.push(format!("{}:{}:{count}", kind.label(), action.label()));
         }
-        tracing::info!(target: "audit", event = "result_findings", caller = %who, tool = %entry.qualified, findings = %summary.join(","), "content found in a result (kinds and counts only)");
+        tracing::info!(target: "audit", event = "result_findings", caller = %who, tool = %source, findings = %summary.join(","), "content found in a result (kinds and counts only)");
     }
 }

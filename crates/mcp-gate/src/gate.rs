@@ -566,12 +566,12 @@ impl Gateway {
         let answered = match answered {
             Ok(result) => {
                 self.touch_flow(&who, entry);
-                Ok(self.guard_result(&who, entry, result))
+                Ok(self.guard_result(&who, &entry.qualified, result))
             }
             // A module's own error is its answer too (it may echo what it read).
             Err(error @ ModuleError::Rpc { .. }) => {
                 self.touch_flow(&who, entry);
-                Err(self.guard_error(&who, entry, error))
+                Err(self.guard_error(&who, &entry.qualified, error))
             }
             Err(other) => Err(other),
         };

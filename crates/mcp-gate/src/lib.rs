@@ -21,6 +21,7 @@
 mod approve;
 mod catalog;
 mod content;
+mod definitions;
 pub mod error;
 pub mod flow;
 mod flow_state;
@@ -111,6 +112,8 @@ pub struct Gateway {
     tasks: Arc<crate::task_routes::TaskRoutes>,
     /// What each caller's forwarded calls touched ([`flow`]).
     flows: Arc<crate::flow_state::Flows>,
+    /// Tool definitions as the content policy lets clients see them, by name and digest.
+    definitions: Arc<crate::definitions::Definitions>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -185,6 +188,7 @@ impl Gateway {
             surfaces: Arc::new(gating_core::Surfaces::gateway()),
             tasks: Arc::default(),
             flows: Arc::default(),
+            definitions: Arc::default(),
         }
     }
 

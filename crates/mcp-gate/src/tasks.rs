@@ -253,7 +253,7 @@ impl Gateway {
                 // agent can read it), and the content policy applies to it.
                 Some(renamed) => {
                     self.touch_flow(&who, &route.entry);
-                    Ok(self.guard_result(&who, &route.entry, renamed))
+                    Ok(self.guard_result(&who, &route.entry.qualified, renamed))
                 }
                 None => Err(mcp_upstream::ModuleError::Protocol {
                     module: route.entry.module_name.clone(),
