@@ -80,7 +80,7 @@ impl Gateway {
         } else {
             Vec::new()
         };
-        let decide = |args: &Value| self.decide(&entry, args, owner.subject_id(), &groups);
+        let decide = |args: &Value| self.decide(&entry, args, &owner, &groups);
         let rule = |decided: &gating_core::Decided| match decided.rule {
             Some(index) => format!("[[policy]] rule {index}"),
             None => "the tool's hints".to_owned(),

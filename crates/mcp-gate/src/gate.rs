@@ -665,16 +665,26 @@ pub(crate) fn call_facts<'a>(
 }
 
 impl Gateway {
-    /// What the policy in force decides for a call of `entry` with `args` by `caller`.
+    /// What the policy in force decides for a call of `entry` with `args` by `caller`, its
+    /// flow read where the call is judged on it (as a call's own classification reads it).
     pub(crate) fn decide(
         &self,
         entry: &ToolEntry,
         args: &Value,
-        caller: &str,
+        caller: &elicitation_store::Caller,
         groups: &[String],
     ) -> gating_core::Decided {
-        self.policy
-            .decide(&call_facts(entry, args, caller, groups), hints(entry))
+        let flow = self
+            .policy
+            .reads_flow(&entry.qualified, hints(entry).effective())
+            .then(|| self.flow_of(&instance_key(caller)));
+        self.policy.decide(
+            &CallFacts {
+                flow: flow.as_ref(),
+                ..call_facts(entry, args, caller.subject_id(), groups)
+            },
+            hints(entry),
+        )
     }
 }
 

@@ -254,7 +254,7 @@ impl Gateway {
             ));
         };
         let groups: Vec<String> = principal.rule_groups();
-        let decided = self.decide(entry, edited, principal.caller.subject_id(), &groups);
+        let decided = self.decide(entry, edited, &principal.caller, &groups);
         if decided.decision == GateDecision::Deny {
             return Err(gating_core::denied_result(
                 &entry.qualified,
@@ -326,21 +326,30 @@ impl Gateway {
                     return true;
                 };
                 let groups: Vec<String> = principal.rule_groups();
-                let facts = call_facts(
-                    &call.entry,
-                    &call.arguments,
-                    principal.caller.subject_id(),
-                    &groups,
-                );
-                match When::compile(source).map(|when| when.matches(&facts)) {
-                    Ok(Ok(true)) => true,
-                    Ok(Ok(false)) => false,
-                    Ok(Err(why)) => {
-                        tracing::debug!(grant_id = %grant.id, why = %why, "a grant's `when` could not be evaluated for a call; it does not cover it");
-                        false
-                    }
+                let when = match When::compile(source) {
+                    Ok(when) => when,
                     Err(why) => {
                         tracing::warn!(grant_id = %grant.id, why = %why, "a grant's `when` does not compile; it covers nothing");
+                        return false;
+                    }
+                };
+                // A grant's `when` sees the caller's flow, as a rule's does.
+                let flow = when
+                    .reads_flow()
+                    .then(|| self.flow_of(&crate::instance::instance_key(&principal.caller)));
+                let facts = gating_core::CallFacts {
+                    flow: flow.as_ref(),
+                    ..call_facts(
+                        &call.entry,
+                        &call.arguments,
+                        principal.caller.subject_id(),
+                        &groups,
+                    )
+                };
+                match when.matches(&facts) {
+                    Ok(covered) => covered,
+                    Err(why) => {
+                        tracing::debug!(grant_id = %grant.id, why = %why, "a grant's `when` could not be evaluated for a call; it does not cover it");
                         false
                     }
                 }

@@ -11,6 +11,7 @@ mod content;
 mod expiry;
 mod fail_closed;
 mod faulty;
+mod flow;
 mod own;
 mod pipeline;
 mod settle;
