@@ -144,6 +144,8 @@ impl McpService {
                 }
                 "tasks/get" | "tasks/update" | "tasks/cancel" => {
                     principal.require(SCOPE_TOOLS_CALL)?;
+                    snap.gateway
+                        .take_call(&principal.caller, crate::tasks::POLLING_TOO_FAST)?;
                     let params: mcp_wire::tools::ForwardParams = request.params_as()?;
                     let handle = params.str("taskId").unwrap_or_default();
                     // A module's task: routed to the module that runs it (its questions

@@ -18,6 +18,10 @@ use mcp_http_kit::error::McpError;
 use mcp_http_kit::live::Snapshot;
 use mcp_http_kit::response;
 
+/// Why a request about tasks is refused over the caller's call rate.
+pub(crate) const POLLING_TOO_FAST: &str =
+    "this caller is asking about its tasks faster than the gateway allows";
+
 impl McpService {
     /// A legacy request about the caller's tasks.
     #[allow(clippy::too_many_arguments)]
@@ -33,6 +37,9 @@ impl McpService {
     ) -> Result<Reply, McpError> {
         principal.require(SCOPE_TOOLS_CALL)?;
         let gateway = snap.gateway.clone();
+        // Each is answered from the store or the task's module: it counts against the
+        // caller's call rate (a client polling at the suggested interval is far below it).
+        gateway.take_call(&principal.caller, POLLING_TOO_FAST)?;
         if request.method == "tasks/list" {
             let listed = gateway.list_tasks(principal).await?;
             return Ok(Reply::Result(listed, None));

@@ -155,6 +155,16 @@ async fn harness_of(policy: GatePolicy, module: Tasks) -> Harness {
 }
 
 async fn harness_with(policy: GatePolicy, module: Tasks, waits_per_caller: usize) -> Harness {
+    harness_limited(policy, module, waits_per_caller, None).await
+}
+
+/// [`harness_with`], the gateway's per-caller call rate `calls` (none: no limit).
+async fn harness_limited(
+    policy: GatePolicy,
+    module: Tasks,
+    waits_per_caller: usize,
+    calls: Option<mcp_gate::limits::Rate>,
+) -> Harness {
     let module = Arc::new(module);
     let registry = Registry::start(vec![ModuleSpec {
         isolation: None,
@@ -166,7 +176,15 @@ async fn harness_with(policy: GatePolicy, module: Tasks, waits_per_caller: usize
     .await
     .unwrap();
     let store = Arc::new(MemoryStore::default());
-    let gateway = Arc::new(Gateway::new(registry, store.clone(), policy, false));
+    let mut gateway = Gateway::new(registry, store.clone(), policy, false);
+    if let Some(calls) = calls {
+        let none = mcp_gate::limits::Rate {
+            per_minute: 0,
+            burst: 0,
+        };
+        gateway = gateway.with_limits(Arc::new(mcp_gate::limits::Limits::new(calls, none)));
+    }
+    let gateway = Arc::new(gateway);
     let grant = |subject: &str, token: &str| TokenGrant {
         subject: subject.into(),
         tenant: None,
@@ -826,4 +844,51 @@ async fn one_caller_has_at_most_256_tasks_open() {
     let (bob, _) = h.session(BOB).await;
     let his = h.send(&bob, "tools/call", call).await;
     assert!(his["result"]["task"]["taskId"].is_string(), "{his}");
+}
+
+#[tokio::test]
+async fn polls_of_a_task_count_against_the_callers_call_rate() {
+    let h = harness_limited(
+        GatePolicy::default(),
+        Tasks {
+            by_request: true,
+            ..Tasks::default()
+        },
+        16,
+        Some(mcp_gate::limits::Rate {
+            per_minute: 60,
+            burst: 4,
+        }),
+    )
+    .await;
+    let (alice, _) = h.session(ALICE).await;
+    let created = h
+        .send(
+            &alice,
+            "tools/call",
+            json!({"name": "t__research", "arguments": {}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let handle = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    // A poll loop with no pause runs out of the caller's burst, and is told why.
+    let mut refused = None;
+    for _ in 0..10 {
+        let got = h.send(&alice, "tasks/get", json!({"taskId": handle})).await;
+        if got.get("error").is_some() {
+            refused = Some(got);
+            break;
+        }
+        assert_eq!(got["result"]["taskId"], handle.as_str(), "{got}");
+    }
+    let refused = refused.expect("polls beyond the burst are refused");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("asking about its tasks faster"),
+        "{refused}"
+    );
 }
