@@ -8,6 +8,7 @@
 //! read, and is a [`FindingKind::TooLarge`] finding with its own action. Findings carry
 //! where and what kind, never the value: what is recorded is kinds and counts.
 
+mod encoded;
 mod hidden;
 mod personal;
 mod secrets;
@@ -215,6 +216,14 @@ impl ContentPolicy {
             let mut secrets = Vec::new();
             secrets::SECRETS.find(text, &mut secrets);
             found.extend(secrets.into_iter().map(|(s, _)| (s, FindingKind::Secret)));
+            // A secret wrapped (base64, hex, percent-encoding) is the whole wrapped run.
+            encoded::unwrapped(text, &mut |span, decoded| {
+                let mut inner = Vec::new();
+                secrets::SECRETS.find(decoded, &mut inner);
+                if !inner.is_empty() {
+                    found.push((span, FindingKind::Secret));
+                }
+            });
         }
         personal::find(
             text,
@@ -295,6 +304,14 @@ impl ContentPolicy {
                     for (span, _) in spans {
                         found(&text[span.start..span.end]);
                     }
+                    // And what it wraps (base64, hex, percent-encoding), one level down.
+                    encoded::unwrapped(text, &mut |_, decoded| {
+                        let mut inner = Vec::new();
+                        secrets::SECRETS.find(decoded, &mut inner);
+                        for (span, _) in inner {
+                            found(&decoded[span.start..span.end]);
+                        }
+                    });
                 }
                 Value::Array(items) => items.iter().for_each(|i| strings(i, found)),
                 Value::Object(map) => map.values().for_each(|v| strings(v, found)),
@@ -511,6 +528,23 @@ mod tests {
             "You are now a [REDACTED:secret] holder"
         );
         assert_eq!(findings.labels(), FlowLabels::of([FlowLabel::Untrusted]));
+    }
+
+    #[test]
+    fn a_wrapped_secret_is_redacted_whole() {
+        use base64::Engine;
+        let wrapped = base64::engine::general_purpose::STANDARD
+            .encode("aws_access_key_id=AKIAQ4WJ3DZQ7XKZN2PR");
+        let mut result =
+            json!({"content": [{"type": "text", "text": format!("creds: {wrapped} ok")}]});
+        ContentPolicy::default().apply(&mut result);
+        assert_eq!(result["content"][0]["text"], "creds: [REDACTED:secret] ok");
+        // Sent out wrapped, it is still the secret.
+        let mut seen = Vec::new();
+        ContentPolicy::default().secrets_in(&json!({"body": wrapped}), &mut |s| {
+            seen.push(s.to_owned());
+        });
+        assert_eq!(seen, ["AKIAQ4WJ3DZQ7XKZN2PR"]);
     }
 
     #[test]
