@@ -16,8 +16,9 @@ const MAX_CANDIDATES: usize = 64;
 static BASE64: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"[A-Za-z0-9+/_-]{16,}={0,2}").expect("the base64 pattern compiles")
 });
-static HEX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b(?:[0-9a-fA-F]{2}){16,}\b").expect("the hex pattern compiles"));
+static HEX: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)(?:[0-9a-fA-F]{2}){16,}(?-u:\b)").expect("the hex pattern compiles")
+});
 
 /// Each wrapped run of `text` (its span) with what it unwraps to, as text.
 pub(super) fn unwrapped(text: &str, out: &mut dyn FnMut(Span, &str)) {
@@ -32,6 +33,39 @@ pub(super) fn unwrapped(text: &str, out: &mut dyn FnMut(Span, &str)) {
             &decoded,
         );
     }
+    // Most text has no run long enough to be wrapped: one pass over its bytes says so,
+    // before any pattern runs.
+    let base64_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'_' | b'-');
+    if has_run(text, base64_char, 16) {
+        base64_runs(text, out);
+    }
+    if has_run(text, |b| b.is_ascii_hexdigit(), 32) {
+        for m in HEX.find_iter(text).take(MAX_CANDIDATES) {
+            if let Some(decoded) = hex_decoded(m.as_str()) {
+                out(Span::of(&m), &decoded);
+            }
+        }
+    }
+}
+
+/// Whether `text` has `least` bytes in a row that `of` takes.
+fn has_run(text: &str, of: impl Fn(u8) -> bool, least: usize) -> bool {
+    let mut run = 0;
+    for b in text.bytes() {
+        if of(b) {
+            run += 1;
+            if run >= least {
+                return true;
+            }
+        } else {
+            run = 0;
+        }
+    }
+    false
+}
+
+/// Each base64 run of `text` that decodes to text.
+fn base64_runs(text: &str, out: &mut dyn FnMut(Span, &str)) {
     for m in BASE64.find_iter(text).take(MAX_CANDIDATES) {
         let run = m.as_str();
         let engines = [
@@ -44,11 +78,6 @@ pub(super) fn unwrapped(text: &str, out: &mut dyn FnMut(Span, &str)) {
             .iter()
             .find_map(|e| e.decode(run).ok().and_then(|b| String::from_utf8(b).ok()))
         {
-            out(Span::of(&m), &decoded);
-        }
-    }
-    for m in HEX.find_iter(text).take(MAX_CANDIDATES) {
-        if let Some(decoded) = hex_decoded(m.as_str()) {
             out(Span::of(&m), &decoded);
         }
     }
