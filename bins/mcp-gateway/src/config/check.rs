@@ -412,6 +412,9 @@ impl Config {
         for (index, rule) in self.policy.iter().enumerate() {
             rule.resolve(index)?;
         }
+        // What start-up refuses, `check-config` refuses too.
+        self.flow.resolve()?;
+        self.content.resolve()?;
         Ok(())
     }
 }

@@ -237,6 +237,23 @@ fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
             "[[notify]]\nkind = \"webhook\"\nurl = \"https://h.example.com/\"\nsecret_env = \"CARGO_MANIFEST_DIR\"\n[[modules]]\nname = \"m\"\ntransport = \"stdio\"\ncommand = \"x\"\ninherit_env = [\"CARGO_MANIFEST_DIR\"]",
             "a secret of the gateway's",
         ),
+        // `[flow]` and `[content]`, refused by check-config as at start-up.
+        (
+            "[flow]\nwindow = \"5s\"",
+            "window must be between 1m and 7d",
+        ),
+        ("[flow]\ntrifecta = \"maybe\"", "trifecta must be"),
+        (
+            "[[flow.tools]]\ntool = \"a__*\"\nlabels = [\"secret\"]",
+            "unknown label \"secret\"",
+        ),
+        (
+            "[[flow.tools]]\ntool = \"a*b*\"\nlabels = []",
+            "a prefix ending in one '*'",
+        ),
+        ("[content]\nsecrets = \"redact\"", "not a kind of finding"),
+        ("[content]\nsecret = \"hold\"", "the action must be"),
+        ("[content]\nmax_scan_bytes = 10", "at least 1KiB"),
     ];
     for (text, expected) in cases {
         let config: Config = toml::from_str(text).unwrap();
