@@ -32,6 +32,8 @@ const PYTHON_PACKAGES: &[&str] = &[
     "moto[s3,server]==5.2.5",
     "aiosmtpd==1.4.6",
     "opentelemetry-proto==1.45.2",
+    // The fetch server a poisoned page is read through (issue 49's Claude Code scenario).
+    "mcp-server-fetch==2026.10.24",
 ];
 /// Where the browser tests find Chromium (Debian's `chromium` package).
 const CHROMIUM: &str = "/usr/bin/chromium";

@@ -139,8 +139,8 @@ impl App {
                 rates: rates.clone(),
                 // The tasks handed to clients stay reachable across the reload.
                 tasks: self.service.gateway().tasks().clone(),
-                // So do the callers' flows: a reload does not forget what an agent read.
-                flows: self.service.gateway().flows().clone(),
+                // The callers' flows are the store's: a reload does not forget what an
+                // agent read.
             },
         )
         .await?;
@@ -651,11 +651,10 @@ fn rates_text(config: &Config) -> String {
 }
 
 /// What a gateway built anew keeps of the one it replaces: the per-caller rate buckets
-/// (unless the rates changed), the tasks handed to clients and the callers' flows.
+/// (unless the rates changed) and the tasks handed to clients.
 struct Carried {
     rates: Arc<mcp_gate::limits::Limits>,
     tasks: Arc<mcp_gate::tasks::TaskRoutes>,
-    flows: Arc<mcp_gate::flow::Flows>,
 }
 
 /// What building the modules found beside them: those that could not be started (and why),
@@ -730,8 +729,7 @@ async fn gateway_over(
             )
             .with_metrics(metrics)
             .with_limits(carried.rates)
-            .with_tasks(carried.tasks)
-            .with_flows(carried.flows),
+            .with_tasks(carried.tasks),
     );
     gateway.watch_policy_rules();
     gateway.watch_pins().await;
@@ -764,7 +762,6 @@ pub(crate) async fn build(config: &Config) -> Result<App> {
         Carried {
             rates: buckets.clone(),
             tasks: Arc::default(),
-            flows: Arc::default(),
         },
     )
     .await?;

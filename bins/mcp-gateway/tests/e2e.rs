@@ -4158,3 +4158,27 @@ async fn edited_arguments_are_what_the_filesystem_server_writes() {
     assert!(!asked_path.exists(), "the agent's arguments never ran");
     gateway.stop().await;
 }
+
+/// The first question waiting for alice, as the REST API lists it.
+async fn pending_elicitation(base: &str) -> Value {
+    let auth = format!("Bearer {HUMAN}");
+    for _ in 0..300 {
+        let (_, _, listed) = http(
+            "GET",
+            &format!("{base}/v1/mcp/elicitations"),
+            &[("authorization", &auth)],
+            None,
+        )
+        .await;
+        if let Some(found) = listed["elicitations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["status"] == "pending")
+        {
+            return found.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("no question was put to a person within 30 s");
+}

@@ -80,6 +80,7 @@ macro_rules! conformance_tests {
             the_outbox_records_only_the_events_asked_for,
             the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged,
             a_connected_account_is_its_callers_alone_and_replaced_not_duplicated,
+            a_callers_flow_is_shared_by_every_instance_bounded_per_kind_and_its_own,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -3135,5 +3136,147 @@ pub(crate) async fn a_connected_account_is_its_callers_alone_and_replaced_not_du
             .tokens,
         tokens("b1"),
         "another caller's account stays"
+    );
+}
+
+pub(crate) async fn a_callers_flow_is_shared_by_every_instance_bounded_per_kind_and_its_own(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    use crate::FlowTouch;
+    use gating_core::{FlowLabel, FlowLabels};
+    let h = make(Setup::default()).await;
+    let at = h.clock_now();
+    let untrusted = FlowLabels::of([FlowLabel::Untrusted]);
+    let private = FlowLabels::of([FlowLabel::Private]);
+    fn touch<'a>(
+        tool: &'a str,
+        labels: FlowLabels,
+        seen: &'a [[u8; 16]],
+        at: OffsetDateTime,
+    ) -> FlowTouch<'a> {
+        FlowTouch {
+            tool,
+            labels,
+            seen,
+            at,
+        }
+    }
+    // Untrusted content read through one instance, private data through another: the
+    // flow either reads holds both (the trifecta spans instances).
+    h.store
+        .record_flow(&alice(), touch("web__fetch", untrusted, &[], at))
+        .await
+        .unwrap();
+    let later = at + Duration::seconds(5);
+    h.twin
+        .record_flow(&alice(), touch("db__query", private, &[], later))
+        .await
+        .unwrap();
+    for store in [&h.store, &h.twin] {
+        let flow = store.flow(&alice(), at).await.unwrap();
+        assert!(flow.labels().has(FlowLabel::Untrusted));
+        assert!(flow.labels().has(FlowLabel::Private));
+        let trail: Vec<(&str, OffsetDateTime)> = flow
+            .trail()
+            .iter()
+            .map(|t| (t.tool.as_str(), t.at))
+            .collect();
+        assert_eq!(trail, [("web__fetch", at), ("db__query", later)]);
+    }
+    // Another caller's flow is its own; a window that starts later leaves the older touch.
+    assert!(h.store.flow(&bob(), at).await.unwrap().is_empty());
+    let recent = h.store.flow(&alice(), later).await.unwrap();
+    assert_eq!(recent.labels(), private);
+    // Sending out is what the rule judges, never a mark of the flow; nothing touched,
+    // nothing kept.
+    h.store
+        .record_flow(
+            &bob(),
+            touch("chat__post", FlowLabels::of([FlowLabel::SendsOut]), &[], at),
+        )
+        .await
+        .unwrap();
+    assert!(h.store.flow(&bob(), at).await.unwrap().is_empty());
+
+    // A secret is recognised by every instance by its fingerprint, and named by where it was
+    // read; another secret is not.
+    let shown = h.store.flow_fingerprints("AKIAQ4WJ3DZQ7XKZN2PR");
+    let on_twin = h.twin.flow_fingerprints("AKIAQ4WJ3DZQ7XKZN2PR");
+    assert_eq!(shown.first(), on_twin.first(), "one key for every instance");
+    assert_ne!(
+        shown.first(),
+        h.store.flow_fingerprints("AKIAQ4WJ3DZQ7XKZN2PQ").first()
+    );
+    h.twin
+        .record_flow(&alice(), touch("vault__read", private, &shown[..1], later))
+        .await
+        .unwrap();
+    let flow = h.store.flow(&alice(), at).await.unwrap();
+    assert_eq!(
+        flow.seen(&on_twin[0]).map(|s| s.tool.as_str()),
+        Some("vault__read")
+    );
+    assert!(
+        h.store
+            .flow(&bob(), at)
+            .await
+            .unwrap()
+            .seen(&on_twin[0])
+            .is_none()
+    );
+
+    // A flood of one kind keeps the flow bounded and cannot push another kind out.
+    for i in 0..40 {
+        let tool = format!("web__page{i}");
+        let when = later + Duration::seconds(i);
+        h.store
+            .record_flow(&alice(), touch(&tool, untrusted, &[], when))
+            .await
+            .unwrap();
+    }
+    let secrets: Vec<[u8; 16]> = (0..100u8).map(|i| [i; 16]).collect();
+    h.twin
+        .record_flow(
+            &alice(),
+            touch("web__dump", FlowLabels::NONE, &secrets, later),
+        )
+        .await
+        .unwrap();
+    let flow = h.store.flow(&alice(), at).await.unwrap();
+    assert!(flow.labels().has(FlowLabel::Private), "flooded out");
+    assert_eq!(
+        flow.sources(FlowLabel::Untrusted).count(),
+        crate::MAX_SOURCES_PER_LABEL
+    );
+    assert_eq!(
+        flow.sources(FlowLabel::Untrusted)
+            .last()
+            .map(|t| t.tool.as_str()),
+        Some("web__page39")
+    );
+    assert!(flow.seen(&[99; 16]).is_some());
+
+    // A tool called again is one source (it moves to the newest), and a result repeating
+    // one secret is one secret: neither pushes the others out.
+    h.store
+        .record_flow(&bob(), touch("hr__salaries", private, &[[7; 16]], later))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let when = later + Duration::seconds(i + 1);
+        h.twin
+            .record_flow(&bob(), touch("db__query", private, &[[8; 16]; 100], when))
+            .await
+            .unwrap();
+    }
+    let flow = h.store.flow(&bob(), at).await.unwrap();
+    let sources: Vec<&str> = flow
+        .sources(FlowLabel::Private)
+        .map(|t| t.tool.as_str())
+        .collect();
+    assert_eq!(sources, ["hr__salaries", "db__query"]);
+    assert!(
+        flow.seen(&[7; 16]).is_some(),
+        "pushed out by one repeated secret"
     );
 }

@@ -37,6 +37,7 @@
 mod accounts;
 mod audit;
 mod error;
+mod flows;
 mod grant;
 mod memory;
 mod metered;
@@ -72,10 +73,13 @@ pub use elicitation_core::{
     MAX_CALLER_ID_LEN, ResponseSpec,
 };
 pub use error::StoreError;
+pub use flows::{FlowStore, FlowTouch, MAX_FLOW_WINDOW, MAX_SEEN, MAX_SOURCES_PER_LABEL};
 pub use gating_core::GrantScope;
 pub use grant::{AnswerWith, Grant, GrantId, GrantRequest, GrantStore, MAX_GRANTS_PER_CALLER};
 pub use mcp_clock::{Clock, ManualClock, SystemClock};
-pub use memory::{MAX_MEMORY_AUDIT_EVENTS, MemoryLimits, MemoryStore, MemoryUsage};
+pub use memory::{
+    MAX_MEMORY_AUDIT_EVENTS, MAX_MEMORY_FLOWS, MemoryLimits, MemoryStore, MemoryUsage,
+};
 pub use metered::{Metered, StoreMeter};
 #[cfg(feature = "postgres")]
 pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate, migrate_url};

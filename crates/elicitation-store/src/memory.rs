@@ -1,7 +1,10 @@
 //! The embedded store: everything in process memory, bounded, lost on restart.
 
 mod accounts;
+mod flows;
 mod recent;
+
+pub use flows::MAX_MEMORY_FLOWS;
 
 pub use recent::MAX_MEMORY_AUDIT_EVENTS;
 
@@ -310,6 +313,8 @@ pub struct MemoryStore {
     trail: Mutex<recent::Recent>,
     /// Connected accounts (never held with the other locks).
     accounts: Mutex<accounts::Accounts>,
+    /// Callers' flows (never held with the other locks).
+    flows: Mutex<flows::Flows>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -332,6 +337,7 @@ impl MemoryStore {
             notices: Mutex::default(),
             trail: Mutex::default(),
             accounts: Mutex::default(),
+            flows: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),

@@ -464,6 +464,30 @@ impl GrantStore for Metered {
 }
 
 #[async_trait]
+impl crate::FlowStore for Metered {
+    async fn record_flow(
+        &self,
+        caller: &Caller,
+        touch: crate::FlowTouch<'_>,
+    ) -> Result<(), StoreError> {
+        self.timed("record_flow", self.inner.record_flow(caller, touch))
+            .await
+    }
+
+    async fn flow(
+        &self,
+        caller: &Caller,
+        since: OffsetDateTime,
+    ) -> Result<gating_core::Flow, StoreError> {
+        self.timed("flow", self.inner.flow(caller, since)).await
+    }
+
+    fn flow_fingerprints(&self, secret: &str) -> Vec<[u8; 16]> {
+        self.inner.flow_fingerprints(secret)
+    }
+}
+
+#[async_trait]
 impl CatalogStore for Metered {
     async fn observe(
         &self,

@@ -37,6 +37,7 @@ mod chain;
 mod completions;
 mod elicitations;
 mod fleet;
+mod flows;
 mod grants;
 mod listen;
 mod notices;

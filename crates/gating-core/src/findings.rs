@@ -97,17 +97,21 @@ pub enum FindingAction {
     Redact,
     /// Left as it is; the caller's flow gets the kind's label.
     Label,
+    /// The whole result waits for a person, who releases it to the agent as it is (then as
+    /// `label`) or withholds it.
+    Hold,
     /// The whole result is withheld from the agent.
     Block,
 }
 
 impl FindingAction {
-    /// The action named `name` (`off`, `redact`, `label`, `block`).
+    /// The action named `name` (`off`, `redact`, `label`, `hold`, `block`).
     pub fn from_label(name: &str) -> Option<FindingAction> {
         match name {
             "off" => Some(FindingAction::Off),
             "redact" => Some(FindingAction::Redact),
             "label" => Some(FindingAction::Label),
+            "hold" => Some(FindingAction::Hold),
             "block" => Some(FindingAction::Block),
             _ => None,
         }
@@ -119,6 +123,7 @@ impl FindingAction {
             FindingAction::Off => "off",
             FindingAction::Redact => "redact",
             FindingAction::Label => "label",
+            FindingAction::Hold => "hold",
             FindingAction::Block => "block",
         }
     }
@@ -143,12 +148,18 @@ impl Span {
 /// Largest result scanned, unless configured.
 pub const DEFAULT_MAX_SCAN_BYTES: usize = 1024 * 1024;
 
-/// The operator's content policy: an action per kind, and the largest result scanned.
+/// How long a held result waits for a person, unless configured.
+pub const DEFAULT_HOLD_FOR: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// The operator's content policy: an action per kind, the largest result scanned, and how
+/// long a held result waits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContentPolicy {
     actions: BTreeMap<FindingKind, FindingAction>,
     /// Results larger than this (their JSON, in bytes) are not scanned.
     pub max_scan_bytes: usize,
+    /// How long a result held for a person (action `hold`) waits before it is withheld.
+    pub hold_for: std::time::Duration,
 }
 
 impl Default for ContentPolicy {
@@ -168,6 +179,7 @@ impl Default for ContentPolicy {
         ContentPolicy {
             actions: actions.into_iter().collect(),
             max_scan_bytes: DEFAULT_MAX_SCAN_BYTES,
+            hold_for: DEFAULT_HOLD_FOR,
         }
     }
 }
@@ -181,6 +193,7 @@ impl ContentPolicy {
                 .map(|k| (k, FindingAction::Off))
                 .collect(),
             max_scan_bytes: DEFAULT_MAX_SCAN_BYTES,
+            hold_for: DEFAULT_HOLD_FOR,
         }
     }
 
@@ -268,9 +281,9 @@ impl ContentPolicy {
         self.apply_seeing(value, size, &mut |_| {})
     }
 
-    /// [`ContentPolicy::apply_sized`], telling `seen` each secret that reaches the agent as
-    /// it is (its action is `label`): whoever keeps the flow fingerprints it, and forgets
-    /// the value.
+    /// [`ContentPolicy::apply_sized`], telling `seen` each secret that may reach the agent as
+    /// it is (its action is `label`, or `hold` and a person may release it): whoever keeps
+    /// the flow fingerprints it, and forgets the value.
     pub fn apply_seeing(
         &self,
         value: &mut Value,
@@ -350,7 +363,9 @@ impl ContentPolicy {
                 for (span, kind) in found {
                     let action = self.action(kind);
                     findings.note(kind, action);
-                    if kind == FindingKind::Secret && action == FindingAction::Label {
+                    if kind == FindingKind::Secret
+                        && matches!(action, FindingAction::Label | FindingAction::Hold)
+                    {
                         seen(&text[span.start..span.end]);
                     }
                     if action != FindingAction::Redact {
@@ -426,22 +441,46 @@ impl Findings {
         self.counts.keys().any(|(_, a)| *a == FindingAction::Block)
     }
 
+    /// Whether the result must wait for a person to release it.
+    pub fn holds(&self) -> bool {
+        self.counts.keys().any(|(_, a)| *a == FindingAction::Hold)
+    }
+
     /// The flow labels the findings whose action is `label` bring in.
     pub fn labels(&self) -> FlowLabels {
+        self.labels_of(FindingAction::Label)
+    }
+
+    /// The flow labels the findings whose action is `hold` bring in once a person released
+    /// the result.
+    pub fn held_labels(&self) -> FlowLabels {
+        self.labels_of(FindingAction::Hold)
+    }
+
+    fn labels_of(&self, action: FindingAction) -> FlowLabels {
         FlowLabels::of(
             self.counts
                 .keys()
-                .filter(|(_, a)| *a == FindingAction::Label)
+                .filter(|(_, a)| *a == action)
                 .map(|(k, _)| k.flow_label()),
         )
     }
 
     /// The kinds that block, as text for the agent (`secret, card`).
     pub fn blocking_kinds(&self) -> String {
+        self.kinds_of(FindingAction::Block)
+    }
+
+    /// The kinds that hold the result for a person, as text (`secret, card`).
+    pub fn holding_kinds(&self) -> String {
+        self.kinds_of(FindingAction::Hold)
+    }
+
+    fn kinds_of(&self, action: FindingAction) -> String {
         let kinds: Vec<&str> = self
             .counts
             .keys()
-            .filter(|(_, a)| *a == FindingAction::Block)
+            .filter(|(_, a)| *a == action)
             .map(|(k, _)| k.label())
             .collect();
         kinds.join(", ")
@@ -556,5 +595,30 @@ mod tests {
             result["content"][0]["text"],
             "ok[REDACTED:hidden_text] fine"
         );
+    }
+
+    #[test]
+    fn a_held_result_is_left_whole_for_a_person_and_its_secrets_fingerprinted() {
+        let policy = ContentPolicy::default()
+            .with(FindingKind::Card, FindingAction::Hold)
+            .with(FindingKind::Secret, FindingAction::Hold);
+        let text = "card 4111 1111 1111 1111, key AKIAQ4WJ3DZQ7XKZN2PR";
+        let mut result = json!({"content": [{"type": "text", "text": text}]});
+        let mut seen = Vec::new();
+        let findings = policy.apply_seeing(&mut result, 100, &mut |s| seen.push(s.to_owned()));
+        assert!(findings.holds());
+        assert!(!findings.blocks());
+        assert_eq!(findings.holding_kinds(), "secret, card");
+        assert_eq!(result["content"][0]["text"], text, "nothing rewritten");
+        // Released, it is private data the agent read; until then, nothing is labelled.
+        assert_eq!(findings.held_labels(), FlowLabels::of([FlowLabel::Private]));
+        assert!(findings.labels().is_empty());
+        assert_eq!(seen, ["AKIAQ4WJ3DZQ7XKZN2PR"]);
+        // A block among holds withholds the result at once.
+        let blocking = policy.with(FindingKind::Card, FindingAction::Block);
+        let mut result = json!({"content": [{"type": "text", "text": text}]});
+        let findings = blocking.apply(&mut result);
+        assert!(findings.blocks() && findings.holds());
+        assert_eq!(FindingAction::from_label("hold"), Some(FindingAction::Hold));
     }
 }

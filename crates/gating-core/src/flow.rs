@@ -252,9 +252,33 @@ impl fmt::Debug for Seen {
 pub struct Flow {
     touches: BTreeMap<FlowLabel, Vec<Touch>>,
     seen: Vec<Seen>,
+    unreadable: bool,
 }
 
+/// The tool an unreadable flow names as its source.
+pub const UNREADABLE_SOURCE: &str = "(the caller's flow, which could not be read)";
+
 impl Flow {
+    /// The flow of a caller whose flow could not be read (at `at`), taken as the worst: it
+    /// holds untrusted content and private data (so the lethal-trifecta rule holds a call
+    /// that sends out), and a `when` that reads it fails to evaluate (so a rule naming it
+    /// keeps the gate shut) — [`Flow::is_unreadable`].
+    pub fn unreadable(at: OffsetDateTime) -> Flow {
+        let mut flow = Flow::default();
+        flow.record(
+            UNREADABLE_SOURCE,
+            FlowLabels::of([FlowLabel::Untrusted, FlowLabel::Private]),
+            at,
+        );
+        flow.unreadable = true;
+        flow
+    }
+
+    /// Whether it stands for a flow that could not be read ([`Flow::unreadable`]).
+    pub fn is_unreadable(&self) -> bool {
+        self.unreadable
+    }
+
     /// Records that a call of `tool` at `at` brought in `labels` (only untrusted content and
     /// private data are carried by a flow; sending out is what the rule judges).
     pub fn record(&mut self, tool: &str, labels: FlowLabels, at: OffsetDateTime) {

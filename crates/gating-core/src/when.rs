@@ -177,6 +177,9 @@ impl When {
     /// Whether the call's facts satisfy it; `Err` with why when it cannot be evaluated (a
     /// missing key, a type error, a result that is not a boolean, arguments past the bounds).
     pub fn matches(&self, facts: &CallFacts<'_>) -> Result<bool, String> {
+        if self.reads_flow() && facts.flow.is_some_and(Flow::is_unreadable) {
+            return Err("the caller's flow could not be read".into());
+        }
         let args = match &self.fields {
             None => facts.args.clone(),
             Some(fields) => {
@@ -616,6 +619,27 @@ mod tests {
             assert_eq!(when.matches(&without), Ok(want_without), "{source}");
         }
         assert!(!When::compile("args.x == 1").unwrap().reads_flow());
+        // A flow that could not be read fails every `when` reading it (a rule's failure
+        // keeps the gate shut), though it holds both labels for the trifecta.
+        let unreadable = Flow::unreadable(time::OffsetDateTime::UNIX_EPOCH);
+        assert!(unreadable.trifecta(FlowLabels::of([FlowLabel::SendsOut])));
+        let unread = CallFacts {
+            flow: Some(&unreadable),
+            ..facts(&args, &[])
+        };
+        for source in [
+            "'web__fetch' in flow.sources.untrusted",
+            "size(flow.labels) == 0",
+        ] {
+            assert!(
+                When::compile(source).unwrap().matches(&unread).is_err(),
+                "{source}"
+            );
+        }
+        assert_eq!(
+            When::compile("args == {}").unwrap().matches(&unread),
+            Ok(true)
+        );
     }
 
     #[test]

@@ -80,7 +80,8 @@ impl Gateway {
         } else {
             Vec::new()
         };
-        let decide = |args: &Value| self.decide(&entry, args, &owner, &groups);
+        let flow = self.flow_for(&entry, &owner).await;
+        let decide = |args: &Value| self.decide(&entry, args, &owner, &groups, flow.as_ref());
         let rule = |decided: &gating_core::Decided| match decided.rule {
             Some(index) => format!("[[policy]] rule {index}"),
             None => "the tool's hints".to_owned(),

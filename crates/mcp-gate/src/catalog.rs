@@ -168,7 +168,7 @@ impl Gateway {
     /// they run no tool.
     pub async fn get_prompt(
         &self,
-        caller: &Caller,
+        principal: &Principal,
         params: CallToolParams,
     ) -> Result<ResultBody, GateError> {
         let name = params.name.clone();
@@ -189,11 +189,11 @@ impl Gateway {
                 }
             }
         }
-        let who = instance_key(caller);
+        let who = instance_key(&principal.caller);
         let answered = self.registry.get_prompt(params, Some(&who)).await;
         // A prompt's text reaches the model: the content policy applies to it.
         let what = format!("prompt {name}");
-        passed_on(&what, self.guarded(&who, &what, answered))
+        passed_on(&what, self.guarded(principal, &what, answered).await)
     }
 
     /// Fires after a module's tools, prompts or resources were listed anew.
@@ -259,19 +259,19 @@ impl Gateway {
     /// `completion/complete`, routed by its reference (see `Registry::complete`).
     pub async fn complete(
         &self,
-        caller: &Caller,
+        principal: &Principal,
         params: ForwardParams,
     ) -> Result<ResultBody, GateError> {
-        let who = instance_key(caller);
+        let who = instance_key(&principal.caller);
         let answered = self.registry.complete(params, Some(&who)).await;
         let what = "completion reference";
-        passed_on(what, self.guarded(&who, what, answered))
+        passed_on(what, self.guarded(principal, what, answered).await)
     }
 
     /// `resources/read`, routed to the module the URI belongs to (see `Registry`).
     pub async fn read_resource(
         &self,
-        caller: &Caller,
+        principal: &Principal,
         params: ForwardParams,
     ) -> Result<ResultBody, GateError> {
         let Some(uri) = params.str("uri").map(str::to_owned) else {
@@ -279,11 +279,11 @@ impl Gateway {
                 "resources/read needs a string `uri`".into(),
             ));
         };
-        let who = instance_key(caller);
+        let who = instance_key(&principal.caller);
         let answered = self.registry.read_resource(params, Some(&who)).await;
         // A resource's contents reach the model: the content policy applies to them.
         let what = format!("resource {uri}");
-        passed_on(&what, self.guarded(&who, &what, answered))
+        passed_on(&what, self.guarded(principal, &what, answered).await)
     }
 
     /// The tool a call names (`-32602` for one the gateway does not list).

@@ -1,15 +1,23 @@
 //! The content policy applied to what a module answered (`gating_core::findings`): its
 //! secrets, personal data and hidden instructions redacted, labelled into the caller's flow,
-//! or the whole result withheld; what was found recorded by kind and count, never by value.
+//! the whole result held for a person (`held_result`) or withheld; what was found recorded
+//! by kind and count, never by value.
 
 use std::sync::PoisonError;
 
-use gating_core::{ContentPolicy, FindingAction, FindingKind, Findings};
+use gating_core::{ContentPolicy, FindingAction, FindingKind, Findings, FlowLabels};
+use mcp_auth::Principal;
 use mcp_upstream::registry::ToolEntry;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::Gateway;
+
+/// `text` as a tool's error result, in place of what a module answered.
+fn withheld(text: &str, raw: Box<RawValue>) -> Box<RawValue> {
+    let withheld = mcp_wire::tools::text_result(text, None, true);
+    serde_json::value::to_raw_value(&withheld).unwrap_or(raw)
+}
 
 /// What a definition whose hidden text or instructions are blocked says instead.
 fn withheld_description(kinds: &str) -> Value {
@@ -37,8 +45,13 @@ impl Gateway {
     /// it alone).
     pub(crate) fn shown_definition(&self, entry: &ToolEntry) -> Value {
         let content = self.policy.content();
-        let hidden = content.action(FindingKind::HiddenText);
-        let injection = content.action(FindingKind::Injection);
+        // No one can be asked while tools are listed: what would be held is withheld.
+        let listed = |action| match action {
+            FindingAction::Hold => FindingAction::Block,
+            other => other,
+        };
+        let hidden = listed(content.action(FindingKind::HiddenText));
+        let injection = listed(content.action(FindingKind::Injection));
         if hidden == FindingAction::Off && injection == FindingAction::Off {
             return entry.tool.clone();
         }
@@ -94,21 +107,27 @@ impl Gateway {
         shown
     }
 
-    /// `raw`, a result of `entry`'s module for `who`, as the content policy lets the agent
-    /// see it. A result that cannot be read as JSON is passed on as it is (the gate refused
-    /// what it could not read already).
-    pub(crate) fn guard_result(
+    /// `raw`, a result of `source` for `principal`'s call, as the content policy lets the
+    /// agent see it; what it brought into the caller's flow (`brought`, its tool's labels,
+    /// and what the findings label) recorded in the store first. A result whose flow cannot
+    /// be recorded is withheld: unrecorded, a later call could send it out unheld.
+    // Long: one result's path in order (too large, unreadable, scanned, blocked, held for a
+    // person, redacted), each outcome recorded where it is decided.
+    pub(crate) async fn guard_result(
         &self,
-        who: &str,
+        principal: &Principal,
         source: &str,
+        brought: FlowLabels,
         raw: Box<RawValue>,
     ) -> Box<RawValue> {
+        let caller = &principal.caller;
         let policy = self.policy.content();
         if !policy.scans() {
-            return raw;
+            return self.recorded(caller, source, brought, &[], raw).await;
         }
         // Too large to scan is told before the result is read at all.
         let mut value = serde_json::Value::Null;
+        let mut seen = Vec::new();
         let findings = match policy.too_large(raw.get().len()) {
             Some(too_large) => too_large,
             None => {
@@ -116,67 +135,93 @@ impl Gateway {
                 // scanned: it is withheld, not passed on unread.
                 let Ok(read) = serde_json::from_str::<serde_json::Value>(raw.get()) else {
                     tracing::warn!(tool = %source, "a result could not be read to be scanned (nested too deep); withheld");
-                    let withheld = mcp_wire::tools::text_result(
+                    let _ = self.record_flow(caller, source, brought, &[]).await;
+                    return withheld(
                         "The gateway withheld this result: it could not be read to be scanned.",
-                        None,
-                        true,
+                        raw,
                     );
-                    return serde_json::value::to_raw_value(&withheld).unwrap_or(raw);
                 };
                 value = read;
-                // A secret the agent is shown as it is: its fingerprint enters the flow.
-                let mut seen = Vec::new();
-                let findings = policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
-                    seen.push(self.flows.fingerprint(secret));
-                });
-                self.flows.record_seen(who, source, &seen, self.clock.now());
-                findings
+                // A secret the agent may be shown as it is: its fingerprint enters the flow.
+                policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
+                    if let Some(fingerprint) = self.flows.flow_fingerprints(secret).first() {
+                        seen.push(*fingerprint);
+                    }
+                })
             }
         };
         if findings.is_empty() {
-            return raw;
+            return self.recorded(caller, source, brought, &seen, raw).await;
         }
-        self.record_findings(who, source, &findings);
-        let labels = findings.labels();
-        if !labels.is_empty() {
-            self.flows.record(who, source, labels, self.clock.now());
-        }
+        let who = crate::instance_key(caller);
+        self.record_findings(&who, source, &findings);
         if findings.blocks() {
+            let _ = self.record_flow(caller, source, brought, &[]).await;
             let text = format!(
                 "The gateway withheld this result of `{}`: it held {} (the content policy blocks such results). Nothing of it was kept.",
                 gating_core::visible(source),
                 findings.blocking_kinds()
             );
-            let withheld = mcp_wire::tools::text_result(&text, None, true);
-            return serde_json::value::to_raw_value(&withheld).unwrap_or(raw);
+            return withheld(&text, raw);
+        }
+        let mut labels = FlowLabels::of(brought.iter().chain(findings.labels().iter()));
+        if findings.holds() {
+            if let Err(told) = self.released(principal, source, &findings).await {
+                let _ = self.record_flow(caller, source, labels, &[]).await;
+                return withheld(&told, raw);
+            }
+            labels = FlowLabels::of(labels.iter().chain(findings.held_labels().iter()));
         }
         let redacted = findings
             .counts()
             .any(|(_, action, _)| action == FindingAction::Redact);
         if !redacted {
-            return raw;
+            return self.recorded(caller, source, labels, &seen, raw).await;
         }
         // The original is dropped here; only the redacted result leaves.
-        match serde_json::value::to_raw_value(&value) {
+        let redacted = match serde_json::value::to_raw_value(&value) {
             Ok(redacted) => redacted,
             Err(_) => {
-                let withheld = mcp_wire::tools::text_result(
+                return withheld(
                     "The gateway withheld this result: it could not be redacted.",
-                    None,
-                    true,
+                    raw,
                 );
-                serde_json::value::to_raw_value(&withheld).unwrap_or(raw)
+            }
+        };
+        self.recorded(caller, source, labels, &seen, redacted).await
+    }
+
+    /// `raw` once what it brought into `caller`'s flow is recorded; withheld if that fails.
+    async fn recorded(
+        &self,
+        caller: &elicitation_store::Caller,
+        source: &str,
+        labels: FlowLabels,
+        seen: &[[u8; 16]],
+        raw: Box<RawValue>,
+    ) -> Box<RawValue> {
+        match self.record_flow(caller, source, labels, seen).await {
+            Ok(()) => raw,
+            Err(e) => {
+                tracing::warn!(tool = %source, error = %e, "what a result brought into its caller's flow could not be recorded; withheld");
+                withheld(
+                    "The gateway withheld this result: it could not record what the result brought into the caller's flow (its store did not answer), and unrecorded, a later call could send it out unheld. Try again.",
+                    raw,
+                )
             }
         }
     }
 
-    /// A module's error about a call of `entry` as the content policy lets the agent see it:
-    /// its message and data scanned as a result's content is (a module may echo what it
-    /// read into an error). Other errors are the gateway's own words.
-    pub(crate) fn guard_error(
+    /// A module's error about a call of `source` as the content policy lets the agent see
+    /// it: its message and data scanned as a result's content is (a module may echo what it
+    /// read into an error), and what it brought into the caller's flow recorded. Other
+    /// errors are the gateway's own words. An error is never held for a person: one whose
+    /// findings hold or block is withheld.
+    pub(crate) async fn guard_error(
         &self,
-        who: &str,
+        caller: &elicitation_store::Caller,
         source: &str,
+        brought: FlowLabels,
         error: mcp_upstream::ModuleError,
     ) -> mcp_upstream::ModuleError {
         let mcp_upstream::ModuleError::Rpc {
@@ -189,31 +234,47 @@ impl Gateway {
             return error;
         };
         let policy = self.policy.content();
-        if !policy.scans() {
-            return mcp_upstream::ModuleError::Rpc {
-                module,
-                code,
-                message,
-                data,
-            };
-        }
         let mut value = serde_json::json!([message, data.map(|d| *d)]);
-        let findings = policy.apply(&mut value);
+        // A secret the agent is shown as it is: its fingerprint enters the flow.
+        let mut seen = Vec::new();
+        let findings = if policy.scans() {
+            let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+            policy.apply_seeing(&mut value, size, &mut |secret| {
+                if let Some(fingerprint) = self.flows.flow_fingerprints(secret).first() {
+                    seen.push(*fingerprint);
+                }
+            })
+        } else {
+            gating_core::Findings::default()
+        };
         if !findings.is_empty() {
-            self.record_findings(who, source, &findings);
-            let labels = findings.labels();
-            if !labels.is_empty() {
-                self.flows.record(who, source, labels, self.clock.now());
-            }
+            self.record_findings(&crate::instance_key(caller), source, &findings);
         }
-        if findings.blocks() {
+        let labels = FlowLabels::of(brought.iter().chain(findings.labels().iter()));
+        let withheld = findings.blocks() || findings.holds();
+        let seen = if withheld { &[][..] } else { &seen[..] };
+        let unrecorded = self
+            .record_flow(caller, source, labels, seen)
+            .await
+            .is_err();
+        if withheld || unrecorded {
+            let why = if unrecorded {
+                "what it brought into the caller's flow could not be recorded".to_owned()
+            } else if findings.blocks() {
+                format!(
+                    "it held {} (the content policy blocks such content)",
+                    findings.blocking_kinds()
+                )
+            } else {
+                format!(
+                    "it held {} (which a person must release; an error is not held)",
+                    findings.holding_kinds()
+                )
+            };
             return mcp_upstream::ModuleError::Rpc {
                 module,
                 code,
-                message: format!(
-                    "the module's error was withheld: it held {} (the content policy blocks such content)",
-                    findings.blocking_kinds()
-                ),
+                message: format!("the module's error was withheld: {why}"),
                 data: None,
             };
         }
@@ -234,19 +295,41 @@ impl Gateway {
         }
     }
 
-    /// A module's answer to a request the gateway routes but does not gate (`resources/read`,
-    /// `prompts/get`, `completion/complete`; `source` names it) as the content policy lets
-    /// the agent see it.
-    pub(crate) fn guarded(
+    /// A module's answer to a call of `source` as the content policy lets the agent see it,
+    /// what it brought in (`brought`) recorded in the caller's flow. A module's own error is
+    /// its answer too (it may echo what it read); the gateway's errors pass as they are.
+    pub(crate) async fn guard(
         &self,
-        who: &str,
+        principal: &Principal,
+        source: &str,
+        brought: FlowLabels,
+        answered: Result<Box<RawValue>, mcp_upstream::ModuleError>,
+    ) -> Result<Box<RawValue>, mcp_upstream::ModuleError> {
+        match answered {
+            Ok(raw) => Ok(self.guard_result(principal, source, brought, raw).await),
+            Err(error @ mcp_upstream::ModuleError::Rpc { .. }) => Err(self
+                .guard_error(&principal.caller, source, brought, error)
+                .await),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// A module's answer to a request the gateway routes but does not gate
+    /// (`resources/read`, `prompts/get`, `completion/complete`; `source` names it) as the
+    /// content policy lets the agent see it.
+    pub(crate) async fn guarded(
+        &self,
+        principal: &Principal,
         source: &str,
         answered: Option<Result<Box<RawValue>, mcp_upstream::ModuleError>>,
     ) -> Option<Result<Box<RawValue>, mcp_upstream::ModuleError>> {
-        answered.map(|answered| match answered {
-            Ok(raw) => Ok(self.guard_result(who, source, raw)),
-            Err(error) => Err(self.guard_error(who, source, error)),
-        })
+        match answered {
+            Some(answered) => Some(
+                self.guard(principal, source, FlowLabels::NONE, answered)
+                    .await,
+            ),
+            None => None,
+        }
     }
 
     /// One audit event and the metrics of what a result held: kinds, actions and counts.

@@ -1,35 +1,47 @@
 //! The gate's side of flows (`gating_core::flow`): a caller's flow read for a call judged
-//! on it, and a forwarded call recorded in it. The flows themselves are kept in
-//! [`Flows`], across configuration reloads.
+//! on it, and a forwarded call recorded in it. The flows themselves are the store's
+//! ([`elicitation_store::FlowStore`]): every instance sharing it reads the same ones, and a
+//! reload keeps them.
 
-pub use crate::flow_state::{Flows, MAX_FLOWS};
+use elicitation_store::{Caller, FlowTouch, StoreError};
+use gating_core::{Flow, FlowLabel, FlowLabels};
 
 impl crate::Gateway {
-    /// The callers' flows this gateway keeps (to hand to the gateway that replaces it on a
-    /// reload: [`crate::Gateway::with_flows`]).
-    pub fn flows(&self) -> &std::sync::Arc<Flows> {
-        &self.flows
-    }
-
-    /// Keeps its callers' flows in `flows` (a reloaded gateway keeps its predecessor's).
-    #[must_use]
-    pub fn with_flows(mut self, flows: std::sync::Arc<Flows>) -> Self {
-        self.flows = flows;
-        self
-    }
-
-    /// `who`'s flow now, as the policy's window has it.
-    pub(crate) fn flow_of(&self, who: &str) -> gating_core::Flow {
+    /// `caller`'s flow now, as the policy's window has it. One that cannot be read is taken
+    /// as the worst ([`Flow::unreadable`]: a call that sends out is held, a rule reading it
+    /// keeps the gate shut).
+    pub(crate) async fn flow_of(&self, caller: &Caller) -> Flow {
+        let now = self.clock.now();
         let window =
             time::Duration::try_from(self.policy.flow().window).unwrap_or(time::Duration::DAY);
-        self.flows.of(who, self.clock.now() - window)
+        match crate::timed(self.flows.flow(caller, now - window)).await {
+            Ok(flow) => flow,
+            Err(e) => {
+                tracing::warn!(error = %e, "a caller's flow could not be read; it is taken as holding untrusted content and private data, and a rule's `when` reading it fails");
+                Flow::unreadable(now)
+            }
+        }
+    }
+
+    /// `caller`'s flow, where a call of `entry` is judged on it (it may send data out, or a
+    /// rule naming it reads `flow`); `None` where it is not.
+    pub(crate) async fn flow_for(
+        &self,
+        entry: &mcp_upstream::registry::ToolEntry,
+        caller: &Caller,
+    ) -> Option<Flow> {
+        let hints = crate::gate::hints(entry).effective();
+        if !self.policy.reads_flow(&entry.qualified, hints) {
+            return None;
+        }
+        Some(self.flow_of(caller).await)
     }
 
     /// Where the agent read a secret that a call's `arguments` now carry, if they carry one
     /// its flow saw (compared by fingerprint; arguments too large to scan carry none).
     pub(crate) fn exfiltrates(
         &self,
-        flow: &gating_core::Flow,
+        flow: &Flow,
         arguments: &serde_json::Value,
     ) -> Option<gating_core::flow::Seen> {
         if !flow.saw_secrets() {
@@ -38,22 +50,47 @@ impl crate::Gateway {
         let mut from = None;
         self.policy.content().secrets_in(arguments, &mut |secret| {
             if from.is_none() {
-                from = flow.seen(&self.flows.fingerprint(secret)).cloned();
+                from = self
+                    .flows
+                    .flow_fingerprints(secret)
+                    .iter()
+                    .find_map(|fingerprint| flow.seen(fingerprint))
+                    .cloned();
             }
         });
         from
     }
 
-    /// Records a forwarded call of `entry` by `who` in its flow, when its tool brings
-    /// untrusted content or private data in.
-    pub(crate) fn touch_flow(&self, who: &str, entry: &mcp_upstream::registry::ToolEntry) {
+    /// Records in `caller`'s flow that its call of `source` brought `labels` in and showed
+    /// it the secrets `seen` (fingerprints). Nothing to record is not a store operation.
+    pub(crate) async fn record_flow(
+        &self,
+        caller: &Caller,
+        source: &str,
+        labels: FlowLabels,
+        seen: &[[u8; 16]],
+    ) -> Result<(), StoreError> {
+        if labels.is_empty() && seen.is_empty() {
+            return Ok(());
+        }
+        let touch = FlowTouch {
+            tool: source,
+            labels,
+            seen,
+            at: self.clock.now(),
+        };
+        crate::timed(self.flows.record_flow(caller, touch)).await
+    }
+
+    /// What a forwarded call of `entry` brings into its caller's flow: the untrusted content
+    /// or private data its tool is labelled with.
+    pub(crate) fn brought_in(&self, entry: &mcp_upstream::registry::ToolEntry) -> FlowLabels {
         let hints = crate::gate::hints(entry).effective();
         let (labels, _) = self.policy.flow().labels(&entry.qualified, hints);
-        if labels.has(gating_core::FlowLabel::Untrusted)
-            || labels.has(gating_core::FlowLabel::Private)
-        {
-            self.flows
-                .record(who, &entry.qualified, labels, self.clock.now());
-        }
+        FlowLabels::of(
+            labels
+                .iter()
+                .filter(|l| matches!(l, FlowLabel::Untrusted | FlowLabel::Private)),
+        )
     }
 }

@@ -119,10 +119,7 @@ impl Gateway {
         };
         // The caller's flow only for a call judged on it (it may send data out, or a rule
         // naming it reads `flow`).
-        let flow = self
-            .policy
-            .reads_flow(&entry.qualified, hints(&entry).effective())
-            .then(|| self.flow_of(&instance_key(&principal.caller)));
+        let flow = self.flow_for(&entry, &principal.caller).await;
         let mut decided = self.policy.decide(
             &CallFacts {
                 flow: flow.as_ref(),
@@ -563,18 +560,14 @@ impl Gateway {
         });
         // What the module answered is now in the caller's flow (whatever it said), as the
         // content policy lets the agent see it.
-        let answered = match answered {
-            Ok(result) => {
-                self.touch_flow(&who, entry);
-                Ok(self.guard_result(&who, &entry.qualified, result))
-            }
-            // A module's own error is its answer too (it may echo what it read).
-            Err(error @ ModuleError::Rpc { .. }) => {
-                self.touch_flow(&who, entry);
-                Err(self.guard_error(&who, &entry.qualified, error))
-            }
-            Err(other) => Err(other),
-        };
+        let answered = self
+            .guard(
+                principal,
+                &entry.qualified,
+                self.brought_in(entry),
+                answered,
+            )
+            .await;
         let (outcome, reason) = match &answered {
             Ok(_) if confirmation.is_some() => ("forwarded", "confirmed"),
             Ok(_) if matches!(event, Audit::Granted(_)) => ("forwarded", "granted"),
@@ -665,22 +658,20 @@ pub(crate) fn call_facts<'a>(
 }
 
 impl Gateway {
-    /// What the policy in force decides for a call of `entry` with `args` by `caller`, its
-    /// flow read where the call is judged on it (as a call's own classification reads it).
+    /// What the policy in force decides for a call of `entry` with `args` by `caller`, with
+    /// its `flow` where the call is judged on it ([`Gateway::flow_for`], as a call's own
+    /// classification reads it).
     pub(crate) fn decide(
         &self,
         entry: &ToolEntry,
         args: &Value,
         caller: &elicitation_store::Caller,
         groups: &[String],
+        flow: Option<&gating_core::Flow>,
     ) -> gating_core::Decided {
-        let flow = self
-            .policy
-            .reads_flow(&entry.qualified, hints(entry).effective())
-            .then(|| self.flow_of(&instance_key(caller)));
         self.policy.decide(
             &CallFacts {
-                flow: flow.as_ref(),
+                flow,
                 ..call_facts(entry, args, caller.subject_id(), groups)
             },
             hints(entry),

@@ -143,7 +143,8 @@ impl Gateway {
                     };
                     // The person approved other arguments: those run, if the policy in
                     // force does not deny them, and the agent is told.
-                    return match self.edited_params(principal, call, &edited) {
+                    let flow = self.flow_for(&call.entry, caller).await;
+                    return match self.edited_params(principal, call, &edited, flow.as_ref()) {
                         Ok(params) => Settled::Run(Box::new(Run {
                             params,
                             by: RunBy::Confirmation(id),
@@ -245,6 +246,7 @@ impl Gateway {
         principal: &Principal,
         call: &GatedCall,
         edited: &Value,
+        flow: Option<&gating_core::Flow>,
     ) -> Result<CallToolParams, Value> {
         let entry = &call.entry;
         let Value::Object(map) = edited else {
@@ -254,7 +256,7 @@ impl Gateway {
             ));
         };
         let groups: Vec<String> = principal.rule_groups();
-        let decided = self.decide(entry, edited, &principal.caller, &groups);
+        let decided = self.decide(entry, edited, &principal.caller, &groups, flow);
         if decided.decision == GateDecision::Deny {
             return Err(gating_core::denied_result(
                 &entry.qualified,
@@ -284,8 +286,20 @@ impl Gateway {
         }
         let definition = definition_digest(entry);
         let approval = self.approval_for(&entry.qualified, caller);
+        // A grant's `when` sees the caller's flow, as a rule's does: read once, if any has one.
+        let flow = match live.iter().any(|g| g.when.is_some()) {
+            true => Some(self.flow_of(caller).await),
+            false => None,
+        };
         for grant in live {
-            if !self.covers(&grant, principal, call, &definition, approval.as_ref()) {
+            if !self.covers(
+                &grant,
+                principal,
+                call,
+                &definition,
+                approval.as_ref(),
+                flow.as_ref(),
+            ) {
                 continue;
             }
             match timed(self.grants.use_grant(caller, grant.id, &entry.qualified)).await {
@@ -315,6 +329,7 @@ impl Gateway {
         call: &GatedCall,
         definition: &str,
         approval: Option<&elicitation_store::Approval>,
+        flow: Option<&gating_core::Flow>,
     ) -> bool {
         if grant.definition != definition || grant.approval.as_ref() != approval {
             return false;
@@ -333,12 +348,8 @@ impl Gateway {
                         return false;
                     }
                 };
-                // A grant's `when` sees the caller's flow, as a rule's does.
-                let flow = when
-                    .reads_flow()
-                    .then(|| self.flow_of(&crate::instance::instance_key(&principal.caller)));
                 let facts = gating_core::CallFacts {
-                    flow: flow.as_ref(),
+                    flow: flow.filter(|_| when.reads_flow()),
                     ..call_facts(
                         &call.entry,
                         &call.arguments,

@@ -13,6 +13,15 @@ use elicitation_store::{Caller, ElicitationStore};
 use mcp_wire::tools::ElicitResult;
 use serde_json::Value;
 
+/// The choices a person is offered for a result held for them (`[content]` action `hold`):
+/// this one releases it to the agent as it is…
+pub const RELEASE: &str = "release to the agent";
+/// …and this one withholds it.
+pub const WITHHOLD: &str = "withhold";
+
+/// Most results of one caller waiting for a person at once (more are withheld).
+pub(crate) const MAX_HELD_PER_CALLER: usize = 8;
+
 /// How long a module's question waits in the caller's inbox (the module's own call timeout
 /// usually ends it sooner: the question is then withdrawn).
 const INBOX_SECS: u16 = 600;
@@ -68,18 +77,14 @@ impl Inbox {
             }
         };
         let id = elicitation.id;
-        let mut withdraw = Withdraw {
-            store: self.store.clone(),
-            caller: self.caller.clone(),
-            id: Some(id),
-        };
+        let mut withdraw = Withdraw::new(self.store.clone(), self.caller.clone(), id);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(u64::from(INBOX_SECS));
         let answered = self.store.wait_for_change(&self.caller, id, deadline).await;
         let Ok(answered) = answered else {
             return cancel;
         };
         if answered.status != ElicitationStatus::Pending {
-            withdraw.id = None;
+            withdraw.keep();
         }
         match (answered.status, answered.cancel_reason) {
             (ElicitationStatus::Responded, _) => answered
@@ -95,11 +100,28 @@ impl Inbox {
     }
 }
 
-/// Withdraws a module's question a person has not answered when the module stops waiting.
-struct Withdraw {
+/// Withdraws a question a person has not answered when whoever asked stops waiting (a
+/// module's question, a held result).
+pub(crate) struct Withdraw {
     store: Arc<dyn ElicitationStore>,
     caller: Caller,
     id: Option<ElicitationId>,
+}
+
+impl Withdraw {
+    /// Withdraws `caller`'s question `id` when dropped, unless [`Withdraw::keep`] was called.
+    pub(crate) fn new(store: Arc<dyn ElicitationStore>, caller: Caller, id: ElicitationId) -> Self {
+        Withdraw {
+            store,
+            caller,
+            id: Some(id),
+        }
+    }
+
+    /// Leaves the question as it is (it was answered).
+    pub(crate) fn keep(&mut self) {
+        self.id = None;
+    }
 }
 
 impl Drop for Withdraw {

@@ -23,9 +23,9 @@ mod catalog;
 mod content;
 mod definitions;
 pub mod error;
-pub mod flow;
-mod flow_state;
+mod flow;
 mod gate;
+mod held_result;
 mod hold;
 mod inbox;
 mod instance;
@@ -42,7 +42,7 @@ pub mod streams;
 mod task_routes;
 pub mod tasks;
 
-pub use inbox::Inbox;
+pub use inbox::{Inbox, RELEASE, WITHHOLD};
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
 /// The gateway's metrics (the `mcp-metrics` crate), which the gate counts every call in.
 pub use mcp_metrics as metrics;
@@ -110,10 +110,12 @@ pub struct Gateway {
     surfaces: Arc<gating_core::Surfaces>,
     /// Where the tasks handed to clients live ([`tasks`]).
     tasks: Arc<crate::task_routes::TaskRoutes>,
-    /// What each caller's forwarded calls touched ([`flow`]).
-    flows: Arc<crate::flow_state::Flows>,
+    /// What each caller's forwarded calls touched ([`flow`]): the store's.
+    flows: Arc<dyn elicitation_store::FlowStore>,
     /// Tool definitions as the content policy lets clients see them, by name and digest.
     definitions: Arc<crate::definitions::Definitions>,
+    /// The results waiting for a person, per caller (`held_result`).
+    held_results: crate::streams::StreamSlots,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -171,6 +173,7 @@ impl Gateway {
             grants: store.clone(),
             pinning: Arc::new(crate::pins::Pinning::new(store.clone(), Default::default())),
             accounts: store.clone(),
+            flows: store.clone(),
             catalog: store,
             connectable: Arc::default(),
             exchanges: Arc::default(),
@@ -187,8 +190,8 @@ impl Gateway {
             clock: Arc::new(mcp_clock::SystemClock),
             surfaces: Arc::new(gating_core::Surfaces::gateway()),
             tasks: Arc::default(),
-            flows: Arc::default(),
             definitions: Arc::default(),
+            held_results: crate::streams::StreamSlots::new(crate::inbox::MAX_HELD_PER_CALLER),
         }
     }
 

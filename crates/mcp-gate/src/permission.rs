@@ -118,7 +118,8 @@ impl Gateway {
         };
         let host = Arc::new(entry.host_tool(qualified, tool));
         let groups: Vec<String> = principal.rule_groups();
-        let decided = self.decide(&host, &input, &principal.caller, &groups);
+        let flow = self.flow_for(&host, &principal.caller).await;
+        let decided = self.decide(&host, &input, &principal.caller, &groups, flow.as_ref());
         for (rule, why) in &decided.failures {
             tracing::warn!(tool = %host.qualified, rule, why = %why, "a [[policy]] rule's `when` could not be evaluated for a permission request; the rule was taken the way that keeps the gate shut");
         }

@@ -251,10 +251,14 @@ impl Gateway {
             Ok(raw) => match tasks::renamed(&raw, &route.upstream, handle) {
                 // A task's result is the tool's: it enters the caller's flow now (when the
                 // agent can read it), and the content policy applies to it.
-                Some(renamed) => {
-                    self.touch_flow(&who, &route.entry);
-                    Ok(self.guard_result(&who, &route.entry.qualified, renamed))
-                }
+                Some(renamed) => Ok(self
+                    .guard_result(
+                        principal,
+                        &route.entry.qualified,
+                        self.brought_in(&route.entry),
+                        renamed,
+                    )
+                    .await),
                 None => Err(mcp_upstream::ModuleError::Protocol {
                     module: route.entry.module_name.clone(),
                     reason: format!("{method} answered with something that is not JSON"),
@@ -269,6 +273,15 @@ impl Gateway {
                 self.tasks.forget(handle);
                 return Err(unknown(handle));
             }
+            // A module's own error is the task's answer too (it may echo what it read).
+            Err(e @ mcp_upstream::ModuleError::Rpc { .. }) => Err(self
+                .guard_error(
+                    &principal.caller,
+                    &route.entry.qualified,
+                    self.brought_in(&route.entry),
+                    renamed_error(e, &route.upstream, handle),
+                )
+                .await),
             Err(e) => Err(renamed_error(e, &route.upstream, handle)),
         };
         crate::catalog::passed_on(&format!("task {handle}"), Some(answered))

@@ -64,6 +64,11 @@ struct FindingLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HeldLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct NotifyLabels {
     sink: String,
     outcome: &'static str,
@@ -113,6 +118,7 @@ pub struct Metrics {
     quarantined: Family<ModuleLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
     findings: Family<FindingLabels, Counter>,
+    held_results: Family<HeldLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
     notifications: Family<NotifyLabels, Counter>,
     notices_dropped: Counter,
@@ -167,6 +173,7 @@ impl Metrics {
             trace_spans_failed: Counter::default(),
             limited: Family::default(),
             findings: Family::default(),
+            held_results: Family::default(),
             reloads: Family::default(),
             sessions: Gauge::default(),
             streams: Gauge::default(),
@@ -255,6 +262,11 @@ impl Metrics {
             "content_findings",
             "What content scanning found in results, by kind and the action taken (counts, never values)",
             metrics.findings.clone(),
+        );
+        registry.register(
+            "held_results",
+            "Results held for a person (content action hold), by outcome: released or withheld",
+            metrics.held_results.clone(),
         );
         registry.register(
             "config_reloads",
@@ -353,6 +365,13 @@ impl Metrics {
         self.findings
             .get_or_create(&FindingLabels { kind, action })
             .inc_by(u64::from(count));
+    }
+
+    /// A result held for a person was `outcome` (`released`, `withheld`).
+    pub fn held_result(&self, outcome: &'static str) {
+        self.held_results
+            .get_or_create(&HeldLabels { outcome })
+            .inc();
     }
 
     /// A request refused by `limit`.

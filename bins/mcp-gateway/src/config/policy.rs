@@ -159,6 +159,13 @@ pub(crate) struct ContentConfig {
         skip_serializing_if = "Option::is_none"
     )]
     pub(crate) max_scan_bytes: Option<usize>,
+    /// How long a result held for a person waits before it is withheld (default 10m).
+    #[serde(
+        default,
+        with = "duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) hold_for: Option<Duration>,
     /// The action per kind (`secret = "redact"`); a kind not named keeps its default.
     #[serde(flatten)]
     pub(crate) actions: std::collections::BTreeMap<String, String>,
@@ -181,7 +188,7 @@ impl ContentConfig {
             };
             let Some(action) = gating_core::FindingAction::from_label(action) else {
                 bail!(
-                    "[content] {}: the action must be \"off\", \"redact\", \"label\" or \"block\", not {action:?}",
+                    "[content] {}: the action must be \"off\", \"redact\", \"label\", \"hold\" or \"block\", not {action:?}",
                     kind.label()
                 );
             };
@@ -192,6 +199,12 @@ impl ContentConfig {
                 bail!("[content] max_scan_bytes must be at least 1KiB");
             }
             policy.max_scan_bytes = max;
+        }
+        if let Some(hold_for) = self.hold_for {
+            if !(Duration::from_secs(10)..=Duration::from_secs(24 * 3600)).contains(&hold_for) {
+                bail!("[content] hold_for must be between 10s and 24h");
+            }
+            policy.hold_for = hold_for;
         }
         Ok(policy)
     }

@@ -252,7 +252,12 @@ fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
             "a prefix ending in one '*'",
         ),
         ("[content]\nsecrets = \"redact\"", "not a kind of finding"),
-        ("[content]\nsecret = \"hold\"", "the action must be"),
+        ("[content]\nsecret = \"quarantine\"", "the action must be"),
+        (
+            "[content]\ncard = \"hold\"\nhold_for = \"1s\"",
+            "between 10s and 24h",
+        ),
+        ("[content]\nhold_for = \"2d\"", "between 10s and 24h"),
         ("[content]\nmax_scan_bytes = 10", "at least 1KiB"),
     ];
     for (text, expected) in cases {

@@ -169,27 +169,8 @@ async fn the_everything_servers_task_tool_runs_as_a_task_through_the_gateway_for
 
 /// The id of alice's first pending confirmation, once there is one.
 async fn pending_confirmation(base: &str) -> String {
-    let auth = format!("Bearer {}", super::HUMAN);
-    for _ in 0..300 {
-        let (_, _, listed) = super::http(
-            "GET",
-            &format!("{base}/v1/mcp/elicitations"),
-            &[("authorization", &auth)],
-            None,
-        )
-        .await;
-        let pending = listed["elicitations"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|e| e["status"] == "pending")
-            .and_then(|e| e["id"].as_str());
-        if let Some(id) = pending {
-            return id.to_owned();
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("no confirmation was held within 30 s");
+    let pending = super::pending_elicitation(base).await;
+    pending["id"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

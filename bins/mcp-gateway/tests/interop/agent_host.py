@@ -1,6 +1,7 @@
-"""What the agent-host drivers (claude_code.py, codex.py, gemini.py) share: reading the
-confirmation a held result names, however the host shows a tool result to its model, and
-the person answering it over the gateway's REST API."""
+"""What the agent-host drivers (claude_code.py, claude_trifecta.py, codex.py, gemini.py)
+share: reading the confirmation a held result names, however the host shows a tool result to
+its model, the person answering it over the gateway's REST API, and the Messages API's
+streamed answer and tool results (Claude Code's)."""
 
 import json
 import threading
@@ -75,3 +76,48 @@ def report(run, **seen):
     """The one JSON line a driver prints: what it saw, and how the host ended."""
     print(json.dumps(dict(seen, exit=run.returncode,
                           stdout=run.stdout[-2000:], stderr=run.stderr[-2000:])))
+
+
+def tool_results(body):
+    """The tool_result blocks of the last user message, as text."""
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return []
+    content = messages[-1].get("content")
+    if not isinstance(content, list):
+        return []
+    out = []
+    for block in content:
+        if block.get("type") != "tool_result":
+            continue
+        inner = block.get("content")
+        if isinstance(inner, list):
+            inner = " ".join(b.get("text", "") for b in inner if isinstance(b, dict))
+        out.append(str(inner))
+    return out
+
+
+def events(blocks, stop_reason):
+    """A streamed Messages API answer with these content blocks."""
+    yield "message_start", {"type": "message_start", "message": {
+        "id": "msg_scripted", "type": "message", "role": "assistant", "model": "claude-scripted",
+        "content": [], "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 10, "output_tokens": 1}}}
+    for index, block in enumerate(blocks):
+        if block["type"] == "text":
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "text", "text": ""}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "text_delta", "text": block["text"]}}
+        else:
+            yield "content_block_start", {"type": "content_block_start", "index": index,
+                                          "content_block": {"type": "tool_use", "id": block["id"],
+                                                            "name": block["name"], "input": {}}}
+            yield "content_block_delta", {"type": "content_block_delta", "index": index,
+                                          "delta": {"type": "input_json_delta",
+                                                    "partial_json": json.dumps(block["input"])}}
+        yield "content_block_stop", {"type": "content_block_stop", "index": index}
+    yield "message_delta", {"type": "message_delta",
+                            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                            "usage": {"output_tokens": 5}}
+    yield "message_stop", {"type": "message_stop"}

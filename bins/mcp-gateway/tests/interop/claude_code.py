@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from agent_host import ScriptedModel, held_id, report, respond, serve
+from agent_host import ScriptedModel, events, held_id, report, respond, serve, tool_results
 
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
 prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
@@ -46,25 +46,6 @@ approved = []
 asked = []
 
 
-def tool_results(body):
-    """The tool_result blocks of the last user message, as text."""
-    messages = body.get("messages") or []
-    if not messages or messages[-1].get("role") != "user":
-        return []
-    content = messages[-1].get("content")
-    if not isinstance(content, list):
-        return []
-    out = []
-    for block in content:
-        if block.get("type") != "tool_result":
-            continue
-        inner = block.get("content")
-        if isinstance(inner, list):
-            inner = " ".join(b.get("text", "") for b in inner if isinstance(b, dict))
-        out.append(str(inner))
-    return out
-
-
 def approve(eid):
     """The person answers the confirmation over the REST API: approves it, or with
     `decline` declines it with a note."""
@@ -77,32 +58,6 @@ def approve(eid):
         answer = {"confirmed": True}
     respond(base, human_token, eid, answer)
     approved.append(eid)
-
-
-def events(blocks, stop_reason):
-    """A streamed Messages API answer with these content blocks."""
-    yield "message_start", {"type": "message_start", "message": {
-        "id": "msg_scripted", "type": "message", "role": "assistant", "model": "claude-scripted",
-        "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 1}}}
-    for index, block in enumerate(blocks):
-        if block["type"] == "text":
-            yield "content_block_start", {"type": "content_block_start", "index": index,
-                                          "content_block": {"type": "text", "text": ""}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "text_delta", "text": block["text"]}}
-        else:
-            yield "content_block_start", {"type": "content_block_start", "index": index,
-                                          "content_block": {"type": "tool_use", "id": block["id"],
-                                                            "name": block["name"], "input": {}}}
-            yield "content_block_delta", {"type": "content_block_delta", "index": index,
-                                          "delta": {"type": "input_json_delta",
-                                                    "partial_json": json.dumps(block["input"])}}
-        yield "content_block_stop", {"type": "content_block_stop", "index": index}
-    yield "message_delta", {"type": "message_delta",
-                            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                            "usage": {"output_tokens": 5}}
-    yield "message_stop", {"type": "message_stop"}
 
 
 def person_answers():

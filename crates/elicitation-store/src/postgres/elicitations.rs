@@ -395,9 +395,17 @@ impl ElicitationStore for PostgresStore {
                     .query(&statement, &[&now, &EXPIRE_BATCH])
                     .await
                     .map_err(map_db_error)?;
-                // Ended sessions past their expiry are forgotten on the same tick.
+                // Ended sessions past their expiry are forgotten on the same tick, and so
+                // are flows older than the longest window.
                 if let Err(e) = client.query_one(sql::FORGET_ENDED_SESSIONS, &[]).await {
                     tracing::debug!(error = %e, "ended sessions could not be forgotten; retrying on the next sweep");
+                }
+                let old = now - crate::flows::MAX_FLOW_WINDOW;
+                if let Err(e) = client
+                    .query_one(sql::FORGET_OLD_FLOWS, &[&old, &EXPIRE_BATCH])
+                    .await
+                {
+                    tracing::debug!(error = %e, "old flows could not be forgotten; retrying on the next sweep");
                 }
                 Ok(rows)
             })

@@ -473,3 +473,53 @@ pub(super) const REFRESH_ACCOUNT: &str = concat!(
 
 /// Forgets an account still at a version: `$1` subject, `$2` tenant, `$3` module, `$4` version.
 pub(super) const REMOVE_ACCOUNT_AT: &str = "DELETE FROM mcp_accounts WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text AND module = $3 AND version = $4 RETURNING id";
+
+/// The newest row of each key of a caller's flow (`$1` subject, `$2` tenant): a label's
+/// tool, or a seen secret's fingerprint, ranked per kind from the newest (`n`).
+macro_rules! flow_keys {
+    () => {
+        "SELECT id, kind, tool, fingerprint, at, \
+         row_number() OVER (PARTITION BY kind ORDER BY at DESC, id DESC) AS n FROM (\
+         SELECT DISTINCT ON (kind, CASE WHEN kind = 'seen' THEN encode(fingerprint, 'hex') ELSE tool END) \
+         id, kind, tool, fingerprint, at FROM mcp_flows \
+         WHERE caller_subject = $1 AND caller_tenant IS NOT DISTINCT FROM $2::text"
+    };
+}
+
+/// The end of [`flow_keys`]: the newest row of each key first.
+macro_rules! flow_keys_end {
+    () => {
+        " ORDER BY kind, CASE WHEN kind = 'seen' THEN encode(fingerprint, 'hex') ELSE tool END, at DESC, id DESC) k"
+    };
+}
+
+/// Adds to a caller's flow (`$1` subject, `$2` tenant): `$3` tool at `$4`, one row per
+/// `$5` kind (a label's name, or `seen` with its `$6` fingerprint); then keeps of each kind
+/// written only the newest row of each of the newest `$7` tools (labels) or `$8`
+/// fingerprints (seen), as a flow in memory keeps them. The rows written here are not seen
+/// by the trim (one snapshot), so they always stay.
+pub(super) const RECORD_FLOW: &str = concat!(
+    "WITH added AS (\
+     INSERT INTO mcp_flows (caller_subject, caller_tenant, tool, at, kind, fingerprint) \
+     SELECT $1, $2::text, $3, $4, k.kind, k.fingerprint \
+     FROM unnest($5::text[], $6::bytea[]) AS k(kind, fingerprint) RETURNING kind) \
+     DELETE FROM mcp_flows f WHERE f.caller_subject = $1 AND f.caller_tenant IS NOT DISTINCT FROM $2::text \
+     AND f.kind IN (SELECT DISTINCT kind FROM added) \
+     AND f.id NOT IN (SELECT r.id FROM (",
+    flow_keys!(),
+    flow_keys_end!(),
+    ") r WHERE r.n <= CASE WHEN r.kind = 'seen' THEN $8::bigint ELSE $7::bigint END)"
+);
+
+/// A caller's flow (`$1` subject, `$2` tenant) since `$3`: of each kind the newest row of
+/// each of the newest `$4` tools (labels) or `$5` fingerprints (seen).
+pub(super) const READ_FLOW: &str = concat!(
+    "SELECT kind, tool, fingerprint, at FROM (",
+    flow_keys!(),
+    " AND at >= $3",
+    flow_keys_end!(),
+    ") r WHERE n <= CASE WHEN kind = 'seen' THEN $5::bigint ELSE $4::bigint END"
+);
+
+/// Erases flow rows older than `$1` (the longest window ago), at most `$2` a call.
+pub(super) const FORGET_OLD_FLOWS: &str = "SELECT mcp_forget_old_flows($1, $2)";

@@ -2595,3 +2595,48 @@ async fn the_store_connects_over_tls_to_a_server_with_a_certificate_made_now() {
     ));
     assert!(PostgresStore::connect(options).await.is_err());
 }
+
+/// The sweeper's function reads every caller's flows, so it cannot be told to erase young
+/// ones: a writer (or an instance whose clock runs days fast) asking it to forget everything
+/// before tomorrow erases only what is older than the longest window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forgetting_old_flows_never_erases_a_flow_within_the_longest_window() {
+    use crate::{FlowStore, FlowTouch};
+    use gating_core::{FlowLabel, FlowLabels};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let keys = key_spec(&[("k1", 1)]);
+    let store = store_on(&db, &keys, clock.clone(), Setup::default(), 2).await;
+    let now = start_time();
+    for (tool, at) in [
+        ("web__old", now - Duration::days(8)),
+        ("web__new", now - Duration::hours(1)),
+    ] {
+        let touch = FlowTouch {
+            tool,
+            labels: FlowLabels::of([FlowLabel::Untrusted]),
+            seen: &[],
+            at,
+        };
+        store.record_flow(&alice(), touch).await.unwrap();
+    }
+    let writer = db.writer().await;
+    let erased: i64 = writer
+        .query_one(
+            "SELECT mcp_forget_old_flows(now() + interval '1 day', 1000)",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(erased, 1, "only the row older than 7 days");
+    let flow = store
+        .flow(&alice(), now - Duration::days(30))
+        .await
+        .unwrap();
+    let sources: Vec<&str> = flow
+        .sources(FlowLabel::Untrusted)
+        .map(|t| t.tool.as_str())
+        .collect();
+    assert_eq!(sources, ["web__new"]);
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use elicitation_store::{MemoryStore, Store};
-use gating_core::GatePolicy;
+use gating_core::{ContentPolicy, FindingAction, FindingKind, GatePolicy};
 use mcp_gate::{CallOutcome, Gateway};
 use mcp_upstream::inproc::{InProcessModule, InProcessTool, text_result};
 use mcp_upstream::registry::{ModuleSpec, Registry};
@@ -147,7 +147,7 @@ async fn a_phrase_around_a_key_does_not_shelter_it() {
 #[tokio::test]
 async fn a_key_in_a_resource_or_a_prompt_reaches_the_agent_redacted() {
     let gateway = gateway().await;
-    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    let alice = agent("alice");
     let read = gateway
         .read_resource(
             &alice,
@@ -229,4 +229,119 @@ async fn a_definitions_instructions_to_the_model_are_withheld_where_the_policy_b
             listed[0]
         );
     }
+}
+
+const CARD: &str = "4111 1111 1111 1111";
+
+/// A gateway whose `db__card` answers with a card number, held for a person for `hold_for`,
+/// and its store.
+async fn holding(hold_for: std::time::Duration) -> (Arc<Gateway>, Arc<dyn Store>) {
+    let module = InProcessModule::new(
+        "db",
+        vec![InProcessTool::new(read_only("card"), |_| {
+            Ok(text_result(&format!("card on file: {CARD}"), false))
+        })],
+    );
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "db".into(),
+        prefix: "db".into(),
+        trust_annotations: true,
+        module: Arc::new(module),
+    }])
+    .await
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let mut content = ContentPolicy::default().with(FindingKind::Card, FindingAction::Hold);
+    content.hold_for = hold_for;
+    let policy = GatePolicy::default().with_content(content);
+    let gateway = Gateway::new(registry, store.clone(), policy, true);
+    (Arc::new(gateway), store)
+}
+
+/// The question a held result put to alice, once it is there.
+async fn question(store: &Arc<dyn Store>) -> elicitation_store::StoredElicitation {
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    for _ in 0..500 {
+        if let Some(Ok(asked)) = store.pending(&alice, 10).await.unwrap().into_iter().next() {
+            return asked;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("no question was put to a person");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_result_waits_for_a_person_who_releases_it_after_every_internal_timeout() {
+    let (gateway, store) = holding(std::time::Duration::from_secs(600)).await;
+    let calling = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move { result(call(&gateway, "db__card").await) })
+    };
+    let asked = question(&store).await;
+    let message = asked.elicitation.spec.message();
+    assert!(
+        message.contains("db__card") && message.contains("card"),
+        "{message}"
+    );
+    assert!(
+        !message.contains(CARD),
+        "the person is asked, not shown the value: {message}"
+    );
+    // A slow person: past the store's operation limit (10 s), the longest wait inside.
+    tokio::time::sleep(std::time::Duration::from_secs(11)).await;
+    assert!(!calling.is_finished(), "the result waited for the person");
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    store
+        .respond(
+            &alice,
+            asked.elicitation.id,
+            json!({"choice": mcp_gate::RELEASE}),
+        )
+        .await
+        .unwrap();
+    let seen = calling.await.unwrap();
+    assert_eq!(
+        seen["content"][0]["text"],
+        format!("card on file: {CARD}"),
+        "{seen}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_result_withheld_or_unanswered_never_reaches_the_agent() {
+    let (gateway, store) = holding(std::time::Duration::from_secs(600)).await;
+    let calling = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move { result(call(&gateway, "db__card").await) })
+    };
+    let asked = question(&store).await;
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    // An answer that is neither choice is refused; the result still waits.
+    assert!(
+        store
+            .respond(&alice, asked.elicitation.id, json!({"choice": "show me"}))
+            .await
+            .is_ok_and(|o| o != elicitation_core::RespondOutcome::Recorded)
+    );
+    store
+        .respond(
+            &alice,
+            asked.elicitation.id,
+            json!({"choice": mcp_gate::WITHHOLD}),
+        )
+        .await
+        .unwrap();
+    let seen = calling.await.unwrap();
+    assert_eq!(seen["isError"], true, "{seen}");
+    assert!(!seen.to_string().contains(CARD), "{seen}");
+    assert!(seen.to_string().contains("A person withheld"), "{seen}");
+
+    // No one answers before the hold ends: withheld, and the question withdrawn.
+    let (gateway, store) = holding(std::time::Duration::from_secs(1)).await;
+    let seen = result(call(&gateway, "db__card").await);
+    assert!(!seen.to_string().contains(CARD), "{seen}");
+    assert!(seen.to_string().contains("No one released"), "{seen}");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert!(store.pending(&alice, 10).await.unwrap().is_empty());
 }

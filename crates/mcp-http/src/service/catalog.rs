@@ -66,7 +66,7 @@ impl McpService {
             "prompts/get" => match request.params_as::<CallToolParams>() {
                 Ok(params) => snap
                     .gateway
-                    .get_prompt(&principal.caller, params)
+                    .get_prompt(principal, params)
                     .await
                     .map(|r| (r, false))
                     .map_err(McpError::from),
@@ -75,7 +75,7 @@ impl McpService {
             "resources/read" => match request.params_as::<ForwardParams>() {
                 Ok(params) => snap
                     .gateway
-                    .read_resource(&principal.caller, params)
+                    .read_resource(principal, params)
                     .await
                     .map(|r| (r, true))
                     .map_err(McpError::from),
@@ -84,7 +84,7 @@ impl McpService {
             _ => match request.params_as::<ForwardParams>() {
                 Ok(params) => snap
                     .gateway
-                    .complete(&principal.caller, params)
+                    .complete(principal, params)
                     .await
                     .map(|r| (r, false))
                     .map_err(McpError::from),

@@ -350,10 +350,12 @@ async fn every_hold_and_refusal_of_the_gate_reaches_the_postgres_audit_table() {
             Some("ok".to_owned())
         )
     );
+    // The tool is open-world (no hints say otherwise): it sends data out, so its caller's
+    // flow is read to judge it, and it brings untrusted content in, so the flow records it.
     assert_eq!(
         store.round_trips() - before,
-        2,
-        "a confirmed call costs one database round trip before it runs, and its outcome one after"
+        4,
+        "a confirmed call costs its flow's read and its redemption before it runs, its mark on the flow and its outcome after"
     );
 
     let rows = admin
