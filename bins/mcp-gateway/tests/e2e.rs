@@ -2068,6 +2068,86 @@ async fn an_http_modules_list_change_reaches_a_session_stream_and_the_new_tool_i
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The browser script `script` (tests/browser) against `gateway`: its base URL, the person's
+/// and the agent's tokens, the scene's sandbox, where its screenshot `shot` goes
+/// (target/browser) and the service's token.
+fn browser_page(script: &str, gateway: &Gateway, scene: &Scene, shot: &str) -> Command {
+    let shots = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/browser"));
+    std::fs::create_dir_all(&shots).unwrap();
+    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
+    command
+        .arg(format!(
+            "{}/tests/browser/{script}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg(&gateway.base)
+        .args([HUMAN, AGENT])
+        .arg(&scene.sandbox)
+        .arg(shots.join(shot))
+        .arg(SERVICE);
+    command
+}
+
+/// Issue 50, items 5 and 6: the approvals page at a phone's width (390 px) in headless
+/// Chromium — approve, decline with a note, approve and allow the tool — with nothing wider
+/// than the screen; and a held call shows what changed since the last call of the same tool
+/// a person approved, as an inert diff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_answers_on_a_phone_and_sees_what_changed_since_the_last_approval() {
+    let scene = Scene::new("browser-phone", "[store]\nkind = \"memory\"");
+    let gateway = Gateway::start(&scene.config).await;
+    let command = browser_page(
+        "approvals_phone_browser.py",
+        &gateway,
+        &scene,
+        "approvals-phone.png",
+    );
+    let seen = run_client(command, "the phone browser").await;
+    for measured in seen["measures"].as_array().unwrap() {
+        assert!(
+            measured["scroll"].as_u64().unwrap() <= 390,
+            "nothing wider than the screen: {seen}"
+        );
+        assert_eq!(measured["outside"], 0, "every button on the screen: {seen}");
+    }
+    // Nothing approved before: nothing to compare with.
+    assert_eq!(seen["first_since"], 0, "{seen}");
+    assert_ne!(seen["first_call"]["isError"], true, "{seen}");
+    // The second call shows what changed since the first was approved, line by line.
+    assert!(
+        seen["since_text"]
+            .as_str()
+            .unwrap()
+            .contains("Changed since the last call of this tool a person approved"),
+        "{seen}"
+    );
+    let removed = seen["since_removed"].to_string();
+    let added = seen["since_added"].to_string();
+    assert!(
+        removed.contains("first version") && !removed.contains("phone.txt"),
+        "{seen}"
+    );
+    assert!(
+        added.contains("second version") && !added.contains("phone.txt"),
+        "{seen}"
+    );
+    assert_eq!(
+        seen["declined_call"]["structuredContent"]["note"], "keep the first version",
+        "{seen}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(scene.file("phone.txt")).unwrap(),
+        "first version of the notes"
+    );
+    assert_ne!(seen["granted_call"]["isError"], true, "{seen}");
+    assert_ne!(
+        seen["after_grant"]["structuredContent"]["elicitation_required"], true,
+        "the grant made on the phone covers the next call: {seen}"
+    );
+    gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&scene.dir);
+}
+
 /// The approvals page in headless Chromium (Debian's package, driven by Playwright for
 /// Python): sign-in, a held `write_file` of the real filesystem server appearing without a
 /// reload, Approve (the re-call runs once), Decline, hostile arguments inert, a cross-site
@@ -2076,19 +2156,7 @@ async fn an_http_modules_list_change_reaches_a_session_stream_and_the_new_tool_i
 async fn a_person_approves_and_declines_in_a_real_browser() {
     let scene = Scene::new("browser", "[store]\nkind = \"memory\"");
     let gateway = Gateway::start(&scene.config).await;
-    let shot = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/browser"));
-    std::fs::create_dir_all(&shot).unwrap();
-    let mut command = Command::new(env_or_panic("MCP_INTEROP_PYTHON"));
-    command
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/browser/approvals_browser.py"
-        ))
-        .arg(&gateway.base)
-        .args([HUMAN, AGENT])
-        .arg(&scene.sandbox)
-        .arg(shot.join("approvals.png"))
-        .arg(SERVICE);
+    let command = browser_page("approvals_browser.py", &gateway, &scene, "approvals.png");
     let seen = run_client(command, "the browser").await;
     assert_eq!(seen["signed_in"], true, "{seen}");
     let arguments = seen["arguments_text"].as_str().unwrap();

@@ -259,6 +259,9 @@ pub(crate) struct Item {
     pub(crate) owner: Option<String>,
     /// Whether this person may answer it (`false`: it waits for another group's member).
     pub(crate) answerable: bool,
+    /// When the last call of the same tool by the same caller that a person approved was
+    /// answered, and its arguments (a held call's; `None`: none among its recent ones).
+    pub(crate) last_approved: Option<(String, Value)>,
 }
 
 /// A string field of a grant's, a change's or an audit event's JSON view.
@@ -305,6 +308,9 @@ fn pending_item(
             "<details open><summary>Arguments</summary><pre>{}</pre></details>",
             lines.join("\n")
         );
+        if let Some((at, before)) = &item.last_approved {
+            since_last(&mut out, at, before, arguments);
+        }
     }
     if let Some(error) = error {
         out.push_str("<div class=\"error\" role=\"alert\"><ul>");
@@ -349,6 +355,37 @@ fn pending_item(
         "</form><form method=\"post\" action=\"/approvals/{id}/cancel\" class=\"cancel\">{hidden}<button type=\"submit\">Cancel</button></form></article>"
     );
     out
+}
+
+/// How a held call's `arguments` differ from `before`, those of the last call of the same
+/// tool by the same caller a person approved (at `at`): a line diff of their JSON, every line
+/// inert text.
+fn since_last(out: &mut String, at: &str, before: &Value, arguments: &Value) {
+    let old = serde_json::to_string_pretty(before).unwrap_or_default();
+    let new = serde_json::to_string_pretty(arguments).unwrap_or_default();
+    let at = escape(at);
+    if old == new {
+        let _ = write!(
+            out,
+            "<p class=\"since unchanged\">The same arguments as the last call of this tool a person approved ({at}).</p>"
+        );
+        return;
+    }
+    let old: Vec<&str> = old.lines().collect();
+    let new: Vec<&str> = new.lines().collect();
+    let _ = write!(
+        out,
+        "<details open class=\"since\"><summary>Changed since the last call of this tool a person approved ({at})</summary><pre class=\"diff\">"
+    );
+    for line in crate::diff::lines(&old, &new) {
+        let (class, mark, text) = match line {
+            crate::diff::Line::Kept(l) => ("kept", ' ', l),
+            crate::diff::Line::Removed(l) => ("removed", '-', l),
+            crate::diff::Line::Added(l) => ("added", '+', l),
+        };
+        let _ = writeln!(out, "<span class=\"{class}\">{mark} {}</span>", shown(text));
+    }
+    out.push_str("</pre></details>");
 }
 
 /// What is asked, for whom, of which type, the time left, and the message.
@@ -432,7 +469,7 @@ fn grants_section(out: &mut String, grants: &[Value], csrf: &str) {
         out.push_str("<p class=\"empty\">No standing grants.</p></section>");
         return;
     }
-    out.push_str("<table><thead><tr><th>Tool</th><th>Covers</th><th>Uses left</th><th>Until</th><th>Granted by</th><th></th></tr></thead><tbody>");
+    out.push_str("<table class=\"grants\"><thead><tr><th>Tool</th><th>Covers</th><th>Uses left</th><th>Until</th><th>Granted by</th><th></th></tr></thead><tbody>");
     for grant in grants {
         let id = escape(text(grant, "id"));
         let covers = match (
@@ -455,7 +492,7 @@ fn grants_section(out: &mut String, grants: &[Value], csrf: &str) {
             .map_or_else(|| "any".to_owned(), |n| n.to_string());
         let _ = write!(
             out,
-            "<tr id=\"grant-{id}\"><td><code>{}</code>{owner}</td><td>{covers}</td><td>{}</td><td>{}</td><td>{}</td><td><form method=\"post\" action=\"/approvals/grants/{id}/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"revoke\">Revoke</button></form></td></tr>",
+            "<tr id=\"grant-{id}\"><td data-label=\"Tool\"><code>{}</code>{owner}</td><td data-label=\"Covers\">{covers}</td><td data-label=\"Uses left\">{}</td><td data-label=\"Until\">{}</td><td data-label=\"Granted by\">{}</td><td><form method=\"post\" action=\"/approvals/grants/{id}/revoke\"><input type=\"hidden\" name=\"csrf\" value=\"{}\"><button type=\"submit\" class=\"revoke\">Revoke</button></form></td></tr>",
             shown(text(grant, "tool")),
             escape(&left),
             escape(text(grant, "expires_at")),
@@ -815,6 +852,7 @@ mod tests {
             view: held(hostile, hostile, serde_json::json!({"path": hostile}), None),
             owner: Some(hostile.to_owned()),
             answerable: true,
+            last_approved: None,
         };
         let grant_for = vec!["15m".to_owned()];
         let page = page(
@@ -841,6 +879,60 @@ mod tests {
     }
 
     #[test]
+    fn what_changed_since_the_last_approved_call_is_an_inert_diff() {
+        let hostile = "<img src=x onerror=alert(1)>\u{202e}exe";
+        let now = serde_json::json!({"path": "/srv/a", "content": hostile});
+        let render = |before: serde_json::Value| {
+            let item = Item {
+                view: held("fs__write_file", "Write?", now.clone(), None),
+                owner: None,
+                answerable: true,
+                last_approved: Some(("2026-12-05T10:00:00Z".to_owned(), before)),
+            };
+            let grant_for = vec!["15m".to_owned()];
+            let page = page(
+                &frame(&grant_for),
+                &[item],
+                &[],
+                &[],
+                None,
+                time::OffsetDateTime::now_utc(),
+            );
+            page[page.find("<body>").unwrap()..].to_owned()
+        };
+        let body = render(serde_json::json!({"path": "/srv/a", "content": "plain"}));
+        for raw in ["<img", "\u{202e}"] {
+            assert!(!body.contains(raw), "{raw} in {body}");
+        }
+        assert!(
+            body.contains(
+                "Changed since the last call of this tool a person approved (2026-12-05T10:00:00Z)"
+            ),
+            "{body}"
+        );
+        assert!(
+            body.contains(
+                "<span class=\"removed\">-   &quot;content&quot;: &quot;plain&quot;</span>"
+            ),
+            "{body}"
+        );
+        assert!(
+            body.contains("<span class=\"added\">+   &quot;content&quot;: &quot;&lt;img"),
+            "{body}"
+        );
+        assert!(
+            body.contains("<span class=\"kept\">    &quot;path&quot;: &quot;/srv/a&quot;,</span>"),
+            "{body}"
+        );
+        let same = render(now.clone());
+        assert!(
+            same.contains("The same arguments as the last call of this tool a person approved"),
+            "{same}"
+        );
+        assert!(!same.contains("class=\"diff\""), "{same}");
+    }
+
+    #[test]
     fn a_call_another_group_approves_shows_whom_it_waits_for_and_no_answers() {
         let item = Item {
             view: held(
@@ -851,6 +943,7 @@ mod tests {
             ),
             owner: None,
             answerable: false,
+            last_approved: None,
         };
         let page = page(
             &frame(&[]),

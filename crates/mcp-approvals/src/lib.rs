@@ -270,8 +270,10 @@ async fn waiting_for(
             view: ElicitationView::of(&stored),
             owner: None,
             answerable: may_answer(&principal.caller, &stored),
+            last_approved: None,
         })
         .collect();
+    let mut owners: Vec<elicitation_store::Caller> = vec![principal.caller.clone(); items.len()];
     if let Some(approver) = principal.approver() {
         for (owner, stored) in store
             .approver_pending(&approver, elicitation_store::MAX_LIST_LIMIT)
@@ -287,11 +289,65 @@ async fn waiting_for(
                     None => owner.subject_id().to_owned(),
                 }),
                 answerable: may_answer(&owner, &stored),
+                last_approved: None,
             });
+            owners.push(owner);
         }
-        items.sort_by(|a, b| b.view.created_at.cmp(&a.view.created_at));
     }
+    since_last_approved(store, &mut items, &owners).await;
+    items.sort_by(|a, b| b.view.created_at.cmp(&a.view.created_at));
     Ok(items)
+}
+
+/// Most callers whose recent confirmations one page reads to show what changed.
+const MAX_CALLERS_COMPARED: usize = 16;
+/// How many of a caller's recent approved confirmations are looked through.
+const RECENT_APPROVED: usize = 100;
+
+/// For each held call the person may answer, the arguments of the last call of the same tool
+/// by the same caller that a person approved (among its recent ones): what changed since is
+/// shown beside it. A store that cannot be read leaves the comparison out.
+async fn since_last_approved(
+    store: &dyn elicitation_store::ElicitationStore,
+    items: &mut [html::Item],
+    owners: &[elicitation_store::Caller],
+) {
+    let mut approved: Vec<(elicitation_store::Caller, Vec<ElicitationView>)> = Vec::new();
+    for (item, owner) in items.iter_mut().zip(owners) {
+        let (Some(tool), true) = (&item.view.tool, item.answerable) else {
+            continue;
+        };
+        if !approved.iter().any(|(c, _)| c == owner) {
+            if approved.len() >= MAX_CALLERS_COMPARED {
+                continue;
+            }
+            let query = ListQuery {
+                status: Some(elicitation_store::ElicitationStatus::Responded),
+                limit: RECENT_APPROVED,
+            };
+            let views = match store.list(owner, query).await {
+                Ok(listed) => listed
+                    .into_iter()
+                    .filter_map(Result::ok)
+                    .filter(|s| s.elicitation.confirmation_state() == Some(true))
+                    .map(|s| ElicitationView::of(&s))
+                    .collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read a caller's approved calls for the approvals page");
+                    Vec::new()
+                }
+            };
+            approved.push((owner.clone(), views));
+        }
+        let Some((_, views)) = approved.iter().find(|(c, _)| c == owner) else {
+            continue;
+        };
+        // Newest first: the first of the same tool is the last one approved.
+        item.last_approved = views
+            .iter()
+            .find(|v| v.tool.as_ref() == Some(tool) && v.id != item.view.id)
+            .and_then(|v| Some((v.responded_at.clone()?, v.arguments.clone()?)));
+    }
 }
 
 /// A short fingerprint of a list of ids (which pending elicitations a page shows).

@@ -118,12 +118,15 @@ impl Page {
         };
         let (pending, history) = if status == ElicitationStatus::Pending {
             // Answerable here: the store refuses what this person may not answer.
-            let item = html::Item {
+            let mut items = vec![html::Item {
                 view,
                 owner: None,
                 answerable: true,
-            };
-            (vec![item], Vec::new())
+                last_approved: None,
+            }];
+            let owner = [principal.caller.clone()];
+            crate::since_last_approved(store.as_ref(), &mut items, &owner).await;
+            (items, Vec::new())
         } else {
             (Vec::new(), vec![view])
         };
