@@ -110,8 +110,10 @@ impl Email {
                 format!("{what} waits for a person to answer it."),
             ),
         };
+        let since =
+            crate::since::since_line(event).map_or_else(String::new, |l| format!("\n\n{l}"));
         let body = format!(
-            "{opening}\n\n{}\n\nAgent's caller: {}\nExpires: {}\nAnswer it here (you will be asked to sign in): {}\n\nThis message was sent by the MCP gateway; opening the link answers nothing.\n",
+            "{opening}\n\n{}{since}\n\nAgent's caller: {}\nExpires: {}\nAnswer it here (you will be asked to sign in): {}\n\nThis message was sent by the MCP gateway; opening the link answers nothing.\n",
             text("message"),
             text("caller"),
             text("expires_at"),

@@ -15,6 +15,7 @@
 
 mod delivery;
 mod email;
+mod since;
 mod slack;
 mod webhook;
 
@@ -30,6 +31,7 @@ use time::format_description::well_known::Rfc3339;
 
 pub use delivery::Delivery;
 pub use email::{Email, SmtpTls};
+pub use since::with_since;
 pub use slack::{
     MAX_SKEW_SECONDS, Slack, SlackAction, SlackActions, SlackRefusal, SlackUser, slack_message,
     slack_signature,
@@ -269,6 +271,22 @@ impl Shared {
         {
             return (settled, Settle::Done);
         }
+        // A held call is told with what changed since the last call of its tool by its
+        // caller that a person approved (read once, for every sink).
+        let since = match &elicitation.call {
+            Some(call) if notice.event != NoticeEvent::Answered => {
+                self.last_approved(&notice.caller, &call.tool, elicitation.elicitation.id)
+                    .await
+            }
+            _ => None,
+        };
+        let body = |include_arguments: bool| {
+            let mut body = event_body(notice, elicitation, &self.page, include_arguments);
+            if let (Some((at, before)), Some(call)) = (&since, &elicitation.call) {
+                with_since(&mut body, *at, before, &call.arguments, include_arguments);
+            }
+            body
+        };
         let mut retry = false;
         for sink in &self.sinks {
             if settled.contains(&sink.name) || !sink.filter.matches(notice.event, elicitation) {
@@ -276,17 +294,14 @@ impl Shared {
             }
             let outcome = match &sink.kind {
                 SinkKind::Webhook(hook) => {
-                    let body = event_body(notice, elicitation, &self.page, hook.include_arguments);
+                    let body = body(hook.include_arguments);
                     hook.send(&self.http, &body, self.clock.now()).await
                 }
                 SinkKind::Slack(slack) => {
-                    let body = event_body(notice, elicitation, &self.page, slack.include_arguments);
+                    let body = body(slack.include_arguments);
                     slack.send(&self.http, &body, self.clock.now()).await
                 }
-                SinkKind::Email(mail) => {
-                    mail.send(&event_body(notice, elicitation, &self.page, false))
-                        .await
-                }
+                SinkKind::Email(mail) => mail.send(&body(false)).await,
             };
             match outcome {
                 Delivery::Delivered => {
@@ -352,6 +367,45 @@ pub fn page_of(page: &str, id: elicitation_core::ElicitationId) -> String {
 
 fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
+}
+
+/// How many of a caller's latest answered elicitations are looked through for the last
+/// approved call of a tool.
+const RECENT_ANSWERED: usize = 100;
+
+impl Shared {
+    /// When the last call of `tool` by `caller` that a person approved was answered, and its
+    /// arguments (among the caller's latest answered ones; `None`: none, or the store could
+    /// not be read — the notice goes without it).
+    async fn last_approved(
+        &self,
+        caller: &elicitation_store::Caller,
+        tool: &str,
+        not: elicitation_core::ElicitationId,
+    ) -> Option<(OffsetDateTime, Value)> {
+        let query = elicitation_store::ListQuery {
+            status: Some(ElicitationStatus::Responded),
+            limit: RECENT_ANSWERED,
+        };
+        let listed = match self.store.list(caller, query).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(error = %e, "a caller's approved calls could not be read for a notice; it goes without what changed");
+                return None;
+            }
+        };
+        // Newest first: the first approved call of the tool is the last one.
+        listed.into_iter().filter_map(Result::ok).find_map(|s| {
+            let call = s.call.as_ref()?;
+            let approved = call.tool == tool
+                && s.elicitation.id != not
+                && s.elicitation.confirmation_state() == Some(true);
+            if !approved {
+                return None;
+            }
+            Some((s.elicitation.responded_at?, call.arguments.clone()))
+        })
+    }
 }
 
 /// The event a sink is told: `{"event": "elicitation.<event>", "delivery", "at", "id",

@@ -111,15 +111,40 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
                             "text": plain("Decline", 75), "value": format!("decline:{id}")}),
         );
     }
+    let mut blocks = vec![
+        json!({"type": "header", "text": plain(&title, 150)}),
+        json!({"type": "section", "text": plain(text("message"), SECTION_TEXT)}),
+    ];
+    if let Some(line) = crate::since::since_line(event) {
+        // With the arguments sent, what each changed argument was before.
+        let before = event
+            .pointer("/since_last_approved/before")
+            .and_then(Value::as_object)
+            .map(|before| {
+                before
+                    .iter()
+                    .map(|(k, v)| format!("\n{k} was: {}", short(&v.to_string())))
+                    .collect::<String>()
+            })
+            .unwrap_or_default();
+        blocks.push(
+            json!({"type": "section", "text": plain(&format!("{line}{before}"), SECTION_TEXT)}),
+        );
+    }
+    blocks.push(json!({"type": "context", "elements": [plain(&context, 3000)]}));
+    blocks.push(json!({"type": "actions", "elements": actions}));
     json!({
         "text": format!("{title} (caller {})", text("caller")),
-        "blocks": [
-            {"type": "header", "text": plain(&title, 150)},
-            {"type": "section", "text": plain(text("message"), SECTION_TEXT)},
-            {"type": "context", "elements": [plain(&context, 3000)]},
-            {"type": "actions", "elements": actions}
-        ]
+        "blocks": blocks
     })
+}
+
+/// `text` cut to 300 characters (a value shown beside what changed).
+fn short(text: &str) -> String {
+    if text.chars().count() <= 300 {
+        return text.to_owned();
+    }
+    text.chars().take(300).collect::<String>() + "…"
 }
 
 impl Slack {

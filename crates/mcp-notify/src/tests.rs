@@ -686,3 +686,73 @@ fn slack_approves_only_what_its_message_shows() {
         .unwrap();
     assert!(!action.approve);
 }
+
+#[tokio::test]
+async fn a_held_call_is_told_with_what_changed_since_the_last_approved_one() {
+    let names_only = Receiver::start(&[]).await;
+    let with_values = Receiver::start(&[]).await;
+    let s = scene(vec![
+        hook(&names_only.url, false, waiting()),
+        Sink {
+            name: "values".into(),
+            ..hook(&with_values.url, true, waiting())
+        },
+    ]);
+    // Nothing approved yet: nothing to compare with.
+    let first = hold(
+        &s.store,
+        "fs__write_file",
+        json!({"path": "/srv/a", "content": "secret-one"}),
+        None,
+    )
+    .await;
+    s.notifier.tick().await.unwrap();
+    assert!(
+        names_only.got()[0]
+            .json()
+            .get("since_last_approved")
+            .is_none()
+    );
+    elicitation_store::ElicitationStore::respond(
+        &*s.store,
+        &alice(),
+        first,
+        json!({"confirmed": true}),
+    )
+    .await
+    .unwrap();
+    s.notifier.tick().await.unwrap();
+    hold(
+        &s.store,
+        "fs__write_file",
+        json!({"path": "/srv/a", "content": "secret-two", "mode": "append"}),
+        None,
+    )
+    .await;
+    s.notifier.tick().await.unwrap();
+    let told = names_only.got().last().unwrap().json();
+    let since = &told["since_last_approved"];
+    assert_eq!(since["changed"], json!(["content", "mode"]), "{told}");
+    assert!(since["approved_at"].is_string(), "{told}");
+    assert!(!told.to_string().contains("secret-"), "names only: {told}");
+    let told = with_values.got().last().unwrap().json();
+    assert_eq!(
+        told["since_last_approved"]["before"],
+        json!({"content": "secret-one", "mode": null}),
+        "{told}"
+    );
+    // As a person reads it, in Slack and e-mail.
+    assert_eq!(
+        crate::since::since_line(&told).unwrap(),
+        format!(
+            "Changed since the last call of this tool a person approved ({}): content, mode.",
+            since["approved_at"].as_str().unwrap()
+        )
+    );
+    let slack = crate::slack::slack_message(&told, true, time::OffsetDateTime::now_utc());
+    let shown = slack["blocks"].to_string();
+    assert!(
+        shown.contains("content, mode") && shown.contains("content was: \\\"secret-one\\\""),
+        "{shown}"
+    );
+}
