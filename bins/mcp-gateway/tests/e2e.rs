@@ -36,6 +36,8 @@ mod flow;
 mod https_modules;
 #[path = "e2e/import.rs"]
 mod import;
+#[path = "e2e/insights.rs"]
+mod insights;
 #[path = "e2e/modern_tasks.rs"]
 mod modern_tasks;
 #[path = "e2e/notifications.rs"]

@@ -13,6 +13,8 @@ pub mod body;
 pub mod ended;
 pub mod error;
 pub mod inflight;
+pub mod insights;
 pub mod live;
 pub mod response;
+pub mod suggest;
 pub mod views;

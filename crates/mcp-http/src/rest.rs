@@ -37,6 +37,8 @@ pub const GRANTS_PREFIX: &str = "/v1/mcp/grants";
 pub const CATALOG_PREFIX: &str = "/v1/catalog/changes";
 /// The audit trail's path.
 pub const AUDIT_PATH: &str = "/v1/audit";
+/// Decision insights, read from the audit trail.
+pub const INSIGHTS_PATH: &str = "/v1/insights";
 /// Default and largest page of a listing.
 const DEFAULT_LIMIT: usize = 100;
 
@@ -288,6 +290,40 @@ pub async fn audit(
         .audit_events(&principal.caller, &query)
         .await?;
     Ok((page, format))
+}
+
+/// `GET /v1/insights[?days=N]`: per tool and caller of the reader's tenant, over the last
+/// `days` (7), the questions asked, approved, declined and expired, the time people took to
+/// answer, and the identical calls asked about again (`mcp_http_kit::insights`). Scope
+/// `audit:read`.
+pub async fn insights(
+    gateway: &Gateway,
+    principal: &Principal,
+    method: &http::Method,
+    query: Option<&str>,
+) -> Result<Value, McpError> {
+    if method != http::Method::GET {
+        return Err(McpError::MethodNotAllowed);
+    }
+    principal.require(SCOPE_AUDIT)?;
+    let days = mcp_http_kit::insights::parse_days(query)?;
+    let until = time::OffsetDateTime::now_utc();
+    let since = until - time::Duration::days(days);
+    let (entries, complete, holds) =
+        mcp_http_kit::insights::read(gateway.trail().as_ref(), &principal.caller, since, until)
+            .await?;
+    let mut body = mcp_http_kit::insights::body(since, until, &entries, complete, holds);
+    let rows = body["tools"].as_array().cloned().unwrap_or_default();
+    body["suggestions"] = Value::from(
+        mcp_http_kit::insights::suggestions(
+            gateway.store().as_ref(),
+            principal.caller.tenant_id(),
+            &rows,
+            since,
+        )
+        .await,
+    );
+    Ok(body)
 }
 
 /// `?limit=N` of a listing (grants, definition changes).

@@ -502,7 +502,8 @@ impl McpService {
         let is_rest = under(rest::PREFIX)
             || under(rest::GRANTS_PREFIX)
             || under(rest::CATALOG_PREFIX)
-            || path == rest::AUDIT_PATH;
+            || path == rest::AUDIT_PATH
+            || path == rest::INSIGHTS_PATH;
         // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
         // are `application/problem+json`.
         let is_api = path.starts_with("/v1/");

@@ -88,6 +88,14 @@ impl McpService {
                 Err(e) => response::error(&e, Surface::Problem),
             };
         }
+        if path == rest::INSIGHTS_PATH {
+            return match rest::insights(&snap.gateway, principal, &parts.method, parts.uri.query())
+                .await
+            {
+                Ok(body) => response::json(http::StatusCode::OK, &body),
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         if let Some(rest) = path.strip_prefix(rest::CATALOG_PREFIX) {
             let request = rest::RestRequest {
                 method: &parts.method,

@@ -1870,3 +1870,66 @@ async fn the_audit_trail_is_read_through_the_api_with_audit_read_only_on_postgre
     let db = elicitation_store::test_support::TestDb::new().await;
     the_audit_trail_reads_back_through_the_api(postgres_store(&db).await, "postgres").await;
 }
+
+/// `GET /v1/insights`: per tool and caller, the questions asked and how they ended, from
+/// the audit trail (never an argument), read only with `audit:read`.
+async fn insights_count_what_people_were_asked(store: Arc<dyn Store>) {
+    let h = harness(store, GatePolicy::default()).await;
+    let marker = json!({"path": "/srv/insight-marker-7731"});
+    // Asked, approved and run; the identical call asked about again, and declined; another
+    // call left unanswered.
+    let first = held_id(&call(&h, "test__delete", marker.clone(), None).await);
+    approve(&h, &first).await;
+    call(&h, "test__delete", marker.clone(), Some(&first)).await;
+    let again = held_id(&call(&h, "test__delete", marker.clone(), None).await);
+    assert_ne!(again, first);
+    let (status, body) = rest(
+        &h,
+        HUMAN,
+        "POST",
+        &format!("/v1/mcp/elicitations/{again}/respond"),
+        Some(json!({"confirmed": false})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    held_id(&call(&h, "test__delete", json!({"path": "/srv/other"}), None).await);
+
+    for token in [AGENT, HUMAN] {
+        let (status, _) = rest(&h, token, "GET", "/v1/insights", None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{token}");
+    }
+    let (status, body) = rest(&h, AUDITOR, "GET", "/v1/insights?days=0", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = rest(&h, AUDITOR, "GET", "/v1/insights?days=1", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        !body.to_string().contains("insight-marker"),
+        "no argument: {body}"
+    );
+    assert_eq!(body["complete"], true, "{body}");
+    let row = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["tool"] == "test__delete" && r["caller"] == "alice")
+        .unwrap_or_else(|| panic!("{body}"))
+        .clone();
+    assert_eq!(row["asked"], 3, "{row}");
+    assert_eq!(row["approved"], 1, "{row}");
+    assert_eq!(row["declined"], 1, "{row}");
+    assert_eq!(row["expired"], 0, "{row}");
+    assert_eq!(row["identical_repeats"], 1, "{row}");
+    assert_eq!(row["approval_rate"], 0.5, "{row}");
+    assert!(row["answer_seconds"]["p90"].as_f64().is_some(), "{row}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insights_count_what_people_were_asked_per_tool_and_caller() {
+    insights_count_what_people_were_asked(Arc::new(MemoryStore::default())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insights_count_what_people_were_asked_per_tool_and_caller_on_postgres() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    insights_count_what_people_were_asked(postgres_store(&db).await).await;
+}
