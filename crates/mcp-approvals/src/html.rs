@@ -5,9 +5,11 @@
 
 mod accounts;
 mod audit;
+mod insights;
 
 pub(crate) use accounts::{AccountRow, AccountsView, accounts_page};
 pub(crate) use audit::{AuditView, audit_page};
+pub(crate) use insights::insights_page;
 
 use std::fmt::Write as _;
 

@@ -24,6 +24,7 @@ mod answering;
 mod audit_view;
 mod diff;
 mod html;
+mod insights_view;
 pub mod oidc;
 mod sign_in;
 mod upload;
@@ -60,6 +61,8 @@ pub fn connect_url(base: &str, module: &str) -> String {
 const ACCOUNTS_PAGE: &str = accounts::ACCOUNTS_PATH;
 /// The Audit view (scope `audit:read`).
 const AUDIT_PAGE: &str = "/approvals/audit";
+/// The Insights view.
+const INSIGHTS_PAGE: &str = "/approvals/insights";
 /// Events on one page of the Audit view.
 const AUDIT_ROWS: usize = 50;
 /// Most events one download of the Audit view holds (more: `GET /v1/audit` pages, or
@@ -405,7 +408,7 @@ fn may_use_the_page(principal: &Principal) -> bool {
 /// Where a sign-in may go on to: a page of one elicitation, the Audit view, else the list
 /// (never anywhere else: no open redirect).
 fn next_page(next: Option<&str>) -> String {
-    if next == Some(AUDIT_PAGE) || next == Some(ACCOUNTS_PAGE) {
+    if next == Some(AUDIT_PAGE) || next == Some(ACCOUNTS_PAGE) || next == Some(INSIGHTS_PAGE) {
         return next.unwrap_or(PREFIX).to_owned();
     }
     // The Connect link an agent was given: the Accounts view with a module (a name of
@@ -615,6 +618,7 @@ impl Page {
             (&Method::GET, []) => self.home(snap, headers, query).await,
             (&Method::GET, ["e", id]) => self.one(snap, headers, id, query).await,
             (&Method::GET, ["audit"]) => self.audit(snap, headers, query, false).await,
+            (&Method::GET, ["insights"]) => self.insights(snap, headers, query).await,
             (&Method::GET, ["accounts"]) => self.accounts(snap, headers, query).await,
             (&Method::GET, ["accounts", module, "callback"]) => {
                 self.account_callback(headers, snap, module, query).await

@@ -252,7 +252,25 @@ pub async fn suggestions(
     crate::suggest::suggestions(&answered)
 }
 
-/// The body of `GET /v1/insights`.
+/// The insights of `reader`'s tenant over the last `days`, with suggestions: the body of
+/// `GET /v1/insights` (and what the page's Insights view shows).
+pub async fn gather(
+    trail: &dyn AuditSink,
+    store: &dyn elicitation_store::ElicitationStore,
+    reader: &Caller,
+    days: i64,
+) -> Result<Value, StoreError> {
+    let until = OffsetDateTime::now_utc();
+    let since = until - time::Duration::days(days);
+    let (entries, complete, holds) = read(trail, reader, since, until).await?;
+    let mut insights = body(since, until, &entries, complete, holds);
+    let rows = insights["tools"].as_array().cloned().unwrap_or_default();
+    insights["suggestions"] =
+        Value::from(suggestions(store, reader.tenant_id(), &rows, since).await);
+    Ok(insights)
+}
+
+/// The body of `GET /v1/insights`, without suggestions.
 pub fn body(
     since: OffsetDateTime,
     until: OffsetDateTime,

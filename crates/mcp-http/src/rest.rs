@@ -307,23 +307,14 @@ pub async fn insights(
     }
     principal.require(SCOPE_AUDIT)?;
     let days = mcp_http_kit::insights::parse_days(query)?;
-    let until = time::OffsetDateTime::now_utc();
-    let since = until - time::Duration::days(days);
-    let (entries, complete, holds) =
-        mcp_http_kit::insights::read(gateway.trail().as_ref(), &principal.caller, since, until)
-            .await?;
-    let mut body = mcp_http_kit::insights::body(since, until, &entries, complete, holds);
-    let rows = body["tools"].as_array().cloned().unwrap_or_default();
-    body["suggestions"] = Value::from(
-        mcp_http_kit::insights::suggestions(
-            gateway.store().as_ref(),
-            principal.caller.tenant_id(),
-            &rows,
-            since,
-        )
-        .await,
-    );
-    Ok(body)
+    let insights = mcp_http_kit::insights::gather(
+        gateway.trail().as_ref(),
+        gateway.store().as_ref(),
+        &principal.caller,
+        days,
+    )
+    .await?;
+    Ok(insights)
 }
 
 /// `?limit=N` of a listing (grants, definition changes).

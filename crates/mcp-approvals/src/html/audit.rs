@@ -39,7 +39,7 @@ pub(crate) fn audit_page(view: &AuditView<'_>) -> String {
             escape(view.csrf)
         );
     }
-    body.push_str("</header><main><p><a href=\"/approvals\">Back to approvals</a></p>");
+    body.push_str("</header><main><p><a href=\"/approvals\">Back to approvals</a> · <a href=\"/approvals/insights\">Insights</a></p>");
     let given = |name: &str| {
         view.filters
             .iter()

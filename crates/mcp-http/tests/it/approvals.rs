@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 
 const AGENT: &str = "agent-token";
 const HUMAN: &str = "human-token";
+/// Sam reads the audit trail and the insights (scope `audit:read` alone).
+const AUDITOR: &str = "auditor-token";
 /// A trusted backend service of alice's: asks her questions.
 const SERVICE: &str = "service-token";
 
@@ -112,6 +114,10 @@ async fn harness_at(
         grant(AGENT, &[SCOPE_TOOLS_CALL]),
         grant(HUMAN, &[SCOPE_RESPOND]),
         grant(SERVICE, &[SCOPE_CREATE]),
+        TokenGrant {
+            subject: "sam".into(),
+            ..grant(AUDITOR, &[mcp_auth::SCOPE_AUDIT])
+        },
         member("bob", BOB),
         member("alice", ALICE_SRE),
         TokenGrant {
@@ -1710,4 +1716,60 @@ async fn a_client_that_keeps_no_cookies_is_told_so_instead_of_being_redirected_f
             page.body
         );
     }
+}
+
+/// The Insights view: with `audit:read` a person reads what was asked per tool and caller;
+/// without it, nothing; a period it does not offer is refused with why.
+#[tokio::test]
+async fn the_insights_view_shows_what_was_asked_to_an_auditor_only() {
+    let h = harness().await;
+    let first = held_id(&agent_call(&h, json!({"path": "/srv/a"}), None).await);
+    let mut person = Browser::sign_in(&h, HUMAN).await.unwrap();
+    person.get().await;
+    let approved = person
+        .post(&format!("/approvals/{first}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER);
+    let page = send(
+        &h,
+        "GET",
+        "/approvals/insights",
+        &[("cookie", &person.cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::FORBIDDEN, "{}", page.body);
+
+    let auditor = Browser::sign_in(&h, AUDITOR).await.unwrap();
+    let page = send(
+        &h,
+        "GET",
+        "/approvals/insights",
+        &[("cookie", &auditor.cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body.contains("What people were asked"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("<td><code>test__delete</code></td><td>alice</td><td>1</td><td>1</td>"),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("/srv/a"), "no argument: {}", page.body);
+    let page = send(
+        &h,
+        "GET",
+        "/approvals/insights?days=365",
+        &[("cookie", &auditor.cookie)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
+    assert!(page.body.contains("1 to 90"), "{}", page.body);
 }
