@@ -49,6 +49,7 @@ impl Page {
             snap.gateway.store().as_ref(),
             &principal.caller,
             days,
+            principal.scopes.contains(mcp_auth::SCOPE_CATALOG),
         )
         .await;
         match gathered {

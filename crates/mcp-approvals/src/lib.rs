@@ -297,7 +297,7 @@ async fn waiting_for(
             owners.push(owner);
         }
     }
-    since_last_approved(store, &mut items, &owners).await;
+    since_last_approved(store, &mut items, &owners, principal).await;
     items.sort_by(|a, b| b.view.created_at.cmp(&a.view.created_at));
     Ok(items)
 }
@@ -307,15 +307,21 @@ const MAX_CALLERS_COMPARED: usize = 16;
 /// How many of a caller's recent approved confirmations are looked through.
 const RECENT_APPROVED: usize = 100;
 
-/// For each held call the person may answer, the arguments of the last call of the same tool
+/// For each held call `viewer` may answer, the arguments of the last call of the same tool
 /// by the same caller that a person approved (among its recent ones): what changed since is
-/// shown beside it. A store that cannot be read leaves the comparison out.
+/// shown beside it. Another caller's call is compared only with calls the viewer's groups
+/// could have answered (never one its caller answered alone, or another group). A store
+/// that cannot be read leaves the comparison out.
 async fn since_last_approved(
     store: &dyn elicitation_store::ElicitationStore,
     items: &mut [html::Item],
     owners: &[elicitation_store::Caller],
+    viewer: &Principal,
 ) {
-    let mut approved: Vec<(elicitation_store::Caller, Vec<ElicitationView>)> = Vec::new();
+    let mut approved: Vec<(
+        elicitation_store::Caller,
+        Vec<elicitation_store::StoredElicitation>,
+    )> = Vec::new();
     for (item, owner) in items.iter_mut().zip(owners) {
         let (Some(tool), true) = (&item.view.tool, item.answerable) else {
             continue;
@@ -328,12 +334,19 @@ async fn since_last_approved(
                 status: Some(elicitation_store::ElicitationStatus::Responded),
                 limit: RECENT_APPROVED,
             };
+            let own = *owner == viewer.caller;
             let views = match store.list(owner, query).await {
                 Ok(listed) => listed
                     .into_iter()
                     .filter_map(Result::ok)
                     .filter(|s| s.elicitation.confirmation_state() == Some(true))
-                    .map(|s| ElicitationView::of(&s))
+                    .filter(|s| {
+                        own || s
+                            .call
+                            .as_ref()
+                            .and_then(|c| c.approval.as_ref())
+                            .is_some_and(|a| viewer.groups.contains(&a.group))
+                    })
                     .collect(),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not read a caller's approved calls for the approvals page");
@@ -345,11 +358,15 @@ async fn since_last_approved(
         let Some((_, views)) = approved.iter().find(|(c, _)| c == owner) else {
             continue;
         };
-        // Newest first: the first of the same tool is the last one approved.
+        // The one answered last.
         item.last_approved = views
             .iter()
-            .find(|v| v.tool.as_ref() == Some(tool) && v.id != item.view.id)
-            .and_then(|v| Some((v.responded_at.clone()?, v.arguments.clone()?)));
+            .filter(|s| {
+                s.call.as_ref().is_some_and(|c| &c.tool == tool) && s.elicitation.id != item.view.id
+            })
+            .max_by_key(|s| s.elicitation.responded_at)
+            .map(ElicitationView::of)
+            .and_then(|v| Some((v.responded_at?, v.arguments?)));
     }
 }
 

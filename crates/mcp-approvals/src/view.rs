@@ -125,7 +125,7 @@ impl Page {
                 last_approved: None,
             }];
             let owner = [principal.caller.clone()];
-            crate::since_last_approved(store.as_ref(), &mut items, &owner).await;
+            crate::since_last_approved(store.as_ref(), &mut items, &owner, principal).await;
             (items, Vec::new())
         } else {
             (Vec::new(), vec![view])

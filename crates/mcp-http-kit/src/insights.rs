@@ -203,15 +203,19 @@ pub async fn suggestions(
     rows: &[Value],
     since: OffsetDateTime,
 ) -> Vec<Value> {
-    let callers: std::collections::BTreeSet<&str> = rows
+    // The callers with the most approvals first.
+    let mut by_approvals: Vec<(u64, &str)> = rows
         .iter()
-        .filter(|r| {
-            r["approved"]
-                .as_u64()
-                .is_some_and(|n| n >= crate::suggest::MIN_APPROVED as u64)
-        })
-        .filter_map(|r| r["caller"].as_str())
+        .filter_map(|r| Some((r["approved"].as_u64()?, r["caller"].as_str()?)))
+        .filter(|(n, _)| usize::try_from(*n).is_ok_and(|n| n >= crate::suggest::MIN_APPROVED))
         .collect();
+    by_approvals.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)));
+    let mut callers: Vec<&str> = Vec::new();
+    for (_, subject) in by_approvals {
+        if !callers.contains(&subject) {
+            callers.push(subject);
+        }
+    }
     let mut answered = Vec::new();
     for subject in callers.into_iter().take(MAX_CALLERS_SUGGESTED) {
         let Ok(caller) = Caller::new(subject, tenant.map(str::to_owned)) else {
@@ -252,21 +256,29 @@ pub async fn suggestions(
     crate::suggest::suggestions(&answered)
 }
 
-/// The insights of `reader`'s tenant over the last `days`, with suggestions: the body of
-/// `GET /v1/insights` (and what the page's Insights view shows).
+/// The insights of `reader`'s tenant over the last `days`: the body of `GET /v1/insights`
+/// (and what the page's Insights view shows). With `suggest` (the reader also holds
+/// `catalog:approve`, the scope of who decides what runs), the suggested rules too: they
+/// carry what approved arguments share (a folder, a few values), which `audit:read` alone
+/// never sees; without, `"suggestions": null`.
 pub async fn gather(
     trail: &dyn AuditSink,
     store: &dyn elicitation_store::ElicitationStore,
     reader: &Caller,
     days: i64,
+    suggest: bool,
 ) -> Result<Value, StoreError> {
     let until = OffsetDateTime::now_utc();
     let since = until - time::Duration::days(days);
     let (entries, complete, holds) = read(trail, reader, since, until).await?;
     let mut insights = body(since, until, &entries, complete, holds);
-    let rows = insights["tools"].as_array().cloned().unwrap_or_default();
-    insights["suggestions"] =
-        Value::from(suggestions(store, reader.tenant_id(), &rows, since).await);
+    if suggest {
+        let rows = insights["tools"].as_array().cloned().unwrap_or_default();
+        insights["suggestions"] =
+            Value::from(suggestions(store, reader.tenant_id(), &rows, since).await);
+    } else {
+        insights["suggestions"] = Value::Null;
+    }
     Ok(insights)
 }
 

@@ -63,14 +63,40 @@ fn common_folder<'a>(paths: impl IntoIterator<Item = &'a str>) -> Option<String>
         .then(|| prefix.to_owned())
 }
 
+/// CEL's reserved words: never a field after a dot.
+const CEL_RESERVED: [&str; 21] = [
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "false",
+    "for",
+    "function",
+    "if",
+    "import",
+    "in",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "null",
+    "return",
+    "true",
+    "var",
+    "void",
+    "while",
+];
+
 /// An argument's name as CEL reads it (`args.path`, or `args['a-b']` when it is not an
-/// identifier).
+/// identifier, or is a reserved word).
 fn cel_field(name: &str) -> String {
     let identifier = name
         .chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !CEL_RESERVED.contains(&name);
     if identifier {
         format!("args.{name}")
     } else {
@@ -133,7 +159,9 @@ impl Condition {
         };
         match self {
             Condition::Under(folder) => {
-                value.starts_with(folder.as_str()) && !value.contains("/../")
+                value.starts_with(folder.as_str())
+                    && !value.contains("/../")
+                    && !value.ends_with("/..")
             }
             Condition::OneOf(values) => values.iter().any(|v| v == value),
         }
@@ -142,7 +170,7 @@ impl Condition {
     fn cel(&self, field: &str) -> String {
         match self {
             Condition::Under(folder) => format!(
-                "{field}.startsWith({}) && !{field}.contains('/../')",
+                "{field}.startsWith({}) && !{field}.contains('/../') && !{field}.endsWith('/..')",
                 cel_string(folder)
             ),
             Condition::OneOf(values) => {
@@ -184,6 +212,15 @@ pub fn suggestions(answered: &[Answered]) -> Vec<Value> {
             .iter()
             .filter(|c| !c.approved && covers(&c.arguments))
             .count();
+        // What the rule leaves open: every argument an approved call carried that no
+        // condition narrows (it allows any value of those).
+        let narrowed: BTreeSet<&String> = conditions.iter().map(|(name, _)| name).collect();
+        let unconstrained: BTreeSet<&String> = approved
+            .iter()
+            .filter_map(|a| a.as_object())
+            .flat_map(|m| m.keys())
+            .filter(|k| !narrowed.contains(k))
+            .collect();
         let when: Vec<String> = conditions
             .iter()
             .map(|(name, condition)| condition.cel(&cel_field(name)))
@@ -201,6 +238,7 @@ pub fn suggestions(answered: &[Answered]) -> Vec<Value> {
             "policy": policy,
             "covers_approved": approved.iter().filter(|a| covers(a)).count(),
             "also_allows_refused": refused_covered,
+            "unconstrained": unconstrained,
         }));
     }
     out
@@ -239,7 +277,12 @@ mod tests {
         assert_eq!(s["also_allows_refused"], 0, "{s}");
         assert_eq!(
             s["when"],
-            "args.mode in ['append', 'create'] && args.path.startsWith('/srv/notes/2026/') && !args.path.contains('/../')"
+            "args.mode in ['append', 'create'] && args.path.startsWith('/srv/notes/2026/') && !args.path.contains('/../') && !args.path.endsWith('/..')"
+        );
+        assert_eq!(
+            s["unconstrained"],
+            json!(["content"]),
+            "any content is allowed: {s}"
         );
         // The snippet reads back as the rule it shows.
         let rule: toml::Value = toml::from_str(s["policy"].as_str().unwrap()).unwrap();
@@ -273,7 +316,7 @@ mod tests {
         let found = suggestions(&quoted);
         assert_eq!(
             found[0]["when"],
-            "args.path.startsWith('/srv/it\\'s \\\\ \\'odd\\'/') && !args.path.contains('/../')"
+            "args.path.startsWith('/srv/it\\'s \\\\ \\'odd\\'/') && !args.path.contains('/../') && !args.path.endsWith('/..')"
         );
         let when = gating_core::When::compile(found[0]["when"].as_str().unwrap()).unwrap();
         let args = json!({"path": "/srv/it's \\ 'odd'/9"});
@@ -287,6 +330,16 @@ mod tests {
             flow: None,
         };
         assert_eq!(when.matches(&facts), Ok(true));
+    }
+
+    #[test]
+    fn a_reserved_word_is_a_bracketed_field_and_a_climbing_path_is_not_under_its_folder() {
+        assert_eq!(cel_field("in"), "args['in']");
+        assert_eq!(cel_field("path"), "args.path");
+        let under = Condition::Under("/srv/notes/".into());
+        assert!(!under.holds(Some(&json!("/srv/notes/.."))));
+        assert!(!under.holds(Some(&json!("/srv/notes/a/../../etc"))));
+        assert!(under.holds(Some(&json!("/srv/notes/a.md"))));
     }
 
     #[test]

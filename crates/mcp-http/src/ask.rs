@@ -38,6 +38,11 @@ use mcp_http_kit::error::McpError;
 pub const CONFIRM_KEY: &str = "confirm";
 /// Most times one stream asks before giving up with the held result.
 const MAX_ROUNDS: usize = 5;
+/// Most times a 2026-07-28 client that says it sent the person to the page is sent there
+/// again while the person has not answered; then it gets the held result (a client that
+/// retries at once, as Claude Code's headless mode does, would otherwise spend its rounds
+/// in a second and end with an error instead of the held result).
+const MAX_URL_ROUNDS: u8 = 3;
 /// How long writing one event may wait for a client that stopped reading.
 const SEND_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -225,11 +230,16 @@ impl Mrtr {
             }
         };
         let mut dismissed = false;
+        // A retry that says the person went to the page (URL mode): the how-manieth.
+        let mut url_round = 0u8;
         let confirmation = match state {
             Some(state) => {
                 let answer = responses.and_then(|mut r| r.remove(CONFIRM_KEY));
                 let claims = self.verify(principal, &call, &state, answer.is_some())?;
                 let id: ElicitationId = claims.eid.parse().map_err(|_| invalid_state())?;
+                if claims.url && answer.is_some() {
+                    url_round = claims.round.saturating_add(1);
+                }
                 // A URL-mode answer says only that the person went to the page; the person's
                 // answer is the one given there.
                 if let Some(answer) = answer.filter(|_| !claims.url) {
@@ -249,7 +259,8 @@ impl Mrtr {
             .await
         {
             // Dismissed in the client: not asked there again; it waits for a person elsewhere.
-            CallOutcome::NeedsConfirmation(pending) if dismissed => {
+            // So does a call whose client sent the person to the page again and again.
+            CallOutcome::NeedsConfirmation(pending) if dismissed || url_round >= MAX_URL_ROUNDS => {
                 self.held(principal, pending, &asks)
             }
             CallOutcome::NeedsConfirmation(pending) => {
@@ -263,7 +274,7 @@ impl Mrtr {
                             principal,
                             &pending.confirmation,
                             &call,
-                            by,
+                            (by, url_round),
                             asks.page.as_deref(),
                         )
                         .into()),
@@ -338,7 +349,7 @@ impl Mrtr {
         principal: &Principal,
         confirmation: &Elicitation,
         call: &GatedCall,
-        by: AskBy,
+        (by, round): (AskBy, u8),
         page: Option<&str>,
     ) -> Value {
         let claims = StateClaims {
@@ -349,6 +360,7 @@ impl Mrtr {
             eid: confirmation.id.to_string(),
             exp: confirmation.expires_at.unix_timestamp(),
             url: by == AskBy::Url,
+            round: if by == AskBy::Url { round } else { 0 },
         };
         let Some(state) = self.states.seal(&claims) else {
             return gating_core::held_result(confirmation, self.gateway.surfaces());

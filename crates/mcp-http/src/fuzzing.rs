@@ -73,6 +73,7 @@ pub fn sealed_tokens(data: &[u8]) {
         eid: "0193b0a4-5d6e-7f00-8a1b-2c3d4e5f6a7b".into(),
         exp: now.unix_timestamp() + 600,
         url: data.first().is_some_and(|b| b % 2 == 1),
+        round: data.get(1).copied().unwrap_or(0) % 4,
     };
     let token = states.seal(&claims).expect("a state seals");
     let opened = states.open(&token, now).expect("a sealed state opens");

@@ -312,6 +312,7 @@ pub async fn insights(
         gateway.store().as_ref(),
         &principal.caller,
         days,
+        principal.scopes.contains(mcp_auth::SCOPE_CATALOG),
     )
     .await?;
     Ok(insights)

@@ -35,6 +35,16 @@ pub struct StateClaims {
     /// whether the person went there, and is never recorded as theirs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub url: bool,
+    /// How many times the client was sent to the page again for this confirmation after
+    /// saying it had gone there (URL mode): past a few, it gets the held result instead.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub round: u8,
+}
+
+/// Whether `n` is 0 (a first ask: no `round` in the state).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &u8) -> bool {
+    *n == 0
 }
 
 /// An opened, unexpired, not yet used state.
@@ -202,6 +212,7 @@ mod tests {
             eid: "0190f7b2-0000-7000-8000-000000000000".into(),
             exp,
             url: false,
+            round: 0,
         }
     }
 

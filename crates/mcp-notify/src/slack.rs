@@ -123,7 +123,13 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
             .map(|before| {
                 before
                     .iter()
-                    .map(|(k, v)| format!("\n{k} was: {}", short(&v.to_string())))
+                    .map(|(k, v)| {
+                        format!(
+                            "\n{} was: {}",
+                            crate::since::short(k, 64),
+                            crate::since::short(&v.to_string(), 300)
+                        )
+                    })
                     .collect::<String>()
             })
             .unwrap_or_default();
@@ -137,14 +143,6 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
         "text": format!("{title} (caller {})", text("caller")),
         "blocks": blocks
     })
-}
-
-/// `text` cut to 300 characters (a value shown beside what changed).
-fn short(text: &str) -> String {
-    if text.chars().count() <= 300 {
-        return text.to_owned();
-    }
-    text.chars().take(300).collect::<String>() + "…"
 }
 
 impl Slack {

@@ -732,10 +732,26 @@ async fn a_held_call_is_told_with_what_changed_since_the_last_approved_one() {
     s.notifier.tick().await.unwrap();
     let told = names_only.got().last().unwrap().json();
     let since = &told["since_last_approved"];
-    assert_eq!(since["changed"], json!(["content", "mode"]), "{told}");
+    assert_eq!(since["changed_count"], 2, "{told}");
+    assert!(
+        since.get("changed").is_none(),
+        "the agent's keys only where arguments go: {told}"
+    );
     assert!(since["approved_at"].is_string(), "{told}");
-    assert!(!told.to_string().contains("secret-"), "names only: {told}");
+    assert!(!told.to_string().contains("secret-"), "{told}");
+    assert_eq!(
+        crate::since::since_line(&told).unwrap(),
+        format!(
+            "2 arguments changed since the last call of this tool a person approved ({}).",
+            since["approved_at"].as_str().unwrap()
+        )
+    );
     let told = with_values.got().last().unwrap().json();
+    assert_eq!(
+        told["since_last_approved"]["changed"],
+        json!(["content", "mode"]),
+        "{told}"
+    );
     assert_eq!(
         told["since_last_approved"]["before"],
         json!({"content": "secret-one", "mode": null}),

@@ -331,9 +331,10 @@ labels = ["private"]
         ))
         .arg(super::env_or_panic("MCP_CLAUDE_CODE"))
         .arg(&gateway.base)
-        // The client's token may answer: the gateway asks Claude Code natively, which in -p
-        // mode dismisses the question, and the held result follows.
-        .args([super::CLIENT, HUMAN])
+        // The agent's token may not answer: the gateway sends Claude Code to the page (URL
+        // mode), which it says it opened and retries at once; after three such rounds it gets
+        // the held result.
+        .args([super::AGENT, HUMAN])
         .arg(&key);
     let out = super::run_client(command, "claude_trifecta").await;
     assert_eq!(out["exit"], 0, "{out}");

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::tool_changes::AUDITOR;
+use super::tool_changes::{AUDITOR, OPERATOR};
 use super::{HUMAN, Scene, answer, held_id, http, modern_call, token_sha256};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -14,8 +14,10 @@ async fn forty_approved_writes_under_one_folder_are_counted_and_become_a_suggest
     let mut config = std::fs::read_to_string(&scene.config).unwrap();
     config.push_str(&format!(
         "\n[[auth.tokens]]\nsubject = \"sam\"\ntoken_sha256 = \"{}\"\nscopes = [\"audit:read\"]\n\
+         [[auth.tokens]]\nsubject = \"olga\"\ntoken_sha256 = \"{}\"\nscopes = [\"audit:read\", \"catalog:approve\"]\n\
          [limits]\ncalls_burst = 500\nconfirmations_burst = 100\n",
-        token_sha256(AUDITOR)
+        token_sha256(AUDITOR),
+        token_sha256(OPERATOR)
     ));
     super::write_secret(&scene.config, &config);
     std::fs::create_dir_all(scene.file("notes")).unwrap();
@@ -35,14 +37,28 @@ async fn forty_approved_writes_under_one_folder_are_counted_and_become_a_suggest
     let id = held_id(&modern_call(&gateway.base, "fs__write_file", elsewhere, None).await);
     answer(&gateway.base, &id, false).await;
 
-    let auth = format!("Bearer {AUDITOR}");
-    let (status, _, body) = http(
-        "GET",
-        &format!("{}/v1/insights?days=1", gateway.base),
-        &[("authorization", &auth)],
-        None,
-    )
-    .await;
+    let read = |token: &'static str| {
+        let base = gateway.base.clone();
+        async move {
+            let auth = format!("Bearer {token}");
+            http(
+                "GET",
+                &format!("{base}/v1/insights?days=1"),
+                &[("authorization", &auth)],
+                None,
+            )
+            .await
+        }
+    };
+    // audit:read alone: the counts, and no suggestion (they carry what arguments share).
+    let (status, _, body) = read(AUDITOR).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["suggestions"].is_null(), "{body}");
+    assert!(
+        !body.to_string().contains("notes"),
+        "nothing of an argument: {body}"
+    );
+    let (status, _, body) = read(OPERATOR).await;
     assert_eq!(status, 200, "{body}");
     let row = &body["tools"][0];
     assert_eq!(row["tool"], "fs__write_file", "{body}");
@@ -55,9 +71,12 @@ async fn forty_approved_writes_under_one_folder_are_counted_and_become_a_suggest
     assert_eq!(suggested["also_allows_refused"], 0, "{body}");
     assert_eq!(
         suggested["when"],
-        format!("args.path.startsWith('{notes}/') && !args.path.contains('/../')"),
+        format!(
+            "args.path.startsWith('{notes}/') && !args.path.contains('/../') && !args.path.endsWith('/..')"
+        ),
         "{body}"
     );
+    assert_eq!(suggested["unconstrained"], json!(["content"]), "{body}");
     assert!(
         suggested["policy"]
             .as_str()

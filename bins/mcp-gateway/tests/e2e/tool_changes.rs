@@ -5,7 +5,7 @@
 
 use super::*;
 
-const OPERATOR: &str = "e2e-operator-token";
+pub(crate) const OPERATOR: &str = "e2e-operator-token";
 /// A security reviewer's token: `audit:read` alone.
 pub(crate) const AUDITOR: &str = "e2e-auditor-token";
 

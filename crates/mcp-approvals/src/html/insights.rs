@@ -58,11 +58,10 @@ pub(crate) fn insights_page(
         .map(Vec::as_slice)
         .unwrap_or_default();
     asked_section(&mut body, rows);
-    let suggestions = insights["suggestions"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    suggestions_section(&mut body, suggestions);
+    match insights["suggestions"].as_array() {
+        Some(suggestions) => suggestions_section(&mut body, suggestions),
+        None => body.push_str("<section aria-labelledby=\"suggested\"><h2 id=\"suggested\">Rules that would have asked less</h2><p class=\"empty\">Suggested rules carry what approved calls' arguments share (a folder, a few values): they are shown to a person who also holds the scope catalog:approve.</p></section>"),
+    }
     body.push_str("</main>");
     document("Insights", &body)
 }
@@ -115,10 +114,27 @@ fn suggestions_section(body: &mut String, suggestions: &[Value]) {
         let refused = suggestion["also_allows_refused"].as_u64().unwrap_or(0);
         let _ = write!(
             *body,
-            "<article class=\"item suggestion\"><h3><code>{}</code>: {} approved calls, every one covered</h3>",
+            "<article class=\"item suggestion\"><h3><code>{}</code>: covers {} of {} approved calls</h3>",
             shown(suggestion["tool"].as_str().unwrap_or_default()),
             suggestion["covers_approved"].as_u64().unwrap_or(0),
+            suggestion["approved"].as_u64().unwrap_or(0),
         );
+        let open: Vec<String> = suggestion["unconstrained"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(Value::as_str)
+            .map(|name| format!("<code>{}</code>", shown(name)))
+            .collect();
+        if !open.is_empty() {
+            let _ = write!(
+                *body,
+                "<p class=\"stale\">It allows any value of {}: the rule does not narrow {}.</p>",
+                open.join(", "),
+                if open.len() == 1 { "it" } else { "them" }
+            );
+        }
         if refused > 0 {
             let _ = write!(
                 *body,
@@ -155,7 +171,7 @@ mod tests {
                        "declined": 1, "expired": 0, "approval_rate": 0.975,
                        "answer_seconds": {"p50": 12.4, "p90": null}, "identical_repeats": 3}],
             "suggestions": [{"tool": "fs__write_file", "approved": 40, "covers_approved": 40,
-                             "also_allows_refused": 2,
+                             "also_allows_refused": 2, "unconstrained": ["content"],
                              "policy": format!("[[policy]]\ntool = \"fs__write_file\"\nwhen = \"args.path.startsWith('{hostile}')\"\ngate = \"allow\"\n")}],
         });
         let page = insights_page(Some("sam"), "t", 7, Some(&insights), None);
@@ -167,6 +183,8 @@ mod tests {
             "<td>41</td><td>40</td><td>1</td><td>0</td><td>98%</td><td>12 s / –</td><td>3</td>",
             "<option value=\"7\" selected>7 days</option>",
             "would also have let 2 calls through",
+            "covers 40 of 40 approved calls",
+            "It allows any value of <code>content</code>",
             "[[policy]]\ntool = &quot;fs__write_file&quot;",
             "nothing here applies it",
         ] {

@@ -1773,3 +1773,87 @@ async fn the_insights_view_shows_what_was_asked_to_an_auditor_only() {
     assert_eq!(page.status, StatusCode::BAD_REQUEST, "{}", page.body);
     assert!(page.body.contains("1 to 90"), "{}", page.body);
 }
+
+/// A client that retries at once, saying each time that it sent the person to the page (as
+/// Claude Code's headless mode does, and then gives up with an error after ten rounds): after
+/// three such rounds with no answer it gets the held result, not another question; the
+/// person's answer on the page then lets the identical call run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_mode_client_that_retries_at_once_gets_the_held_result_after_three_rounds() {
+    let h = harness().await;
+    let url_only = json!({"elicitation": {"url": {}}});
+    let mut result = modern_call_with(&h, url_only.clone(), json!({})).await;
+    let accept = json!({"action": "accept"});
+    for round in 1..=3 {
+        assert_eq!(
+            result["resultType"], "input_required",
+            "round {round}: {result}"
+        );
+        let retry =
+            json!({"requestState": result["requestState"], "inputResponses": {"confirm": accept}});
+        result = modern_call_with(&h, url_only.clone(), retry).await;
+    }
+    assert_eq!(
+        result["structuredContent"]["elicitation_required"], true,
+        "the held result after three rounds: {result}"
+    );
+    let id = held_id(&result);
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+    let mut browser = Browser::sign_in(&h, HUMAN).await.unwrap();
+    browser.get().await;
+    let approved = browser
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER);
+    let done = modern_call_with(&h, url_only, json!({})).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+}
+
+/// What changed since the last approved call: an approver answering another caller's call
+/// is shown a comparison only with calls its group could have answered — never one the
+/// caller answered alone (here, before the call was routed to the group), which the
+/// caller herself still sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approver_compares_only_with_calls_its_group_could_have_answered() {
+    let h = harness_with(vec![mcp_gate::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval {
+            group: "sre".into(),
+            mode: elicitation_store::ApprovalMode::May,
+        },
+        groups_from: mcp_gate::GroupsFrom::Configured,
+    }])
+    .await;
+    // Alice's earlier call of the tool, held and approved by her alone (no group).
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    let earlier = elicitation_store::ConfirmationRequest::new(
+        "test__delete",
+        gating_core::CallDigest::of(&json!({"name": "delete"})),
+        json!({"path": "/srv/private-earlier"}),
+        "Delete?",
+        time::Duration::minutes(10),
+    );
+    let stored = h.store.create_confirmation(&alice, earlier).await.unwrap();
+    h.store
+        .respond(&alice, stored.elicitation.id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let now = held_id(&agent_call(&h, json!({"path": "/srv/now"}), None).await);
+    let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
+    let page = bob.get().await;
+    assert!(
+        page.body.contains(&format!("id=\"e-{now}\"")),
+        "{}",
+        page.body
+    );
+    assert!(!page.body.contains("private-earlier"), "{}", page.body);
+    assert!(!page.body.contains("class=\"since"), "{}", page.body);
+    let mut herself = Browser::sign_in(&h, HUMAN).await.unwrap();
+    let page = herself.get().await;
+    assert!(
+        page.body.contains("private-earlier"),
+        "her own: {}",
+        page.body
+    );
+}
