@@ -316,18 +316,17 @@ impl Gateway {
 
     /// A module's answer to a request the gateway routes but does not gate
     /// (`resources/read`, `prompts/get`, `completion/complete`; `source` names it) as the
-    /// content policy lets the agent see it.
+    /// content policy lets the agent see it, with what a `[[flow.tools]]` entry naming
+    /// `source` says it brings in recorded in the caller's flow.
     pub(crate) async fn guarded(
         &self,
         principal: &Principal,
         source: &str,
         answered: Option<Result<Box<RawValue>, mcp_upstream::ModuleError>>,
     ) -> Option<Result<Box<RawValue>, mcp_upstream::ModuleError>> {
+        let brought = self.brought_by_name(source);
         match answered {
-            Some(answered) => Some(
-                self.guard(principal, source, FlowLabels::NONE, answered)
-                    .await,
-            ),
+            Some(answered) => Some(self.guard(principal, source, brought, answered).await),
             None => None,
         }
     }

@@ -82,6 +82,22 @@ impl crate::Gateway {
         crate::timed(self.flows.record_flow(caller, touch)).await
     }
 
+    /// What a resource read or a prompt (`source`: `resource <uri>`, `prompt <name>`) brings
+    /// into its caller's flow: the untrusted content or private data a `[[flow.tools]]` entry
+    /// naming it gives (`tool = "resource file:///srv/private/*"`); nothing otherwise (they
+    /// carry no hints to default from).
+    pub(crate) fn brought_by_name(&self, source: &str) -> FlowLabels {
+        let hints = gating_core::HintSource::Untrusted.effective();
+        match self.policy.flow().labels(source, hints) {
+            (labels, gating_core::flow::LabelSource::Rule(_)) => FlowLabels::of(
+                labels
+                    .iter()
+                    .filter(|l| matches!(l, FlowLabel::Untrusted | FlowLabel::Private)),
+            ),
+            (_, gating_core::flow::LabelSource::Hints) => FlowLabels::NONE,
+        }
+    }
+
     /// What a forwarded call of `entry` brings into its caller's flow: the untrusted content
     /// or private data its tool is labelled with.
     pub(crate) fn brought_in(&self, entry: &mcp_upstream::registry::ToolEntry) -> FlowLabels {

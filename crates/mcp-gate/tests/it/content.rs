@@ -43,6 +43,14 @@ impl mcp_upstream::Module for Erring {
 }
 
 async fn gateway() -> Gateway {
+    gateway_with(GatePolicy::default()).await
+}
+
+async fn gateway_with(policy: GatePolicy) -> Gateway {
+    gateway_on(policy, Arc::new(MemoryStore::default())).await
+}
+
+async fn gateway_on(policy: GatePolicy, store: Arc<dyn Store>) -> Gateway {
     let deep = {
         let mut nested = json!({"leaf": format!("key {KEY}")});
         for _ in 0..200 {
@@ -92,8 +100,7 @@ async fn gateway() -> Gateway {
     ])
     .await
     .unwrap();
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
-    Gateway::new(registry, store, GatePolicy::default(), true)
+    Gateway::new(registry, store, policy, true)
 }
 
 async fn call(gateway: &Gateway, tool: &str) -> CallOutcome {
@@ -344,4 +351,64 @@ async fn a_held_result_withheld_or_unanswered_never_reaches_the_agent() {
     assert!(seen.to_string().contains("No one released"), "{seen}");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     assert!(store.pending(&alice, 10).await.unwrap().is_empty());
+}
+
+/// A resource read or a prompt brings into the caller's flow what a `[[flow.tools]]` entry
+/// naming it says (`resource <uri>`, `prompt <name>`), and nothing by default.
+#[tokio::test]
+async fn a_resource_or_a_prompt_enters_the_flow_as_flow_tools_names_it() {
+    use gating_core::{FlowLabel, FlowLabels, FlowPolicy, FlowRule, ToolPattern};
+    let labelled = |tool: &str, label: FlowLabel| FlowRule {
+        tool: ToolPattern::parse(tool),
+        labels: FlowLabels::of([label]),
+    };
+    let flow = FlowPolicy {
+        rules: vec![
+            labelled("resource db://*", FlowLabel::Private),
+            labelled("prompt db__setup", FlowLabel::Untrusted),
+        ],
+        ..FlowPolicy::default()
+    };
+    let alice = elicitation_store::Caller::new("alice", None).unwrap();
+    let since = time::OffsetDateTime::now_utc() - time::Duration::hours(1);
+    let labels = |store: &Arc<dyn Store>| {
+        let store = store.clone();
+        let alice = alice.clone();
+        async move {
+            elicitation_store::FlowStore::flow(&*store, &alice, since)
+                .await
+                .unwrap()
+                .labels()
+        }
+    };
+    // Not named: nothing enters the flow.
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let plain = gateway_on(GatePolicy::default(), store.clone()).await;
+    read_creds(&plain).await;
+    assert_eq!(labels(&store).await, FlowLabels::NONE);
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let gateway = gateway_on(GatePolicy::default().with_flow(flow), store.clone()).await;
+    read_creds(&gateway).await;
+    assert_eq!(labels(&store).await, FlowLabels::of([FlowLabel::Private]));
+    gateway
+        .get_prompt(
+            &agent("alice"),
+            mcp_wire::CallToolParams::new("db__setup".into(), None),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        labels(&store).await,
+        FlowLabels::of([FlowLabel::Private, FlowLabel::Untrusted])
+    );
+}
+
+/// Reads `db://creds` as alice.
+async fn read_creds(gateway: &Gateway) {
+    let params =
+        mcp_wire::tools::ForwardParams(json!({"uri": "db://creds"}).as_object().unwrap().clone());
+    gateway
+        .read_resource(&agent("alice"), params)
+        .await
+        .unwrap();
 }
