@@ -311,6 +311,16 @@ impl Gateway {
                     if let Value::Object(map) = &mut task {
                         map.remove("_meta");
                         map.remove("resultType");
+                        // What the module says of the task reaches the model too: the
+                        // content policy applies to it (only to it: the handle is ours).
+                        if let Some(message) = map.get_mut("statusMessage") {
+                            let findings = self.policy.content().apply(message);
+                            if findings.blocks() || findings.holds() {
+                                *message = Value::String(
+                                    "(withheld by the gateway's content policy)".into(),
+                                );
+                            }
+                        }
                     }
                     listed.push(task);
                 }

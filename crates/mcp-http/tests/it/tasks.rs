@@ -52,9 +52,13 @@ fn raw(value: Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(&value).unwrap()
 }
 
+/// A key a module's task tells of, as if it echoed what it read.
+const KEY: &str = "AKIAQ4WJ3DZQ7XKZN2PR";
+
 fn task(id: &str, status: &str) -> Value {
     json!({"taskId": id, "status": status, "createdAt": "2026-12-05T00:00:00Z",
-           "lastUpdatedAt": "2026-12-05T00:00:00Z", "ttl": 60000, "pollInterval": 100})
+           "lastUpdatedAt": "2026-12-05T00:00:00Z", "ttl": 60000, "pollInterval": 100,
+           "statusMessage": format!("reading with {KEY}")})
 }
 
 #[async_trait]
@@ -352,6 +356,14 @@ async fn a_task_runs_at_its_module_under_the_gateways_handle_for_its_caller_alon
     assert_eq!(
         listed["result"]["tasks"][0]["taskId"],
         handle.as_str(),
+        "{listed}"
+    );
+    // What the module says of its task is scanned on every path, the listing's too.
+    for seen in [&got, &listed] {
+        assert!(!seen.to_string().contains(KEY), "{seen}");
+    }
+    assert_eq!(
+        listed["result"]["tasks"][0]["statusMessage"], "reading with [REDACTED:secret]",
         "{listed}"
     );
 
