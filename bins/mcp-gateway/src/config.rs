@@ -21,7 +21,8 @@ pub(crate) use observability::*;
 pub(crate) use policy::*;
 pub(crate) use serving::*;
 pub(crate) use store::*;
-use units::{bytes, duration, redact};
+pub(crate) use units::duration;
+use units::{bytes, redact};
 pub(crate) use uploads::*;
 
 use std::collections::BTreeMap;

@@ -32,6 +32,14 @@ pub(crate) struct NotifyConfig {
     /// `waiting`, `answered`, `expired`.
     #[serde(default = "default_events")]
     pub(crate) events: Vec<String>,
+    /// A waiting elicitation reaches this sink only once it has waited this long (a
+    /// reminder, or an escalation to others): 1m to 24h.
+    #[serde(
+        default,
+        with = "crate::config::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) after: Option<std::time::Duration>,
     /// `email`: the SMTP server.
     #[serde(default)]
     pub(crate) smtp_host: Option<String>,
@@ -167,6 +175,18 @@ pub(crate) fn sinks(configs: &[NotifyConfig]) -> Result<Vec<mcp_notify::Sink>> {
                 "{what}: events is empty; name at least one (\"waiting\", \"answered\", \"expired\")"
             );
         }
+        if let Some(after) = config.after {
+            if !(std::time::Duration::from_secs(60)..=std::time::Duration::from_secs(86_400))
+                .contains(&after)
+            {
+                bail!("{what}: after must be between 1m and 24h");
+            }
+            if !events.contains(&NoticeEvent::Waiting) {
+                bail!(
+                    "{what}: after tells of what still waits; its events must include \"waiting\""
+                );
+            }
+        }
         for tool in &config.tools {
             let stem = tool.strip_suffix('*').unwrap_or(tool);
             if stem.is_empty() || stem.contains('*') {
@@ -231,6 +251,7 @@ pub(crate) fn sinks(configs: &[NotifyConfig]) -> Result<Vec<mcp_notify::Sink>> {
                 tools: config.tools.clone(),
                 groups: config.groups.clone(),
                 events,
+                after: config.after,
             },
             kind,
         });

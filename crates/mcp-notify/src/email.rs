@@ -105,10 +105,19 @@ impl Email {
                 format!("Expired unanswered: {}", tool.unwrap_or("a question")),
                 format!("{what} expired before anyone answered it."),
             ),
-            _ => (
-                format!("Waiting for you: {}", tool.unwrap_or("a question")),
-                format!("{what} waits for a person to answer it."),
-            ),
+            _ => match event.get("waited_minutes").and_then(Value::as_i64) {
+                Some(minutes) => (
+                    format!(
+                        "Still waiting after {minutes} min: {}",
+                        tool.unwrap_or("a question")
+                    ),
+                    format!("{what} has waited {minutes} minutes for a person to answer it."),
+                ),
+                None => (
+                    format!("Waiting for you: {}", tool.unwrap_or("a question")),
+                    format!("{what} waits for a person to answer it."),
+                ),
+            },
         };
         let since =
             crate::since::since_line(event).map_or_else(String::new, |l| format!("\n\n{l}"));

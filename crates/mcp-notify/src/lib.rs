@@ -74,6 +74,10 @@ pub struct Filter {
     pub groups: Vec<String>,
     /// The events; at least one.
     pub events: Vec<NoticeEvent>,
+    /// A waiting elicitation reaches this sink only once it has waited this long, if it
+    /// still waits (a reminder to the same people, or an escalation to others); one answered
+    /// before never does. `None`: at once.
+    pub after: Option<std::time::Duration>,
 }
 
 impl Filter {
@@ -258,6 +262,8 @@ impl Shared {
         }
     }
 
+    // Long: one notice through every sink in order (skipped, told later, delivered, retried,
+    // given up), then settled once for all of them.
     async fn deliver_to_sinks(
         &self,
         notice: &Notice,
@@ -288,10 +294,33 @@ impl Shared {
             body
         };
         let mut retry = false;
+        // The sinks told only once the elicitation has waited a while, and when the first is due.
+        let mut later: Vec<&str> = Vec::new();
+        let mut due_next: Option<OffsetDateTime> = None;
         for sink in &self.sinks {
             if settled.contains(&sink.name) || !sink.filter.matches(notice.event, elicitation) {
                 continue;
             }
+            let after = sink
+                .filter
+                .after
+                .filter(|_| notice.event == NoticeEvent::Waiting);
+            if let Some(after) = after {
+                let due =
+                    notice.at + time::Duration::try_from(after).unwrap_or(time::Duration::DAY);
+                if now < due {
+                    later.push(&sink.name);
+                    due_next = Some(due_next.map_or(due, |d| d.min(due)));
+                    continue;
+                }
+            }
+            let body = |include_arguments: bool| {
+                let mut body = body(include_arguments);
+                if after.is_some() {
+                    body["waited_minutes"] = json!((now - notice.at).whole_minutes().max(0));
+                }
+                body
+            };
             let outcome = match &sink.kind {
                 SinkKind::Webhook(hook) => {
                     let body = body(hook.include_arguments);
@@ -321,18 +350,32 @@ impl Shared {
                 }
             }
         }
+        // A sink due after the elicitation expires is never told (it no longer waits).
+        let due_next = due_next.filter(|due| *due < elicitation.elicitation.expires_at);
         if !retry {
-            return (settled, Settle::Done);
+            return (settled, due_next.map_or(Settle::Done, Settle::RetryAt));
         }
         let settle = self.again(notice, Some(elicitation));
         if settle == Settle::Done {
-            for sink in self.sinks.iter().filter(|s| !settled.contains(&s.name)) {
-                if sink.filter.matches(notice.event, elicitation) {
-                    tracing::warn!(sink = %sink.name, notice = notice.id, "a notification was given up");
-                    self.metrics.notification(&sink.name, "failed");
-                }
+            let given_up: Vec<String> = self
+                .sinks
+                .iter()
+                .filter(|s| !settled.contains(&s.name) && !later.contains(&s.name.as_str()))
+                .filter(|s| s.filter.matches(notice.event, elicitation))
+                .map(|s| s.name.clone())
+                .collect();
+            for name in given_up {
+                tracing::warn!(sink = %name, notice = notice.id, "a notification was given up");
+                self.metrics.notification(&name, "failed");
+                // Not tried again when the notice comes back for a sink told later.
+                settled.push(name);
             }
         }
+        let settle = match (settle, due_next) {
+            (Settle::RetryAt(next), Some(due)) => Settle::RetryAt(next.min(due)),
+            (Settle::Done, Some(due)) => Settle::RetryAt(due),
+            (settle, None) => settle,
+        };
         (settled, settle)
     }
 

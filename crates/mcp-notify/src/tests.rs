@@ -117,6 +117,7 @@ fn waiting() -> Filter {
         tools: Vec::new(),
         groups: Vec::new(),
         events: vec![NoticeEvent::Waiting],
+        after: None,
     }
 }
 
@@ -771,4 +772,60 @@ async fn a_held_call_is_told_with_what_changed_since_the_last_approved_one() {
         shown.contains("content, mode") && shown.contains("content was: \\\"secret-one\\\""),
         "{shown}"
     );
+}
+
+#[tokio::test]
+async fn a_sink_told_after_a_while_hears_only_of_what_still_waits_then() {
+    let now_hook = Receiver::start(&[]).await;
+    let later_hook = Receiver::start(&[]).await;
+    let s = scene(vec![
+        hook(&now_hook.url, false, waiting()),
+        Sink {
+            name: "escalate".into(),
+            filter: Filter {
+                after: Some(std::time::Duration::from_secs(5 * 60)),
+                ..waiting()
+            },
+            ..hook(&later_hook.url, false, waiting())
+        },
+    ]);
+    let still = hold(&s.store, "fs__delete", json!({"path": "/a"}), None).await;
+    let answered = hold(&s.store, "fs__delete", json!({"path": "/b"}), None).await;
+    s.notifier.tick().await.unwrap();
+    assert_eq!(now_hook.got().len(), 2, "both at once to the first sink");
+    assert!(
+        later_hook.got().is_empty(),
+        "nothing yet to the one told later"
+    );
+    // One is answered within five minutes; the other still waits then (both expire in ten).
+    elicitation_store::ElicitationStore::respond(
+        &*s.store,
+        &alice(),
+        answered,
+        json!({"confirmed": false}),
+    )
+    .await
+    .unwrap();
+    s.clock.advance(time::Duration::minutes(4));
+    s.notifier.tick().await.unwrap();
+    assert!(later_hook.got().is_empty(), "not before its time");
+    s.clock.advance(time::Duration::minutes(2));
+    s.notifier.tick().await.unwrap();
+    let got = later_hook.got();
+    assert_eq!(got.len(), 1, "only what still waits: {:?}", got.len());
+    let told = got[0].json();
+    assert_eq!(told["id"], still.to_string(), "{told}");
+    assert_eq!(told["waited_minutes"], 6, "{told}");
+    assert_eq!(now_hook.got().len(), 2, "the first sink is not told again");
+    let slack = crate::slack::slack_message(&told, false, time::OffsetDateTime::now_utc());
+    assert!(
+        slack["blocks"][0]
+            .to_string()
+            .contains("Still waiting after 6 min: fs__delete"),
+        "{slack}"
+    );
+    // Nothing more comes once it has been told.
+    s.clock.advance(time::Duration::minutes(2));
+    s.notifier.tick().await.unwrap();
+    assert_eq!(later_hook.got().len(), 1);
 }

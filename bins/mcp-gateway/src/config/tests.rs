@@ -209,6 +209,14 @@ fn unsafe_or_incomplete_configurations_are_refused_with_a_reason() {
         ),
         ("[[notify]]\nkind = \"webhook\"", "needs url"),
         (
+            "[[notify]]\nkind = \"webhook\"\nafter = \"10s\"",
+            "after must be between 1m and 24h",
+        ),
+        (
+            "[[notify]]\nkind = \"webhook\"\nafter = \"30m\"\nevents = [\"answered\"]",
+            "its events must include \"waiting\"",
+        ),
+        (
             "[[notify]]\nkind = \"webhook\"\nurl = \"http://hooks.example.com/x\"",
             "must be https://",
         ),

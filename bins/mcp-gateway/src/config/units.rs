@@ -165,7 +165,7 @@ pub(super) mod redact {
 }
 
 /// Durations as `"30s"`, `"10m"`, `"2h"` or a number of seconds.
-pub(super) mod duration {
+pub(crate) mod duration {
     use std::time::Duration;
 
     use serde::Deserializer;
