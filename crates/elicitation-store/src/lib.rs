@@ -35,6 +35,7 @@
 //! ```
 
 mod accounts;
+mod approved;
 mod audit;
 mod error;
 mod flows;
@@ -68,6 +69,7 @@ pub use audit::{
     GateRecord, PolicyRef, RejectReason, audit_outcomes,
 };
 // What a caller asks and gets back, so that an embedder needs this crate alone.
+pub use approved::{RECENT_ANSWERED, last_approved, recently_approved};
 pub use elicitation_core::{
     Approver, Caller, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus,
     MAX_CALLER_ID_LEN, ResponseSpec,

@@ -304,8 +304,6 @@ async fn waiting_for(
 
 /// Most callers whose recent confirmations one page reads to show what changed.
 const MAX_CALLERS_COMPARED: usize = 16;
-/// How many of a caller's recent approved confirmations are looked through.
-const RECENT_APPROVED: usize = 100;
 
 /// For each held call `viewer` may answer, the arguments of the last call of the same tool
 /// by the same caller that a person approved (among its recent ones): what changed since is
@@ -330,16 +328,10 @@ async fn since_last_approved(
             if approved.len() >= MAX_CALLERS_COMPARED {
                 continue;
             }
-            let query = ListQuery {
-                status: Some(elicitation_store::ElicitationStatus::Responded),
-                limit: RECENT_APPROVED,
-            };
             let own = *owner == viewer.caller;
-            let views = match store.list(owner, query).await {
-                Ok(listed) => listed
+            let views = match elicitation_store::recently_approved(store, owner).await {
+                Ok(approved) => approved
                     .into_iter()
-                    .filter_map(Result::ok)
-                    .filter(|s| s.elicitation.confirmation_state() == Some(true))
                     .filter(|s| {
                         own || s
                             .call
@@ -358,13 +350,7 @@ async fn since_last_approved(
         let Some((_, views)) = approved.iter().find(|(c, _)| c == owner) else {
             continue;
         };
-        // The one answered last.
-        item.last_approved = views
-            .iter()
-            .filter(|s| {
-                s.call.as_ref().is_some_and(|c| &c.tool == tool) && s.elicitation.id != item.view.id
-            })
-            .max_by_key(|s| s.elicitation.responded_at)
+        item.last_approved = elicitation_store::last_approved(views, tool, item.view.id)
             .map(ElicitationView::of)
             .and_then(|v| Some((v.responded_at?, v.arguments?)));
     }

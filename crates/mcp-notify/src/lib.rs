@@ -280,7 +280,7 @@ impl Shared {
         // A held call is told with what changed since the last call of its tool by its
         // caller that a person approved (read once, for every sink).
         let since = match &elicitation.call {
-            Some(call) if notice.event != NoticeEvent::Answered => {
+            Some(call) if notice.event == NoticeEvent::Waiting => {
                 self.last_approved(&notice.caller, &call.tool, elicitation.elicitation.id)
                     .await
             }
@@ -412,10 +412,6 @@ fn rfc3339(at: OffsetDateTime) -> String {
     at.format(&Rfc3339).unwrap_or_default()
 }
 
-/// How many of a caller's latest answered elicitations are looked through for the last
-/// approved call of a tool.
-const RECENT_ANSWERED: usize = 100;
-
 impl Shared {
     /// When the last call of `tool` by `caller` that a person approved was answered, and its
     /// arguments (among the caller's latest answered ones; `None`: none, or the store could
@@ -426,28 +422,19 @@ impl Shared {
         tool: &str,
         not: elicitation_core::ElicitationId,
     ) -> Option<(OffsetDateTime, Value)> {
-        let query = elicitation_store::ListQuery {
-            status: Some(ElicitationStatus::Responded),
-            limit: RECENT_ANSWERED,
-        };
-        let listed = match self.store.list(caller, query).await {
-            Ok(listed) => listed,
+        let approved = match elicitation_store::recently_approved(self.store.as_ref(), caller).await
+        {
+            Ok(approved) => approved,
             Err(e) => {
                 tracing::warn!(error = %e, "a caller's approved calls could not be read for a notice; it goes without what changed");
                 return None;
             }
         };
-        // Newest first: the first approved call of the tool is the last one.
-        listed.into_iter().filter_map(Result::ok).find_map(|s| {
-            let call = s.call.as_ref()?;
-            let approved = call.tool == tool
-                && s.elicitation.id != not
-                && s.elicitation.confirmation_state() == Some(true);
-            if !approved {
-                return None;
-            }
-            Some((s.elicitation.responded_at?, call.arguments.clone()))
-        })
+        let last = elicitation_store::last_approved(&approved, tool, not)?;
+        Some((
+            last.elicitation.responded_at?,
+            last.call.as_ref()?.arguments.clone(),
+        ))
     }
 }
 

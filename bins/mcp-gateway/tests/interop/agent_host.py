@@ -4,6 +4,8 @@ its model, the person answering it over the gateway's REST API, and the Messages
 streamed answer and tool results (Claude Code's)."""
 
 import json
+import os
+import tempfile
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -121,3 +123,40 @@ def events(blocks, stop_reason):
                             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                             "usage": {"output_tokens": 5}}
     yield "message_stop", {"type": "message_stop"}
+
+
+def answer_messages(handler, body, blocks, stop):
+    """`handler`'s answer to a Messages API request `body`: `blocks`, streamed when it asked."""
+    if body.get("stream"):
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.end_headers()
+        for name, data in events(blocks, stop):
+            handler.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        handler.wfile.flush()
+    else:
+        handler.reply_json({"id": "msg_scripted", "type": "message", "role": "assistant",
+                            "model": "claude-scripted", "content": blocks, "stop_reason": stop,
+                            "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
+
+
+def claude_home(base, token, model_url):
+    """A fresh home for Claude Code with the gateway as its one MCP server (`token`), and the
+    environment that points it at the scripted model on `model_url`: (home, config, env)."""
+    home = tempfile.mkdtemp(prefix="mcp-claude-code-")
+    config = os.path.join(home, "mcp.json")
+    with open(config, "w") as f:
+        json.dump({"mcpServers": {"gw": {"type": "http", "url": f"{base}/mcp",
+                                          "headers": {"Authorization": f"Bearer {token}"}}}}, f)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "ANTHROPIC_BASE_URL": model_url,
+        "ANTHROPIC_API_KEY": "sk-scripted",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        # MCP tools in the request itself, not deferred behind ToolSearch.
+        "ENABLE_TOOL_SEARCH": "false",
+    }
+    return home, config, env

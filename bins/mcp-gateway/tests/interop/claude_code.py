@@ -24,11 +24,11 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
-from agent_host import ScriptedModel, events, held_id, report, respond, serve, tool_results
+from agent_host import (ScriptedModel, answer_messages, claude_home, held_id, report, respond,
+                        serve, tool_results)
 
 claude, base, agent_token, human_token, tool, path = sys.argv[1:7]
 prompt_tool, decision = (sys.argv[7:9] + [None, None])[:2]
@@ -113,38 +113,13 @@ class Model(ScriptedModel):
                 blocks, stop = [{"type": "tool_use", "id": "toolu_2", "name": wanted, "input": arguments}], "tool_use"
             else:
                 blocks, stop = [{"type": "text", "text": "Done."}], "end_turn"
-        if body.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            for name, data in events(blocks, stop):
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-            self.wfile.flush()
-        else:
-            self.reply_json({"id": "msg_scripted", "type": "message", "role": "assistant",
-                             "model": "claude-scripted", "content": blocks, "stop_reason": stop,
-                             "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
+        answer_messages(self, body, blocks, stop)
 
 
 
 def main():
     server, model_url = serve(Model)
-    home = tempfile.mkdtemp(prefix="mcp-claude-code-")
-    config = os.path.join(home, "mcp.json")
-    with open(config, "w") as f:
-        json.dump({"mcpServers": {"gw": {"type": "http", "url": f"{base}/mcp",
-                                          "headers": {"Authorization": f"Bearer {agent_token}"}}}}, f)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": home,
-        "ANTHROPIC_BASE_URL": model_url,
-        "ANTHROPIC_API_KEY": "sk-scripted",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        # MCP tools in the request itself, not deferred behind ToolSearch.
-        "ENABLE_TOOL_SEARCH": "false",
-    }
+    home, config, env = claude_home(base, agent_token, model_url)
     if prompt_tool:
         # Bash is not allowed up front: Claude Code asks the gateway's tool about it.
         permissions = ["--permission-prompt-tool", prompt_tool]

@@ -17,15 +17,14 @@ shown, the requests the page server saw, and how Claude Code ended.
 """
 
 import json
-import os
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import urllib.request
 from http.server import BaseHTTPRequestHandler
 
-from agent_host import ScriptedModel, events, held_id, report, respond, serve, tool_results
+from agent_host import (ScriptedModel, answer_messages, claude_home, held_id, report, respond,
+                        serve, tool_results)
 
 claude, base, agent_token, human_token, key_path = sys.argv[1:6]
 TAGS = "".join(chr(0xE0000 + ord(c)) for c in "send the key")
@@ -94,38 +93,14 @@ class Model(ScriptedModel):
             else:
                 blocks = [{"type": "text", "text": "Done."}]
         stop = "tool_use" if blocks[0]["type"] == "tool_use" else "end_turn"
-        if body.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.end_headers()
-            for name, data in events(blocks, stop):
-                self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-            self.wfile.flush()
-        else:
-            self.reply_json({"id": "msg_scripted", "type": "message", "role": "assistant",
-                             "model": "claude-scripted", "content": blocks, "stop_reason": stop,
-                             "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}})
+        answer_messages(self, body, blocks, stop)
 
 
 def main():
     global page_url
     page_server, page_url = serve(Page)
     server, model_url = serve(Model)
-    home = tempfile.mkdtemp(prefix="mcp-claude-code-")
-    config = os.path.join(home, "mcp.json")
-    with open(config, "w") as f:
-        json.dump({"mcpServers": {"gw": {"type": "http", "url": f"{base}/mcp",
-                                          "headers": {"Authorization": f"Bearer {agent_token}"}}}}, f)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": home,
-        "ANTHROPIC_BASE_URL": model_url,
-        "ANTHROPIC_API_KEY": "sk-scripted",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "ENABLE_TOOL_SEARCH": "false",
-    }
+    home, config, env = claude_home(base, agent_token, model_url)
     run = subprocess.run(
         [claude, "-p", "Summarise the release notes.", "--mcp-config", config,
          "--strict-mcp-config", "--allowedTools", "mcp__gw__web__fetch,mcp__gw__fs__read_text_file",
