@@ -33,6 +33,16 @@ pub enum RespondOutcome {
     },
     /// The same answer was already recorded; nothing changed.
     AlreadyRecorded,
+    /// An approval counted toward a quorum (or this person's approval, counted before):
+    /// the elicitation still waits for `needed - approvals` more people.
+    Counted {
+        /// Distinct people who approved so far.
+        approvals: usize,
+        /// Distinct people needed.
+        needed: usize,
+        /// Groups of which nobody approved yet, where one of each is needed.
+        missing: Vec<String>,
+    },
 }
 
 /// A transition that the elicitation's state does not allow.

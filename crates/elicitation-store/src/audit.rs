@@ -42,11 +42,14 @@ pub enum AuditEvent {
     /// A gated call forwarded earlier came back (`detail.outcome`: `ok`, `tool_error`,
     /// `module_failed`); a forward without one is visibly unfinished.
     ToolCallCompleted,
+    /// One approval of a call that needs several was counted; the call still waits for
+    /// the others (`detail.approvals`, `detail.needed`, `detail.answered_by`).
+    ElicitationApprovalCounted,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 15] = [
+    pub const ALL: [AuditEvent; 16] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -62,6 +65,7 @@ impl AuditEvent {
         AuditEvent::ToolDefinitionApproved,
         AuditEvent::ToolDefinitionRejected,
         AuditEvent::ToolCallCompleted,
+        AuditEvent::ElicitationApprovalCounted,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -82,6 +86,7 @@ impl AuditEvent {
             AuditEvent::ToolDefinitionApproved => "tool_definition_approved",
             AuditEvent::ToolDefinitionRejected => "tool_definition_rejected",
             AuditEvent::ToolCallCompleted => "tool_call_completed",
+            AuditEvent::ElicitationApprovalCounted => "elicitation_approval_counted",
         }
     }
 }
@@ -270,6 +275,8 @@ pub(crate) enum Event {
     Cancelled(CancelReason),
     ValidationFailed,
     Timeout,
+    /// An approval counted toward a quorum, not the last.
+    Counted,
 }
 
 impl Event {
@@ -280,6 +287,7 @@ impl Event {
             Event::Cancelled(_) => AuditEvent::ElicitationCancelled,
             Event::ValidationFailed => AuditEvent::ElicitationValidationFailed,
             Event::Timeout => AuditEvent::ElicitationTimeout,
+            Event::Counted => AuditEvent::ElicitationApprovalCounted,
         }
     }
 
@@ -297,7 +305,7 @@ impl Event {
             Event::Cancelled(reason) => {
                 detail.insert("reason".into(), reason.as_str().into());
             }
-            Event::Responded | Event::ValidationFailed | Event::Timeout => {}
+            Event::Responded | Event::ValidationFailed | Event::Timeout | Event::Counted => {}
         }
         detail
     }
@@ -505,7 +513,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../migrations/V17__audit_chain.sql");
+        let migration = include_str!("../migrations/V26__quorum.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");

@@ -13,6 +13,9 @@ use time::{Duration, OffsetDateTime};
 
 use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, Store, StoreError};
 
+mod quorum;
+pub(crate) use quorum::*;
+
 /// What a test asks of a fresh store.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Setup {
@@ -81,6 +84,9 @@ macro_rules! conformance_tests {
             the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged,
             a_connected_account_is_its_callers_alone_and_replaced_not_duplicated,
             a_callers_flow_is_shared_by_every_instance_bounded_per_kind_and_its_own,
+            a_quorum_runs_after_its_nth_distinct_approver_and_any_decline_ends_it,
+            a_quorum_from_several_groups_needs_one_of_each_and_nobody_counts_twice,
+            concurrent_approvals_complete_a_quorum_exactly_once,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1205,6 +1211,7 @@ pub(crate) async fn approvers_answer_only_what_their_group_may(
         Some(Approval {
             group: "sre".into(),
             mode,
+            quorum: crate::Quorum::default(),
         })
     };
     let held = |mode| request("fs__delete", args.clone()).with_approval(rule(mode));
@@ -2315,6 +2322,7 @@ pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
     let four_eyes = Some(Approval {
         group: "sre".into(),
         mode: ApprovalMode::FourEyes,
+        quorum: crate::Quorum::default(),
     });
     let held = h
         .store

@@ -48,6 +48,7 @@ mod notices;
 mod pins;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod quorum;
 mod seal;
 mod store;
 mod sweeper;
@@ -103,6 +104,7 @@ pub use postgres::{
     CHAIN_KEY_INFO, ChainReport, ChainSealed, PostgresOptions, PostgresStore, audit_page,
     audit_seal_stalls, max_unsealed_wait, verify_audit,
 };
+pub use quorum::{Count, MAX_QUORUM, MAX_QUORUM_GROUPS, Quorum, Vote};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, AuditSink, CallBinding, ConfirmationRequest, ElicitationStore,

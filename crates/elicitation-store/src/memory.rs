@@ -666,7 +666,7 @@ impl MemoryStore {
                 e.call
                     .as_ref()
                     .and_then(|c| c.approval.as_ref())
-                    .is_some_and(|a| approver.groups.contains(&a.group))
+                    .is_some_and(|a| a.answered_by_groups(&approver.groups))
             })
             .map(|e| e.caller.clone())
             .ok_or(StoreError::NotFound { id })
@@ -682,6 +682,12 @@ impl MemoryStore {
         with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
         let owner = self.approver_owner(approver, id)?;
+        if crate::quorum::approves(&payload)
+            && let Some(outcome) =
+                self.vote(approver, &owner, id, &payload, answered_by, with.is_some())?
+        {
+            return Ok((owner, outcome, None));
+        }
         let (outcome, grant) = self.respond_checked(
             &owner,
             id,
@@ -693,12 +699,102 @@ impl MemoryStore {
                 {
                     Ok(())
                 }
-                Some(a) if approver.groups.contains(&a.group) => Err(StoreError::FourEyes { id }),
+                Some(a) if a.answered_by_groups(&approver.groups) => {
+                    Err(StoreError::FourEyes { id })
+                }
                 _ => Err(StoreError::NotFound { id }),
             },
             with.map(|w| (w, &approver.caller)),
         )?;
         Ok((owner, outcome, grant))
+    }
+
+    /// Counts `approver`'s approval of `owner`'s confirmation `id` toward its quorum, under
+    /// the lock: `None` when it has none (or is no longer pending: the plain answer then
+    /// says why), else what counting came to — the approval that completes the quorum
+    /// records the answer in the same step.
+    fn vote(
+        &self,
+        approver: &Approver,
+        owner: &Caller,
+        id: ElicitationId,
+        payload: &Value,
+        answered_by: Option<&str>,
+        with: bool,
+    ) -> Result<Option<RespondOutcome>, StoreError> {
+        let now = self.clock.now();
+        self.with_entry(owner, id, |entry| {
+            let Some(approval) = entry
+                .call
+                .as_ref()
+                .and_then(|c| c.approval.clone())
+                .filter(|a| a.quorum.is_plural())
+            else {
+                return Ok(None);
+            };
+            if !approval.approver_may_answer(&entry.caller, &approver.caller, &approver.groups) {
+                return Err(if approval.answered_by_groups(&approver.groups) {
+                    StoreError::FourEyes { id }
+                } else {
+                    StoreError::NotFound { id }
+                });
+            }
+            if with {
+                return Err(approval.refuse_with());
+            }
+            if entry.elicitation.status_at(now) != ElicitationStatus::Pending {
+                return Ok(None);
+            }
+            let votes = entry.call.as_ref().map_or(&[][..], |c| c.votes.as_slice());
+            let vote = approval.vote(&approver.caller, &approver.groups, now, answered_by);
+            let votes = match approval.count(votes, vote) {
+                crate::Count::Already => return Ok(Some(approval.counted(votes))),
+                crate::Count::Counted(votes) => {
+                    let outcome = approval.counted(&votes);
+                    let by = votes.last().and_then(|v| v.by.clone());
+                    if let Some(call) = entry.call.as_mut() {
+                        call.votes = votes;
+                    }
+                    entry.audit(Event::Counted);
+                    let mut detail = serde_json::Map::new();
+                    if let RespondOutcome::Counted {
+                        approvals, needed, ..
+                    } = &outcome
+                    {
+                        detail.insert("approvals".into(), (*approvals).into());
+                        detail.insert("needed".into(), (*needed).into());
+                    }
+                    if let Some(by) = by {
+                        detail.insert("answered_by".into(), by.into());
+                    }
+                    self.record(
+                        Event::Counted.event(),
+                        &entry.caller,
+                        Some(id),
+                        entry.call.as_ref().map(|c| c.tool.as_str()),
+                        Value::Object(detail),
+                    );
+                    return Ok(Some(outcome));
+                }
+                crate::Count::Complete(votes) => votes,
+            };
+            let outcome = entry.elicitation.respond(payload.clone(), now)?;
+            match outcome {
+                RespondOutcome::Recorded => {
+                    entry.elicitation.answered_by = answered_by.map(elicitation_core::answered_by);
+                    if let Some(call) = entry.call.as_mut() {
+                        call.votes = votes;
+                    }
+                    self.record_entry(entry, Event::Responded);
+                    entry.bytes += json_bytes(payload);
+                }
+                RespondOutcome::ValidationFailed { .. } => {
+                    self.record_entry(entry, Event::ValidationFailed);
+                }
+                _ => {}
+            }
+            Ok(Some(outcome))
+        })?
     }
 
     /// Answers as the caller itself (refused where an approver group must answer).

@@ -87,6 +87,7 @@ impl Metered {
             },
             RespondOutcome::Invalid { .. } => "invalid",
             RespondOutcome::ValidationFailed { .. } => "validation_failed",
+            RespondOutcome::Counted { .. } => "counted",
             RespondOutcome::AlreadyRecorded => return,
         };
         self.meter.answered(label, id);

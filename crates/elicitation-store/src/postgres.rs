@@ -582,6 +582,10 @@ impl PostgresStore {
         let approval = call.and_then(|c| c.approval.as_ref());
         let approver_group = approval.map(|a| a.group.as_str());
         let approval_mode = approval.map(|a| a.mode.label());
+        let quorum = approval.map_or(1, |a| i16::from(a.quorum.approvers.max(1)));
+        let also: Vec<&str> = approval.map_or(Vec::new(), |a| {
+            a.quorum.also.iter().map(String::as_str).collect()
+        });
         let limit = i64::try_from(self.max_pending_per_caller).unwrap_or(i64::MAX);
         let rows = self
             .scoped(
@@ -606,6 +610,8 @@ impl PostgresStore {
                     &approval_mode,
                     &held_detail,
                     &definition,
+                    &quorum,
+                    &also,
                 ],
             )
             .await?;

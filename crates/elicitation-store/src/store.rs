@@ -11,6 +11,7 @@ use serde_json::Value;
 use time::{Duration, OffsetDateTime};
 
 use crate::audit::{AuditPage, AuditQuery, GateRecord, PolicyRef};
+use crate::quorum::{Count, Quorum, Vote};
 use crate::{Approver, Caller, StoreError};
 
 /// Most rows one `list` returns, whatever the caller asks for.
@@ -59,6 +60,9 @@ pub struct Approval {
     pub group: String,
     /// Whether the caller may answer too.
     pub mode: ApprovalMode,
+    /// How many people must approve, and from which groups ([`Quorum::default`]: one
+    /// answer decides).
+    pub quorum: Quorum,
 }
 
 /// How an [`Approval`] binds the caller.
@@ -94,9 +98,87 @@ impl ApprovalMode {
 }
 
 impl Approval {
-    /// Whether the caller's own answer (without group membership) is accepted.
-    pub const fn caller_may_answer(&self) -> bool {
-        matches!(self.mode, ApprovalMode::May)
+    /// One group answers (`mode` says whether the caller may too), one answer deciding.
+    pub fn of_group(group: impl Into<String>, mode: ApprovalMode) -> Self {
+        Approval {
+            group: group.into(),
+            mode,
+            quorum: Quorum::default(),
+        }
+    }
+
+    /// Whether the caller's own answer (without group membership) is accepted: never where
+    /// several people must approve.
+    pub fn caller_may_answer(&self) -> bool {
+        matches!(self.mode, ApprovalMode::May) && !self.quorum.is_plural()
+    }
+
+    /// The groups whose members answer: the rule's own, then a quorum's further groups.
+    pub fn groups(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.group.as_str()).chain(self.quorum.also.iter().map(String::as_str))
+    }
+
+    /// Whether a member of `groups` is among those who answer (four eyes aside).
+    pub fn answered_by_groups(&self, groups: &[String]) -> bool {
+        self.groups().any(|g| groups.iter().any(|mine| mine == g))
+    }
+
+    /// Counts `vote` among the `votes` so far toward the quorum.
+    pub fn count(&self, votes: &[Vote], vote: Vote) -> Count {
+        let groups: Vec<&str> = self.groups().collect();
+        crate::quorum::count(self.quorum.needed(), &groups, votes, vote)
+    }
+
+    /// Whether `votes` (of distinct people) meet the quorum.
+    pub fn satisfied(&self, votes: &[Vote]) -> bool {
+        let groups: Vec<&str> = self.groups().collect();
+        crate::quorum::satisfied(self.quorum.needed(), &groups, votes)
+    }
+
+    /// The groups no vote covers yet.
+    pub fn missing_groups(&self, votes: &[Vote]) -> Vec<&str> {
+        let groups: Vec<&str> = self.groups().collect();
+        crate::quorum::missing_groups(&groups, votes)
+    }
+
+    /// `approver`'s vote (a member of `groups`), now, as `by` labels them.
+    pub fn vote(
+        &self,
+        approver: &Caller,
+        groups: &[String],
+        at: OffsetDateTime,
+        by: Option<&str>,
+    ) -> Vote {
+        Vote::of(self.groups(), approver, groups, at, by)
+    }
+
+    /// What a counted approval, not the last, tells whoever gave it.
+    pub fn counted(&self, votes: &[Vote]) -> elicitation_core::RespondOutcome {
+        elicitation_core::RespondOutcome::Counted {
+            approvals: votes.len(),
+            needed: self.quorum.needed(),
+            missing: self
+                .missing_groups(votes)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    /// Why an approval under a quorum of several people cannot make a grant or change the
+    /// arguments: each approver approved the call as it is, and a grant would let later
+    /// calls through on one person's word.
+    pub(crate) fn refuse_with(&self) -> StoreError {
+        StoreError::AnswerRefused(format!(
+            "this call needs {} approvers: it can be approved only as it is, without a standing grant or changed arguments",
+            self.quorum.needed()
+        ))
+    }
+
+    /// Whether the caller never counts as an approver of its own call: four eyes, or a
+    /// quorum of several people.
+    pub fn excludes_caller(&self) -> bool {
+        self.mode == ApprovalMode::FourEyes || self.quorum.is_plural()
     }
 
     /// Whether `answerer`, a member of `groups`, may answer a confirmation of `caller` by
@@ -113,7 +195,7 @@ impl Approval {
         approver: &Caller,
         groups: &[String],
     ) -> bool {
-        groups.contains(&self.group) && !(self.mode == ApprovalMode::FourEyes && caller == approver)
+        self.answered_by_groups(groups) && !(self.excludes_caller() && caller == approver)
     }
 }
 
@@ -213,6 +295,8 @@ pub struct HeldCall {
     pub arguments: Value,
     /// Who answers it besides, or instead of, the caller.
     pub approval: Option<Approval>,
+    /// The approvals counted so far toward the approval's quorum (empty without one).
+    pub votes: Vec<Vote>,
 }
 
 /// Which of a caller's elicitations to list.
@@ -624,6 +708,7 @@ impl ConfirmationRequest {
             definition: Some(self.binding.definition),
             arguments: self.arguments,
             approval: self.approval,
+            votes: Vec::new(),
         };
         Ok(StoredElicitation {
             elicitation,
@@ -665,6 +750,7 @@ mod tests {
         let rule = |mode| Approval {
             group: "sre".into(),
             mode,
+            quorum: crate::Quorum::default(),
         };
         // (mode, answerer, answerer's groups) → may answer alice's confirmation?
         let cases = [

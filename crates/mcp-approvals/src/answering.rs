@@ -195,6 +195,8 @@ impl Page {
             Ok(RespondOutcome::Recorded | RespondOutcome::AlreadyRecorded) => {
                 redirect(&format!("/approvals?done={done}"))
             }
+            // One approval of several: the call still waits for the others.
+            Ok(RespondOutcome::Counted { .. }) => redirect("/approvals?done=counted"),
             Ok(RespondOutcome::Invalid {
                 errors,
                 retries_left,

@@ -261,6 +261,8 @@ pub(crate) struct Item {
     pub(crate) owner: Option<String>,
     /// Whether this person may answer it (`false`: it waits for another group's member).
     pub(crate) answerable: bool,
+    /// Whether this person's approval is among those counted toward its quorum already.
+    pub(crate) voted: bool,
     /// When the last call of the same tool by the same caller that a person approved was
     /// answered, and its arguments (a held call's; `None`: none among its recent ones).
     pub(crate) last_approved: Option<(String, Value)>,
@@ -412,6 +414,52 @@ fn item_heading(out: &mut String, item: &Item, now: time::OffsetDateTime) {
     );
 }
 
+/// Where several people must approve: how many, of which groups, who approved so far and
+/// when, and which groups it still waits for.
+fn quorum_tally(out: &mut String, approval: &mcp_http_kit::views::ApprovalView) {
+    let Some(needed) = approval.approvers_needed else {
+        return;
+    };
+    let groups: Vec<String> = std::iter::once(&approval.group)
+        .chain(&approval.also_from)
+        .map(|g| format!("<strong>{}</strong>", shown(g)))
+        .collect();
+    let from = if groups.len() > 1 {
+        format!("one from each of {}", groups.join(", "))
+    } else {
+        format!("from {}", groups.join(""))
+    };
+    let _ = write!(
+        out,
+        "<p class=\"quorum\">Needs {needed} approvals ({from}): {} so far",
+        approval.approvals.len()
+    );
+    if !approval.approvals.is_empty() {
+        let who: Vec<String> = approval
+            .approvals
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} <time>{}</time>",
+                    shown(&v.by),
+                    escape(v.at.as_deref().unwrap_or_default())
+                )
+            })
+            .collect();
+        let _ = write!(out, " — {}", who.join("; "));
+    }
+    out.push('.');
+    if !approval.waiting_for.is_empty() {
+        let missing: Vec<String> = approval
+            .waiting_for
+            .iter()
+            .map(|g| format!("<strong>{}</strong>", shown(g)))
+            .collect();
+        let _ = write!(out, " Still needs one from {}.", missing.join(", "));
+    }
+    out.push_str("</p>");
+}
+
 /// Approve and Decline (with a note), Approve and allow this call or the tool for a while;
 /// or, where another group must approve, who it waits for.
 fn confirmation_controls(
@@ -421,7 +469,14 @@ fn confirmation_controls(
     edited: Option<&str>,
 ) {
     let view = &item.view;
-    if !item.answerable {
+    if let Some(approval) = view.approval.as_ref() {
+        quorum_tally(out, approval);
+    }
+    if item.voted {
+        out.push_str(
+            "<p class=\"waits\">You approved it; it waits for the other approvals it needs.</p>",
+        );
+    } else if !item.answerable {
         let group = view.approval.as_ref().map_or("", |a| a.group.as_str());
         let _ = write!(
             out,
@@ -826,9 +881,14 @@ mod tests {
             consumed_at: None,
             tool: Some(tool.to_owned()),
             arguments: Some(arguments),
-            approval: group.map(|group| mcp_http_kit::views::ApprovalView {
-                group: group.to_owned(),
-                mode: "only",
+            approval: group.map(|group| {
+                mcp_http_kit::views::ApprovalView::of(
+                    &elicitation_store::Approval::of_group(
+                        group,
+                        elicitation_store::ApprovalMode::Must,
+                    ),
+                    &[],
+                )
             }),
         }
     }
@@ -854,6 +914,7 @@ mod tests {
             view: held(hostile, hostile, serde_json::json!({"path": hostile}), None),
             owner: Some(hostile.to_owned()),
             answerable: true,
+            voted: false,
             last_approved: None,
         };
         let grant_for = vec!["15m".to_owned()];
@@ -889,6 +950,7 @@ mod tests {
                 view: held("fs__write_file", "Write?", now.clone(), None),
                 owner: None,
                 answerable: true,
+                voted: false,
                 last_approved: Some(("2026-12-05T10:00:00Z".to_owned(), before)),
             };
             let grant_for = vec!["15m".to_owned()];
@@ -945,6 +1007,7 @@ mod tests {
             ),
             owner: None,
             answerable: false,
+            voted: false,
             last_approved: None,
         };
         let page = page(

@@ -260,6 +260,12 @@ async fn waiting_for(
             .and_then(|c| c.approval.as_ref())
             .is_none_or(|a| a.may_answer(owner, &principal.caller, &groups))
     };
+    let voted = |stored: &elicitation_store::StoredElicitation| {
+        stored
+            .call
+            .as_ref()
+            .is_some_and(|c| c.votes.iter().any(|v| v.is_of(&principal.caller)))
+    };
     let own = store
         .list(
             &principal.caller,
@@ -273,6 +279,7 @@ async fn waiting_for(
             view: ElicitationView::of(&stored),
             owner: None,
             answerable: may_answer(&principal.caller, &stored),
+            voted: voted(&stored),
             last_approved: None,
         })
         .collect();
@@ -292,6 +299,7 @@ async fn waiting_for(
                     None => owner.subject_id().to_owned(),
                 }),
                 answerable: may_answer(&owner, &stored),
+                voted: voted(&stored),
                 last_approved: None,
             });
             owners.push(owner);
@@ -337,7 +345,7 @@ async fn since_last_approved(
                             .call
                             .as_ref()
                             .and_then(|c| c.approval.as_ref())
-                            .is_some_and(|a| viewer.groups.contains(&a.group))
+                            .is_some_and(|a| a.groups().any(|g| viewer.groups.contains(g)))
                     })
                     .collect(),
                 Err(e) => {

@@ -133,7 +133,7 @@ impl Page {
             Ok(RespondOutcome::ValidationFailed { errors }) => invalid(&errors, 0),
             // An upload is a new file each time, so never the answer already recorded: this
             // question was answered with another.
-            Ok(RespondOutcome::AlreadyRecorded) => answer(
+            Ok(RespondOutcome::AlreadyRecorded | RespondOutcome::Counted { .. }) => answer(
                 StatusCode::CONFLICT,
                 json!({"error": "this question was already answered"}),
             ),

@@ -29,6 +29,7 @@ impl Page {
             .and_then(|q| q.strip_prefix("done="))
             .map(|done| match done {
                 "approved" => "Approved.",
+                "counted" => "Your approval is counted: the call waits for the other approvals it needs.",
                 "uploaded" => "Uploaded.",
                 "declined" => "Declined.",
                 "granted" => "Approved, and allowed for the time chosen.",
@@ -122,6 +123,7 @@ impl Page {
                 view,
                 owner: None,
                 answerable: true,
+                voted: false,
                 last_approved: None,
             }];
             let owner = [principal.caller.clone()];

@@ -380,6 +380,19 @@ impl Gateway {
         // Whoever reads the confirmation (the agent's held result, the page, the REST API)
         // learns who must answer it.
         let message = match &approval {
+            Some(a) if a.quorum.is_plural() => {
+                let groups: Vec<String> = a.groups().map(|g| format!("\"{g}\"")).collect();
+                format!(
+                    "{} {} people must approve it ({}), not the person the agent acts for.",
+                    call.message.text,
+                    a.quorum.needed(),
+                    if groups.len() > 1 {
+                        format!("one from each of the approver groups {}", groups.join(", "))
+                    } else {
+                        format!("members of the approver group {}", groups.join(""))
+                    }
+                )
+            }
             Some(a) if !a.caller_may_answer() => format!(
                 "{} A member of the approver group \"{}\" must confirm it{}.",
                 call.message.text,

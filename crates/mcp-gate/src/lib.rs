@@ -513,12 +513,16 @@ impl Gateway {
             }
             GroupsFrom::Issuer(name) => Some(name.as_str()),
         };
-        approval.group = match issuer {
-            Some(issuer) => mcp_auth::qualified_group(&approval.group, issuer, caller.tenant_id()),
+        let qualify = |group: &str| match issuer {
+            Some(issuer) => mcp_auth::qualified_group(group, issuer, caller.tenant_id()),
             // The caller's tenant's group: a token of another tenant in a group of the same
             // name answers nothing of this caller's.
-            None => mcp_auth::tenant_group(&approval.group, caller.tenant_id()),
+            None => mcp_auth::tenant_group(group, caller.tenant_id()),
         };
+        approval.group = qualify(&approval.group);
+        for group in &mut approval.quorum.also {
+            *group = qualify(group);
+        }
         Some(approval)
     }
 

@@ -65,6 +65,56 @@ pub struct ApprovalView {
     pub group: String,
     /// `also`, `only` or `four_eyes` (the rule's label).
     pub mode: &'static str,
+    /// Distinct people who must approve (absent: one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approvers_needed: Option<usize>,
+    /// Further groups of each of which one approver must count (absent: none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also_from: Vec<String>,
+    /// The approvals counted so far toward the quorum, oldest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<VoteView>,
+    /// Groups of which nobody approved yet, where one of each is needed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
+}
+
+/// One approval counted toward a quorum: who (as they were labelled when answering) and when.
+#[derive(Debug, Clone, Serialize)]
+pub struct VoteView {
+    /// Who approved.
+    pub by: String,
+    /// When (RFC 3339).
+    pub at: Option<String>,
+}
+
+impl ApprovalView {
+    /// The view of `approval` with the `votes` counted so far.
+    pub fn of(approval: &elicitation_store::Approval, votes: &[elicitation_store::Vote]) -> Self {
+        let plural = approval.quorum.is_plural();
+        ApprovalView {
+            group: approval.group.clone(),
+            mode: approval.mode.label(),
+            approvers_needed: plural.then(|| approval.quorum.needed()),
+            also_from: approval.quorum.also.clone(),
+            approvals: votes
+                .iter()
+                .map(|v| VoteView {
+                    by: v.by.clone().unwrap_or_else(|| v.subject.clone()),
+                    at: rfc3339(Some(v.at)),
+                })
+                .collect(),
+            waiting_for: if plural {
+                approval
+                    .missing_groups(votes)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 impl ElicitationView {
@@ -91,12 +141,7 @@ impl ElicitationView {
             consumed_at: rfc3339(e.consumed_at),
             tool: call.map(|c| c.tool.clone()),
             arguments: call.map(|c| c.arguments.clone()),
-            approval: call
-                .and_then(|c| c.approval.as_ref())
-                .map(|a| ApprovalView {
-                    group: a.group.clone(),
-                    mode: a.mode.label(),
-                }),
+            approval: call.and_then(|c| c.approval.as_ref().map(|a| ApprovalView::of(a, &c.votes))),
         }
     }
 

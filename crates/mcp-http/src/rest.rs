@@ -167,6 +167,8 @@ pub async fn handle(
             let label = match outcome {
                 RespondOutcome::Recorded => "recorded",
                 RespondOutcome::AlreadyRecorded => "already_recorded",
+                // One approval of several: the elicitation says how many and who so far.
+                RespondOutcome::Counted { .. } => "counted",
                 RespondOutcome::Invalid {
                     errors,
                     retries_left,

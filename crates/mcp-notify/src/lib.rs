@@ -100,10 +100,11 @@ impl Filter {
             }
         }
         if !self.groups.is_empty() {
-            let Some(group) = call.and_then(|c| c.approval.as_ref()).map(|a| &a.group) else {
+            let Some(approval) = call.and_then(|c| c.approval.as_ref()) else {
                 return false;
             };
-            if !self.groups.contains(group) {
+            // Any of the groups that answer it (a quorum's further groups too).
+            if !approval.answered_by_groups(&self.groups) {
                 return false;
             }
         }

@@ -371,10 +371,7 @@ async fn filters_pick_tools_by_name_or_prefix_groups_and_events() {
         sink.name = name.into();
     }
     let s = scene(sinks);
-    let sre = Some(Approval {
-        group: "sre".into(),
-        mode: ApprovalMode::May,
-    });
+    let sre = Some(Approval::of_group("sre", ApprovalMode::May));
     hold(&s.store, "db__drop", json!({}), None).await;
     hold(&s.store, "fs__delete", json!({}), sre).await;
     let quiet = hold(&s.store, "fs__write_file", json!({}), None).await;

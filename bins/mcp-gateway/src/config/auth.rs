@@ -297,29 +297,46 @@ pub(crate) struct ApproverConfig {
     /// The group (a value of the groups claim, or of a token's `groups`).
     pub(crate) group: String,
     /// `"may"` (the group besides the caller), `"must"` (only the group) or `"four_eyes"`
-    /// (only the group, never the caller itself).
-    #[serde(default = "default_approval_mode")]
-    pub(crate) mode: String,
+    /// (only the group, never the caller itself). Default `"must"`, or `"four_eyes"` with a
+    /// quorum (the only mode a quorum takes).
+    #[serde(default)]
+    pub(crate) mode: Option<String>,
+    /// A quorum: how many distinct people must approve (2 to 16; default 1, or one per
+    /// group of `also_from` and `group`).
+    #[serde(default)]
+    pub(crate) approvers: Option<u8>,
+    /// A quorum: further groups, besides `group`, of each of which one approver must count
+    /// ("one from sre and one from security").
+    #[serde(default)]
+    pub(crate) also_from: Vec<String>,
     /// Mode `jwt`: the issuer (its name or its URL) whose members of `group` answer, for
     /// every caller. Without it, a group counts only as asserted by the held call's
     /// caller's own issuer.
     pub(crate) issuer: Option<String>,
 }
 
-fn default_approval_mode() -> String {
-    "must".into()
-}
-
 impl ApproverConfig {
     pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_gate::ApproverRule> {
         use mcp_gate::GroupsFrom;
-        let Some(mode) = elicitation_store::ApprovalMode::from_label(&self.mode) else {
+        let quorum = self.quorum()?;
+        let default_mode = if quorum.is_plural() {
+            "four_eyes"
+        } else {
+            "must"
+        };
+        let label = self.mode.as_deref().unwrap_or(default_mode);
+        let Some(mode) = elicitation_store::ApprovalMode::from_label(label) else {
             bail!(
-                "[[approvers]] for {:?}: mode {:?} must be \"may\", \"must\" or \"four_eyes\"",
+                "[[approvers]] for {:?}: mode {label:?} must be \"may\", \"must\" or \"four_eyes\"",
                 self.tools,
-                self.mode
             );
         };
+        if quorum.is_plural() && mode != elicitation_store::ApprovalMode::FourEyes {
+            bail!(
+                "[[approvers]] for {:?}: with approvers or also_from, the requester never counts: mode must be \"four_eyes\" (the default), not {label:?}",
+                self.tools,
+            );
+        }
         if self.tools.is_empty() || self.tools[..self.tools.len() - 1].contains('*') {
             bail!(
                 "[[approvers]] tools {:?} must be a tool name, or a prefix ending in one '*'",
@@ -327,11 +344,13 @@ impl ApproverConfig {
             );
         }
         let group = self.group.trim();
-        if group.is_empty() || group.len() > 256 || group.chars().any(char::is_control) {
-            bail!(
-                "[[approvers]] for {:?}: group must be 1 to 256 characters",
-                self.tools
-            );
+        for g in std::iter::once(group).chain(quorum.also.iter().map(String::as_str)) {
+            if g.is_empty() || g.len() > 256 || g.chars().any(char::is_control) {
+                bail!(
+                    "[[approvers]] for {:?}: a group must be 1 to 256 characters",
+                    self.tools
+                );
+            }
         }
         let groups_from = match (&auth.mode, &auth.jwt, &self.issuer) {
             (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
@@ -353,9 +372,12 @@ impl ApproverConfig {
                 self.tools
             ),
             (_, _, None) => {
-                if group.contains('#') {
+                if let Some(g) = std::iter::once(group)
+                    .chain(quorum.also.iter().map(String::as_str))
+                    .find(|g| g.contains('#'))
+                {
                     bail!(
-                        "[[approvers]] for {:?}: group {group:?} may not contain '#' (it qualifies a group by its tenant)",
+                        "[[approvers]] for {:?}: group {g:?} may not contain '#' (it qualifies a group by its tenant)",
                         self.tools
                     );
                 }
@@ -367,8 +389,43 @@ impl ApproverConfig {
             approval: elicitation_store::Approval {
                 group: group.to_owned(),
                 mode,
+                quorum,
             },
             groups_from,
         })
+    }
+
+    /// The quorum `approvers` and `also_from` ask for.
+    fn quorum(&self) -> Result<elicitation_store::Quorum> {
+        use elicitation_store::{MAX_QUORUM, MAX_QUORUM_GROUPS};
+        let also: Vec<String> = self.also_from.iter().map(|g| g.trim().to_owned()).collect();
+        if also.len() + 1 > MAX_QUORUM_GROUPS {
+            bail!(
+                "[[approvers]] for {:?}: at most {MAX_QUORUM_GROUPS} groups in all (group and also_from)",
+                self.tools
+            );
+        }
+        let mut seen = std::collections::HashSet::from([self.group.trim()]);
+        if let Some(g) = also.iter().find(|g| !seen.insert(g.as_str())) {
+            bail!(
+                "[[approvers]] for {:?}: group {g:?} is named twice (one approver of each group counts)",
+                self.tools
+            );
+        }
+        let approvers = self.approvers.unwrap_or(1);
+        if !(1..=MAX_QUORUM).contains(&approvers) {
+            bail!(
+                "[[approvers]] for {:?}: approvers must be 1 to {MAX_QUORUM}",
+                self.tools
+            );
+        }
+        if usize::from(approvers) < 1 + also.len() && self.approvers.is_some() {
+            bail!(
+                "[[approvers]] for {:?}: approvers = {approvers} is fewer than the {} groups it needs one of each of",
+                self.tools,
+                1 + also.len()
+            );
+        }
+        Ok(elicitation_store::Quorum { approvers, also })
     }
 }

@@ -306,3 +306,51 @@ fn a_modules_era_is_for_http_modules_and_names_one_of_three() {
         .is_err()
     );
 }
+
+/// Issue 50, item 1: `approvers` and `also_from` make a quorum (four eyes by default, the
+/// only mode it takes); what cannot be met or counts the requester is refused saying why.
+#[test]
+fn an_approver_rule_takes_a_quorum_and_refuses_one_it_cannot_keep() {
+    let rule = |extra: &str| -> Result<mcp_gate::ApproverRule, String> {
+        let text = format!(
+            "[auth]\nmode = \"tokens\"\n[[approvers]]\ntools = \"db__*\"\ngroup = \"sre\"\n{extra}"
+        );
+        let config: Config = toml::from_str(&text).map_err(|e| e.to_string())?;
+        config.check().map_err(|e| e.to_string())?;
+        config.approvers[0]
+            .resolve(&config.auth)
+            .map_err(|e| e.to_string())
+    };
+    let two = rule("approvers = 2").unwrap();
+    assert_eq!(two.approval.mode, elicitation_store::ApprovalMode::FourEyes);
+    assert_eq!(two.approval.quorum.needed(), 2);
+    let each = rule("also_from = [\"security\"]").unwrap();
+    assert_eq!(each.approval.quorum.needed(), 2);
+    assert_eq!(each.approval.quorum.also, ["security"]);
+    let three = rule("approvers = 3\nalso_from = [\"security\"]").unwrap();
+    assert_eq!(three.approval.quorum.needed(), 3);
+    assert_eq!(
+        rule("").unwrap().approval.mode,
+        elicitation_store::ApprovalMode::Must
+    );
+    for (extra, says) in [
+        ("approvers = 2\nmode = \"may\"", "the requester never counts"),
+        ("approvers = 2\nmode = \"must\"", "the requester never counts"),
+        ("approvers = 0", "approvers must be 1 to 16"),
+        ("approvers = 17", "approvers must be 1 to 16"),
+        (
+            "approvers = 1\nalso_from = [\"security\"]",
+            "fewer than the 2 groups",
+        ),
+        ("also_from = [\"sre\"]", "named twice"),
+        ("also_from = [\"\"]", "1 to 256 characters"),
+        ("also_from = [\"sec#t2\"]", "may not contain '#'"),
+        (
+            "also_from = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\", \"h\"]",
+            "at most 8 groups",
+        ),
+    ] {
+        let refused = rule(extra).unwrap_err();
+        assert!(refused.contains(says), "{extra}: {refused}");
+    }
+}

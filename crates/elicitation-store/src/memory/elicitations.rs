@@ -127,7 +127,7 @@ impl ElicitationStore for MemoryStore {
                 e.call
                     .as_ref()
                     .and_then(|c| c.approval.as_ref())
-                    .is_some_and(|a| approver.groups.contains(&a.group))
+                    .is_some_and(|a| a.answered_by_groups(&approver.groups))
             })
             .map(|e| (e.caller.clone(), e.stored(now)))
             .collect();

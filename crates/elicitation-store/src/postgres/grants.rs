@@ -88,11 +88,12 @@ fn decode(row: &Row, keys: &KeyRing) -> Result<Grant, StoreError> {
     let group: Option<String> = row.try_get("approver_group").map_err(get_err)?;
     let mode: Option<&str> = row.try_get("approval_mode").map_err(get_err)?;
     let approval = match (group, mode) {
-        (Some(group), Some(mode)) => Some(Approval {
+        // A grant is never made under a quorum of several people (Approval::refuse_with).
+        (Some(group), Some(mode)) => Some(Approval::of_group(
             group,
-            mode: ApprovalMode::from_label(mode)
+            ApprovalMode::from_label(mode)
                 .ok_or_else(|| corrupt(elicitation, "grant approval mode unknown"))?,
-        }),
+        )),
         _ => None,
     };
     let count = |column: &str| -> Result<Option<u32>, StoreError> {

@@ -2,10 +2,24 @@
 //! why an answer was refused.
 
 use super::*;
+use crate::{Approval, Count, Vote};
+
+/// How often an approval of a quorum is counted again after losing a race to another.
+const MAX_QUORUM_ROUNDS: usize = 16;
+
+/// The approval that completes a quorum: counted against `counted` approvals.
+pub(super) struct QuorumStep {
+    /// How many approvals the row had when this one was counted.
+    counted: i32,
+    /// This approval, as a one-element JSON array.
+    vote: Value,
+}
 
 impl PostgresStore {
     /// Records an answer to `caller`'s elicitation `id` by the caller itself, or by
-    /// `approver` (the SQL holds the approval rule too, whatever was checked before).
+    /// `approver` (the SQL holds the approval rule too, whatever was checked before); with
+    /// a [`QuorumStep`], the approval that completes a quorum, counted against exactly the
+    /// approvals it read.
     // Long: one guarded statement and the reading of each of its outcomes, which share the row
     // it returned.
     pub(super) async fn respond_guarded(
@@ -14,9 +28,13 @@ impl PostgresStore {
         id: ElicitationId,
         payload: Value,
         answered_by: Option<&str>,
-        approver: Option<&Approver>,
+        approver: Option<(&Approver, Option<&QuorumStep>)>,
         with: Option<AnswerWith>,
     ) -> Result<(RespondOutcome, Option<Grant>), StoreError> {
+        let (approver, step) = match approver {
+            Some((approver, step)) => (Some(approver), step),
+            None => (None, None),
+        };
         let now = self.now();
         if let Some(with) = &with {
             crate::grant::check_with_answer(&payload, with)?;
@@ -121,6 +139,16 @@ impl PostgresStore {
                         audit::emit(Event::Responded, caller, id, None);
                         return Ok((RespondOutcome::Recorded, made));
                     }
+                } else if let Some(step) = step {
+                    let mut params: Vec<&(dyn ToSql + Sync)> = answer.to_vec();
+                    params.extend_from_slice(&[&step.counted, &step.vote]);
+                    let rows = self
+                        .scoped(caller, sql::RESPOND_VALID_QUORUM, &params)
+                        .await?;
+                    if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
+                        audit::emit(Event::Responded, caller, id, None);
+                        return Ok((RespondOutcome::Recorded, None));
+                    }
                 } else {
                     let rows = self.scoped(caller, sql::RESPOND_VALID, &answer).await?;
                     if rows.first().map(|r| r.get::<_, i64>(0)) == Some(1) {
@@ -194,19 +222,125 @@ impl PostgresStore {
         answered_by: Option<&str>,
         with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
-        let raw = self.approver_row(approver, id).await?;
+        let mut raw = self.approver_row(approver, id).await?;
         let owner = raw.caller.clone();
-        match raw.approval() {
-            Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {}
-            Some(a) if approver.groups.contains(&a.group) => {
-                return Err(StoreError::FourEyes { id });
+        // Of concurrent approvals of a quorum, each counted against the approvals it read:
+        // one that lost the race reads again (a bounded number of times).
+        for _ in 0..MAX_QUORUM_ROUNDS {
+            let approval = match raw.approval() {
+                Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {
+                    a.clone()
+                }
+                Some(a) if a.answered_by_groups(&approver.groups) => {
+                    return Err(StoreError::FourEyes { id });
+                }
+                _ => return Err(StoreError::NotFound { id }),
+            };
+            if !approval.quorum.is_plural() || !crate::quorum::approves(&payload) {
+                let (outcome, grant) = self
+                    .respond_guarded(
+                        &owner,
+                        id,
+                        payload,
+                        answered_by,
+                        Some((approver, None)),
+                        with,
+                    )
+                    .await?;
+                return Ok((owner, outcome, grant));
             }
-            _ => return Err(StoreError::NotFound { id }),
+            if with.is_some() {
+                return Err(approval.refuse_with());
+            }
+            let now = self.now();
+            if as_seen(raw.elicitation.clone(), now).status != ElicitationStatus::Pending {
+                let outcome = self
+                    .refused_respond(&owner, id, payload, now, Some(approver))
+                    .await?;
+                return Ok((owner, outcome, None));
+            }
+            let vote = approval.vote(&approver.caller, &approver.groups, now, answered_by);
+            let counted = i32::try_from(raw.votes().len()).unwrap_or(i32::MAX);
+            let outcome = match approval.count(raw.votes(), vote.clone()) {
+                Count::Already => return Ok((owner, approval.counted(raw.votes()), None)),
+                Count::Complete(_) => {
+                    let step = QuorumStep {
+                        counted,
+                        vote: crate::quorum::votes_json(std::slice::from_ref(&vote)),
+                    };
+                    match self
+                        .respond_guarded(
+                            &owner,
+                            id,
+                            payload.clone(),
+                            answered_by,
+                            Some((approver, Some(&step))),
+                            None,
+                        )
+                        .await
+                    {
+                        // Counted against approvals that changed meanwhile.
+                        Err(StoreError::Conflict(_)) => None,
+                        other => Some(other.map(|(outcome, _)| outcome)?),
+                    }
+                }
+                Count::Counted(votes) => self
+                    .count_approval(&owner, approver, id, counted, &vote, &approval, now)
+                    .await?
+                    .then(|| approval.counted(&votes)),
+            };
+            match outcome {
+                Some(outcome) => return Ok((owner, outcome, None)),
+                None => raw = self.approver_row(approver, id).await?,
+            }
         }
-        let (outcome, grant) = self
-            .respond_guarded(&owner, id, payload, answered_by, Some(approver), with)
+        Err(StoreError::Conflict(
+            "too many approvals of this call at once; answer again".into(),
+        ))
+    }
+
+    /// Counts `vote` toward the quorum of `owner`'s confirmation `id`, if it still has
+    /// exactly `counted` approvals and is pending: `false` when it changed meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    async fn count_approval(
+        &self,
+        owner: &Caller,
+        approver: &Approver,
+        id: ElicitationId,
+        counted: i32,
+        vote: &Vote,
+        approval: &Approval,
+        now: OffsetDateTime,
+    ) -> Result<bool, StoreError> {
+        let groups = Value::from(approver.groups.clone());
+        let tenant = tenant_param(owner);
+        let approver_tenant = approver.caller.tenant_id().unwrap_or("");
+        let one = crate::quorum::votes_json(std::slice::from_ref(vote));
+        let needed = i32::try_from(approval.quorum.needed()).unwrap_or(i32::MAX);
+        let rows = self
+            .scoped(
+                owner,
+                sql::COUNT_APPROVAL,
+                &[
+                    id.as_uuid(),
+                    &owner.subject_id(),
+                    &tenant,
+                    &now,
+                    &counted,
+                    &one,
+                    &groups,
+                    &approver.caller.subject_id(),
+                    &approver_tenant,
+                    &vote.by,
+                    &needed,
+                ],
+            )
             .await?;
-        Ok((owner, outcome, grant))
+        let done = rows.first().map(|r| r.get::<_, i64>(0)) == Some(1);
+        if done {
+            audit::emit(Event::Counted, owner, id, None);
+        }
+        Ok(done)
     }
 
     /// After a guarded update matched nothing: explain why from the row as it is now.

@@ -10,8 +10,11 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use crate::quorum::votes_from_json as quorum_votes;
 use crate::seal::{KeyRing, SealContext, Sealed};
-use crate::{Approval, ApprovalMode, Caller, HeldCall, StoreError, StoredElicitation};
+use crate::{
+    Approval, ApprovalMode, Caller, HeldCall, Quorum, StoreError, StoredElicitation, Vote,
+};
 
 pub(super) const REQUEST: &str = "request";
 pub(super) const RESPONSE: &str = "response";
@@ -25,6 +28,7 @@ pub(super) struct RawRow {
     pub(super) caller: Caller,
     pub(super) elicitation: Elicitation,
     approval: Option<Approval>,
+    votes: Vec<Vote>,
     tool: Option<String>,
     digest: Option<Vec<u8>>,
     definition: Option<Vec<u8>>,
@@ -188,14 +192,22 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
             group,
             mode: ApprovalMode::from_label(&mode)
                 .ok_or_else(|| corrupt(id, format!("unknown approval mode {mode:?}")))?,
+            quorum: Quorum {
+                approvers: u8::try_from(row.try_get::<_, i16>("approval_quorum").map_err(get_err)?)
+                    .map_err(|_| corrupt(id, "approval quorum out of range"))?,
+                also: row.try_get("approver_also").map_err(get_err)?,
+            },
         }),
         (None, None) => None,
         _ => return Err(corrupt(id, "an approval is only partly stored")),
     };
+    let votes = quorum_votes(&row.try_get::<_, Value>("approvals").map_err(get_err)?)
+        .ok_or_else(|| corrupt(id, "the counted approvals are malformed"))?;
     Ok(RawRow {
         caller,
         elicitation,
         approval,
+        votes,
         tool: row.try_get("tool_name").map_err(get_err)?,
         digest: row.try_get("call_digest").map_err(get_err)?,
         definition: row.try_get("definition_digest").map_err(get_err)?,
@@ -219,6 +231,11 @@ impl RawRow {
     /// Who answers the confirmation besides, or instead of, its caller.
     pub(super) fn approval(&self) -> Option<&Approval> {
         self.approval.as_ref()
+    }
+
+    /// The approvals counted so far toward the approval's quorum.
+    pub(super) fn votes(&self) -> &[Vote] {
+        &self.votes
     }
 
     /// The full stored elicitation, opening the held call's arguments.
@@ -257,6 +274,7 @@ impl RawRow {
                     definition,
                     arguments,
                     approval: self.approval,
+                    votes: self.votes,
                 })
             }
             (None, None, None) => None,

@@ -9,7 +9,8 @@ macro_rules! columns {
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
          cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode, \
-         note_sealed, note_key_id, edited_sealed, edited_key_id, definition_digest"
+         note_sealed, note_key_id, edited_sealed, edited_key_id, definition_digest, \
+         approval_quorum, approver_also, approvals"
     };
 }
 
@@ -36,12 +37,13 @@ macro_rules! audit_from_changed {
 
 /// Creates a row unless the caller already has `$13` pending elicitations. `$5` is the
 /// sealed message and `$14` its key id; `$17` the detail of a confirmation's
-/// `tool_call_held` (the deciding rule and policy); `$18` the held tool's definition digest.
+/// `tool_call_held` (the deciding rule and policy); `$18` the held tool's definition digest;
+/// `$19` the approvers a quorum needs (1 without one), `$20` its further groups.
 /// Returns the number inserted (0 or 1).
 pub(super) const INSERT: &str = concat!(
     "WITH changed AS (",
-    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode, definition_digest) ",
-    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12, $15::text, $16::text, $18 ",
+    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode, definition_digest, approval_quorum, approver_also) ",
+    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12, $15::text, $16::text, $18, $19::smallint, $20::text[] ",
     "WHERE (SELECT count(*) FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND status = 'pending' AND expires_at > $11) < $13 ",
@@ -86,11 +88,13 @@ macro_rules! answerer_may {
         concat!(
             " AND (CASE WHEN ",
             $a,
-            "::jsonb IS NULL THEN (approval_mode IS NULL OR approval_mode = 'may') ",
-            "ELSE (approver_group IN (SELECT jsonb_array_elements_text(",
+            "::jsonb IS NULL THEN (approval_mode IS NULL OR (approval_mode = 'may' AND approval_quorum = 1 AND cardinality(approver_also) = 0)) ",
+            "ELSE ((approver_group IN (SELECT jsonb_array_elements_text(",
             $a,
-            "::jsonb)) ",
-            "AND NOT (approval_mode = 'four_eyes' AND caller_subject = ",
+            "::jsonb)) OR approver_also && array(SELECT jsonb_array_elements_text(",
+            $a,
+            "::jsonb))) ",
+            "AND NOT ((approval_mode = 'four_eyes' OR approval_quorum > 1 OR cardinality(approver_also) > 0) AND caller_subject = ",
             $s,
             "::text AND caller_tenant IS NOT DISTINCT FROM ",
             $t,
@@ -108,13 +112,17 @@ macro_rules! respond_valid {
         )
     };
     ($set:literal, $detail:literal) => {
+        respond_valid!($set, $detail, "")
+    };
+    ($set:literal, $detail:literal, $guard:literal) => {
         concat!(
             "WITH changed AS (UPDATE mcp_elicitations SET status = 'responded', response_sealed = $4, response_key_id = $5, confirmed = $6, responded_at = $7, answered_by = $8, note_sealed = $12, note_key_id = $13",
             $set,
             " WHERE id = $1 AND ",
             caller_is!(),
             answerer_may!("$9", "$10", "$11"),
-            " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name, call_digest, approver_group, approval_mode), ",
+            $guard,
+            " AND status = 'pending' AND expires_at > $7 RETURNING id, tool_name, call_digest, approver_group, approval_mode, approvals), ",
             audit_from_changed!("$7", "elicitation_responded", $detail)
         )
     };
@@ -124,6 +132,36 @@ macro_rules! respond_valid {
 /// unless a confirmation), `$7` now, `$8` who answered (or NULL); `$9`–`$11` the answerer
 /// (see `answerer_may!`); `$12`, `$13` a decline's sealed note and its key id (or NULL).
 pub(super) const RESPOND_VALID: &str = concat!(respond_valid!(), "SELECT count(*) FROM changed");
+
+/// [`RESPOND_VALID`] for the approval that completes a quorum (V26): `$14` the number of
+/// approvals it was counted against (the row must still have exactly those), `$15` this
+/// approval (a one-element JSON array), added to them.
+pub(super) const RESPOND_VALID_QUORUM: &str = concat!(
+    respond_valid!(
+        ", approvals = approvals || $15::jsonb",
+        "jsonb_strip_nulls(jsonb_build_object('confirmed', $6::boolean, 'answered_by', $8::text, 'approvals', jsonb_array_length(approvals)))",
+        " AND jsonb_array_length(approvals) = $14::integer"
+    ),
+    "SELECT count(*) FROM changed"
+);
+
+/// Counts one approval toward a quorum, not the last (V26): `$4` now, `$5` the number of
+/// approvals it was counted against (the row must still have exactly those), `$6` this
+/// approval (a one-element JSON array); `$7`–`$9` the approver (see `answerer_may!`); `$10`
+/// who answered (or NULL), `$11` approvals needed. Returns the number counted (0 or 1).
+pub(super) const COUNT_APPROVAL: &str = concat!(
+    "WITH changed AS (UPDATE mcp_elicitations SET approvals = approvals || $6::jsonb WHERE id = $1 AND ",
+    caller_is!(),
+    answerer_may!("$7", "$8", "$9"),
+    " AND jsonb_array_length(approvals) = $5::integer",
+    " AND status = 'pending' AND expires_at > $4 RETURNING id, tool_name, approvals), ",
+    audit_from_changed!(
+        "$4",
+        "elicitation_approval_counted",
+        "jsonb_strip_nulls(jsonb_build_object('answered_by', $10::text, 'approvals', jsonb_array_length(approvals), 'needed', $11::integer))"
+    ),
+    "SELECT count(*) FROM changed"
+);
 
 /// [`RESPOND_VALID`] for an approval that makes a grant in the same statement, or neither:
 /// `$14` the grant's id, `$15` scope, `$16`/`$17` the sealed digest and its key (scope
@@ -342,7 +380,7 @@ pub(super) const IS_MIGRATED: &str = "SELECT to_regclass('public.mcp_elicitation
 pub(super) const APPROVER_PENDING: &str = concat!(
     "SELECT ",
     columns!(),
-    " FROM mcp_elicitations WHERE approver_group = ANY (mcp_approver_groups())",
+    " FROM mcp_elicitations WHERE (approver_group = ANY (mcp_approver_groups()) OR approver_also && mcp_approver_groups())",
     " AND status = 'pending' AND expires_at > $1 ORDER BY created_at DESC, id DESC LIMIT $2"
 );
 
@@ -350,7 +388,7 @@ pub(super) const APPROVER_PENDING: &str = concat!(
 pub(super) const APPROVER_ONE: &str = concat!(
     "SELECT ",
     columns!(),
-    " FROM mcp_elicitations WHERE id = $1 AND approver_group = ANY (mcp_approver_groups())"
+    " FROM mcp_elicitations WHERE id = $1 AND (approver_group = ANY (mcp_approver_groups()) OR approver_also && mcp_approver_groups())"
 );
 
 pub(super) const LISTEN: &str =
@@ -377,6 +415,8 @@ pub(super) const FORGET_ENDED_SESSIONS: &str = "SELECT mcp_forget_ended_sessions
 pub(crate) const ALL: &[&str] = &[
     INSERT,
     RESPOND_VALID,
+    RESPOND_VALID_QUORUM,
+    COUNT_APPROVAL,
     RESPOND_INVALID,
     CANCEL,
     REDEEM,

@@ -1194,6 +1194,7 @@ async fn another_caller_sees_a_confirmation_only_through_its_approver_group() {
     let approval = Some(Approval {
         group: "sre".into(),
         mode: ApprovalMode::FourEyes,
+        quorum: crate::Quorum::default(),
     });
     let id = store
         .create_confirmation(

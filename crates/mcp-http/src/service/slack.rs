@@ -124,17 +124,31 @@ impl McpService {
         )
         .await
         {
-            Ok(_) => {
+            Ok((_, outcome)) => {
                 tracing::info!(elicitation = %id, slack_user = %action.slack_user, by = %by, approve = action.approve, "answered from Slack");
-                let done = if action.approve {
-                    "Approved"
-                } else {
-                    "Declined"
+                let subject = &action.user.subject;
+                let text = match outcome {
+                    // One approval of several: say how far it got.
+                    elicitation_core::RespondOutcome::Counted {
+                        approvals,
+                        needed,
+                        missing,
+                    } => {
+                        let mut text = format!(
+                            "Approval by {subject} counted: {approvals} of {needed}; it waits for the others."
+                        );
+                        if !missing.is_empty() {
+                            text.push_str(&format!(
+                                " Still needs one from {}.",
+                                missing.join(", ")
+                            ));
+                        }
+                        text
+                    }
+                    _ if action.approve => format!("Approved by {subject}."),
+                    _ => format!("Declined by {subject}."),
                 };
-                said(
-                    StatusCode::OK,
-                    format!("{done} by {}.", action.user.subject),
-                )
+                said(StatusCode::OK, text)
             }
             Err(e) => {
                 let e = McpError::from(e);

@@ -50,6 +50,12 @@ const BOB: &str = "bob-sre-token";
 const ALICE_SRE: &str = "alice-sre-token";
 /// Carol: in a group named `sre` too, but of tenant `t2`.
 const CAROL_T2: &str = "carol-t2-sre-token";
+/// Bob's second token (another device): the same person.
+const BOB_AGAIN: &str = "bob-sre-second-token";
+/// Dave: another person of `sre`.
+const DAVE: &str = "dave-sre-token";
+/// Erin: a person of `security` only.
+const ERIN: &str = "erin-security-token";
 
 async fn harness_with(approvers: Vec<mcp_gate::ApproverRule>) -> Harness {
     let uploads = std::env::temp_dir().join(format!(
@@ -119,6 +125,12 @@ async fn harness_at(
             ..grant(AUDITOR, &[mcp_auth::SCOPE_AUDIT])
         },
         member("bob", BOB),
+        member("bob", BOB_AGAIN),
+        member("dave", DAVE),
+        TokenGrant {
+            groups: vec!["security".into()],
+            ..member("erin", ERIN)
+        },
         member("alice", ALICE_SRE),
         TokenGrant {
             tenant: Some("t2".into()),
@@ -1157,6 +1169,7 @@ async fn an_approver_group_of_tokens_counts_only_within_its_tenant() {
         approval: elicitation_store::Approval {
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::FourEyes,
+            quorum: elicitation_store::Quorum::default(),
         },
         groups_from: mcp_gate::GroupsFrom::Configured,
     }])
@@ -1203,6 +1216,7 @@ async fn a_four_eyes_confirmation_is_approved_by_another_member_of_the_group_nev
         approval: elicitation_store::Approval {
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::FourEyes,
+            quorum: elicitation_store::Quorum::default(),
         },
         groups_from: mcp_gate::GroupsFrom::Configured,
     }])
@@ -1642,6 +1656,7 @@ async fn a_grant_made_on_the_page_is_bounded_and_only_whoever_may_approve_makes_
         approval: elicitation_store::Approval {
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::FourEyes,
+            quorum: elicitation_store::Quorum::default(),
         },
         groups_from: mcp_gate::GroupsFrom::Configured,
     }])
@@ -1821,6 +1836,7 @@ async fn an_approver_compares_only_with_calls_its_group_could_have_answered() {
         approval: elicitation_store::Approval {
             group: "sre".into(),
             mode: elicitation_store::ApprovalMode::May,
+            quorum: elicitation_store::Quorum::default(),
         },
         groups_from: mcp_gate::GroupsFrom::Configured,
     }])
@@ -1856,4 +1872,148 @@ async fn an_approver_compares_only_with_calls_its_group_could_have_answered() {
         "her own: {}",
         page.body
     );
+}
+
+fn quorum_rule(also_from: &[&str]) -> mcp_gate::ApproverRule {
+    mcp_gate::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval {
+            group: "sre".into(),
+            mode: elicitation_store::ApprovalMode::FourEyes,
+            quorum: elicitation_store::Quorum {
+                approvers: 2,
+                also: also_from.iter().map(|g| (*g).to_owned()).collect(),
+            },
+        },
+        groups_from: mcp_gate::GroupsFrom::Configured,
+    }
+}
+
+async fn respond_as(h: &Harness, token: &str, id: &str) -> (StatusCode, Value) {
+    rest(
+        h,
+        token,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true}),
+    )
+    .await
+}
+
+/// Issue 50, item 1: a call two people of `sre` must approve. The agent learns so; the first
+/// approval (on the page) is counted and shown with who and when; the same person again,
+/// through another token and the REST API, is not a second approval; the requester's own
+/// membership counts for nothing; nor does a grant ride on it; the second person's approval
+/// runs the call, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_two_people_must_approve_runs_after_the_second_and_one_person_counts_once() {
+    let h = harness_with(vec![quorum_rule(&[])]).await;
+    let held = agent_call(&h, json!({"path": "/prod"}), None).await;
+    let id = held_id(&held);
+    let message = held["structuredContent"]["elicitation"]["message"]
+        .as_str()
+        .unwrap();
+    assert!(
+        message.contains("2 people must approve it (members of the approver group \"sre\"), not the person the agent acts for."),
+        "{message}"
+    );
+
+    let mut bob = Browser::sign_in(&h, BOB).await.unwrap();
+    let approved = bob
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+    assert_eq!(approved.headers["location"], "/approvals?done=counted");
+    let page = bob.get().await;
+    let item = page.body.split(&format!("id=\"e-{id}\"")).nth(1).unwrap();
+    let item = &item[..item.find("</article>").unwrap()];
+    assert!(
+        item.contains("Needs 2 approvals (from <strong>sre</strong>): 1 so far")
+            && item.contains("You approved it")
+            && !item.contains(">Approve<"),
+        "{item}"
+    );
+    let still = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(
+        held_id(&still),
+        id,
+        "one approval of two runs nothing: {still}"
+    );
+
+    // Bob again, another token: counted once.
+    let (status, body) = respond_as(&h, BOB_AGAIN, &id).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"], "counted", "{body}");
+    let approval = &body["elicitation"]["approval"];
+    assert_eq!(approval["approvers_needed"], 2, "{body}");
+    assert_eq!(approval["approvals"].as_array().unwrap().len(), 1, "{body}");
+    // The requester, though a member of sre, counts for nothing.
+    let (status, body) = respond_as(&h, ALICE_SRE, &id).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    // Nor may the second approver make a grant of it.
+    let (status, body) = rest(
+        &h,
+        DAVE,
+        "POST",
+        &format!("/v1/mcp/elicitations/{id}/respond"),
+        json!({"confirmed": true, "grant": {"scope": "call", "for": "1h"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 0);
+
+    let (status, body) = respond_as(&h, DAVE, &id).await;
+    assert_eq!(
+        (status, &body["outcome"]),
+        (StatusCode::OK, &json!("recorded")),
+        "{body}"
+    );
+    let done = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+}
+
+/// "One from sre and one from security": two people of sre leave it waiting for security;
+/// a person of security alone sees it and completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_needing_one_from_each_group_waits_for_the_missing_group() {
+    let h = harness_with(vec![quorum_rule(&["security"])]).await;
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    for token in [BOB, DAVE] {
+        let (status, body) = respond_as(&h, token, &id).await;
+        assert_eq!(
+            (status, &body["outcome"]),
+            (StatusCode::OK, &json!("counted")),
+            "{body}"
+        );
+        assert_eq!(
+            body["elicitation"]["approval"]["waiting_for"],
+            json!(["security"]),
+            "{body}"
+        );
+    }
+    let still = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(held_id(&still), id, "{still}");
+    let (status, listed) = rest(
+        &h,
+        ERIN,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(
+        listed["elicitations"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    let (status, body) = respond_as(&h, ERIN, &id).await;
+    assert_eq!(
+        (status, &body["outcome"]),
+        (StatusCode::OK, &json!("recorded")),
+        "{body}"
+    );
+    let done = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
 }

@@ -704,6 +704,7 @@ async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) 
                 approval: elicitation_store::Approval {
                     group: "sre".into(),
                     mode: elicitation_store::ApprovalMode::FourEyes,
+                    quorum: elicitation_store::Quorum::default(),
                 },
                 groups_from: mcp_gate::GroupsFrom::CallersIssuer,
             },
