@@ -67,8 +67,23 @@ impl fmt::Debug for Caller {
 pub struct Approver {
     /// Who they are.
     pub caller: Caller,
-    /// Their groups.
+    /// Their groups (their own, or — acting for someone — the groups handed to them).
     pub groups: Vec<String>,
+    /// Whom they answer for, when the groups were handed to them by someone away (a
+    /// delegation): they never answer that person's own calls where its caller may not,
+    /// and the two of them count as one person toward a quorum.
+    pub on_behalf_of: Option<Caller>,
+}
+
+impl Approver {
+    /// `caller`, answering as a member of its own `groups`.
+    pub fn new(caller: Caller, groups: Vec<String>) -> Self {
+        Approver {
+            caller,
+            groups,
+            on_behalf_of: None,
+        }
+    }
 }
 
 #[cfg(test)]

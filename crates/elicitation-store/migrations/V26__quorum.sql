@@ -5,7 +5,8 @@
 -- before); approver_also the further groups, besides approver_group, of each of which one
 -- approver must count. Both are set when the row is inserted, like the approval itself.
 -- approvals holds the approvals counted so far: a JSON array of {subject, tenant, groups,
--- at, by}. The approval that completes the quorum records the answer in the same UPDATE,
+-- at, by, for} (at most the 16 people a quorum needs, and one more for each of its 8 groups
+-- whose approver is still missing). The approval that completes the quorum records the answer in the same UPDATE,
 -- guarded by the approvals it read, so of concurrent approvals on any number of instances
 -- exactly one completes it; the others read again.
 
@@ -15,7 +16,7 @@ ALTER TABLE mcp_elicitations
     ADD COLUMN approver_also text[] NOT NULL DEFAULT '{}'
         CONSTRAINT mcp_elicitations_approver_also CHECK (cardinality(approver_also) <= 7),
     ADD COLUMN approvals jsonb NOT NULL DEFAULT '[]'
-        CONSTRAINT mcp_elicitations_approvals CHECK (jsonb_typeof(approvals) = 'array' AND jsonb_array_length(approvals) <= 16),
+        CONSTRAINT mcp_elicitations_approvals CHECK (jsonb_typeof(approvals) = 'array' AND jsonb_array_length(approvals) <= 32),
     ADD CONSTRAINT mcp_elicitations_quorum_needs_a_group
         CHECK ((approval_quorum = 1 AND cardinality(approver_also) = 0) OR approver_group IS NOT NULL);
 

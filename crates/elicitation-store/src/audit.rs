@@ -45,11 +45,16 @@ pub enum AuditEvent {
     /// One approval of a call that needs several was counted; the call still waits for
     /// the others (`detail.approvals`, `detail.needed`, `detail.answered_by`).
     ElicitationApprovalCounted,
+    /// A person handed their approvals to another for a window (`detail`: both names, the
+    /// window).
+    DelegationCreated,
+    /// A delegation was ended early, by either of its two people (`detail.revoked_by`).
+    DelegationRevoked,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 16] = [
+    pub const ALL: [AuditEvent; 18] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -66,6 +71,8 @@ impl AuditEvent {
         AuditEvent::ToolDefinitionRejected,
         AuditEvent::ToolCallCompleted,
         AuditEvent::ElicitationApprovalCounted,
+        AuditEvent::DelegationCreated,
+        AuditEvent::DelegationRevoked,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -87,6 +94,8 @@ impl AuditEvent {
             AuditEvent::ToolDefinitionRejected => "tool_definition_rejected",
             AuditEvent::ToolCallCompleted => "tool_call_completed",
             AuditEvent::ElicitationApprovalCounted => "elicitation_approval_counted",
+            AuditEvent::DelegationCreated => "delegation_created",
+            AuditEvent::DelegationRevoked => "delegation_revoked",
         }
     }
 }
@@ -513,7 +522,7 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        let migration = include_str!("../migrations/V26__quorum.sql");
+        let migration = include_str!("../migrations/V27__delegations.sql");
         let start = migration
             .find("CHECK (event IN (")
             .expect("the audit table's event CHECK");
@@ -542,6 +551,7 @@ mod tests {
             while let Some(at) = rest
                 .find("'elicitation_")
                 .or_else(|| rest.find("'tool_call_"))
+                .or_else(|| rest.find("'delegation_"))
             {
                 let value = &rest[at + 1..];
                 let end = value.find('\'').unwrap_or(value.len());

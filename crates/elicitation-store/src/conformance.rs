@@ -13,7 +13,9 @@ use time::{Duration, OffsetDateTime};
 
 use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, Store, StoreError};
 
+mod delegation;
 mod quorum;
+pub(crate) use delegation::*;
 pub(crate) use quorum::*;
 
 /// What a test asks of a fresh store.
@@ -87,6 +89,7 @@ macro_rules! conformance_tests {
             a_quorum_runs_after_its_nth_distinct_approver_and_any_decline_ends_it,
             a_quorum_from_several_groups_needs_one_of_each_and_nobody_counts_twice,
             concurrent_approvals_complete_a_quorum_exactly_once,
+            a_delegation_answers_for_its_window_never_the_delegators_own_calls,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {
@@ -1215,9 +1218,8 @@ pub(crate) async fn approvers_answer_only_what_their_group_may(
         })
     };
     let held = |mode| request("fs__delete", args.clone()).with_approval(rule(mode));
-    let approver = |caller: Caller, groups: &[&str]| Approver {
-        caller,
-        groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+    let approver = |caller: Caller, groups: &[&str]| {
+        Approver::new(caller, groups.iter().map(|g| (*g).to_owned()).collect())
     };
     let (alice_sre, bob_ops, bob_sre) = (
         approver(alice(), &["sre"]),
@@ -2338,10 +2340,12 @@ pub(crate) async fn an_approver_grants_for_the_caller_and_sees_what_it_made(
     let alice_sre = Approver {
         caller: alice(),
         groups: vec!["sre".into()],
+        on_behalf_of: None,
     };
     let bob_sre = Approver {
         caller: bob(),
         groups: vec!["sre".into()],
+        on_behalf_of: None,
     };
     assert!(matches!(
         h.store

@@ -71,6 +71,12 @@ pub enum StoreError {
         /// The id asked for.
         id: uuid::Uuid,
     },
+    /// No delegation with this id was given or received by the caller (or it has ended).
+    #[error("delegation {id} not found")]
+    DelegationNotFound {
+        /// The id asked for.
+        id: uuid::Uuid,
+    },
     /// No such tool-definition change.
     #[error("tool-definition change {id} not found")]
     ChangeNotFound {
@@ -202,6 +208,7 @@ impl StoreError {
                 | StoreError::InvalidAccount(_)
                 | StoreError::AccountLimit { .. }
                 | StoreError::GrantNotFound { .. }
+                | StoreError::DelegationNotFound { .. }
                 | StoreError::ChangeNotFound { .. }
                 | StoreError::ApproverRequired { .. }
                 | StoreError::FourEyes { .. }

@@ -37,6 +37,7 @@
 mod accounts;
 mod approved;
 mod audit;
+mod delegation;
 mod error;
 mod flows;
 mod grant;
@@ -71,6 +72,10 @@ pub use audit::{
 };
 // What a caller asks and gets back, so that an embedder needs this crate alone.
 pub use approved::{RECENT_ANSWERED, last_approved, recently_approved};
+pub use delegation::{
+    Delegation, DelegationId, DelegationRequest, DelegationStore, MAX_DELEGATION,
+    MAX_DELEGATIONS_PER_CALLER, Until,
+};
 pub use elicitation_core::{
     Approver, Caller, Elicitation, ElicitationId, ElicitationSpec, ElicitationStatus,
     MAX_CALLER_ID_LEN, ResponseSpec,

@@ -315,6 +315,8 @@ pub struct MemoryStore {
     accounts: Mutex<accounts::Accounts>,
     /// Callers' flows (never held with the other locks).
     flows: Mutex<flows::Flows>,
+    /// Delegations (never held with the other locks but the trail's).
+    delegations: Mutex<delegations::Delegations>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -338,6 +340,7 @@ impl MemoryStore {
             trail: Mutex::default(),
             accounts: Mutex::default(),
             flows: Mutex::default(),
+            delegations: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),
@@ -598,6 +601,20 @@ impl MemoryStore {
         let outcome = self.with_entry(caller, id, |entry| {
             allowed(entry)?;
             entry.refuse_if_overdue(now)?;
+            // Never the approval of a pending call several people must approve: that is
+            // counted ([`MemoryStore::vote`]), whatever path came here.
+            if entry.elicitation.status == ElicitationStatus::Pending
+                && crate::quorum::approves(&payload)
+                && entry
+                    .call
+                    .as_ref()
+                    .and_then(|c| c.approval.as_ref())
+                    .is_some_and(|a| a.quorum.is_plural())
+            {
+                return Err(StoreError::Conflict(
+                    "an approval of a call several people must approve is counted, not recorded alone".into(),
+                ));
+            }
             if let Some((with, _)) = &with
                 && entry.call.is_none()
             {
@@ -694,11 +711,7 @@ impl MemoryStore {
             payload,
             answered_by,
             |entry| match entry.call.as_ref().and_then(|c| c.approval.as_ref()) {
-                Some(a)
-                    if a.approver_may_answer(&entry.caller, &approver.caller, &approver.groups) =>
-                {
-                    Ok(())
-                }
+                Some(a) if a.admits(&entry.caller, approver) => Ok(()),
                 Some(a) if a.answered_by_groups(&approver.groups) => {
                     Err(StoreError::FourEyes { id })
                 }
@@ -732,7 +745,7 @@ impl MemoryStore {
             else {
                 return Ok(None);
             };
-            if !approval.approver_may_answer(&entry.caller, &approver.caller, &approver.groups) {
+            if !approval.admits(&entry.caller, approver) {
                 return Err(if approval.answered_by_groups(&approver.groups) {
                     StoreError::FourEyes { id }
                 } else {
@@ -746,9 +759,10 @@ impl MemoryStore {
                 return Ok(None);
             }
             let votes = entry.call.as_ref().map_or(&[][..], |c| c.votes.as_slice());
-            let vote = approval.vote(&approver.caller, &approver.groups, now, answered_by);
+            let vote = approval.vote(approver, now, answered_by);
             let votes = match approval.count(votes, vote) {
                 crate::Count::Already => return Ok(Some(approval.counted(votes))),
+                crate::Count::NotNeeded => return Err(approval.not_needed(votes)),
                 crate::Count::Counted(votes) => {
                     let outcome = approval.counted(&votes);
                     let by = votes.last().and_then(|v| v.by.clone());
@@ -824,6 +838,7 @@ impl MemoryStore {
 }
 
 mod catalog;
+mod delegations;
 mod elicitations;
 mod fleet;
 mod grants;

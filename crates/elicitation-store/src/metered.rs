@@ -465,6 +465,44 @@ impl GrantStore for Metered {
 }
 
 #[async_trait]
+impl crate::DelegationStore for Metered {
+    async fn delegate(
+        &self,
+        from: &Approver,
+        request: crate::DelegationRequest,
+    ) -> Result<crate::Delegation, StoreError> {
+        self.timed("delegate", self.inner.delegate(from, request))
+            .await
+    }
+
+    async fn delegations(
+        &self,
+        caller: &Caller,
+        limit: usize,
+    ) -> Result<Vec<crate::Delegation>, StoreError> {
+        self.timed("delegations", self.inner.delegations(caller, limit))
+            .await
+    }
+
+    async fn revoke_delegation(
+        &self,
+        caller: &Caller,
+        id: crate::DelegationId,
+    ) -> Result<crate::Delegation, StoreError> {
+        self.timed(
+            "revoke_delegation",
+            self.inner.revoke_delegation(caller, id),
+        )
+        .await
+    }
+
+    async fn acting_for(&self, delegate: &Caller) -> Result<Vec<crate::Delegation>, StoreError> {
+        self.timed("acting_for", self.inner.acting_for(delegate))
+            .await
+    }
+}
+
+#[async_trait]
 impl crate::FlowStore for Metered {
     async fn record_flow(
         &self,

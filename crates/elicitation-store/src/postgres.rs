@@ -35,6 +35,7 @@ use crate::{Approver, CallBinding, Caller, Clock, HeldCall, StoreError, SystemCl
 mod accounts;
 mod chain;
 mod completions;
+mod delegations;
 mod elicitations;
 mod fleet;
 mod flows;

@@ -61,6 +61,9 @@ pub struct Vote {
     pub at: OffsetDateTime,
     /// Who answered, as the surface labels them (`answered_by`).
     pub by: Option<String>,
+    /// Whom they answered for, through a delegation (subject and tenant): the two count as
+    /// one person.
+    pub for_whom: Option<(String, Option<String>)>,
 }
 
 impl Vote {
@@ -68,6 +71,7 @@ impl Vote {
     pub(crate) fn of<'a>(
         rule_groups: impl Iterator<Item = &'a str>,
         approver: &Caller,
+        on_behalf_of: Option<&Caller>,
         groups: &[String],
         at: OffsetDateTime,
         by: Option<&str>,
@@ -81,12 +85,29 @@ impl Vote {
                 .collect(),
             at,
             by: by.map(elicitation_core::answered_by),
+            for_whom: on_behalf_of
+                .map(|c| (c.subject_id().to_owned(), c.tenant_id().map(str::to_owned))),
         }
     }
 
-    /// Whether this is `who`'s vote.
+    /// Whether this is `who`'s vote (given by them, or for them).
     pub fn is_of(&self, who: &Caller) -> bool {
-        self.subject == who.subject_id() && self.tenant.as_deref() == who.tenant_id()
+        self.people()
+            .any(|(s, t)| s == who.subject_id() && t == who.tenant_id())
+    }
+
+    /// The people this vote stands for: who gave it, and whom it was given for.
+    fn people(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        std::iter::once((self.subject.as_str(), self.tenant.as_deref())).chain(
+            self.for_whom
+                .as_ref()
+                .map(|(s, t)| (s.as_str(), t.as_deref())),
+        )
+    }
+
+    /// Whether this vote and `other` stand for a person in common.
+    fn shares_a_person(&self, other: &Vote) -> bool {
+        self.people().any(|p| other.people().any(|q| p == q))
     }
 
     /// The stored form (a JSON object).
@@ -98,6 +119,7 @@ impl Vote {
             "groups": self.groups,
             "at": self.at.format(&Rfc3339).unwrap_or_default(),
             "by": self.by,
+            "for": self.for_whom.as_ref().map(|(s, t)| json!({"subject": s, "tenant": t})),
         })
     }
 
@@ -115,6 +137,13 @@ impl Vote {
                 .collect::<Option<_>>()?,
             at: OffsetDateTime::parse(value.get("at")?.as_str()?, &Rfc3339).ok()?,
             by: value.get("by")?.as_str().map(str::to_owned),
+            for_whom: match value.get("for") {
+                None | Some(Value::Null) => None,
+                Some(whom) => Some((
+                    whom.get("subject")?.as_str()?.to_owned(),
+                    whom.get("tenant")?.as_str().map(str::to_owned),
+                )),
+            },
         })
     }
 }
@@ -146,18 +175,23 @@ pub enum Count {
     Complete(Vec<Vote>),
     /// This person approved already; nothing changed.
     Already,
+    /// This approval would bring the quorum no nearer: enough people approved, and it
+    /// covers no group still waiting for its approver. Not counted (so a crowd of one group
+    /// cannot fill the count while the other group is waited for).
+    NotNeeded,
 }
 
 /// Counts `vote` among `votes` toward `needed` distinct people, one of each of `groups`.
 pub(crate) fn count(needed: usize, groups: &[&str], votes: &[Vote], vote: Vote) -> Count {
-    if votes
-        .iter()
-        .any(|v| v.subject == vote.subject && v.tenant == vote.tenant)
-    {
+    if votes.iter().any(|v| v.shares_a_person(&vote)) {
         return Count::Already;
     }
+    let before = matched(groups, votes);
     let mut with = votes.to_vec();
     with.push(vote);
+    if with.len() > needed && matched(groups, &with) == before {
+        return Count::NotNeeded;
+    }
     if satisfied(needed, groups, &with) {
         Count::Complete(with)
     } else {
@@ -168,26 +202,44 @@ pub(crate) fn count(needed: usize, groups: &[&str], votes: &[Vote], vote: Vote) 
 /// Whether `votes` (of distinct people) are `needed` people and one for each of `groups`,
 /// no person counted for two.
 pub(crate) fn satisfied(needed: usize, groups: &[&str], votes: &[Vote]) -> bool {
-    if votes.len() < needed {
-        return false;
-    }
-    let mut taken = vec![false; votes.len()];
-    cover(groups, votes, &mut taken)
+    votes.len() >= needed && matched(groups, votes) == groups.len()
 }
 
-/// Whether every one of `groups` can be given its own voter among those not `taken`
-/// (backtracking: at most [`MAX_QUORUM_GROUPS`] groups and [`MAX_QUORUM`] votes).
-fn cover(groups: &[&str], votes: &[Vote], taken: &mut [bool]) -> bool {
-    let Some((first, rest)) = groups.split_first() else {
-        return true;
-    };
+/// How many of `groups` can each be given a voter of their own (a maximum matching, by
+/// augmenting paths: at most [`MAX_QUORUM_GROUPS`] groups and a few dozen votes).
+fn matched(groups: &[&str], votes: &[Vote]) -> usize {
+    // For each vote, the group it stands for (an index into `groups`), if any.
+    let mut voter_of: Vec<Option<usize>> = vec![None; votes.len()];
+    let mut count = 0;
+    for g in 0..groups.len() {
+        let mut seen = vec![false; votes.len()];
+        if augment(g, groups, votes, &mut voter_of, &mut seen) {
+            count += 1;
+        }
+    }
+    count
+}
+
+/// Finds group `g` a voter, moving others along where that frees one.
+fn augment(
+    g: usize,
+    groups: &[&str],
+    votes: &[Vote],
+    voter_of: &mut [Option<usize>],
+    seen: &mut [bool],
+) -> bool {
     for (i, vote) in votes.iter().enumerate() {
-        if !taken[i] && vote.groups.iter().any(|g| g == first) {
-            taken[i] = true;
-            if cover(rest, votes, taken) {
-                return true;
-            }
-            taken[i] = false;
+        if seen[i] || !vote.groups.iter().any(|mine| mine == groups[g]) {
+            continue;
+        }
+        seen[i] = true;
+        let free = match voter_of[i] {
+            None => true,
+            Some(other) => augment(other, groups, votes, voter_of, seen),
+        };
+        if free {
+            voter_of[i] = Some(g);
+            return true;
         }
     }
     false
@@ -233,6 +285,7 @@ mod tests {
             groups: groups.iter().map(|g| (*g).into()).collect(),
             at: OffsetDateTime::UNIX_EPOCH,
             by: None,
+            for_whom: None,
         }
     }
 
@@ -251,6 +304,21 @@ mod tests {
         let mut other = vote("bob", &["sre"]);
         other.tenant = Some("globex".into());
         assert!(matches!(count(&two, &one, other), Count::Complete(_)));
+        // Carol answering for bob (his delegate) is bob's eyes again; bob after carol for
+        // him, too.
+        let for_bob = Vote {
+            for_whom: Some(("bob".into(), None)),
+            ..vote("carol", &["sre"])
+        };
+        assert_eq!(count(&two, &one, for_bob.clone()), Count::Already);
+        let Count::Counted(carol_first) = count(&two, &[], for_bob) else {
+            panic!("one of two")
+        };
+        assert_eq!(
+            count(&two, &carol_first, vote("bob", &["sre"])),
+            Count::Already
+        );
+        assert!(carol_first[0].is_of(&Caller::new("bob", None).unwrap()));
     }
 
     #[test]
@@ -274,6 +342,28 @@ mod tests {
             each.missing_groups(&[vote("bob", &["sre"])]),
             vec!["security"]
         );
+        // Enough people, and one standing for two groups: a fourth person of a group that
+        // someone covers already but nobody can be spared for still counts (it completes
+        // the assignment), while another of a group with its approver does not.
+        let abc = rule(&["a", "b", "c"], 3);
+        let votes = [
+            vote("x", &["a", "b", "c"]),
+            vote("y", &["a"]),
+            vote("z", &["a"]),
+        ];
+        assert!(!satisfied(&abc, &votes));
+        assert_eq!(count(&abc, &votes, vote("v", &["a"])), Count::NotNeeded);
+        assert!(matches!(
+            count(&abc, &votes, vote("w", &["b"])),
+            Count::Complete(_)
+        ));
+        // Sixteen of sre cannot fill the count while security is waited for.
+        let crowd: Vec<Vote> = vec![vote("s0", &["sre"]), vote("s1", &["sre"])];
+        assert_eq!(count(&each, &crowd, vote("s2", &["sre"])), Count::NotNeeded);
+        assert!(matches!(
+            count(&each, &crowd, vote("sec", &["security"])),
+            Count::Complete(v) if v.len() == 3
+        ));
         // Three needed from two groups: a third person of either group completes it.
         let three = rule(&["sre", "security"], 3);
         let votes = [vote("bob", &["sre"]), vote("erin", &["security"])];
@@ -291,6 +381,7 @@ mod tests {
                 tenant: Some("acme".into()),
                 by: Some("Bob <bob@example.com>".into()),
                 at: OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(90),
+                for_whom: Some(("alice".into(), Some("acme".into()))),
                 ..vote("bob", &["sre", "security"])
             },
             vote("carol", &[]),

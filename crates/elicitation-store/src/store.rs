@@ -141,15 +141,25 @@ impl Approval {
         crate::quorum::missing_groups(&groups, votes)
     }
 
-    /// `approver`'s vote (a member of `groups`), now, as `by` labels them.
-    pub fn vote(
-        &self,
-        approver: &Caller,
-        groups: &[String],
-        at: OffsetDateTime,
-        by: Option<&str>,
-    ) -> Vote {
-        Vote::of(self.groups(), approver, groups, at, by)
+    /// `approver`'s vote, now, as `by` labels them.
+    pub fn vote(&self, approver: &Approver, at: OffsetDateTime, by: Option<&str>) -> Vote {
+        Vote::of(
+            self.groups(),
+            &approver.caller,
+            approver.on_behalf_of.as_ref(),
+            &approver.groups,
+            at,
+            by,
+        )
+    }
+
+    /// Whether `approver` may answer a confirmation of `caller` as an approver: a member of
+    /// one of its groups, never the caller itself where the rule excludes it, and never for
+    /// the caller through a delegation where the rule excludes it (the caller's own eyes by
+    /// proxy).
+    pub fn admits(&self, caller: &Caller, approver: &Approver) -> bool {
+        self.approver_may_answer(caller, &approver.caller, &approver.groups)
+            && !(self.excludes_caller() && approver.on_behalf_of.as_ref() == Some(caller))
     }
 
     /// What a counted approval, not the last, tells whoever gave it.
@@ -163,6 +173,19 @@ impl Approval {
                 .map(str::to_owned)
                 .collect(),
         }
+    }
+
+    /// Why an approval that brings the quorum no nearer is not counted.
+    pub(crate) fn not_needed(&self, votes: &[Vote]) -> StoreError {
+        let missing = self.missing_groups(votes);
+        StoreError::AnswerRefused(if missing.is_empty() {
+            "enough people of your groups approved this call already; it waits for an approver of another group".to_owned()
+        } else {
+            format!(
+                "enough people approved this call already; it waits for one from {}",
+                missing.join(", ")
+            )
+        })
     }
 
     /// Why an approval under a quorum of several people cannot make a grant or change the

@@ -1,6 +1,7 @@
 //! The whole store the gateway is built on.
 
 use crate::accounts::AccountStore;
+use crate::delegation::DelegationStore;
 use crate::flows::FlowStore;
 use crate::grant::GrantStore;
 use crate::notices::Outbox;
@@ -8,11 +9,19 @@ use crate::pins::CatalogStore;
 use crate::store::{AuditSink, ElicitationStore, Fleet};
 
 /// A whole store: its elicitations, its fleet, its audit trail, its standing grants, its
-/// tool-definition pins, its outbox of notices, its connected accounts and its callers'
-/// flows. The gateway is built on one; a test double implements only the part it fakes and
+/// tool-definition pins, its outbox of notices, its connected accounts, its callers'
+/// flows and its delegations. The gateway is built on one; a test double implements only the part it fakes and
 /// is put in its place.
 pub trait Store:
-    ElicitationStore + Fleet + AuditSink + GrantStore + CatalogStore + Outbox + AccountStore + FlowStore
+    ElicitationStore
+    + Fleet
+    + AuditSink
+    + GrantStore
+    + CatalogStore
+    + Outbox
+    + AccountStore
+    + FlowStore
+    + DelegationStore
 {
 }
 
@@ -25,5 +34,6 @@ impl<T> Store for T where
         + Outbox
         + AccountStore
         + FlowStore
+        + DelegationStore
 {
 }

@@ -60,6 +60,8 @@ impl Page {
             [id, "respond"] => self.respond(snap, &principal, &csrf, id, &fields).await,
             [id, "cancel"] => self.cancel(snap, &principal, &csrf, id).await,
             ["grants", id, "revoke"] => self.revoke(snap, &principal, &csrf, id).await,
+            ["delegations"] => self.delegate(snap, &principal, &csrf, &fields).await,
+            ["delegations", id, "revoke"] => self.end_delegation(snap, &principal, &csrf, id).await,
             ["accounts", module, action @ ("connect" | "disconnect")] => {
                 self.account_action(snap, &principal, &csrf, module, *action == "connect", base)
                     .await
@@ -108,13 +110,9 @@ impl Page {
         };
         let kind = match store.get(caller, eid).await {
             Ok(stored) => stored.elicitation.kind().to_string(),
-            // Another caller's: only a confirmation its approver group answers can be
-            // answered here (the store decides).
-            Err(elicitation_store::StoreError::NotFound { .. })
-                if principal.approver().is_some() =>
-            {
-                "confirmation".to_owned()
-            }
+            // Another caller's: only a confirmation its approver group answers (its own, or
+            // one handed to it) can be answered here (the store decides).
+            Err(elicitation_store::StoreError::NotFound { .. }) => "confirmation".to_owned(),
             Err(e) => return self.refusal(snap, principal, csrf, e.into()).await,
         };
         let confirmation = kind == "confirmation";
@@ -161,7 +159,9 @@ impl Page {
             (None, None) => None,
         };
         let answered = match with {
-            None => mcp_gate::answer(store.as_ref(), principal, eid, payload, &by)
+            None => snap
+                .gateway
+                .answer(principal, eid, payload, &by)
                 .await
                 .map(|(_, outcome)| outcome),
             Some(with) => snap
@@ -276,6 +276,50 @@ impl Page {
             .await
         {
             Ok(_) => redirect("/approvals?done=revoked"),
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
+    }
+
+    /// Hands the person's approvals to another for a while, from the page's Away section
+    /// (`to`, and `for`: one of the section's spans).
+    pub(crate) async fn delegate(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        fields: &[(String, String)],
+    ) -> Response<Body> {
+        let terms = json!({
+            "to": field(fields, "to").unwrap_or_default(),
+            "for": field(fields, "for").unwrap_or("1d"),
+        });
+        match snap.gateway.delegate(principal, &terms).await {
+            Ok(_) => redirect("/approvals?done=delegated"),
+            Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
+        }
+    }
+
+    /// Ends a delegation the person gave or received, from the page's Away section.
+    pub(crate) async fn end_delegation(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        csrf: &str,
+        id: &str,
+    ) -> Response<Body> {
+        let Ok(id) = id.parse::<elicitation_store::DelegationId>() else {
+            return html(
+                StatusCode::NOT_FOUND,
+                html::sign_in(Some("No such delegation.")),
+            );
+        };
+        match snap
+            .gateway
+            .delegations()
+            .revoke_delegation(&principal.caller, id)
+            .await
+        {
+            Ok(_) => redirect("/approvals?done=delegation-ended"),
             Err(e) => self.refusal(snap, principal, csrf, e.into()).await,
         }
     }

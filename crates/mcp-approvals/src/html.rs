@@ -5,6 +5,7 @@
 
 mod accounts;
 mod audit;
+mod delegations;
 mod insights;
 
 pub(crate) use accounts::{AccountRow, AccountsView, accounts_page};
@@ -181,6 +182,7 @@ pub(crate) fn page(
     pending: &[Item],
     history: &[ElicitationView],
     grants: &[Value],
+    away: &Away<'_>,
     error: Option<&ItemError<'_>>,
     now: time::OffsetDateTime,
 ) -> String {
@@ -237,6 +239,13 @@ pub(crate) fn page(
     }
     body.push_str("</section>");
     grants_section(&mut body, grants, frame.csrf);
+    delegations::delegations_section(
+        &mut body,
+        away.delegations,
+        away.signed_in,
+        away.may_give,
+        frame.csrf,
+    );
     body.push_str("<section aria-labelledby=\"history\"><h2 id=\"history\">Lately</h2>");
     if history.is_empty() {
         body.push_str("<p class=\"empty\">Nothing answered yet.</p>");
@@ -251,6 +260,25 @@ pub(crate) fn page(
     }
     body.push_str("</section></main>");
     document("Approvals — mcp-gateway", &body)
+}
+
+/// The person's delegations as the page shows them (the Away section).
+pub(crate) struct Away<'a> {
+    /// The delegations given or received that have not ended (`delegation_view`s).
+    pub(crate) delegations: &'a [Value],
+    /// The signed-in person's subject (whether a delegation is theirs to give or to act on).
+    pub(crate) signed_in: &'a str,
+    /// Whether they are in approver groups they may hand over.
+    pub(crate) may_give: bool,
+}
+
+impl Away<'_> {
+    /// No delegations and none to give.
+    pub(crate) const NONE: Away<'static> = Away {
+        delegations: &[],
+        signed_in: "",
+        may_give: false,
+    };
 }
 
 /// An elicitation as the page shows it among what waits.
@@ -923,6 +951,7 @@ mod tests {
             &[item],
             &[],
             &[],
+            &Away::NONE,
             None,
             time::OffsetDateTime::now_utc(),
         );
@@ -959,6 +988,7 @@ mod tests {
                 &[item],
                 &[],
                 &[],
+                &Away::NONE,
                 None,
                 time::OffsetDateTime::now_utc(),
             );
@@ -1015,6 +1045,7 @@ mod tests {
             &[item],
             &[],
             &[],
+            &Away::NONE,
             None,
             time::OffsetDateTime::now_utc(),
         );

@@ -245,12 +245,14 @@ fn too_many(refused: &McpError) -> Response<Body> {
 }
 
 /// What waits for `principal`: its own pending elicitations, and the pending confirmations
-/// of other callers that its approver groups answer (`for`: whose), newest first. A
-/// confirmation it may not answer itself is marked `answerable: false`.
+/// of other callers that its approver groups answer — its own, and those handed to it by
+/// people away (delegations) — (`for`: whose), newest first. A confirmation it may not
+/// answer itself is marked `answerable: false`.
 async fn waiting_for(
-    store: &dyn elicitation_store::ElicitationStore,
+    gateway: &mcp_gate::Gateway,
     principal: &Principal,
-) -> Result<Vec<html::Item>, elicitation_store::StoreError> {
+) -> Result<Vec<html::Item>, mcp_gate::error::GateError> {
+    let store = gateway.store().as_ref();
     let groups: Vec<String> = principal.groups.iter().cloned().collect();
     let may_answer = |owner: &elicitation_store::Caller,
                       stored: &elicitation_store::StoredElicitation| {
@@ -284,21 +286,39 @@ async fn waiting_for(
         })
         .collect();
     let mut owners: Vec<elicitation_store::Caller> = vec![principal.caller.clone(); items.len()];
-    if let Some(approver) = principal.approver() {
+    let mut seen: std::collections::HashSet<ElicitationId> =
+        items.iter().map(|i| i.view.id).collect();
+    for (approver, delegation) in gateway.approvers_of(principal).await? {
         for (owner, stored) in store
             .approver_pending(&approver, elicitation_store::MAX_LIST_LIMIT)
             .await?
         {
-            if owner == principal.caller {
+            let admits = stored
+                .call
+                .as_ref()
+                .and_then(|c| c.approval.as_ref())
+                .is_some_and(|a| a.admits(&owner, &approver));
+            if owner == principal.caller
+                || (delegation.is_some() && !admits)
+                || !seen.insert(stored.elicitation.id)
+            {
                 continue;
+            }
+            let mut whose = match owner.tenant_id() {
+                Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
+                None => owner.subject_id().to_owned(),
+            };
+            if let Some(d) = &delegation {
+                whose.push_str(&format!(", as {}'s delegate", d.from.subject_id()));
             }
             items.push(html::Item {
                 view: ElicitationView::of(&stored),
-                owner: Some(match owner.tenant_id() {
-                    Some(tenant) => format!("{} ({tenant})", owner.subject_id()),
-                    None => owner.subject_id().to_owned(),
-                }),
-                answerable: may_answer(&owner, &stored),
+                owner: Some(whose),
+                answerable: if delegation.is_some() {
+                    admits
+                } else {
+                    may_answer(&owner, &stored)
+                },
                 voted: voted(&stored),
                 last_approved: None,
             });

@@ -35,6 +35,8 @@ impl Page {
                 "granted" => "Approved, and allowed for the time chosen.",
                 "edited" => "Approved with your arguments.",
                 "revoked" => "Revoked.",
+                "delegated" => "Handed over: they answer for you until it ends, or you end it.",
+                "delegation-ended" => "Ended: nobody answers for anyone under it any more.",
                 "cancelled" => "Cancelled.",
                 "tool-approved" => "Change approved: the tool is listed again as it reads now.",
                 "tool-rejected" => "Change rejected: the tool stays withheld until its module lists the approved definition again.",
@@ -132,7 +134,15 @@ impl Page {
         } else {
             (Vec::new(), vec![view])
         };
-        let page = html::page(&frame, &pending, &history, &[], None, self.clock.now());
+        let page = html::page(
+            &frame,
+            &pending,
+            &history,
+            &[],
+            &html::Away::NONE,
+            None,
+            self.clock.now(),
+        );
         html(StatusCode::OK, page)
     }
 
@@ -159,7 +169,15 @@ impl Page {
                 audit: principal.scopes.contains(SCOPE_AUDIT),
                 accounts: !snap.gateway.connectable().is_empty(),
             };
-            let page = html::page(&frame, &[], &[], &[], None, self.clock.now());
+            let page = html::page(
+                &frame,
+                &[],
+                &[],
+                &[],
+                &html::Away::NONE,
+                None,
+                self.clock.now(),
+            );
             return html(status, page);
         }
         let store = snap.gateway.store().clone();
@@ -171,7 +189,7 @@ impl Page {
                 .map(|stored| ElicitationView::of(&stored))
                 .collect()
         };
-        let pending = match waiting_for(store.as_ref(), principal).await {
+        let pending = match waiting_for(&snap.gateway, principal).await {
             Ok(items) => items,
             Err(e) => {
                 return html(
@@ -197,17 +215,7 @@ impl Page {
         let seen = fingerprint(ids.iter().map(String::as_str));
         // The live grants the person holds or made (a failure to read them hides only them).
         let now = self.clock.now();
-        let grants: Vec<Value> = match snap.gateway.grants().grants(caller, HISTORY * 2).await {
-            Ok(grants) => grants
-                .iter()
-                .filter(|g| g.is_live(now))
-                .map(|g| mcp_http_kit::views::grant_view(g, now))
-                .collect(),
-            Err(e) => {
-                tracing::warn!(error = %e, "could not read the standing grants for the approvals page");
-                Vec::new()
-            }
-        };
+        let grants = grants_of(snap, caller, now).await;
         let grant_for = html::grant_durations(snap.gateway.max_grant());
         let frame = html::Frame {
             signed_in_as: (!matches!(*snap.auth, Auth::None(_))).then_some(subject.as_str()),
@@ -220,7 +228,21 @@ impl Page {
             audit: principal.scopes.contains(SCOPE_AUDIT),
             accounts: !snap.gateway.connectable().is_empty(),
         };
-        let page = html::page(&frame, &pending, &history, &grants, error.as_ref(), now);
+        let delegations = delegations_of(snap, caller, now).await;
+        let away = html::Away {
+            delegations: &delegations,
+            signed_in: principal.caller.subject_id(),
+            may_give: !principal.groups.is_empty(),
+        };
+        let page = html::page(
+            &frame,
+            &pending,
+            &history,
+            &grants,
+            &away,
+            error.as_ref(),
+            now,
+        );
         html(status, page)
     }
 
@@ -270,8 +292,8 @@ impl Page {
                 mcp_http_kit::response::Surface::Problem,
             );
         };
-        let store = snap.gateway.store().clone();
-        let mut feed = store.changes();
+        let gateway = snap.gateway.clone();
+        let mut feed = gateway.store().changes();
         let every = if feed.is_some() { RECHECK } else { POLL };
         let mut closing = self.closing.clone();
         let (tx, body) = ChannelBody::new(4);
@@ -297,7 +319,7 @@ impl Page {
                     _ = closing.wait_for(|c| *c) => return,
                 }
                 let Ok(Ok(items)) =
-                    tokio::time::timeout(POLL, waiting_for(store.as_ref(), &principal)).await
+                    tokio::time::timeout(POLL, waiting_for(&gateway, &principal)).await
                 else {
                     continue;
                 };
@@ -321,5 +343,49 @@ impl Page {
             }
         });
         mcp_http_kit::response::sse_response(body.boxed())
+    }
+}
+
+/// The delegations `caller` gave or received that have not ended, as the page's Away
+/// section shows them (a failure to read them hides only them).
+async fn delegations_of(
+    snap: &Snapshot,
+    caller: &elicitation_store::Caller,
+    now: time::OffsetDateTime,
+) -> Vec<Value> {
+    match snap
+        .gateway
+        .delegations()
+        .delegations(caller, HISTORY * 2)
+        .await
+    {
+        Ok(all) => all
+            .iter()
+            .filter(|d| !d.has_ended(now))
+            .map(|d| mcp_http_kit::views::delegation_view(d, now))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the delegations for the approvals page");
+            Vec::new()
+        }
+    }
+}
+
+/// The live grants `caller` holds or made, as the page's Grants section shows them.
+async fn grants_of(
+    snap: &Snapshot,
+    caller: &elicitation_store::Caller,
+    now: time::OffsetDateTime,
+) -> Vec<Value> {
+    match snap.gateway.grants().grants(caller, HISTORY * 2).await {
+        Ok(grants) => grants
+            .iter()
+            .filter(|g| g.is_live(now))
+            .map(|g| mcp_http_kit::views::grant_view(g, now))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not read the standing grants for the approvals page");
+            Vec::new()
+        }
     }
 }

@@ -152,6 +152,7 @@ impl Principal {
         (!self.groups.is_empty()).then(|| elicitation_core::Approver {
             caller: self.caller.clone(),
             groups: self.groups.iter().cloned().collect(),
+            on_behalf_of: None,
         })
     }
 

@@ -39,16 +39,21 @@ impl Gateway {
         with: Approving<'_>,
     ) -> Result<(Caller, elicitation_core::RespondOutcome, Option<Grant>), GateError> {
         let refused = |why: String| GateError::Store(StoreError::AnswerRefused(why));
-        // The held call, as its caller or as an approver may read it.
-        let (owner, held) = match (
-            self.store.get(&principal.caller, id).await,
-            principal.approver(),
-        ) {
-            (Ok(stored), _) => (principal.caller.clone(), stored),
-            (Err(StoreError::NotFound { .. }), Some(approver)) => {
-                self.grants.approver_get(&approver, id).await?
+        // The held call, as its caller or as an approver may read it (itself, or under a
+        // delegation it holds).
+        let (owner, held) = match self.store.get(&principal.caller, id).await {
+            Ok(stored) => (principal.caller.clone(), stored),
+            Err(StoreError::NotFound { .. }) => {
+                let mut found = Err(StoreError::NotFound { id });
+                for (approver, _) in self.approvers_of(principal).await? {
+                    found = self.grants.approver_get(&approver, id).await;
+                    if found.is_ok() {
+                        break;
+                    }
+                }
+                found?
             }
-            (Err(e), _) => return Err(e.into()),
+            Err(e) => return Err(e.into()),
         };
         let Some(call) = held.call else {
             return Err(refused(format!(
@@ -155,19 +160,29 @@ impl Gateway {
                 with.clone(),
             )
             .await;
-        match (own, principal.approver()) {
-            (
-                Err(StoreError::NotFound { .. } | StoreError::ApproverRequired { .. }),
-                Some(approver),
-            ) => Ok(self
+        let refused = match own {
+            Ok((outcome, grant)) => return Ok((principal.caller.clone(), outcome, grant)),
+            Err(e @ (StoreError::NotFound { .. } | StoreError::ApproverRequired { .. })) => e,
+            Err(e) => return Err(e.into()),
+        };
+        // As an approver: itself, then under each delegation it holds now.
+        let mut last = refused;
+        for (approver, delegation) in self.approvers_of(principal).await? {
+            let by = delegation.as_ref().map_or_else(
+                || answered_by.to_owned(),
+                |d| crate::respond::answered_for(answered_by, d),
+            );
+            match self
                 .grants
-                .approver_respond_with(&approver, id, payload, Some(answered_by), with)
-                .await?),
-            (own, _) => {
-                let (outcome, grant) = own?;
-                Ok((principal.caller.clone(), outcome, grant))
+                .approver_respond_with(&approver, id, payload.clone(), Some(&by), with.clone())
+                .await
+            {
+                // A refusal stands unless a delegation answers instead.
+                Err(e) if crate::respond::may_try_delegations(&e) => last = e,
+                other => return Ok(other?),
             }
         }
+        Err(last.into())
     }
 }
 

@@ -22,6 +22,8 @@ mod approve;
 mod catalog;
 mod content;
 mod definitions;
+mod delegate;
+mod delegated;
 pub mod error;
 mod flow;
 mod gate;
@@ -42,6 +44,7 @@ pub mod streams;
 mod task_routes;
 pub mod tasks;
 
+pub use delegate::delegation_terms;
 pub use inbox::{Inbox, RELEASE, WITHHOLD};
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
 /// The gateway's metrics (the `mcp-metrics` crate), which the gate counts every call in.
@@ -112,6 +115,8 @@ pub struct Gateway {
     tasks: Arc<crate::task_routes::TaskRoutes>,
     /// What each caller's forwarded calls touched ([`flow`]): the store's.
     flows: Arc<dyn elicitation_store::FlowStore>,
+    /// Whose approvals are handed to whom, for a while: the store's.
+    delegations: Arc<dyn elicitation_store::DelegationStore>,
     /// Tool definitions as the content policy lets clients see them, by name and digest.
     definitions: Arc<crate::definitions::Definitions>,
     /// The results waiting for a person, per caller (`held_result`).
@@ -174,6 +179,7 @@ impl Gateway {
             pinning: Arc::new(crate::pins::Pinning::new(store.clone(), Default::default())),
             accounts: store.clone(),
             flows: store.clone(),
+            delegations: store.clone(),
             catalog: store,
             connectable: Arc::default(),
             exchanges: Arc::default(),
@@ -532,6 +538,11 @@ impl Gateway {
     pub fn with_elicitations(mut self, elicitations: Arc<dyn ElicitationStore>) -> Self {
         self.store = elicitations;
         self
+    }
+
+    /// The store's delegations (made and ended on the page and over REST).
+    pub fn delegations(&self) -> &Arc<dyn elicitation_store::DelegationStore> {
+        &self.delegations
     }
 
     /// The store's elicitations (the REST API answers through them).

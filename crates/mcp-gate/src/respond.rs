@@ -1,8 +1,8 @@
-//! Answering an elicitation as a person: as its caller, or as a member of its approver
-//! group.
+//! Answering an elicitation as a person: as its caller, as a member of its approver group,
+//! or for someone who handed their approvals to them (a delegation).
 
 use elicitation_core::ElicitationId;
-use elicitation_store::StoreError;
+use elicitation_store::{Caller, Delegation, StoreError};
 use serde_json::Value;
 
 use crate::error::GateError;
@@ -11,13 +11,15 @@ use mcp_auth::Principal;
 /// Answers elicitation `id` as `principal`: as its caller, or — for another caller's
 /// confirmation, or one its caller may not answer — as a member of its approver group (the
 /// store holds the rule: group, four eyes). Returns whose elicitation it is, and the outcome.
+/// (The gateway's surfaces answer through `Gateway::answer`, which also answers under the
+/// delegations the person holds.)
 pub async fn answer(
     store: &dyn elicitation_store::ElicitationStore,
     principal: &Principal,
     id: ElicitationId,
     payload: Value,
     answered_by: &str,
-) -> Result<(elicitation_store::Caller, elicitation_core::RespondOutcome), GateError> {
+) -> Result<(Caller, elicitation_core::RespondOutcome), GateError> {
     let own = store
         .respond_as(&principal.caller, id, payload.clone(), Some(answered_by))
         .await;
@@ -29,5 +31,24 @@ pub async fn answer(
             .approver_respond(&approver, id, payload, Some(answered_by))
             .await?),
         (own, _) => Ok((principal.caller.clone(), own?)),
+    }
+}
+
+/// Whether a refusal of a person's own answer leaves a delegation to try.
+pub(crate) fn may_try_delegations(refused: &StoreError) -> bool {
+    matches!(
+        refused,
+        StoreError::NotFound { .. }
+            | StoreError::ApproverRequired { .. }
+            | StoreError::FourEyes { .. }
+    )
+}
+
+/// Who answered, when a delegate answered: both names.
+pub(crate) fn answered_for(answered_by: &str, delegation: &Delegation) -> String {
+    let from = &delegation.from;
+    match from.tenant_id() {
+        Some(tenant) => format!("{answered_by}, for {} ({tenant})", from.subject_id()),
+        None => format!("{answered_by}, for {}", from.subject_id()),
     }
 }

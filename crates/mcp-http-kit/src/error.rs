@@ -391,6 +391,7 @@ fn store_status(e: &StoreError, era: Option<Era>) -> StatusCode {
     match e {
         StoreError::NotFound { .. }
         | StoreError::GrantNotFound { .. }
+        | StoreError::DelegationNotFound { .. }
         | StoreError::ChangeNotFound { .. } => StatusCode::NOT_FOUND,
         StoreError::ApproverRequired { .. } | StoreError::FourEyes { .. } => StatusCode::FORBIDDEN,
         StoreError::Transition(_) => StatusCode::CONFLICT,

@@ -195,6 +195,28 @@ pub fn grant_view(grant: &elicitation_store::Grant, now: time::OffsetDateTime) -
     out
 }
 
+/// The API's view of a delegation (shared by the API and the approvals page): who handed
+/// their approvals to whom, which groups, for which window, and where it stands.
+pub fn delegation_view(
+    delegation: &elicitation_store::Delegation,
+    now: time::OffsetDateTime,
+) -> Value {
+    let person =
+        |c: &elicitation_store::Caller| json!({"subject": c.subject_id(), "tenant": c.tenant_id()});
+    json!({
+        "id": delegation.id.to_string(),
+        "from": person(&delegation.from),
+        "to": person(&delegation.to),
+        "groups": delegation.groups,
+        "status": delegation.status_at(now),
+        "starts_at": time(Some(delegation.starts_at)),
+        "ends_at": time(Some(delegation.ends_at)),
+        "created_at": time(Some(delegation.created_at)),
+        "revoked_at": time(delegation.revoked_at),
+        "revoked_by": delegation.revoked_by,
+    })
+}
+
 /// The API's view of a tool-definition change: which definition, where it stands and why,
 /// the pinned definition (`null` for a first sight) and the proposed one, both as data.
 pub fn change_view(change: &elicitation_store::DefinitionChange) -> Value {

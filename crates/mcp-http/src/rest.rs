@@ -7,6 +7,9 @@
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //! - `GET  /v1/mcp/grants[?limit=N]`: the caller's standing grants and those it made
 //! - `DELETE /v1/mcp/grants/{id}`: revokes one, on every instance at once
+//! - `GET  /v1/mcp/delegations[?limit=N]`: the delegations the caller gave or received
+//! - `POST /v1/mcp/delegations` (`{"to": "carol", "for": "3d"}`): hands the caller's
+//!   approvals to another person for a while; `DELETE /v1/mcp/delegations/{id}` ends one
 //! - `GET  /v1/catalog/changes[?limit=N]`: tool definitions withheld because they are not
 //!   their pin (scope `catalog:approve`)
 //! - `POST /v1/catalog/changes/{id}/approve` | `/reject`
@@ -33,6 +36,8 @@ use mcp_http_kit::views::{change_view, grant_view, view};
 pub const PREFIX: &str = "/v1/mcp/elicitations";
 /// The path prefix of the standing grants.
 pub const GRANTS_PREFIX: &str = "/v1/mcp/grants";
+/// The path prefix of delegations (a person's approvals handed to another for a while).
+pub const DELEGATIONS_PREFIX: &str = "/v1/mcp/delegations";
 /// The path prefix of the tool-definition review.
 pub const CATALOG_PREFIX: &str = "/v1/catalog/changes";
 /// The audit trail's path.
@@ -75,17 +80,31 @@ pub async fn handle(
                 // groups answer (none without groups).
                 principal.require(SCOPE_RESPOND)?;
                 let mut items = Vec::new();
-                if let Some(approver) = principal.approver() {
+                let mut seen = std::collections::HashSet::new();
+                // Its own groups', then those handed to it by people away (delegations).
+                for (approver, delegation) in gateway.approvers_of(principal).await? {
                     for (owner, stored) in store.approver_pending(&approver, query.limit).await? {
-                        if owner == *caller {
+                        let answerable = stored
+                            .call
+                            .as_ref()
+                            .and_then(|c| c.approval.as_ref())
+                            .is_some_and(|a| a.admits(&owner, &approver));
+                        if owner == *caller
+                            || (delegation.is_some() && !answerable)
+                            || !seen.insert(stored.elicitation.id)
+                        {
                             continue;
                         }
                         let mut item = view(&stored);
                         item["for"] =
                             json!({"subject": owner.subject_id(), "tenant": owner.tenant_id()});
+                        if let Some(d) = &delegation {
+                            item["delegated_by"] = json!({"subject": d.from.subject_id(), "tenant": d.from.tenant_id(), "delegation": d.id.to_string()});
+                        }
                         items.push(item);
                     }
                 }
+                items.truncate(query.limit);
                 return Ok((http::StatusCode::OK, json!({"elicitations": items})));
             }
             let found = store.list(caller, query).await?;
@@ -154,8 +173,7 @@ pub async fn handle(
             };
             let (owner, outcome, made) = match with {
                 None => {
-                    let (owner, outcome) =
-                        mcp_gate::answer(store.as_ref(), principal, id, payload, &by).await?;
+                    let (owner, outcome) = gateway.answer(principal, id, payload, &by).await?;
                     (owner, outcome, None)
                 }
                 Some(with) => {
@@ -206,6 +224,42 @@ pub async fn handle(
             ))
         }
         (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
+        _ => Err(McpError::NotFound),
+    }
+}
+
+/// Serves one request under [`DELEGATIONS_PREFIX`] (`rest` is the path after it): the
+/// delegations the caller gave or received, making one, ending one. Scope
+/// `elicitations:respond`.
+pub async fn delegations(
+    gateway: &Gateway,
+    principal: &Principal,
+    request: RestRequest<'_>,
+) -> Result<(http::StatusCode, Value), McpError> {
+    use mcp_http_kit::views::delegation_view;
+    let segments: Vec<&str> = request.rest.split('/').filter(|s| !s.is_empty()).collect();
+    principal.require(SCOPE_RESPOND)?;
+    let store = gateway.delegations();
+    let now = gateway.clock().now();
+    match (request.method, segments.as_slice()) {
+        (&http::Method::GET, []) => {
+            let limit = limit_query(request.query)?;
+            let found = store.delegations(&principal.caller, limit).await?;
+            let items: Vec<Value> = found.iter().map(|d| delegation_view(d, now)).collect();
+            Ok((http::StatusCode::OK, json!({"delegations": items})))
+        }
+        (&http::Method::POST, []) => {
+            let terms: Value = serde_json::from_slice(request.body)
+                .map_err(|e| McpError::BadBody(format!("the body must be JSON: {e}")))?;
+            let made = gateway.delegate(principal, &terms).await?;
+            Ok((http::StatusCode::CREATED, delegation_view(&made, now)))
+        }
+        (&http::Method::DELETE, [id]) => {
+            let id: elicitation_store::DelegationId = id.parse().map_err(|_| McpError::NotFound)?;
+            let ended = store.revoke_delegation(&principal.caller, id).await?;
+            Ok((http::StatusCode::OK, delegation_view(&ended, now)))
+        }
+        (_, [] | [_]) => Err(McpError::MethodNotAllowed),
         _ => Err(McpError::NotFound),
     }
 }

@@ -501,6 +501,7 @@ impl McpService {
         };
         let is_rest = under(rest::PREFIX)
             || under(rest::GRANTS_PREFIX)
+            || under(rest::DELEGATIONS_PREFIX)
             || under(rest::CATALOG_PREFIX)
             || path == rest::AUDIT_PATH
             || path == rest::INSIGHTS_PATH;

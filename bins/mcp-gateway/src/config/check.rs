@@ -170,6 +170,7 @@ impl Config {
         self.uploads.resolve()?;
         crate::notify::sinks(&self.notify)?;
         crate::notify::slack_actions(&self.notify)?;
+        self.slack_users_are_callers()?;
         if self.store.database_url.is_some() && self.store.database_url_file.is_some() {
             bail!("[store] give at most one of database_url and database_url_file");
         }
@@ -415,6 +416,32 @@ impl Config {
         // What start-up refuses, `check-config` refuses too.
         self.flow.resolve()?;
         self.content.resolve()?;
+        Ok(())
+    }
+}
+
+impl Config {
+    /// In mode `jwt` a caller is `sub@issuer`: a Slack user mapped to a subject of no
+    /// configured issuer would be a person apart from their own tokens' — approving their
+    /// own four-eyes calls from Slack, or counted twice toward a quorum.
+    pub(super) fn slack_users_are_callers(&self) -> Result<()> {
+        let (AuthMode::Jwt, Some(jwt)) = (&self.auth.mode, &self.auth.jwt) else {
+            return Ok(());
+        };
+        let names: Vec<String> = jwt.issuers.iter().map(|i| i.name()).collect();
+        for (position, sink) in self.notify.iter().enumerate() {
+            for (id, user) in &sink.users {
+                let issuer = mcp_auth::issuer_of(&user.subject);
+                if !issuer.is_some_and(|issuer| names.iter().any(|n| n == issuer)) {
+                    bail!(
+                        "[[notify]] {:?}: users.{id}: subject {:?} is no caller of auth mode \"jwt\": write it as the gateway names that person, `sub@issuer` with one of [[auth.jwt.issuers]]'s names ({}), so that Slack and their tokens are the same person",
+                        sink.name_at(position),
+                        user.subject,
+                        names.join(", ")
+                    );
+                }
+            }
+        }
         Ok(())
     }
 }

@@ -334,8 +334,14 @@ fn an_approver_rule_takes_a_quorum_and_refuses_one_it_cannot_keep() {
         elicitation_store::ApprovalMode::Must
     );
     for (extra, says) in [
-        ("approvers = 2\nmode = \"may\"", "the requester never counts"),
-        ("approvers = 2\nmode = \"must\"", "the requester never counts"),
+        (
+            "approvers = 2\nmode = \"may\"",
+            "the requester never counts",
+        ),
+        (
+            "approvers = 2\nmode = \"must\"",
+            "the requester never counts",
+        ),
         ("approvers = 0", "approvers must be 1 to 16"),
         ("approvers = 17", "approvers must be 1 to 16"),
         (
@@ -353,4 +359,26 @@ fn an_approver_rule_takes_a_quorum_and_refuses_one_it_cannot_keep() {
         let refused = rule(extra).unwrap_err();
         assert!(refused.contains(says), "{extra}: {refused}");
     }
+}
+
+/// An attacker's read of the quorum: in mode `jwt` a Slack user mapped to a plain subject
+/// is nobody's token — the same person would count twice toward a quorum, or approve their
+/// own four-eyes call from Slack. Refused; `sub@issuer` is taken.
+#[test]
+fn a_slack_user_of_mode_jwt_must_be_named_as_its_callers_are() {
+    let slack = |subject: &str| {
+        format!(
+            "{}\n[[notify]]\nname = \"slack\"\nkind = \"slack\"\nwebhook_url_env = \"PATH\"\nsigning_secret_env = \"CARGO_MANIFEST_DIR\"\n[notify.users.UALICE]\nsubject = \"{subject}\"\ngroups = [\"sre\"]\n",
+            example_jwt_section()
+        )
+    };
+    let plain: Config = toml::from_str(&slack("alice")).unwrap();
+    // (The check of the webhook's and the signing secret's environment comes apart.)
+    let refused = plain.slack_users_are_callers().unwrap_err().to_string();
+    assert!(
+        refused.contains("no caller of auth mode \"jwt\"") && refused.contains("sub@issuer"),
+        "{refused}"
+    );
+    let named: Config = toml::from_str(&slack("alice@login.example.com/realms/acme")).unwrap();
+    named.slack_users_are_callers().unwrap();
 }

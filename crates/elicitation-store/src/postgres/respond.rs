@@ -41,7 +41,7 @@ impl PostgresStore {
         }
         let groups = approver.map(|a| Value::from(a.groups.clone()));
         let approver_subject = approver.map(|a| a.caller.subject_id());
-        let approver_tenant = approver.map(|a| a.caller.tenant_id().unwrap_or(""));
+        let approver_tenant = approver.and_then(|a| a.caller.tenant_id());
         let answered_by = answered_by.map(elicitation_core::answered_by);
         let spec = self.spec_of(caller, id).await?;
         let key = (id.as_uuid(), caller.subject_id(), tenant_param(caller));
@@ -228,9 +228,7 @@ impl PostgresStore {
         // one that lost the race reads again (a bounded number of times).
         for _ in 0..MAX_QUORUM_ROUNDS {
             let approval = match raw.approval() {
-                Some(a) if a.approver_may_answer(&owner, &approver.caller, &approver.groups) => {
-                    a.clone()
-                }
+                Some(a) if a.admits(&owner, approver) => a.clone(),
                 Some(a) if a.answered_by_groups(&approver.groups) => {
                     return Err(StoreError::FourEyes { id });
                 }
@@ -259,10 +257,11 @@ impl PostgresStore {
                     .await?;
                 return Ok((owner, outcome, None));
             }
-            let vote = approval.vote(&approver.caller, &approver.groups, now, answered_by);
+            let vote = approval.vote(approver, now, answered_by);
             let counted = i32::try_from(raw.votes().len()).unwrap_or(i32::MAX);
             let outcome = match approval.count(raw.votes(), vote.clone()) {
                 Count::Already => return Ok((owner, approval.counted(raw.votes()), None)),
+                Count::NotNeeded => return Err(approval.not_needed(raw.votes())),
                 Count::Complete(_) => {
                     let step = QuorumStep {
                         counted,
@@ -314,7 +313,7 @@ impl PostgresStore {
     ) -> Result<bool, StoreError> {
         let groups = Value::from(approver.groups.clone());
         let tenant = tenant_param(owner);
-        let approver_tenant = approver.caller.tenant_id().unwrap_or("");
+        let approver_tenant = approver.caller.tenant_id();
         let one = crate::quorum::votes_json(std::slice::from_ref(vote));
         let needed = i32::try_from(approval.quorum.needed()).unwrap_or(i32::MAX);
         let rows = self
@@ -360,9 +359,7 @@ impl PostgresStore {
                     group: a.group.clone(),
                 });
             }
-            (Some(a), Some(approver))
-                if !a.approver_may_answer(caller, &approver.caller, &approver.groups) =>
-            {
+            (Some(a), Some(approver)) if !a.admits(caller, approver) => {
                 return Err(StoreError::FourEyes { id });
             }
             (None, Some(_)) => return Err(StoreError::NotFound { id }),

@@ -112,7 +112,13 @@ macro_rules! respond_valid {
         )
     };
     ($set:literal, $detail:literal) => {
-        respond_valid!($set, $detail, "")
+        // Never the approval of a row several people must approve: that is counted
+        // (COUNT_APPROVAL, RESPOND_VALID_QUORUM), whatever the caller of the SQL checked.
+        respond_valid!(
+            $set,
+            $detail,
+            " AND ($6::boolean IS NOT TRUE OR (approval_quorum = 1 AND cardinality(approver_also) = 0))"
+        )
     };
     ($set:literal, $detail:literal, $guard:literal) => {
         concat!(
@@ -357,6 +363,73 @@ pub(super) const REVOKE_GRANT: &str = concat!(
 /// `$1` cutoff, `$2` batch size.
 pub(super) const ERASE_ENDED_GRANTS: &str = "SELECT mcp_erase_ended_grants($1, $2)";
 
+/// The columns of a delegation row, in the order `delegations::decode` reads them.
+macro_rules! delegation_columns {
+    () => {
+        "id, from_subject, from_tenant, to_subject, to_tenant, groups, starts_at, ends_at, created_at, revoked_at, revoked_by"
+    };
+}
+
+/// The audit row of each delegation of CTE `changed`, by the actor `$2`/`$3` at `$a`.
+macro_rules! delegation_audit {
+    ($at:literal, $event:literal) => {
+        concat!(
+            "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) ",
+            "SELECT ", $at, ", '", $event, "', $2, $3::text, jsonb_strip_nulls(jsonb_build_object('delegation', id::text, 'from', from_subject, 'to', to_subject, ",
+            "'starts_at', starts_at, 'ends_at', ends_at, 'revoked_by', revoked_by)) FROM changed) "
+        )
+    };
+}
+
+/// A delegation by the caller `$2`/`$3` to `$4`/`$5` (`$3` and `$5` NULL for none) with
+/// `$6` groups, from `$7` to `$8`, made `$9`; unless the caller has `$10` delegations that
+/// have not ended. Returns the row made (none at the limit).
+pub(super) const DELEGATE: &str = concat!(
+    "WITH changed AS (INSERT INTO mcp_delegations (id, from_subject, from_tenant, to_subject, to_tenant, groups, starts_at, ends_at, created_at) ",
+    "SELECT $1, $2, $3::text, $4, $5::text, $6::text[], $7, $8, $9 ",
+    "WHERE (SELECT count(*) FROM mcp_delegations WHERE from_subject = $2 AND from_tenant IS NOT DISTINCT FROM $3::text ",
+    "AND revoked_at IS NULL AND ends_at > $9) < $10 RETURNING ",
+    delegation_columns!(),
+    "), ",
+    delegation_audit!("$9", "delegation_created"),
+    "SELECT ",
+    delegation_columns!(),
+    " FROM changed"
+);
+
+/// The delegations the caller `$1`/`$2` gave or received, newest first, at most `$3`.
+pub(super) const DELEGATIONS: &str = concat!(
+    "SELECT ",
+    delegation_columns!(),
+    " FROM mcp_delegations WHERE (from_subject = $1 AND from_tenant IS NOT DISTINCT FROM $2::text) ",
+    "OR (to_subject = $1 AND to_tenant IS NOT DISTINCT FROM $2::text) ORDER BY created_at DESC, id DESC LIMIT $3"
+);
+
+/// Ends delegation `$1` at `$4` as the caller `$2`/`$3`, one of its two people, unless it
+/// ended already.
+pub(super) const REVOKE_DELEGATION: &str = concat!(
+    "WITH changed AS (UPDATE mcp_delegations SET revoked_at = $4, revoked_by = $2 WHERE id = $1 ",
+    "AND ((from_subject = $2 AND from_tenant IS NOT DISTINCT FROM $3::text) OR (to_subject = $2 AND to_tenant IS NOT DISTINCT FROM $3::text)) ",
+    "AND revoked_at IS NULL AND ends_at > $4 RETURNING ",
+    delegation_columns!(),
+    "), ",
+    delegation_audit!("$4", "delegation_revoked"),
+    "SELECT ",
+    delegation_columns!(),
+    " FROM changed"
+);
+
+/// The delegations to the caller `$1`/`$2` live at `$3`, oldest first.
+pub(super) const ACTING_FOR: &str = concat!(
+    "SELECT ",
+    delegation_columns!(),
+    " FROM mcp_delegations WHERE to_subject = $1 AND to_tenant IS NOT DISTINCT FROM $2::text ",
+    "AND revoked_at IS NULL AND starts_at <= $3 AND ends_at > $3 ORDER BY created_at, id LIMIT 256"
+);
+
+/// `$1` cutoff, `$2` batch size.
+pub(super) const ERASE_ENDED_DELEGATIONS: &str = "SELECT mcp_erase_ended_delegations($1, $2)";
+
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
@@ -424,6 +497,8 @@ pub(crate) const ALL: &[&str] = &[
     RESPOND_VALID_GRANTING,
     USE_GRANT,
     REVOKE_GRANT,
+    DELEGATE,
+    REVOKE_DELEGATION,
     EXPIRE_DUE,
 ];
 

@@ -2641,3 +2641,63 @@ async fn forgetting_old_flows_never_erases_a_flow_within_the_longest_window() {
         .collect();
     assert_eq!(sources, ["web__new"]);
 }
+
+/// The SQL holds the rule itself, whatever the Rust before it checked (an attacker's read
+/// of the quorum): the plain answer statement approves no row several people must approve,
+/// and never lets a tenant-less requester approve its own four-eyes call (its tenant was
+/// compared as '' with the row's NULL, so only the Rust check kept it out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_statement_itself_refuses_one_person_for_a_quorum_and_the_requester() {
+    use crate::{Approval, ApprovalMode, Approver, Quorum};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let rule = |approvers| {
+        Some(Approval {
+            group: "sre".into(),
+            mode: ApprovalMode::FourEyes,
+            quorum: Quorum {
+                approvers,
+                also: Vec::new(),
+            },
+        })
+    };
+    let carl = Caller::new("carl", None).unwrap();
+    let yes = || json!({"confirmed": true});
+    let quorum = store
+        .create_confirmation(
+            &alice(),
+            confirmation_request(json!({"q": 1})).with_approval(rule(2)),
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let own = store
+        .create_confirmation(
+            &carl,
+            confirmation_request(json!({"q": 2})).with_approval(rule(1)),
+        )
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let bob_sre = Approver::new(
+        Caller::new("bob", Some("acme".into())).unwrap(),
+        vec!["sre".into()],
+    );
+    let carl_sre = Approver::new(carl.clone(), vec!["sre".into()]);
+    for (owner, id, approver) in [(alice(), quorum, &bob_sre), (carl.clone(), own, &carl_sre)] {
+        let outcome = store
+            .respond_guarded(&owner, id, yes(), None, Some((approver, None)), None)
+            .await;
+        assert!(
+            !matches!(outcome, Ok((RespondOutcome::Recorded, _))),
+            "{outcome:?}"
+        );
+        assert_eq!(
+            store.get(&owner, id).await.unwrap().elicitation.status,
+            ElicitationStatus::Pending
+        );
+    }
+}

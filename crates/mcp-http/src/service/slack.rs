@@ -115,14 +115,10 @@ impl McpService {
             subject_token: None,
         };
         let by = principal.answered_by(mcp_auth::AnsweredVia::Slack);
-        match mcp_gate::answer(
-            &**snap.gateway.store(),
-            &principal,
-            id,
-            json!({"confirmed": action.approve}),
-            &by,
-        )
-        .await
+        match snap
+            .gateway
+            .answer(&principal, id, json!({"confirmed": action.approve}), &by)
+            .await
         {
             Ok((_, outcome)) => {
                 tracing::info!(elicitation = %id, slack_user = %action.slack_user, by = %by, approve = action.approve, "answered from Slack");

@@ -109,6 +109,19 @@ impl McpService {
                 Err(e) => response::error(&e, Surface::Problem),
             };
         }
+        if let Some(rest) = path.strip_prefix(rest::DELEGATIONS_PREFIX) {
+            let request = rest::RestRequest {
+                method: &parts.method,
+                rest,
+                query: parts.uri.query(),
+                body: bytes,
+                waits: &self.streams,
+            };
+            return match rest::delegations(&snap.gateway, principal, request).await {
+                Ok((status, body)) => response::json(status, &body),
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         if let Some(rest) = path.strip_prefix(rest::GRANTS_PREFIX) {
             let request = rest::RestRequest {
                 method: &parts.method,

@@ -56,6 +56,8 @@ const BOB_AGAIN: &str = "bob-sre-second-token";
 const DAVE: &str = "dave-sre-token";
 /// Erin: a person of `security` only.
 const ERIN: &str = "erin-security-token";
+/// Carol: in no approver group (of no tenant): answers only what is handed to her.
+const CAROL: &str = "carol-token";
 
 async fn harness_with(approvers: Vec<mcp_gate::ApproverRule>) -> Harness {
     let uploads = std::env::temp_dir().join(format!(
@@ -132,6 +134,10 @@ async fn harness_at(
             ..member("erin", ERIN)
         },
         member("alice", ALICE_SRE),
+        TokenGrant {
+            groups: Vec::new(),
+            ..member("carol", CAROL)
+        },
         TokenGrant {
             tenant: Some("t2".into()),
             ..member("carol", CAROL_T2)
@@ -2016,4 +2022,130 @@ async fn a_call_needing_one_from_each_group_waits_for_the_missing_group() {
     );
     let done = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
     assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+}
+
+fn four_eyes_rule() -> mcp_gate::ApproverRule {
+    mcp_gate::ApproverRule {
+        tools: "test__*".into(),
+        approval: elicitation_store::Approval::of_group(
+            "sre",
+            elicitation_store::ApprovalMode::FourEyes,
+        ),
+        groups_from: mcp_gate::GroupsFrom::Configured,
+    }
+}
+
+async fn delegate(h: &Harness, token: &str, to: &str) -> (StatusCode, Value) {
+    rest(
+        h,
+        token,
+        "POST",
+        "/v1/mcp/delegations",
+        json!({"to": to, "for": "3d"}),
+    )
+    .await
+}
+
+/// Issue 50, item 3: Bob (sre) is away; Carol (in no group) answers for him. She sees and
+/// approves Alice's four-eyes call, recorded with both names; the page shows whose delegate
+/// she is. The requester cannot approve through a delegation (hers handed to Carol, or Bob's
+/// handed to her), and once Bob ends it Carol sees and answers nothing.
+// Long: one delegation across the REST API and the page, then each attack on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delegate_answers_for_someone_away_but_never_for_the_requester_nor_after_it_ends() {
+    let h = harness_with(vec![four_eyes_rule()]).await;
+    // Carol has no groups: nothing of hers to hand over.
+    let (status, body) = delegate(&h, CAROL, "bob").await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let (status, made) = delegate(&h, BOB, "carol").await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["status"], "live", "{made}");
+    assert_eq!(made["groups"], json!(["sre"]), "{made}");
+    let (status, listed) = rest(&h, CAROL, "GET", "/v1/mcp/delegations", Value::Null).await;
+    assert_eq!(status, StatusCode::OK, "{listed}");
+    assert_eq!(listed["delegations"][0]["id"], made["id"], "{listed}");
+
+    let id = held_id(&agent_call(&h, json!({"path": "/prod"}), None).await);
+    let (status, waiting) = rest(
+        &h,
+        CAROL,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{waiting}");
+    assert_eq!(waiting["elicitations"][0]["id"], json!(id), "{waiting}");
+    assert_eq!(
+        waiting["elicitations"][0]["delegated_by"]["subject"], "bob",
+        "{waiting}"
+    );
+    let mut carol = Browser::sign_in(&h, CAROL).await.unwrap();
+    let page = carol.get().await;
+    assert!(
+        page.body.contains("as bob&#39;s delegate") || page.body.contains("as bob's delegate"),
+        "{}",
+        page.body
+    );
+    assert!(
+        page.body.contains("You answer for <strong>bob</strong>"),
+        "{}",
+        page.body
+    );
+    let approved = carol
+        .post(&format!("/approvals/{id}/respond"), "decision=approve")
+        .await;
+    assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+    let done = agent_call(&h, json!({"path": "/prod"}), Some(&id)).await;
+    assert_eq!(done["content"][0]["text"], "deleted", "{done}");
+    let (_, answered) = rest(
+        &h,
+        AGENT,
+        "GET",
+        &format!("/v1/mcp/elicitations/{id}"),
+        Value::Null,
+    )
+    .await;
+    let by = answered["answered_by"].as_str().unwrap_or_default();
+    assert!(by.contains("carol") && by.contains("for bob"), "{answered}");
+
+    // The requester through a delegation: Alice's own, handed to Carol ...
+    let (status, alices) = delegate(&h, ALICE_SRE, "carol").await;
+    assert_eq!(status, StatusCode::CREATED, "{alices}");
+    let next = held_id(&agent_call(&h, json!({"path": "/prod/2"}), None).await);
+    let (status, body) = rest(
+        &h,
+        BOB,
+        "DELETE",
+        &format!("/v1/mcp/delegations/{}", made["id"].as_str().unwrap()),
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "revoked", "{body}");
+    let (status, body) = respond_as(&h, CAROL, &next).await;
+    assert!(
+        status == StatusCode::FORBIDDEN || status == StatusCode::NOT_FOUND,
+        "carol for alice on alice's own call, or for bob after it ended: {status} {body}"
+    );
+    // ... and Bob's handed to Alice.
+    let (status, to_alice) = delegate(&h, BOB, "alice").await;
+    assert_eq!(status, StatusCode::CREATED, "{to_alice}");
+    let (status, body) = respond_as(&h, HUMAN, &next).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let still = agent_call(&h, json!({"path": "/prod/2"}), Some(&next)).await;
+    assert_eq!(held_id(&still), next, "{still}");
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 1);
+
+    // After Bob's delegation to Carol ended she lists nothing of it (Alice's own call is
+    // no one's to answer through Alice's delegation).
+    let (_, waiting) = rest(
+        &h,
+        CAROL,
+        "GET",
+        "/v1/mcp/elicitations?for=approval",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(waiting["elicitations"], json!([]), "{waiting}");
 }
