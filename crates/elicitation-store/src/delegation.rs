@@ -17,6 +17,20 @@ use crate::{Approver, Caller, StoreError};
 /// The longest a delegation lasts from when it is made.
 pub const MAX_DELEGATION: Duration = Duration::days(30);
 
+/// Most approver groups one delegation hands over.
+pub(crate) const MAX_DELEGATED_GROUPS: usize = 256;
+
+/// Most live delegations a delegate answers under at once (the oldest first).
+pub(crate) const MAX_ACTING_FOR: usize = 256;
+
+/// Why a delegate's approval carries no standing grant: the grant would outlive the
+/// delegation (and its ending), unseen by the delegator.
+pub(crate) fn no_grant_by_a_delegate() -> StoreError {
+    StoreError::AnswerRefused(
+        "approving for someone away carries no standing grant (it would outlive the delegation); approve the call alone".to_owned(),
+    )
+}
+
 /// Most delegations one person has given that have not ended.
 pub const MAX_DELEGATIONS_PER_CALLER: usize = 32;
 
@@ -182,6 +196,9 @@ pub(crate) fn check(
     }
     if from.groups.is_empty() {
         return refused("you are in no approver group: there are no approvals to hand over");
+    }
+    if from.groups.len() > MAX_DELEGATED_GROUPS {
+        return refused("you are in more approver groups than a delegation hands over (256)");
     }
     if request.to == from.caller {
         return refused("a delegation is to someone else");

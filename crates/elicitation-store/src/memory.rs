@@ -699,6 +699,9 @@ impl MemoryStore {
         with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
         let owner = self.approver_owner(approver, id)?;
+        if approver.on_behalf_of.is_some() && matches!(with, Some(AnswerWith::Grant(_))) {
+            return Err(crate::delegation::no_grant_by_a_delegate());
+        }
         if crate::quorum::approves(&payload)
             && let Some(outcome) =
                 self.vote(approver, &owner, id, &payload, answered_by, with.is_some())?

@@ -154,12 +154,16 @@ impl Approval {
     }
 
     /// Whether `approver` may answer a confirmation of `caller` as an approver: a member of
-    /// one of its groups, never the caller itself where the rule excludes it, and never for
-    /// the caller through a delegation where the rule excludes it (the caller's own eyes by
-    /// proxy).
+    /// one of its groups, never the caller itself where the rule excludes it, never for the
+    /// caller through a delegation where the rule excludes it (the caller's own eyes by
+    /// proxy), and never its own call with groups handed to it.
     pub fn admits(&self, caller: &Caller, approver: &Approver) -> bool {
+        let delegated = approver.on_behalf_of.is_some();
         self.approver_may_answer(caller, &approver.caller, &approver.groups)
             && !(self.excludes_caller() && approver.on_behalf_of.as_ref() == Some(caller))
+            // Groups handed over never answer the delegate's own calls, whatever the mode:
+            // under `must` the caller outside the group would approve itself.
+            && !(delegated && approver.caller == *caller)
     }
 
     /// What a counted approval, not the last, tells whoever gave it.

@@ -44,11 +44,12 @@ pub(crate) fn may_try_delegations(refused: &StoreError) -> bool {
     )
 }
 
-/// Who answered, when a delegate answered: both names.
+/// Who answered, when a delegate answered: both names, the delegator's first (so a long
+/// label cut to its stored length still says for whom).
 pub(crate) fn answered_for(answered_by: &str, delegation: &Delegation) -> String {
     let from = &delegation.from;
     match from.tenant_id() {
-        Some(tenant) => format!("{answered_by}, for {} ({tenant})", from.subject_id()),
-        None => format!("{answered_by}, for {}", from.subject_id()),
+        Some(tenant) => format!("for {} ({tenant}): {answered_by}", from.subject_id()),
+        None => format!("for {}: {answered_by}", from.subject_id()),
     }
 }

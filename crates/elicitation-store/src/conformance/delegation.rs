@@ -170,6 +170,31 @@ pub(crate) async fn a_delegation_answers_for_its_window_never_the_delegators_own
             "{mode:?} {approvers}"
         );
     }
+    // Nor Carol's own call with Alice's groups, under any mode (under `must` she, outside
+    // the group, would approve herself).
+    let carols = held_of(&h, &acme("carol"), ApprovalMode::Must, 1).await;
+    assert!(matches!(
+        h.store
+            .approver_respond(&carol, carols, json!({"confirmed": true}), None)
+            .await,
+        Err(StoreError::FourEyes { .. })
+    ));
+    // And no standing grant rides on an approval for someone away: it would outlive the
+    // delegation.
+    let daves_next = held_of(&h, &acme("dave"), ApprovalMode::Must, 1).await;
+    let grant = grant_request(crate::GrantScope::Tool, Duration::hours(1), None);
+    assert!(matches!(
+        h.twin
+            .approver_respond_with(
+                &carol,
+                daves_next,
+                json!({"confirmed": true}),
+                None,
+                grant.into()
+            )
+            .await,
+        Err(StoreError::AnswerRefused(_))
+    ));
     // Alice and Carol-for-Alice are one person toward a quorum, in either order.
     let quorum = held_of(&h, &acme("dave"), ApprovalMode::FourEyes, 2).await;
     h.store

@@ -122,6 +122,7 @@ impl DelegationStore for MemoryStore {
             .lock_delegations()
             .values()
             .filter(|d| d.to == *delegate && d.is_live(now))
+            .take(crate::delegation::MAX_ACTING_FOR)
             .cloned()
             .collect())
     }

@@ -222,6 +222,9 @@ impl PostgresStore {
         answered_by: Option<&str>,
         with: Option<AnswerWith>,
     ) -> Result<(Caller, RespondOutcome, Option<Grant>), StoreError> {
+        if approver.on_behalf_of.is_some() && matches!(with, Some(AnswerWith::Grant(_))) {
+            return Err(crate::delegation::no_grant_by_a_delegate());
+        }
         let mut raw = self.approver_row(approver, id).await?;
         let owner = raw.caller.clone();
         // Of concurrent approvals of a quorum, each counted against the approvals it read:
