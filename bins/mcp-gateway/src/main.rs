@@ -559,26 +559,10 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
         },
     ));
     let (stop_notifier, notifier_stopped) = tokio::sync::oneshot::channel::<()>();
-    let notifier = {
-        // Links in notifications go to the page as people reach it.
-        let page = config.http.public_url.clone().unwrap_or_else(|| {
-            if !app.sinks.is_empty() {
-                tracing::warn!(%address, "[[notify]] links point at the listen address; set [http] public_url to the address people reach the gateway at");
-            }
-            format!("http://{address}")
-        });
-        let notifier = mcp_notify::Notifier::new(
-            app.store.clone(),
-            app.sinks.clone(),
-            page,
-            Arc::new(SystemClock),
-            app.metrics(),
-        )
-        .map_err(anyhow::Error::msg)?;
-        tokio::spawn(notifier.run(async {
-            let _ = notifier_stopped.await;
-        }))
-    };
+    let notifier = notifier(&config, &app, address)?;
+    let notifier = tokio::spawn(notifier.run(async {
+        let _ = notifier_stopped.await;
+    }));
     let (stop_operations, operations_stopped) = tokio::sync::oneshot::channel::<()>();
     let operations = match config.metrics.listen {
         Some(at) => {
@@ -659,6 +643,35 @@ Try it (the README walks through it):
   curl -s http://{address}/v1/mcp/elicitations
 "#
     );
+}
+
+/// The notifier of `app`'s sinks, with the approver rules' reminders and escalations; its
+/// links go to the page as people reach it.
+fn notifier(
+    config: &Config,
+    app: &app::App,
+    address: std::net::SocketAddr,
+) -> Result<mcp_notify::Notifier> {
+    let page = config.http.public_url.clone().unwrap_or_else(|| {
+        if !app.sinks.is_empty() {
+            tracing::warn!(%address, "[[notify]] links point at the listen address; set [http] public_url to the address people reach the gateway at");
+        }
+        format!("http://{address}")
+    });
+    let routes = config
+        .approvers
+        .iter()
+        .map(crate::config::ApproverConfig::route)
+        .collect::<Result<_>>()?;
+    Ok(mcp_notify::Notifier::new(
+        app.store.clone(),
+        app.sinks.clone(),
+        page,
+        Arc::new(SystemClock),
+        app.metrics(),
+    )
+    .map_err(anyhow::Error::msg)?
+    .with_routes(routes))
 }
 
 #[cfg(test)]

@@ -96,6 +96,8 @@ $$;
 REVOKE ALL ON FUNCTION mcp_erase_ended_delegations(timestamptz, integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION mcp_erase_ended_delegations(timestamptz, integer) TO mcp_gateway_writer;
 
+-- The audit events of delegations, and of chasing an elicitation that still waits (an
+-- approver rule's remind_after, escalate_after).
 ALTER TABLE mcp_audit_events DROP CONSTRAINT mcp_audit_events_event_check;
 ALTER TABLE mcp_audit_events ADD CONSTRAINT mcp_audit_events_event_check CHECK (event IN (
     'elicitation_requested', 'elicitation_responded',
@@ -105,4 +107,5 @@ ALTER TABLE mcp_audit_events ADD CONSTRAINT mcp_audit_events_event_check CHECK (
     'grant_created', 'grant_revoked',
     'tool_definition_changed', 'tool_definition_approved', 'tool_definition_rejected',
     'tool_call_completed', 'elicitation_approval_counted',
-    'delegation_created', 'delegation_revoked'));
+    'delegation_created', 'delegation_revoked',
+    'elicitation_reminded', 'elicitation_escalated'));

@@ -50,11 +50,17 @@ pub enum AuditEvent {
     DelegationCreated,
     /// A delegation was ended early, by either of its two people (`detail.revoked_by`).
     DelegationRevoked,
+    /// An elicitation still waiting was told again to the people told at once (an approver
+    /// rule's `remind_after`; `detail.sinks`, `detail.waited_minutes`).
+    ElicitationReminded,
+    /// An elicitation still waiting was told to a further group (an approver rule's
+    /// `escalate_after`; `detail.to`, `detail.sinks`, `detail.waited_minutes`).
+    ElicitationEscalated,
 }
 
 impl AuditEvent {
     /// Every event, in the migration's order.
-    pub const ALL: [AuditEvent; 18] = [
+    pub const ALL: [AuditEvent; 20] = [
         AuditEvent::ElicitationRequested,
         AuditEvent::ElicitationResponded,
         AuditEvent::ElicitationCancelled,
@@ -73,6 +79,8 @@ impl AuditEvent {
         AuditEvent::ElicitationApprovalCounted,
         AuditEvent::DelegationCreated,
         AuditEvent::DelegationRevoked,
+        AuditEvent::ElicitationReminded,
+        AuditEvent::ElicitationEscalated,
     ];
 
     /// The stored value (also the tracing `event` field).
@@ -96,6 +104,8 @@ impl AuditEvent {
             AuditEvent::ElicitationApprovalCounted => "elicitation_approval_counted",
             AuditEvent::DelegationCreated => "delegation_created",
             AuditEvent::DelegationRevoked => "delegation_revoked",
+            AuditEvent::ElicitationReminded => "elicitation_reminded",
+            AuditEvent::ElicitationEscalated => "elicitation_escalated",
         }
     }
 }

@@ -15,8 +15,10 @@ use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, St
 
 mod delegation;
 mod quorum;
+mod steps;
 pub(crate) use delegation::*;
 pub(crate) use quorum::*;
+pub(crate) use steps::*;
 
 /// What a test asks of a fresh store.
 #[derive(Debug, Clone, Copy)]
@@ -90,6 +92,7 @@ macro_rules! conformance_tests {
             a_quorum_from_several_groups_needs_one_of_each_and_nobody_counts_twice,
             concurrent_approvals_complete_a_quorum_exactly_once,
             a_delegation_answers_for_its_window_never_the_delegators_own_calls,
+            a_reminder_and_an_escalation_are_audited_as_the_callers,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {

@@ -91,7 +91,7 @@ pub use memory::{
 pub use metered::{Metered, StoreMeter};
 #[cfg(feature = "postgres")]
 pub use migrate::{MIGRATION_HISTORY_TABLE, latest_version, migrate, migrate_url};
-pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, Outbox, Settle};
+pub use notices::{MAX_MEMORY_NOTICES, Notice, NoticeEvent, NoticeStep, Outbox, Settle};
 pub use pins::{
     CatalogStore, ChangeStatus, DefinitionChange, DefinitionKey, DefinitionKind, FirstSight,
     Observed, Pin, definition_digest,

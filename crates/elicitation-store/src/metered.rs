@@ -588,6 +588,22 @@ impl crate::Outbox for Metered {
         .await
     }
 
+    async fn record_step(
+        &self,
+        caller: &Caller,
+        elicitation: ElicitationId,
+        tool: Option<&str>,
+        step: crate::NoticeStep,
+        detail: Value,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "record_step",
+            self.inner
+                .record_step(caller, elicitation, tool, step, detail),
+        )
+        .await
+    }
+
     fn notices_dropped(&self) -> u64 {
         self.inner.notices_dropped()
     }

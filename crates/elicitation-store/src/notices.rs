@@ -51,6 +51,34 @@ impl NoticeEvent {
     }
 }
 
+/// A step of chasing an elicitation that still waits (an approver rule's `remind_after`,
+/// `escalate_after`): audited once, when first taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NoticeStep {
+    /// The people told at once are told again.
+    Reminder,
+    /// A further group is told.
+    Escalation,
+}
+
+impl NoticeStep {
+    /// The label (the notice's `step`, a delivery's key suffix).
+    pub fn label(self) -> &'static str {
+        match self {
+            NoticeStep::Reminder => "reminder",
+            NoticeStep::Escalation => "escalation",
+        }
+    }
+
+    /// Its audit event.
+    pub fn event(self) -> crate::AuditEvent {
+        match self {
+            NoticeStep::Reminder => crate::AuditEvent::ElicitationReminded,
+            NoticeStep::Escalation => crate::AuditEvent::ElicitationEscalated,
+        }
+    }
+}
+
 /// One notice, as a notifier claimed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Notice {
@@ -102,6 +130,17 @@ pub trait Outbox: Send + Sync + 'static {
         delivered: &[String],
         settle: Settle,
         now: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+
+    /// Audits `step` taken for `caller`'s elicitation (of `tool`, if a held call's): who was
+    /// told (`detail`).
+    async fn record_step(
+        &self,
+        caller: &Caller,
+        elicitation: ElicitationId,
+        tool: Option<&str>,
+        step: NoticeStep,
+        detail: serde_json::Value,
     ) -> Result<(), StoreError>;
 
     /// Notices this store dropped because its outbox was full (a bounded store's; a store
@@ -224,4 +263,15 @@ impl NoticeQueue {
     pub(crate) fn next_seq(&self) -> u64 {
         u64::try_from(self.next_id + 1).unwrap_or_default()
     }
+}
+
+/// Logs a chasing step (the audit trail's record of it).
+pub(crate) fn emit_step(step: NoticeStep, caller: &Caller, elicitation: ElicitationId) {
+    tracing::info!(
+        target: "audit",
+        event = step.event().label(),
+        subject = caller.subject_id(),
+        tenant = caller.tenant_id(),
+        elicitation_id = %elicitation,
+    );
 }

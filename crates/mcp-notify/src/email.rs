@@ -106,6 +106,19 @@ impl Email {
                 format!("{what} expired before anyone answered it."),
             ),
             _ => match event.get("waited_minutes").and_then(Value::as_i64) {
+                Some(minutes)
+                    if event.get("step").and_then(Value::as_str) == Some("escalation") =>
+                {
+                    (
+                        format!(
+                            "Escalated to you, unanswered after {minutes} min: {}",
+                            tool.unwrap_or("a question")
+                        ),
+                        format!(
+                            "{what} has waited {minutes} minutes and nobody answered it: it is escalated to you."
+                        ),
+                    )
+                }
                 Some(minutes) => (
                     format!(
                         "Still waiting after {minutes} min: {}",

@@ -23,7 +23,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use elicitation_core::ElicitationStatus;
-use elicitation_store::{Clock, Notice, NoticeEvent, Settle, Store, StoreError, StoredElicitation};
+use elicitation_store::{
+    Clock, Notice, NoticeEvent, NoticeStep, Settle, Store, StoreError, StoredElicitation,
+};
 use mcp_metrics::Metrics;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -87,17 +89,8 @@ impl Filter {
             return false;
         }
         let call = elicitation.call.as_ref();
-        if !self.tools.is_empty() {
-            let Some(tool) = call.map(|c| c.tool.as_str()) else {
-                return false;
-            };
-            let named = self.tools.iter().any(|t| match t.strip_suffix('*') {
-                Some(prefix) => tool.starts_with(prefix),
-                None => t == tool,
-            });
-            if !named {
-                return false;
-            }
+        if !self.takes_tool(call.map(|c| c.tool.as_str())) {
+            return false;
         }
         if !self.groups.is_empty() {
             let Some(approval) = call.and_then(|c| c.approval.as_ref()) else {
@@ -109,6 +102,68 @@ impl Filter {
             }
         }
         true
+    }
+}
+
+impl Filter {
+    /// Whether notices about `tool` (`None`: a question of no tool) are this sink's.
+    fn takes_tool(&self, tool: Option<&str>) -> bool {
+        if self.tools.is_empty() {
+            return true;
+        }
+        let Some(tool) = tool else {
+            return false;
+        };
+        self.tools.iter().any(|t| match t.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => t == tool,
+        })
+    }
+}
+
+/// The settled key of a sink's delivery of `step` (a sink told at once is keyed by its
+/// name alone).
+fn step_suffix(step: NoticeStep) -> &'static str {
+    match step {
+        NoticeStep::Reminder => "#reminder",
+        NoticeStep::Escalation => "#escalation",
+    }
+}
+
+/// `body` with how long it has waited (a sink told later, a step) and which step it is.
+fn with_step(mut body: Value, waited: Option<i64>, step: Option<(NoticeStep, &[String])>) -> Value {
+    if let Some(minutes) = waited {
+        body["waited_minutes"] = json!(minutes);
+    }
+    if let Some((step, to)) = step {
+        body["step"] = json!(step.label());
+        if step == NoticeStep::Escalation {
+            body["escalated_to"] = json!(to);
+        }
+    }
+    body
+}
+
+/// An approver rule's chasing of the calls it holds that still wait: a reminder to the
+/// people told at once, then an escalation to the sinks of further groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The rule's tools: a qualified name, or a prefix ending in `*`.
+    pub tools: String,
+    /// After this long, the sinks that were told at once are told again.
+    pub remind_after: Option<std::time::Duration>,
+    /// After this long, the sinks of `escalate_to` are told.
+    pub escalate_after: Option<std::time::Duration>,
+    /// The groups escalated to: the sinks whose `groups` name one of them are told.
+    pub escalate_to: Vec<String>,
+}
+
+impl Route {
+    fn covers(&self, tool: &str) -> bool {
+        match self.tools.strip_suffix('*') {
+            Some(prefix) => tool.starts_with(prefix),
+            None => self.tools == tool,
+        }
     }
 }
 
@@ -172,12 +227,23 @@ impl Notifier {
             inner: Arc::new(Shared {
                 store,
                 sinks,
+                routes: Vec::new(),
                 page: page.into().trim_end_matches('/').to_owned(),
                 clock,
                 metrics,
                 http,
             }),
         })
+    }
+
+    /// The approver rules' reminders and escalations (the first rule covering a held
+    /// call's tool chases it, as the first decides who answers).
+    #[must_use]
+    pub fn with_routes(mut self, routes: Vec<Route>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.routes = routes;
+        }
+        self
     }
 
     /// Delivers notices until `stop` resolves: at once when the store tells of a change,
@@ -232,6 +298,7 @@ impl Notifier {
 struct Shared {
     store: Arc<dyn Store>,
     sinks: Vec<Sink>,
+    routes: Vec<Route>,
     page: String,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
@@ -315,39 +382,58 @@ impl Shared {
                     continue;
                 }
             }
-            let body = |include_arguments: bool| {
-                let mut body = body(include_arguments);
-                if after.is_some() {
-                    body["waited_minutes"] = json!((now - notice.at).whole_minutes().max(0));
+            let waited = after.map(|_| (now - notice.at).whole_minutes().max(0));
+            let told = self
+                .tell(sink, &sink.name, notice, &|inc| {
+                    with_step(body(inc), waited, None)
+                })
+                .await;
+            match told {
+                Some(key) => settled.push(key),
+                None => retry = true,
+            }
+        }
+        // The approver rule's reminder and escalation, each once, when due.
+        for (step, due, targets, to) in self.steps(notice, elicitation) {
+            let before = settled.iter().any(|k| k.ends_with(step_suffix(step)));
+            let mut told_now = Vec::new();
+            for sink in targets {
+                let key = format!("{}{}", sink.name, step_suffix(step));
+                if settled.contains(&key) {
+                    continue;
                 }
-                body
-            };
-            let outcome = match &sink.kind {
-                SinkKind::Webhook(hook) => {
-                    let body = body(hook.include_arguments);
-                    hook.send(&self.http, &body, self.clock.now()).await
+                if now < due {
+                    later.push(&sink.name);
+                    due_next = Some(due_next.map_or(due, |d| d.min(due)));
+                    continue;
                 }
-                SinkKind::Slack(slack) => {
-                    let body = body(slack.include_arguments);
-                    slack.send(&self.http, &body, self.clock.now()).await
+                let waited = Some((now - notice.at).whole_minutes().max(0));
+                let told = self
+                    .tell(sink, &key, notice, &|inc| {
+                        with_step(body(inc), waited, Some((step, to.as_slice())))
+                    })
+                    .await;
+                match told {
+                    Some(key) => {
+                        told_now.push(sink.name.clone());
+                        settled.push(key);
+                    }
+                    None => retry = true,
                 }
-                SinkKind::Email(mail) => mail.send(&body(false)).await,
-            };
-            match outcome {
-                Delivery::Delivered => {
-                    tracing::info!(sink = %sink.name, notice = notice.id, elicitation = %notice.elicitation, event = notice.event.label(), "notification delivered");
-                    self.metrics.notification(&sink.name, "delivered");
-                    settled.push(sink.name.clone());
-                }
-                Delivery::Retry(why) => {
-                    tracing::warn!(sink = %sink.name, notice = notice.id, attempt = notice.attempts + 1, reason = %why, "a notification was not delivered; trying again");
-                    self.metrics.notification(&sink.name, "retried");
-                    retry = true;
-                }
-                Delivery::Refused(why) => {
-                    tracing::warn!(sink = %sink.name, notice = notice.id, reason = %why, "a notification was refused by its receiver; not trying again");
-                    self.metrics.notification(&sink.name, "failed");
-                    settled.push(sink.name.clone());
+            }
+            if !before && !told_now.is_empty() {
+                let tool = elicitation.call.as_ref().map(|c| c.tool.as_str());
+                let detail = json!({
+                    "sinks": told_now,
+                    "waited_minutes": (now - notice.at).whole_minutes().max(0),
+                    "to": to,
+                });
+                if let Err(e) = self
+                    .store
+                    .record_step(&notice.caller, notice.elicitation, tool, step, detail)
+                    .await
+                {
+                    tracing::warn!(notice = notice.id, step = step.label(), error = %e, "a reminder or escalation could not be audited");
                 }
             }
         }
@@ -378,6 +464,100 @@ impl Shared {
             (settle, None) => settle,
         };
         (settled, settle)
+    }
+
+    /// Delivers to `sink` the body `body` builds (with or without the arguments, as the
+    /// sink takes them): `Some(key)` once it has it (or refused it for good), `None` to try
+    /// again.
+    async fn tell(
+        &self,
+        sink: &Sink,
+        key: &str,
+        notice: &Notice,
+        body: &(dyn Fn(bool) -> Value + Sync),
+    ) -> Option<String> {
+        let outcome = match &sink.kind {
+            SinkKind::Webhook(hook) => {
+                hook.send(&self.http, &body(hook.include_arguments), self.clock.now())
+                    .await
+            }
+            SinkKind::Slack(slack) => {
+                slack
+                    .send(&self.http, &body(slack.include_arguments), self.clock.now())
+                    .await
+            }
+            SinkKind::Email(mail) => mail.send(&body(false)).await,
+        };
+        match outcome {
+            Delivery::Delivered => {
+                tracing::info!(sink = %sink.name, notice = notice.id, elicitation = %notice.elicitation, event = notice.event.label(), "notification delivered");
+                self.metrics.notification(&sink.name, "delivered");
+                Some(key.to_owned())
+            }
+            Delivery::Retry(why) => {
+                tracing::warn!(sink = %sink.name, notice = notice.id, attempt = notice.attempts + 1, reason = %why, "a notification was not delivered; trying again");
+                self.metrics.notification(&sink.name, "retried");
+                None
+            }
+            Delivery::Refused(why) => {
+                tracing::warn!(sink = %sink.name, notice = notice.id, reason = %why, "a notification was refused by its receiver; not trying again");
+                self.metrics.notification(&sink.name, "failed");
+                Some(key.to_owned())
+            }
+        }
+    }
+
+    /// The steps of the approver rule covering a waiting held call: each with when it is
+    /// due, the sinks it tells and the groups escalated to.
+    fn steps<'a>(
+        &'a self,
+        notice: &Notice,
+        elicitation: &StoredElicitation,
+    ) -> Vec<(NoticeStep, OffsetDateTime, Vec<&'a Sink>, Vec<String>)> {
+        let Some(call) = elicitation.call.as_ref() else {
+            return Vec::new();
+        };
+        if notice.event != NoticeEvent::Waiting {
+            return Vec::new();
+        }
+        let Some(route) = self.routes.iter().find(|r| r.covers(&call.tool)) else {
+            return Vec::new();
+        };
+        let due = |after: std::time::Duration| {
+            notice.at + time::Duration::try_from(after).unwrap_or(time::Duration::DAY)
+        };
+        let mut steps = Vec::new();
+        if let Some(after) = route.remind_after {
+            // The same people: the sinks told at once.
+            let targets = self
+                .sinks
+                .iter()
+                .filter(|s| s.filter.after.is_none() && s.filter.matches(notice.event, elicitation))
+                .collect();
+            steps.push((NoticeStep::Reminder, due(after), targets, Vec::new()));
+        }
+        if let Some(after) = route.escalate_after {
+            // Further people: the sinks of the groups escalated to (whatever group answers).
+            let targets = self
+                .sinks
+                .iter()
+                .filter(|s| {
+                    s.filter.events.contains(&NoticeEvent::Waiting)
+                        && s.filter
+                            .groups
+                            .iter()
+                            .any(|g| route.escalate_to.contains(g))
+                        && s.filter.takes_tool(Some(&call.tool))
+                })
+                .collect();
+            steps.push((
+                NoticeStep::Escalation,
+                due(after),
+                targets,
+                route.escalate_to.clone(),
+            ));
+        }
+        steps
     }
 
     /// When to try `notice` again, or done: after [`MAX_ATTEMPTS`], or once a waiting

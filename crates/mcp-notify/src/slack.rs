@@ -78,9 +78,15 @@ pub fn slack_message(event: &Value, buttons: bool, now: OffsetDateTime) -> Value
     let title = match text("event") {
         "elicitation.answered" => format!("Answered: {tool}"),
         "elicitation.expired" => format!("Expired unanswered: {tool}"),
-        _ => match event.get("waited_minutes").and_then(Value::as_i64) {
-            Some(minutes) => format!("Still waiting after {minutes} min: {tool}"),
-            None => format!("Waiting for you: {tool}"),
+        _ => match (
+            event.get("waited_minutes").and_then(Value::as_i64),
+            text("step"),
+        ) {
+            (Some(minutes), "escalation") => {
+                format!("Escalated to you, unanswered after {minutes} min: {tool}")
+            }
+            (Some(minutes), _) => format!("Still waiting after {minutes} min: {tool}"),
+            (None, _) => format!("Waiting for you: {tool}"),
         },
     };
     let left = OffsetDateTime::parse(

@@ -826,3 +826,127 @@ async fn a_sink_told_after_a_while_hears_only_of_what_still_waits_then() {
     s.notifier.tick().await.unwrap();
     assert_eq!(later_hook.got().len(), 1);
 }
+
+/// Issue 50, item 2, per approver rule: a call held under a rule with `remind_after` and
+/// `escalate_after` is told again to the people told at once, then to the sinks of the group
+/// escalated to (another group's sink hears nothing), each once, each audited; one answered
+/// before its time is chased no further. The injected clock stands for the slow human.
+#[tokio::test]
+async fn an_approver_rules_reminder_then_escalation_reach_their_sinks_once_and_are_audited() {
+    let team = Receiver::start(&[]).await;
+    let leads = Receiver::start(&[]).await;
+    let others = Receiver::start(&[]).await;
+    let of_group = |name: &str, url: &str, group: &str| Sink {
+        name: name.into(),
+        ..hook(
+            url,
+            false,
+            Filter {
+                groups: vec![group.into()],
+                ..waiting()
+            },
+        )
+    };
+    let s = scene(vec![
+        of_group("team", &team.url, "sre"),
+        of_group("leads", &leads.url, "sre-leads"),
+        of_group("dba", &others.url, "dba"),
+    ]);
+    let notifier = s.notifier.with_routes(vec![Route {
+        tools: "fs__*".into(),
+        remind_after: Some(std::time::Duration::from_secs(3 * 60)),
+        escalate_after: Some(std::time::Duration::from_secs(6 * 60)),
+        escalate_to: vec!["sre-leads".into()],
+    }]);
+    let sre = Some(Approval::of_group("sre", ApprovalMode::Must));
+    let still = hold(&s.store, "fs__delete", json!({"path": "/a"}), sre.clone()).await;
+    let answered = hold(&s.store, "fs__delete", json!({"path": "/b"}), sre).await;
+    notifier.tick().await.unwrap();
+    assert_eq!(team.got().len(), 2, "both at once to the group's sink");
+    assert!(leads.got().is_empty() && others.got().is_empty());
+    elicitation_store::ElicitationStore::approver_respond(
+        &*s.store,
+        &elicitation_store::Approver::new(
+            Caller::new("bob", Some("acme".into())).unwrap(),
+            vec!["sre".into()],
+        ),
+        answered,
+        json!({"confirmed": true}),
+        None,
+    )
+    .await
+    .unwrap();
+
+    s.clock.advance(time::Duration::minutes(2));
+    notifier.tick().await.unwrap();
+    assert_eq!(team.got().len(), 2, "no reminder before its time");
+    s.clock.advance(time::Duration::minutes(2));
+    notifier.tick().await.unwrap();
+    let got = team.got();
+    assert_eq!(got.len(), 3, "a reminder of what still waits only");
+    let reminder = got[2].json();
+    assert_eq!(
+        (
+            &reminder["id"],
+            &reminder["step"],
+            &reminder["waited_minutes"]
+        ),
+        (&json!(still.to_string()), &json!("reminder"), &json!(4)),
+        "{reminder}"
+    );
+    assert!(leads.got().is_empty(), "no escalation before its time");
+
+    s.clock.advance(time::Duration::minutes(3));
+    notifier.tick().await.unwrap();
+    let got = leads.got();
+    assert_eq!(got.len(), 1);
+    let escalated = got[0].json();
+    assert_eq!(escalated["step"], "escalation", "{escalated}");
+    assert_eq!(
+        escalated["escalated_to"],
+        json!(["sre-leads"]),
+        "{escalated}"
+    );
+    let slack = crate::slack::slack_message(&escalated, false, time::OffsetDateTime::now_utc());
+    assert!(
+        slack["blocks"][0]
+            .to_string()
+            .contains("Escalated to you, unanswered after 7 min: fs__delete"),
+        "{slack}"
+    );
+    // Each once; the other group's sink never.
+    s.clock.advance(time::Duration::minutes(1));
+    notifier.tick().await.unwrap();
+    assert_eq!((team.got().len(), leads.got().len()), (3, 1));
+    assert!(others.got().is_empty());
+
+    let trail = elicitation_store::AuditSink::audit_events(
+        &*s.store,
+        &alice(),
+        &elicitation_store::AuditQuery {
+            limit: 100,
+            ..elicitation_store::AuditQuery::default()
+        },
+    )
+    .await
+    .unwrap()
+    .entries;
+    let steps: Vec<(&str, &Value)> = trail
+        .iter()
+        .filter(|e| e.event == "elicitation_reminded" || e.event == "elicitation_escalated")
+        .map(|e| (e.event.as_str(), &e.detail))
+        .collect();
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    assert!(
+        steps
+            .iter()
+            .any(|(e, d)| *e == "elicitation_reminded" && d["sinks"] == json!(["team"])),
+        "{steps:?}"
+    );
+    assert!(
+        steps.iter().any(|(e, d)| *e == "elicitation_escalated"
+            && d["sinks"] == json!(["leads"])
+            && d["to"] == json!(["sre-leads"])),
+        "{steps:?}"
+    );
+}

@@ -309,6 +309,24 @@ pub(crate) struct ApproverConfig {
     /// ("one from sre and one from security").
     #[serde(default)]
     pub(crate) also_from: Vec<String>,
+    /// A call it holds that still waits this long is told again to the `[[notify]]` sinks
+    /// told at once (1m to 24h).
+    #[serde(
+        default,
+        with = "crate::config::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) remind_after: Option<std::time::Duration>,
+    /// ... and, this long, to the sinks of `escalate_to` (1m to 24h, after `remind_after`).
+    #[serde(
+        default,
+        with = "crate::config::duration::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub(crate) escalate_after: Option<std::time::Duration>,
+    /// The groups escalated to: the `[[notify]]` sinks whose `groups` name one of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) escalate_to: Vec<String>,
     /// Mode `jwt`: the issuer (its name or its URL) whose members of `group` answer, for
     /// every caller. Without it, a group counts only as asserted by the held call's
     /// caller's own issuer.
@@ -392,6 +410,50 @@ impl ApproverConfig {
                 quorum,
             },
             groups_from,
+        })
+    }
+
+    /// Its reminder and escalation (none, for a rule that chases nothing: the first rule
+    /// covering a tool decides, as it decides who answers), for the notifier; checked: each
+    /// 1m to 24h, the escalation after the reminder, `escalate_after` and `escalate_to`
+    /// together.
+    pub(crate) fn route(&self) -> Result<mcp_notify::Route> {
+        let day = std::time::Duration::from_secs(86_400);
+        let minute = std::time::Duration::from_secs(60);
+        for (key, after) in [
+            ("remind_after", self.remind_after),
+            ("escalate_after", self.escalate_after),
+        ] {
+            if after.is_some_and(|a| !(minute..=day).contains(&a)) {
+                bail!(
+                    "[[approvers]] for {:?}: {key} must be between 1m and 24h",
+                    self.tools
+                );
+            }
+        }
+        if self.escalate_after.is_some() == self.escalate_to.is_empty() {
+            bail!(
+                "[[approvers]] for {:?}: escalate_after and escalate_to go together (when, and to which groups' [[notify]] sinks)",
+                self.tools
+            );
+        }
+        if let (Some(remind), Some(escalate)) = (self.remind_after, self.escalate_after)
+            && escalate <= remind
+        {
+            bail!(
+                "[[approvers]] for {:?}: escalate_after must come after remind_after",
+                self.tools
+            );
+        }
+        Ok(mcp_notify::Route {
+            tools: self.tools.clone(),
+            remind_after: self.remind_after,
+            escalate_after: self.escalate_after,
+            escalate_to: self
+                .escalate_to
+                .iter()
+                .map(|g| g.trim().to_owned())
+                .collect(),
         })
     }
 

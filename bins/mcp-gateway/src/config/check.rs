@@ -200,6 +200,7 @@ impl Config {
         for rule in &self.approvers {
             rule.resolve(&self.auth)?;
         }
+        self.chases_reach_someone()?;
         if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
             bail!(
                 "[[approvers]] needs auth mode \"tokens\" or \"jwt\": with \"none\" everyone is the one local caller"
@@ -438,6 +439,38 @@ impl Config {
                         sink.name_at(position),
                         user.subject,
                         names.join(", ")
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Config {
+    /// An approver rule's reminder goes to sinks that take what waits, and its escalation
+    /// to sinks of the groups escalated to: a chase nobody would hear is refused at start,
+    /// not dropped when a call has waited.
+    pub(super) fn chases_reach_someone(&self) -> Result<()> {
+        let takes_waiting = |sink: &crate::notify::NotifyConfig| {
+            sink.events.iter().any(|e| e == "waiting") && sink.after.is_none()
+        };
+        for rule in &self.approvers {
+            let route = rule.route()?;
+            if route.remind_after.is_some() && !self.notify.iter().any(takes_waiting) {
+                bail!(
+                    "[[approvers]] for {:?}: remind_after, but no [[notify]] sink is told of what waits (events with \"waiting\", no after): nobody would be reminded",
+                    rule.tools
+                );
+            }
+            for group in &route.escalate_to {
+                let heard = self.notify.iter().any(|sink| {
+                    sink.events.iter().any(|e| e == "waiting") && sink.groups.contains(group)
+                });
+                if !heard {
+                    bail!(
+                        "[[approvers]] for {:?}: escalate_to names {group:?}, but no [[notify]] sink with events \"waiting\" has it in its groups: nobody would hear the escalation",
+                        rule.tools
                     );
                 }
             }

@@ -382,3 +382,59 @@ fn a_slack_user_of_mode_jwt_must_be_named_as_its_callers_are() {
     let named: Config = toml::from_str(&slack("alice@login.example.com/realms/acme")).unwrap();
     named.slack_users_are_callers().unwrap();
 }
+
+/// Issue 50, item 2, per rule: `remind_after`, `escalate_after` and `escalate_to` are read
+/// and checked; a chase nobody would hear (no sink takes what waits, no sink of the group
+/// escalated to) is refused at start rather than dropped when a call has waited.
+#[test]
+fn an_approver_rules_chase_is_checked_and_must_reach_someone() {
+    let config = |rule: &str, sinks: &str| -> Config {
+        toml::from_str(&format!(
+            "[auth]\nmode = \"tokens\"\n[[approvers]]\ntools = \"fs__*\"\ngroup = \"sre\"\n{rule}\n{sinks}"
+        ))
+        .unwrap()
+    };
+    let sink = |name: &str, groups: &str| {
+        format!(
+            "[[notify]]\nname = \"{name}\"\nkind = \"webhook\"\nurl = \"https://hooks.example.com/x\"\nsecret_env = \"Y\"\ngroups = {groups}\n"
+        )
+    };
+    let both = format!(
+        "{}{}",
+        sink("team", "[\"sre\"]"),
+        sink("leads", "[\"sre-leads\"]")
+    );
+    let chase = "remind_after = \"15m\"\nescalate_after = \"45m\"\nescalate_to = [\"sre-leads\"]";
+    let ok = config(chase, &both);
+    ok.chases_reach_someone().unwrap();
+    let route = ok.approvers[0].route().unwrap();
+    assert_eq!(route.remind_after, Some(Duration::from_secs(900)));
+    assert_eq!(route.escalate_after, Some(Duration::from_secs(2700)));
+    assert_eq!(route.escalate_to, ["sre-leads"]);
+    for (rule, sinks, says) in [
+        (
+            chase,
+            sink("team", "[\"sre\"]"),
+            "nobody would hear the escalation",
+        ),
+        (
+            "remind_after = \"15m\"",
+            String::new(),
+            "nobody would be reminded",
+        ),
+        ("remind_after = \"30s\"", both.clone(), "between 1m and 24h"),
+        ("escalate_after = \"45m\"", both.clone(), "go together"),
+        ("escalate_to = [\"sre-leads\"]", both.clone(), "go together"),
+        (
+            "remind_after = \"45m\"\nescalate_after = \"15m\"\nescalate_to = [\"sre-leads\"]",
+            both.clone(),
+            "after remind_after",
+        ),
+    ] {
+        let refused = config(rule, &sinks)
+            .chases_reach_someone()
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains(says), "{rule}: {refused}");
+    }
+}

@@ -27,6 +27,19 @@ impl crate::Outbox for MemoryStore {
         Ok(())
     }
 
+    async fn record_step(
+        &self,
+        caller: &crate::Caller,
+        elicitation: ElicitationId,
+        tool: Option<&str>,
+        step: crate::NoticeStep,
+        detail: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        crate::notices::emit_step(step, caller, elicitation);
+        self.record(step.event(), caller, Some(elicitation), tool, detail);
+        Ok(())
+    }
+
     fn notices_dropped(&self) -> u64 {
         self.lock_notices().dropped()
     }

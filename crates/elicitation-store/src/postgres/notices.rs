@@ -81,6 +81,33 @@ impl Outbox for PostgresStore {
         Ok(())
     }
 
+    async fn record_step(
+        &self,
+        caller: &Caller,
+        elicitation: ElicitationId,
+        tool: Option<&str>,
+        step: crate::NoticeStep,
+        detail: serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let now = self.now();
+        self.scoped(
+            caller,
+            sql::RECORD_STEP,
+            &[
+                &now,
+                &step.event().label(),
+                &caller.subject_id(),
+                &caller.tenant_id(),
+                elicitation.as_uuid(),
+                &tool,
+                &detail,
+            ],
+        )
+        .await?;
+        crate::notices::emit_step(step, caller, elicitation);
+        Ok(())
+    }
+
     /// The table is the outbox: it never drops a notice.
     fn notices_dropped(&self) -> u64 {
         0

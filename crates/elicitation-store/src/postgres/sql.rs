@@ -514,6 +514,10 @@ pub(super) const CLAIM_NOTICES: &str = concat!(
 
 /// Settles notice `$1`: delivered to `$2`, one attempt more, due again at `$3` or done at
 /// `$4` (when `$3` is NULL). A notice already done is left as it is.
+/// Audits a step of chasing an elicitation: `$1` at, `$2` the event, `$3`/`$4` the caller,
+/// `$5` the elicitation, `$6` its tool, `$7` the detail.
+pub(super) const RECORD_STEP: &str = "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) VALUES ($1, $2, $3, $4::text, $5, $6::text, $7::jsonb)";
+
 pub(super) const SETTLE_NOTICE: &str = concat!(
     "UPDATE mcp_notices SET delivered = $2, attempts = attempts + 1, claimed_until = NULL, ",
     "due_at = coalesce($3::timestamptz, due_at), done_at = CASE WHEN $3::timestamptz IS NULL THEN $4::timestamptz END ",
