@@ -1874,6 +1874,33 @@ async fn the_audit_trail_is_read_through_the_api_with_audit_read_only_on_postgre
 /// `GET /v1/insights`: per tool and caller, the questions asked and how they ended, from
 /// the audit trail (never an argument), read only with `audit:read`.
 async fn insights_count_what_people_were_asked(store: Arc<dyn Store>) {
+    // Another tenant's caller, asked about the same tool on the same store: never in this
+    // tenant's insights (an attack of issue 50: insights leaking another tenant's calls).
+    let mallory =
+        elicitation_store::Caller::new("mallory-of-globex", Some("globex".into())).unwrap();
+    store
+        .create_confirmation(
+            &mallory,
+            elicitation_store::ConfirmationRequest::new(
+                "test__delete",
+                gating_core::CallDigest::of(&json!({"name": "test__delete"})),
+                json!({"path": "/srv/globex"}),
+                "Delete?",
+                time::Duration::minutes(10),
+            ),
+        )
+        .await
+        .unwrap();
+    store
+        .record_gate(
+            &mallory,
+            None,
+            "test__delete",
+            elicitation_store::GateRecord::Held,
+            &elicitation_store::PolicyRef::default(),
+        )
+        .await
+        .unwrap();
     let h = harness(store, GatePolicy::default()).await;
     let marker = json!({"path": "/srv/insight-marker-7731"});
     // Asked, approved and run; the identical call asked about again, and declined; another
@@ -1905,6 +1932,10 @@ async fn insights_count_what_people_were_asked(store: Arc<dyn Store>) {
     assert!(
         !body.to_string().contains("insight-marker"),
         "no argument: {body}"
+    );
+    assert!(
+        !body.to_string().contains("mallory-of-globex"),
+        "another tenant's calls: {body}"
     );
     assert_eq!(body["complete"], true, "{body}");
     let row = body["tools"]
