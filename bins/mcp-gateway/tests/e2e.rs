@@ -2150,6 +2150,100 @@ async fn a_person_answers_on_a_phone_and_sees_what_changed_since_the_last_approv
     let _ = std::fs::remove_dir_all(&scene.dir);
 }
 
+/// Issue 50, items 1 and 3, on the page in headless Chromium over PostgreSQL with the real
+/// filesystem server: a write two people of `sre` must approve. Bob's approval is counted
+/// and the call still waits; Carol, away, hands her approvals to Dave on the page; Dave,
+/// in no group himself, approves as her delegate: the second approval, and the file is
+/// written, once.
+// Long: one scene's configuration (people, rule), then what each person saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_people_approve_on_the_page_one_of_them_for_a_colleague_away() {
+    const BOB: &str = "e2e-quorum-bob";
+    const CAROL: &str = "e2e-quorum-carol";
+    const DAVE: &str = "e2e-quorum-dave";
+    let db = TestDb::new().await;
+    let store = format!(
+        "[store]\nkind = \"postgres\"\ndatabase_url = \"{}\"\nseal_keys = [\"e2e:BQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQUFBQU=\"]",
+        TestDb::url(&db.writer)
+    );
+    let scene = Scene::new("browser-quorum", &store);
+    let person = |subject: &str, token: &str, groups: &str| {
+        format!(
+            "[[auth.tokens]]\nsubject = \"{subject}\"\ntoken_sha256 = \"{}\"\nscopes = [\"elicitations:respond\"]\ngroups = {groups}\n",
+            token_sha256(token)
+        )
+    };
+    let mut config = std::fs::read_to_string(&scene.config).unwrap();
+    config.push_str(&person("bob", BOB, "[\"sre\"]"));
+    config.push_str(&person("carol", CAROL, "[\"sre\"]"));
+    config.push_str(&person("dave", DAVE, "[]"));
+    config.push_str("[[approvers]]\ntools = \"fs__write_file\"\ngroup = \"sre\"\napprovers = 2\n");
+    write_secret(&scene.config, &config);
+    let gateway = Gateway::start(&scene.config).await;
+    let mut command = browser_page(
+        "approvals_quorum_browser.py",
+        &gateway,
+        &scene,
+        "approvals-quorum.png",
+    );
+    command.args([BOB, CAROL, DAVE]);
+    let seen = run_client(command, "the quorum browser").await;
+    assert!(
+        seen["held_message"]
+            .as_str()
+            .unwrap()
+            .contains("2 people must approve it"),
+        "{seen}"
+    );
+    assert!(
+        seen["tally_before"]
+            .as_str()
+            .unwrap()
+            .contains("Needs 2 approvals (from sre): 0 so far"),
+        "{seen}"
+    );
+    let after_bob = seen["tally_after_bob"].as_str().unwrap();
+    assert!(
+        after_bob.contains("1 so far") && after_bob.contains("bob"),
+        "{seen}"
+    );
+    assert_eq!(seen["bob_sees_approve"], 0, "{seen}");
+    // One approval of several carries no grant and no edit; nor one for someone away.
+    assert_eq!(seen["bob_grant_or_edit"], 0, "{seen}");
+    assert_eq!(seen["dave_grant_or_edit"], 0, "{seen}");
+    assert!(
+        seen["after_one"]["structuredContent"]["elicitation"]["id"].is_string(),
+        "one approval of two runs nothing: {seen}"
+    );
+    assert!(
+        seen["carol_away"]
+            .as_str()
+            .unwrap()
+            .contains("dave answers for you"),
+        "{seen}"
+    );
+    assert!(
+        seen["dave_sees"]
+            .as_str()
+            .unwrap()
+            .contains("as carol's delegate"),
+        "{seen}"
+    );
+    assert!(
+        seen["dave_away"]
+            .as_str()
+            .unwrap()
+            .contains("You answer for carol"),
+        "{seen}"
+    );
+    assert_ne!(seen["after_two"]["isError"], true, "{seen}");
+    assert_eq!(
+        std::fs::read_to_string(scene.file("quorum.txt")).unwrap(),
+        "two people said yes"
+    );
+    gateway.stop().await;
+}
+
 /// The approvals page in headless Chromium (Debian's package, driven by Playwright for
 /// Python): sign-in, a held `write_file` of the real filesystem server appearing without a
 /// reload, Approve (the re-call runs once), Decline, hostile arguments inert, a cross-site

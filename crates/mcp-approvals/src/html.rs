@@ -291,6 +291,8 @@ pub(crate) struct Item {
     pub(crate) answerable: bool,
     /// Whether this person's approval is among those counted toward its quorum already.
     pub(crate) voted: bool,
+    /// Whether this person answers it for someone away (a delegation): no grant then.
+    pub(crate) for_someone_away: bool,
     /// When the last call of the same tool by the same caller that a person approved was
     /// answered, and its arguments (a held call's; `None`: none among its recent ones).
     pub(crate) last_approved: Option<(String, Value)>,
@@ -517,6 +519,17 @@ fn confirmation_controls(
             out,
             "<button type=\"submit\" name=\"decision\" value=\"approve\" class=\"approve\">Approve</button> <button type=\"submit\" name=\"decision\" value=\"decline\" class=\"decline\">Decline</button> <label for=\"n-{id}\" class=\"note\">Note with a decline (optional)</label> <textarea id=\"n-{id}\" name=\"note\" maxlength=\"1000\" rows=\"2\"></textarea>"
         );
+        // Several people approve a call as it is: no grant, no edit rides on one approval;
+        // nor on one given for someone away (a grant would outlive the delegation).
+        let alone = view
+            .approval
+            .as_ref()
+            .is_none_or(|a| a.approvers_needed.is_none());
+        let grant_for: &[String] = if alone && !item.for_someone_away {
+            grant_for
+        } else {
+            &[]
+        };
         if let Some(tool) = view.tool.as_deref().filter(|_| !grant_for.is_empty()) {
             let tool = shown(tool);
             let options: String = grant_for
@@ -528,7 +541,7 @@ fn confirmation_controls(
                 "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button> <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
             );
         }
-        if let Some(arguments) = &view.arguments {
+        if let Some(arguments) = view.arguments.as_ref().filter(|_| alone) {
             // What is typed is the person's; what is shown first is the agent's, as JSON
             // text (escaped: it is data, never markup).
             // Deceptive characters as JSON escapes: the same arguments to the parser, but
@@ -943,6 +956,7 @@ mod tests {
             owner: Some(hostile.to_owned()),
             answerable: true,
             voted: false,
+            for_someone_away: false,
             last_approved: None,
         };
         let grant_for = vec!["15m".to_owned()];
@@ -980,6 +994,7 @@ mod tests {
                 owner: None,
                 answerable: true,
                 voted: false,
+                for_someone_away: false,
                 last_approved: Some(("2026-12-05T10:00:00Z".to_owned(), before)),
             };
             let grant_for = vec!["15m".to_owned()];
@@ -1038,6 +1053,7 @@ mod tests {
             owner: None,
             answerable: false,
             voted: false,
+            for_someone_away: false,
             last_approved: None,
         };
         let page = page(

@@ -282,6 +282,7 @@ async fn waiting_for(
             owner: None,
             answerable: may_answer(&principal.caller, &stored),
             voted: voted(&stored),
+            for_someone_away: false,
             last_approved: None,
         })
         .collect();
@@ -320,6 +321,7 @@ async fn waiting_for(
                     may_answer(&owner, &stored)
                 },
                 voted: voted(&stored),
+                for_someone_away: delegation.is_some(),
                 last_approved: None,
             });
             owners.push(owner);

@@ -126,6 +126,7 @@ impl Page {
                 owner: None,
                 answerable: true,
                 voted: false,
+                for_someone_away: false,
                 last_approved: None,
             }];
             let owner = [principal.caller.clone()];
