@@ -2,7 +2,7 @@
 //! apart from the gateway (`tests/fixtures/webhook_receiver.py`, which checks each
 //! signature with its own HMAC).
 
-use super::tool_changes::{Shifty, config};
+use super::tool_changes::{AUDITOR, Shifty, config};
 use super::*;
 
 const SECRET: &str = "e2e-notify-secret-0123456789";
@@ -365,4 +365,91 @@ async fn a_person_approves_from_slack_and_nothing_else_posted_there_answers() {
     assert_eq!(shifty.ran(), ["write"]);
     gateway.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 50, item 2, one real run of the slow human: a call held under a rule with
+/// `escalate_after = "1m"` nobody answers. The team's webhook is told at once; after a real
+/// minute the leads' webhook and their Slack are told, marked as an escalation; the step is
+/// in the audit trail. (The reminder's and the escalation's timing, and an answered call
+/// not being chased, are tested with the injected clock in mcp-notify.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_call_is_escalated_to_the_leads_webhook_and_slack_after_a_real_minute() {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-escalate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for sub in ["team", "leads", "slack"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let team = Receiver::start(&dir.join("team"), &[]).await;
+    let leads = Receiver::start(&dir.join("leads"), &[]).await;
+    let slack = Receiver::start(&dir.join("slack"), &[]).await;
+    let shifty = Shifty::start(&dir, "notes", "stdio", write_tool(), "").await;
+    let hook = |name: &str, url: &str, group: &str| {
+        format!(
+            "[[notify]]\nname = \"{name}\"\nkind = \"webhook\"\nurl = \"{url}\"\nsecret_env = \"E2E_NOTIFY_SECRET\"\ngroups = [\"{group}\"]\n"
+        )
+    };
+    let section = format!(
+        "{}{}[[notify]]\nname = \"leads-slack\"\nkind = \"slack\"\nwebhook_url_env = \"E2E_SLACK_WEBHOOK\"\ngroups = [\"sre-leads\"]\n[[approvers]]\ntools = \"notes__*\"\ngroup = \"sre\"\nescalate_after = \"1m\"\nescalate_to = [\"sre-leads\"]\n",
+        hook("team", &team.url, "sre"),
+        hook("leads", &leads.url, "sre-leads"),
+    );
+    let config = config(
+        &dir,
+        "[store]\nkind = \"memory\"",
+        &format!("{}\n{section}", shifty.module),
+    );
+    let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gateway"));
+    command
+        .env("E2E_NOTIFY_SECRET", SECRET)
+        .env("E2E_SLACK_WEBHOOK", &slack.url);
+    let gateway = Gateway::start_with(&config, command).await;
+    let base = gateway.base.clone();
+    let id = held_id(&modern_call(&base, "notes__write", json!({"path": "/a"}), None).await);
+
+    let told = team.until(1, 30).await;
+    assert_eq!(told[0]["body"]["id"], id, "{told:?}");
+    assert!(told[0]["body"].get("step").is_none(), "{told:?}");
+    assert!(
+        leads.received().is_empty() && slack.received().is_empty(),
+        "not before its time"
+    );
+    // A real minute, and the notifier's second of polling, then some.
+    let escalated = leads.until(1, 100).await;
+    let body = &escalated[0]["body"];
+    assert_eq!(escalated[0]["verified"], true, "{escalated:?}");
+    assert_eq!(
+        (&body["id"], &body["step"], &body["escalated_to"]),
+        (&json!(id), &json!("escalation"), &json!(["sre-leads"])),
+        "{body}"
+    );
+    assert!(body["waited_minutes"].as_i64().unwrap() >= 1, "{body}");
+    let posted = slack.until(1, 30).await;
+    let blocks = posted[0]["body"]["blocks"].to_string();
+    assert!(
+        blocks.contains("Escalated to you, unanswered after") && blocks.contains("notes__write"),
+        "{blocks}"
+    );
+    assert_eq!(
+        team.received().len(),
+        1,
+        "the team is not told again (no reminder)"
+    );
+
+    let (status, _, trail) = http(
+        "GET",
+        &format!("{base}/v1/audit?limit=100"),
+        &[("authorization", &format!("Bearer {AUDITOR}"))],
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{trail}");
+    let steps: Vec<&Value> = trail["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["event"] == "elicitation_escalated")
+        .collect();
+    assert_eq!(steps.len(), 1, "{trail}");
+    assert_eq!(steps[0]["detail"]["to"], json!(["sre-leads"]), "{trail}");
+    gateway.stop().await;
 }
