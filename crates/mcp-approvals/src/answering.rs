@@ -380,13 +380,19 @@ impl Page {
 /// The grant a confirmation's "approve and allow" asks for: this call or the tool, for the
 /// chosen time (and number of calls). `Err`: the number of calls is not a whole number.
 fn grant_asked(fields: &[(String, String)]) -> Result<Option<Value>, &'static str> {
-    let Some(decision @ ("grant_call" | "grant_tool")) = field(fields, "decision") else {
+    let Some(decision @ ("grant_call" | "grant_tool" | "grant_when")) = field(fields, "decision")
+    else {
         return Ok(None);
     };
     let mut grant = json!({
         "scope": if decision == "grant_call" { "call" } else { "tool" },
         "for": field(fields, "grant_for").unwrap_or_default(),
     });
+    // The shape people approved lately, offered beside the held call (the gate checks the
+    // `when` as it would any grant's, and the policy must hold the call with it).
+    if decision == "grant_when" {
+        grant["when"] = json!(field(fields, "grant_when").unwrap_or_default());
+    }
     match field(fields, "grant_uses").map(str::trim) {
         None | Some("") => {}
         Some(uses) => match uses.parse::<u32>() {

@@ -293,6 +293,9 @@ pub(crate) struct Item {
     pub(crate) voted: bool,
     /// Whether this person answers it for someone away (a delegation): no grant then.
     pub(crate) for_someone_away: bool,
+    /// The `when` of the shape this caller's calls of the tool that people approved lately
+    /// share, when this call has it too: offered as a one-click standing grant.
+    pub(crate) suggested_when: Option<String>,
     /// When the last call of the same tool by the same caller that a person approved was
     /// answered, and its arguments (a held call's; `None`: none among its recent ones).
     pub(crate) last_approved: Option<(String, Value)>,
@@ -532,13 +535,21 @@ fn confirmation_controls(
         };
         if let Some(tool) = view.tool.as_deref().filter(|_| !grant_for.is_empty()) {
             let tool = shown(tool);
+            // One click: the shape people approved lately, as a grant's `when`.
+            let suggested = item.suggested_when.as_deref().map_or_else(String::new, |when| {
+                format!(
+                    " <button type=\"submit\" name=\"decision\" value=\"grant_when\" class=\"approve suggested\">Approve and allow calls where <code>{}</code></button><input type=\"hidden\" name=\"grant_when\" value=\"{}\">",
+                    shown(when),
+                    escape(when)
+                )
+            });
             let options: String = grant_for
                 .iter()
                 .map(|d| format!("<option value=\"{0}\">{0}</option>", escape(d)))
                 .collect();
             let _ = write!(
                 out,
-                "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button> <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
+                "<p class=\"grant\"><button type=\"submit\" name=\"decision\" value=\"grant_call\" class=\"approve\">Approve and allow this call</button> <button type=\"submit\" name=\"decision\" value=\"grant_tool\" class=\"approve\">Approve and allow <code>{tool}</code></button>{suggested} <label for=\"g-{id}\">for</label> <select id=\"g-{id}\" name=\"grant_for\">{options}</select> <label for=\"u-{id}\">at most</label> <input id=\"u-{id}\" name=\"grant_uses\" type=\"number\" min=\"1\" max=\"1000000\" inputmode=\"numeric\" size=\"6\" placeholder=\"any\"> <span>calls</span></p>"
             );
         }
         if let Some(arguments) = view.arguments.as_ref().filter(|_| alone) {
@@ -957,6 +968,7 @@ mod tests {
             answerable: true,
             voted: false,
             for_someone_away: false,
+            suggested_when: None,
             last_approved: None,
         };
         let grant_for = vec!["15m".to_owned()];
@@ -995,6 +1007,7 @@ mod tests {
                 answerable: true,
                 voted: false,
                 for_someone_away: false,
+                suggested_when: None,
                 last_approved: Some(("2026-12-05T10:00:00Z".to_owned(), before)),
             };
             let grant_for = vec!["15m".to_owned()];
@@ -1054,6 +1067,7 @@ mod tests {
             answerable: false,
             voted: false,
             for_someone_away: false,
+            suggested_when: None,
             last_approved: None,
         };
         let page = page(

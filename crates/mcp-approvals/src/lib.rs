@@ -283,6 +283,7 @@ async fn waiting_for(
             answerable: may_answer(&principal.caller, &stored),
             voted: voted(&stored),
             for_someone_away: false,
+            suggested_when: None,
             last_approved: None,
         })
         .collect();
@@ -322,6 +323,7 @@ async fn waiting_for(
                 },
                 voted: voted(&stored),
                 for_someone_away: delegation.is_some(),
+                suggested_when: None,
                 last_approved: None,
             });
             owners.push(owner);
@@ -383,6 +385,18 @@ async fn since_last_approved(
         item.last_approved = elicitation_store::last_approved(views, tool, item.view.id)
             .map(ElicitationView::of)
             .and_then(|v| Some((v.responded_at?, v.arguments?)));
+        // The shape of this caller's approved calls of the tool, if this one has it too.
+        let approved: Vec<&serde_json::Value> = views
+            .iter()
+            .filter_map(|s| s.call.as_ref())
+            .filter(|c| c.tool == *tool)
+            .map(|c| &c.arguments)
+            .collect();
+        item.suggested_when = item
+            .view
+            .arguments
+            .as_ref()
+            .and_then(|held| mcp_http_kit::suggest::covering_when(&approved, held));
     }
 }
 

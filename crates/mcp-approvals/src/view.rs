@@ -127,6 +127,7 @@ impl Page {
                 answerable: true,
                 voted: false,
                 for_someone_away: false,
+                suggested_when: None,
                 last_approved: None,
             }];
             let owner = [principal.caller.clone()];

@@ -181,6 +181,50 @@ impl Condition {
     }
 }
 
+/// The shape many approved calls share: a condition per argument that narrows.
+struct Rule {
+    conditions: Vec<(String, Condition)>,
+}
+
+impl Rule {
+    /// The rule of `approved` (at least [`MIN_APPROVED`] calls' arguments), if their
+    /// arguments share a shape.
+    fn of(approved: &[&Value]) -> Option<Rule> {
+        if approved.len() < MIN_APPROVED {
+            return None;
+        }
+        let conditions = conditions(approved);
+        (!conditions.is_empty()).then_some(Rule { conditions })
+    }
+
+    /// Whether a call with `arguments` has the shape.
+    fn covers(&self, arguments: &Value) -> bool {
+        self.conditions
+            .iter()
+            .all(|(name, condition)| condition.holds(arguments.get(name)))
+    }
+
+    /// The shape as a CEL `when` over `args`.
+    fn when(&self) -> String {
+        let when: Vec<String> = self
+            .conditions
+            .iter()
+            .map(|(name, condition)| condition.cel(&cel_field(name)))
+            .collect();
+        when.join(" && ")
+    }
+}
+
+/// The `when` of the shape that every one of `approved` (the arguments of a caller's calls
+/// of one tool that a person approved lately) shares, if `held` (a call of the same tool
+/// waiting now) has it too: what a one-click standing grant beside the held call would allow
+/// — for a while, only that caller's calls of the tool, only where the `when` holds.
+pub fn covering_when(approved: &[&Value], held: &Value) -> Option<String> {
+    Rule::of(approved)
+        .filter(|rule| rule.covers(held))
+        .map(|rule| rule.when())
+}
+
 /// The suggestions for `answered` (one caller's or one tenant's answered calls): per tool
 /// with at least [`MIN_APPROVED`] approved calls whose arguments share a shape, the rule that
 /// would have let every approved one run, with what else it would have let through.
@@ -199,15 +243,11 @@ pub fn suggestions(answered: &[Answered]) -> Vec<Value> {
         if approved.len() < MIN_APPROVED {
             continue;
         }
-        let conditions = conditions(&approved);
-        if conditions.is_empty() {
+        let Some(rule) = Rule::of(&approved) else {
             continue;
-        }
-        let covers = |arguments: &Value| {
-            conditions
-                .iter()
-                .all(|(name, condition)| condition.holds(arguments.get(name)))
         };
+        let conditions = &rule.conditions;
+        let covers = |arguments: &Value| rule.covers(arguments);
         let refused_covered = calls
             .iter()
             .filter(|c| !c.approved && covers(&c.arguments))
@@ -221,11 +261,7 @@ pub fn suggestions(answered: &[Answered]) -> Vec<Value> {
             .flat_map(|m| m.keys())
             .filter(|k| !narrowed.contains(k))
             .collect();
-        let when: Vec<String> = conditions
-            .iter()
-            .map(|(name, condition)| condition.cel(&cel_field(name)))
-            .collect();
-        let when = when.join(" && ");
+        let when = rule.when();
         let policy = format!(
             "[[policy]]\ntool = {}\nwhen = {}\ngate = \"allow\"\n",
             toml_string(tool),
@@ -254,6 +290,24 @@ mod tests {
             arguments: json!({"path": path, "mode": mode, "content": format!("text {path}")}),
             approved,
         }
+    }
+
+    #[test]
+    fn a_held_call_of_the_shape_people_approved_is_offered_its_when() {
+        let approved: Vec<Value> = (0..6)
+            .map(|i| json!({"path": format!("/srv/notes/{i}.txt"), "content": format!("text {i}")}))
+            .collect();
+        let refs: Vec<&Value> = approved.iter().collect();
+        let inside = json!({"path": "/srv/notes/7.txt", "content": "y"});
+        let outside = json!({"path": "/etc/passwd", "content": "y"});
+        let when = covering_when(&refs, &inside).unwrap();
+        assert!(when.contains("startsWith('/srv/notes/')"), "{when}");
+        assert_eq!(
+            covering_when(&refs, &outside),
+            None,
+            "a call of another shape"
+        );
+        assert_eq!(covering_when(&refs[..4], &inside), None, "too few approved");
     }
 
     #[test]

@@ -2149,3 +2149,71 @@ async fn a_delegate_answers_for_someone_away_but_never_for_the_requester_nor_aft
     .await;
     assert_eq!(waiting["elicitations"], json!([]), "{waiting}");
 }
+
+/// Issue 50, item 4, "one click makes the grant": after a person approved five calls of a
+/// tool under one folder, the sixth such call is shown with "Approve and allow calls where
+/// …" (the shape they approved); one click approves it and grants that `when` for a while:
+/// the next call under the folder runs without asking, one elsewhere is held. A call of
+/// another shape is offered no such button.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_click_grants_the_shape_of_the_calls_a_person_kept_approving() {
+    let h = harness().await;
+    let mut alice = Browser::sign_in(&h, HUMAN).await.unwrap();
+    for i in 0..5 {
+        let args = json!({"path": format!("/srv/notes/{i}.txt")});
+        let id = held_id(&agent_call(&h, args.clone(), None).await);
+        alice.get().await;
+        let approved = alice
+            .post(&format!("/approvals/{id}/respond"), "decision=approve")
+            .await;
+        assert_eq!(approved.status, StatusCode::SEE_OTHER, "{}", approved.body);
+        agent_call(&h, args, Some(&id)).await;
+    }
+    let elsewhere = held_id(&agent_call(&h, json!({"path": "/etc/hosts"}), None).await);
+    let sixth = held_id(&agent_call(&h, json!({"path": "/srv/notes/5.txt"}), None).await);
+    let page = alice.get().await;
+    let item = |id: &str| {
+        let item = page.body.split(&format!("id=\"e-{id}\"")).nth(1).unwrap();
+        item[..item.find("</article>").unwrap()].to_owned()
+    };
+    let offered = item(&sixth);
+    assert!(
+        offered.contains(
+            "Approve and allow calls where <code>args.path.startsWith(&#39;/srv/notes/&#39;)"
+        ) || offered
+            .contains("Approve and allow calls where <code>args.path.startsWith('/srv/notes/')"),
+        "{offered}"
+    );
+    assert!(
+        !item(&elsewhere).contains("value=\"grant_when\""),
+        "another shape"
+    );
+    let when = "args.path.startsWith('/srv/notes/') && !args.path.contains('/../') && !args.path.endsWith('/..')";
+    let form = format!(
+        "decision=grant_when&grant_for=15m&grant_when={}",
+        when.replace('/', "%2F")
+            .replace('\'', "%27")
+            .replace(' ', "+")
+            .replace('&', "%26")
+            .replace('(', "%28")
+            .replace(')', "%29")
+            .replace('!', "%21")
+    );
+    let granted = alice
+        .post(&format!("/approvals/{sixth}/respond"), &form)
+        .await;
+    assert_eq!(granted.status, StatusCode::SEE_OTHER, "{}", granted.body);
+    let ran = agent_call(&h, json!({"path": "/srv/notes/5.txt"}), Some(&sixth)).await;
+    assert_eq!(ran["content"][0]["text"], "deleted", "{ran}");
+    let next = agent_call(&h, json!({"path": "/srv/notes/6.txt"}), None).await;
+    assert_eq!(
+        next["content"][0]["text"], "deleted",
+        "under the grant: {next}"
+    );
+    let outside = agent_call(&h, json!({"path": "/srv/other/6.txt"}), None).await;
+    assert!(
+        outside["structuredContent"]["elicitation"]["id"].is_string(),
+        "outside the shape it is asked: {outside}"
+    );
+    assert_eq!(h.deleted.load(Ordering::SeqCst), 7);
+}
