@@ -15,9 +15,11 @@ use crate::{CallBinding, Caller, ConfirmationRequest, ListQuery, ManualClock, St
 
 mod delegation;
 mod quorum;
+mod quotas;
 mod steps;
 pub(crate) use delegation::*;
 pub(crate) use quorum::*;
+pub(crate) use quotas::*;
 pub(crate) use steps::*;
 
 /// What a test asks of a fresh store.
@@ -93,6 +95,7 @@ macro_rules! conformance_tests {
             concurrent_approvals_complete_a_quorum_exactly_once,
             a_delegation_answers_for_its_window_never_the_delegators_own_calls,
             a_reminder_and_an_escalation_are_audited_as_the_callers,
+            a_quota_grants_exactly_its_limit_across_instances,
         );
     };
     (@each $make:path; $($name:ident),+ $(,)?) => {

@@ -50,6 +50,7 @@ mod pins;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod quorum;
+mod quota;
 mod seal;
 mod store;
 mod sweeper;
@@ -110,6 +111,7 @@ pub use postgres::{
     audit_seal_stalls, max_unsealed_wait, verify_audit,
 };
 pub use quorum::{Count, MAX_QUORUM, MAX_QUORUM_GROUPS, Quorum, Vote};
+pub use quota::{MAX_QUOTA_KEY_LEN, QuotaStore, QuotaTake, QuotaWindow};
 pub use seal::{KeyRing, SEAL_KEYS_ENV, SealContext, SealError, Sealed};
 pub use store::{
     Approval, ApprovalMode, AuditSink, CallBinding, ConfirmationRequest, ElicitationStore,

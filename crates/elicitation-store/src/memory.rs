@@ -317,6 +317,8 @@ pub struct MemoryStore {
     flows: Mutex<flows::Flows>,
     /// Delegations (never held with the other locks but the trail's).
     delegations: Mutex<delegations::Delegations>,
+    /// Quota counters (never held with the other locks).
+    quotas: Mutex<quotas::Counters>,
     changes: broadcast::Sender<ElicitationId>,
     clock: Arc<dyn Clock>,
     rng: SystemRandom,
@@ -341,6 +343,7 @@ impl MemoryStore {
             accounts: Mutex::default(),
             flows: Mutex::default(),
             delegations: Mutex::default(),
+            quotas: Mutex::default(),
             changes: broadcast::channel(1024).0,
             clock,
             rng: SystemRandom::new(),
@@ -846,5 +849,6 @@ mod elicitations;
 mod fleet;
 mod grants;
 mod outbox;
+mod quotas;
 #[cfg(test)]
 mod tests;

@@ -465,6 +465,41 @@ impl GrantStore for Metered {
 }
 
 #[async_trait]
+impl crate::QuotaStore for Metered {
+    async fn take_quota(
+        &self,
+        key: &str,
+        window: (OffsetDateTime, OffsetDateTime),
+        amount: i64,
+        limit: i64,
+    ) -> Result<crate::QuotaTake, StoreError> {
+        self.timed(
+            "take_quota",
+            self.inner.take_quota(key, window, amount, limit),
+        )
+        .await
+    }
+
+    async fn give_back_quota(
+        &self,
+        key: &str,
+        window_start: OffsetDateTime,
+        amount: i64,
+    ) -> Result<(), StoreError> {
+        self.timed(
+            "give_back_quota",
+            self.inner.give_back_quota(key, window_start, amount),
+        )
+        .await
+    }
+
+    async fn quota_used(&self, key: &str, window_start: OffsetDateTime) -> Result<i64, StoreError> {
+        self.timed("quota_used", self.inner.quota_used(key, window_start))
+            .await
+    }
+}
+
+#[async_trait]
 impl crate::DelegationStore for Metered {
     async fn delegate(
         &self,

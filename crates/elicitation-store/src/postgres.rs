@@ -43,6 +43,7 @@ mod grants;
 mod listen;
 mod notices;
 mod pins;
+mod quotas;
 mod respond;
 mod row;
 pub use chain::{

@@ -6,11 +6,12 @@ use crate::flows::FlowStore;
 use crate::grant::GrantStore;
 use crate::notices::Outbox;
 use crate::pins::CatalogStore;
+use crate::quota::QuotaStore;
 use crate::store::{AuditSink, ElicitationStore, Fleet};
 
 /// A whole store: its elicitations, its fleet, its audit trail, its standing grants, its
 /// tool-definition pins, its outbox of notices, its connected accounts, its callers'
-/// flows and its delegations. The gateway is built on one; a test double implements only the part it fakes and
+/// flows, its delegations and its quota counters. The gateway is built on one; a test double implements only the part it fakes and
 /// is put in its place.
 pub trait Store:
     ElicitationStore
@@ -22,6 +23,7 @@ pub trait Store:
     + AccountStore
     + FlowStore
     + DelegationStore
+    + QuotaStore
 {
 }
 
@@ -35,5 +37,6 @@ impl<T> Store for T where
         + AccountStore
         + FlowStore
         + DelegationStore
+        + QuotaStore
 {
 }

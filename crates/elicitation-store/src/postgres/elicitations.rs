@@ -339,6 +339,7 @@ impl ElicitationStore for PostgresStore {
             .await?;
         self.erase_ended_grants(before).await?;
         self.erase_ended_delegations(before).await?;
+        self.forget_old_quota_counters(before).await?;
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         rows.iter()
             .map(|row| {

@@ -430,6 +430,26 @@ pub(super) const ACTING_FOR: &str = concat!(
 /// `$1` cutoff, `$2` batch size.
 pub(super) const ERASE_ENDED_DELEGATIONS: &str = "SELECT mcp_erase_ended_delegations($1, $2)";
 
+/// Counts `$4` against counter `$1` of the window `$2`..`$3` if it stays within `$5` (V28):
+/// one guarded upsert, the conflict's row lock serialising concurrent takes. Returns the
+/// counter after the take; no row when it would pass the limit.
+pub(super) const TAKE_QUOTA: &str = concat!(
+    "INSERT INTO mcp_quota_counters AS c (key, window_start, window_end, used) ",
+    "SELECT $1::text, $2::timestamptz, $3::timestamptz, $4::bigint WHERE $4::bigint <= $5::bigint ",
+    "ON CONFLICT (key, window_start) DO UPDATE SET used = c.used + EXCLUDED.used ",
+    "WHERE c.used + EXCLUDED.used <= $5::bigint RETURNING used"
+);
+
+/// Gives back `$3` to counter `$1` of the window starting `$2` (never below 0).
+pub(super) const GIVE_BACK_QUOTA: &str = "UPDATE mcp_quota_counters SET used = GREATEST(used - $3, 0) WHERE key = $1 AND window_start = $2";
+
+/// What counter `$1` of the window starting `$2` stands at.
+pub(super) const QUOTA_USED: &str =
+    "SELECT used FROM mcp_quota_counters WHERE key = $1 AND window_start = $2";
+
+/// `$1` cutoff, `$2` batch size.
+pub(super) const FORGET_OLD_QUOTA_COUNTERS: &str = "SELECT mcp_forget_old_quota_counters($1, $2)";
+
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
 pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
 
