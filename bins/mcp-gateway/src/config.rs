@@ -7,6 +7,7 @@ mod limits;
 mod modules;
 mod observability;
 mod policy;
+mod quotas;
 mod serving;
 mod store;
 #[cfg(test)]
@@ -19,6 +20,7 @@ pub(crate) use limits::*;
 pub(crate) use modules::*;
 pub(crate) use observability::*;
 pub(crate) use policy::*;
+pub(crate) use quotas::*;
 pub(crate) use serving::*;
 pub(crate) use store::*;
 pub(crate) use units::duration;
@@ -62,6 +64,12 @@ pub(crate) struct Config {
     pub(crate) uploads: UploadsConfig,
     #[serde(default)]
     pub(crate) approvers: Vec<ApproverConfig>,
+    /// `[[quotas]]`: calls or cost units per tool pattern, caller or everyone, per window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) quotas: Vec<QuotaConfig>,
+    /// `[[tool_costs]]`: the cost units of one call, per tool pattern (1 otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_costs: Vec<ToolCostConfig>,
     #[serde(default)]
     pub(crate) metrics: MetricsConfig,
     #[serde(default)]

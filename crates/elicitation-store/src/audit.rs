@@ -136,11 +136,13 @@ pub enum RejectReason {
     /// The tool's module runs as each caller's own account, and the caller's is not
     /// connected.
     AccountNotConnected,
+    /// The call would pass a quota or budget (`[[quotas]]`).
+    QuotaExceeded,
 }
 
 impl RejectReason {
     /// Every reason.
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 12] = [
         RejectReason::PolicyDenied,
         RejectReason::UserRejected,
         RejectReason::ConfirmationCancelled,
@@ -152,6 +154,7 @@ impl RejectReason {
         RejectReason::RateLimited,
         RejectReason::ToolQuarantined,
         RejectReason::AccountNotConnected,
+        RejectReason::QuotaExceeded,
     ];
 
     /// The stored value.
@@ -168,6 +171,7 @@ impl RejectReason {
             RejectReason::RateLimited => "rate_limited",
             RejectReason::ToolQuarantined => "tool_quarantined",
             RejectReason::AccountNotConnected => "account_not_connected",
+            RejectReason::QuotaExceeded => "quota_exceeded",
         }
     }
 }

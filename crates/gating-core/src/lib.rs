@@ -64,8 +64,8 @@ pub use result::{
     confirmation_message, confirmation_message_after, confirmation_prompt, denied_result,
     exfiltration_text, expired_result, flow_trail, gate_unavailable_result, held_result,
     held_result_at, held_result_parts, message_shows_arguments, message_without_arguments,
-    quarantined_result, rate_limited_result, upstream_error_result, user_rejected_result, visible,
-    visible_json,
+    quarantined_result, quota_result, rate_limited_result, upstream_error_result,
+    user_rejected_result, visible, visible_json,
 };
 pub use surfaces::Surfaces;
 pub use when::{

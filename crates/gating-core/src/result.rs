@@ -499,5 +499,26 @@ pub fn rate_limited_result(what: &str, retry_after_secs: u64, has_output_schema:
     result
 }
 
+/// The result of a call refused because it would pass a quota or budget: what was passed
+/// (`quota`: the rule's tools, window, limit and unit) and when its window starts afresh.
+pub fn quota_result(
+    what: &str,
+    quota: Value,
+    retry_after_secs: u64,
+    has_output_schema: bool,
+) -> Value {
+    let parts = ResultParts {
+        text: format!(
+            "Not run: {what}. The quota starts afresh in {retry_after_secs} s; try again then."
+        ),
+        structured: json!({"quota_exceeded": true, "quota": quota, "retry_after_secs": retry_after_secs}),
+    };
+    let mut result = tool_result(&parts, true);
+    if has_output_schema && let Some(map) = result.as_object_mut() {
+        map.remove("structuredContent");
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests;

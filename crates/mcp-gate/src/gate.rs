@@ -395,6 +395,59 @@ impl Gateway {
         )
     }
 
+    /// Counts the call about to run against its quotas: `None` when it fits (counted), else
+    /// the result that refuses it (a quota passed, or the counters unreadable: fail closed),
+    /// recorded as `quota_exceeded` (or `store_error`).
+    pub(crate) async fn over_quota(
+        &self,
+        principal: &Principal,
+        entry: &ToolEntry,
+    ) -> Option<Value> {
+        if self.quotas.rules.is_empty() {
+            return None;
+        }
+        let now = self.clock.now();
+        let has_output_schema = entry.tool.get("outputSchema").is_some();
+        let (reason, result) = match timed(self.quotas.take(
+            self.counters.as_ref(),
+            &entry.qualified,
+            &principal.caller,
+            now,
+        ))
+        .await
+        {
+            Ok(None) => return None,
+            Ok(Some(passed)) => {
+                self.metrics.limited("quota");
+                let wait = u64::try_from((passed.until - now).whole_seconds().max(1)).unwrap_or(1);
+                (
+                    RejectReason::QuotaExceeded,
+                    gating_core::quota_result(&passed.what, passed.quota, wait, has_output_schema),
+                )
+            }
+            Err(e) => {
+                tracing::error!(tool = %entry.qualified, error = %e, "the quota counters could not be read; the call is not forwarded");
+                (
+                    RejectReason::StoreError,
+                    gating_core::gate_unavailable_result(
+                        "the gateway could not count this call against its quota; nothing was run",
+                        &self.surfaces,
+                    ),
+                )
+            }
+        };
+        mcp_trace::record("mcp.outcome", "quota_exceeded");
+        self.record(
+            principal,
+            entry,
+            GateRecord::Rejected(reason),
+            None,
+            &PolicyRef::default(),
+        )
+        .await;
+        Some(result)
+    }
+
     /// A gated call refused.
     pub(crate) async fn refused(
         &self,
@@ -492,6 +545,10 @@ impl Gateway {
                 "the call was classified for another runner; nothing was run",
                 &self.surfaces,
             ));
+        }
+        // Every quota the call counts against, or none: over one, nothing runs.
+        if let Some(refused) = self.over_quota(principal, entry).await {
+            return CallOutcome::Done(refused);
         }
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();

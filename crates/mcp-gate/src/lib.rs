@@ -37,6 +37,7 @@ mod own;
 mod own_tool;
 mod permission;
 pub mod pins;
+pub mod quotas;
 mod respond;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
@@ -117,6 +118,9 @@ pub struct Gateway {
     flows: Arc<dyn elicitation_store::FlowStore>,
     /// Whose approvals are handed to whom, for a while: the store's.
     delegations: Arc<dyn elicitation_store::DelegationStore>,
+    /// The quotas and budgets (`[[quotas]]`), and the store's counters of them.
+    quotas: Arc<crate::quotas::Quotas>,
+    counters: Arc<dyn elicitation_store::QuotaStore>,
     /// Tool definitions as the content policy lets clients see them, by name and digest.
     definitions: Arc<crate::definitions::Definitions>,
     /// The results waiting for a person, per caller (`held_result`).
@@ -180,6 +184,8 @@ impl Gateway {
             accounts: store.clone(),
             flows: store.clone(),
             delegations: store.clone(),
+            quotas: Arc::default(),
+            counters: store.clone(),
             catalog: store,
             connectable: Arc::default(),
             exchanges: Arc::default(),
@@ -434,6 +440,13 @@ impl Gateway {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, why)| why.as_str())
+    }
+
+    /// Counts the calls about to run against these quotas and budgets (`[[quotas]]`).
+    #[must_use]
+    pub fn with_quotas(mut self, quotas: crate::quotas::Quotas) -> Self {
+        self.quotas = Arc::new(quotas);
+        self
     }
 
     /// Holds each caller to these rates of calls and of confirmations.

@@ -201,6 +201,7 @@ impl Config {
             rule.resolve(&self.auth)?;
         }
         self.chases_reach_someone()?;
+        quotas(&self.quotas, &self.tool_costs)?;
         if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
             bail!(
                 "[[approvers]] needs auth mode \"tokens\" or \"jwt\": with \"none\" everyone is the one local caller"

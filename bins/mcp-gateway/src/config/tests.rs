@@ -438,3 +438,55 @@ fn an_approver_rules_chase_is_checked_and_must_reach_someone() {
         assert!(refused.contains(says), "{rule}: {refused}");
     }
 }
+
+/// Issue 51, item 2: `[[quotas]]` and `[[tool_costs]]` are read, and what they cannot mean
+/// is refused saying why.
+#[test]
+fn quotas_and_tool_costs_are_read_and_checked() {
+    let read = |text: &str| -> Result<mcp_gate::quotas::Quotas, String> {
+        let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
+        quotas(&config.quotas, &config.tool_costs).map_err(|e| e.to_string())
+    };
+    let ok = read(
+        "[[quotas]]\ntools = \"fs__*\"\nwindow = \"day\"\ncalls = 100\n[[quotas]]\ntools = \"llm__complete\"\nper = \"everyone\"\nwindow = \"hour\"\ncost = 5000\n[[tool_costs]]\ntools = \"llm__complete\"\nunits = 40\n",
+    )
+    .unwrap();
+    assert_eq!(ok.rules.len(), 2);
+    assert_eq!(ok.rules[0].per, mcp_gate::quotas::QuotaPer::Caller);
+    assert_eq!(ok.rules[1].unit, mcp_gate::quotas::QuotaUnit::Cost);
+    assert_eq!(ok.cost_of("llm__complete"), 40);
+    assert_eq!(ok.cost_of("fs__read"), 1);
+    for (text, says) in [
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nwindow = \"week\"\ncalls = 1",
+            "\"minute\", \"hour\" or \"day\"",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nwindow = \"day\"",
+            "exactly one of calls and cost",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nwindow = \"day\"\ncalls = 1\ncost = 1",
+            "exactly one of calls and cost",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nwindow = \"day\"\ncalls = -1",
+            "0 to",
+        ),
+        (
+            "[[quotas]]\ntools = \"f*s*\"\nwindow = \"day\"\ncalls = 1",
+            "prefix ending in one '*'",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nper = \"team\"\nwindow = \"day\"\ncalls = 1",
+            "\"caller\" or \"everyone\"",
+        ),
+        (
+            "[[tool_costs]]\ntools = \"fs__*\"\nunits = 0",
+            "units must be 1 to 1000000",
+        ),
+    ] {
+        let refused = read(text).unwrap_err();
+        assert!(refused.contains(says), "{text}: {refused}");
+    }
+}

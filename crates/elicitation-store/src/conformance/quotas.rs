@@ -6,6 +6,7 @@ use crate::{QuotaTake, QuotaWindow};
 /// Sixty-four takes at once, half on each instance, against a limit of 10: exactly 10 are
 /// counted. A refused take counts nothing; a window of its own starts afresh; cost units
 /// count as their amount; a take given back frees its room.
+// Long: one counter raced, then each other rule of counting, in turn.
 pub(crate) async fn a_quota_grants_exactly_its_limit_across_instances(
     make: impl AsyncFn(Setup) -> Harness,
 ) {

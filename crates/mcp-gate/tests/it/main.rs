@@ -14,5 +14,6 @@ mod faulty;
 mod flow;
 mod own;
 mod pipeline;
+mod quotas;
 mod settle;
 mod support;

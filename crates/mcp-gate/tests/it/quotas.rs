@@ -1,0 +1,111 @@
+//! Quotas through the gate (issue 51, item 2): two gateways on one PostgreSQL grant exactly
+//! the limit between them; each refused call runs nothing, is told in band when the quota
+//! starts afresh, and is audited. (Budgets in cost units: `mcp_gate::quotas`' own tests.)
+
+use std::sync::Arc;
+
+use elicitation_store::{KeyRing, PostgresStore, QuotaWindow, Store};
+use gating_core::GatePolicy;
+use mcp_gate::quotas::{QuotaPer, QuotaRule, QuotaUnit, Quotas, ToolCost};
+use serde_json::json;
+
+use crate::support::{agent, harness, result};
+
+fn quotas() -> Quotas {
+    Quotas {
+        rules: vec![
+            QuotaRule {
+                tools: "fs__read".into(),
+                per: QuotaPer::Everyone,
+                window: QuotaWindow::Day,
+                unit: QuotaUnit::Calls,
+                limit: 10,
+            },
+            QuotaRule {
+                tools: "fs__w*".into(),
+                per: QuotaPer::Caller,
+                window: QuotaWindow::Hour,
+                unit: QuotaUnit::Cost,
+                limit: 5,
+            },
+        ],
+        costs: vec![ToolCost {
+            tools: "fs__wipe".into(),
+            units: 3,
+        }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_on_one_database_run_exactly_the_quota_between_them() {
+    let db = elicitation_store::test_support::TestDb::new().await;
+    let store = async || -> Arc<dyn Store> {
+        let keys = KeyRing::parse("k1:AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=").unwrap();
+        let mut options = db.options(keys);
+        options.pool_size = 8;
+        let store: Arc<dyn Store> = Arc::new(PostgresStore::connect(options).await.unwrap());
+        store
+    };
+    let (a, b) = (store().await, store().await);
+    let policy = GatePolicy::default();
+    let mut gateways = Vec::new();
+    for s in [a.clone(), b] {
+        let h = harness(s, policy.clone()).await;
+        gateways.push(Arc::new(h.gateway.with_quotas(quotas())));
+    }
+    let mut calls = Vec::new();
+    for i in 0..64 {
+        let gateway = gateways[i % 2].clone();
+        calls.push(tokio::spawn(async move {
+            let who = agent(&format!("agent-{}", i % 5));
+            let classified = gateway
+                .classify(&who, crate::support::params("fs__read", json!({}), None))
+                .await
+                .unwrap();
+            result(gateway.run(&who, classified, None).await)
+        }));
+    }
+    let (mut ran, mut refused) = (0, 0);
+    for call in calls {
+        let answer = call.await.unwrap();
+        if answer["content"][0]["text"] == "contents" {
+            ran += 1;
+        } else {
+            assert_eq!(
+                answer["structuredContent"]["quota_exceeded"], true,
+                "{answer}"
+            );
+            assert!(
+                answer["structuredContent"]["retry_after_secs"]
+                    .as_u64()
+                    .unwrap()
+                    >= 1,
+                "{answer}"
+            );
+            refused += 1;
+        }
+    }
+    assert_eq!(
+        (ran, refused),
+        (10, 54),
+        "exactly the quota, across both gateways"
+    );
+
+    let reader = elicitation_store::Caller::new("auditor", None).unwrap();
+    let trail = a
+        .audit_events(
+            &reader,
+            &elicitation_store::AuditQuery {
+                limit: 1000,
+                ..elicitation_store::AuditQuery::default()
+            },
+        )
+        .await
+        .unwrap()
+        .entries;
+    let over = trail
+        .iter()
+        .filter(|e| e.detail["reason"] == "quota_exceeded")
+        .count();
+    assert_eq!(over, 54, "each refused call audited once");
+}
