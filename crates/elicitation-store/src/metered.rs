@@ -469,7 +469,7 @@ impl crate::QuotaStore for Metered {
     async fn take_quota(
         &self,
         key: &str,
-        window: (OffsetDateTime, OffsetDateTime),
+        window: crate::QuotaWindow,
         amount: i64,
         limit: i64,
     ) -> Result<crate::QuotaTake, StoreError> {
@@ -493,8 +493,8 @@ impl crate::QuotaStore for Metered {
         .await
     }
 
-    async fn quota_used(&self, key: &str, window_start: OffsetDateTime) -> Result<i64, StoreError> {
-        self.timed("quota_used", self.inner.quota_used(key, window_start))
+    async fn quota_used(&self, key: &str, window: crate::QuotaWindow) -> Result<i64, StoreError> {
+        self.timed("quota_used", self.inner.quota_used(key, window))
             .await
     }
 }

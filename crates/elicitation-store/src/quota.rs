@@ -59,32 +59,41 @@ impl QuotaWindow {
         let start = OffsetDateTime::from_unix_timestamp(start).unwrap_or(at);
         (start, start + self.length())
     }
+
+    /// Its length in seconds.
+    pub fn seconds(self) -> i64 {
+        self.length().whole_seconds()
+    }
 }
 
 /// What taking from a counter came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QuotaTake {
-    /// Counted: the counter now stands at `used`.
+    /// Counted: the counter of the window starting `window_start` now stands at `used`.
     Taken {
         /// The counter after the take.
         used: i64,
+        /// The window it was counted in (what a give-back names).
+        window_start: OffsetDateTime,
     },
-    /// Refused: it would pass the limit; nothing was counted (`used` as it stands).
+    /// Refused: it would pass the limit; nothing was counted. The window ends `until`.
     Over {
-        /// The counter as it stands (`None`: not read).
-        used: Option<i64>,
+        /// When the window starts afresh.
+        until: OffsetDateTime,
     },
 }
 
-/// Where the counters live: in memory for one instance, in PostgreSQL for all.
+/// Where the counters live: in memory for one instance, in PostgreSQL for all. The window
+/// a take counts in is the store's (on PostgreSQL the database's clock, the same for every
+/// instance, however their clocks drift).
 #[async_trait]
 pub trait QuotaStore: Send + Sync {
-    /// Counts `amount` against `key`'s counter of the window starting `window_start` (and
-    /// ending `window_end`), if it stays within `limit`; else counts nothing.
+    /// Counts `amount` against `key`'s counter of the current `window`, if it stays within
+    /// `limit`; else counts nothing.
     async fn take_quota(
         &self,
         key: &str,
-        window: (OffsetDateTime, OffsetDateTime),
+        window: QuotaWindow,
         amount: i64,
         limit: i64,
     ) -> Result<QuotaTake, StoreError>;
@@ -98,8 +107,8 @@ pub trait QuotaStore: Send + Sync {
         amount: i64,
     ) -> Result<(), StoreError>;
 
-    /// What `key`'s counter of the window starting `window_start` stands at (0 if none).
-    async fn quota_used(&self, key: &str, window_start: OffsetDateTime) -> Result<i64, StoreError>;
+    /// What `key`'s counter of the current `window` stands at (0 if none).
+    async fn quota_used(&self, key: &str, window: QuotaWindow) -> Result<i64, StoreError>;
 }
 
 /// Checks a counter's key and amounts.

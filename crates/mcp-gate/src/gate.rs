@@ -21,6 +21,7 @@ use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
 use crate::own_tool::Via;
+use crate::quotas::Taken;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
@@ -292,7 +293,7 @@ impl Gateway {
                     principal,
                     &entry,
                     *params,
-                    (forwarded, None),
+                    (forwarded, None, None),
                     via,
                     &mut upstream,
                 )
@@ -309,7 +310,7 @@ impl Gateway {
                     principal,
                     &entry,
                     *params,
-                    (forwarded, None),
+                    (forwarded, None, None),
                     via,
                     &mut upstream,
                 )
@@ -395,38 +396,41 @@ impl Gateway {
         )
     }
 
-    /// Counts the call about to run against its quotas: `None` when it fits (counted), else
-    /// the result that refuses it (a quota passed, or the counters unreadable: fail closed),
-    /// recorded as `quota_exceeded` (or `store_error`).
-    pub(crate) async fn over_quota(
+    /// Counts the call about to run against its quotas: what it took (to give back if it
+    /// does not run after all), or the result that refuses it (a quota passed, or the
+    /// counters unreadable: fail closed), recorded as `quota_exceeded` (or `store_error`).
+    pub(crate) async fn take_quota(
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-    ) -> Option<Value> {
+    ) -> Result<Taken, Value> {
         if self.quotas.rules.is_empty() {
-            return None;
+            return Ok(Taken::default());
         }
-        let now = self.clock.now();
         let has_output_schema = entry.tool.get("outputSchema").is_some();
-        let (reason, result) = match timed(self.quotas.take(
-            self.counters.as_ref(),
-            &entry.qualified,
-            &principal.caller,
-            now,
-        ))
-        .await
+        let (reason, result) = match self
+            .quotas
+            .take(self.counters.as_ref(), &entry.qualified, &principal.caller)
+            .await
         {
-            Ok(None) => return None,
-            Ok(Some(passed)) => {
+            Ok(Ok(taken)) => return Ok(taken),
+            Ok(Err(passed)) => {
                 self.metrics.limited("quota");
-                let wait = u64::try_from((passed.until - now).whole_seconds().max(1)).unwrap_or(1);
+                mcp_trace::record("mcp.outcome", "quota_exceeded");
+                let wait = (passed.until - self.clock.now()).whole_seconds().max(1);
                 (
                     RejectReason::QuotaExceeded,
-                    gating_core::quota_result(&passed.what, passed.quota, wait, has_output_schema),
+                    gating_core::quota_result(
+                        &passed.what,
+                        passed.quota,
+                        u64::try_from(wait).unwrap_or(1),
+                        has_output_schema,
+                    ),
                 )
             }
             Err(e) => {
                 tracing::error!(tool = %entry.qualified, error = %e, "the quota counters could not be read; the call is not forwarded");
+                mcp_trace::record("mcp.outcome", "store_error");
                 (
                     RejectReason::StoreError,
                     gating_core::gate_unavailable_result(
@@ -436,7 +440,6 @@ impl Gateway {
                 )
             }
         };
-        mcp_trace::record("mcp.outcome", "quota_exceeded");
         self.record(
             principal,
             entry,
@@ -445,7 +448,12 @@ impl Gateway {
             &PolicyRef::default(),
         )
         .await;
-        Some(result)
+        Err(result)
+    }
+
+    /// Gives back what a call took from its quotas (it did not run after all).
+    pub(crate) async fn give_back_quota(&self, taken: Taken) {
+        self.quotas.give_back(self.counters.as_ref(), taken).await;
     }
 
     /// A gated call refused.
@@ -533,7 +541,7 @@ impl Gateway {
         principal: &Principal,
         entry: &ToolEntry,
         params: CallToolParams,
-        (event, confirmation): (Audit, Option<ElicitationId>),
+        (event, confirmation, taken): (Audit, Option<ElicitationId>, Option<Taken>),
         via: Via<'_>,
         upstream: &mut Duration,
     ) -> CallOutcome {
@@ -546,10 +554,15 @@ impl Gateway {
                 &self.surfaces,
             ));
         }
-        // Every quota the call counts against, or none: over one, nothing runs.
-        if let Some(refused) = self.over_quota(principal, entry).await {
-            return CallOutcome::Done(refused);
-        }
+        // Every quota the call counts against, or none: over one, nothing runs (a held call
+        // was counted before its confirmation was spent).
+        let mut taken = match taken {
+            Some(taken) => taken,
+            None => match self.take_quota(principal, entry).await {
+                Ok(taken) => taken,
+                Err(refused) => return CallOutcome::Done(refused),
+            },
+        };
         self.audit(principal, entry, event, confirmation);
         let started = std::time::Instant::now();
         let who = instance_key(&principal.caller);
@@ -560,7 +573,10 @@ impl Gateway {
         if self.sent_as_task(entry, &params) {
             match self.tasks.reserve(&who) {
                 Ok(room) => reservation = Some(room),
-                Err(no_room) => return CallOutcome::Done(no_room.result()),
+                Err(no_room) => {
+                    self.give_back_quota(taken).await;
+                    return CallOutcome::Done(no_room.result());
+                }
             }
         } else {
             params = params.without_task().with_modern_task(false);
@@ -634,6 +650,8 @@ impl Gateway {
             Err(ModuleError::Timeout { .. }) => ("module_error", "timeout"),
             Err(ModuleError::Busy { .. }) => {
                 self.metrics.limited("module_concurrency");
+                // Nothing ran: the quota is not spent.
+                self.give_back_quota(std::mem::take(&mut taken)).await;
                 ("module_error", "busy")
             }
             Err(_) => ("module_error", "failed"),

@@ -62,9 +62,22 @@ impl Gateway {
         via: Via<'_>,
         upstream: &mut Duration,
     ) -> CallOutcome {
+        // The quota first: a call over it is refused before a confirmation (or a grant's
+        // use) is spent on it, and before a person is asked about it; what was taken is given
+        // back unless the call runs now.
+        let taken = match self.take_quota(principal, &call.entry).await {
+            Ok(taken) => taken,
+            Err(refused) => return CallOutcome::Done(refused),
+        };
         match self.settle(principal, call, confirmation_id).await {
-            Settled::Answer(result) => CallOutcome::Done(result),
-            Settled::Held(pending) => CallOutcome::NeedsConfirmation(pending),
+            Settled::Answer(result) => {
+                self.give_back_quota(taken).await;
+                CallOutcome::Done(result)
+            }
+            Settled::Held(pending) => {
+                self.give_back_quota(taken).await;
+                CallOutcome::NeedsConfirmation(pending)
+            }
             Settled::Run(run) => {
                 let run = *run;
                 let event = match run.by {
@@ -74,8 +87,9 @@ impl Gateway {
                             shadowed: false,
                         },
                         Some(id),
+                        Some(taken),
                     ),
-                    RunBy::Grant(grant) => (Audit::Granted(grant), None),
+                    RunBy::Grant(grant) => (Audit::Granted(grant), None, Some(taken)),
                 };
                 let outcome = self
                     .forward(principal, &call.entry, run.params, event, via, upstream)

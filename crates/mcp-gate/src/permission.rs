@@ -142,7 +142,7 @@ impl Gateway {
                     principal,
                     &host,
                     host_params,
-                    (forwarded(false), None),
+                    (forwarded(false), None, None),
                     Via::Modules(relay),
                     upstream,
                 )
@@ -155,7 +155,7 @@ impl Gateway {
                     principal,
                     &host,
                     host_params,
-                    (forwarded(true), None),
+                    (forwarded(true), None, None),
                     Via::Modules(relay),
                     upstream,
                 )

@@ -78,6 +78,37 @@ pub struct Passed {
     pub until: OffsetDateTime,
 }
 
+/// How long one counter step may take before the gate gives up on it (and fails closed).
+const STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// `op`, failed as the store's unavailability unless it ends within [`STEP_TIMEOUT`].
+async fn bounded<T>(
+    op: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(STEP_TIMEOUT, op)
+        .await
+        .unwrap_or_else(|_| {
+            Err(StoreError::Unavailable(
+                "the store did not answer in time".into(),
+            ))
+        })
+}
+
+/// What a call took from its quotas: given back if it does not run after all.
+#[derive(Debug, Default)]
+#[must_use = "a take not given back stays counted"]
+pub struct Taken(Vec<(String, OffsetDateTime, i64)>);
+
+/// SHA-256 of `fields`, each length-prefixed (no field can run into the next), in hex.
+fn digest(fields: &[&str]) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for field in fields {
+        context.update(&(field.len() as u64).to_be_bytes());
+        context.update(field.as_bytes());
+    }
+    mcp_random::hex(context.finish().as_ref())
+}
+
 impl Quotas {
     /// The cost of one call of `tool`.
     pub fn cost_of(&self, tool: &str) -> i64 {
@@ -87,77 +118,88 @@ impl Quotas {
             .map_or(1, |c| c.units)
     }
 
-    /// The counters a call of `tool` by `caller` at `now` takes from: each matching rule's
-    /// key, window, amount and rule.
-    fn takes(
-        &self,
-        tool: &str,
-        caller: &Caller,
-        now: OffsetDateTime,
-    ) -> Vec<(String, (OffsetDateTime, OffsetDateTime), i64, usize)> {
+    /// The counters a call of `tool` by `caller` takes from: each matching rule's key,
+    /// amount and rule. A key is the rule's terms (not its place in the file, nor its
+    /// limit: a reordered file, a reload or a rolling restart with a changed limit counts
+    /// on) and, per caller, the caller's subject and tenant — hashed, so no subject can
+    /// spell another caller's key.
+    fn takes(&self, tool: &str, caller: &Caller) -> Vec<(String, i64, &QuotaRule)> {
         self.rules
             .iter()
             .enumerate()
             .filter(|(_, rule)| covers(&rule.tools, tool))
             .map(|(index, rule)| {
-                let whose = match rule.per {
-                    QuotaPer::Caller => format!(
-                        "caller:{}@{}",
-                        caller.subject_id(),
-                        caller.tenant_id().unwrap_or("")
-                    ),
-                    QuotaPer::Everyone => "everyone".to_owned(),
+                let terms = |r: &QuotaRule| (r.tools.clone(), r.per, r.window, r.unit);
+                // The same terms twice (two limits on one count) are two counters.
+                let twin = self.rules[..index]
+                    .iter()
+                    .filter(|r| terms(r) == terms(rule))
+                    .count()
+                    .to_string();
+                let (per, unit) = (format!("{:?}", rule.per), format!("{:?}", rule.unit));
+                let (subject, tenant) = match rule.per {
+                    QuotaPer::Caller => (caller.subject_id(), caller.tenant_id().unwrap_or("")),
+                    QuotaPer::Everyone => ("", ""),
                 };
-                let unit = match rule.unit {
-                    QuotaUnit::Calls => "calls",
-                    QuotaUnit::Cost => "cost",
-                };
-                // The rule's terms are in its key: a changed rule counts afresh.
                 let key = format!(
-                    "{index}|{}|{}|{unit}|{}|{whose}",
-                    rule.tools,
-                    rule.window.label(),
-                    rule.limit
+                    "q1:{}",
+                    digest(&[
+                        &rule.tools,
+                        &per,
+                        rule.window.label(),
+                        &unit,
+                        &twin,
+                        subject,
+                        tenant,
+                    ])
                 );
                 let amount = match rule.unit {
                     QuotaUnit::Calls => 1,
                     QuotaUnit::Cost => self.cost_of(tool),
                 };
-                (key, rule.window.around(now), amount, index)
+                (key, amount, rule)
             })
             .collect()
     }
 
-    /// Takes a call of `tool` by `caller` at `now` from every matching quota, or from none:
-    /// `Ok(None)` when it fits them all (counted), `Ok(Some(passed))` when it would pass
-    /// one (what it took from the others is given back). A store failing is an error (the
-    /// gate fails closed).
+    /// Takes a call of `tool` by `caller` from every matching quota, or from none:
+    /// `Ok(Ok(taken))` when it fits them all (counted; give it back if the call does not
+    /// run), `Ok(Err(passed))` when it would pass one (what it took from the others is
+    /// given back). A store failing or not answering in time is an error (the gate fails
+    /// closed); each store step is bounded on its own, so a give-back is never cut off.
     pub async fn take(
         &self,
         store: &dyn elicitation_store::QuotaStore,
         tool: &str,
         caller: &Caller,
-        now: OffsetDateTime,
-    ) -> Result<Option<Passed>, StoreError> {
-        let takes = self.takes(tool, caller, now);
-        let mut taken: Vec<(&str, OffsetDateTime, i64)> = Vec::new();
-        for (key, window, amount, index) in &takes {
-            let rule = &self.rules[*index];
-            let outcome = store.take_quota(key, *window, *amount, rule.limit).await;
+    ) -> Result<Result<Taken, Passed>, StoreError> {
+        let mut taken = Taken::default();
+        for (key, amount, rule) in self.takes(tool, caller) {
+            let outcome = bounded(store.take_quota(&key, rule.window, amount, rule.limit)).await;
             match outcome {
-                Ok(QuotaTake::Taken { .. }) => taken.push((key, window.0, *amount)),
-                Ok(QuotaTake::Over { .. }) | Err(_) => {
-                    for (key, start, amount) in taken {
-                        if let Err(e) = store.give_back_quota(key, start, amount).await {
-                            tracing::warn!(error = %e, "a quota take could not be given back; the counter stays over by it until its window ends");
-                        }
-                    }
-                    outcome?;
-                    return Ok(Some(passed(rule, window.1)));
+                Ok(QuotaTake::Taken { window_start, .. }) => {
+                    taken.0.push((key, window_start, amount));
+                }
+                Ok(QuotaTake::Over { until }) => {
+                    self.give_back(store, taken).await;
+                    return Ok(Err(passed(rule, until)));
+                }
+                Err(e) => {
+                    self.give_back(store, taken).await;
+                    return Err(e);
                 }
             }
         }
-        Ok(None)
+        Ok(Ok(taken))
+    }
+
+    /// Gives back what a call took (it did not run after all).
+    pub async fn give_back(&self, store: &dyn elicitation_store::QuotaStore, taken: Taken) {
+        for (key, start, amount) in taken.0 {
+            if let Err(e) = bounded(store.give_back_quota(&key, start, amount)).await {
+                tracing::warn!(error = %e, "a quota take could not be given back; the counter stays over by it until its window ends");
+            }
+        }
     }
 }
 
@@ -221,7 +263,7 @@ mod tests {
         let now = OffsetDateTime::now_utc();
         let take = |tool: &'static str, who: &Caller| {
             let (quotas, store, who) = (&quotas, &store, who.clone());
-            async move { quotas.take(store, tool, &who, now).await.unwrap() }
+            async move { quotas.take(store, tool, &who).await.unwrap().err() }
         };
         // Two writes of alice's (8 units of 10), then bob's would make 12: refused, and his
         // per-caller count is given back.
@@ -250,4 +292,23 @@ mod tests {
         // Another tool no quota names runs unhindered.
         assert_eq!(take("git__log", &bob).await, None);
     }
+}
+
+#[test]
+fn a_subject_cannot_spell_another_callers_key() {
+    let quotas = Quotas {
+        rules: vec![QuotaRule {
+            tools: "fs__*".into(),
+            per: QuotaPer::Caller,
+            window: QuotaWindow::Day,
+            unit: QuotaUnit::Calls,
+            limit: 1,
+        }],
+        costs: Vec::new(),
+    };
+    let a = Caller::new("a", Some("b@c".into())).unwrap();
+    let b = Caller::new("a@b", Some("c".into())).unwrap();
+    let key = |who: &Caller| quotas.takes("fs__read", who)[0].0.clone();
+    assert_ne!(key(&a), key(&b));
+    assert!(key(&a).len() < 100, "a key is short whatever the ids");
 }

@@ -337,6 +337,8 @@ impl ElicitationStore for MemoryStore {
     }
 
     async fn expire_due(&self, now: OffsetDateTime) -> Result<Vec<ExpiredElicitation>, StoreError> {
+        // Quota counters whose window ended go on the same tick.
+        self.forget_old_quota_counters(now);
         let expired: Vec<ExpiredElicitation> = {
             let mut state = self.lock();
             state

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use super::MemoryStore;
 use crate::quota::check;
-use crate::{QuotaStore, QuotaTake, StoreError};
+use crate::{QuotaStore, QuotaTake, QuotaWindow, StoreError};
 
 /// Most counters the memory store holds at once.
 const MAX_COUNTERS: usize = 100_000;
@@ -20,6 +20,11 @@ impl MemoryStore {
     fn lock_counters(&self) -> std::sync::MutexGuard<'_, Counters> {
         self.quotas.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// Drops the counters whose window ended by `now`.
+    pub(super) fn forget_old_quota_counters(&self, now: OffsetDateTime) {
+        self.lock_counters().retain(|_, (_, ends)| *ends > now);
+    }
 }
 
 #[async_trait]
@@ -27,14 +32,22 @@ impl QuotaStore for MemoryStore {
     async fn take_quota(
         &self,
         key: &str,
-        (start, end): (OffsetDateTime, OffsetDateTime),
+        window: QuotaWindow,
         amount: i64,
         limit: i64,
     ) -> Result<QuotaTake, StoreError> {
         check(key, amount, limit)?;
         let now = self.clock.now();
+        let (start, end) = window.around(now);
         let mut counters = self.lock_counters();
-        if counters.len() >= MAX_COUNTERS {
+        let used = counters
+            .get(&(key.to_owned(), start))
+            .map_or(0, |(used, _)| *used);
+        // A refused take writes nothing (a limit of 0 grows nothing).
+        if used.checked_add(amount).is_none_or(|after| after > limit) {
+            return Ok(QuotaTake::Over { until: end });
+        }
+        if used == 0 && counters.len() >= MAX_COUNTERS {
             counters.retain(|_, (_, ends)| *ends > now);
             if counters.len() >= MAX_COUNTERS {
                 return Err(StoreError::Full {
@@ -43,11 +56,11 @@ impl QuotaStore for MemoryStore {
             }
         }
         let (used, _) = counters.entry((key.to_owned(), start)).or_insert((0, end));
-        if *used + amount > limit {
-            return Ok(QuotaTake::Over { used: Some(*used) });
-        }
         *used += amount;
-        Ok(QuotaTake::Taken { used: *used })
+        Ok(QuotaTake::Taken {
+            used: *used,
+            window_start: start,
+        })
     }
 
     async fn give_back_quota(
@@ -65,10 +78,11 @@ impl QuotaStore for MemoryStore {
         Ok(())
     }
 
-    async fn quota_used(&self, key: &str, window_start: OffsetDateTime) -> Result<i64, StoreError> {
+    async fn quota_used(&self, key: &str, window: QuotaWindow) -> Result<i64, StoreError> {
+        let (start, _) = window.around(self.clock.now());
         Ok(self
             .lock_counters()
-            .get(&(key.to_owned(), window_start))
+            .get(&(key.to_owned(), start))
             .map_or(0, |(used, _)| *used))
     }
 }

@@ -339,7 +339,6 @@ impl ElicitationStore for PostgresStore {
             .await?;
         self.erase_ended_grants(before).await?;
         self.erase_ended_delegations(before).await?;
-        self.forget_old_quota_counters(before).await?;
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         rows.iter()
             .map(|row| {
@@ -408,6 +407,13 @@ impl ElicitationStore for PostgresStore {
                     .await
                 {
                     tracing::debug!(error = %e, "old flows could not be forgotten; retrying on the next sweep");
+                }
+                // And quota counters whose window ended (by the database's clock).
+                if let Err(e) = client
+                    .query_one(sql::FORGET_OLD_QUOTA_COUNTERS, &[&now, &EXPIRE_BATCH])
+                    .await
+                {
+                    tracing::debug!(error = %e, "old quota counters could not be forgotten; retrying on the next sweep");
                 }
                 Ok(rows)
             })

@@ -7,57 +7,47 @@ use time::OffsetDateTime;
 use super::{PostgresStore, sql};
 use crate::error::map_db_error;
 use crate::quota::check;
-use crate::{QuotaStore, QuotaTake, StoreError};
-
-impl PostgresStore {
-    /// Erases counters whose window ended before `before` (the retention job's part).
-    pub(super) async fn forget_old_quota_counters(
-        &self,
-        before: OffsetDateTime,
-    ) -> Result<u64, StoreError> {
-        let erased: i64 = self
-            .with_client(async |client| {
-                let statement = client
-                    .prepare_cached(sql::FORGET_OLD_QUOTA_COUNTERS)
-                    .await
-                    .map_err(map_db_error)?;
-                let row = client
-                    .query_one(&statement, &[&before, &super::EXPIRE_BATCH])
-                    .await
-                    .map_err(map_db_error)?;
-                Ok(row.get(0))
-            })
-            .await?;
-        Ok(u64::try_from(erased).unwrap_or(0))
-    }
-}
+use crate::{QuotaStore, QuotaTake, QuotaWindow, StoreError};
 
 #[async_trait]
 impl QuotaStore for PostgresStore {
     async fn take_quota(
         &self,
         key: &str,
-        (start, end): (OffsetDateTime, OffsetDateTime),
+        window: QuotaWindow,
         amount: i64,
         limit: i64,
     ) -> Result<QuotaTake, StoreError> {
         check(key, amount, limit)?;
-        let rows = self
+        let seconds = window.seconds();
+        let taken = self
             .with_client(async |client| {
                 let statement = client
                     .prepare_cached(sql::TAKE_QUOTA)
                     .await
                     .map_err(map_db_error)?;
-                client
-                    .query(&statement, &[&key, &start, &end, &amount, &limit])
+                let rows = client
+                    .query(&statement, &[&key, &seconds, &amount, &limit])
                     .await
-                    .map_err(map_db_error)
+                    .map_err(map_db_error)?;
+                if let Some(row) = rows.first() {
+                    return Ok(QuotaTake::Taken {
+                        used: row.get(0),
+                        window_start: row.get(1),
+                    });
+                }
+                let statement = client
+                    .prepare_cached(sql::QUOTA_WINDOW_END)
+                    .await
+                    .map_err(map_db_error)?;
+                let row = client
+                    .query_one(&statement, &[&seconds])
+                    .await
+                    .map_err(map_db_error)?;
+                Ok(QuotaTake::Over { until: row.get(0) })
             })
             .await?;
-        Ok(match rows.first() {
-            Some(row) => QuotaTake::Taken { used: row.get(0) },
-            None => QuotaTake::Over { used: None },
-        })
+        Ok(taken)
     }
 
     async fn give_back_quota(
@@ -80,7 +70,8 @@ impl QuotaStore for PostgresStore {
         Ok(())
     }
 
-    async fn quota_used(&self, key: &str, window_start: OffsetDateTime) -> Result<i64, StoreError> {
+    async fn quota_used(&self, key: &str, window: QuotaWindow) -> Result<i64, StoreError> {
+        let seconds = window.seconds();
         let rows = self
             .with_client(async |client| {
                 let statement = client
@@ -88,7 +79,7 @@ impl QuotaStore for PostgresStore {
                     .await
                     .map_err(map_db_error)?;
                 client
-                    .query(&statement, &[&key, &window_start])
+                    .query(&statement, &[&key, &seconds])
                     .await
                     .map_err(map_db_error)
             })

@@ -430,22 +430,49 @@ pub(super) const ACTING_FOR: &str = concat!(
 /// `$1` cutoff, `$2` batch size.
 pub(super) const ERASE_ENDED_DELEGATIONS: &str = "SELECT mcp_erase_ended_delegations($1, $2)";
 
-/// Counts `$4` against counter `$1` of the window `$2`..`$3` if it stays within `$5` (V28):
-/// one guarded upsert, the conflict's row lock serialising concurrent takes. Returns the
-/// counter after the take; no row when it would pass the limit.
+/// The window of `$W` seconds the database's clock is in now (the same for every instance).
+macro_rules! quota_window {
+    ($w:literal) => {
+        concat!(
+            "to_timestamp(floor(extract(epoch FROM now()) / ",
+            $w,
+            "::bigint) * ",
+            $w,
+            "::bigint)"
+        )
+    };
+}
+
+/// Counts `$3` against counter `$1` of the window of `$2` seconds the database's clock is in,
+/// if it stays within `$4` (V28): one guarded upsert, the conflict's row lock serialising
+/// concurrent takes. Returns the counter after the take and its window's start; no row when
+/// it would pass the limit.
 pub(super) const TAKE_QUOTA: &str = concat!(
     "INSERT INTO mcp_quota_counters AS c (key, window_start, window_end, used) ",
-    "SELECT $1::text, $2::timestamptz, $3::timestamptz, $4::bigint WHERE $4::bigint <= $5::bigint ",
+    "SELECT $1::text, ",
+    quota_window!("$2"),
+    ", ",
+    quota_window!("$2"),
+    " + make_interval(secs => $2::bigint), $3::bigint WHERE $3::bigint <= $4::bigint ",
     "ON CONFLICT (key, window_start) DO UPDATE SET used = c.used + EXCLUDED.used ",
-    "WHERE c.used + EXCLUDED.used <= $5::bigint RETURNING used"
+    "WHERE c.used + EXCLUDED.used <= $4::bigint RETURNING used, window_start"
+);
+
+/// When the window of `$1` seconds the database's clock is in ends.
+pub(super) const QUOTA_WINDOW_END: &str = concat!(
+    "SELECT ",
+    quota_window!("$1"),
+    " + make_interval(secs => $1::bigint)"
 );
 
 /// Gives back `$3` to counter `$1` of the window starting `$2` (never below 0).
 pub(super) const GIVE_BACK_QUOTA: &str = "UPDATE mcp_quota_counters SET used = GREATEST(used - $3, 0) WHERE key = $1 AND window_start = $2";
 
-/// What counter `$1` of the window starting `$2` stands at.
-pub(super) const QUOTA_USED: &str =
-    "SELECT used FROM mcp_quota_counters WHERE key = $1 AND window_start = $2";
+/// What counter `$1` of the window of `$2` seconds the database's clock is in stands at.
+pub(super) const QUOTA_USED: &str = concat!(
+    "SELECT used FROM mcp_quota_counters WHERE key = $1 AND window_start = ",
+    quota_window!("$2")
+);
 
 /// `$1` cutoff, `$2` batch size.
 pub(super) const FORGET_OLD_QUOTA_COUNTERS: &str = "SELECT mcp_forget_old_quota_counters($1, $2)";

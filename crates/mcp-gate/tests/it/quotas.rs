@@ -109,3 +109,77 @@ async fn two_gateways_on_one_database_run_exactly_the_quota_between_them() {
         .count();
     assert_eq!(over, 54, "each refused call audited once");
 }
+
+/// An attacker's read of the quotas: a held call is counted when it runs, never burns a
+/// person's approval, and a call already over its quota is refused before anyone is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_call_is_counted_when_it_runs_and_one_over_the_quota_is_never_asked_about() {
+    crate::support::on_both_stores(|store| async move {
+        let h = harness(store, GatePolicy::default()).await;
+        let gateway = h.gateway.with_quotas(Quotas {
+            rules: vec![QuotaRule {
+                tools: "fs__write".into(),
+                per: QuotaPer::Caller,
+                window: QuotaWindow::Day,
+                unit: QuotaUnit::Calls,
+                limit: 1,
+            }],
+            costs: Vec::new(),
+        });
+        let h = crate::support::Harness {
+            gateway,
+            writes: h.writes,
+        };
+        let alice = agent("alice");
+        let first = crate::support::held(
+            &h.call(&alice, "fs__write", json!({"path": "/a"}), None)
+                .await,
+        );
+        // Being asked about spends nothing: held again and again, the quota stays whole.
+        let again = crate::support::held(
+            &h.call(&alice, "fs__write", json!({"path": "/a"}), None)
+                .await,
+        );
+        assert_eq!(again, first);
+        h.answer(
+            &crate::support::person("alice"),
+            &first,
+            json!({"confirmed": true}),
+        )
+        .await;
+        let ran = result(
+            h.call(&alice, "fs__write", json!({"path": "/a"}), Some(&first))
+                .await,
+        );
+        assert!(
+            ran["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("wrote"),
+            "{ran}"
+        );
+        // The quota is spent: the next write is refused at once, not asked about.
+        let over = result(
+            h.call(&alice, "fs__write", json!({"path": "/b"}), None)
+                .await,
+        );
+        assert_eq!(over["structuredContent"]["quota_exceeded"], true, "{over}");
+        assert!(
+            h.gateway
+                .store()
+                .list(
+                    &elicitation_store::Caller::new("alice", None).unwrap(),
+                    elicitation_store::ListQuery::pending(10)
+                )
+                .await
+                .unwrap()
+                .is_empty(),
+            "nobody was asked about a call over its quota"
+        );
+        assert_eq!(h.writes.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // Another caller's quota is its own.
+        let bob = agent("bob");
+        crate::support::held(&h.call(&bob, "fs__write", json!({"path": "/c"}), None).await);
+    })
+    .await;
+}
