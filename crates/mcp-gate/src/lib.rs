@@ -449,6 +449,14 @@ impl Gateway {
         self
     }
 
+    /// Where `caller` stands against every quota now (`GET /v1/quotas`).
+    pub async fn quota_standing(
+        &self,
+        caller: &Caller,
+    ) -> Result<Vec<serde_json::Value>, GateError> {
+        Ok(self.quotas.standing(self.counters.as_ref(), caller).await?)
+    }
+
     /// Holds each caller to these rates of calls and of confirmations.
     #[must_use]
     pub fn with_limits(mut self, limits: impl Into<Arc<crate::limits::Limits>>) -> Self {

@@ -129,37 +129,60 @@ impl Quotas {
             .enumerate()
             .filter(|(_, rule)| covers(&rule.tools, tool))
             .map(|(index, rule)| {
-                let terms = |r: &QuotaRule| (r.tools.clone(), r.per, r.window, r.unit);
-                // The same terms twice (two limits on one count) are two counters.
-                let twin = self.rules[..index]
-                    .iter()
-                    .filter(|r| terms(r) == terms(rule))
-                    .count()
-                    .to_string();
-                let (per, unit) = (format!("{:?}", rule.per), format!("{:?}", rule.unit));
-                let (subject, tenant) = match rule.per {
-                    QuotaPer::Caller => (caller.subject_id(), caller.tenant_id().unwrap_or("")),
-                    QuotaPer::Everyone => ("", ""),
-                };
-                let key = format!(
-                    "q1:{}",
-                    digest(&[
-                        &rule.tools,
-                        &per,
-                        rule.window.label(),
-                        &unit,
-                        &twin,
-                        subject,
-                        tenant,
-                    ])
-                );
                 let amount = match rule.unit {
                     QuotaUnit::Calls => 1,
                     QuotaUnit::Cost => self.cost_of(tool),
                 };
-                (key, amount, rule)
+                (self.key(index, caller), amount, rule)
             })
             .collect()
+    }
+
+    /// The counter key of rule `index` for `caller`.
+    fn key(&self, index: usize, caller: &Caller) -> String {
+        let rule = &self.rules[index];
+        let terms = |r: &QuotaRule| (r.tools.clone(), r.per, r.window, r.unit);
+        // The same terms twice (two limits on one count) are two counters.
+        let twin = self.rules[..index]
+            .iter()
+            .filter(|r| terms(r) == terms(rule))
+            .count()
+            .to_string();
+        let (per, unit) = (format!("{:?}", rule.per), format!("{:?}", rule.unit));
+        let (subject, tenant) = match rule.per {
+            QuotaPer::Caller => (caller.subject_id(), caller.tenant_id().unwrap_or("")),
+            QuotaPer::Everyone => ("", ""),
+        };
+        format!(
+            "q1:{}",
+            digest(&[
+                &rule.tools,
+                &per,
+                rule.window.label(),
+                &unit,
+                &twin,
+                subject,
+                tenant,
+            ])
+        )
+    }
+
+    /// Where `caller` stands against every quota now: each rule with what is used of it
+    /// (the caller's own count, or everyone's) and what remains in the current window.
+    pub async fn standing(
+        &self,
+        store: &dyn elicitation_store::QuotaStore,
+        caller: &Caller,
+    ) -> Result<Vec<Value>, StoreError> {
+        let mut out = Vec::new();
+        for (index, rule) in self.rules.iter().enumerate() {
+            let used = bounded(store.quota_used(&self.key(index, caller), rule.window)).await?;
+            let mut quota = describe(rule);
+            quota["used"] = json!(used);
+            quota["remaining"] = json!((rule.limit - used).max(0));
+            out.push(quota);
+        }
+        Ok(out)
     }
 
     /// Takes a call of `tool` by `caller` from every matching quota, or from none:
@@ -219,15 +242,20 @@ fn passed(rule: &QuotaRule, until: OffsetDateTime) -> Passed {
             rule.window.label(),
             rule.tools
         ),
-        quota: json!({
-            "tools": rule.tools,
-            "window": rule.window.label(),
-            "limit": rule.limit,
-            "unit": match rule.unit { QuotaUnit::Calls => "calls", QuotaUnit::Cost => "cost" },
-            "per": match rule.per { QuotaPer::Caller => "caller", QuotaPer::Everyone => "everyone" },
-        }),
+        quota: describe(rule),
         until,
     }
+}
+
+/// A quota as data: its tools, window, limit, unit and whose calls it counts.
+fn describe(rule: &QuotaRule) -> Value {
+    json!({
+        "tools": rule.tools,
+        "window": rule.window.label(),
+        "limit": rule.limit,
+        "unit": match rule.unit { QuotaUnit::Calls => "calls", QuotaUnit::Cost => "cost" },
+        "per": match rule.per { QuotaPer::Caller => "caller", QuotaPer::Everyone => "everyone" },
+    })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! - `POST /v1/mcp/elicitations/{id}/cancel`
 //! - `GET  /v1/mcp/grants[?limit=N]`: the caller's standing grants and those it made
 //! - `DELETE /v1/mcp/grants/{id}`: revokes one, on every instance at once
+//! - `GET  /v1/quotas`: every quota, what the caller used of it and what remains
 //! - `GET  /v1/mcp/delegations[?limit=N]`: the delegations the caller gave or received
 //! - `POST /v1/mcp/delegations` (`{"to": "carol", "for": "3d"}`): hands the caller's
 //!   approvals to another person for a while; `DELETE /v1/mcp/delegations/{id}` ends one
@@ -42,6 +43,8 @@ pub const DELEGATIONS_PREFIX: &str = "/v1/mcp/delegations";
 pub const CATALOG_PREFIX: &str = "/v1/catalog/changes";
 /// The audit trail's path.
 pub const AUDIT_PATH: &str = "/v1/audit";
+/// Where the caller stands against the quotas.
+pub const QUOTAS_PATH: &str = "/v1/quotas";
 /// Decision insights, read from the audit trail.
 pub const INSIGHTS_PATH: &str = "/v1/insights";
 /// Default and largest page of a listing.
@@ -226,6 +229,22 @@ pub async fn handle(
         (_, [] | [_] | [_, "respond" | "cancel"]) => Err(McpError::MethodNotAllowed),
         _ => Err(McpError::NotFound),
     }
+}
+
+/// `GET /v1/quotas`: every quota, with what the caller has used of it (its own count, or
+/// everyone's) and what remains in the current window. Scope `tools:call` or
+/// `elicitations:respond`.
+pub async fn quotas(
+    gateway: &Gateway,
+    principal: &Principal,
+    method: &http::Method,
+) -> Result<Value, McpError> {
+    if method != http::Method::GET {
+        return Err(McpError::MethodNotAllowed);
+    }
+    principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
+    let standing = gateway.quota_standing(&principal.caller).await?;
+    Ok(json!({"quotas": standing}))
 }
 
 /// Serves one request under [`DELEGATIONS_PREFIX`] (`rest` is the path after it): the

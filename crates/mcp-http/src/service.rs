@@ -504,7 +504,8 @@ impl McpService {
             || under(rest::DELEGATIONS_PREFIX)
             || under(rest::CATALOG_PREFIX)
             || path == rest::AUDIT_PATH
-            || path == rest::INSIGHTS_PATH;
+            || path == rest::INSIGHTS_PATH
+            || path == rest::QUOTAS_PATH;
         // Everything under `/v1/` is the REST API's: its errors, an unknown path's included,
         // are `application/problem+json`.
         let is_api = path.starts_with("/v1/");

@@ -88,6 +88,12 @@ impl McpService {
                 Err(e) => response::error(&e, Surface::Problem),
             };
         }
+        if path == rest::QUOTAS_PATH {
+            return match rest::quotas(&snap.gateway, principal, &parts.method).await {
+                Ok(body) => response::json(http::StatusCode::OK, &body),
+                Err(e) => response::error(&e, Surface::Problem),
+            };
+        }
         if path == rest::INSIGHTS_PATH {
             return match rest::insights(&snap.gateway, principal, &parts.method, parts.uri.query())
                 .await

@@ -73,6 +73,11 @@ async fn harness(store: Arc<dyn Store>, policy: GatePolicy) -> Harness {
     harness_over(store, elicitations, policy).await
 }
 
+/// QUOTAS of the next harness built on this thread (a harness with `[[quotas]]`).
+thread_local! {
+    static QUOTAS: std::cell::RefCell<Option<mcp_gate::quotas::Quotas>> = const { std::cell::RefCell::new(None) };
+}
+
 async fn harness_over(
     store: Arc<dyn Store>,
     elicitations: Arc<dyn ElicitationStore>,
@@ -89,8 +94,12 @@ async fn harness_over(
     }])
     .await
     .unwrap();
-    let gateway =
-        Arc::new(Gateway::new(registry, store, policy, false).with_elicitations(elicitations));
+    let quotas = QUOTAS.with(|q| q.borrow_mut().take()).unwrap_or_default();
+    let gateway = Arc::new(
+        Gateway::new(registry, store, policy, false)
+            .with_elicitations(elicitations)
+            .with_quotas(quotas),
+    );
     let auth = Auth::tokens(vec![
         TokenGrant {
             subject: "alice".into(),
@@ -1963,4 +1972,53 @@ async fn insights_count_what_people_were_asked_per_tool_and_caller() {
 async fn insights_count_what_people_were_asked_per_tool_and_caller_on_postgres() {
     let db = elicitation_store::test_support::TestDb::new().await;
     insights_count_what_people_were_asked(postgres_store(&db).await).await;
+}
+
+/// `GET /v1/quotas`: each quota with what the caller used of it and what remains, after a
+/// call counted against it; the next call over it is refused in band.
+#[tokio::test(flavor = "current_thread")]
+async fn the_rest_api_says_what_remains_of_each_quota() {
+    use mcp_gate::quotas::{QuotaPer, QuotaRule, QuotaUnit, Quotas};
+    QUOTAS.with(|q| {
+        *q.borrow_mut() = Some(Quotas {
+            rules: vec![QuotaRule {
+                tools: "test__read".into(),
+                per: QuotaPer::Caller,
+                window: elicitation_store::QuotaWindow::Hour,
+                unit: QuotaUnit::Calls,
+                limit: 2,
+            }],
+            costs: Vec::new(),
+        });
+    });
+    let h = harness(Arc::new(MemoryStore::default()), GatePolicy::default()).await;
+    for _ in 0..2 {
+        let ran = call(&h, "test__read", json!({}), None).await;
+        assert_ne!(ran["isError"], true, "{ran}");
+    }
+    let over = call(&h, "test__read", json!({}), None).await;
+    // (A tool with an outputSchema is told in text alone.)
+    assert_eq!(over["isError"], true, "{over}");
+    assert!(
+        over["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("would pass the quota of 2 calls per hour of test__read"),
+        "{over}"
+    );
+    let (status, body) = rest(&h, AGENT, "GET", "/v1/quotas", None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let quota = &body["quotas"][0];
+    assert_eq!(
+        (
+            &quota["tools"],
+            &quota["used"],
+            &quota["remaining"],
+            &quota["window"]
+        ),
+        (&json!("test__read"), &json!(2), &json!(0), &json!("hour")),
+        "{body}"
+    );
+    let (status, _) = rest(&h, AGENT, "POST", "/v1/quotas", Some(json!({}))).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
 }
