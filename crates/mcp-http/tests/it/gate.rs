@@ -73,7 +73,7 @@ async fn harness(store: Arc<dyn Store>, policy: GatePolicy) -> Harness {
     harness_over(store, elicitations, policy).await
 }
 
-/// QUOTAS of the next harness built on this thread (a harness with `[[quotas]]`).
+// QUOTAS of the next harness built on this thread (a harness with `[[quotas]]`).
 thread_local! {
     static QUOTAS: std::cell::RefCell<Option<mcp_gate::quotas::Quotas>> = const { std::cell::RefCell::new(None) };
 }
