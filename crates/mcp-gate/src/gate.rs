@@ -408,9 +408,18 @@ impl Gateway {
             return Ok(Taken::default());
         }
         let has_output_schema = entry.tool.get("outputSchema").is_some();
+        let remaining = |rule: &crate::quotas::QuotaRule, left: i64| {
+            self.metrics
+                .quota_remaining(&rule.tools, rule.window.label(), rule.unit_label(), left);
+        };
         let (reason, result) = match self
             .quotas
-            .take(self.counters.as_ref(), &entry.qualified, &principal.caller)
+            .take(
+                self.counters.as_ref(),
+                &entry.qualified,
+                &principal.caller,
+                &remaining,
+            )
             .await
         {
             Ok(Ok(taken)) => return Ok(taken),

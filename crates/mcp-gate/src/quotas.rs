@@ -195,12 +195,16 @@ impl Quotas {
         store: &dyn elicitation_store::QuotaStore,
         tool: &str,
         caller: &Caller,
+        remaining: &(dyn Fn(&QuotaRule, i64) + Sync),
     ) -> Result<Result<Taken, Passed>, StoreError> {
         let mut taken = Taken::default();
         for (key, amount, rule) in self.takes(tool, caller) {
             let outcome = bounded(store.take_quota(&key, rule.window, amount, rule.limit)).await;
             match outcome {
-                Ok(QuotaTake::Taken { window_start, .. }) => {
+                Ok(QuotaTake::Taken { used, window_start }) => {
+                    if rule.per == QuotaPer::Everyone {
+                        remaining(rule, rule.limit - used);
+                    }
                     taken.0.push((key, window_start, amount));
                 }
                 Ok(QuotaTake::Over { until }) => {
@@ -247,13 +251,23 @@ fn passed(rule: &QuotaRule, until: OffsetDateTime) -> Passed {
     }
 }
 
+impl QuotaRule {
+    /// Its unit's label (`calls`, `cost`).
+    pub fn unit_label(&self) -> &'static str {
+        match self.unit {
+            QuotaUnit::Calls => "calls",
+            QuotaUnit::Cost => "cost",
+        }
+    }
+}
+
 /// A quota as data: its tools, window, limit, unit and whose calls it counts.
 fn describe(rule: &QuotaRule) -> Value {
     json!({
         "tools": rule.tools,
         "window": rule.window.label(),
         "limit": rule.limit,
-        "unit": match rule.unit { QuotaUnit::Calls => "calls", QuotaUnit::Cost => "cost" },
+        "unit": rule.unit_label(),
         "per": match rule.per { QuotaPer::Caller => "caller", QuotaPer::Everyone => "everyone" },
     })
 }
@@ -289,9 +303,18 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
         let now = OffsetDateTime::now_utc();
+        let seen = std::sync::Mutex::new(Vec::new());
         let take = |tool: &'static str, who: &Caller| {
-            let (quotas, store, who) = (&quotas, &store, who.clone());
-            async move { quotas.take(store, tool, &who).await.unwrap().err() }
+            let (quotas, store, who, seen) = (&quotas, &store, who.clone(), &seen);
+            async move {
+                quotas
+                    .take(store, tool, &who, &|rule, left| {
+                        seen.lock().unwrap().push((rule.tools.clone(), left));
+                    })
+                    .await
+                    .unwrap()
+                    .err()
+            }
         };
         // Two writes of alice's (8 units of 10), then bob's would make 12: refused, and his
         // per-caller count is given back.
@@ -306,6 +329,15 @@ mod tests {
             passed.what
         );
         assert_eq!(passed.quota["unit"], "cost");
+        // What remains of the everyone-together budget is told after each take (for the
+        // metrics); a per-caller quota's is not.
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                ("fs__write_file".to_owned(), 6),
+                ("fs__write_file".to_owned(), 2)
+            ]
+        );
         // Bob's per-caller quota was not spent by the refused call: three reads run.
         for _ in 0..3 {
             assert_eq!(take("fs__read_file", &bob).await, None);

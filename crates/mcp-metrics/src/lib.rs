@@ -58,6 +58,13 @@ struct LimitLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuotaLabels {
+    tools: String,
+    window: &'static str,
+    unit: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FindingLabels {
     kind: &'static str,
     action: &'static str,
@@ -117,6 +124,7 @@ pub struct Metrics {
     module_restarts: Family<ModuleLabels, Counter>,
     quarantined: Family<ModuleLabels, Gauge>,
     limited: Family<LimitLabels, Counter>,
+    quota_remaining: Family<QuotaLabels, Gauge>,
     findings: Family<FindingLabels, Counter>,
     held_results: Family<HeldLabels, Counter>,
     reloads: Family<ReloadLabels, Counter>,
@@ -172,6 +180,7 @@ impl Metrics {
             audit_seal_stalled: Counter::default(),
             trace_spans_failed: Counter::default(),
             limited: Family::default(),
+            quota_remaining: Family::default(),
             findings: Family::default(),
             held_results: Family::default(),
             reloads: Family::default(),
@@ -252,6 +261,11 @@ impl Metrics {
             "module_restarts",
             "Restarts of a module's process",
             metrics.module_restarts.clone(),
+        );
+        registry.register(
+            "quota_remaining",
+            "What remains of an everyone-together quota in its current window, as this instance last counted it",
+            metrics.quota_remaining.clone(),
         );
         registry.register(
             "limited",
@@ -372,6 +386,24 @@ impl Metrics {
         self.held_results
             .get_or_create(&HeldLabels { outcome })
             .inc();
+    }
+
+    /// What remains of an everyone-together quota of `tools` (its window and unit), as a
+    /// take just counted it.
+    pub fn quota_remaining(
+        &self,
+        tools: &str,
+        window: &'static str,
+        unit: &'static str,
+        remaining: i64,
+    ) {
+        self.quota_remaining
+            .get_or_create(&QuotaLabels {
+                tools: tools.to_owned(),
+                window,
+                unit,
+            })
+            .set(remaining);
     }
 
     /// A request refused by `limit`.
@@ -597,8 +629,10 @@ mod tests {
             restarts,
         };
         metrics.tool_call("fs", "fs__write_file", "held", "");
+        metrics.quota_remaining("llm__*", "hour", "cost", 4960);
         let text = metrics.render(live(&[fs(true, 1)], &quarantined, 3));
         for line in [
+            r#"mcp_gateway_quota_remaining{tools="llm__*",window="hour",unit="cost"} 4960"#,
             r#"mcp_gateway_module_up{module="fs"} 1"#,
             r#"mcp_gateway_module_restarts_total{module="fs"} 1"#,
             r#"mcp_gateway_quarantined_definitions{module="fs"} 2"#,
