@@ -36,29 +36,6 @@ fn decode(row: &Row) -> Result<Delegation, StoreError> {
     })
 }
 
-impl PostgresStore {
-    /// Erases delegations that ended before `before` (the retention job's part for them).
-    pub(super) async fn erase_ended_delegations(
-        &self,
-        before: time::OffsetDateTime,
-    ) -> Result<u64, StoreError> {
-        let erased: i64 = self
-            .with_client(async |client| {
-                let statement = client
-                    .prepare_cached(sql::ERASE_ENDED_DELEGATIONS)
-                    .await
-                    .map_err(crate::error::map_db_error)?;
-                let row = client
-                    .query_one(&statement, &[&before, &super::EXPIRE_BATCH])
-                    .await
-                    .map_err(crate::error::map_db_error)?;
-                Ok(row.get(0))
-            })
-            .await?;
-        Ok(u64::try_from(erased).unwrap_or(0))
-    }
-}
-
 #[async_trait]
 impl DelegationStore for PostgresStore {
     async fn delegate(

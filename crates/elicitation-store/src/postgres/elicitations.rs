@@ -337,8 +337,9 @@ impl ElicitationStore for PostgresStore {
                     .map_err(map_db_error)
             })
             .await?;
-        self.erase_ended_grants(before).await?;
-        self.erase_ended_delegations(before).await?;
+        self.erase_ended(sql::ERASE_ENDED_GRANTS, before).await?;
+        self.erase_ended(sql::ERASE_ENDED_DELEGATIONS, before)
+            .await?;
         let mut specs = self.specs.lock().unwrap_or_else(PoisonError::into_inner);
         rows.iter()
             .map(|row| {

@@ -244,15 +244,17 @@ impl PostgresStore {
         Ok(Some(Some(grant)))
     }
 
-    /// Erases grants that ended before `before` (the retention job's part for grants).
-    pub(super) async fn erase_ended_grants(
+    /// Erases, a batch at a time, what `statement` (a retention function taking the cutoff
+    /// and the batch size) erases of what ended before `before`: how many rows went.
+    pub(super) async fn erase_ended(
         &self,
+        statement: &'static str,
         before: OffsetDateTime,
     ) -> Result<u64, StoreError> {
         let erased: i64 = self
             .with_client(async |client| {
                 let statement = client
-                    .prepare_cached(sql::ERASE_ENDED_GRANTS)
+                    .prepare_cached(statement)
                     .await
                     .map_err(crate::error::map_db_error)?;
                 let row = client

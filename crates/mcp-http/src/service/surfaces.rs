@@ -102,55 +102,36 @@ impl McpService {
                 Err(e) => response::error(&e, Surface::Problem),
             };
         }
-        if let Some(rest) = path.strip_prefix(rest::CATALOG_PREFIX) {
-            let request = rest::RestRequest {
-                method: &parts.method,
-                rest,
-                query: parts.uri.query(),
-                body: bytes,
-                waits: &self.streams,
-            };
-            return match rest::catalog(&snap.gateway, principal, request).await {
-                Ok((status, body)) => response::json(status, &body),
-                Err(e) => response::error(&e, Surface::Problem),
-            };
-        }
-        if let Some(rest) = path.strip_prefix(rest::DELEGATIONS_PREFIX) {
-            let request = rest::RestRequest {
-                method: &parts.method,
-                rest,
-                query: parts.uri.query(),
-                body: bytes,
-                waits: &self.streams,
-            };
-            return match rest::delegations(&snap.gateway, principal, request).await {
-                Ok((status, body)) => response::json(status, &body),
-                Err(e) => response::error(&e, Surface::Problem),
-            };
-        }
-        if let Some(rest) = path.strip_prefix(rest::GRANTS_PREFIX) {
-            let request = rest::RestRequest {
-                method: &parts.method,
-                rest,
-                query: parts.uri.query(),
-                body: bytes,
-                waits: &self.streams,
-            };
-            return match rest::grants(&snap.gateway, principal, request).await {
-                Ok((status, body)) => response::json(status, &body),
-                Err(e) => response::error(&e, Surface::Problem),
-            };
-        }
+        // The API's collections under their prefixes, the elicitations' last.
+        let (api, rest) = [
+            (Api::Catalog, rest::CATALOG_PREFIX),
+            (Api::Delegations, rest::DELEGATIONS_PREFIX),
+            (Api::Grants, rest::GRANTS_PREFIX),
+        ]
+        .into_iter()
+        .find_map(|(api, prefix)| path.strip_prefix(prefix).map(|rest| (api, rest)))
+        .unwrap_or_else(|| {
+            let rest = path.get(rest::PREFIX.len()..).unwrap_or_default();
+            (Api::Elicitations, rest)
+        });
         let request = rest::RestRequest {
             method: &parts.method,
-            rest: &path[rest::PREFIX.len()..],
+            rest,
             query: parts.uri.query(),
             body: bytes,
             waits: &self.streams,
         };
-        match rest::handle(&snap.gateway, principal, request).await {
+        let answered = match api {
+            Api::Catalog => rest::catalog(&snap.gateway, principal, request).await,
+            Api::Delegations => rest::delegations(&snap.gateway, principal, request).await,
+            Api::Grants => rest::grants(&snap.gateway, principal, request).await,
+            Api::Elicitations => rest::handle(&snap.gateway, principal, request).await,
+        };
+        match answered {
             Ok((status, body)) => {
-                if let Some(id) = rest::cancelled(&parts.method, &path[rest::PREFIX.len()..]) {
+                if api == Api::Elicitations
+                    && let Some(id) = rest::cancelled(&parts.method, rest)
+                {
                     self.discard_uploads([id]);
                 }
                 response::json(status, &body)
@@ -389,4 +370,13 @@ pub(super) fn oauth_challenge(jwt: &mcp_auth::jwt::JwtAuth, response: &mut Respo
             .headers_mut()
             .insert(header::WWW_AUTHENTICATE, value);
     }
+}
+
+/// Which collection of the REST API a path is under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Api {
+    Catalog,
+    Delegations,
+    Grants,
+    Elicitations,
 }
