@@ -730,7 +730,8 @@ async fn gateway_over(
             )
             .with_metrics(metrics)
             .with_limits(carried.rates)
-            .with_tasks(carried.tasks),
+            .with_tasks(carried.tasks)
+            .with_servers(config.servers()?),
     );
     gateway.watch_policy_rules();
     gateway.watch_pins().await;

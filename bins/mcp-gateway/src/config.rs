@@ -8,6 +8,7 @@ mod modules;
 mod observability;
 mod policy;
 mod quotas;
+mod servers;
 mod serving;
 mod store;
 #[cfg(test)]
@@ -21,6 +22,7 @@ pub(crate) use modules::*;
 pub(crate) use observability::*;
 pub(crate) use policy::*;
 pub(crate) use quotas::*;
+pub(crate) use servers::*;
 pub(crate) use serving::*;
 pub(crate) use store::*;
 pub(crate) use units::duration;
@@ -70,6 +72,9 @@ pub(crate) struct Config {
     /// `[[tool_costs]]`: the cost units of one call, per tool pattern (1 otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_costs: Vec<ToolCostConfig>,
+    /// `[[servers]]`: virtual servers, a team's tools each at `/mcp/{name}`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) servers: Vec<ServerConfig>,
     #[serde(default)]
     pub(crate) metrics: MetricsConfig,
     #[serde(default)]

@@ -46,6 +46,8 @@ mod notifications;
 mod permission_prompt;
 #[path = "e2e/rmcp_peers.rs"]
 mod rmcp_peers;
+#[path = "e2e/servers.rs"]
+mod servers;
 #[path = "e2e/tasks.rs"]
 mod tasks;
 #[path = "e2e/tool_changes.rs"]

@@ -57,6 +57,7 @@ async fn run_cycles(
                     .await
                     .expect("respond");
                 let binding = CallBinding {
+                    server: None,
                     tool: "bench__delete".into(),
                     digest: CallDigest::of(&arguments),
                     definition: CallDigest::of(&json!({"name": "bench__delete"})),

@@ -220,6 +220,9 @@ pub struct PolicyRef {
     pub rule: Option<usize>,
     /// The digest of the policy in force (`None`: not recorded, e.g. a store failure).
     pub policy: Option<String>,
+    /// The virtual server (`[[servers]]`) the call was made on (`detail.server`); `None` for
+    /// the gateway's own endpoint.
+    pub server: Option<String>,
 }
 
 impl GateRecord {
@@ -242,8 +245,8 @@ impl GateRecord {
     }
 }
 
-/// The `detail` of a gate decision's row: the refusal's reason, the deciding rule and the
-/// policy's digest, each left out when there is none.
+/// The `detail` of a gate decision's row: the refusal's reason, the deciding rule, the
+/// policy's digest and the virtual server, each left out when there is none.
 pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json::Value {
     let mut detail = serde_json::Map::new();
     if let Some(reason) = record.reason() {
@@ -260,6 +263,9 @@ pub(crate) fn gate_detail(record: GateRecord, policy: &PolicyRef) -> serde_json:
     }
     if let Some(digest) = &policy.policy {
         detail.insert("policy".into(), digest.clone().into());
+    }
+    if let Some(server) = &policy.server {
+        detail.insert("server".into(), server.clone().into());
     }
     serde_json::Value::Object(detail)
 }

@@ -85,6 +85,7 @@ macro_rules! conformance_tests {
             a_definition_is_pinned_on_first_sight_and_a_change_waits_for_a_person,
             a_first_sight_is_held_when_asked_and_one_pin_wins_a_race,
             a_confirmation_approves_nothing_once_its_tools_definition_changed,
+            a_confirmation_approves_its_call_only_on_the_server_it_was_asked_on,
             the_outbox_tells_of_each_change_once_and_a_lapsed_claim_goes_to_another_instance,
             the_outbox_records_only_the_events_asked_for,
             the_audit_trail_reads_every_callers_events_of_the_readers_tenant_filtered_and_paged,
@@ -138,6 +139,7 @@ fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
 
 fn binding(tool: &str, arguments: &Value) -> CallBinding {
     CallBinding {
+        server: None,
         tool: tool.to_owned(),
         digest: CallDigest::of(arguments),
         definition: definition(tool),
@@ -715,6 +717,63 @@ pub(crate) async fn a_confirmation_approves_nothing_once_its_tools_definition_ch
     );
     h.store
         .consume_confirmation(&alice(), id, &original)
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn a_confirmation_approves_its_call_only_on_the_server_it_was_asked_on(
+    make: impl AsyncFn(Setup) -> Harness,
+) {
+    let h = make(Setup::default()).await;
+    let args = json!({"path": "/srv/ledger"});
+    let on = |server: Option<&str>| CallBinding {
+        server: server.map(str::to_owned),
+        ..binding("fs__rm", &args)
+    };
+    let mut asked = request("fs__rm", args.clone());
+    asked.binding = on(Some("finance"));
+    let id = h
+        .store
+        .create_confirmation(&alice(), asked)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    let held = h.store.get(&alice(), id).await.unwrap();
+    assert_eq!(
+        held.call.as_ref().and_then(|c| c.server.as_deref()),
+        Some("finance"),
+        "the hold names the server it was asked on"
+    );
+    h.store
+        .respond(&alice(), id, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    // The same caller, tool, arguments and definition, on the gateway's own endpoint or on
+    // another server (whose rules may want someone else's answer): it approves nothing there.
+    for elsewhere in [None, Some("eng")] {
+        let other = on(elsewhere);
+        assert_eq!(
+            h.store.confirmation_for(&alice(), &other).await.unwrap(),
+            None,
+            "{elsewhere:?} takes up no confirmation of finance's"
+        );
+        assert_eq!(
+            h.store.confirmation(&alice(), id, &other).await.unwrap(),
+            None
+        );
+        assert!(matches!(
+            h.store.redeem_confirmation(&alice(), id, &other).await,
+            Err(StoreError::NotFound { .. })
+        ));
+    }
+    let finance = on(Some("finance"));
+    assert_eq!(
+        h.store.confirmation_for(&alice(), &finance).await.unwrap(),
+        Some(id)
+    );
+    h.store
+        .consume_confirmation(&alice(), id, &finance)
         .await
         .unwrap();
 }
@@ -2624,6 +2683,7 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     let policy = PolicyRef {
         rule: Some(2),
         policy: Some("p0l1cy".into()),
+        server: Some("finance".into()),
     };
 
     // alice's call: held by rule 2, approved on the page, forwarded, completed.
@@ -2753,6 +2813,11 @@ pub(crate) async fn the_audit_trail_reads_every_callers_events_of_the_readers_te
     };
     assert_eq!(at("tool_call_held").detail["rule"], 2);
     assert_eq!(at("tool_call_held").detail["policy"], "p0l1cy");
+    assert_eq!(
+        at("tool_call_held").detail["server"],
+        "finance",
+        "the record names the virtual server the call was held on"
+    );
     assert_eq!(
         at("tool_call_held").detail["client"],
         "cursor-vscode",

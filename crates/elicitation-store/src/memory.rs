@@ -162,6 +162,7 @@ impl Entry {
             call.tool == binding.tool
                 && call.digest == binding.digest
                 && call.definition.as_ref() == Some(&binding.definition)
+                && call.server == binding.server
         })
     }
 }

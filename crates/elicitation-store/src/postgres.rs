@@ -454,6 +454,7 @@ impl PostgresStore {
                 &binding.digest.as_bytes().as_slice(),
                 &now,
                 &binding.definition.as_bytes().as_slice(),
+                &binding.server,
             ],
         )
         .await
@@ -614,6 +615,7 @@ impl PostgresStore {
                     &definition,
                     &quorum,
                     &also,
+                    &call.and_then(|c| c.server.as_deref()),
                 ],
             )
             .await?;

@@ -29,6 +29,9 @@ pub struct CallBinding {
     pub digest: CallDigest,
     /// The digest of the tool's pinned definition when the call was held.
     pub definition: CallDigest,
+    /// The virtual server (`[[servers]]`) the call was made on, `None` for the gateway's own
+    /// endpoint: a confirmation approves the call only where it was asked.
+    pub server: Option<String>,
 }
 
 /// A request to hold a tool call for a person's confirmation.
@@ -238,6 +241,7 @@ impl ConfirmationRequest {
     ) -> Self {
         ConfirmationRequest {
             binding: CallBinding {
+                server: None,
                 tool: tool.into(),
                 digest: CallDigest::of(&arguments),
                 definition,
@@ -324,6 +328,8 @@ pub struct HeldCall {
     pub approval: Option<Approval>,
     /// The approvals counted so far toward the approval's quorum (empty without one).
     pub votes: Vec<Vote>,
+    /// The virtual server it was held on (`None`: the gateway's own endpoint).
+    pub server: Option<String>,
 }
 
 /// Which of a caller's elicitations to list.
@@ -736,6 +742,7 @@ impl ConfirmationRequest {
             arguments: self.arguments,
             approval: self.approval,
             votes: Vec::new(),
+            server: self.binding.server,
         };
         Ok(StoredElicitation {
             elicitation,

@@ -244,6 +244,14 @@ impl GatePolicy {
         self
     }
 
+    /// Puts `rules` before the others (a virtual server's own rules, decided before the
+    /// gateway's).
+    #[must_use]
+    pub fn with_rules_first(mut self, rules: Vec<PolicyRule>) -> Self {
+        self.rules.splice(0..0, rules);
+        self
+    }
+
     /// Also gates every tool whose effective `openWorldHint` is true, read-only or not.
     #[must_use]
     pub fn with_open_world_gating(mut self) -> Self {

@@ -432,6 +432,13 @@ fn item_heading(out: &mut String, item: &Item, now: time::OffsetDateTime) {
     match &view.tool {
         Some(tool) => {
             let _ = write!(out, "The agent wants to run <code>{}</code>", shown(tool));
+            if let Some(server) = &view.server {
+                let _ = write!(
+                    out,
+                    " <span class=\"server\">on server {}</span>",
+                    shown(server)
+                );
+            }
         }
         None => out.push_str("A question"),
     }
@@ -932,6 +939,7 @@ mod tests {
             cancel_reason: None,
             consumed_at: None,
             tool: Some(tool.to_owned()),
+            server: None,
             arguments: Some(arguments),
             approval: group.map(|group| {
                 mcp_http_kit::views::ApprovalView::of(
@@ -962,8 +970,10 @@ mod tests {
     #[test]
     fn a_held_call_shows_its_tool_owner_and_arguments_as_inert_text_with_its_answers() {
         let hostile = "<img src=x onerror=alert(1)>\u{202e}exe";
+        let mut view = held(hostile, hostile, serde_json::json!({"path": hostile}), None);
+        view.server = Some("finance".into());
         let item = Item {
-            view: held(hostile, hostile, serde_json::json!({"path": hostile}), None),
+            view,
             owner: Some(hostile.to_owned()),
             answerable: true,
             voted: false,
@@ -991,6 +1001,7 @@ mod tests {
             "value=\"grant_tool\"",
             "Edit arguments",
             "for &lt;img",
+            "on server finance",
         ] {
             assert!(body.contains(shown), "{shown} missing from {body}");
         }

@@ -114,6 +114,10 @@ impl Gateway {
     pub async fn list_tools(&self, tasks: bool) -> Vec<Value> {
         let mut listed = Vec::new();
         for entry in self.registry.tools().await {
+            // A virtual server lists only what it offers.
+            if !self.offers(&entry.module_name, &entry.qualified) {
+                continue;
+            }
             if !tasks && entry.task_support == mcp_upstream::registry::TaskSupport::Required {
                 continue;
             }
@@ -153,6 +157,9 @@ impl Gateway {
     pub async fn list_prompts(&self) -> Vec<Value> {
         let mut listed = Vec::new();
         for entry in self.registry.prompt_entries_listed() {
+            if !self.offers(&entry.module_name, &entry.qualified) {
+                continue;
+            }
             match self.pinning.verdict(&entry).await {
                 Ok(crate::pins::Verdict::Listed) => listed.push(entry.prompt.clone()),
                 Ok(crate::pins::Verdict::Held(_)) => {}
@@ -172,8 +179,16 @@ impl Gateway {
         params: CallToolParams,
     ) -> Result<ResultBody, GateError> {
         let name = params.name.clone();
+        let found = self.registry.find_prompt(&name);
+        // A virtual server's prompts are those it offers: another is no prompt there.
+        if found
+            .as_ref()
+            .is_some_and(|e| !self.offers(&e.module_name, &e.qualified))
+        {
+            return passed_on(&format!("prompt {name}"), None);
+        }
         // A prompt whose definition is not its pin is not served (its text reaches the model).
-        if let Some(entry) = self.registry.find_prompt(&name) {
+        if let Some(entry) = found {
             match self.pinning.verdict(&entry).await {
                 Ok(crate::pins::Verdict::Listed) => {}
                 Ok(crate::pins::Verdict::Held(change)) => {
@@ -217,6 +232,9 @@ impl Gateway {
         subscribe: bool,
     ) -> Result<(), GateError> {
         let who = instance_key(caller);
+        if !self.offers_resource(uri, &who) {
+            return Err(GateError::InvalidParams(format!("unknown resource {uri}")));
+        }
         match self
             .registry
             .subscribe_resource(uri, subscribe, Some(&who))
@@ -246,14 +264,56 @@ impl Gateway {
         self.registry.set_log_level(level).await;
     }
 
-    /// Every module's resources (URIs are the modules' own; one URI belongs to one module).
+    /// Every module's resources (URIs are the modules' own; one URI belongs to one module);
+    /// a virtual server's, only those of the modules it offers whole.
     pub fn list_resources(&self) -> Vec<Value> {
-        self.registry.resources()
+        match &self.server {
+            None => self.registry.resources(),
+            Some(_) => {
+                self.registry
+                    .resources_of(|module| self.offers_resources_of(module))
+                    .0
+            }
+        }
     }
 
-    /// Every module's resource templates.
+    /// Every module's resource templates (a virtual server's: as its resources).
     pub fn list_resource_templates(&self) -> Vec<Value> {
-        self.registry.resource_templates()
+        match &self.server {
+            None => self.registry.resource_templates(),
+            Some(_) => {
+                self.registry
+                    .resources_of(|module| self.offers_resources_of(module))
+                    .1
+            }
+        }
+    }
+
+    /// Whether this endpoint serves resource `uri` to caller `who`: everywhere on the
+    /// gateway's own; on a virtual server, when the module it belongs to is offered whole.
+    fn offers_resource(&self, uri: &str, who: &str) -> bool {
+        self.server.is_none()
+            || self
+                .registry
+                .resource_module(uri, Some(who))
+                .is_some_and(|module| self.offers_resources_of(module))
+    }
+
+    /// Whether this endpoint serves a completion of `params`' reference (a prompt it
+    /// offers, a resource it serves).
+    fn offers_reference(&self, params: &ForwardParams, who: &str) -> bool {
+        if self.server.is_none() {
+            return true;
+        }
+        let reference = params.0.get("ref");
+        let field = |key: &str| reference.and_then(|r| r.get(key)).and_then(Value::as_str);
+        match field("type") {
+            Some("ref/prompt") => field("name")
+                .and_then(|name| self.registry.find_prompt(name))
+                .is_some_and(|e| self.offers(&e.module_name, &e.qualified)),
+            Some("ref/resource") => field("uri").is_some_and(|uri| self.offers_resource(uri, who)),
+            _ => false,
+        }
     }
 
     /// `completion/complete`, routed by its reference (see `Registry::complete`).
@@ -263,8 +323,11 @@ impl Gateway {
         params: ForwardParams,
     ) -> Result<ResultBody, GateError> {
         let who = instance_key(&principal.caller);
-        let answered = self.registry.complete(params, Some(&who)).await;
         let what = "completion reference";
+        if !self.offers_reference(&params, &who) {
+            return passed_on(what, None);
+        }
+        let answered = self.registry.complete(params, Some(&who)).await;
         passed_on(what, self.guarded(principal, what, answered).await)
     }
 
@@ -280,17 +343,22 @@ impl Gateway {
             ));
         };
         let who = instance_key(&principal.caller);
+        if !self.offers_resource(&uri, &who) {
+            return passed_on(&format!("resource {uri}"), None);
+        }
         let answered = self.registry.read_resource(params, Some(&who)).await;
         // A resource's contents reach the model: the content policy applies to them.
         let what = format!("resource {uri}");
         passed_on(&what, self.guarded(principal, &what, answered).await)
     }
 
-    /// The tool a call names (`-32602` for one the gateway does not list).
+    /// The tool a call names (`-32602` for one the gateway does not list, and on a virtual
+    /// server for one it does not offer: there, it does not exist).
     pub async fn tool(&self, name: &str) -> Result<Arc<ToolEntry>, GateError> {
         self.registry
             .find(name)
             .await
+            .filter(|entry| self.offers(&entry.module_name, &entry.qualified))
             .ok_or_else(|| GateError::UnknownTool(name.to_owned()))
     }
 }

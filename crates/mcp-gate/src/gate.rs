@@ -160,6 +160,7 @@ impl Gateway {
         let policy = || PolicyRef {
             rule: decided.rule,
             policy: Some(self.policy_digest.clone()),
+            server: self.server_name().map(str::to_owned),
         };
         Ok(match decided.decision {
             GateDecision::Forward => Classified::Forward(entry, Box::new(params)),
@@ -175,6 +176,7 @@ impl Gateway {
                     }
                 };
                 let binding = CallBinding {
+                    server: self.server_name().map(str::to_owned),
                     tool: entry.qualified.clone(),
                     digest: CallDigest::of(&arguments),
                     definition: entry.digest,

@@ -27,6 +27,7 @@ mod delegated;
 pub mod error;
 mod flow;
 mod gate;
+mod groups;
 mod held_result;
 mod hold;
 mod inbox;
@@ -41,11 +42,14 @@ pub mod quotas;
 mod respond;
 #[cfg(feature = "rmcp")]
 pub mod rmcp;
+mod scoped;
+pub mod servers;
 pub mod streams;
 mod task_routes;
 pub mod tasks;
 
 pub use delegate::delegation_terms;
+pub use groups::GroupsFrom;
 pub use inbox::{Inbox, RELEASE, WITHHOLD};
 pub use instance::{caller_of_instance_key, instance_key, is_instance_key_of};
 /// The gateway's metrics (the `mcp-metrics` crate), which the gate counts every call in.
@@ -73,7 +77,9 @@ use mcp_auth::Principal;
 /// How long one store operation may take before the gate gives up (and fails closed).
 const STORE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The gateway's decision-making core, shared by both protocol eras.
+/// The gateway's decision-making core, shared by both protocol eras. A clone shares its
+/// modules, store, limits and metrics (a virtual server is one, [`servers`]).
+#[derive(Clone)]
 pub struct Gateway {
     registry: Arc<Registry>,
     store: Arc<dyn ElicitationStore>,
@@ -125,6 +131,10 @@ pub struct Gateway {
     definitions: Arc<crate::definitions::Definitions>,
     /// The results waiting for a person, per caller (`held_result`).
     held_results: crate::streams::StreamSlots,
+    /// The virtual server this gateway is (`None`: the gateway's own endpoint).
+    server: Option<Arc<crate::servers::VirtualServer>>,
+    /// The virtual servers beside it, by name (the gateway's own endpoint's only).
+    servers: Arc<std::collections::BTreeMap<String, Arc<Gateway>>>,
 }
 
 /// `[gate] max_grant` unless configured.
@@ -139,20 +149,6 @@ pub struct ApproverRule {
     pub approval: elicitation_store::Approval,
     /// Whose word that someone is in the group counts.
     pub groups_from: GroupsFrom,
-}
-
-/// Whose assertion of an approver rule's group counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GroupsFrom {
-    /// The group as configured, of the caller's tenant: mode `tokens`, where groups are the
-    /// tokens' own (a token's groups are its tenant's, [`mcp_auth::tenant_group`]).
-    Configured,
-    /// The group as the held call's caller's own issuer asserts it (mode `jwt`), for the
-    /// caller's tenant: another issuer's (or tenant's) "sre" answers nothing of its callers.
-    CallersIssuer,
-    /// The group as the issuer of this name asserts it, for every caller of the same tenant
-    /// (mode `jwt`).
-    Issuer(String),
 }
 
 impl ApproverRule {
@@ -204,6 +200,8 @@ impl Gateway {
             tasks: Arc::default(),
             definitions: Arc::default(),
             held_results: crate::streams::StreamSlots::new(crate::inbox::MAX_HELD_PER_CALLER),
+            server: None,
+            servers: Arc::default(),
         }
     }
 
@@ -533,19 +531,7 @@ impl Gateway {
     pub fn approval_for(&self, tool: &str, caller: &Caller) -> Option<elicitation_store::Approval> {
         let rule = self.approvers.iter().find(|r| r.matches(tool))?;
         let mut approval = rule.approval.clone();
-        let issuer = match &rule.groups_from {
-            GroupsFrom::Configured => None,
-            GroupsFrom::CallersIssuer => {
-                Some(mcp_auth::issuer_of(caller.subject_id()).unwrap_or_default())
-            }
-            GroupsFrom::Issuer(name) => Some(name.as_str()),
-        };
-        let qualify = |group: &str| match issuer {
-            Some(issuer) => mcp_auth::qualified_group(group, issuer, caller.tenant_id()),
-            // The caller's tenant's group: a token of another tenant in a group of the same
-            // name answers nothing of this caller's.
-            None => mcp_auth::tenant_group(group, caller.tenant_id()),
-        };
+        let qualify = |group: &str| rule.groups_from.qualify(group, caller);
         approval.group = qualify(&approval.group);
         for group in &mut approval.quorum.also {
             *group = qualify(group);

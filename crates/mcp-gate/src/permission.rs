@@ -126,6 +126,7 @@ impl Gateway {
         let policy = PolicyRef {
             rule: decided.rule,
             policy: Some(self.policy_digest.clone()),
+            server: None,
         };
         let Value::Object(map) = &input else {
             return deny("the permission request's input is not an object");
@@ -175,6 +176,7 @@ impl Gateway {
             GateDecision::Confirm(reason) => {
                 let call = GatedCall {
                     binding: elicitation_store::CallBinding {
+                        server: None,
                         tool: host.qualified.clone(),
                         digest: CallDigest::of(&input),
                         definition: host.digest,

@@ -60,6 +60,14 @@ pub enum McpError {
         /// The scope required.
         scope: &'static str,
     },
+    /// Authenticated, but not one of those a virtual server (`[[servers]]`) admits.
+    #[error("this caller may not connect to server {server}: {why}")]
+    NotAdmitted {
+        /// The server.
+        server: String,
+        /// What it wants that the caller lacks.
+        why: String,
+    },
     /// The request came from an origin that may not call the gateway.
     #[error("origin not allowed")]
     BadOrigin,
@@ -154,6 +162,7 @@ impl McpError {
             McpError::UnsupportedVersion { .. } => -32022,
             McpError::Unauthorized { .. }
             | McpError::Forbidden { .. }
+            | McpError::NotAdmitted { .. }
             | McpError::BadOrigin
             | McpError::BadHost => -32001,
             McpError::PayloadTooLarge { .. }
@@ -323,7 +332,9 @@ impl HttpError for McpError {
             }
             McpError::SessionNotFound | McpError::NotFound => StatusCode::NOT_FOUND,
             McpError::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
-            McpError::Forbidden { .. } | McpError::BadOrigin => StatusCode::FORBIDDEN,
+            McpError::Forbidden { .. } | McpError::NotAdmitted { .. } | McpError::BadOrigin => {
+                StatusCode::FORBIDDEN
+            }
             McpError::BadHost => StatusCode::MISDIRECTED_REQUEST,
             McpError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             McpError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,

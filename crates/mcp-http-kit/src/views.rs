@@ -50,6 +50,10 @@ pub struct ElicitationView {
     /// For a confirmation of a tool call: the qualified tool.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The virtual server (`[[servers]]`) the call was held on (absent: the gateway's own
+    /// endpoint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
     /// The call's arguments.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Value>,
@@ -140,6 +144,7 @@ impl ElicitationView {
             cancel_reason: e.cancel_reason,
             consumed_at: rfc3339(e.consumed_at),
             tool: call.map(|c| c.tool.clone()),
+            server: call.and_then(|c| c.server.clone()),
             arguments: call.map(|c| c.arguments.clone()),
             approval: call.and_then(|c| c.approval.as_ref().map(|a| ApprovalView::of(a, &c.votes))),
         }

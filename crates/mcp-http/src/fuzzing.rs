@@ -44,11 +44,17 @@ pub fn sealed_tokens(data: &[u8]) {
     // Session ids.
     let here = Sessions::new(hour, hour, 16, &[key]);
     let id = here
-        .create(&alice, "2025-11-25", ClientAnswers::default())
+        .create(&alice, None, "2025-11-25", ClientAnswers::default())
         .expect("a session id");
     let elsewhere = Sessions::new(hour, hour, 16, &[key]);
-    assert!(elsewhere.touch(&id, &alice).is_ok(), "a sealed id opens");
-    assert!(elsewhere.touch(&id, &bob).is_err(), "another caller's id");
+    assert!(
+        elsewhere.touch(&id, &alice, None).is_ok(),
+        "a sealed id opens"
+    );
+    assert!(
+        elsewhere.touch(&id, &bob, None).is_err(),
+        "another caller's id"
+    );
     for candidate in [
         tamper(&id, data),
         String::from_utf8_lossy(data).into_owned(),
@@ -56,7 +62,7 @@ pub fn sealed_tokens(data: &[u8]) {
         if candidate != id {
             let fresh = Sessions::new(hour, hour, 16, &[key]);
             assert!(
-                fresh.touch(&candidate, &alice).is_err(),
+                fresh.touch(&candidate, &alice, None).is_err(),
                 "a changed session id opened: {candidate:?} (issued {id:?})"
             );
         }

@@ -120,6 +120,32 @@ struct LevelParams {
 }
 
 impl McpService {
+    /// `initialize`: a session of the caller, on the endpoint it was asked on.
+    fn initialize(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        request: &mut Request,
+    ) -> Result<Reply, McpError> {
+        let params = request.take_params()?;
+        let requested = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| McpError::InvalidParams("initialize needs protocolVersion".into()))?;
+        let version = mcp::negotiate_legacy(requested);
+        let answers = ClientAnswers::declared(params.get("capabilities"));
+        let session = self.sessions.create(
+            &principal.caller,
+            snap.gateway.server_name(),
+            version,
+            answers,
+        )?;
+        Ok(Reply::Result(
+            mcp::initialize_result(version).into(),
+            Some(session),
+        ))
+    }
+
     /// A legacy request.
     pub(crate) async fn legacy(
         &self,
@@ -141,23 +167,12 @@ impl McpService {
             )?;
         }
         if request.method == "initialize" {
-            let params = request.take_params()?;
-            let requested = params
-                .get("protocolVersion")
-                .and_then(Value::as_str)
-                .ok_or_else(|| {
-                    McpError::InvalidParams("initialize needs protocolVersion".into())
-                })?;
-            let version = mcp::negotiate_legacy(requested);
-            let answers = ClientAnswers::declared(params.get("capabilities"));
-            let session = self.sessions.create(&principal.caller, version, answers)?;
-            return Ok(Reply::Result(
-                mcp::initialize_result(version).into(),
-                Some(session),
-            ));
+            return self.initialize(snap, principal, request);
         }
         let session_id = header_text(headers, "mcp-session-id").ok_or(McpError::MissingSession)?;
-        let session = self.sessions.touch(&session_id, &principal.caller)?;
+        let session =
+            self.sessions
+                .touch(&session_id, &principal.caller, snap.gateway.server_name())?;
         if let Some(version) = header_text(headers, "mcp-protocol-version")
             && !LEGACY_VERSIONS.contains(&version.as_str())
         {
@@ -192,8 +207,11 @@ impl McpService {
                 let rank = mcp::log_level_rank(&params.level).ok_or_else(|| {
                     McpError::InvalidParams(format!("unknown log level {:?}", params.level))
                 })?;
-                self.sessions
-                    .set_log_level(&session_id, &principal.caller, rank)?;
+                self.sessions.set_log_level(
+                    &session_id,
+                    (&principal.caller, snap.gateway.server_name()),
+                    rank,
+                )?;
                 self.tell_about(snap, &session_id, |i, s| {
                     crate::sessions::SessionEvent::LogLevel { i, s, r: rank }
                 });

@@ -40,7 +40,7 @@ pub fn stream(
     channel: Arc<SessionChannel>,
     sessions: Arc<Sessions>,
     session: String,
-    caller: Caller,
+    (caller, server): (Caller, Option<String>),
     last_event_id: Option<u64>,
     slot: mcp_gate::streams::StreamSlot,
     prime: bool,
@@ -75,7 +75,7 @@ pub fn stream(
             tokio::select! {
                 changed = last.changed() => if changed.is_err() { return },
                 _ = keep_alive.tick() => {
-                    if sessions.touch(&session, &caller).is_err()
+                    if sessions.touch(&session, &caller, server.as_deref()).is_err()
                         || !send(&tx, sse::comment("keep-alive")).await
                     {
                         return;

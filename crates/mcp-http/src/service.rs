@@ -555,9 +555,25 @@ impl McpService {
                 }),
             );
         }
-        if path != "/mcp" && !is_rest && !is_page && !is_upload {
-            return fail(McpError::NotFound);
-        }
+        // A virtual server (`[[servers]]`) is served at `/mcp/{name}` by the gateway it is;
+        // any other path under `/mcp/` is nothing.
+        let scoped;
+        let snap = match path.strip_prefix("/mcp/") {
+            Some(name) => match snap.gateway.server(name) {
+                Some(server) => {
+                    scoped = Snapshot {
+                        gateway: server.clone(),
+                        auth: snap.auth.clone(),
+                    };
+                    &scoped
+                }
+                None => return fail(McpError::NotFound),
+            },
+            None if path != "/mcp" && !is_rest && !is_page && !is_upload => {
+                return fail(McpError::NotFound);
+            }
+            None => snap,
+        };
         if !self.origin_allowed(&parts.headers) {
             return fail(McpError::BadOrigin);
         }
@@ -582,6 +598,14 @@ impl McpService {
         if is_upload {
             return self.download(snap, &parts.method, &path, &principal).await;
         }
+        if let Some(server) = snap.gateway.scope()
+            && let Err(why) = server.admits(&principal)
+        {
+            return fail(McpError::NotAdmitted {
+                server: server.name.clone(),
+                why,
+            });
+        }
         // The caller's own token, for the modules that exchange it for their calls.
         snap.gateway.present(&principal);
         let bytes = match self
@@ -602,7 +626,7 @@ impl McpService {
                 Some(id) => self.end_session(snap, &id, &principal).await,
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),
             },
-            Method::GET => self.listen(&parts.headers, &principal),
+            Method::GET => self.listen(snap, &parts.headers, &principal),
             _ => response::rpc_error(&McpError::MethodNotAllowed, None, None),
         }
     }

@@ -56,6 +56,9 @@ pub struct Session {
     /// Its events, subscriptions and GET stream (on this instance).
     pub channel: Arc<SessionChannel>,
     caller: Caller,
+    /// The virtual server it was opened on (`None`: the gateway's own endpoint): it is no
+    /// session anywhere else.
+    server: Option<String>,
     last_seen: Instant,
     /// When it ends however it is used.
     ends_at: OffsetDateTime,
@@ -83,6 +86,9 @@ struct Claims {
     a: [bool; 4],
     /// When the session ends, Unix seconds.
     exp: i64,
+    /// The virtual server it was opened on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    srv: Option<String>,
 }
 
 /// Most sessions one caller may hold in an instance's memory; opening another drops its
@@ -214,10 +220,12 @@ impl Sessions {
         Sessions::new(idle_timeout, max_age, max_sessions, &[])
     }
 
-    /// Starts a session and returns its id (the sealed state).
+    /// Starts a session of `caller` on virtual server `server` (`None`: the gateway's own
+    /// endpoint) and returns its id (the sealed state).
     pub fn create(
         &self,
         caller: &Caller,
+        server: Option<&str>,
         version: &'static str,
         answers: ClientAnswers,
     ) -> Result<String, McpError> {
@@ -234,11 +242,12 @@ impl Sessions {
                 answers.roots,
             ],
             exp: ends_at.unix_timestamp(),
+            srv: server.map(str::to_owned),
         };
         let id = self
             .seal(&claims)
             .ok_or_else(|| McpError::Internal("a session id could not be sealed".into()))?;
-        self.insert(id.clone(), caller, version, answers, ends_at);
+        self.insert(id.clone(), (caller, server), version, answers, ends_at);
         Ok(id)
     }
 
@@ -257,7 +266,7 @@ impl Sessions {
     fn insert(
         &self,
         id: String,
-        caller: &Caller,
+        (caller, server): (&Caller, Option<&str>),
         version: &'static str,
         answers: ClientAnswers,
         ends_at: OffsetDateTime,
@@ -297,6 +306,7 @@ impl Sessions {
             log_level: 0,
             channel: Arc::default(),
             caller: caller.clone(),
+            server: server.map(str::to_owned),
             last_seen: now,
             ends_at,
             hash: token_hash(&id),
@@ -309,15 +319,22 @@ impl Sessions {
         self.ended.contains(&token_hash(id))
     }
 
-    /// The caller's live session `id`, marking it used: from memory, or opened from the id
-    /// (a session begun on another instance, or dropped from memory while idle).
-    pub fn touch(&self, id: &str, caller: &Caller) -> Result<Session, McpError> {
+    /// The caller's live session `id` on virtual server `server` (`None`: the gateway's own
+    /// endpoint), marking it used: from memory, or opened from the id (a session begun on
+    /// another instance, or dropped from memory while idle). A session of another caller, or
+    /// opened on another server, is not found.
+    pub fn touch(
+        &self,
+        id: &str,
+        caller: &Caller,
+        server: Option<&str>,
+    ) -> Result<Session, McpError> {
         let now = self.clock.instant();
         let wall = self.clock.now();
         {
             let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(session) = sessions.get_mut(id) {
-                if session.caller != *caller {
+                if session.caller != *caller || session.server.as_deref() != server {
                     return Err(McpError::SessionNotFound);
                 }
                 if session.ends_at > wall
@@ -336,7 +353,7 @@ impl Sessions {
         }
         let claims = self.open(id).ok_or(McpError::SessionNotFound)?;
         let owner = Caller::new(&claims.sub, claims.ten.clone()).ok();
-        if owner.as_ref() != Some(caller) {
+        if owner.as_ref() != Some(caller) || claims.srv.as_deref() != server {
             return Err(McpError::SessionNotFound);
         }
         let ends_at = OffsetDateTime::from_unix_timestamp(claims.exp)
@@ -356,20 +373,30 @@ impl Sessions {
             sampling,
             roots,
         };
-        Ok(self.insert(id.to_owned(), caller, version, answers, ends_at))
+        Ok(self.insert(id.to_owned(), (caller, server), version, answers, ends_at))
     }
 
     /// Sets the log level (a rank) of the caller's session `id` (on this instance).
-    pub fn set_log_level(&self, id: &str, caller: &Caller, rank: u8) -> Result<(), McpError> {
-        self.touch(id, caller)?;
+    pub fn set_log_level(
+        &self,
+        id: &str,
+        (caller, server): (&Caller, Option<&str>),
+        rank: u8,
+    ) -> Result<(), McpError> {
+        self.touch(id, caller, server)?;
         self.set_log_level_here(id, rank);
         Ok(())
     }
 
     /// What ending the caller's session `id` must record in the store (so every instance
     /// refuses it); nothing ends yet ([`Sessions::remove`] ends it here).
-    pub fn ending(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
-        let session = self.touch(id, caller)?;
+    pub fn ending(
+        &self,
+        id: &str,
+        caller: &Caller,
+        server: Option<&str>,
+    ) -> Result<Ended, McpError> {
+        let session = self.touch(id, caller, server)?;
         Ok(Ended {
             hash: session.hash,
             until: session.ends_at,
@@ -392,8 +419,13 @@ impl Sessions {
 
     /// Ends the caller's session `id` here; what the store must record so every instance
     /// refuses it.
-    pub fn remove(&self, id: &str, caller: &Caller) -> Result<Ended, McpError> {
-        let ended = self.ending(id, caller)?;
+    pub fn remove(
+        &self,
+        id: &str,
+        caller: &Caller,
+        server: Option<&str>,
+    ) -> Result<Ended, McpError> {
+        let ended = self.ending(id, caller, server)?;
         self.end(id, ended);
         Ok(ended)
     }
@@ -605,22 +637,25 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
         let id = sessions
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         assert!(id.starts_with(PREFIX) && !id.contains("alice"), "{id}");
-        assert_eq!(sessions.touch(&id, &alice).unwrap().version, "2025-11-25");
+        assert_eq!(
+            sessions.touch(&id, &alice, None).unwrap().version,
+            "2025-11-25"
+        );
         assert!(matches!(
-            sessions.touch(&id, &bob),
+            sessions.touch(&id, &bob, None),
             Err(McpError::SessionNotFound)
         ));
         assert!(matches!(
-            sessions.remove(&id, &bob),
+            sessions.remove(&id, &bob, None),
             Err(McpError::SessionNotFound)
         ));
-        let ended = sessions.remove(&id, &alice).unwrap();
+        let ended = sessions.remove(&id, &alice, None).unwrap();
         assert_eq!(ended.hash, token_hash(&id));
         assert!(matches!(
-            sessions.touch(&id, &alice),
+            sessions.touch(&id, &alice, None),
             Err(McpError::SessionNotFound)
         ));
     }
@@ -638,26 +673,40 @@ mod tests {
             sampling: true,
             roots: false,
         };
-        let id = a.create(&alice, "2025-06-18", answers).unwrap();
-        let there = b.touch(&id, &alice).unwrap();
+        let id = a.create(&alice, None, "2025-06-18", answers).unwrap();
+        let there = b.touch(&id, &alice, None).unwrap();
         assert_eq!(there.version, "2025-06-18");
         assert_eq!(there.answers, answers);
         assert!(
-            other_key.touch(&id, &alice).is_err(),
+            other_key.touch(&id, &alice, None).is_err(),
             "another key: unknown"
         );
         let mallory = Caller::new("alice", Some("evil".into())).unwrap();
-        assert!(b.touch(&id, &mallory).is_err(), "bound to its caller");
+        assert!(b.touch(&id, &mallory, None).is_err(), "bound to its caller");
+        // Bound to the endpoint it was opened on: a session of a virtual server is no
+        // session on another, nor on the gateway's own endpoint, and the other way round.
+        let on_finance = a
+            .create(&alice, Some("finance"), "2025-06-18", answers)
+            .unwrap();
+        assert!(b.touch(&on_finance, &alice, Some("finance")).is_ok());
+        for elsewhere in [None, Some("eng")] {
+            assert!(
+                a.touch(&on_finance, &alice, elsewhere).is_err(),
+                "finance's session on {elsewhere:?}"
+            );
+            assert!(b.touch(&on_finance, &alice, elsewhere).is_err());
+        }
+        assert!(b.touch(&id, &alice, Some("finance")).is_err());
         // Tampering with any byte makes it unknown.
         let mut bytes = id.clone().into_bytes();
         let last = bytes.len() - 2;
         bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
         let tampered = String::from_utf8(bytes).unwrap();
-        assert!(b.touch(&tampered, &alice).is_err());
+        assert!(b.touch(&tampered, &alice, None).is_err());
         // Ended on A: B hears it and refuses it, even from memory.
-        let ended = a.remove(&id, &alice).unwrap();
+        let ended = a.remove(&id, &alice, None).unwrap();
         b.ended_elsewhere(ended.hash, Some(ended.until));
-        assert!(b.touch(&id, &alice).is_err());
+        assert!(b.touch(&id, &alice, None).is_err());
     }
 
     #[test]
@@ -666,14 +715,14 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         let bob = Caller::new("bob", None).unwrap();
         sessions
-            .create(&bob, "2025-11-25", ClientAnswers::default())
+            .create(&bob, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         let first = sessions
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         for _ in 0..MAX_SESSIONS_PER_CALLER {
             sessions
-                .create(&alice, "2025-11-25", ClientAnswers::default())
+                .create(&alice, None, "2025-11-25", ClientAnswers::default())
                 .unwrap();
         }
         assert_eq!(
@@ -682,7 +731,7 @@ mod tests {
             "alice's oldest made room, bob's stayed"
         );
         // Dropped from memory is not ended: it opens again from its id.
-        assert!(sessions.touch(&first, &alice).is_ok());
+        assert!(sessions.touch(&first, &alice, None).is_ok());
     }
 
     #[test]
@@ -690,26 +739,29 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         let aged = Sessions::ephemeral(Duration::from_secs(60), Duration::ZERO, 10);
         let id = aged
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         assert!(matches!(
-            aged.touch(&id, &alice),
+            aged.touch(&id, &alice, None),
             Err(McpError::SessionNotFound)
         ));
         let small = Sessions::ephemeral(Duration::from_secs(60), DAY, 1);
         let first = small
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         small
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
         assert_eq!(small.len(), 1);
         let idle = Sessions::ephemeral(Duration::ZERO, DAY, 10);
         let id = idle
-            .create(&alice, "2025-11-25", ClientAnswers::default())
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
             .unwrap();
-        assert!(idle.touch(&id, &alice).is_ok(), "reopened from its id");
-        assert!(small.touch(&first, &alice).is_ok());
+        assert!(
+            idle.touch(&id, &alice, None).is_ok(),
+            "reopened from its id"
+        );
+        assert!(small.touch(&first, &alice, None).is_ok());
     }
 
     #[test]
@@ -718,7 +770,7 @@ mod tests {
         let alice = Caller::new("alice", None).unwrap();
         for id in ["", "s1.", "s1.!!!", "deadbeef", &"s1.A".repeat(600)] {
             assert!(matches!(
-                sessions.touch(id, &alice),
+                sessions.touch(id, &alice, None),
                 Err(McpError::SessionNotFound)
             ));
         }

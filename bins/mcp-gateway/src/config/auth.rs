@@ -333,9 +333,44 @@ pub(crate) struct ApproverConfig {
     pub(crate) issuer: Option<String>,
 }
 
+/// Whose word that someone is in `groups` counts (`what` names the entry, for errors): in
+/// mode `jwt`, the issuer named (by name or URL) or else the caller's own; otherwise the
+/// groups as configured, of the caller's tenant (so a group may not name a tenant itself).
+pub(crate) fn groups_from(
+    auth: &AuthConfig,
+    issuer: Option<&str>,
+    groups: &[&str],
+    what: &str,
+) -> Result<mcp_gate::GroupsFrom> {
+    use mcp_gate::GroupsFrom;
+    Ok(match (&auth.mode, &auth.jwt, issuer) {
+        (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
+            match jwt
+                .issuers
+                .iter()
+                .find(|i| i.name() == wanted || i.issuer == wanted)
+            {
+                Some(issuer) => GroupsFrom::Issuer(issuer.name()),
+                None => bail!(
+                    "{what}: issuer {wanted:?} is not one of [[auth.jwt.issuers]] (give its name or its URL)"
+                ),
+            }
+        }
+        (AuthMode::Jwt, _, None) => GroupsFrom::CallersIssuer,
+        (_, _, Some(_)) => bail!("{what}: issuer is for auth mode \"jwt\""),
+        (_, _, None) => {
+            if let Some(g) = groups.iter().find(|g| g.contains('#')) {
+                bail!(
+                    "{what}: group {g:?} may not contain '#' (it qualifies a group by its tenant)"
+                );
+            }
+            GroupsFrom::Configured
+        }
+    })
+}
+
 impl ApproverConfig {
     pub(crate) fn resolve(&self, auth: &AuthConfig) -> Result<mcp_gate::ApproverRule> {
-        use mcp_gate::GroupsFrom;
         let quorum = self.quorum()?;
         let default_mode = if quorum.is_plural() {
             "four_eyes"
@@ -370,38 +405,15 @@ impl ApproverConfig {
                 );
             }
         }
-        let groups_from = match (&auth.mode, &auth.jwt, &self.issuer) {
-            (AuthMode::Jwt, Some(jwt), Some(wanted)) => {
-                match jwt
-                    .issuers
-                    .iter()
-                    .find(|i| i.name() == *wanted || i.issuer == *wanted)
-                {
-                    Some(issuer) => GroupsFrom::Issuer(issuer.name()),
-                    None => bail!(
-                        "[[approvers]] for {:?}: issuer {wanted:?} is not one of [[auth.jwt.issuers]] (give its name or its URL)",
-                        self.tools
-                    ),
-                }
-            }
-            (AuthMode::Jwt, _, None) => GroupsFrom::CallersIssuer,
-            (_, _, Some(_)) => bail!(
-                "[[approvers]] for {:?}: issuer is for auth mode \"jwt\"",
-                self.tools
-            ),
-            (_, _, None) => {
-                if let Some(g) = std::iter::once(group)
-                    .chain(quorum.also.iter().map(String::as_str))
-                    .find(|g| g.contains('#'))
-                {
-                    bail!(
-                        "[[approvers]] for {:?}: group {g:?} may not contain '#' (it qualifies a group by its tenant)",
-                        self.tools
-                    );
-                }
-                GroupsFrom::Configured
-            }
-        };
+        let groups: Vec<&str> = std::iter::once(group)
+            .chain(quorum.also.iter().map(String::as_str))
+            .collect();
+        let groups_from = groups_from(
+            auth,
+            self.issuer.as_deref(),
+            &groups,
+            &format!("[[approvers]] for {:?}", self.tools),
+        )?;
         Ok(mcp_gate::ApproverRule {
             tools: self.tools.clone(),
             approval: elicitation_store::Approval {

@@ -202,6 +202,7 @@ impl Config {
         }
         self.chases_reach_someone()?;
         quotas(&self.quotas, &self.tool_costs)?;
+        self.servers()?;
         if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
             bail!(
                 "[[approvers]] needs auth mode \"tokens\" or \"jwt\": with \"none\" everyone is the one local caller"

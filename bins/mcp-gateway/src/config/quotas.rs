@@ -41,7 +41,8 @@ pub(crate) struct ToolCostConfig {
 /// Most cost units or calls a quota allows per window.
 const MAX_LIMIT: i64 = 1_000_000_000;
 
-fn pattern(what: &str, tools: &str) -> Result<()> {
+/// Checks `tools` is a tool pattern as rules write them (`what` names the entry, for errors).
+pub(crate) fn pattern(what: &str, tools: &str) -> Result<()> {
     if tools.is_empty()
         || tools.len() > 512
         || tools[..tools.len() - 1].contains('*')

@@ -490,3 +490,58 @@ fn quotas_and_tool_costs_are_read_and_checked() {
         assert!(refused.contains(says), "{text}: {refused}");
     }
 }
+
+#[test]
+fn virtual_servers_are_read_and_checked() {
+    let modules = "[auth]\nmode = \"tokens\"\n[[modules]]\nname = \"fs\"\ntransport = \"demo\"\n";
+    let read = |text: &str| -> Result<Vec<(mcp_gate::servers::VirtualServer, usize)>, String> {
+        let config: Config =
+            toml::from_str(&format!("{modules}{text}")).map_err(|e| e.to_string())?;
+        config
+            .servers()
+            .map(|s| s.into_iter().map(|(v, rules)| (v, rules.len())).collect())
+            .map_err(|e| e.to_string())
+    };
+    let ok = read(
+        "[[servers]]\npath = \"/mcp/finance\"\nmodules = [\"fs\"]\ntools = [\"git__status\"]\ngroups = [\"finance\"]\n[[servers.policy]]\ntool = \"fs__*\"\ngate = \"confirm\"\n[[servers]]\npath = \"/mcp/eng\"\ntools = [\"fs__read_*\"]\n",
+    )
+    .unwrap();
+    assert_eq!(ok.len(), 2);
+    assert_eq!((ok[0].0.name.as_str(), ok[0].1), ("finance", 1));
+    assert!(ok[0].0.offers("fs", "fs__anything") && ok[0].0.offers("git", "git__status"));
+    assert!(ok[1].0.offers("fs", "fs__read_file") && !ok[1].0.offers("fs", "fs__write"));
+    for (text, says) in [
+        (
+            "[[servers]]\npath = \"/finance\"\ntools = [\"fs__*\"]",
+            "path must be /mcp/ and a name",
+        ),
+        (
+            "[[servers]]\npath = \"/mcp/Fin/ance\"\ntools = [\"fs__*\"]",
+            "lowercase letters",
+        ),
+        ("[[servers]]\npath = \"/mcp/finance\"", "it offers nothing"),
+        (
+            "[[servers]]\npath = \"/mcp/finance\"\nmodules = [\"ledger\"]",
+            "module \"ledger\" is not one of [[modules]]",
+        ),
+        (
+            "[[servers]]\npath = \"/mcp/a\"\ntools = [\"x\"]\n[[servers]]\npath = \"/mcp/a\"\ntools = [\"y\"]",
+            "two servers have this path",
+        ),
+        (
+            "[[servers]]\npath = \"/mcp/a\"\ntools = [\"f*s*\"]",
+            "prefix ending in one '*'",
+        ),
+        (
+            "[[servers]]\npath = \"/mcp/a\"\ntools = [\"x\"]\ngroups = [\"ops#other\"]",
+            "may not contain '#'",
+        ),
+        (
+            "[[servers]]\npath = \"/mcp/a\"\ntools = [\"x\"]\n[[servers.policy]]\ntool = \"x\"\nwhen = \"args.(\"",
+            "[[servers]] \"/mcp/a\"",
+        ),
+    ] {
+        let refused = read(text).unwrap_err();
+        assert!(refused.contains(says), "{text}: {refused}");
+    }
+}

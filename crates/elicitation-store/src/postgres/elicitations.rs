@@ -203,6 +203,7 @@ impl ElicitationStore for PostgresStore {
                     &binding.tool,
                     &binding.digest.as_bytes().as_slice(),
                     &binding.definition.as_bytes().as_slice(),
+                    &binding.server,
                 ],
             )
             .await?;
@@ -228,6 +229,7 @@ impl ElicitationStore for PostgresStore {
                     &binding.tool,
                     &binding.digest.as_bytes().as_slice(),
                     &binding.definition.as_bytes().as_slice(),
+                    &binding.server,
                 ],
             )
             .await?;

@@ -32,6 +32,7 @@ pub(super) struct RawRow {
     tool: Option<String>,
     digest: Option<Vec<u8>>,
     definition: Option<Vec<u8>>,
+    server: Option<String>,
     request: Option<Sealed>,
 }
 
@@ -211,6 +212,7 @@ pub(super) fn decode(row: &Row, keys: &KeyRing) -> Result<RawRow, StoreError> {
         tool: row.try_get("tool_name").map_err(get_err)?,
         digest: row.try_get("call_digest").map_err(get_err)?,
         definition: row.try_get("definition_digest").map_err(get_err)?,
+        server: row.try_get("server_name").map_err(get_err)?,
         request: sealed(
             row.try_get("request_sealed").map_err(get_err)?,
             row.try_get("request_key_id").map_err(get_err)?,
@@ -275,6 +277,7 @@ impl RawRow {
                     arguments,
                     approval: self.approval,
                     votes: self.votes,
+                    server: self.server,
                 })
             }
             (None, None, None) => None,

@@ -10,7 +10,7 @@ macro_rules! columns {
          retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
          cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode, \
          note_sealed, note_key_id, edited_sealed, edited_key_id, definition_digest, \
-         approval_quorum, approver_also, approvals"
+         approval_quorum, approver_also, approvals, server_name"
     };
 }
 
@@ -38,12 +38,13 @@ macro_rules! audit_from_changed {
 /// Creates a row unless the caller already has `$13` pending elicitations. `$5` is the
 /// sealed message and `$14` its key id; `$17` the detail of a confirmation's
 /// `tool_call_held` (the deciding rule and policy); `$18` the held tool's definition digest;
-/// `$19` the approvers a quorum needs (1 without one), `$20` its further groups.
+/// `$19` the approvers a quorum needs (1 without one), `$20` its further groups, `$21` the
+/// virtual server a held call was made on (V29).
 /// Returns the number inserted (0 or 1).
 pub(super) const INSERT: &str = concat!(
     "WITH changed AS (",
-    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode, definition_digest, approval_quorum, approver_also) ",
-    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12, $15::text, $16::text, $18, $19::smallint, $20::text[] ",
+    "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, approver_group, approval_mode, definition_digest, approval_quorum, approver_also, server_name) ",
+    "SELECT $1, $2, $3::text, $4::text::mcp_elicitation_type, $5, $14, $6, $7, $8, $9, $10, $11, $12, $15::text, $16::text, $18, $19::smallint, $20::text[], $21::text ",
     "WHERE (SELECT count(*) FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND status = 'pending' AND expires_at > $11) < $13 ",
@@ -225,38 +226,39 @@ pub(super) const CANCEL: &str = concat!(
     "SELECT * FROM changed"
 );
 
-/// `$4` tool, `$5` digest, `$6` definition digest.
+/// `$4` tool, `$5` digest, `$6` definition digest, `$7` server.
 pub(super) const SELECT_CONFIRMATION: &str = concat!(
     "SELECT ",
     columns!(),
     " FROM mcp_elicitations WHERE id = $1 AND ",
     caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6"
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND server_name IS NOT DISTINCT FROM $7::text"
 );
 
-/// `$1` now, `$4` tool, `$5` digest, `$6` definition digest: the caller's unexpired confirmation of that call that a
+/// `$1` now, `$4` tool, `$5` digest, `$6` definition digest, `$7` server: the caller's unexpired confirmation of that call that a
 /// repeated call takes up — approved and unused first, else declined and not yet reported
 /// (V23), else pending; the oldest of each.
 pub(super) const CONFIRMATION_FOR: &str = concat!(
     "SELECT id FROM mcp_elicitations WHERE ",
     caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND expires_at > $1",
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND server_name IS NOT DISTINCT FROM $7::text AND expires_at > $1",
     " AND (status = 'pending' OR (status = 'responded' AND confirmed AND consumed_at IS NULL)",
     " OR (status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL))",
     " ORDER BY (status = 'responded' AND confirmed) DESC, (status = 'responded') DESC, created_at, id LIMIT 1"
 );
 
-/// `$1` id, `$4` tool, `$5` digest, `$6` now, `$7` definition digest: records once that the
+/// `$1` id, `$4` tool, `$5` digest, `$6` now, `$7` definition digest, `$8` server: records once that the
 /// caller's declined confirmation of that call was reported to the agent (V23); the row's
 /// id when this statement recorded it.
 pub(super) const REPORT_DECLINE: &str = concat!(
     "UPDATE mcp_elicitations SET reported_at = $6 WHERE id = $1 AND ",
     caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7",
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text",
     " AND status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL RETURNING id"
 );
 
-/// The caller's confirmation `$1` bound to tool `$4`, digest `$5` and definition digest `$7`,
+/// The caller's confirmation `$1` bound to tool `$4`, digest `$5`, definition digest `$7` and
+/// server `$8`,
 /// redeemed at `$6` in one
 /// statement: consumed (and `tool_call_forwarded` recorded) if it is answered, approved,
 /// unused and unexpired; either way the row comes back, with `consumed` saying which. A
@@ -266,10 +268,10 @@ pub(super) const REDEEM: &str = concat!(
     columns!(),
     " FROM mcp_elicitations WHERE id = $1 AND ",
     caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7), ",
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text), ",
     "changed AS (UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
     caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7",
+    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text",
     " AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > $6",
     " RETURNING ",
     columns!(),

@@ -488,6 +488,7 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .await
         .unwrap();
     let binding = CallBinding {
+        server: None,
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
         definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
@@ -522,6 +523,7 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
     let by_rule = |rule| PolicyRef {
         rule: Some(rule),
         policy: Some("ab12".into()),
+        server: None,
     };
     let denied = GateRecord::Rejected(RejectReason::PolicyDenied);
     store
@@ -796,6 +798,7 @@ async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
         .unwrap();
     assert_eq!(admin.execute(flip, &[id.as_uuid()]).await.unwrap(), 1);
     let binding = CallBinding {
+        server: None,
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
         definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
@@ -848,6 +851,7 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
     let args = json!({"path": "/x"});
     let binding = CallBinding {
+        server: None,
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&args),
         definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
@@ -1345,6 +1349,7 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
 
 fn fault_binding() -> CallBinding {
     CallBinding {
+        server: None,
         tool: "fs__delete".into(),
         digest: gating_core::CallDigest::of(&json!({"path": "a"})),
         definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),

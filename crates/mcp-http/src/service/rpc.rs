@@ -75,11 +75,16 @@ impl McpService {
     /// Whether an error whose request id could not be read is written with `"id": null`:
     /// for clients known to speak a version before 2025-11-25 (their session's, or their
     /// `MCP-Protocol-Version`).
-    pub(super) fn null_id(&self, headers: &HeaderMap, principal: &Principal) -> bool {
+    pub(super) fn null_id(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        principal: &Principal,
+    ) -> bool {
         let version = match header_text(headers, "mcp-session-id") {
             Some(id) => self
                 .sessions
-                .touch(&id, &principal.caller)
+                .touch(&id, &principal.caller, snap.gateway.server_name())
                 .ok()
                 .map(|s| s.version.to_owned()),
             None => None,
@@ -96,7 +101,7 @@ impl McpService {
         bytes: &[u8],
     ) -> Response<Body> {
         let unreadable = |id: Option<jsonrpc::RequestId>, e: jsonrpc::EnvelopeError| {
-            let null_id = self.null_id(headers, principal);
+            let null_id = self.null_id(snap, headers, principal);
             response::error(
                 &McpError::from(e),
                 Surface::JsonRpc {
@@ -121,9 +126,12 @@ impl McpService {
         principal: &Arc<Principal>,
         items: Vec<Result<Message, jsonrpc::Unreadable>>,
     ) -> Response<Body> {
-        let null_id = self.null_id(headers, principal);
-        let session = header_text(headers, "mcp-session-id")
-            .and_then(|id| self.sessions.touch(&id, &principal.caller).ok());
+        let null_id = self.null_id(snap, headers, principal);
+        let session = header_text(headers, "mcp-session-id").and_then(|id| {
+            self.sessions
+                .touch(&id, &principal.caller, snap.gateway.server_name())
+                .ok()
+        });
         if items.len() > MAX_BATCH {
             let error = McpError::InvalidRequest(format!(
                 "a batch of {} messages; at most {MAX_BATCH} are accepted",
@@ -229,7 +237,10 @@ impl McpService {
                     || header_text(headers, "mcp-protocol-version").as_deref()
                         == Some(MODERN_VERSION);
                 if let Some(id) = header_text(headers, "mcp-session-id").filter(|_| !modern) {
-                    match self.sessions.touch(&id, &principal.caller) {
+                    match self
+                        .sessions
+                        .touch(&id, &principal.caller, snap.gateway.server_name())
+                    {
                         Err(e) => return response::rpc_error(&e, None, Some(Era::Legacy)),
                         Ok(session) if method == "notifications/cancelled" => {
                             let cancelled = params
@@ -251,7 +262,10 @@ impl McpService {
                 let Some(session) = header_text(headers, "mcp-session-id") else {
                     return response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy));
                 };
-                if let Err(e) = self.sessions.touch(&session, &principal.caller) {
+                if let Err(e) =
+                    self.sessions
+                        .touch(&session, &principal.caller, snap.gateway.server_name())
+                {
                     return response::rpc_error(&e, None, Some(Era::Legacy));
                 }
                 let may_confirm = ask::may_answer(principal);

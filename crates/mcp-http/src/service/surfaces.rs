@@ -156,7 +156,10 @@ impl McpService {
         ) {
             return legacy(&e.into());
         }
-        let ending = match self.sessions.ending(id, &principal.caller) {
+        let ending = match self
+            .sessions
+            .ending(id, &principal.caller, snap.gateway.server_name())
+        {
             Ok(ending) => ending,
             Err(e) => return legacy(&e),
         };
@@ -202,7 +205,12 @@ impl McpService {
 
     /// `GET /mcp`: a legacy session's stream (see `listen`). Without a session there is no
     /// stream to offer (2026-07-28 has none): 405.
-    pub(super) fn listen(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+    pub(super) fn listen(
+        &self,
+        snap: &Snapshot,
+        headers: &HeaderMap,
+        principal: &Principal,
+    ) -> Response<Body> {
         let Some(session_id) = header_text(headers, "mcp-session-id") else {
             return response::rpc_error(&McpError::MethodNotAllowed, None, None);
         };
@@ -215,7 +223,8 @@ impl McpService {
                 "GET /mcp is an event stream: Accept must include text/event-stream".into(),
             ));
         }
-        let session = match self.sessions.touch(&session_id, &principal.caller) {
+        let server = snap.gateway.server_name();
+        let session = match self.sessions.touch(&session_id, &principal.caller, server) {
             Ok(session) => session,
             Err(e) => return fail(e),
         };
@@ -228,7 +237,7 @@ impl McpService {
             session.channel,
             self.sessions.clone(),
             session_id,
-            principal.caller.clone(),
+            (principal.caller.clone(), server.map(str::to_owned)),
             last_event_id,
             slot,
             // SSE priming came with 2025-11-25 (SEP-1699): earlier clients read every event

@@ -76,6 +76,38 @@ impl Registry {
             .collect()
     }
 
+    /// The listed resources and resource templates of the modules `offered` names (a
+    /// virtual server's whole modules), in module order.
+    pub fn resources_of(&self, offered: impl Fn(&str) -> bool) -> (Vec<Value>, Vec<Value>) {
+        let resources = self
+            .resources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let of = |module: usize| self.modules.get(module).is_some_and(|m| offered(&m.name));
+        let listed = resources
+            .listed
+            .iter()
+            .filter(|(m, _)| of(*m))
+            .map(|(_, r)| r.clone())
+            .collect();
+        let templates = resources
+            .templates
+            .iter()
+            .filter(|(m, _, _)| of(*m))
+            .map(|(_, t, _)| t.clone())
+            .collect();
+        (listed, templates)
+    }
+
+    /// The name of the module resource `uri` belongs to for caller `who` (as
+    /// `resources/read` routes it); `None` when none, or more than one, could claim it.
+    pub fn resource_module(&self, uri: &str, who: Option<&str>) -> Option<&str> {
+        match self.module_of(uri, who) {
+            Ok(Some(module)) => self.modules.get(module).map(|m| m.name.as_str()),
+            _ => None,
+        }
+    }
+
     /// The module a URI belongs to: the one that listed it; else the one whose template
     /// matches it; else the one that named it to caller `who` in a result (a session
     /// resource of the caller's own instance, which the shared one never lists); else, with
