@@ -700,7 +700,7 @@ async fn gateway_over(
     let gateway = Arc::new(
         Gateway::new(registry, store, policy(config)?, durable)
             .with_approvers(approvers)
-            .with_quotas(crate::config::quotas(&config.quotas, &config.tool_costs)?)
+            .with_quotas(crate::config::quotas(config)?)
             .with_max_grant(config.gate.max_grant()?)
             .with_permission_prompts(
                 config

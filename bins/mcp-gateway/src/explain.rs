@@ -70,6 +70,7 @@ pub(crate) fn explain(config: &Config, call: &Call) -> Result<String> {
                     "it reaches outside systems, and open-world tools are gated",
                 HoldReason::Flow =>
                     "it sends data out from a flow that read untrusted content and private data",
+                HoldReason::Quota => "it would pass a quota that asks a person",
             }
         ),
     };

@@ -44,6 +44,8 @@ mod modern_tasks;
 mod notifications;
 #[path = "e2e/permission_prompt.rs"]
 mod permission_prompt;
+#[path = "e2e/quotas.rs"]
+mod quotas;
 #[path = "e2e/rmcp_peers.rs"]
 mod rmcp_peers;
 #[path = "e2e/servers.rs"]

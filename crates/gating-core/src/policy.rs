@@ -98,6 +98,8 @@ pub enum HoldReason {
     /// The tool sends data out from a flow that holds untrusted content and private data
     /// (the lethal-trifecta rule: `crate::flow`).
     Flow,
+    /// The call would pass a quota that asks a person to allow a call beyond it.
+    Quota,
 }
 
 /// How closed a decision keeps the gate: forward, shadow (forwarded, recorded), held with
@@ -250,6 +252,11 @@ impl GatePolicy {
     pub fn with_rules_first(mut self, rules: Vec<PolicyRule>) -> Self {
         self.rules.splice(0..0, rules);
         self
+    }
+
+    /// The confirmation TTL of the calls no rule gives one.
+    pub fn default_ttl(&self) -> Duration {
+        self.default_ttl
     }
 
     /// Also gates every tool whose effective `openWorldHint` is true, read-only or not.

@@ -31,6 +31,9 @@ pub fn confirmation_prompt(tool_name: &str, reason: HoldReason, surfaces: &Surfa
         HoldReason::OpenWorld => format!(
             "The agent wants to run the tool `{tool}`. It reaches systems outside this one, and {who} asks a person before such calls. Allow this call?"
         ),
+        HoldReason::Quota => format!(
+            "The agent wants to run the tool `{tool}` beyond a quota {who} keeps. Allow this one call beyond it?"
+        ),
         HoldReason::Flow => format!(
             "The agent wants to send data out with the tool `{tool}`, and {who} asks a person before data leaves a conversation that read untrusted content and private data. Allow this call?"
         ),
@@ -496,11 +499,13 @@ pub fn rate_limited_result(what: &str, retry_after_secs: u64, has_output_schema:
     if has_output_schema && let Some(map) = result.as_object_mut() {
         map.remove("structuredContent");
     }
-    result
+    mcp_wire::tools::with_retry_after(result, retry_after_secs)
 }
 
 /// The result of a call refused because it would pass a quota or budget: what was passed
-/// (`quota`: the rule's tools, window, limit and unit) and when its window starts afresh.
+/// (`quota`: the rule's tools, window, limit and unit) and when its window starts afresh
+/// (also in `_meta`, [`mcp_wire::tools::with_retry_after`], which a server puts in
+/// `Retry-After`).
 pub fn quota_result(
     what: &str,
     quota: Value,
@@ -517,7 +522,7 @@ pub fn quota_result(
     if has_output_schema && let Some(map) = result.as_object_mut() {
         map.remove("structuredContent");
     }
-    result
+    mcp_wire::tools::with_retry_after(result, retry_after_secs)
 }
 
 #[cfg(test)]

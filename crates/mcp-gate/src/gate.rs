@@ -21,7 +21,7 @@ use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
 use crate::own_tool::Via;
-use crate::quotas::Taken;
+use crate::quotas::{QuotaStop, Taken};
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
@@ -405,7 +405,7 @@ impl Gateway {
         &self,
         principal: &Principal,
         entry: &ToolEntry,
-    ) -> Result<Taken, Value> {
+    ) -> Result<Taken, QuotaStop> {
         if self.quotas.rules.is_empty() {
             return Ok(Taken::default());
         }
@@ -419,12 +419,14 @@ impl Gateway {
             .take(
                 self.counters.as_ref(),
                 &entry.qualified,
-                &principal.caller,
+                (principal, self.server_name()),
                 &remaining,
             )
             .await
         {
             Ok(Ok(taken)) => return Ok(taken),
+            // A person may allow this one call beyond it: asked by the caller.
+            Ok(Err(passed)) if passed.ask => return Err(QuotaStop::Ask(passed)),
             Ok(Err(passed)) => {
                 self.metrics.limited("quota");
                 mcp_trace::record("mcp.outcome", "quota_exceeded");
@@ -451,15 +453,19 @@ impl Gateway {
                 )
             }
         };
+        let policy = PolicyRef {
+            server: self.server_name().map(str::to_owned),
+            ..PolicyRef::default()
+        };
         self.record(
             principal,
             entry,
             GateRecord::Rejected(reason),
             None,
-            &PolicyRef::default(),
+            &policy,
         )
         .await;
-        Err(result)
+        Err(QuotaStop::Refused(result))
     }
 
     /// Gives back what a call took from its quotas (it did not run after all).
@@ -571,7 +577,19 @@ impl Gateway {
             Some(taken) => taken,
             None => match self.take_quota(principal, entry).await {
                 Ok(taken) => taken,
-                Err(refused) => return CallOutcome::Done(refused),
+                Err(QuotaStop::Refused(refused)) => return CallOutcome::Done(refused),
+                // Past a quota that asks a person: the call is theirs to allow, once.
+                Err(QuotaStop::Ask(passed)) => {
+                    let entry = Arc::new(entry.clone());
+                    return Box::pin(self.past_quota(
+                        principal,
+                        (entry, params, None),
+                        &passed,
+                        via,
+                        upstream,
+                    ))
+                    .await;
+                }
             },
         };
         self.audit(principal, entry, event, confirmation);

@@ -21,6 +21,7 @@ use crate::gate::call_facts;
 use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation, Run, RunBy, Settled};
 use crate::own_tool::Via;
 use crate::pins::definition_digest;
+use crate::quotas::QuotaStop;
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
@@ -67,7 +68,17 @@ impl Gateway {
         // back unless the call runs now.
         let taken = match self.take_quota(principal, &call.entry).await {
             Ok(taken) => taken,
-            Err(refused) => return CallOutcome::Done(refused),
+            Err(QuotaStop::Refused(refused)) => return CallOutcome::Done(refused),
+            // Past a quota that asks a person: their leave for this one call beyond it is
+            // what the call needs now (it stands for the call's own confirmation too).
+            Err(QuotaStop::Ask(passed)) => {
+                let call = (
+                    call.entry.clone(),
+                    call.params.clone(),
+                    Some(call.arguments.clone()),
+                );
+                return Box::pin(self.past_quota(principal, call, &passed, via, upstream)).await;
+            }
         };
         match self.settle(principal, call, confirmation_id).await {
             Settled::Answer(result) => {

@@ -36,6 +36,7 @@ pub mod limits;
 mod outcome;
 mod own;
 mod own_tool;
+mod past_quota;
 mod permission;
 pub mod pins;
 pub mod quotas;
@@ -447,12 +448,16 @@ impl Gateway {
         self
     }
 
-    /// Where `caller` stands against every quota now (`GET /v1/quotas`).
+    /// Where `principal` stands against every quota that counts its calls now (`GET
+    /// /v1/quotas`).
     pub async fn quota_standing(
         &self,
-        caller: &Caller,
+        principal: &Principal,
     ) -> Result<Vec<serde_json::Value>, GateError> {
-        Ok(self.quotas.standing(self.counters.as_ref(), caller).await?)
+        Ok(self
+            .quotas
+            .standing(self.counters.as_ref(), principal)
+            .await?)
     }
 
     /// Holds each caller to these rates of calls and of confirmations.

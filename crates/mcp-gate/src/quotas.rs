@@ -1,21 +1,44 @@
 //! Quotas and budgets (issue 51, `[[quotas]]`): how many calls, or how many cost units,
-//! the calls of a tool pattern may take per caller or for everyone over a UTC minute, hour
-//! or day. Counted in the store when a call is about to run (a held call when it runs, not
-//! when it is asked about), every matching quota at once: on PostgreSQL every instance
-//! counts against the same limit, exactly. A call that would pass one runs nothing, counts
-//! against none, and gets an in-band result saying which quota and when it starts afresh.
+//! the calls of a tool pattern may take per caller, per group or for everyone — on every
+//! endpoint or on one virtual server — over a UTC minute, hour or day. Counted in the store
+//! when a call is about to run (a held call when it runs, not when it is asked about), every
+//! matching quota at once: on PostgreSQL every instance counts against the same limit,
+//! exactly. A call that would pass one runs nothing and counts against none: it gets an
+//! in-band result saying which quota and when it starts afresh, or, where the quota says
+//! so, a person is asked to allow this one call beyond it (`past_quota`).
 
-use elicitation_store::{Caller, QuotaTake, QuotaWindow, StoreError};
+use elicitation_store::{QuotaTake, QuotaWindow, StoreError};
+use mcp_auth::Principal;
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
+use crate::groups::GroupsFrom;
+
 /// Whose calls a quota counts together.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QuotaPer {
     /// Each caller's apart.
     Caller,
     /// Every caller's together.
     Everyone,
+    /// The calls of every member of a group together (of each tenant apart); a caller not in
+    /// the group is not counted by it.
+    Group {
+        /// The group, as configured.
+        group: String,
+        /// Whose word that someone is in it counts.
+        from: GroupsFrom,
+    },
+}
+
+/// What becomes of a call that would pass a quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuotaPast {
+    /// Refused, saying when the window starts afresh (`Retry-After`).
+    #[default]
+    Refuse,
+    /// Held for a person, who may allow this one call beyond the quota.
+    Ask,
 }
 
 /// What a quota counts.
@@ -40,6 +63,61 @@ pub struct QuotaRule {
     pub unit: QuotaUnit,
     /// How much of it, per window.
     pub limit: i64,
+    /// Only the calls made on this virtual server (`None`: on every endpoint).
+    pub server: Option<String>,
+    /// What becomes of a call that would pass it.
+    pub past: QuotaPast,
+}
+
+impl QuotaRule {
+    /// A quota of `limit` `unit`s of the calls of `tools` per `window`, counted `per`, on
+    /// every endpoint, refusing a call past it.
+    pub fn new(
+        tools: &str,
+        per: QuotaPer,
+        window: QuotaWindow,
+        unit: QuotaUnit,
+        limit: i64,
+    ) -> Self {
+        QuotaRule {
+            tools: tools.to_owned(),
+            per,
+            window,
+            unit,
+            limit,
+            server: None,
+            past: QuotaPast::Refuse,
+        }
+    }
+
+    /// Whose count `principal`'s call on `server` is in, if the rule counts it: the
+    /// caller's subject and tenant, nobody's (everyone's), or the group's as qualified for
+    /// the caller's tenant.
+    fn counts(&self, principal: &Principal, server: Option<&str>) -> Option<[String; 2]> {
+        if self.server.is_some() && self.server.as_deref() != server {
+            return None;
+        }
+        self.whose(principal)
+    }
+
+    /// Whose count `principal`'s calls are in under this rule, wherever made.
+    fn whose(&self, principal: &Principal) -> Option<[String; 2]> {
+        let caller = &principal.caller;
+        match &self.per {
+            QuotaPer::Caller => Some([
+                caller.subject_id().to_owned(),
+                caller.tenant_id().unwrap_or("").to_owned(),
+            ]),
+            QuotaPer::Everyone => Some([String::new(), String::new()]),
+            QuotaPer::Group { group, from } => {
+                let qualified = from.qualify(group, caller);
+                principal
+                    .groups
+                    .contains(&qualified)
+                    .then(|| ["group".to_owned(), qualified])
+            }
+        }
+    }
 }
 
 /// The cost of one call of the tools a pattern matches (`[[tool_costs]]`).
@@ -72,10 +150,23 @@ pub struct Quotas {
 pub struct Passed {
     /// What it says: "the quota of 100 calls per day of fs__* for this caller".
     pub what: String,
+    /// Whether a person may allow the call beyond it ([`QuotaPast::Ask`]).
+    pub ask: bool,
+    /// The counter it is (what a person's leave to pass it is bound to).
+    pub key: String,
     /// The quota, as data.
     pub quota: Value,
     /// When its window starts afresh.
     pub until: OffsetDateTime,
+}
+
+/// Why a call does not run now for its quotas.
+#[derive(Debug)]
+pub(crate) enum QuotaStop {
+    /// Refused (a quota passed, or the counters unreadable): the result that says so.
+    Refused(Value),
+    /// Past a quota that asks a person to allow the call beyond it.
+    Ask(Passed),
 }
 
 /// How long one counter step may take before the gate gives up on it (and fails closed).
@@ -118,65 +209,88 @@ impl Quotas {
             .map_or(1, |c| c.units)
     }
 
-    /// The counters a call of `tool` by `caller` takes from: each matching rule's key,
-    /// amount and rule. A key is the rule's terms (not its place in the file, nor its
-    /// limit: a reordered file, a reload or a rolling restart with a changed limit counts
-    /// on) and, per caller, the caller's subject and tenant — hashed, so no subject can
-    /// spell another caller's key.
-    fn takes(&self, tool: &str, caller: &Caller) -> Vec<(String, i64, &QuotaRule)> {
+    /// The counters a call of `tool` by `principal` on `server` takes from: each matching
+    /// rule's key, amount and rule. A key is the rule's terms (not its place in the file,
+    /// nor its limit: a reordered file, a reload or a rolling restart with a changed limit
+    /// counts on) and whose count it is (the caller's subject and tenant, or the group
+    /// qualified by tenant) — hashed, so no subject can spell another's key.
+    fn takes(
+        &self,
+        tool: &str,
+        principal: &Principal,
+        server: Option<&str>,
+    ) -> Vec<(String, i64, &QuotaRule)> {
         self.rules
             .iter()
             .enumerate()
             .filter(|(_, rule)| covers(&rule.tools, tool))
-            .map(|(index, rule)| {
+            .filter_map(|(index, rule)| {
+                let whose = rule.counts(principal, server)?;
                 let amount = match rule.unit {
                     QuotaUnit::Calls => 1,
                     QuotaUnit::Cost => self.cost_of(tool),
                 };
-                (self.key(index, caller), amount, rule)
+                Some((self.key(index, &whose), amount, rule))
             })
             .collect()
     }
 
-    /// The counter key of rule `index` for `caller`.
-    fn key(&self, index: usize, caller: &Caller) -> String {
+    /// The counter key of rule `index` for the count of `whose`.
+    fn key(&self, index: usize, whose: &[String; 2]) -> String {
         let rule = &self.rules[index];
-        let terms = |r: &QuotaRule| (r.tools.clone(), r.per, r.window, r.unit);
+        let terms = |r: &QuotaRule| {
+            (
+                r.tools.clone(),
+                r.per.clone(),
+                r.window,
+                r.unit,
+                r.server.clone(),
+            )
+        };
         // The same terms twice (two limits on one count) are two counters.
         let twin = self.rules[..index]
             .iter()
             .filter(|r| terms(r) == terms(rule))
             .count()
             .to_string();
-        let (per, unit) = (format!("{:?}", rule.per), format!("{:?}", rule.unit));
-        let (subject, tenant) = match rule.per {
-            QuotaPer::Caller => (caller.subject_id(), caller.tenant_id().unwrap_or("")),
-            QuotaPer::Everyone => ("", ""),
+        let per = match &rule.per {
+            QuotaPer::Caller => "Caller",
+            QuotaPer::Everyone => "Everyone",
+            QuotaPer::Group { .. } => "Group",
         };
-        format!(
-            "q1:{}",
-            digest(&[
-                &rule.tools,
-                &per,
-                rule.window.label(),
-                &unit,
-                &twin,
-                subject,
-                tenant,
-            ])
-        )
+        let unit = format!("{:?}", rule.unit);
+        let mut fields = vec![
+            rule.tools.as_str(),
+            per,
+            rule.window.label(),
+            &unit,
+            &twin,
+            &whose[0],
+            &whose[1],
+        ];
+        // A quota of one server counts apart from the same terms everywhere (and keys
+        // made before servers existed stay what they were).
+        if let Some(server) = &rule.server {
+            fields.push("server");
+            fields.push(server);
+        }
+        format!("q1:{}", digest(&fields))
     }
 
-    /// Where `caller` stands against every quota now: each rule with what is used of it
-    /// (the caller's own count, or everyone's) and what remains in the current window.
+    /// Where `principal` stands against every quota that counts its calls: each rule with
+    /// what is used of it (the caller's own count, its group's, or everyone's) and what
+    /// remains in the current window.
     pub async fn standing(
         &self,
         store: &dyn elicitation_store::QuotaStore,
-        caller: &Caller,
+        principal: &Principal,
     ) -> Result<Vec<Value>, StoreError> {
         let mut out = Vec::new();
         for (index, rule) in self.rules.iter().enumerate() {
-            let used = bounded(store.quota_used(&self.key(index, caller), rule.window)).await?;
+            let Some(whose) = rule.whose(principal) else {
+                continue;
+            };
+            let used = bounded(store.quota_used(&self.key(index, &whose), rule.window)).await?;
             let mut quota = describe(rule);
             quota["used"] = json!(used);
             quota["remaining"] = json!((rule.limit - used).max(0));
@@ -194,11 +308,11 @@ impl Quotas {
         &self,
         store: &dyn elicitation_store::QuotaStore,
         tool: &str,
-        caller: &Caller,
+        (principal, server): (&Principal, Option<&str>),
         remaining: &(dyn Fn(&QuotaRule, i64) + Sync),
     ) -> Result<Result<Taken, Passed>, StoreError> {
         let mut taken = Taken::default();
-        for (key, amount, rule) in self.takes(tool, caller) {
+        for (key, amount, rule) in self.takes(tool, principal, server) {
             let outcome = bounded(store.take_quota(&key, rule.window, amount, rule.limit)).await;
             match outcome {
                 Ok(QuotaTake::Taken { used, window_start }) => {
@@ -209,7 +323,7 @@ impl Quotas {
                 }
                 Ok(QuotaTake::Over { until }) => {
                     self.give_back(store, taken).await;
-                    return Ok(Err(passed(rule, until)));
+                    return Ok(Err(passed(rule, key, until)));
                 }
                 Err(e) => {
                     self.give_back(store, taken).await;
@@ -230,22 +344,32 @@ impl Quotas {
     }
 }
 
-fn passed(rule: &QuotaRule, until: OffsetDateTime) -> Passed {
+fn passed(rule: &QuotaRule, key: String, until: OffsetDateTime) -> Passed {
     let unit = match rule.unit {
         QuotaUnit::Calls => "calls",
         QuotaUnit::Cost => "cost units",
     };
-    let whose = match rule.per {
-        QuotaPer::Caller => "for this caller",
-        QuotaPer::Everyone => "for every caller together",
+    let whose = match &rule.per {
+        QuotaPer::Caller => "for this caller".to_owned(),
+        QuotaPer::Everyone => "for every caller together".to_owned(),
+        QuotaPer::Group { group, .. } => {
+            format!("for group {} together", gating_core::visible(group))
+        }
     };
+    let on = rule
+        .server
+        .as_deref()
+        .map(|s| format!(" on server {s}"))
+        .unwrap_or_default();
     Passed {
         what: format!(
-            "this call would pass the quota of {} {unit} per {} of {} {whose}",
+            "this call would pass the quota of {} {unit} per {} of {}{on} {whose}",
             rule.limit,
             rule.window.label(),
             rule.tools
         ),
+        ask: rule.past == QuotaPast::Ask,
+        key,
         quota: describe(rule),
         until,
     }
@@ -263,28 +387,55 @@ impl QuotaRule {
 
 /// A quota as data: its tools, window, limit, unit and whose calls it counts.
 fn describe(rule: &QuotaRule) -> Value {
-    json!({
+    let mut quota = json!({
         "tools": rule.tools,
         "window": rule.window.label(),
         "limit": rule.limit,
         "unit": rule.unit_label(),
-        "per": match rule.per { QuotaPer::Caller => "caller", QuotaPer::Everyone => "everyone" },
-    })
+        "per": match rule.per {
+            QuotaPer::Caller => "caller",
+            QuotaPer::Everyone => "everyone",
+            QuotaPer::Group { .. } => "group",
+        },
+        "past": match rule.past { QuotaPast::Refuse => "refuse", QuotaPast::Ask => "ask" },
+    });
+    if let QuotaPer::Group { group, .. } = &rule.per {
+        quota["group"] = json!(group);
+    }
+    if let Some(server) = &rule.server {
+        quota["server"] = json!(server);
+    }
+    quota
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use elicitation_store::MemoryStore;
+    use elicitation_store::{Caller, MemoryStore};
 
     fn rule(tools: &str, per: QuotaPer, unit: QuotaUnit, limit: i64) -> QuotaRule {
-        QuotaRule {
-            tools: tools.into(),
-            per,
-            window: QuotaWindow::Day,
-            unit,
-            limit,
-        }
+        QuotaRule::new(tools, per, QuotaWindow::Day, unit, limit)
+    }
+
+    fn principal(subject: &str, groups: &[&str]) -> Principal {
+        let mut p = Principal::authenticated(Caller::new(subject, None).unwrap(), &[]);
+        p.groups = groups.iter().map(|g| (*g).to_owned()).collect();
+        p
+    }
+
+    /// Takes a call of `tool` by `who` on `server` from `quotas`: the quota it would pass.
+    async fn take(
+        quotas: &Quotas,
+        store: &MemoryStore,
+        tool: &str,
+        who: &Principal,
+        server: Option<&str>,
+    ) -> Option<Passed> {
+        quotas
+            .take(store, tool, (who, server), &|_, _| {})
+            .await
+            .unwrap()
+            .err()
     }
 
     #[tokio::test]
@@ -300,15 +451,15 @@ mod tests {
                 units: 4,
             }],
         };
-        let alice = Caller::new("alice", None).unwrap();
-        let bob = Caller::new("bob", None).unwrap();
+        let alice = principal("alice", &[]);
+        let bob = principal("bob", &[]);
         let now = OffsetDateTime::now_utc();
         let seen = std::sync::Mutex::new(Vec::new());
-        let take = |tool: &'static str, who: &Caller| {
+        let take = |tool: &'static str, who: &Principal| {
             let (quotas, store, who, seen) = (&quotas, &store, who.clone(), &seen);
             async move {
                 quotas
-                    .take(store, tool, &who, &|rule, left| {
+                    .take(store, tool, (&who, None), &|rule, left| {
                         seen.lock().unwrap().push((rule.tools.clone(), left));
                     })
                     .await
@@ -329,6 +480,7 @@ mod tests {
             passed.what
         );
         assert_eq!(passed.quota["unit"], "cost");
+        assert!(!passed.ask, "a quota refuses unless it says to ask");
         // What remains of the everyone-together budget is told after each take (for the
         // metrics); a per-caller quota's is not.
         assert_eq!(
@@ -352,23 +504,109 @@ mod tests {
         // Another tool no quota names runs unhindered.
         assert_eq!(take("git__log", &bob).await, None);
     }
-}
 
-#[test]
-fn a_subject_cannot_spell_another_callers_key() {
-    let quotas = Quotas {
-        rules: vec![QuotaRule {
-            tools: "fs__*".into(),
-            per: QuotaPer::Caller,
-            window: QuotaWindow::Day,
-            unit: QuotaUnit::Calls,
-            limit: 1,
-        }],
-        costs: Vec::new(),
-    };
-    let a = Caller::new("a", Some("b@c".into())).unwrap();
-    let b = Caller::new("a@b", Some("c".into())).unwrap();
-    let key = |who: &Caller| quotas.takes("fs__read", who)[0].0.clone();
-    assert_ne!(key(&a), key(&b));
-    assert!(key(&a).len() < 100, "a key is short whatever the ids");
+    #[tokio::test]
+    async fn a_group_quota_counts_its_members_together_and_a_server_quota_only_its_calls() {
+        let store = MemoryStore::default();
+        let mut on_finance = rule("ledger__*", QuotaPer::Everyone, QuotaUnit::Calls, 1);
+        on_finance.server = Some("finance".into());
+        on_finance.past = QuotaPast::Ask;
+        let quotas = Quotas {
+            rules: vec![
+                rule(
+                    "fs__*",
+                    QuotaPer::Group {
+                        group: "interns".into(),
+                        from: GroupsFrom::Configured,
+                    },
+                    QuotaUnit::Calls,
+                    2,
+                ),
+                on_finance,
+            ],
+            costs: Vec::new(),
+        };
+        let (ann, ben, sue) = (
+            principal("ann", &["interns"]),
+            principal("ben", &["interns"]),
+            principal("sue", &["sre"]),
+        );
+        // Two interns share two calls; the third, by either, would pass it.
+        assert_eq!(take(&quotas, &store, "fs__read", &ann, None).await, None);
+        assert_eq!(take(&quotas, &store, "fs__read", &ben, None).await, None);
+        let passed = take(&quotas, &store, "fs__read", &ann, Some("eng"))
+            .await
+            .unwrap();
+        assert!(
+            passed.what.contains("for group interns together"),
+            "{}",
+            passed.what
+        );
+        // Someone not in the group is not counted by it.
+        for _ in 0..3 {
+            assert_eq!(take(&quotas, &store, "fs__read", &sue, None).await, None);
+        }
+        // The finance quota counts calls on finance only, and asks past it.
+        for _ in 0..3 {
+            assert_eq!(
+                take(&quotas, &store, "ledger__post", &sue, None).await,
+                None
+            );
+        }
+        assert_eq!(
+            take(&quotas, &store, "ledger__post", &sue, Some("finance")).await,
+            None
+        );
+        let passed = take(&quotas, &store, "ledger__post", &ann, Some("finance"))
+            .await
+            .unwrap();
+        assert!(passed.ask);
+        assert!(
+            passed.what.contains("ledger__* on server finance"),
+            "{}",
+            passed.what
+        );
+        // The standing of a caller lists the quotas that count it.
+        let standing = quotas.standing(&store, &sue).await.unwrap();
+        assert_eq!(standing.len(), 1, "{standing:?}");
+        assert_eq!(standing[0]["server"], "finance");
+        assert_eq!(standing[0]["remaining"], 0);
+        let standing = quotas.standing(&store, &ben).await.unwrap();
+        assert_eq!(standing.len(), 2, "{standing:?}");
+        assert_eq!(
+            (&standing[0]["group"], &standing[0]["remaining"]),
+            (&json!("interns"), &json!(0))
+        );
+    }
+
+    #[test]
+    fn a_subject_cannot_spell_another_callers_key_nor_a_group_a_callers() {
+        let quotas = Quotas {
+            rules: vec![
+                rule("fs__*", QuotaPer::Caller, QuotaUnit::Calls, 1),
+                rule(
+                    "fs__*",
+                    QuotaPer::Group {
+                        group: "a".into(),
+                        from: GroupsFrom::Configured,
+                    },
+                    QuotaUnit::Calls,
+                    1,
+                ),
+            ],
+            costs: Vec::new(),
+        };
+        let key = |who: &Principal| quotas.takes("fs__read", who, None)[0].0.clone();
+        let a = Principal::authenticated(Caller::new("a", Some("b@c".into())).unwrap(), &[]);
+        let b = Principal::authenticated(Caller::new("a@b", Some("c".into())).unwrap(), &[]);
+        assert_ne!(key(&a), key(&b));
+        assert!(key(&a).len() < 100, "a key is short whatever the ids");
+        // A caller named "group" with tenant "a" is not group a's count.
+        let spelled =
+            Principal::authenticated(Caller::new("group", Some("a".into())).unwrap(), &[]);
+        let mut member = principal("m", &["a"]);
+        member.groups.insert("a".into());
+        let group_key = quotas.takes("fs__read", &member, None)[1].0.clone();
+        assert_ne!(key(&spelled), group_key);
+    }
 }

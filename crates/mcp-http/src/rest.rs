@@ -243,7 +243,7 @@ pub async fn quotas(
         return Err(McpError::MethodNotAllowed);
     }
     principal.require_any(&[SCOPE_TOOLS_CALL, SCOPE_RESPOND])?;
-    let standing = gateway.quota_standing(&principal.caller).await?;
+    let standing = gateway.quota_standing(principal).await?;
     Ok(json!({"quotas": standing}))
 }
 

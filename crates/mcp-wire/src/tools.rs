@@ -513,11 +513,46 @@ pub fn text_result(text: &str, structured: Option<&Value>, is_error: bool) -> Va
     Value::Object(result)
 }
 
+/// The `_meta` key of a refusal the gateway wrote that says when the call may be tried
+/// again, in seconds (a server also puts it in `Retry-After`).
+pub const META_RETRY_AFTER: &str = "mcp-gateway/retryAfterSecs";
+
+/// `result` (one [`text_result`] of a refusal) saying the call may be tried again in `secs`.
+pub fn with_retry_after(mut result: Value, secs: u64) -> Value {
+    if let Some(map) = result.as_object_mut() {
+        let meta = map
+            .entry("_meta")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(META_RETRY_AFTER.into(), Value::from(secs));
+        }
+    }
+    result
+}
+
+/// When a refusal the gateway wrote says the call may be tried again ([`with_retry_after`]).
+pub fn retry_after(result: &Value) -> Option<u64> {
+    result.get("_meta")?.get(META_RETRY_AFTER)?.as_u64()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_refusal_says_when_to_try_again_in_its_meta_beside_any_other() {
+        let refused = with_retry_after(text_result("no", None, true), 30);
+        assert_eq!(retry_after(&refused), Some(30));
+        let modern = crate::mcp::modern_result(refused, false);
+        assert_eq!(
+            retry_after(&modern),
+            Some(30),
+            "kept beside the server's info"
+        );
+        assert_eq!(retry_after(&text_result("ok", None, false)), None);
+    }
 
     #[test]
     fn a_text_result_is_one_text_item_with_its_structured_content_if_any() {

@@ -201,7 +201,7 @@ impl Config {
             rule.resolve(&self.auth)?;
         }
         self.chases_reach_someone()?;
-        quotas(&self.quotas, &self.tool_costs)?;
+        quotas(self)?;
         self.servers()?;
         if !self.approvers.is_empty() && self.auth.mode == AuthMode::None {
             bail!(

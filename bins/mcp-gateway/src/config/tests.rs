@@ -445,7 +445,7 @@ fn an_approver_rules_chase_is_checked_and_must_reach_someone() {
 fn quotas_and_tool_costs_are_read_and_checked() {
     let read = |text: &str| -> Result<mcp_gate::quotas::Quotas, String> {
         let config: Config = toml::from_str(text).map_err(|e| e.to_string())?;
-        quotas(&config.quotas, &config.tool_costs).map_err(|e| e.to_string())
+        quotas(&config).map_err(|e| e.to_string())
     };
     let ok = read(
         "[[quotas]]\ntools = \"fs__*\"\nwindow = \"day\"\ncalls = 100\n[[quotas]]\ntools = \"llm__complete\"\nper = \"everyone\"\nwindow = \"hour\"\ncost = 5000\n[[tool_costs]]\ntools = \"llm__complete\"\nunits = 40\n",
@@ -479,7 +479,27 @@ fn quotas_and_tool_costs_are_read_and_checked() {
         ),
         (
             "[[quotas]]\ntools = \"fs__*\"\nper = \"team\"\nwindow = \"day\"\ncalls = 1",
-            "\"caller\" or \"everyone\"",
+            "\"caller\", \"group\" or \"everyone\"",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nper = \"group\"\nwindow = \"day\"\ncalls = 1",
+            "needs the group",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\ngroup = \"sre\"\nwindow = \"day\"\ncalls = 1",
+            "group is for per = \"group\"",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nper = \"group\"\ngroup = \"sre\"\nwindow = \"day\"\ncalls = 1",
+            "needs auth mode",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\nserver = \"finance\"\nwindow = \"day\"\ncalls = 1",
+            "server \"finance\" is not one of [[servers]]",
+        ),
+        (
+            "[[quotas]]\ntools = \"fs__*\"\npast = \"beg\"\nwindow = \"day\"\ncalls = 1",
+            "\"refuse\" or \"ask\"",
         ),
         (
             "[[tool_costs]]\ntools = \"fs__*\"\nunits = 0",

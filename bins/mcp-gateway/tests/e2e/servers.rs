@@ -5,18 +5,19 @@
 
 use super::*;
 
-const ANN: &str = "servers-ann-agent";
-const ANN_HUMAN: &str = "servers-ann-human";
-const BOB: &str = "servers-bob-agent";
-const CAROL: &str = "servers-carol-agent";
-const CAROL_HUMAN: &str = "servers-carol-human";
-const AUDITOR: &str = "servers-auditor";
+pub(super) const ANN: &str = "servers-ann-agent";
+pub(super) const ANN_HUMAN: &str = "servers-ann-human";
+pub(super) const BOB: &str = "servers-bob-agent";
+pub(super) const BOB_HUMAN: &str = "servers-bob-human";
+pub(super) const CAROL: &str = "servers-carol-agent";
+pub(super) const CAROL_HUMAN: &str = "servers-carol-human";
+pub(super) const AUDITOR: &str = "servers-auditor";
 
 /// ann is in finance, bob in eng, carol in both; finance offers reading and writing files
 /// (writing held by its own rule), eng listing directories and reading files, which its own
 /// rule denies there.
-fn scene() -> (PathBuf, PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("mcp-e2e-servers-{}", std::process::id()));
+pub(super) fn scene(name: &str, extra: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("mcp-e2e-servers-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let sandbox = dir.join("sandbox");
     std::fs::create_dir_all(&sandbox).unwrap();
@@ -34,7 +35,7 @@ fn scene() -> (PathBuf, PathBuf, PathBuf) {
 listen = "127.0.0.1:0"
 [auth]
 mode = "tokens"
-{ann}{ann_human}{bob}{carol}{carol_human}{auditor}
+{ann}{ann_human}{bob}{bob_human}{carol}{carol_human}{auditor}
 [[modules]]
 name = "fs"
 transport = "stdio"
@@ -57,10 +58,12 @@ groups = ["eng"]
 [[servers.policy]]
 tool = "fs__read_text_file"
 gate = "deny"
+{extra}
 "#,
         ann = token("ann", ANN, "\"tools:call\"", "\"finance\""),
         ann_human = token("ann", ANN_HUMAN, "\"elicitations:respond\"", ""),
         bob = token("bob", BOB, "\"tools:call\"", "\"eng\""),
+        bob_human = token("bob", BOB_HUMAN, "\"elicitations:respond\"", ""),
         carol = token("carol", CAROL, "\"tools:call\"", "\"finance\", \"eng\""),
         carol_human = token("carol", CAROL_HUMAN, "\"elicitations:respond\"", ""),
         auditor = token("auditor", AUDITOR, "\"audit:read\"", ""),
@@ -89,7 +92,7 @@ async fn python_on(url: &str, token: &str, mode: &str, calls: &Value) -> Value {
 }
 
 /// A JSON-RPC message to `path` as `token`, with these headers: the status and the answer.
-async fn post(
+pub(super) async fn post(
     base: &str,
     path: &str,
     token: &str,
@@ -123,7 +126,7 @@ async fn batch_session(base: &str, path: &str, token: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_virtual_servers_offer_each_team_only_its_tools_in_both_eras() {
-    let (_dir, sandbox, config) = scene();
+    let (_dir, sandbox, config) = scene("teams", "");
     let gateway = Gateway::start(&config).await;
     let base = gateway.base.clone();
     let finance = format!("{base}/mcp/finance");
@@ -280,7 +283,7 @@ async fn two_virtual_servers_offer_each_team_only_its_tools_in_both_eras() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_caller_cannot_reach_another_servers_tool_by_batch_session_or_confirmation() {
-    let (_dir, sandbox, config) = scene();
+    let (_dir, sandbox, config) = scene("attacks", "");
     let gateway = Gateway::start(&config).await;
     let base = gateway.base.clone();
     let ledger = sandbox.join("ledger.txt").display().to_string();

@@ -20,6 +20,8 @@ fn quotas() -> Quotas {
                 window: QuotaWindow::Day,
                 unit: QuotaUnit::Calls,
                 limit: 10,
+                server: None,
+                past: mcp_gate::quotas::QuotaPast::Refuse,
             },
             QuotaRule {
                 tools: "fs__w*".into(),
@@ -27,6 +29,8 @@ fn quotas() -> Quotas {
                 window: QuotaWindow::Hour,
                 unit: QuotaUnit::Cost,
                 limit: 5,
+                server: None,
+                past: mcp_gate::quotas::QuotaPast::Refuse,
             },
         ],
         costs: vec![ToolCost {
@@ -123,6 +127,8 @@ async fn a_held_call_is_counted_when_it_runs_and_one_over_the_quota_is_never_ask
                 window: QuotaWindow::Day,
                 unit: QuotaUnit::Calls,
                 limit: 1,
+                server: None,
+                past: mcp_gate::quotas::QuotaPast::Refuse,
             }],
             costs: Vec::new(),
         });
@@ -180,6 +186,96 @@ async fn a_held_call_is_counted_when_it_runs_and_one_over_the_quota_is_never_ask
         // Another caller's quota is its own.
         let bob = agent("bob");
         crate::support::held(&h.call(&bob, "fs__write", json!({"path": "/c"}), None).await);
+    })
+    .await;
+}
+
+/// `past = "ask"`: a call past the quota is held for a person's leave to run this one call
+/// beyond it. The leave is bound to the quota: an approval of the same call given before the
+/// quota was passed is no leave, and one leave lets one call through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_allows_one_call_past_a_quota_that_asks() {
+    crate::support::on_both_stores(|store| async move {
+        let h = harness(store, GatePolicy::default()).await;
+        let gateway = h.gateway.with_quotas(Quotas {
+            rules: ["fs__w*", "fs__read"]
+                .into_iter()
+                .map(|tools| QuotaRule {
+                    past: mcp_gate::quotas::QuotaPast::Ask,
+                    ..QuotaRule::new(
+                        tools,
+                        QuotaPer::Caller,
+                        QuotaWindow::Day,
+                        QuotaUnit::Calls,
+                        1,
+                    )
+                })
+                .collect(),
+            costs: Vec::new(),
+        });
+        let h = crate::support::Harness {
+            gateway,
+            writes: h.writes,
+        };
+        let (alice, person) = (agent("alice"), crate::support::person("alice"));
+        let write = |path: &str| json!({"path": path});
+        // Two writes held the ordinary way (nothing counted yet), both approved.
+        let a = crate::support::held(&h.call(&alice, "fs__write", write("/a"), None).await);
+        let b = crate::support::held(&h.call(&alice, "fs__write", write("/b"), None).await);
+        for id in [&a, &b] {
+            h.answer(&person, id, json!({"confirmed": true})).await;
+        }
+        // /a runs and spends the quota.
+        let ran = result(h.call(&alice, "fs__write", write("/a"), Some(&a)).await);
+        assert!(
+            ran["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("wrote"),
+            "{ran}"
+        );
+        // /b's approval was given for the call, not for passing the quota: asked anew.
+        let past = h.call(&alice, "fs__write", write("/b"), Some(&b)).await;
+        let leave = crate::support::held(&past);
+        assert_ne!(leave, b);
+        let asked = h
+            .gateway
+            .store()
+            .get(
+                &elicitation_store::Caller::new("alice", None).unwrap(),
+                leave.parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        let message = asked.elicitation.spec.message();
+        assert!(
+            message.contains("would pass the quota of 1 calls per day of fs__w*")
+                && message.contains("Allow this one call beyond it?"),
+            "{message}"
+        );
+        assert_eq!(h.writes.load(std::sync::atomic::Ordering::SeqCst), 1);
+        // The person allows it: it runs, once, beyond the quota.
+        h.answer(&person, &leave, json!({"confirmed": true})).await;
+        let ran = result(h.call(&alice, "fs__write", write("/b"), None).await);
+        assert!(
+            ran["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("wrote"),
+            "{ran}"
+        );
+        assert_eq!(h.writes.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // The leave is used: the same call again is asked about again, and runs nothing.
+        let again = crate::support::held(&h.call(&alice, "fs__write", write("/b"), None).await);
+        assert_ne!(again, leave);
+        assert_eq!(h.writes.load(std::sync::atomic::Ordering::SeqCst), 2);
+        // A call nothing gates (a read) is held past its quota too, and runs once allowed.
+        let read = result(h.call(&alice, "fs__read", json!({}), None).await);
+        assert_eq!(read["content"][0]["text"], "contents", "{read}");
+        let leave = crate::support::held(&h.call(&alice, "fs__read", json!({}), None).await);
+        h.answer(&person, &leave, json!({"confirmed": true})).await;
+        let read = result(h.call(&alice, "fs__read", json!({}), None).await);
+        assert_eq!(read["content"][0]["text"], "contents", "{read}");
     })
     .await;
 }

@@ -342,6 +342,15 @@ impl McpService {
                 if let Some(session) = session.and_then(|s| HeaderValue::from_str(&s).ok()) {
                     response.headers_mut().insert("mcp-session-id", session);
                 }
+                // A call refused for a rate or a quota, answered in band, also says when to
+                // try again the HTTP way.
+                if let mcp_wire::ResultBody::Value(value) = &result
+                    && let Some(secs) = mcp_wire::tools::retry_after(value)
+                {
+                    response
+                        .headers_mut()
+                        .insert(http::header::RETRY_AFTER, HeaderValue::from(secs));
+                }
                 response
             }
             Err(e) => response::rpc_error(&e, Some(&request.id), Some(era)),

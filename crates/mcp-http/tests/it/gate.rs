@@ -1987,6 +1987,8 @@ async fn the_rest_api_says_what_remains_of_each_quota() {
                 window: elicitation_store::QuotaWindow::Hour,
                 unit: QuotaUnit::Calls,
                 limit: 2,
+                server: None,
+                past: mcp_gate::quotas::QuotaPast::Refuse,
             }],
             costs: Vec::new(),
         });
