@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 mod cmd;
 mod conformance;
 mod cycles;
+mod dist;
 mod examples;
 mod fuzz;
 mod layering;
@@ -21,6 +22,11 @@ tasks:
   test                           fmt, clippy, layering check, all tests against a
                                  throwaway PostgreSQL, the conformance suite, docs
                                  (exactly what CI runs)
+  dist [--profile release|dev]   the release artefacts in target/dist/: the tarball (binary,
+                                 migrations, example config, systemd unit, Kubernetes
+                                 manifests, Containerfile, docs) and the container image
+                                 (with buildah, where installed)
+  dist --check                   what `test` checks of them, around the tests' debug binary
   layering [--write]             the crate and module layering; --write makes
                                  ARCHITECTURE.md's crate edges Cargo.toml's
   conformance                    the MCP conformance suite (server scenarios) against the
@@ -52,6 +58,7 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["test"] => test::run(),
         ["conformance"] => conformance::run(),
+        ["dist", rest @ ..] => dist::run(rest),
         ["layering"] => layering::check(),
         ["layering", "--write"] => layering::write(),
         ["tidy"] => tidy::check(),

@@ -34,6 +34,9 @@ const PYTHON_PACKAGES: &[&str] = &[
     "opentelemetry-proto==1.45.2",
     // The fetch server a poisoned page is read through (issue 49's Claude Code scenario).
     "mcp-server-fetch==2026.10.24",
+    // The schema validator the Kubernetes manifests are checked with (`cargo xtask test`'s
+    // dist step).
+    "kubernetes-validate==1.37.0",
 ];
 /// Where the browser tests find Chromium (Debian's `chromium` package).
 const CHROMIUM: &str = "/usr/bin/chromium";

@@ -46,7 +46,7 @@ fn reachable_by_nobody(dir: &Path) -> bool {
     })
 }
 
-fn running_as_root() -> bool {
+pub(crate) fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
@@ -254,6 +254,15 @@ pub(crate) fn run() -> Result<()> {
         status(cmd)
     })?;
     step("conformance", crate::conformance::run)?;
+    // What an operator deploys (docs/deployment.md), around the binary the tests built.
+    step("dist", || {
+        let python = node_env
+            .iter()
+            .find(|(k, _)| k == "MCP_INTEROP_PYTHON")
+            .map(|(_, v)| std::path::PathBuf::from(v))
+            .context("the mcp peers step named no Python")?;
+        crate::dist::check(&crate::cmd::target_dir().join("debug/mcp-gateway"), &python)
+    })?;
     step("doc", || {
         let mut cmd = cargo();
         cmd.args(["doc", "--workspace", "--no-deps"])
