@@ -40,3 +40,9 @@ pub(crate) fn status(mut cmd: Command) -> Result<()> {
     }
     Ok(())
 }
+
+/// Whether xtask runs as root (as CI does).
+pub(crate) fn running_as_root() -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}

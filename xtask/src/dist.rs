@@ -522,7 +522,7 @@ fn ensure_buildah() -> Result<()> {
     if have("buildah") {
         return Ok(());
     }
-    if !crate::test::running_as_root() || !have("apt-get") {
+    if !crate::cmd::running_as_root() || !have("apt-get") {
         bail!(
             "buildah was not found: the container image is built with it (Debian: apt-get install buildah)"
         );

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 
-use crate::cmd::{cargo, status, workspace_root};
+use crate::cmd::{cargo, running_as_root, status, workspace_root};
 use crate::layering;
 use crate::postgres::Cluster;
 
@@ -44,11 +44,6 @@ fn reachable_by_nobody(dir: &Path) -> bool {
             bits & 0o1 != 0
         })
     })
-}
-
-pub(crate) fn running_as_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
 }
 
 /// As root, the gateway runs stdio modules as `nobody`: the tests' modules (scripts in the

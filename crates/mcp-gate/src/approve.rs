@@ -55,6 +55,18 @@ impl Gateway {
             }
             Err(e) => return Err(e.into()),
         };
+        // A call held on a virtual server is judged by that server's rules (whether a grant
+        // may be made, whether edited arguments pass), wherever the person answers it.
+        if let Some(server) = held.call.as_ref().and_then(|c| c.server.as_deref())
+            && self.server_name() != Some(server)
+        {
+            let Some(scoped) = self.server(server) else {
+                return Err(refused(format!(
+                    "the call was held on server {server}, which this gateway no longer serves"
+                )));
+            };
+            return Box::pin(scoped.answer_with(principal, id, payload, answered_by, with)).await;
+        }
         let Some(call) = held.call else {
             return Err(refused(format!(
                 "only a confirmation of a tool call can carry {}",

@@ -21,7 +21,7 @@ use crate::error::GateError;
 use crate::instance::instance_key;
 use crate::outcome::{Audit, CallOutcome, Classified, GatedCall};
 use crate::own_tool::Via;
-use crate::quotas::{QuotaStop, Taken};
+use crate::quotas::{Over, QuotaStop, Taken};
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
@@ -261,7 +261,7 @@ impl Gateway {
             Classified::NeedsAccount(entry) => {
                 mcp_trace::record("mcp.outcome", "account_required");
                 let rejected = GateRecord::Rejected(RejectReason::AccountNotConnected);
-                self.record(principal, &entry, rejected, None, &PolicyRef::default())
+                self.record(principal, &entry, rejected, None, &self.unruled())
                     .await;
                 CallOutcome::NeedsAccount {
                     module: entry.module_name.clone(),
@@ -271,7 +271,7 @@ impl Gateway {
             Classified::Quarantined(entry, change) => {
                 mcp_trace::record("mcp.outcome", "quarantined");
                 let rejected = GateRecord::Rejected(RejectReason::ToolQuarantined);
-                self.record(principal, &entry, rejected, None, &PolicyRef::default())
+                self.record(principal, &entry, rejected, None, &self.unruled())
                     .await;
                 CallOutcome::Done(match change {
                     Some(change) => gating_core::quarantined_result(
@@ -425,9 +425,9 @@ impl Gateway {
             .await
         {
             Ok(Ok(taken)) => return Ok(taken),
-            // A person may allow this one call beyond it: asked by the caller.
-            Ok(Err(passed)) if passed.ask => return Err(QuotaStop::Ask(passed)),
-            Ok(Err(passed)) => {
+            // A person may allow this one call beyond them.
+            Ok(Err(Over::Ask(taken, passed))) => return Err(QuotaStop::Ask(taken, passed)),
+            Ok(Err(Over::Refused(passed))) => {
                 self.metrics.limited("quota");
                 mcp_trace::record("mcp.outcome", "quota_exceeded");
                 let wait = (passed.until - self.clock.now()).whole_seconds().max(1);
@@ -536,9 +536,9 @@ impl Gateway {
         let trail = self.trail.clone();
         let caller = principal.caller.clone();
         let tool = entry.qualified.clone();
+        let policy = self.unruled();
         tokio::spawn(async move {
             let record = GateRecord::Rejected(RejectReason::StoreError);
-            let policy = PolicyRef::default();
             if let Err(e) = timed(trail.record_gate(&caller, None, &tool, record, &policy)).await {
                 tracing::debug!(error = %e, "could not record a store failure in the store");
             }
@@ -579,12 +579,13 @@ impl Gateway {
                 Ok(taken) => taken,
                 Err(QuotaStop::Refused(refused)) => return CallOutcome::Done(refused),
                 // Past a quota that asks a person: the call is theirs to allow, once.
-                Err(QuotaStop::Ask(passed)) => {
-                    let entry = Arc::new(entry.clone());
+                Err(QuotaStop::Ask(taken, passed)) => {
+                    let past =
+                        crate::past_quota::Past::Direct(Arc::new(entry.clone()), Box::new(params));
                     return Box::pin(self.past_quota(
                         principal,
-                        (entry, params, None),
-                        &passed,
+                        past,
+                        (taken, &passed),
                         via,
                         upstream,
                     ))
@@ -701,16 +702,11 @@ impl Gateway {
             let trail = self.trail.clone();
             let caller = principal.caller.clone();
             let tool = entry.qualified.clone();
+            let policy = self.unruled();
             tokio::spawn(async move {
                 let record = GateRecord::Completed(completion, credential);
-                if let Err(e) = timed(trail.record_gate(
-                    &caller,
-                    confirmation,
-                    &tool,
-                    record,
-                    &PolicyRef::default(),
-                ))
-                .await
+                if let Err(e) =
+                    timed(trail.record_gate(&caller, confirmation, &tool, record, &policy)).await
                 {
                     tracing::warn!(error = %e, "could not record a call's outcome in the store's audit trail");
                 }

@@ -70,14 +70,12 @@ impl Gateway {
             Ok(taken) => taken,
             Err(QuotaStop::Refused(refused)) => return CallOutcome::Done(refused),
             // Past a quota that asks a person: their leave for this one call beyond it is
-            // what the call needs now (it stands for the call's own confirmation too).
-            Err(QuotaStop::Ask(passed)) => {
-                let call = (
-                    call.entry.clone(),
-                    call.params.clone(),
-                    Some(call.arguments.clone()),
-                );
-                return Box::pin(self.past_quota(principal, call, &passed, via, upstream)).await;
+            // what the call needs now (it stands for the call's own confirmation too, and the
+            // person is told both).
+            Err(QuotaStop::Ask(taken, passed)) => {
+                let past = crate::past_quota::Past::Gated(call, confirmation_id);
+                return Box::pin(self.past_quota(principal, past, (taken, &passed), via, upstream))
+                    .await;
             }
         };
         match self.settle(principal, call, confirmation_id).await {

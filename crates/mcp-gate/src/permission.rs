@@ -126,7 +126,7 @@ impl Gateway {
         let policy = PolicyRef {
             rule: decided.rule,
             policy: Some(self.policy_digest.clone()),
-            server: None,
+            server: self.server_name().map(str::to_owned),
         };
         let Value::Object(map) = &input else {
             return deny("the permission request's input is not an object");
@@ -176,7 +176,7 @@ impl Gateway {
             GateDecision::Confirm(reason) => {
                 let call = GatedCall {
                     binding: elicitation_store::CallBinding {
-                        server: None,
+                        server: self.server_name().map(str::to_owned),
                         tool: host.qualified.clone(),
                         digest: CallDigest::of(&input),
                         definition: host.digest,

@@ -165,8 +165,19 @@ pub struct Passed {
 pub(crate) enum QuotaStop {
     /// Refused (a quota passed, or the counters unreadable): the result that says so.
     Refused(Value),
-    /// Past a quota that asks a person to allow the call beyond it.
-    Ask(Passed),
+    /// Past quotas that ask a person to allow the call beyond them, and within every other:
+    /// what it took from those (given back unless it runs), and what it would pass.
+    Ask(Taken, Passed),
+}
+
+/// Why a call does not fit its quotas.
+#[derive(Debug)]
+pub enum Over {
+    /// Past a quota that refuses: nothing is taken.
+    Refused(Passed),
+    /// Past only quotas that ask a person (every one of them, together): what the call took
+    /// from the others (give it back unless it runs), and what a person is to allow.
+    Ask(Taken, Passed),
 }
 
 /// How long one counter step may take before the gate gives up on it (and fails closed).
@@ -299,19 +310,23 @@ impl Quotas {
         Ok(out)
     }
 
-    /// Takes a call of `tool` by `caller` from every matching quota, or from none:
+    /// Takes a call of `tool` by `principal` on `server` from every matching quota:
     /// `Ok(Ok(taken))` when it fits them all (counted; give it back if the call does not
-    /// run), `Ok(Err(passed))` when it would pass one (what it took from the others is
-    /// given back). A store failing or not answering in time is an error (the gate fails
-    /// closed); each store step is bounded on its own, so a give-back is never cut off.
+    /// run); `Ok(Err(Over::Refused))` when it would pass one that refuses (what it took from
+    /// the others is given back); `Ok(Err(Over::Ask))` when it would pass only quotas that
+    /// ask a person, every one of which is named (it stays counted in the others: give it
+    /// back unless it runs). A store failing or not answering in time is an error (the gate
+    /// fails closed); each store step is bounded on its own, so a give-back is never cut
+    /// off.
     pub async fn take(
         &self,
         store: &dyn elicitation_store::QuotaStore,
         tool: &str,
         (principal, server): (&Principal, Option<&str>),
         remaining: &(dyn Fn(&QuotaRule, i64) + Sync),
-    ) -> Result<Result<Taken, Passed>, StoreError> {
+    ) -> Result<Result<Taken, Over>, StoreError> {
         let mut taken = Taken::default();
+        let mut asking = Vec::new();
         for (key, amount, rule) in self.takes(tool, principal, server) {
             let outcome = bounded(store.take_quota(&key, rule.window, amount, rule.limit)).await;
             match outcome {
@@ -321,9 +336,13 @@ impl Quotas {
                     }
                     taken.0.push((key, window_start, amount));
                 }
+                // A person may allow it past this one; the others still count it.
+                Ok(QuotaTake::Over { until }) if rule.past == QuotaPast::Ask => {
+                    asking.push(passed(rule, key, until));
+                }
                 Ok(QuotaTake::Over { until }) => {
                     self.give_back(store, taken).await;
-                    return Ok(Err(passed(rule, key, until)));
+                    return Ok(Err(Over::Refused(passed(rule, key, until))));
                 }
                 Err(e) => {
                     self.give_back(store, taken).await;
@@ -331,7 +350,10 @@ impl Quotas {
                 }
             }
         }
-        Ok(Ok(taken))
+        Ok(match together(asking) {
+            None => Ok(taken),
+            Some(asked) => Err(Over::Ask(taken, asked)),
+        })
     }
 
     /// Gives back what a call took (it did not run after all).
@@ -342,6 +364,29 @@ impl Quotas {
             }
         }
     }
+}
+
+/// The quotas a call would pass that ask a person, as one: what each says, and a key naming
+/// each counter in its window (a leave to pass them in this window is none in the next).
+fn together(asked: Vec<Passed>) -> Option<Passed> {
+    let first = asked.first()?.clone();
+    let what = asked
+        .iter()
+        .map(|p| p.what.as_str())
+        .collect::<Vec<_>>()
+        .join("; and ");
+    let key = asked
+        .iter()
+        .map(|p| format!("{}@{}", p.key, p.until.unix_timestamp()))
+        .collect::<Vec<_>>()
+        .join(",");
+    let until = asked.iter().map(|p| p.until).min().unwrap_or(first.until);
+    Some(Passed {
+        what,
+        key,
+        until,
+        ..first
+    })
 }
 
 fn passed(rule: &QuotaRule, key: String, until: OffsetDateTime) -> Passed {
@@ -436,6 +481,14 @@ mod tests {
             .await
             .unwrap()
             .err()
+            .map(passed_of)
+    }
+
+    /// What an over-quota take says it would pass.
+    fn passed_of(over: Over) -> Passed {
+        match over {
+            Over::Refused(passed) | Over::Ask(_, passed) => passed,
+        }
     }
 
     #[tokio::test]
@@ -465,6 +518,7 @@ mod tests {
                     .await
                     .unwrap()
                     .err()
+                    .map(passed_of)
             }
         };
         // Two writes of alice's (8 units of 10), then bob's would make 12: refused, and his
@@ -577,6 +631,75 @@ mod tests {
             (&standing[0]["group"], &standing[0]["remaining"]),
             (&json!("interns"), &json!(0))
         );
+    }
+
+    /// A call past a quota that asks, and past one that refuses, is refused: a person's leave
+    /// to pass one quota never passes another. Past two that ask, both are named; within the
+    /// others, it stays counted there until it runs (or is given back).
+    #[tokio::test]
+    async fn a_quota_that_refuses_is_never_passed_by_a_leave_to_pass_one_that_asks() {
+        let store = MemoryStore::default();
+        let ask = |tools: &str| QuotaRule {
+            past: QuotaPast::Ask,
+            ..rule(tools, QuotaPer::Caller, QuotaUnit::Calls, 1)
+        };
+        let quotas = Quotas {
+            rules: vec![
+                ask("fs__*"),
+                rule("fs__write", QuotaPer::Everyone, QuotaUnit::Calls, 1),
+                ask("fs__w*"),
+                rule("fs__*", QuotaPer::Everyone, QuotaUnit::Calls, 10),
+            ],
+            costs: Vec::new(),
+        };
+        let (ann, ben) = (principal("ann", &[]), principal("ben", &[]));
+        let take = |tool: &'static str, who: &Principal| {
+            let (quotas, store, who) = (&quotas, &store, who.clone());
+            async move {
+                quotas
+                    .take(store, tool, (&who, None), &|_, _| {})
+                    .await
+                    .unwrap()
+            }
+        };
+        assert!(take("fs__write", &ann).await.is_ok());
+        // ben's write is within his own asking quotas but past the everyone-together one
+        // that refuses.
+        assert!(matches!(take("fs__write", &ben).await, Err(Over::Refused(p)) if !p.ask));
+        // ann's read is past her first asking quota only: asked about, and counted in the
+        // everyone-together ten meanwhile.
+        let Err(Over::Ask(taken, asked)) = take("fs__read", &ann).await else {
+            panic!("a read past one asking quota is asked about");
+        };
+        assert!(
+            asked
+                .what
+                .contains("1 calls per day of fs__* for this caller"),
+            "{}",
+            asked.what
+        );
+        let standing = quotas.standing(&store, &ann).await.unwrap();
+        assert_eq!(standing[3]["used"], 2, "{standing:?}");
+        quotas.give_back(&store, taken).await;
+        let standing = quotas.standing(&store, &ann).await.unwrap();
+        assert_eq!(standing[3]["used"], 1, "given back: {standing:?}");
+        // Past both of hers that ask (and within the refusing ones? not the write's): a
+        // write by ann is refused by the everyone-together write quota before any asking.
+        assert!(matches!(
+            take("fs__write", &ann).await,
+            Err(Over::Refused(_))
+        ));
+        // A wipe is past both asking quotas: both are named, in one leave.
+        let Err(Over::Ask(taken, asked)) = take("fs__wipe", &ann).await else {
+            panic!("past two asking quotas");
+        };
+        assert!(
+            asked.what.contains("fs__*") && asked.what.contains("fs__w*"),
+            "{}",
+            asked.what
+        );
+        assert_eq!(asked.key.matches('@').count(), 2, "{}", asked.key);
+        quotas.give_back(&store, taken).await;
     }
 
     #[test]

@@ -43,6 +43,14 @@ impl Gateway {
         self.server.as_ref().map(|s| s.name.as_str())
     }
 
+    /// The record of a decision no rule made (no rule, no policy digest), naming the server.
+    pub(crate) fn unruled(&self) -> elicitation_store::PolicyRef {
+        elicitation_store::PolicyRef {
+            server: self.server_name().map(str::to_owned),
+            ..elicitation_store::PolicyRef::default()
+        }
+    }
+
     /// The scope it serves (`None`: everything, the gateway's own endpoint).
     pub fn scope(&self) -> Option<&VirtualServer> {
         self.server.as_deref()

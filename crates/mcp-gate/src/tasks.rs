@@ -186,7 +186,10 @@ impl Gateway {
     /// relays what its module asks, attributed to the tool).
     pub fn task_tool(&self, principal: &Principal, handle: &str) -> Option<Arc<ToolEntry>> {
         let who = crate::instance_key(&principal.caller);
-        self.tasks.find(&who, handle).map(|r| r.entry)
+        self.tasks
+            .find(&who, handle)
+            .filter(|r| self.offers(&r.entry.module_name, &r.entry.qualified))
+            .map(|r| r.entry)
     }
 
     /// `tasks/get`, `tasks/result` or `tasks/cancel` (2025-11-25), or `tasks/get`,
@@ -218,11 +221,13 @@ impl Gateway {
             .ok_or_else(|| GateError::InvalidParams(format!("{method} needs a string taskId")))?;
         let who = crate::instance_key(&principal.caller);
         // A task is asked about in the era it was created in (a 2025 session of the same
-        // caller does not see the 2026 client's tasks, nor the other way round).
+        // caller does not see the 2026 client's tasks, nor the other way round), and on an
+        // endpoint that offers its tool (a virtual server knows no task of another's tool).
         let route = self
             .tasks
             .find(&who, handle)
             .filter(|route| route.modern == modern)
+            .filter(|route| self.offers(&route.entry.module_name, &route.entry.qualified))
             .ok_or_else(|| unknown(handle))?;
         // Only the task's id goes on (the client's `_meta` is its own hop's), and the
         // answers `tasks/update` carries.
@@ -292,7 +297,15 @@ impl Gateway {
     pub async fn list_tasks(&self, principal: &Principal) -> Result<ResultBody, GateError> {
         let who = crate::instance_key(&principal.caller);
         let mut listed = Vec::new();
-        for (handle, route) in self.tasks.of(&who).into_iter().filter(|(_, r)| !r.modern) {
+        let listed_here = |r: &crate::task_routes::Route| {
+            !r.modern && self.offers(&r.entry.module_name, &r.entry.qualified)
+        };
+        for (handle, route) in self
+            .tasks
+            .of(&who)
+            .into_iter()
+            .filter(|(_, r)| listed_here(r))
+        {
             let asked = self
                 .registry
                 .task_request(

@@ -15,5 +15,6 @@ mod flow;
 mod own;
 mod pipeline;
 mod quotas;
+mod servers;
 mod settle;
 mod support;

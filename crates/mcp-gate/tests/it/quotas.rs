@@ -250,7 +250,8 @@ async fn a_person_allows_one_call_past_a_quota_that_asks() {
         let message = asked.elicitation.spec.message();
         assert!(
             message.contains("would pass the quota of 1 calls per day of fs__w*")
-                && message.contains("Allow this one call beyond it?"),
+                && message.contains("lets this one call run beyond the quota")
+                && message.contains("destructive tool `fs__write`"),
             "{message}"
         );
         assert_eq!(h.writes.load(std::sync::atomic::Ordering::SeqCst), 1);
@@ -272,7 +273,26 @@ async fn a_person_allows_one_call_past_a_quota_that_asks() {
         // A call nothing gates (a read) is held past its quota too, and runs once allowed.
         let read = result(h.call(&alice, "fs__read", json!({}), None).await);
         assert_eq!(read["content"][0]["text"], "contents", "{read}");
-        let leave = crate::support::held(&h.call(&alice, "fs__read", json!({}), None).await);
+        let past = h.call(&alice, "fs__read", json!({}), None).await;
+        let leave = crate::support::held(&past);
+        let asked = h
+            .gateway
+            .store()
+            .get(
+                &elicitation_store::Caller::new("alice", None).unwrap(),
+                leave.parse().unwrap(),
+            )
+            .await
+            .unwrap();
+        assert!(
+            asked
+                .elicitation
+                .spec
+                .message()
+                .contains("beyond a quota the gateway keeps. Allow this one call beyond it?"),
+            "{}",
+            asked.elicitation.spec.message()
+        );
         h.answer(&person, &leave, json!({"confirmed": true})).await;
         let read = result(h.call(&alice, "fs__read", json!({}), None).await);
         assert_eq!(read["content"][0]["text"], "contents", "{read}");
