@@ -44,3 +44,23 @@ pub(crate) fn rss_mib(pid: u32) -> (f64, f64) {
     };
     (kib("VmRSS:") / 1024.0, kib("VmHWM:") / 1024.0)
 }
+
+/// Context switches so far, voluntary and not, of every thread of the process (a thread
+/// that parks for want of work switches out: what crossing threads costs shows here, not in
+/// an instruction count).
+pub(crate) fn context_switches(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("status")).ok())
+        .flat_map(|status| {
+            status
+                .lines()
+                .filter(|l| l.contains("ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}

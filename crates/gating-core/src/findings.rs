@@ -10,6 +10,7 @@
 
 mod encoded;
 mod hidden;
+mod local;
 mod personal;
 mod secrets;
 

@@ -24,6 +24,8 @@ pub(super) struct Row {
     pub(super) concurrency: usize,
     pub(super) load: Load,
     pub(super) cpu_per_10k: f64,
+    /// Context switches of the process under test per call.
+    pub(super) switches_per_call: f64,
     pub(super) peak_rss_mib: f64,
 }
 
@@ -37,8 +39,10 @@ pub(super) async fn measure(
     check: Check,
 ) -> Result<Row> {
     let cpu_before = procstat::cpu_seconds(process);
+    let switches_before = procstat::context_switches(process);
     let load = load::run(target, concurrency, total, make, check).await?;
     let cpu = procstat::cpu_seconds(process) - cpu_before;
+    let switches = procstat::context_switches(process) - switches_before;
     if load.errors > 0 {
         bail!(
             "{path} at concurrency {concurrency}: {} of {} answers were not the expected ones",
@@ -57,6 +61,7 @@ pub(super) async fn measure(
         path,
         concurrency,
         cpu_per_10k: cpu / load.requests as f64 * 10_000.0,
+        switches_per_call: switches / load.requests as f64,
         peak_rss_mib: peak,
         load,
     })
@@ -78,9 +83,16 @@ pub(super) async fn measure_spread(
             .map(|p| procstat::cpu_seconds(*p))
             .sum::<f64>()
     };
-    let cpu_before = cpu();
+    let switches = || {
+        processes
+            .iter()
+            .map(|p| procstat::context_switches(*p))
+            .sum::<f64>()
+    };
+    let (cpu_before, switches_before) = (cpu(), switches());
     let load = load::run_spread(targets, concurrency, total, make, check).await?;
     let used = cpu() - cpu_before;
+    let switched = switches() - switches_before;
     if load.errors > 0 {
         bail!(
             "{path} at concurrency {concurrency}: {} of {} answers were not the expected ones",
@@ -102,6 +114,7 @@ pub(super) async fn measure_spread(
         path,
         concurrency,
         cpu_per_10k: used / load.requests as f64 * 10_000.0,
+        switches_per_call: switched / load.requests as f64,
         peak_rss_mib: peak,
         load,
     })

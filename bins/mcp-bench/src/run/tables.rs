@@ -16,13 +16,13 @@ pub(super) fn report(
     scrape: &(f64, f64, usize),
 ) -> (String, Value) {
     let mut md = String::from(
-        "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | peak RSS MiB |\n|---|---|---|---|---|---|---|---|\n",
+        "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | ctx sw / call | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut json_rows = Vec::new();
     for r in rows {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+            "| {} | {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} | {:.1} |",
             r.path,
             r.concurrency,
             r.load.per_second(),
@@ -30,12 +30,13 @@ pub(super) fn report(
             r.load.ms(0.9),
             r.load.ms(0.99),
             r.cpu_per_10k,
+            r.switches_per_call,
             r.peak_rss_mib
         );
         json_rows.push(json!({
             "path": r.path, "concurrency": r.concurrency, "requests": r.load.requests,
             "requests_per_second": r.load.per_second(), "p50_ms": r.load.ms(0.5), "p90_ms": r.load.ms(0.9), "p99_ms": r.load.ms(0.99),
-            "cpu_seconds_per_10k": r.cpu_per_10k, "peak_rss_mib": r.peak_rss_mib,
+            "cpu_seconds_per_10k": r.cpu_per_10k, "context_switches_per_call": r.switches_per_call, "peak_rss_mib": r.peak_rss_mib,
         }));
     }
     let _ = write!(
@@ -49,7 +50,7 @@ pub(super) fn report(
         &'static str,
         fn(&Row, &Row) -> f64,
     );
-    let lines: [Ratio; 15] = [
+    let lines: [Ratio; 17] = [
         (
             "gateway read-only CPU/call ÷ null proxy",
             "gateway read-only",
@@ -91,6 +92,18 @@ pub(super) fn report(
             "gateway read-only, legacy",
             "null proxy",
             |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "2026-07-28 ÷ 2025-11-25 read-only CPU/call",
+            "gateway read-only",
+            "gateway read-only, legacy",
+            |a, b| a.cpu_per_10k / b.cpu_per_10k,
+        ),
+        (
+            "2026-07-28 − 2025-11-25 read-only context switches/call",
+            "gateway read-only",
+            "gateway read-only, legacy",
+            |a, b| a.switches_per_call - b.switches_per_call,
         ),
         (
             "gateway read-only p99 ÷ null proxy",

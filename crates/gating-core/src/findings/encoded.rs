@@ -40,7 +40,8 @@ pub(super) fn unwrapped(text: &str, out: &mut dyn FnMut(Span, &str)) {
         base64_runs(text, out);
     }
     if has_run(text, |b| b.is_ascii_hexdigit(), 32) {
-        for m in HEX.find_iter(text).take(MAX_CANDIDATES) {
+        let hex = super::local::local(&HEX);
+        for m in hex.find_iter(text).take(MAX_CANDIDATES) {
             if let Some(decoded) = hex_decoded(m.as_str()) {
                 out(Span::of(&m), &decoded);
             }
@@ -66,7 +67,8 @@ fn has_run(text: &str, of: impl Fn(u8) -> bool, least: usize) -> bool {
 
 /// Each base64 run of `text` that decodes to text.
 fn base64_runs(text: &str, out: &mut dyn FnMut(Span, &str)) {
-    for m in BASE64.find_iter(text).take(MAX_CANDIDATES) {
+    let base64 = super::local::local(&BASE64);
+    for m in base64.find_iter(text).take(MAX_CANDIDATES) {
         let run = m.as_str();
         let engines = [
             &base64::engine::general_purpose::STANDARD,

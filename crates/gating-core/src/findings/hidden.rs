@@ -44,7 +44,8 @@ pub(super) fn find(text: &str, out: &mut Vec<(Span, FindingKind)>) {
     if !text.is_ascii() {
         hidden_runs(text, out);
     }
-    for m in INJECTION.find_iter(text) {
+    let injection = super::local::local(&INJECTION);
+    for m in injection.find_iter(text) {
         out.push((Span::of(&m), FindingKind::Injection));
     }
 }

@@ -31,19 +31,19 @@ pub(super) fn find(
     out: &mut Vec<(Span, FindingKind)>,
 ) {
     if wanted(FindingKind::Email) {
-        for m in EMAIL.find_iter(text) {
+        for m in super::local::local(&EMAIL).find_iter(text) {
             out.push((Span::of(&m), FindingKind::Email));
         }
     }
     if wanted(FindingKind::Card) {
-        for m in group_one(&CARD, text) {
+        for m in group_one(&super::local::local(&CARD), text) {
             if is_card(m.as_str()) {
                 out.push((Span::of(&m), FindingKind::Card));
             }
         }
     }
     if wanted(FindingKind::Phone) {
-        for m in group_one(&PHONE, text) {
+        for m in group_one(&super::local::local(&PHONE), text) {
             let digits = m.as_str().chars().filter(char::is_ascii_digit).count();
             if (8..=15).contains(&digits) {
                 out.push((Span::of(&m), FindingKind::Phone));
@@ -51,7 +51,7 @@ pub(super) fn find(
         }
     }
     if wanted(FindingKind::Iban) {
-        for m in group_one(&IBAN, text) {
+        for m in group_one(&super::local::local(&IBAN), text) {
             if is_iban(m.as_str()) {
                 out.push((Span::of(&m), FindingKind::Iban));
             }

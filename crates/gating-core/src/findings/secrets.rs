@@ -144,6 +144,8 @@ pub(super) struct Secrets {
     /// Every rule's keywords, any case; pattern `i` belongs to rule `owners[i]`.
     keywords: AhoCorasick,
     owners: Vec<usize>,
+    /// The rules that name no keyword (they run on every fragment).
+    always: Vec<usize>,
     global: Option<Allowlist>,
 }
 
@@ -183,10 +185,17 @@ impl Secrets {
             .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .build(&words)
             .unwrap_or_else(|_| AhoCorasick::new(Vec::<String>::new()).expect("no patterns"));
+        let always = rules
+            .iter()
+            .enumerate()
+            .filter(|(_, rule)| rule.always)
+            .map(|(index, _)| index)
+            .collect();
         Secrets {
             rules,
             keywords,
             owners,
+            always,
             global: file.allowlist.as_ref().and_then(Allowlist::of),
         }
     }
@@ -227,14 +236,21 @@ impl Secrets {
     }
 
     fn find_in<'a>(&'a self, fragment: &str, offset: usize, out: &mut Vec<(Span, &'a str)>) {
-        let mut run = vec![false; self.rules.len()];
-        for found in self.keywords.find_overlapping_iter(fragment) {
-            run[self.owners[found.pattern().as_usize()]] = true;
+        // The rules a keyword of which the fragment holds, and those that always run, in
+        // the rules' order; most fragments hold none, and then nothing more runs (nor is
+        // allocated).
+        let mut run: Vec<usize> = self
+            .keywords
+            .find_overlapping_iter(fragment)
+            .map(|found| self.owners[found.pattern().as_usize()])
+            .chain(self.always.iter().copied())
+            .collect();
+        if run.is_empty() {
+            return;
         }
-        for (index, rule) in self.rules.iter().enumerate() {
-            if !(run[index] || rule.always) {
-                continue;
-            }
+        run.sort_unstable();
+        run.dedup();
+        for rule in run.into_iter().filter_map(|index| self.rules.get(index)) {
             let Some(compiled) = rule.compiled() else {
                 continue;
             };
