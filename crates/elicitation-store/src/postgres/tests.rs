@@ -793,7 +793,7 @@ async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
     // Past that guard (the owner switches it off), the sealed answer still decides.
     let admin = db.admin().await;
     admin
-        .batch_execute("ALTER TABLE mcp_elicitations DISABLE TRIGGER mcp_elicitations_guard")
+        .batch_execute("ALTER TABLE mcp_elicitations DISABLE TRIGGER mcp_elicitations_guard_update")
         .await
         .unwrap();
     assert_eq!(admin.execute(flip, &[id.as_uuid()]).await.unwrap(), 1);
