@@ -428,11 +428,11 @@ fn unit_values<'a>(unit: &'a str, key: &str) -> Vec<&'a str> {
 /// hardened (`systemd-analyze security`), and its own command lines, pointed at the
 /// unpacked binary and a demo configuration, check it and start the demo.
 fn check_systemd(unpacked: &Path, scratch: &Path) -> Result<()> {
-    if !have("systemd-analyze") {
-        bail!(
-            "systemd-analyze was not found: the systemd unit is verified with it (Debian: apt-get install systemd)"
-        );
-    }
+    ensure(
+        "systemd-analyze",
+        "systemd",
+        "the systemd unit is verified with it",
+    )?;
     let root = scratch.join("systemd-root");
     let unit_path = unpacked.join("systemd/mcp-gateway.service");
     copy(
@@ -517,32 +517,29 @@ fn check_systemd(unpacked: &Path, scratch: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Installs buildah with apt when it is missing and this runs as root.
-fn ensure_buildah() -> Result<()> {
-    if have("buildah") {
+/// Installs `package` with apt when `program` is missing and this runs as root (as CI
+/// does); otherwise says how. `why` says what it is for.
+fn ensure(program: &str, package: &str, why: &str) -> Result<()> {
+    if have(program) {
         return Ok(());
     }
     if !crate::cmd::running_as_root() || !have("apt-get") {
-        bail!(
-            "buildah was not found: the container image is built with it (Debian: apt-get install buildah)"
-        );
+        bail!("{program} was not found: {why} (Debian: apt-get install {package})");
     }
-    println!("xtask test: installing buildah (apt-get) to build the container image");
-    let mut install = Command::new("apt-get");
-    install
-        .args(["install", "-y", "--no-install-recommends", "buildah"])
-        .env("DEBIAN_FRONTEND", "noninteractive")
-        .stdout(Stdio::null());
-    if status(install).is_err() {
+    println!("xtask test: installing {package} (apt-get): {why}");
+    let install = || {
+        let mut install = Command::new("apt-get");
+        install
+            .args(["install", "-y", "--no-install-recommends", package])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdout(Stdio::null());
+        status(install)
+    };
+    if install().is_err() {
         let mut update = Command::new("apt-get");
         update.arg("update").stdout(Stdio::null());
         status(update)?;
-        let mut install = Command::new("apt-get");
-        install
-            .args(["install", "-y", "--no-install-recommends", "buildah"])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .stdout(Stdio::null());
-        status(install)?;
+        install()?;
     }
     Ok(())
 }
@@ -571,7 +568,7 @@ fn listing(root: &Path) -> Result<Vec<String>> {
 /// links, CA roots, the user), running as that user; where containers can run here, it
 /// serves `/healthz` (with a demo configuration copied into a container of it).
 fn check_image(dist: &Dist, scratch: &Path) -> Result<()> {
-    ensure_buildah()?;
+    ensure("buildah", "buildah", "the container image is built with it")?;
     let archive = image(dist)?.context("buildah is installed but built no image")?;
     let tag = format!("localhost/mcp-gateway:{}", dist.version);
     let inspect = buildah(&[
@@ -606,7 +603,9 @@ fn check_image(dist: &Dist, scratch: &Path) -> Result<()> {
         }
         let (config, port) = demo_config(scratch)?;
         let mut copy = buildah(&["copy", "--quiet", &container]);
-        copy.arg(&config).arg("/etc/mcp-gateway/gateway.toml");
+        copy.arg(&config)
+            .arg("/etc/mcp-gateway/gateway.toml")
+            .stdout(Stdio::null());
         status(copy)?;
         let mut run = buildah(&[
             "run",
