@@ -597,7 +597,9 @@ fn check_image(dist: &Dist, scratch: &Path) -> Result<()> {
             listing(&mountpoint)?,
             listing(&dist.out.join("image-root"))?,
         );
-        let _ = buildah(&["umount", &container]).status();
+        let _ = buildah(&["umount", &container])
+            .stdout(Stdio::null())
+            .status();
         if inside != wanted {
             bail!("the image holds {inside:?}, not only its root {wanted:?}");
         }
