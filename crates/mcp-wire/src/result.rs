@@ -216,6 +216,10 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 /// `resultType: "complete"` and the gateway's identity added to `_meta`, for a legacy one
 /// without a 2026-07-28 module's identity in `_meta` (it says who answered at an era the
 /// client does not speak, and names the module behind the gateway).
+/// The gateway's identity as JSON text, written once (every modern result carries it).
+static GATEWAY_JSON: std::sync::LazyLock<Vec<u8>> =
+    std::sync::LazyLock::new(|| serde_json::to_vec(&GATEWAY).unwrap_or_else(|_| b"{}".to_vec()));
+
 fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     let fields = Fields::of(raw)?;
     let mut out = Vec::with_capacity(raw.get().len() + 128);
@@ -255,7 +259,7 @@ fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
         }
         write_key(&mut out, META_SERVER_INFO);
         out.push(b':');
-        let _ = serde_json::to_writer(&mut out, &GATEWAY);
+        out.extend_from_slice(&GATEWAY_JSON);
         out.push(b'}');
         if cacheable {
             if !fields.0.iter().any(|(k, _)| k == "ttlMs") {

@@ -98,8 +98,36 @@ impl MergedMeta<'_> {
     }
 }
 
+thread_local! {
+    /// The hop maps written so far on this thread, as JSON text, by address (they are
+    /// `'static` and never change).
+    static WRITTEN: std::cell::RefCell<Vec<(usize, std::rc::Rc<serde_json::value::RawValue>)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `hop` as JSON text, written once per thread: a call with no `_meta` of its own (most)
+/// sends the hop's map as it is, so it is not serialized anew for every call.
+fn written(hop: &'static Map<String, Value>) -> Option<std::rc::Rc<serde_json::value::RawValue>> {
+    let key = std::ptr::from_ref(hop) as usize;
+    WRITTEN.with(|written| {
+        let mut written = written.borrow_mut();
+        if let Some((_, raw)) = written.iter().find(|(k, _)| *k == key) {
+            return Some(raw.clone());
+        }
+        let raw: std::rc::Rc<serde_json::value::RawValue> =
+            serde_json::value::to_raw_value(hop).ok()?.into();
+        written.push((key, raw.clone()));
+        Some(raw)
+    })
+}
+
 impl Serialize for MergedMeta<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.own.is_none_or(Map::is_empty)
+            && let Some(raw) = self.hop.and_then(written)
+        {
+            return raw.serialize(serializer);
+        }
         let own = self.own.into_iter().flatten();
         let hop = self
             .hop
