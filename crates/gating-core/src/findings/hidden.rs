@@ -24,7 +24,7 @@ fn is_hidden(c: char) -> bool {
         | '\u{FEFF}' | '\u{180E}')
 }
 
-static INJECTION: LazyLock<Regex> = LazyLock::new(|| {
+pub(super) static INJECTION: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"(?i-u)\b(?:",
         r"(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+)?(?:of\s+)?(?:the\s+|your\s+)?(?:previous|prior|above|earlier|preceding|system)\s+(?:instructions?|prompts?|messages?|rules|directions)",
@@ -44,9 +44,10 @@ pub(super) fn find(text: &str, out: &mut Vec<(Span, FindingKind)>) {
     if !text.is_ascii() {
         hidden_runs(text, out);
     }
-    let injection = super::local::local(&INJECTION);
-    for m in injection.find_iter(text) {
-        out.push((Span::of(&m), FindingKind::Injection));
+    if let Some(injection) = super::local::local_for(&INJECTION, text) {
+        for m in injection.find_iter(text) {
+            out.push((Span::of(&m), FindingKind::Injection));
+        }
     }
 }
 

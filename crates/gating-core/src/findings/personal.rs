@@ -9,7 +9,7 @@ use regex::Regex;
 
 use super::{FindingKind, Span};
 
-static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
+pub(super) static EMAIL: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"(?i)\b[a-z0-9._%+-]{1,64}@[a-z0-9-]{1,63}(?:\.[a-z0-9-]{1,63})*\.[a-z]{2,24}\b")
         .expect("the email pattern compiles")
 });
@@ -30,20 +30,22 @@ pub(super) fn find(
     wanted: impl Fn(FindingKind) -> bool,
     out: &mut Vec<(Span, FindingKind)>,
 ) {
-    if wanted(FindingKind::Email) {
-        for m in super::local::local(&EMAIL).find_iter(text) {
+    if wanted(FindingKind::Email)
+        && let Some(email) = super::local::local_for(&EMAIL, text)
+    {
+        for m in email.find_iter(text) {
             out.push((Span::of(&m), FindingKind::Email));
         }
     }
     if wanted(FindingKind::Card) {
-        for m in group_one(&super::local::local(&CARD), text) {
+        for m in group_one(super::local::local_for(&CARD, text), text) {
             if is_card(m.as_str()) {
                 out.push((Span::of(&m), FindingKind::Card));
             }
         }
     }
     if wanted(FindingKind::Phone) {
-        for m in group_one(&super::local::local(&PHONE), text) {
+        for m in group_one(super::local::local_for(&PHONE, text), text) {
             let digits = m.as_str().chars().filter(char::is_ascii_digit).count();
             if (8..=15).contains(&digits) {
                 out.push((Span::of(&m), FindingKind::Phone));
@@ -51,7 +53,7 @@ pub(super) fn find(
         }
     }
     if wanted(FindingKind::Iban) {
-        for m in group_one(&super::local::local(&IBAN), text) {
+        for m in group_one(super::local::local_for(&IBAN, text), text) {
             if is_iban(m.as_str()) {
                 out.push((Span::of(&m), FindingKind::Iban));
             }
@@ -60,12 +62,20 @@ pub(super) fn find(
 }
 
 /// Each match's first group: found by the fast engine, the group read only where it found
-/// one.
-fn group_one<'t>(regex: &'t Regex, text: &'t str) -> impl Iterator<Item = regex::Match<'t>> + 't {
-    regex.find_iter(text).filter_map(move |found| {
+/// one (none where the text is too short for a match: `regex` is `None`).
+fn group_one(
+    regex: Option<std::rc::Rc<Regex>>,
+    text: &str,
+) -> impl Iterator<Item = regex::Match<'_>> + '_ {
+    regex.into_iter().flat_map(move |regex| {
         regex
-            .captures_at(text, found.start())
-            .and_then(|c| c.get(1))
+            .find_iter(text)
+            .filter_map(|found| {
+                regex
+                    .captures_at(text, found.start())
+                    .and_then(|c| c.get(1))
+            })
+            .collect::<Vec<_>>()
     })
 }
 
