@@ -12,6 +12,7 @@ mod encoded;
 mod hidden;
 mod local;
 mod personal;
+mod raw;
 mod secrets;
 
 use std::collections::BTreeMap;
@@ -211,6 +212,14 @@ impl ContentPolicy {
             .get(&kind)
             .copied()
             .unwrap_or(FindingAction::Off)
+    }
+
+    /// Whether any string of the JSON text `json` — an object's keys too — holds something
+    /// the policy looks for, read without building the value (most results hold nothing,
+    /// and then [`ContentPolicy::apply_seeing`] would find nothing either); `None` when it
+    /// cannot be read.
+    pub fn finds_in_json(&self, json: &str) -> Option<bool> {
+        raw::finds_in(json, &mut |text| !self.scan(text).is_empty())
     }
 
     /// Whether anything is looked for.

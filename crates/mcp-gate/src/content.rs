@@ -118,7 +118,7 @@ impl Gateway {
         principal: &Principal,
         source: &str,
         brought: FlowLabels,
-        raw: Box<RawValue>,
+        mut raw: Box<RawValue>,
     ) -> Box<RawValue> {
         let caller = &principal.caller;
         let policy = self.policy.content();
@@ -130,6 +130,11 @@ impl Gateway {
         let mut seen = Vec::new();
         let findings = match policy.too_large(raw.get().len()) {
             Some(too_large) => too_large,
+            // Most results hold nothing the policy looks for: read as text, not into a value
+            // (what cannot be read goes the long way, and is withheld there).
+            None if policy.finds_in_json(raw.get()) == Some(false) => {
+                gating_core::Findings::default()
+            }
             None => {
                 // What cannot be read (nested deeper than the reader goes) cannot be
                 // scanned: it is withheld, not passed on unread.
@@ -143,11 +148,24 @@ impl Gateway {
                 };
                 value = read;
                 // A secret the agent may be shown as it is: its fingerprint enters the flow.
-                policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
+                let findings = policy.apply_seeing(&mut value, raw.get().len(), &mut |secret| {
                     if let Some(fingerprint) = self.flows.flow_fingerprints(secret).first() {
                         seen.push(*fingerprint);
                     }
-                })
+                });
+                // What leaves is what was judged: a text that says more than its value (a
+                // key given twice, the earlier one's string found by the reading above but
+                // dropped from the value) leaves as the value, never as the text.
+                match serde_json::value::to_raw_value(&value) {
+                    Ok(judged) => raw = judged,
+                    Err(_) => {
+                        return withheld(
+                            "The gateway withheld this result: it could not be written again after it was scanned.",
+                            raw,
+                        );
+                    }
+                }
+                findings
             }
         };
         if findings.is_empty() {

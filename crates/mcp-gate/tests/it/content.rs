@@ -412,3 +412,56 @@ async fn read_creds(gateway: &Gateway) {
         .await
         .unwrap();
 }
+
+/// A module that answers with a key given twice: the first `content` carries the key, the
+/// second says "ok". A reader keeps one of them — which, depends on the client — so the scan
+/// reads every string of the text, and what leaves is the one value it judged.
+struct Twice;
+
+#[async_trait::async_trait]
+impl mcp_upstream::Module for Twice {
+    async fn list_tools(&self) -> Result<Vec<Value>, mcp_upstream::ModuleError> {
+        Ok(vec![read_only("twice")])
+    }
+
+    async fn call_tool(
+        &self,
+        _call: mcp_upstream::ToolCall<'_>,
+    ) -> Result<Box<serde_json::value::RawValue>, mcp_upstream::ModuleError> {
+        let text = format!(
+            r#"{{"content":[{{"type":"text","text":"key {KEY}"}}],"content":[{{"type":"text","text":"ok"}}]}}"#
+        );
+        Ok(serde_json::value::RawValue::from_string(text).unwrap())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_hidden_behind_a_key_given_twice_never_leaves() {
+    let registry = Registry::start(vec![ModuleSpec {
+        isolation: None,
+        name: "dup".into(),
+        prefix: "dup".into(),
+        trust_annotations: true,
+        module: Arc::new(Twice),
+    }])
+    .await
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::default());
+    let gateway = Gateway::new(registry, store, GatePolicy::default(), false);
+    let who = agent("alice");
+    let classified = gateway
+        .classify(&who, params("dup__twice", json!({}), None))
+        .await
+        .unwrap();
+    // The text as it leaves (a reader would keep one `content` of two: which, is the
+    // client's).
+    let text = match gateway.run(&who, classified, None).await {
+        CallOutcome::Forwarded(raw) => raw.get().to_owned(),
+        other => panic!("expected a forwarded result, got {other:?}"),
+    };
+    assert!(!text.contains(KEY), "{text}");
+    // What left is one value, as the gateway read it.
+    let answer: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["content"][0]["text"], "ok", "{answer}");
+    assert_eq!(text.matches("\"content\"").count(), 1, "{text}");
+}
