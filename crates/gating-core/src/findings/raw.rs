@@ -5,10 +5,18 @@
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+/// The key by which serde_json (feature `raw_value`, on in this workspace) reads an object as
+/// the JSON text of its one string: read into a value, `{KEY: "{\"x\":\"\\u0041…\"}"}` is
+/// `{"x": "A…"}`, which no string of the text spells. This reader does not unwrap it: a text
+/// that has it is said to hold something, and goes the long way (read into a value, where it
+/// is unwrapped, then scanned).
+const SERDE_RAW_VALUE: &str = "$serde_json::private::RawValue";
+
 /// Whether `check` is true of any string of `json` (keys included), stopping the checks at the
 /// first; `None` when `json` cannot be read (malformed, or nested deeper than the reader
-/// goes).
+/// goes). A string that is serde_json's raw-value key counts as found.
 pub(super) fn finds_in(json: &str, check: &mut dyn FnMut(&str) -> bool) -> Option<bool> {
+    let check = &mut |text: &str| text == SERDE_RAW_VALUE || check(text);
     let mut found = false;
     let mut reader = serde_json::Deserializer::from_str(json);
     Strings {
@@ -128,6 +136,20 @@ mod tests {
         for unreadable in ["{", "[1,]", "{} {}", &"[".repeat(200)] {
             assert_eq!(strings(unreadable), None, "{unreadable}");
         }
+    }
+
+    /// serde_json reads `{"$serde_json::private::RawValue": TEXT}` into a value as TEXT's
+    /// JSON: what TEXT escapes is spelled by no string here, so such a text is never passed
+    /// as holding nothing.
+    #[test]
+    fn serde_jsons_raw_value_wrapper_is_never_passed_as_holding_nothing() {
+        let wrapped = r#"{"s":{"$serde_json::private::RawValue":"{\"x\":\"\\u0041KIA\"}"}}"#;
+        let read: serde_json::Value = serde_json::from_str(wrapped).unwrap();
+        assert_eq!(read["s"]["x"], "AKIA", "serde_json unwraps it: {read}");
+        assert_eq!(
+            finds_in(wrapped, &mut |text| text.contains("AKIA")),
+            Some(true)
+        );
     }
 
     #[test]

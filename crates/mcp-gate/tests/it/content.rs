@@ -418,8 +418,11 @@ async fn read_creds(gateway: &Gateway) {
 /// reads every string of the text, and what leaves is the one value it judged.
 struct Twice;
 
+/// A module answering its `twice` tool with this text, as it is.
+struct Texted(String);
+
 #[async_trait::async_trait]
-impl mcp_upstream::Module for Twice {
+impl mcp_upstream::Module for Texted {
     async fn list_tools(&self) -> Result<Vec<Value>, mcp_upstream::ModuleError> {
         Ok(vec![read_only("twice")])
     }
@@ -428,21 +431,26 @@ impl mcp_upstream::Module for Twice {
         &self,
         _call: mcp_upstream::ToolCall<'_>,
     ) -> Result<Box<serde_json::value::RawValue>, mcp_upstream::ModuleError> {
-        let text = format!(
-            r#"{{"content":[{{"type":"text","text":"key {KEY}"}}],"content":[{{"type":"text","text":"ok"}}]}}"#
-        );
-        Ok(serde_json::value::RawValue::from_string(text).unwrap())
+        Ok(serde_json::value::RawValue::from_string(self.0.clone()).unwrap())
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_key_hidden_behind_a_key_given_twice_never_leaves() {
+impl Twice {
+    fn text() -> String {
+        format!(
+            r#"{{"content":[{{"type":"text","text":"key {KEY}"}}],"content":[{{"type":"text","text":"ok"}}]}}"#
+        )
+    }
+}
+
+/// The text that leaves a gateway over a module answering `answer`.
+async fn leaving(answer: String) -> String {
     let registry = Registry::start(vec![ModuleSpec {
         isolation: None,
         name: "dup".into(),
         prefix: "dup".into(),
         trust_annotations: true,
-        module: Arc::new(Twice),
+        module: Arc::new(Texted(answer)),
     }])
     .await
     .unwrap();
@@ -453,15 +461,45 @@ async fn a_key_hidden_behind_a_key_given_twice_never_leaves() {
         .classify(&who, params("dup__twice", json!({}), None))
         .await
         .unwrap();
-    // The text as it leaves (a reader would keep one `content` of two: which, is the
-    // client's).
-    let text = match gateway.run(&who, classified, None).await {
+    match gateway.run(&who, classified, None).await {
         CallOutcome::Forwarded(raw) => raw.get().to_owned(),
         other => panic!("expected a forwarded result, got {other:?}"),
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_hidden_behind_a_key_given_twice_never_leaves() {
+    // The text as it leaves (a reader would keep one `content` of two: which, is the
+    // client's).
+    let text = leaving(Twice::text()).await;
     assert!(!text.contains(KEY), "{text}");
     // What left is one value, as the gateway read it.
     let answer: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(answer["content"][0]["text"], "ok", "{answer}");
     assert_eq!(text.matches("\"content\"").count(), 1, "{text}");
+}
+
+/// serde_json (feature `raw_value`) reads `{"$serde_json::private::RawValue": TEXT}` as
+/// TEXT's JSON: a key escaped inside TEXT is spelled by no string of the answer. Whatever
+/// reads the result as a value afterwards (the gateway's own edit notice, a client on
+/// serde_json) would see the key: it is found, and redacted, before anything leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_escaped_in_serde_jsons_raw_value_wrapper_never_leaves() {
+    // Every character escaped: no keyword, no run of letters, for a reader of the text.
+    let escaped: String = KEY
+        .chars()
+        .map(|c| format!("\\\\u{:04x}", c as u32))
+        .collect();
+    let answer = format!(
+        r#"{{"content":[{{"type":"text","text":"ok"}}],"structuredContent":{{"$serde_json::private::RawValue":"{{\"x\":\"{escaped}\"}}"}}}}"#
+    );
+    let read: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        read["structuredContent"]["x"], KEY,
+        "the wrapper hides the key: {answer}"
+    );
+    let text = leaving(answer).await;
+    let read: Value = serde_json::from_str(&text).unwrap();
+    assert!(!read.to_string().contains(KEY), "{text}");
+    assert!(!text.contains(&escaped), "{text}");
 }
