@@ -44,6 +44,7 @@ pub mod findings;
 pub mod flow;
 mod grant;
 mod pattern;
+pub use pattern::covers;
 mod policy;
 mod result;
 mod surfaces;

@@ -1,5 +1,15 @@
 //! How rules and labels name tools: a qualified name, or a prefix.
 
+/// Whether the pattern `pattern` — a qualified name, or a prefix written with a trailing
+/// `*` — names `tool`, read as it is written (no [`ToolPattern`] made: for patterns kept as
+/// configured text and matched on every call).
+pub fn covers(pattern: &str, tool: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => tool.starts_with(prefix),
+        None => pattern == tool,
+    }
+}
+
 /// The tools a rule names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolPattern {

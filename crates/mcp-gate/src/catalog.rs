@@ -269,11 +269,9 @@ impl Gateway {
     pub fn list_resources(&self) -> Vec<Value> {
         match &self.server {
             None => self.registry.resources(),
-            Some(_) => {
-                self.registry
-                    .resources_of(|module| self.offers_resources_of(module))
-                    .0
-            }
+            Some(_) => self
+                .registry
+                .resources_of(|module| self.offers_resources_of(module)),
         }
     }
 
@@ -281,11 +279,9 @@ impl Gateway {
     pub fn list_resource_templates(&self) -> Vec<Value> {
         match &self.server {
             None => self.registry.resource_templates(),
-            Some(_) => {
-                self.registry
-                    .resources_of(|module| self.offers_resources_of(module))
-                    .1
-            }
+            Some(_) => self
+                .registry
+                .resource_templates_of(|module| self.offers_resources_of(module)),
         }
     }
 

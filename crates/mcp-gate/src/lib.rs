@@ -155,10 +155,7 @@ pub struct ApproverRule {
 impl ApproverRule {
     /// Whether the rule covers `tool`.
     pub fn matches(&self, tool: &str) -> bool {
-        match self.tools.strip_suffix('*') {
-            Some(prefix) => tool.starts_with(prefix),
-            None => self.tools == tool,
-        }
+        gating_core::covers(&self.tools, tool)
     }
 }
 

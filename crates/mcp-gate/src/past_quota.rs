@@ -105,7 +105,7 @@ impl Gateway {
         past: Past<'_>,
         passed: &Passed,
     ) -> Result<(GatedCall, Option<ElicitationId>), Value> {
-        let why = format!("{}.", capitalized(&passed.what));
+        let why = format!("Past a quota: {}.", passed.what);
         match past {
             Past::Gated(held, confirmation) => {
                 // Told both: the quota, then why the call is held anyway.
@@ -187,13 +187,5 @@ impl Gateway {
                 Ok((call, confirmation))
             }
         }
-    }
-}
-
-fn capitalized(text: &str) -> String {
-    let mut chars = text.chars();
-    match chars.next() {
-        Some(first) => first.to_uppercase().chain(chars).collect(),
-        None => String::new(),
     }
 }

@@ -129,12 +129,7 @@ pub struct ToolCost {
     pub units: i64,
 }
 
-fn covers(pattern: &str, tool: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) => tool.starts_with(prefix),
-        None => pattern == tool,
-    }
-}
+use gating_core::covers;
 
 /// The configured quotas and costs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use gating_core::{GatePolicy, PolicyRule};
+use gating_core::PolicyRule;
 
 use crate::Gateway;
 use crate::servers::VirtualServer;
@@ -18,7 +18,7 @@ impl Gateway {
         let mut scoped = BTreeMap::new();
         for (server, rules) in servers {
             let mut gateway = self.clone();
-            gateway.policy = rules_first(&self.policy, rules);
+            gateway.policy = self.policy.clone().with_rules_first(rules);
             gateway.policy_digest = gateway.policy.digest();
             gateway.server = Some(Arc::new(server));
             let name = gateway.server_name().unwrap_or_default().to_owned();
@@ -67,9 +67,4 @@ impl Gateway {
     pub(crate) fn offers_resources_of(&self, module: &str) -> bool {
         self.server.as_ref().is_none_or(|s| s.offers_module(module))
     }
-}
-
-/// `rules` decided before `policy`'s own, with everything else `policy`'s.
-fn rules_first(policy: &GatePolicy, rules: Vec<PolicyRule>) -> GatePolicy {
-    policy.clone().with_rules_first(rules)
 }

@@ -52,7 +52,7 @@ impl VirtualServer {
             || self
                 .tools
                 .iter()
-                .any(|pattern| gating_core::ToolPattern::parse(pattern).matches(qualified))
+                .any(|pattern| gating_core::covers(pattern, qualified))
     }
 
     /// Whether it offers module `module` whole (its resources too).

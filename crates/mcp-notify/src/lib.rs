@@ -114,10 +114,7 @@ impl Filter {
         let Some(tool) = tool else {
             return false;
         };
-        self.tools.iter().any(|t| match t.strip_suffix('*') {
-            Some(prefix) => tool.starts_with(prefix),
-            None => t == tool,
-        })
+        self.tools.iter().any(|t| gating_core::covers(t, tool))
     }
 }
 
@@ -160,10 +157,7 @@ pub struct Route {
 
 impl Route {
     fn covers(&self, tool: &str) -> bool {
-        match self.tools.strip_suffix('*') {
-            Some(prefix) => tool.starts_with(prefix),
-            None => self.tools == tool,
-        }
+        gating_core::covers(&self.tools, tool)
     }
 }
 

@@ -56,15 +56,31 @@ impl Registry {
 
     /// Every listed resource object, in module order.
     pub fn resources(&self) -> Vec<Value> {
-        let resources = self
-            .resources
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        resources.listed.iter().map(|(_, r)| r.clone()).collect()
+        self.resources_of(|_| true)
     }
 
     /// Every listed resource template, in module order.
     pub fn resource_templates(&self) -> Vec<Value> {
+        self.resource_templates_of(|_| true)
+    }
+
+    /// The listed resources of the modules `offered` names (a virtual server's whole
+    /// modules), in module order.
+    pub fn resources_of(&self, offered: impl Fn(&str) -> bool) -> Vec<Value> {
+        let resources = self
+            .resources
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        resources
+            .listed
+            .iter()
+            .filter(|(m, _)| self.named(*m, &offered))
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// The listed resource templates of the modules `offered` names, in module order.
+    pub fn resource_templates_of(&self, offered: impl Fn(&str) -> bool) -> Vec<Value> {
         let resources = self
             .resources
             .read()
@@ -72,31 +88,14 @@ impl Registry {
         resources
             .templates
             .iter()
+            .filter(|(m, _, _)| self.named(*m, &offered))
             .map(|(_, t, _)| t.clone())
             .collect()
     }
 
-    /// The listed resources and resource templates of the modules `offered` names (a
-    /// virtual server's whole modules), in module order.
-    pub fn resources_of(&self, offered: impl Fn(&str) -> bool) -> (Vec<Value>, Vec<Value>) {
-        let resources = self
-            .resources
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let of = |module: usize| self.modules.get(module).is_some_and(|m| offered(&m.name));
-        let listed = resources
-            .listed
-            .iter()
-            .filter(|(m, _)| of(*m))
-            .map(|(_, r)| r.clone())
-            .collect();
-        let templates = resources
-            .templates
-            .iter()
-            .filter(|(m, _, _)| of(*m))
-            .map(|(_, t, _)| t.clone())
-            .collect();
-        (listed, templates)
+    /// Whether module `module` (an index) is one `offered` names.
+    fn named(&self, module: usize, offered: &impl Fn(&str) -> bool) -> bool {
+        self.modules.get(module).is_some_and(|m| offered(&m.name))
     }
 
     /// The name of the module resource `uri` belongs to for caller `who` (as
