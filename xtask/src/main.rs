@@ -49,6 +49,8 @@ tasks:
                                  per cycle, memory and PostgreSQL (throwaway cluster)
   bench content [--quick]        only what scanning results costs: 4 KiB and 256 KiB
                                  results, content policy on and off; target/bench/content.md
+  bench per-call [--quick]       only system calls, context switches and allocations per
+                                 call (perf; root) and throughput on 1, 2, 4, 8 cores
   bench scale-out [--quick]      only the scale-out rows: 1, 2 and 3 gateway instances on
                                  one PostgreSQL, each under a CPU quota (cgroup; root)";
 
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
         ["bench", "store", rest @ ..] => bench_store(rest),
         ["bench", "scale-out", rest @ ..] => bench_scale_out(rest),
         ["bench", "content", rest @ ..] => bench_content(rest),
+        ["bench", "per-call", rest @ ..] => bench_per_call(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
@@ -147,6 +150,11 @@ fn bench_gateway(args: &[&str]) -> Result<()> {
 fn bench_content(args: &[&str]) -> Result<()> {
     let quick = quick_flag(args, "usage: cargo xtask bench content [--quick]")?;
     release_harness(&[&["content"], quick].concat())
+}
+
+fn bench_per_call(args: &[&str]) -> Result<()> {
+    let quick = quick_flag(args, "usage: cargo xtask bench per-call [--quick]")?;
+    release_harness(&[&["per-call"], quick].concat())
 }
 
 fn bench_scale_out(args: &[&str]) -> Result<()> {

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use tokio::net::TcpListener;
 
 mod idle;
 mod jwt;
@@ -31,7 +30,7 @@ enum Command {
     /// Serve the fast upstream MCP server; prints `listening on ADDR`.
     Upstream {
         #[arg(long, default_value = "127.0.0.1:0")]
-        listen: String,
+        listen: std::net::SocketAddr,
         /// List this many more read-only tools (`t0` …), for a large catalog.
         #[arg(long, default_value_t = 0)]
         tools: usize,
@@ -39,7 +38,7 @@ enum Command {
     /// Serve the null proxy to an upstream; prints `listening on ADDR`.
     NullProxy {
         #[arg(long, default_value = "127.0.0.1:0")]
-        listen: String,
+        listen: std::net::SocketAddr,
         #[arg(long)]
         upstream: std::net::SocketAddr,
     },
@@ -47,7 +46,7 @@ enum Command {
     /// `listening on ADDR`.
     OtlpSink {
         #[arg(long, default_value = "127.0.0.1:0")]
-        listen: String,
+        listen: std::net::SocketAddr,
     },
     /// Drive a running gateway's read-only path (for profiling it with `perf`): the upstream
     /// is an HTTP module named `up` and the token has `tools:call`.
@@ -112,6 +111,16 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// Only the per-call counts (system calls, context switches, allocations; `perf` as
+    /// root) and the core-scaling rows.
+    PerCall {
+        /// The gateway binary (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// Fewer requests per run.
+        #[arg(long)]
+        quick: bool,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -128,17 +137,17 @@ async fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Upstream { listen, tools } => {
             upstream::set_extra_tools(tools);
-            let listener = TcpListener::bind(&listen).await?;
+            let listener = mcp_http::bind(listen)?;
             println!("listening on {}", listener.local_addr()?);
             upstream::serve(listener).await;
         }
         Command::NullProxy { listen, upstream } => {
-            let listener = TcpListener::bind(&listen).await?;
+            let listener = mcp_http::bind(listen)?;
             println!("listening on {}", listener.local_addr()?);
             proxy::serve(listener, upstream).await;
         }
         Command::OtlpSink { listen } => {
-            let listener = TcpListener::bind(&listen).await?;
+            let listener = mcp_http::bind(listen)?;
             println!("listening on {}", listener.local_addr()?);
             proxy::sink(listener).await;
         }
@@ -170,6 +179,9 @@ async fn main() -> Result<()> {
         }
         Command::Content { gateway, quick } => {
             run::content(run::Options { gateway, quick }).await?
+        }
+        Command::PerCall { gateway, quick } => {
+            run::per_call(run::Options { gateway, quick }).await?
         }
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }

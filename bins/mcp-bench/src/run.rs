@@ -3,11 +3,15 @@
 //! generator, and reports throughput, latency, CPU per call and memory side by side.
 
 mod content;
+mod cores;
+mod counts;
 mod rows;
 mod scale;
 mod tables;
 
 pub(crate) use content::content;
+use cores::{CoreRow, cores_report};
+use counts::{Counts, Probes, counts_report};
 use rows::{
     Row, backend_cpu, backend_cpu_used, cross_instance_wake, measure, measure_spread,
     metrics_with_a_large_catalog, transactions,
@@ -45,7 +49,13 @@ async fn start_gateway(
     store: &str,
     upstream: SocketAddr,
 ) -> Result<Proc> {
-    let auth = format!(
+    start_gateway_with(binary, dir, name, store, &tokens_auth(), upstream).await
+}
+
+/// The `[auth]` section of the bench's gateways: mode `tokens`, the agent, the human and
+/// the scraper.
+fn tokens_auth() -> String {
+    format!(
         r#"[auth]
 mode = "tokens"
 [[auth.tokens]]
@@ -63,8 +73,7 @@ scopes = ["metrics:read"]"#,
         agent = token_sha256(AGENT),
         human = token_sha256(HUMAN),
         scraper = token_sha256(SCRAPER),
-    );
-    start_gateway_with(binary, dir, name, store, &auth, upstream).await
+    )
 }
 
 /// [`start_gateway`] with another `[auth]` section.
@@ -76,6 +85,21 @@ async fn start_gateway_with(
     auth: &str,
     upstream: SocketAddr,
 ) -> Result<Proc> {
+    let path = gateway_config(dir, name, store, auth, upstream)?;
+    let mut command = Command::new(binary);
+    command.arg("--config").arg(&path).env("RUST_LOG", "warn");
+    start(command, "mcp-gateway listening on ").await
+}
+
+/// Writes a bench gateway's configuration (`dir/name.toml`): `store` and `auth` sections,
+/// no limits, the upstream as module `up`.
+fn gateway_config(
+    dir: &Path,
+    name: &str,
+    store: &str,
+    auth: &str,
+    upstream: SocketAddr,
+) -> Result<PathBuf> {
     let config = format!(
         r#"listen = "127.0.0.1:0"
 {store}
@@ -93,9 +117,7 @@ trust_annotations = true
     );
     let path = dir.join(format!("{name}.toml"));
     std::fs::write(&path, config)?;
-    let mut command = Command::new(binary);
-    command.arg("--config").arg(&path).env("RUST_LOG", "warn");
-    start(command, "mcp-gateway listening on ").await
+    Ok(path)
 }
 
 /// The arguments of the `i`th confirmed call: each its own (an identical call would take up
@@ -479,6 +501,9 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         );
     }
 
+    let counted = count_both_eras(&proxy, &gateway, options.quick).await;
+    let core_rows = cores::cores(&me, &options.gateway, &dir, upstream.addr, options.quick).await?;
+
     // Leak check: the same run three times, RSS after each.
     let mut rss_after = Vec::new();
     for _ in 0..3 {
@@ -578,12 +603,12 @@ pub(crate) async fn run(options: Options) -> Result<()> {
 
     let report = report(
         &rows,
-        idle_rss,
-        &rss_after,
+        (idle_rss, &rss_after),
         round_trips,
         &idle,
         &wake,
         &scrape,
+        (&counted, &core_rows),
     );
     println!("{}", report.0);
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
@@ -596,6 +621,82 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     println!("written to target/bench/gateway.md and target/bench/gateway.json");
     let _ = std::fs::remove_dir_all(&dir);
     drop((upstream, proxy, gateway, jwt_gateway, pg_gateway, pg_second));
+    Ok(())
+}
+
+/// The per-call counts of the null proxy and the gateway's read-only call in both eras;
+/// why none, where `perf` cannot count.
+async fn count_both_eras(proxy: &Proc, gateway: &Proc, quick: bool) -> Result<Vec<Counts>, String> {
+    let calls = if quick { 2_000 } else { 10_000 };
+    let probes = Probes::add(gateway.pid()).await?;
+    let counted = async {
+        let session = open_session(gateway.addr).await?;
+        let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
+        let read: MakeRequest =
+            Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
+        let read_through: MakeRequest = Arc::new(|_| {
+            modern(
+                "up__read",
+                Some(AGENT),
+                json!({"path": "/bench"}),
+                json!({}),
+            )
+        });
+        Ok::<_, anyhow::Error>(vec![
+            counts::count(&probes, "null proxy", proxy.addr, proxy.pid(), calls, read).await?,
+            counts::count(
+                &probes,
+                "gateway read-only",
+                gateway.addr,
+                gateway.pid(),
+                calls,
+                read_through,
+            )
+            .await?,
+            counts::count(
+                &probes,
+                "gateway read-only, legacy",
+                gateway.addr,
+                gateway.pid(),
+                calls,
+                legacy_read,
+            )
+            .await?,
+        ])
+    }
+    .await;
+    probes.remove().await;
+    counted.map_err(|e| format!("{e:#}"))
+}
+
+/// `mcp-bench per-call`: only the per-call counts (system calls, context switches,
+/// allocations) and the core-scaling rows.
+pub(crate) async fn per_call(options: Options) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut upstream_cmd = Command::new(&me);
+    upstream_cmd.args(["upstream"]);
+    let upstream = start(upstream_cmd, "listening on ").await?;
+    let mut proxy_cmd = Command::new(&me);
+    proxy_cmd.args(["null-proxy", "--upstream", &upstream.addr.to_string()]);
+    let proxy = start(proxy_cmd, "listening on ").await?;
+    let gateway = start_gateway(
+        &options.gateway,
+        &dir,
+        "memory",
+        "[store]\nkind = \"memory\"",
+        upstream.addr,
+    )
+    .await?;
+    let counted = count_both_eras(&proxy, &gateway, options.quick).await;
+    let core_rows = cores::cores(&me, &options.gateway, &dir, upstream.addr, options.quick).await?;
+    let mut md = String::new();
+    counts_report(&mut md, &counted);
+    cores_report(&mut md, &core_rows);
+    println!("{md}");
+    drop((upstream, proxy, gateway));
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 

@@ -8,7 +8,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use elicitation_store::SystemClock;
-use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
 mod accounts;
@@ -520,8 +519,7 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
     let config = config.unwrap_or_else(Config::demo);
     let app = Arc::new(app::build(&config).await?);
     reload_on_hangup(app.clone(), path);
-    let listener = TcpListener::bind(config.listen)
-        .await
+    let listener = mcp_http::bind(config.listen)
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let address = listener.local_addr()?;
     let stopping = shutdown_signal();
@@ -566,8 +564,7 @@ async fn serve(config: Option<Config>, path: Option<PathBuf>) -> Result<()> {
     let (stop_operations, operations_stopped) = tokio::sync::oneshot::channel::<()>();
     let operations = match config.metrics.listen {
         Some(at) => {
-            let listener = TcpListener::bind(at)
-                .await
+            let listener = mcp_http::bind(at)
                 .with_context(|| format!("cannot listen on {at} ([metrics] listen)"))?;
             tracing::info!(address = %listener.local_addr()?, "operations endpoints (/metrics, /readyz, /healthz) listening");
             Some(tokio::spawn(mcp_http::serve_operations(

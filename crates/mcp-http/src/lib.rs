@@ -34,5 +34,5 @@ mod tasks;
 mod serve;
 
 pub use answers::ClientAnswers;
-pub use serve::{ServeConfig, serve, serve_operations};
+pub use serve::{LISTEN_BACKLOG, ServeConfig, bind, serve, serve_operations};
 pub use service::embed::GatewayService;

@@ -8,12 +8,12 @@ use super::*;
 
 pub(super) fn report(
     rows: &[Row],
-    idle_rss: f64,
-    rss_after: &[f64],
+    (idle_rss, rss_after): (f64, &[f64]),
     round_trips: Option<(f64, f64)>,
     idle: &crate::idle::IdleMemory,
     wake: &(f64, f64, f64),
     scrape: &(f64, f64, usize),
+    (counted, core_rows): (&Result<Vec<Counts>, String>, &[CoreRow]),
 ) -> (String, Value) {
     let mut md = String::from(
         "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | ctx sw / call | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -230,7 +230,9 @@ pub(super) fn report(
         scrape.0, scrape.1, scrape.2
     );
     let scale = scale_report(&mut md, rows);
-    let json = json!({"rows": json_rows, "ratios": ratios, "scale_out": scale, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips.map(|r| r.0), "postgres_backend_cpu_us_per_call": round_trips.map(|r| r.1),
+    let counts = counts_report(&mut md, counted);
+    let cores = cores_report(&mut md, core_rows);
+    let json = json!({"rows": json_rows, "per_call_counts": counts, "core_scaling": cores, "ratios": ratios, "scale_out": scale, "idle_rss_mib": idle_rss, "rss_after_runs_mib": rss_after, "postgres_round_trips_per_call": round_trips.map(|r| r.0), "postgres_backend_cpu_us_per_call": round_trips.map(|r| r.1),
         "cross_instance_wake_ms": {"p50": wake.0, "p99": wake.1, "max": wake.2},
         "metrics_1000_tools": {"p50_ms": scrape.0, "p99_ms": scrape.1, "bytes": scrape.2},
         "idle_sessions": {"sessions": idle.sessions, "rss_before_mib": idle.before, "rss_open_mib": idle.open, "rss_later_mib": idle.later, "idle_seconds": idle.idle.as_secs(),
