@@ -103,7 +103,7 @@ impl McpService {
                             page: self.page_base(headers),
                             tasks: capabilities
                                 .as_ref()
-                                .and_then(|c| c.pointer("/extensions"))
+                                .and_then(|c| c.get("extensions"))
                                 .and_then(|e| e.get(mcp_wire::tasks::TASKS_EXTENSION))
                                 .is_some(),
                         };

@@ -16,9 +16,12 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use time::OffsetDateTime;
+
+mod histogram;
+use histogram::Histogram;
 
 /// A tool call's labels: which tool, and what the gateway did with it.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

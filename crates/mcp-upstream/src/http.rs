@@ -375,7 +375,12 @@ impl HttpModule {
     /// of the request being served (W3C `traceparent`, when tracing is on). Callers add
     /// theirs.
     fn headers(&self) -> HeaderMap {
-        let mut headers = self.base_headers.clone();
+        // Room for what a request adds (the protocol version, method and name, a session,
+        // a trace context, the token) without growing the map.
+        let mut headers = HeaderMap::with_capacity(self.base_headers.len() + 8);
+        for (name, value) in &self.base_headers {
+            headers.append(name.clone(), value.clone());
+        }
         mcp_trace::inject(&mut headers);
         headers
     }

@@ -422,7 +422,8 @@ struct ErrorResponse<'a> {
 
 /// The bytes of a successful response carrying `result` as it is.
 pub fn result_body_bytes(id: &RequestId, result: &crate::ResultBody) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
+    // The envelope and the id in 64 bytes, the result written once into room for it.
+    let mut out = Vec::with_capacity(64 + result.len_hint().max(192));
     out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
     // An id is a string or an integer: writing it cannot fail.
     let _ = serde_json::to_writer(&mut out, id);
@@ -498,11 +499,20 @@ struct OutgoingRequestHead<'a> {
 /// JSON-RPC allows `params` to be absent, never `null`, and the TypeScript SDK drops such a
 /// message unanswered.
 pub fn request_bytes<P: Serialize>(id: &RequestId, method: &str, params: &P) -> Vec<u8> {
-    let mut out = to_bytes(&OutgoingRequestHead {
-        jsonrpc: "2.0",
-        id,
-        method,
-    });
+    // Room for a call's params as most are: the buffer grows once at most.
+    let mut out = Vec::with_capacity(512);
+    if serde_json::to_writer(
+        &mut out,
+        &OutgoingRequestHead {
+            jsonrpc: "2.0",
+            id,
+            method,
+        },
+    )
+    .is_err()
+    {
+        return Vec::new();
+    }
     // `{…}` without its closing brace, then the params written into the same buffer.
     if out.pop() != Some(b'}') {
         return Vec::new();

@@ -41,6 +41,15 @@ impl ResultBody {
         }
     }
 
+    /// The length of the result's JSON text where it is at hand (a value's is not: 0).
+    pub fn len_hint(&self) -> usize {
+        match self {
+            ResultBody::Value(_) => 0,
+            ResultBody::Raw(raw) => raw.get().len(),
+            ResultBody::Json(bytes) => bytes.len(),
+        }
+    }
+
     /// The JSON text of the result.
     pub fn write(&self, out: &mut Vec<u8>) {
         match self {
@@ -97,6 +106,11 @@ impl ResultBody {
 /// an object whose top-level keys can all be read (so the rewrite for the client cannot be
 /// skipped), and the `resultType` it declares, if any. `Err` says what is wrong.
 pub fn inspect(raw: &RawValue) -> Result<Option<String>, &'static str> {
+    result_type(raw).map(|kind| kind.map(Cow::into_owned))
+}
+
+/// [`inspect`], borrowing the common answers (`"complete"`, none) instead of copying them.
+fn result_type(raw: &RawValue) -> Result<Option<Cow<'static, str>>, &'static str> {
     const KEY: &str = "\"resultType\"";
     let text = raw.get();
     if !text.trim_start().starts_with('{') {
@@ -111,23 +125,22 @@ pub fn inspect(raw: &RawValue) -> Result<Option<String>, &'static str> {
             return Ok(None);
         };
         if found.next().is_none() && text[first + KEY.len()..].starts_with(":\"complete\"") {
-            return Ok(Some("complete".to_owned()));
+            return Ok(Some(Cow::Borrowed("complete")));
         }
     }
     let fields = Fields::of(raw).ok_or("the result's top-level keys cannot be read")?;
     match fields.0.iter().find(|(k, _)| k == "resultType") {
         None => Ok(None),
         Some((_, value)) => serde_json::from_str::<String>(value.get())
-            .map(Some)
+            .map(|kind| Some(Cow::Owned(kind)))
             .map_err(|_| "resultType is not a string"),
     }
 }
 
-/// Whether a module's result can be passed on: an object with readable top-level keys that
-/// is complete (the gateway does not bridge a module's input requests yet). `Err` says why
-/// not.
+/// Whether the gateway can pass a module's result on as it is: an object, complete (no
+/// `resultType`, or `"complete"`); else why not.
 pub fn usable(raw: &RawValue) -> Result<(), String> {
-    match inspect(raw) {
+    match result_type(raw) {
         Ok(None) => Ok(()),
         Ok(Some(kind)) if kind == "complete" => Ok(()),
         Ok(Some(kind)) => Err(format!(

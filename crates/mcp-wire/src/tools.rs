@@ -79,62 +79,99 @@ pub struct CallToolParams {
     pub input_responses: Option<Map<String, Value>>,
     /// Every other field, passed on as it came.
     pub rest: Map<String, Value>,
-    /// `_meta` keys of the next hop, added where `meta` lacks them when written.
-    hop_meta: Option<&'static Map<String, Value>>,
+    /// `_meta` maps of the next hop, in the order added: their keys are written where
+    /// `meta` and the maps before lack them.
+    hop_meta: HopMaps,
     /// The call's client takes a task of the 2026-07-28 tasks extension for it (declared in
     /// its capabilities there, not in the params: never written).
     modern_task: bool,
 }
 
-/// `_meta` as written: the call's own keys, then the hop's that it lacks.
+/// The hop's `_meta` maps a call carries as references (a modern hop adds two or three:
+/// the client's capabilities, the protocol's keys, a log level); a further one moves the
+/// recorded ones' keys into the call's own `meta`.
+const HOP_MAPS: usize = 3;
+type HopMaps = [Option<&'static Map<String, Value>>; HOP_MAPS];
+
+/// `_meta` as written: the call's own keys, then each hop map's that none before has.
 struct MergedMeta<'a> {
     own: Option<&'a Map<String, Value>>,
-    hop: Option<&'static Map<String, Value>>,
+    hop: &'a HopMaps,
 }
 
 impl MergedMeta<'_> {
     fn is_empty(&self) -> bool {
-        self.own.is_none_or(Map::is_empty) && self.hop.is_none_or(Map::is_empty)
+        self.own.is_none_or(Map::is_empty) && self.hop.iter().flatten().all(|m| m.is_empty())
+    }
+
+    /// The hop maps' entries in the order written: each key where no map before has it.
+    fn hop_entries(&self) -> impl Iterator<Item = (&String, &Value)> + '_ {
+        let maps = self.hop.iter().flatten().copied();
+        maps.enumerate().flat_map(move |(i, map)| {
+            map.iter().filter(move |(key, _)| {
+                !self.own.is_some_and(|own| own.contains_key(*key))
+                    && !self
+                        .hop
+                        .iter()
+                        .flatten()
+                        .take(i)
+                        .any(|m| m.contains_key(*key))
+            })
+        })
     }
 }
 
 thread_local! {
-    /// The hop maps written so far on this thread, as JSON text, by address (they are
-    /// `'static` and never change).
-    static WRITTEN: std::cell::RefCell<Vec<(usize, std::rc::Rc<serde_json::value::RawValue>)>> =
+    /// The hop maps' merges written so far on this thread, as JSON text, by their
+    /// addresses (they are `'static` and never change).
+    static WRITTEN: std::cell::RefCell<Vec<([usize; HOP_MAPS], std::rc::Rc<serde_json::value::RawValue>)>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// `hop` as JSON text, written once per thread: a call with no `_meta` of its own (most)
-/// sends the hop's map as it is, so it is not serialized anew for every call.
-fn written(hop: &'static Map<String, Value>) -> Option<std::rc::Rc<serde_json::value::RawValue>> {
-    let key = std::ptr::from_ref(hop) as usize;
+/// At most this many merges are kept per thread (there are a few dozen at most: the
+/// capability maps times the log levels).
+const WRITTEN_KEPT: usize = 256;
+
+/// The hop maps merged, as JSON text, written once per thread: a call with no `_meta` of
+/// its own (most) sends the hop's maps as they are, so they are not serialized anew for
+/// every call.
+fn written(meta: &MergedMeta<'_>) -> Option<std::rc::Rc<serde_json::value::RawValue>> {
+    let key = meta
+        .hop
+        .map(|m| m.map_or(0, |m| std::ptr::from_ref(m) as usize));
     WRITTEN.with(|written| {
         let mut written = written.borrow_mut();
         if let Some((_, raw)) = written.iter().find(|(k, _)| *k == key) {
             return Some(raw.clone());
         }
+        let text = serde_json::to_string(&Entries(meta)).ok()?;
         let raw: std::rc::Rc<serde_json::value::RawValue> =
-            serde_json::value::to_raw_value(hop).ok()?.into();
-        written.push((key, raw.clone()));
+            serde_json::value::RawValue::from_string(text).ok()?.into();
+        if written.len() < WRITTEN_KEPT {
+            written.push((key, raw.clone()));
+        }
         Some(raw)
     })
+}
+
+/// The merged entries, written as one map.
+struct Entries<'a, 'b>(&'a MergedMeta<'b>);
+
+impl Serialize for Entries<'_, '_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let own = self.0.own.into_iter().flatten();
+        serializer.collect_map(own.chain(self.0.hop_entries()))
+    }
 }
 
 impl Serialize for MergedMeta<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         if self.own.is_none_or(Map::is_empty)
-            && let Some(raw) = self.hop.and_then(written)
+            && let Some(raw) = written(self)
         {
             return raw.serialize(serializer);
         }
-        let own = self.own.into_iter().flatten();
-        let hop = self
-            .hop
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| !self.own.is_some_and(|own| own.contains_key(*k)));
-        serializer.collect_map(own.chain(hop))
+        Entries(self).serialize(serializer)
     }
 }
 
@@ -148,7 +185,7 @@ impl Serialize for CallToolParams {
         }
         let meta = MergedMeta {
             own: self.meta.as_ref(),
-            hop: self.hop_meta,
+            hop: &self.hop_meta,
         };
         if !meta.is_empty() {
             map.serialize_entry("_meta", &meta)?;
@@ -209,7 +246,7 @@ impl CallToolParams {
             request_state: None,
             input_responses: None,
             rest: Map::new(),
-            hop_meta: None,
+            hop_meta: [None; HOP_MAPS],
             modern_task: false,
         }
     }
@@ -357,22 +394,36 @@ impl WithMeta for ListParams {
 }
 
 impl WithMeta for CallToolParams {
-    /// Recorded, and merged in when the params are written: nothing is copied for the one
-    /// map every modern hop adds. Another map added beside it (a log level) first moves the
-    /// recorded one's missing keys into `meta`, so every map added is written.
+    /// Recorded, and merged in when the params are written: nothing is copied for the
+    /// maps a modern hop adds (up to three). A fourth first moves the recorded ones' keys
+    /// into `meta` (where missing), so every map added is written; one added again is
+    /// recorded once.
     fn add_meta(&mut self, extra: &'static Map<String, Value>) {
-        match self.hop_meta {
-            Some(recorded) if !std::ptr::eq(recorded, extra) => {
-                let meta = self.meta.get_or_insert_with(Map::new);
-                for (key, value) in recorded {
-                    if !meta.contains_key(key) {
-                        meta.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-            _ => {}
+        if self
+            .hop_meta
+            .iter()
+            .flatten()
+            .any(|m| std::ptr::eq(*m, extra))
+        {
+            return;
         }
-        self.hop_meta = Some(extra);
+        if let Some(free) = self.hop_meta.iter_mut().find(|m| m.is_none()) {
+            *free = Some(extra);
+            return;
+        }
+        let merged = MergedMeta {
+            own: None,
+            hop: &self.hop_meta,
+        };
+        let moved: Vec<(String, Value)> = merged
+            .hop_entries()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let meta = self.meta.get_or_insert_with(Map::new);
+        for (key, value) in moved {
+            meta.entry(key).or_insert(value);
+        }
+        self.hop_meta = [Some(extra), None, None];
     }
 
     fn declares_tasks(&self) -> bool {
@@ -746,6 +797,54 @@ mod tests {
             Some(3),
             "{written}"
         );
+    }
+
+    #[test]
+    fn hop_maps_merge_in_the_order_added_the_first_keeping_a_shared_key() {
+        fn map(pairs: &[(&str, Value)]) -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
+        }
+        static A: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(|| map(&[("a", json!(1)), ("shared", json!("a"))]));
+        static B: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(|| map(&[("b", json!(2)), ("shared", json!("b"))]));
+        static C: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(|| map(&[("c", json!(3))]));
+        static D: std::sync::LazyLock<Map<String, Value>> =
+            std::sync::LazyLock::new(|| map(&[("d", json!(4)), ("shared", json!("d"))]));
+        let write = |maps: &[&'static Map<String, Value>], own: Option<&str>| {
+            let mut params = CallToolParams::new("t".into(), None);
+            if let Some(own) = own {
+                params.meta = Some(map(&[("shared", json!(own))]));
+            }
+            for m in maps {
+                params.add_meta(m);
+                params.add_meta(m);
+            }
+            serde_json::to_value(&params).unwrap()["_meta"].clone()
+        };
+        // Written twice each way: the second comes from the thread's cache of merges.
+        for _ in 0..2 {
+            assert_eq!(
+                write(&[&A, &B, &C], None),
+                json!({"a": 1, "shared": "a", "b": 2, "c": 3})
+            );
+            assert_eq!(
+                write(&[&B, &A], None),
+                json!({"b": 2, "shared": "b", "a": 1})
+            );
+            assert_eq!(
+                write(&[&A, &B, &C, &D], None),
+                json!({"a": 1, "shared": "a", "b": 2, "c": 3, "d": 4})
+            );
+            assert_eq!(
+                write(&[&A, &B], Some("own")),
+                json!({"shared": "own", "a": 1, "b": 2})
+            );
+        }
     }
 
     #[test]
