@@ -16,11 +16,11 @@ const SHARDS: usize = 16;
 /// Upper bounds a histogram may have (the last, +Inf, added): the gateway's have 16 and 11.
 const MAX_BUCKETS: usize = 23;
 
-/// One thread's counts: a bucket's count per upper bound, the count and the sum's bits.
+/// One thread's counts: a bucket's count per upper bound and the sum's bits (the count is
+/// the buckets' total, so a scrape never reads a count its buckets do not add up to).
 #[repr(align(128))]
 struct Shard {
     buckets: [AtomicU64; MAX_BUCKETS + 1],
-    count: AtomicU64,
     sum: AtomicU64,
 }
 
@@ -28,7 +28,6 @@ impl Default for Shard {
     fn default() -> Self {
         Shard {
             buckets: std::array::from_fn(|_| AtomicU64::new(0)),
-            count: AtomicU64::new(0),
             sum: AtomicU64::new(0f64.to_bits()),
         }
     }
@@ -70,9 +69,13 @@ fn shard() -> usize {
 }
 
 impl Histogram {
-    /// A histogram with these upper bounds (at most 23; ascending) and +Inf.
+    /// A histogram with these upper bounds (finite, ascending, at most 23) and +Inf.
     pub(crate) fn new(bounds: impl IntoIterator<Item = f64>) -> Histogram {
-        let mut bounds: Vec<f64> = bounds.into_iter().take(MAX_BUCKETS).collect();
+        let mut bounds: Vec<f64> = bounds.into_iter().filter(|b| b.is_finite()).collect();
+        assert!(
+            bounds.len() <= MAX_BUCKETS,
+            "a histogram has at most {MAX_BUCKETS} bounds"
+        );
         bounds.push(f64::INFINITY);
         Histogram(Arc::new(Inner {
             bounds,
@@ -90,7 +93,6 @@ impl Histogram {
             .unwrap_or(inner.bounds.len() - 1);
         let shard = &inner.shards[shard()];
         shard.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        shard.count.fetch_add(1, Ordering::Relaxed);
         // Only this thread (and those sharing its shard) write here: the loop rarely turns.
         let _ = shard
             .sum
@@ -103,14 +105,14 @@ impl Histogram {
     fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
         let inner = &*self.0;
         let mut buckets: Vec<(f64, u64)> = inner.bounds.iter().map(|b| (*b, 0)).collect();
-        let (mut sum, mut count) = (0.0, 0);
+        let mut sum = 0.0;
         for shard in &inner.shards {
             sum += f64::from_bits(shard.sum.load(Ordering::Relaxed));
-            count += shard.count.load(Ordering::Relaxed);
             for (total, counted) in buckets.iter_mut().zip(&shard.buckets) {
                 total.1 += counted.load(Ordering::Relaxed);
             }
         }
+        let count = buckets.iter().map(|(_, n)| n).sum();
         (sum, count, buckets)
     }
 }

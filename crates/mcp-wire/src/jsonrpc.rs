@@ -499,7 +499,7 @@ struct OutgoingRequestHead<'a> {
 /// JSON-RPC allows `params` to be absent, never `null`, and the TypeScript SDK drops such a
 /// message unanswered.
 pub fn request_bytes<P: Serialize>(id: &RequestId, method: &str, params: &P) -> Vec<u8> {
-    // Room for a call's params as most are: the buffer grows once at most.
+    // Room for the params of most calls: a larger one grows the buffer.
     let mut out = Vec::with_capacity(512);
     if serde_json::to_writer(
         &mut out,

@@ -1,5 +1,5 @@
 //! How throughput grows with cores: the null proxy and the gateway each started pinned to
-//! the first k cores (`taskset -c 0-(k-1)`, so each runtime sizes its worker pool to k),
+//! the first k cores it may use (`taskset -c`, so each runtime sizes its worker pool to k),
 //! k = 1, 2, 4, 8 as far as the machine has cores, driven at 256 connections. A gateway
 //! that scales like the null proxy has nothing shared that grows costly with cores (a
 //! lock, a counter every call writes, a table every call reads under a lock).
@@ -36,9 +36,29 @@ const NULL: &str = "null proxy";
 const MODERN: &str = "gateway 2026-07-28";
 const LEGACY: &str = "gateway 2025-11-25";
 
+/// The CPUs this process may run on (`Cpus_allowed_list` of /proc/self/status: a
+/// container's may not start at 0), in order.
+fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let Some(list) = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+    else {
+        return Vec::new();
+    };
+    list.trim()
+        .split(',')
+        .filter_map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(a.parse::<usize>().ok()?..=b.parse().ok()?),
+            None => part.parse::<usize>().ok().map(|a| a..=a),
+        })
+        .flatten()
+        .collect()
+}
+
 /// The core counts this machine can pin: 1, 2, 4, 8 up to its cores.
 fn core_counts() -> Vec<usize> {
-    let available = std::thread::available_parallelism().map_or(1, usize::from);
+    let available = allowed_cpus().len();
     [1, 2, 4, 8]
         .into_iter()
         .filter(|&k| k <= available)
@@ -120,8 +140,13 @@ pub(super) async fn cores(
         )
     });
     let mut rows = Vec::new();
+    let allowed = allowed_cpus();
     for k in core_counts() {
-        let cpus = format!("0-{}", k - 1);
+        let cpus = allowed[..k]
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         let mut proxy_cmd = Command::new("taskset");
         proxy_cmd.args(["-c", &cpus]).arg(me).args([
             "null-proxy",
