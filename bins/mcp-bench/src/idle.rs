@@ -152,14 +152,7 @@ async fn open(gateway: SocketAddr, token: &str) -> Result<TcpStream> {
 
 /// Read-only calls at concurrency 16: (p50, p99) in ms.
 async fn read_latency(gateway: SocketAddr, total: usize) -> Result<(f64, f64)> {
-    let make: crate::load::MakeRequest = std::sync::Arc::new(|_| {
-        crate::peers::modern(
-            "up__read",
-            Some("idle-token-0"),
-            serde_json::json!({"path": "/bench"}),
-            serde_json::json!({}),
-        )
-    });
+    let make = crate::peers::read_through("idle-token-0");
     let check: crate::load::Check = std::sync::Arc::new(|status, body: &[u8]| {
         const OK: &[u8] = b"\"text\":\"ok\"";
         status == 200 && body.windows(OK.len()).any(|w| w == OK)

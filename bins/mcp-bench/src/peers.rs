@@ -57,6 +57,45 @@ pub(crate) async fn start(mut command: Command, marker: &str) -> Result<Proc> {
     Ok(Proc { child, addr })
 }
 
+/// A folder of this run's own under the temporary directory (`mcp-bench-{what}-{pid}`).
+pub(crate) fn bench_dir(what: &str) -> Result<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("mcp-bench-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
+
+/// The fast upstream (`me upstream`), started.
+pub(crate) async fn start_upstream(me: &std::path::Path) -> Result<Proc> {
+    let mut command = Command::new(me);
+    command.arg("upstream");
+    start(command, "listening on ").await
+}
+
+/// The null proxy to `upstream` (`me null-proxy`), started.
+pub(crate) async fn start_null_proxy(me: &std::path::Path, upstream: SocketAddr) -> Result<Proc> {
+    let mut command = Command::new(me);
+    command.args(["null-proxy", "--upstream", &upstream.to_string()]);
+    start(command, "listening on ").await
+}
+
+/// The read-only call straight to the upstream (`read`, no token).
+pub(crate) fn read_direct() -> load::MakeRequest {
+    Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})))
+}
+
+/// The read-only call through a gateway (`up__read`) with `token`.
+pub(crate) fn read_through(token: impl Into<String>) -> load::MakeRequest {
+    let token = token.into();
+    Arc::new(move |_| {
+        modern(
+            "up__read",
+            Some(&token),
+            json!({"path": "/bench"}),
+            json!({}),
+        )
+    })
+}
+
 pub(crate) fn modern(
     tool: &str,
     token: Option<&str>,

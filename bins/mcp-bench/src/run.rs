@@ -37,8 +37,9 @@ use mcp_auth::token_sha256;
 
 use crate::load::{self, MakeRequest};
 use crate::peers::{
-    AGENT, HUMAN, Proc, SCRAPER, SEAL_KEY, forwarded, legacy, legacy_as, modern, open_session,
-    open_session_as, prompt, resource, start,
+    AGENT, HUMAN, Proc, SCRAPER, SEAL_KEY, bench_dir, forwarded, legacy, legacy_as, modern,
+    open_session, open_session_as, prompt, read_direct, read_through, resource, start,
+    start_null_proxy, start_upstream,
 };
 use crate::procstat;
 
@@ -251,8 +252,7 @@ const ROUNDS: usize = 3;
 
 pub(crate) async fn run(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
+    let dir = bench_dir("run")?;
     let levels = [1usize, 16, 64];
     let total = |c: usize| {
         if options.quick {
@@ -273,12 +273,8 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         }
     };
 
-    let mut upstream_cmd = Command::new(&me);
-    upstream_cmd.args(["upstream"]);
-    let upstream = start(upstream_cmd, "listening on ").await?;
-    let mut proxy_cmd = Command::new(&me);
-    proxy_cmd.args(["null-proxy", "--upstream", &upstream.addr.to_string()]);
-    let proxy = start(proxy_cmd, "listening on ").await?;
+    let upstream = start_upstream(&me).await?;
+    let proxy = start_null_proxy(&me, upstream.addr).await?;
     let gateway = start_gateway(
         &options.gateway,
         &dir,
@@ -320,26 +316,11 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     )
     .await?;
     let remembered = issuer.token("bench", 0)?;
-    let read_with_jwt: MakeRequest = Arc::new(move |_| {
-        modern(
-            "up__read",
-            Some(&remembered),
-            json!({"path": "/bench"}),
-            json!({}),
-        )
-    });
+    let read_with_jwt = read_through(remembered);
     let mut first_sight_from = 1;
 
-    let read: MakeRequest =
-        Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
-    let read_through_gateway: MakeRequest = Arc::new(|_| {
-        modern(
-            "up__read",
-            Some(AGENT),
-            json!({"path": "/bench"}),
-            json!({}),
-        )
-    });
+    let read = read_direct();
+    let read_through_gateway = read_through(AGENT);
     let mut rows = Vec::new();
     eprintln!("measuring (release build, RUST_LOG=warn, all on 127.0.0.1):");
     for &c in &levels {
@@ -638,25 +619,23 @@ async fn count_both_eras(proxy: &Proc, gateway: &Proc, quick: bool) -> Result<Ve
     let counted = async {
         let session = open_session(gateway.addr).await?;
         let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
-        let read: MakeRequest =
-            Arc::new(|_| modern("read", None, json!({"path": "/bench"}), json!({})));
-        let read_through: MakeRequest = Arc::new(|_| {
-            modern(
-                "up__read",
-                Some(AGENT),
-                json!({"path": "/bench"}),
-                json!({}),
-            )
-        });
         Ok::<_, anyhow::Error>(vec![
-            counts::count(&probes, "null proxy", proxy.addr, proxy.pid(), calls, read).await?,
+            counts::count(
+                &probes,
+                "null proxy",
+                proxy.addr,
+                proxy.pid(),
+                calls,
+                read_direct(),
+            )
+            .await?,
             counts::count(
                 &probes,
                 "gateway read-only",
                 gateway.addr,
                 gateway.pid(),
                 calls,
-                read_through,
+                read_through(AGENT),
             )
             .await?,
             counts::count(
@@ -679,14 +658,9 @@ async fn count_both_eras(proxy: &Proc, gateway: &Proc, quick: bool) -> Result<Ve
 /// allocations) and the core-scaling rows.
 pub(crate) async fn per_call(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut upstream_cmd = Command::new(&me);
-    upstream_cmd.args(["upstream"]);
-    let upstream = start(upstream_cmd, "listening on ").await?;
-    let mut proxy_cmd = Command::new(&me);
-    proxy_cmd.args(["null-proxy", "--upstream", &upstream.addr.to_string()]);
-    let proxy = start(proxy_cmd, "listening on ").await?;
+    let dir = bench_dir("per-call")?;
+    let upstream = start_upstream(&me).await?;
+    let proxy = start_null_proxy(&me, upstream.addr).await?;
     let gateway = start_gateway(
         &options.gateway,
         &dir,
@@ -728,11 +702,8 @@ const SCALE_CONFIRMED: [&str; 3] = [
 /// transactions per call — what a change to the store's statements is judged by.
 pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut upstream_cmd = Command::new(&me);
-    upstream_cmd.args(["upstream"]);
-    let upstream = start(upstream_cmd, "listening on ").await?;
+    let dir = bench_dir("confirmed")?;
+    let upstream = start_upstream(&me).await?;
     let db = TestDb::new().await;
     let store = postgres_store(&db);
     let gateway = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;

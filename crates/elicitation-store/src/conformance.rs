@@ -137,6 +137,30 @@ fn request(tool: &str, arguments: Value) -> ConfirmationRequest {
     )
 }
 
+/// Asserts that the approved confirmation `id` approves nothing under `other` (a binding it
+/// was not given for): no lookup finds it, and neither consuming nor redeeming takes it.
+async fn approves_nothing(h: &Harness, id: elicitation_core::ElicitationId, other: &CallBinding) {
+    assert_eq!(
+        h.store.confirmation_for(&alice(), other).await.unwrap(),
+        None,
+        "{other:?} takes up no confirmation"
+    );
+    assert_eq!(
+        h.store.confirmation(&alice(), id, other).await.unwrap(),
+        None,
+        "{other:?}"
+    );
+    assert!(!h.store.is_confirmed(&alice(), id, other).await.unwrap());
+    assert!(matches!(
+        h.store.consume_confirmation(&alice(), id, other).await,
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(
+        h.store.redeem_confirmation(&alice(), id, other).await,
+        Err(StoreError::NotFound { .. })
+    ));
+}
+
 fn binding(tool: &str, arguments: &Value) -> CallBinding {
     CallBinding {
         server: None,
@@ -649,16 +673,7 @@ pub(crate) async fn confirmation_for_other_arguments_is_not_confirmed(
         binding("fs__rmdir", &args),
     ];
     for b in &mismatches {
-        assert_eq!(
-            h.store.confirmation(&alice(), id, b).await.unwrap(),
-            None,
-            "{b:?}"
-        );
-        assert!(!h.store.is_confirmed(&alice(), id, b).await.unwrap());
-        assert!(matches!(
-            h.store.consume_confirmation(&alice(), id, b).await,
-            Err(StoreError::NotFound { .. })
-        ));
+        approves_nothing(&h, id, b).await;
     }
     // The right binding still works after all those attempts.
     h.store
@@ -695,20 +710,8 @@ pub(crate) async fn a_confirmation_approves_nothing_once_its_tools_definition_ch
         definition: CallDigest::of(&json!({"name": "fs__rm", "description": "Also mails /etc"})),
         ..binding("fs__rm", &args)
     };
-    assert_eq!(
-        h.store.confirmation_for(&alice(), &changed).await.unwrap(),
-        None,
-        "a re-call under the changed definition takes up no confirmation"
-    );
-    assert_eq!(
-        h.store.confirmation(&alice(), id, &changed).await.unwrap(),
-        None
-    );
-    assert!(!h.store.is_confirmed(&alice(), id, &changed).await.unwrap());
-    assert!(matches!(
-        h.store.consume_confirmation(&alice(), id, &changed).await,
-        Err(StoreError::NotFound { .. })
-    ));
+    // A re-call under the changed definition takes up no confirmation.
+    approves_nothing(&h, id, &changed).await;
     // Under the definition it was given for, it is still good, once.
     let original = binding("fs__rm", &args);
     assert_eq!(
@@ -752,20 +755,7 @@ pub(crate) async fn a_confirmation_approves_its_call_only_on_the_server_it_was_a
     // The same caller, tool, arguments and definition, on the gateway's own endpoint or on
     // another server (whose rules may want someone else's answer): it approves nothing there.
     for elsewhere in [None, Some("eng")] {
-        let other = on(elsewhere);
-        assert_eq!(
-            h.store.confirmation_for(&alice(), &other).await.unwrap(),
-            None,
-            "{elsewhere:?} takes up no confirmation of finance's"
-        );
-        assert_eq!(
-            h.store.confirmation(&alice(), id, &other).await.unwrap(),
-            None
-        );
-        assert!(matches!(
-            h.store.redeem_confirmation(&alice(), id, &other).await,
-            Err(StoreError::NotFound { .. })
-        ));
+        approves_nothing(&h, id, &on(elsewhere)).await;
     }
     let finance = on(Some("finance"));
     assert_eq!(

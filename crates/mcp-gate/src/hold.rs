@@ -21,7 +21,7 @@ use crate::gate::call_facts;
 use crate::outcome::{Audit, CallOutcome, GatedCall, PendingConfirmation, Run, RunBy, Settled};
 use crate::own_tool::Via;
 use crate::pins::definition_digest;
-use crate::quotas::QuotaStop;
+use crate::quotas::{QuotaStop, Taken};
 use crate::{Gateway, timed};
 use mcp_auth::Principal;
 
@@ -78,7 +78,24 @@ impl Gateway {
                     .await;
             }
         };
-        match self.settle(principal, call, confirmation_id).await {
+        let settled = self.settle(principal, call, confirmation_id).await;
+        self.run_settled(principal, call, settled, taken, via, upstream)
+            .await
+    }
+
+    /// What a settled call comes to: its answer or its hold (the quota counts it took given
+    /// back: it does not run now), or its run on the module, audited as redeemed or granted
+    /// and told of a person's edit.
+    pub(crate) async fn run_settled(
+        &self,
+        principal: &Principal,
+        call: &GatedCall,
+        settled: Settled,
+        taken: Taken,
+        via: Via<'_>,
+        upstream: &mut Duration,
+    ) -> CallOutcome {
+        match settled {
             Settled::Answer(result) => {
                 self.give_back_quota(taken).await;
                 CallOutcome::Done(result)

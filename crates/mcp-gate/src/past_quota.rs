@@ -20,8 +20,7 @@ use mcp_wire::CallToolParams;
 use serde_json::{Map, Value, json};
 
 use crate::Gateway;
-use crate::approve::told_of_edit;
-use crate::outcome::{Audit, CallOutcome, GatedCall, RunBy, Settled};
+use crate::outcome::{CallOutcome, GatedCall};
 use crate::own_tool::Via;
 use crate::quotas::{Passed, Taken};
 
@@ -61,41 +60,10 @@ impl Gateway {
                 return CallOutcome::Done(refused);
             }
         };
-        match self.settle(principal, &call, confirmation).await {
-            Settled::Answer(result) => {
-                self.give_back_quota(taken).await;
-                CallOutcome::Done(result)
-            }
-            Settled::Held(pending) => {
-                self.give_back_quota(taken).await;
-                CallOutcome::NeedsConfirmation(pending)
-            }
-            Settled::Run(run) => {
-                let run = *run;
-                let id = match run.by {
-                    RunBy::Confirmation(id) => Some(id),
-                    RunBy::Grant(_) => None,
-                };
-                let forwarded = Audit::Forwarded {
-                    gated: true,
-                    shadowed: false,
-                };
-                let outcome = self
-                    .forward(
-                        principal,
-                        &call.entry,
-                        run.params,
-                        (forwarded, id, Some(taken)),
-                        via,
-                        upstream,
-                    )
-                    .await;
-                match &run.edited {
-                    Some(edited) => told_of_edit(outcome, edited),
-                    None => outcome,
-                }
-            }
-        }
+        // It takes no grant (`grants: false`): it runs on the person's leave, redeemed.
+        let settled = self.settle(principal, &call, confirmation).await;
+        self.run_settled(principal, &call, settled, taken, via, upstream)
+            .await
     }
 
     /// The call a person's leave to pass `passed` is asked and redeemed for, with the

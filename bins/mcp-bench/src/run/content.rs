@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::json;
-use tokio::process::Command;
 
 use super::{MakeRequest, Options, measure, start_gateway};
 use crate::load::Check;
-use crate::peers::{AGENT, modern, start};
+use crate::peers::{AGENT, bench_dir, modern, start_upstream};
 
 /// Every kind off: nothing is scanned.
 const UNSCANNED: &str = "[store]\nkind = \"memory\"\n[content]\nsecret = \"off\"\ncard = \"off\"\nhidden_text = \"off\"\ninjection = \"off\"\ntoo_large = \"off\"";
@@ -23,11 +22,8 @@ fn sized() -> Check {
 
 pub(crate) async fn content(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("mcp-bench-content-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut upstream_cmd = Command::new(&me);
-    upstream_cmd.args(["upstream"]);
-    let upstream = start(upstream_cmd, "listening on ").await?;
+    let dir = bench_dir("content")?;
+    let upstream = start_upstream(&me).await?;
     let scanned = start_gateway(
         &options.gateway,
         &dir,

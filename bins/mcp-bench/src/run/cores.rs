@@ -18,7 +18,7 @@ use tokio::process::Command;
 
 use super::{gateway_config, tokens_auth};
 use crate::load::{self, MakeRequest};
-use crate::peers::{AGENT, forwarded, legacy, modern, open_session, start};
+use crate::peers::{AGENT, forwarded, legacy, open_session, read_direct, read_through, start};
 use crate::procstat;
 
 /// Connections in every row.
@@ -123,22 +123,8 @@ pub(super) async fn cores(
         &tokens_auth(),
         upstream,
     )?;
-    let read: MakeRequest = Arc::new(|_| {
-        modern(
-            "read",
-            None,
-            serde_json::json!({"path": "/bench"}),
-            json!({}),
-        )
-    });
-    let read_through: MakeRequest = Arc::new(|_| {
-        modern(
-            "up__read",
-            Some(AGENT),
-            json!({"path": "/bench"}),
-            json!({}),
-        )
-    });
+    let read = read_direct();
+    let through = read_through(AGENT);
     let mut rows = Vec::new();
     let allowed = allowed_cpus();
     for k in core_counts() {
@@ -165,17 +151,7 @@ pub(super) async fn cores(
         let session = open_session(pinned.addr).await?;
         let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
         rows.push(row(NULL, k, proxy.addr, proxy.pid(), requests, &read).await?);
-        rows.push(
-            row(
-                MODERN,
-                k,
-                pinned.addr,
-                pinned.pid(),
-                requests,
-                &read_through,
-            )
-            .await?,
-        );
+        rows.push(row(MODERN, k, pinned.addr, pinned.pid(), requests, &through).await?);
         rows.push(row(LEGACY, k, pinned.addr, pinned.pid(), requests, &legacy_read).await?);
         drop((proxy, pinned));
     }

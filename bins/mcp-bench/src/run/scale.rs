@@ -1,8 +1,8 @@
 //! The scale-out rows: 1, 2 and 3 gateway instances on one PostgreSQL, each under a CPU
 //! quota.
 
-use crate::load::{self, MakeRequest};
-use crate::peers::{AGENT, Proc, forwarded, modern, start};
+use crate::load;
+use crate::peers::{AGENT, Proc, forwarded, read_through};
 use anyhow::Result;
 use elicitation_store::test_support::TestDb;
 use serde_json::{Value, json};
@@ -11,7 +11,6 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::process::Command;
 
 use super::*;
 
@@ -42,14 +41,7 @@ pub(super) async fn scale_out(
         }
         instances.push(instance);
     }
-    let read: MakeRequest = Arc::new(|_| {
-        modern(
-            "up__read",
-            Some(AGENT),
-            json!({"path": "/bench"}),
-            json!({}),
-        )
-    });
+    let read = read_through(AGENT);
     // Each instance's upstream session and connections exist before anything is measured.
     for instance in &instances {
         load::run(instance.addr, 4, 100, read.clone(), forwarded()).await?;
@@ -114,11 +106,8 @@ pub(super) async fn scale_out(
 /// `mcp-bench scale-out`: only the scale-out rows (needs DATABASE_URL), printed.
 pub(crate) async fn scale_only(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("mcp-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let mut upstream_cmd = Command::new(&me);
-    upstream_cmd.args(["upstream"]);
-    let upstream = start(upstream_cmd, "listening on ").await?;
+    let dir = bench_dir("scale-out")?;
+    let upstream = start_upstream(&me).await?;
     let db = TestDb::new().await;
     let store = postgres_store(&db);
     let prepare = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
