@@ -51,6 +51,9 @@ tasks:
                                  results, content policy on and off; target/bench/content.md
   bench per-call [--quick]       only system calls, context switches and allocations per
                                  call (perf; root) and throughput on 1, 2, 4, 8 cores
+  bench confirmed [--quick]      only confirmed destructive calls on PostgreSQL: calls/s,
+                                 CPU and transactions per call, and the statements' times
+                                 (the cluster loads pg_stat_statements)
   bench scale-out [--quick]      only the scale-out rows: 1, 2 and 3 gateway instances on
                                  one PostgreSQL, each under a CPU quota (cgroup; root)";
 
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         ["bench", "scale-out", rest @ ..] => bench_scale_out(rest),
         ["bench", "content", rest @ ..] => bench_content(rest),
         ["bench", "per-call", rest @ ..] => bench_per_call(rest),
+        ["bench", "confirmed", rest @ ..] => bench_confirmed(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
             println!("{USAGE}");
@@ -117,10 +121,15 @@ fn migrate(args: &[&str]) -> Result<()> {
 /// Builds the release gateway and harness, then runs `mcp-bench <args> --gateway …` on a
 /// throwaway PostgreSQL (DATABASE_URL).
 fn release_harness(args: &[&str]) -> Result<()> {
+    release_harness_on(args, "")
+}
+
+/// [`release_harness`] on a cluster started with the extra server options `server_options`.
+fn release_harness_on(args: &[&str], server_options: &str) -> Result<()> {
     let mut build = cmd::cargo();
     build.args(["build", "--release", "-p", "mcp-gateway", "-p", "mcp-bench"]);
     cmd::status(build)?;
-    let cluster = postgres::Cluster::start()?;
+    let cluster = postgres::Cluster::start_with(server_options)?;
     let mut run = std::process::Command::new(cmd::target_dir().join("release/mcp-bench"));
     run.args(args)
         .arg("--gateway")
@@ -155,6 +164,14 @@ fn bench_content(args: &[&str]) -> Result<()> {
 fn bench_per_call(args: &[&str]) -> Result<()> {
     let quick = quick_flag(args, "usage: cargo xtask bench per-call [--quick]")?;
     release_harness(&[&["per-call"], quick].concat())
+}
+
+fn bench_confirmed(args: &[&str]) -> Result<()> {
+    let quick = quick_flag(args, "usage: cargo xtask bench confirmed [--quick]")?;
+    release_harness_on(
+        &[&["confirmed"], quick].concat(),
+        "-c shared_preload_libraries=pg_stat_statements",
+    )
 }
 
 fn bench_scale_out(args: &[&str]) -> Result<()> {

@@ -85,6 +85,11 @@ fn free_port() -> Result<u16> {
 
 impl Cluster {
     pub(crate) fn start() -> Result<Cluster> {
+        Cluster::start_with("")
+    }
+
+    /// [`Cluster::start`] with `extra` server options (`-c name=value …`) besides the usual.
+    pub(crate) fn start_with(extra: &str) -> Result<Cluster> {
         let bin = match find_server_bin() {
             Some(bin) => bin,
             None => {
@@ -133,7 +138,7 @@ impl Cluster {
         for attempt in 0..3 {
             cluster.port = free_port()?;
             cluster.options = format!(
-                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300",
+                "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300 {extra}",
                 cluster.port,
                 cluster.dir.display()
             );

@@ -7,6 +7,7 @@ mod cores;
 mod counts;
 mod rows;
 mod scale;
+mod statements;
 mod tables;
 
 pub(crate) use content::content;
@@ -709,10 +710,12 @@ pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
     let gateway = start_gateway(&options.gateway, &dir, "postgres", &store, upstream.addr).await?;
     let admin = db.admin().await;
     let count = if options.quick { 1_000 } else { 5_000 };
+    let mut timed = true;
     for round in 0..3 {
         let ids = Arc::new(ready_confirmations(gateway.addr, count).await?);
         let confirmed = confirmed_calls(ids);
         tokio::time::sleep(Duration::from_secs(11)).await;
+        timed = timed && statements::reset(&admin).await;
         let (tx_before, cpu_before) = (transactions(&admin).await?, backend_cpu(&admin).await?);
         let row = measure(
             "gateway destructive, postgres",
@@ -733,6 +736,9 @@ pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
             row.cpu_per_10k * 100.0,
             backend / count as f64 * 1e6
         );
+        if timed {
+            statements::print(&statements::top(&admin, 6).await?, count);
+        }
     }
     drop((gateway, upstream));
     let _ = std::fs::remove_dir_all(&dir);

@@ -2331,6 +2331,90 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
     );
 }
 
+/// Two batches computed on the same head race (two sealers, or a writer with MACs of its
+/// own): the first seals its rows, the second waits for it and seals none — not even the
+/// rows past the first's batch, which it chained on links that are not the chain's. V31
+/// seals a batch in one statement, so this rests on the function's own lock, not on row
+/// locks met one row at a time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_batches_sealed_from_the_same_head_cannot_fork_the_chain() {
+    let (db, keys, ids) = sealed_trail().await;
+    let head = *ids.last().unwrap();
+    let (first, second) = (db.writer().await, db.writer().await);
+    as_caller(&first, "alice", "acme").await;
+    let new: Vec<i64> = first
+        .query(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 4) RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let first_new = new[0];
+    const SEAL: &str = "SELECT mcp_audit_seal_many($1, $2, $3, 'k1')";
+    first.batch_execute("BEGIN").await.unwrap();
+    let sealed: i32 = first
+        .query_one(
+            SEAL,
+            &[&Some(head), &new[..2].to_vec(), &vec![vec![1u8; 32]; 2]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(sealed, 2);
+    let racing = tokio::spawn(async move {
+        second
+            .query_one(SEAL, &[&Some(head), &new, &vec![vec![2u8; 32]; 4]])
+            .await
+            .map(|row| row.get::<_, i32>(0))
+    });
+    // The second batch is waiting for the first (not sealing around it).
+    let admin = db.admin().await;
+    let mut waited = 0;
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        if waiting == 1 {
+            break;
+        }
+        waited += 1;
+        assert!(waited < 500, "the second batch never waited");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(
+        racing.await.unwrap().unwrap(),
+        0,
+        "a batch computed on a head that moved seals nothing"
+    );
+    let unsealed: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE mac IS NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        unsealed, 2,
+        "the rows past the first batch wait for a real sealer"
+    );
+    let report = verify_audit(&admin, &keys).await.unwrap();
+    assert_eq!(
+        report.broken.as_ref().map(|b| b.0),
+        Some(first_new),
+        "the first batch's made-up link is where the walk breaks: {report:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connected_accounts_are_sealed_scoped_and_cannot_be_moved() {
     use crate::{AccountStore, AccountTokens};
