@@ -7,12 +7,16 @@
 -- head in one step, however long the unsealed tail.
 --
 -- And mcp_audit_seal_many sealed row by row (an EXISTS and an UPDATE per row, ~40 µs a row);
--- it now checks the whole batch and seals it in one UPDATE (~12 µs a row). The rule is V20's:
+-- it now checks the whole batch and seals it in one UPDATE (~15 µs a row). The rule is V20's:
 -- the head must be `after`; the ids must be the unsealed rows that follow it, in order, with
 -- none skipped; sealing stops at the first id that breaks that. Two sealers that race no
 -- longer meet on row locks one row at a time, so the function takes a transaction-level
 -- advisory lock of its own (not the sweep's session lock, which a sealer holds for a whole
--- sweep): the second waits, finds another head and seals nothing, as before.
+-- sweep): the second waits, finds another head and seals nothing, as before. The rows it is
+-- about to seal are locked as they are read, so a row sealed meanwhile by V17's one-row
+-- function (still the writer's to call) breaks the batch there, as V20's loop did. Ids and
+-- MACs must be one-dimensional arrays indexed from 1 (V20 sealed nothing of any other shape;
+-- unnest would flatten them).
 --
 -- On a large table the index build holds writes to mcp_audit_events while it runs.
 CREATE INDEX mcp_audit_events_sealed ON mcp_audit_events (id) WHERE mac IS NOT NULL;
@@ -28,6 +32,10 @@ BEGIN
         RAISE EXCEPTION 'mcp_audit_seal_many: % row ids but % MACs',
             cardinality(row_ids), cardinality(row_macs);
     END IF;
+    IF array_ndims(row_ids) > 1 OR array_ndims(row_macs) > 1
+       OR array_lower(row_ids, 1) <> 1 OR array_lower(row_macs, 1) <> 1 THEN
+        RAISE EXCEPTION 'mcp_audit_seal_many: the ids and MACs must be one-dimensional arrays from 1';
+    END IF;
     -- One batch at a time: the head read next stays the head until this transaction ends.
     PERFORM pg_advisory_xact_lock(7306926547146614645);
     SELECT e.id INTO head FROM public.mcp_audit_events e
@@ -42,7 +50,10 @@ BEGIN
         SELECT u.id, row_number() OVER (ORDER BY u.id) AS n FROM (
             SELECT e.id FROM public.mcp_audit_events e
             WHERE e.mac IS NULL AND e.id > coalesce(after, 0)
-            ORDER BY e.id LIMIT coalesce(cardinality(row_ids), 0)) u
+            ORDER BY e.id LIMIT coalesce(cardinality(row_ids), 0)
+            -- A row another statement is sealing (V17's one-row function) is waited for and,
+            -- once sealed, drops out here: the batch breaks at it instead of sealing past it.
+            FOR UPDATE) u
     ), first_break AS (
         -- The first position whose id is not the next unsealed row (NULL ids included).
         SELECT min(g.n) AS n FROM given g LEFT JOIN next x ON x.n = g.n

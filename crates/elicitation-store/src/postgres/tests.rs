@@ -2294,6 +2294,18 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
         seal(Some(head), vec![head + 1], 2).await.is_err(),
         "ids and MACs must pair"
     );
+    for shape in [
+        "SELECT mcp_audit_seal_many($1, ARRAY[ARRAY[$2::bigint]], ARRAY[ARRAY[$3::bytea]], 'k1')",
+        "SELECT mcp_audit_seal_many($1, '[2:2]={0}'::bigint[] || $2::bigint, ARRAY[$3::bytea, $3::bytea], 'k1')",
+    ] {
+        assert!(
+            writer
+                .query_one(shape, &[&Some(head), &(head + 1), &vec![7u8; 32]])
+                .await
+                .is_err(),
+            "one-dimensional arrays from 1 only: {shape}"
+        );
+    }
     // Three new rows; the writer lists them out of order: only those before the break.
     as_caller(&writer, "alice", "acme").await;
     let new: Vec<i64> = writer
@@ -2329,6 +2341,81 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
         Some(new[0]),
         "the made-up link is caught"
     );
+}
+
+/// A batch racing the one-row sealer of V17 (which the writer role may still call): the
+/// row the batch would seal first is sealed by the other while the batch waits for it, so
+/// the batch seals nothing — not the rows after it, chained on a link that is not the
+/// chain's (a review of V31 found the one-statement batch skipping the taken row and
+/// sealing the rest).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_racing_a_one_row_seal_seals_nothing() {
+    let (db, _keys, ids) = sealed_trail().await;
+    let head = *ids.last().unwrap();
+    let (first, second) = (db.writer().await, db.writer().await);
+    as_caller(&first, "alice", "acme").await;
+    let new: Vec<i64> = first
+        .query(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 3) RETURNING id",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    first.batch_execute("BEGIN").await.unwrap();
+    let one: bool = first
+        .query_one(
+            "SELECT mcp_audit_seal($1, $2, $3, 'k1')",
+            &[&new[0], &Some(head), &vec![1u8; 32]],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(one);
+    let batch = tokio::spawn(async move {
+        second
+            .query_one(
+                "SELECT mcp_audit_seal_many($1, $2, $3, 'k1')",
+                &[&Some(head), &new, &vec![vec![2u8; 32]; 3]],
+            )
+            .await
+            .map(|row| row.get::<_, i32>(0))
+    });
+    let admin = db.admin().await;
+    let mut waited = 0;
+    loop {
+        let waiting: i64 = admin
+            .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
+            .await
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        waited += 1;
+        assert!(
+            waited < 500,
+            "the batch never waited for the row being sealed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    first.batch_execute("COMMIT").await.unwrap();
+    assert_eq!(
+        batch.await.unwrap().unwrap(),
+        0,
+        "nothing sealed past the taken row"
+    );
+    let unsealed: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE mac IS NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(unsealed, 2);
 }
 
 /// Two batches computed on the same head race (two sealers, or a writer with MACs of its
