@@ -1251,20 +1251,24 @@ async fn another_caller_sees_a_confirmation_only_through_its_approver_group() {
         ),
         Some(SqlState::INSUFFICIENT_PRIVILEGE)
     );
-    // A forged groups setting that is not JSON fails the statement, never widens it.
-    writer
-        .query(
-            "SELECT set_config('mcp.approver_groups', 'sre', false)",
-            &[],
-        )
-        .await
-        .unwrap();
-    assert!(
+    // A forged groups setting that is not a JSON array fails the statement, never widens
+    // it (V32 rewrote the function that reads it: the same rules).
+    for forged in ["sre", "\"sre\"", "{\"sre\": true}", "null"] {
         writer
-            .query("SELECT id FROM mcp_elicitations", &[])
+            .query(
+                "SELECT set_config('mcp.approver_groups', $1, false)",
+                &[&forged],
+            )
             .await
-            .is_err()
-    );
+            .unwrap();
+        assert!(
+            writer
+                .query("SELECT id FROM mcp_elicitations", &[])
+                .await
+                .is_err(),
+            "{forged}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
