@@ -411,8 +411,13 @@ impl Gateway {
         }
         let has_output_schema = entry.tool.get("outputSchema").is_some();
         let remaining = |rule: &crate::quotas::QuotaRule, left: i64| {
-            self.metrics
-                .quota_remaining(&rule.tools, rule.window.label(), rule.unit_label(), left);
+            self.metrics.quota_remaining(
+                &rule.tools,
+                rule.server.as_deref().unwrap_or(""),
+                rule.window.label(),
+                rule.unit_label(),
+                left,
+            );
         };
         let (reason, result) = match self
             .quotas

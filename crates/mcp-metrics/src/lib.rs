@@ -65,6 +65,8 @@ struct QuotaLabels {
     tools: String,
     window: &'static str,
     unit: &'static str,
+    /// The virtual server the quota is of; empty for a quota of every endpoint.
+    server: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -391,11 +393,13 @@ impl Metrics {
             .inc();
     }
 
-    /// What remains of an everyone-together quota of `tools` (its window and unit), as a
-    /// take just counted it.
+    /// What remains of an everyone-together quota of `tools` (its window and unit) on
+    /// `server` (its virtual server; empty for a quota of every endpoint), as a take just
+    /// counted it. Quotas of the same terms on two servers are two series.
     pub fn quota_remaining(
         &self,
         tools: &str,
+        server: &str,
         window: &'static str,
         unit: &'static str,
         remaining: i64,
@@ -405,6 +409,7 @@ impl Metrics {
                 tools: tools.to_owned(),
                 window,
                 unit,
+                server: server.to_owned(),
             })
             .set(remaining);
     }
@@ -632,10 +637,15 @@ mod tests {
             restarts,
         };
         metrics.tool_call("fs", "fs__write_file", "held", "");
-        metrics.quota_remaining("llm__*", "hour", "cost", 4960);
+        metrics.quota_remaining("llm__*", "", "hour", "cost", 4960);
+        // The same terms on two virtual servers: two series, neither overwrites the other.
+        metrics.quota_remaining("fs__*", "finance", "day", "calls", 7);
+        metrics.quota_remaining("fs__*", "eng", "day", "calls", 2);
         let text = metrics.render(live(&[fs(true, 1)], &quarantined, 3));
         for line in [
-            r#"mcp_gateway_quota_remaining{tools="llm__*",window="hour",unit="cost"} 4960"#,
+            r#"mcp_gateway_quota_remaining{tools="llm__*",window="hour",unit="cost",server=""} 4960"#,
+            r#"mcp_gateway_quota_remaining{tools="fs__*",window="day",unit="calls",server="finance"} 7"#,
+            r#"mcp_gateway_quota_remaining{tools="fs__*",window="day",unit="calls",server="eng"} 2"#,
             r#"mcp_gateway_module_up{module="fs"} 1"#,
             r#"mcp_gateway_module_restarts_total{module="fs"} 1"#,
             r#"mcp_gateway_quarantined_definitions{module="fs"} 2"#,
