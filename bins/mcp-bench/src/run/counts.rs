@@ -133,13 +133,14 @@ pub(super) async fn count(
     // hit can switch its thread out, so under the allocation probes the count grows with
     // the allocations (2.0 a gateway call against 0.45 without them).
     let before = procstat::context_switches(pid);
-    let unprobed = load::run(target, 16, calls, make.clone(), forwarded()).await?;
-    if unprobed.errors > 0 {
-        bail!(
-            "{path}: {} answers were not the expected ones",
-            unprobed.errors
-        );
-    }
+    let run = async |make: MakeRequest| -> Result<()> {
+        let load = load::run(target, 16, calls, make, forwarded()).await?;
+        if load.errors > 0 {
+            bail!("{path}: {} answers were not the expected ones", load.errors);
+        }
+        Ok(())
+    };
+    run(make.clone()).await?;
     let switches = (procstat::context_switches(pid) - before) / calls as f64;
     let events: Vec<&str> = ["raw_syscalls:sys_enter"]
         .into_iter()
@@ -162,10 +163,7 @@ pub(super) async fn count(
         .context("start perf stat")?;
     // perf attaches before it counts; give it a moment.
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let load = load::run(target, 16, calls, make, forwarded()).await?;
-    if load.errors > 0 {
-        bail!("{path}: {} answers were not the expected ones", load.errors);
-    }
+    run(make).await?;
     let perf_pid = perf.id().context("perf exited early")?;
     Command::new("kill")
         .args(["-INT", &perf_pid.to_string()])

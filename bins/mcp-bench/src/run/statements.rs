@@ -63,7 +63,8 @@ pub(super) async fn top(admin: &tokio_postgres::Client, limit: i64) -> Result<Ve
         .collect())
 }
 
-/// Prints [`top`]'s rows, each statement cut to one line of `width` characters.
+/// Prints [`top`]'s rows (µs per confirmed call over `per_call_of` calls), each statement
+/// cut to one line of 90 characters.
 pub(super) fn print(statements: &[Statement], per_call_of: usize) {
     const WIDTH: usize = 90;
     for s in statements {

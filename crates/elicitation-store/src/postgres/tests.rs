@@ -2311,17 +2311,7 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
         );
     }
     // Three new rows; the writer lists them out of order: only those before the break.
-    as_caller(&writer, "alice", "acme").await;
-    let new: Vec<i64> = writer
-        .query(
-            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 3) RETURNING id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let new = unsealed_rows(&writer, 3).await;
     assert_eq!(
         seal(Some(head), vec![new[1], new[2]], 2).await.unwrap(),
         0,
@@ -2347,6 +2337,46 @@ async fn the_writer_role_cannot_reseal_the_audit_chain_in_a_batch() {
     );
 }
 
+/// `n` new audit rows of alice's, unsealed, written through `writer`: their ids.
+async fn unsealed_rows(writer: &tokio_postgres::Client, n: i32) -> Vec<i64> {
+    as_caller(writer, "alice", "acme").await;
+    writer
+        .query(
+            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, $1) RETURNING id",
+            &[&n],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Returns once some session waits for a lock (`filter`: more conditions on `pg_locks`,
+/// each followed by `AND`); fails with `never` after five seconds.
+async fn waits_on_a_lock(admin: &tokio_postgres::Client, filter: &str, never: &str) {
+    let query = format!("SELECT count(*) FROM pg_locks WHERE {filter} NOT granted");
+    for _ in 0..500 {
+        let waiting: i64 = admin.query_one(&query, &[]).await.unwrap().get(0);
+        if waiting > 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{never}");
+}
+
+async fn unsealed_count(admin: &tokio_postgres::Client) -> i64 {
+    admin
+        .query_one(
+            "SELECT count(*) FROM mcp_audit_events WHERE mac IS NULL",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
 /// A batch racing the one-row sealer of V17 (which the writer role may still call): the
 /// row the batch would seal first is sealed by the other while the batch waits for it, so
 /// the batch seals nothing — not the rows after it, chained on a link that is not the
@@ -2357,17 +2387,7 @@ async fn a_batch_racing_a_one_row_seal_seals_nothing() {
     let (db, _keys, ids) = sealed_trail().await;
     let head = *ids.last().unwrap();
     let (first, second) = (db.writer().await, db.writer().await);
-    as_caller(&first, "alice", "acme").await;
-    let new: Vec<i64> = first
-        .query(
-            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 3) RETURNING id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let new = unsealed_rows(&first, 3).await;
     first.batch_execute("BEGIN").await.unwrap();
     let one: bool = first
         .query_one(
@@ -2388,37 +2408,19 @@ async fn a_batch_racing_a_one_row_seal_seals_nothing() {
             .map(|row| row.get::<_, i32>(0))
     });
     let admin = db.admin().await;
-    let mut waited = 0;
-    loop {
-        let waiting: i64 = admin
-            .query_one("SELECT count(*) FROM pg_locks WHERE NOT granted", &[])
-            .await
-            .unwrap()
-            .get(0);
-        if waiting > 0 {
-            break;
-        }
-        waited += 1;
-        assert!(
-            waited < 500,
-            "the batch never waited for the row being sealed"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    waits_on_a_lock(
+        &admin,
+        "",
+        "the batch never waited for the row being sealed",
+    )
+    .await;
     first.batch_execute("COMMIT").await.unwrap();
     assert_eq!(
         batch.await.unwrap().unwrap(),
         0,
         "nothing sealed past the taken row"
     );
-    let unsealed: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM mcp_audit_events WHERE mac IS NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let unsealed = unsealed_count(&admin).await;
     assert_eq!(unsealed, 2);
 }
 
@@ -2432,17 +2434,7 @@ async fn two_batches_sealed_from_the_same_head_cannot_fork_the_chain() {
     let (db, keys, ids) = sealed_trail().await;
     let head = *ids.last().unwrap();
     let (first, second) = (db.writer().await, db.writer().await);
-    as_caller(&first, "alice", "acme").await;
-    let new: Vec<i64> = first
-        .query(
-            "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) SELECT now(), 'tool_call_held', 'alice', 'acme', '{}' FROM generate_series(1, 4) RETURNING id",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let new = unsealed_rows(&first, 4).await;
     let first_new = new[0];
     const SEAL: &str = "SELECT mcp_audit_seal_many($1, $2, $3, 'k1')";
     first.batch_execute("BEGIN").await.unwrap();
@@ -2463,37 +2455,19 @@ async fn two_batches_sealed_from_the_same_head_cannot_fork_the_chain() {
     });
     // The second batch is waiting for the first (not sealing around it).
     let admin = db.admin().await;
-    let mut waited = 0;
-    loop {
-        let waiting: i64 = admin
-            .query_one(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted",
-                &[],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if waiting == 1 {
-            break;
-        }
-        waited += 1;
-        assert!(waited < 500, "the second batch never waited");
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    waits_on_a_lock(
+        &admin,
+        "locktype = 'advisory' AND",
+        "the second batch never waited",
+    )
+    .await;
     first.batch_execute("COMMIT").await.unwrap();
     assert_eq!(
         racing.await.unwrap().unwrap(),
         0,
         "a batch computed on a head that moved seals nothing"
     );
-    let unsealed: i64 = admin
-        .query_one(
-            "SELECT count(*) FROM mcp_audit_events WHERE mac IS NULL",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let unsealed = unsealed_count(&admin).await;
     assert_eq!(
         unsealed, 2,
         "the rows past the first batch wait for a real sealer"
