@@ -8,6 +8,7 @@
 //! read, and is a [`FindingKind::TooLarge`] finding with its own action. Findings carry
 //! where and what kind, never the value: what is recorded is kinds and counts.
 
+mod clean;
 mod encoded;
 mod hidden;
 mod local;
@@ -219,7 +220,20 @@ impl ContentPolicy {
     /// and then [`ContentPolicy::apply_seeing`] would find nothing either); `None` when it
     /// cannot be read.
     pub fn finds_in_json(&self, json: &str) -> Option<bool> {
-        raw::finds_in(json, &mut |text| !self.scan(text).is_empty())
+        let kinds = self.kinds_looked_for();
+        raw::finds_in(json, &mut |text| {
+            !clean::is_clean(kinds, text, |text| !self.scan(text).is_empty())
+        })
+    }
+
+    /// The kinds not off, a bit each (in [`FindingKind::ALL`]'s order): what a scan's
+    /// answer depends on besides the text.
+    fn kinds_looked_for(&self) -> u8 {
+        FindingKind::ALL
+            .iter()
+            .enumerate()
+            .filter(|(_, kind)| self.action(**kind) != FindingAction::Off)
+            .fold(0, |bits, (at, _)| bits | 1 << at)
     }
 
     /// Whether anything is looked for.
@@ -566,6 +580,33 @@ mod tests {
         // Off: nothing is read.
         let mut plain = json!({"text": "AKIAQ4WJ3DZQ7XKZN2PR"});
         assert!(ContentPolicy::off().apply(&mut plain).is_empty());
+    }
+
+    #[test]
+    fn a_short_string_found_clean_with_a_kind_off_is_scanned_again_with_it_on() {
+        // Short enough to be remembered as clean, and it is, where secrets are off.
+        let key = json!({"k": "AKIAQ4WJ3DZQ7XKZN2PR"}).to_string();
+        let secrets_off = ContentPolicy::default().with(FindingKind::Secret, FindingAction::Off);
+        assert_eq!(secrets_off.finds_in_json(&key), Some(false));
+        assert_eq!(secrets_off.finds_in_json(&key), Some(false));
+        assert_eq!(ContentPolicy::default().finds_in_json(&key), Some(true));
+        assert_eq!(ContentPolicy::default().finds_in_json(&key), Some(true));
+        assert_eq!(secrets_off.finds_in_json(&key), Some(false));
+        // Remembered or not, each answer is the scan's: a clean result stays clean, one
+        // character more is found every time.
+        let clean = json!({"content": [{"type": "text", "text": "ok"}], "resultType": "complete"});
+        let hidden =
+            json!({"content": [{"type": "text", "text": "o\u{200b}k"}], "resultType": "complete"});
+        for _ in 0..3 {
+            assert_eq!(
+                ContentPolicy::default().finds_in_json(&clean.to_string()),
+                Some(false)
+            );
+            assert_eq!(
+                ContentPolicy::default().finds_in_json(&hidden.to_string()),
+                Some(true)
+            );
+        }
     }
 
     #[test]
