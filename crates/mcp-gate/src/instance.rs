@@ -4,12 +4,14 @@
 use elicitation_store::Caller;
 
 /// Which instance of an isolated module serves `caller`: one per caller (tenant and subject).
+/// (Built with `push_str`, not `format!`: every forwarded call builds one.)
 pub fn instance_key(caller: &Caller) -> String {
-    format!(
-        "{}\u{1f}{}",
-        caller.tenant_id().unwrap_or_default(),
-        caller.subject_id()
-    )
+    let (tenant, subject) = (caller.tenant_id().unwrap_or_default(), caller.subject_id());
+    let mut key = String::with_capacity(tenant.len() + 1 + subject.len());
+    key.push_str(tenant);
+    key.push('\u{1f}');
+    key.push_str(subject);
+    key
 }
 
 /// The caller whose [`instance_key`] `key` is.

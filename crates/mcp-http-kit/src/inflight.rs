@@ -9,6 +9,7 @@
 //! is refused, with a retry, when it would take its sender or the gateway past its share.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -121,18 +122,19 @@ impl BodyBytes {
     /// nothing).
     pub fn grow(&mut self, more: usize) -> Result<(), Over> {
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let mine = held.by_sender.get(&self.sender).map_or(0, |m| m.0);
-        if mine.saturating_add(more) > self.per_sender {
+        let Held { total, by_sender } = &mut *held;
+        // The sender's entry is there from `reserve` until its last body drops.
+        let Some(mine) = by_sender.get_mut(&self.sender) else {
+            return Err(Over::Sender);
+        };
+        if mine.0.saturating_add(more) > self.per_sender {
             return Err(Over::Sender);
         }
-        if held.total.saturating_add(more) > self.total {
+        if total.saturating_add(more) > self.total {
             return Err(Over::Total);
         }
-        held.total += more;
-        held.by_sender
-            .entry(self.sender.clone())
-            .or_insert((0, 0))
-            .0 += more;
+        *total += more;
+        mine.0 += more;
         self.bytes += more;
         Ok(())
     }
@@ -140,13 +142,16 @@ impl BodyBytes {
 
 impl Drop for BodyBytes {
     fn drop(&mut self) {
+        // The sender moved out, so that its entry is found once, whether it stays or goes.
+        let sender = std::mem::replace(&mut self.sender, Sender::Anonymous(None));
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         held.total = held.total.saturating_sub(self.bytes);
-        if let Some(mine) = held.by_sender.get_mut(&self.sender) {
-            mine.0 = mine.0.saturating_sub(self.bytes);
-            mine.1 = mine.1.saturating_sub(1);
-            if mine.1 == 0 {
-                held.by_sender.remove(&self.sender);
+        if let Entry::Occupied(mut mine) = held.by_sender.entry(sender) {
+            let (bytes, bodies) = mine.get_mut();
+            *bytes = bytes.saturating_sub(self.bytes);
+            *bodies = bodies.saturating_sub(1);
+            if *bodies == 0 {
+                mine.remove();
             }
         }
     }

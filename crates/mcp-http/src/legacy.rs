@@ -307,9 +307,10 @@ impl McpService {
         let result: ResultBody = match classified {
             Classified::NeedsAccount(entry) if !as_task => {
                 // Recorded as refused; the person connects their account, the agent retries.
-                let outcome = gateway
-                    .run(principal, Classified::NeedsAccount(entry.clone()), None)
-                    .await;
+                // Boxed (as the held path's `resolve`): every call's future would carry it.
+                let outcome =
+                    Box::pin(gateway.run(principal, Classified::NeedsAccount(entry.clone()), None))
+                        .await;
                 debug_assert!(matches!(outcome, CallOutcome::NeedsAccount { .. }));
                 ask::account_needed(
                     &entry.module_name,
@@ -320,7 +321,7 @@ impl McpService {
             }
             Classified::Gated(call) if may_ask => {
                 let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
-                match gateway.resolve(principal, &call, named, None).await {
+                match Box::pin(gateway.resolve(principal, &call, named, None)).await {
                     // Beyond the caller's stream cap, the held result (answered out
                     // of band).
                     CallOutcome::NeedsConfirmation(pending)

@@ -47,8 +47,9 @@ impl McpService {
             match request.method.as_str() {
                 "server/discover" => (mcp::discover_result().into(), true),
                 "subscriptions/listen" => {
-                    return self
-                        .subscriptions_listen(snap, headers, principal, request)
+                    // Boxed, as the rarer methods below: a request's future is as big as the
+                    // biggest it may await, and every request moves it.
+                    return Box::pin(self.subscriptions_listen(snap, headers, principal, request))
                         .await;
                 }
                 "tools/call" => {
@@ -154,9 +155,13 @@ impl McpService {
                         let gateway = &snap.gateway;
                         let tool = gateway.task_tool(principal, handle);
                         let params = Value::Object(params.0);
-                        let answered = gateway
-                            .task_request(principal, (&request.method, true), &params, None)
-                            .await?;
+                        let answered = Box::pin(gateway.task_request(
+                            principal,
+                            (&request.method, true),
+                            &params,
+                            None,
+                        ))
+                        .await?;
                         let answered = match tool {
                             Some(tool) if request.method == "tasks/get" => {
                                 let mut task = answered.into_value();
@@ -168,15 +173,14 @@ impl McpService {
                         return Ok(Reply::Result(answered.for_client(true), None));
                     }
                     let page = self.page_base(headers);
-                    let answered = self
-                        .modern_hosted_task(
-                            &snap.gateway,
-                            principal,
-                            &request.method,
-                            handle,
-                            page.as_deref(),
-                        )
-                        .await?;
+                    let answered = Box::pin(self.modern_hosted_task(
+                        &snap.gateway,
+                        principal,
+                        &request.method,
+                        handle,
+                        page.as_deref(),
+                    ))
+                    .await?;
                     (answered, false)
                 }
                 other => return Err(McpError::MethodNotFound(other.to_owned())),

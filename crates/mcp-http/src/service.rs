@@ -533,12 +533,16 @@ impl McpService {
                 Err(e) => response::error(&e.into(), Surface::Problem),
             };
         }
-        if path == PRM_PATH || path.starts_with(&format!("{PRM_PATH}/")) {
+        if path
+            .strip_prefix(PRM_PATH)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        {
             return self.protected_resource_metadata(snap, &parts.method);
         }
         let is_upload = path.starts_with("/v1/mcp/uploads/");
-        let is_page = path == mcp_approvals::PREFIX
-            || path.starts_with(&format!("{}/", mcp_approvals::PREFIX));
+        let is_page = path
+            .strip_prefix(mcp_approvals::PREFIX)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
         // Slack signs its requests; no bearer token, no browser origin.
         if path == SLACK_ACTIONS {
             return self.slack_action(snap, &parts, body).await;

@@ -16,6 +16,9 @@ impl McpService {
     /// The methods both eras serve alike — the catalogs and what is routed by name, URI or
     /// reference: the result and whether it is a cacheable one (lists, `resources/read`);
     /// `None` for any other method.
+    ///
+    /// Boxed where it is answered: its future is kilobytes, and every request of both eras,
+    /// most of them `tools/call`, would carry (and move) it otherwise.
     pub(crate) async fn catalog_method(
         &self,
         snap: &Snapshot,
@@ -23,15 +26,8 @@ impl McpService {
         request: &jsonrpc::Request,
         legacy: bool,
     ) -> Option<Result<(ResultBody, bool), McpError>> {
-        let list = |key: &str, items: Vec<Value>| -> Result<(ResultBody, bool), McpError> {
-            let params: ListParams = request.params_as()?;
-            let page = list_page(key, items, params.cursor.as_ref())
-                .map_err(|e| McpError::InvalidParams(e.to_string()))?;
-            Ok((page.into(), true))
-        };
-        let method = request.method.as_str();
         if !matches!(
-            method,
+            request.method.as_str(),
             "tools/list"
                 | "prompts/list"
                 | "prompts/get"
@@ -42,21 +38,37 @@ impl McpService {
         ) {
             return None;
         }
-        if let Err(e) = principal.require(SCOPE_TOOLS_CALL) {
-            return Some(Err(e.into()));
-        }
+        Some(Box::pin(self.catalog_answer(snap, principal, request, legacy)).await)
+    }
+
+    /// [`McpService::catalog_method`]'s answer to a method that is one of them.
+    async fn catalog_answer(
+        &self,
+        snap: &Snapshot,
+        principal: &Principal,
+        request: &jsonrpc::Request,
+        legacy: bool,
+    ) -> Result<(ResultBody, bool), McpError> {
+        let list = |key: &str, items: Vec<Value>| -> Result<(ResultBody, bool), McpError> {
+            let params: ListParams = request.params_as()?;
+            let page = list_page(key, items, params.cursor.as_ref())
+                .map_err(|e| McpError::InvalidParams(e.to_string()))?;
+            Ok((page.into(), true))
+        };
+        let method = request.method.as_str();
+        principal.require(SCOPE_TOOLS_CALL)?;
         // What is forwarded to a module counts against the caller's call rate, as
         // `tools/call` does (the lists are answered from the catalog).
         if matches!(
             method,
             "prompts/get" | "resources/read" | "completion/complete"
-        ) && let Err(e) = snap.gateway.take_call(
-            &principal.caller,
-            "this caller is sending requests faster than the gateway allows",
         ) {
-            return Some(Err(e.into()));
+            snap.gateway.take_call(
+                &principal.caller,
+                "this caller is sending requests faster than the gateway allows",
+            )?;
         }
-        Some(match method {
+        match method {
             "tools/list" => list("tools", snap.gateway.list_tools(legacy).await),
             "prompts/list" => list("prompts", snap.gateway.list_prompts().await),
             "resources/list" => list("resources", snap.gateway.list_resources()),
@@ -90,6 +102,6 @@ impl McpService {
                     .map_err(McpError::from),
                 Err(e) => Err(e.into()),
             },
-        })
+        }
     }
 }

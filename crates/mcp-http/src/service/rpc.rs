@@ -113,7 +113,10 @@ impl McpService {
         match jsonrpc::parse_incoming(bytes) {
             Err((id, e)) => unreadable(id, e),
             Ok(Incoming::Single(message)) => self.message(snap, headers, principal, message).await,
-            Ok(Incoming::Batch(items)) => self.batch(snap, headers, principal, items).await,
+            // Boxed: a batch's future holds a request's, and every request would carry it.
+            Ok(Incoming::Batch(items)) => {
+                Box::pin(self.batch(snap, headers, principal, items)).await
+            }
         }
     }
 

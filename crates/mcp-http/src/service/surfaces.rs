@@ -307,15 +307,22 @@ impl McpService {
 
     /// The base URL of the approvals page for a request: the configured public URL, else
     /// `http://` and the request's `Host` when it is a loopback or configured host name.
+    /// (Built with `push_str`, not `format!`: every call of both eras asks for it.)
     pub(crate) fn page_base(&self, headers: &HeaderMap) -> Option<String> {
-        self.origin(headers)
-            .map(|origin| format!("{}{}", origin.trim_end_matches('/'), self.mount))
+        let (scheme, origin) = self.origin(headers)?;
+        let origin = origin.trim_end_matches('/');
+        let mut base = String::with_capacity(scheme.len() + origin.len() + self.mount.len());
+        base.push_str(scheme);
+        base.push_str(origin);
+        base.push_str(&self.mount);
+        Some(base)
     }
 
-    /// Where people reach this server: `public_url`, else a known `Host` over `http`.
-    fn origin(&self, headers: &HeaderMap) -> Option<String> {
+    /// Where people reach this server: `public_url`, else a known `Host` over `http`
+    /// (the scheme to put before it, and it).
+    fn origin<'a>(&'a self, headers: &'a HeaderMap) -> Option<(&'static str, &'a str)> {
         if let Some(url) = &self.config.public_url {
-            return Some(url.clone());
+            return Some(("", url));
         }
         let host = headers.get(header::HOST)?.to_str().ok()?;
         let safe = !host.is_empty()
@@ -332,7 +339,7 @@ impl McpService {
                 .allowed_hosts
                 .iter()
                 .any(|allowed| allowed.eq_ignore_ascii_case(name));
-        (safe && known).then(|| format!("http://{host}"))
+        (safe && known).then_some(("http://", host))
     }
 }
 
