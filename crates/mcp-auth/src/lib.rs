@@ -19,6 +19,7 @@ mod groups;
 #[cfg(feature = "jwt")]
 pub mod jwt;
 mod principal;
+mod remembered;
 pub mod sealed;
 
 pub use groups::{issuer_of, qualified_group, tenant_group};
@@ -262,8 +263,7 @@ impl Auth {
             // The embedder's callers carry no token of the gateway's.
             Auth::Embedder(_) => None,
             Auth::Tokens(tokens) => {
-                let mut key = [0u8; 32];
-                key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
+                let key = remembered::sha256(token, |digest| tokens.contains_key(digest));
                 tokens.get(&key).map(|grant| grant.principal.clone())
             }
             #[cfg(feature = "jwt")]
@@ -378,6 +378,44 @@ mod tests {
             Auth::tokens(vec![grant("x", None, "sre#t2")]),
             Err(AuthConfigError::BadGroup { .. })
         ));
+    }
+
+    /// The digests a thread keeps are of the tokens it was given: a token one character from
+    /// a kept one, or a kept one a reload revoked, opens nothing.
+    #[tokio::test]
+    async fn a_kept_token_opens_only_its_own_grant_and_only_while_granted() {
+        let grant = |subject: &str, token: &str| TokenGrant {
+            subject: subject.into(),
+            tenant: None,
+            token_sha256: token_sha256(token),
+            scopes: vec![SCOPE_TOOLS_CALL.into()],
+            groups: Vec::new(),
+        };
+        let both = Auth::tokens(vec![grant("a", "token-a"), grant("b", "token-b")]).unwrap();
+        for _ in 0..3 {
+            let a = both.token("token-a").await.unwrap();
+            assert_eq!(a.caller.subject_id(), "a");
+            let b = both.token("token-b").await.unwrap();
+            assert_eq!(b.caller.subject_id(), "b");
+            for near in ["token-c", "token-a ", "token-", "Token-a", ""] {
+                assert!(both.token(near).await.is_none(), "{near:?}");
+            }
+        }
+        let revoked = Auth::tokens(vec![grant("b", "token-b")]).unwrap();
+        assert!(
+            revoked.token("token-a").await.is_none(),
+            "revoked by the reload"
+        );
+        assert_eq!(
+            revoked.token("token-b").await.unwrap().caller.subject_id(),
+            "b"
+        );
+        // Granted again, to someone else: the kept digest names whom the grants say.
+        let moved = Auth::tokens(vec![grant("c", "token-a")]).unwrap();
+        assert_eq!(
+            moved.token("token-a").await.unwrap().caller.subject_id(),
+            "c"
+        );
     }
 
     #[tokio::test]

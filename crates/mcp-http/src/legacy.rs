@@ -14,7 +14,7 @@ use std::sync::Arc;
 use crate::answers::ClientAnswers;
 use crate::ask;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
-use crate::service::{McpService, Reply, Streaming, header_text};
+use crate::service::{McpService, Reply, Streaming, header_str, header_text};
 use crate::sessions::Session;
 use mcp_auth::{Principal, SCOPE_TOOLS_CALL};
 use mcp_gate::{CallOutcome, Classified, Gateway};
@@ -173,8 +173,8 @@ impl McpService {
         let session =
             self.sessions
                 .touch(&session_id, &principal.caller, snap.gateway.server_name())?;
-        if let Some(version) = header_text(headers, "mcp-protocol-version")
-            && !LEGACY_VERSIONS.contains(&version.as_str())
+        if let Some(version) = header_str(headers, "mcp-protocol-version")
+            && !LEGACY_VERSIONS.contains(&version)
         {
             return Err(McpError::InvalidRequest(format!(
                 "unsupported MCP-Protocol-Version {version:?} in a legacy session"

@@ -253,10 +253,12 @@ fn is_loopback_host(name: &str) -> bool {
 }
 
 pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
-    headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+    header_str(headers, name).map(str::to_owned)
+}
+
+/// A header's value as text, borrowed (`None`: absent, or not visible ASCII).
+pub(crate) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 impl McpService {
