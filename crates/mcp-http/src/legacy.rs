@@ -226,11 +226,11 @@ impl McpService {
                     .await;
             }
             "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => {
-                return self
-                    .legacy_task(
-                        snap, headers, principal, request, streaming, session_id, &session,
-                    )
-                    .await;
+                // Boxed: every legacy request's future would be as big as this one's.
+                return Box::pin(self.legacy_task(
+                    snap, headers, principal, request, streaming, session_id, &session,
+                ))
+                .await;
             }
             other => return Err(McpError::MethodNotFound(other.to_owned())),
         };
