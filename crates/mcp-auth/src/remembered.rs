@@ -5,9 +5,9 @@
 //! step of authenticating a request (about 2,500 instructions for a token of a few dozen
 //! bytes: 2 % of a forwarded call). A token's digest never changes, so each worker thread
 //! keeps the digests of the tokens that named a grant, found by SipHash-2-4 with a 128-bit
-//! output (about a fifth of the cost) under a key drawn from the operating system at start:
-//! without the key no one can make two tokens meet, and no key, no memo (every token is
-//! digested, as before). What a digest names is read from the grants every time, so a
+//! output (about a fifth of the cost) under a key drawn from the operating system on first
+//! use: without the key no one can make two tokens meet, and no key, no memo (every token
+//! is digested, as before). What a digest names is read from the grants every time, so a
 //! reload that revokes a token revokes it here too.
 //!
 //! At most [`KEPT`] tokens per thread, emptied when full. A token that names no grant is

@@ -2,7 +2,7 @@
 //! the body — `MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name` and, for a tool whose schema
 //! mirrors parameters, `Mcp-Param-*` (400 / `-32020` when they do not).
 
-use http::{HeaderMap, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 use mcp_wire::headers::{
     MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, check_param_headers, decode_header_value,
 };
@@ -328,13 +328,24 @@ fn check_modern_headers(
     version: &str,
 ) -> Result<(), McpError> {
     let mismatch = |what: String| Err(McpError::HeaderMismatch(what));
-    // A proxy might read another copy than this check: each may be sent once.
-    for name in [&MCP_PROTOCOL_VERSION, &MCP_METHOD, &MCP_NAME] {
-        if headers.get_all(name).iter().nth(1).is_some() {
-            return mismatch(format!("{name} is sent more than once"));
+    // A proxy might read another copy than this check: each may be sent once (each found
+    // once, here, and its one value kept).
+    let once = |name: &HeaderName| {
+        let mut values = headers.get_all(name).iter();
+        let first = values.next();
+        match values.next() {
+            Some(_) => Err(McpError::HeaderMismatch(format!(
+                "{name} is sent more than once"
+            ))),
+            None => Ok(first),
         }
-    }
-    match headers.get(MCP_PROTOCOL_VERSION).map(HeaderValue::to_str) {
+    };
+    let (version_header, method_header, name_header) = (
+        once(&MCP_PROTOCOL_VERSION)?,
+        once(&MCP_METHOD)?,
+        once(&MCP_NAME)?,
+    );
+    match version_header.map(HeaderValue::to_str) {
         Some(Ok(v)) if v == version => {}
         Some(v) => {
             return mismatch(format!(
@@ -344,7 +355,7 @@ fn check_modern_headers(
         }
         None => return mismatch("MCP-Protocol-Version is required".into()),
     }
-    match headers.get(MCP_METHOD) {
+    match method_header {
         Some(value) if header_is(value, &request.method) == Some(true) => {}
         Some(value) => {
             return mismatch(format!(
@@ -370,7 +381,7 @@ fn check_modern_headers(
         _ => return Ok(()),
     };
     let body_name = named.unwrap_or_default();
-    match headers.get(MCP_NAME) {
+    match name_header {
         Some(value) => match header_is(value, body_name) {
             Some(true) => Ok(()),
             Some(false) => mismatch(format!(

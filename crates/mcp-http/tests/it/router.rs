@@ -1102,6 +1102,39 @@ async fn modern_mismatched_mcp_name_is_400_header_mismatch() {
     assert_eq!(h.calls.read.load(Ordering::SeqCst), 0);
 }
 
+/// A proxy in front might route on one copy of a header and the gateway check another: each
+/// of the three is refused when sent twice, even with the same value twice.
+#[tokio::test]
+async fn modern_headers_sent_twice_are_400_header_mismatch() {
+    let h = memory().await;
+    let auth = format!("Bearer {AGENT}");
+    let body = modern_body(
+        1,
+        "tools/call",
+        json!({"name": "test__read", "arguments": {}}),
+    );
+    for (name, value) in [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "test__read"),
+        ("mcp-name", "test__delete"),
+    ] {
+        let mut headers = modern_headers("tools/call", Some("test__read"), &auth);
+        headers.push((name, value));
+        let (status, _, reply) = send(&h, "POST", "/mcp", &headers, body.clone()).await;
+        assert_eq!(
+            (status, reply["error"]["code"].clone()),
+            (StatusCode::BAD_REQUEST, json!(-32020)),
+            "{name}: {value} twice"
+        );
+    }
+    assert_eq!(h.calls.read.load(Ordering::SeqCst), 0);
+    let once = modern_headers("tools/call", Some("test__read"), &auth);
+    let (status, _, _) = send(&h, "POST", "/mcp", &once, body).await;
+    assert_eq!(status, StatusCode::OK, "each once: the call goes through");
+    assert_eq!(h.calls.read.load(Ordering::SeqCst), 1);
+}
+
 #[tokio::test]
 async fn modern_version_and_meta_errors_use_the_modern_codes() {
     let h = memory().await;
