@@ -6,7 +6,7 @@ use http::HeaderMap;
 use mcp_wire::jsonrpc::Request;
 use mcp_wire::mcp::{self, LEGACY_VERSIONS};
 use mcp_wire::tools::ForwardParams;
-use mcp_wire::{CallToolParams, ResultBody};
+use mcp_wire::{FromClient, ResultBody};
 use serde_json::{Value, json};
 
 use std::sync::Arc;
@@ -254,7 +254,7 @@ impl McpService {
         session: Session,
     ) -> Result<Reply, McpError> {
         principal.require(SCOPE_TOOLS_CALL)?;
-        let params: CallToolParams = request.params_as()?;
+        let FromClient(params) = request.params_as()?;
         // One gateway for the whole call: a reload meanwhile cannot classify it under
         // one policy and resolve it under another.
         let gateway = snap.gateway.clone();

@@ -8,7 +8,7 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
-use mcp_wire::{CallToolParams, ResultBody};
+use mcp_wire::{FromClient, ResultBody};
 use serde_json::Value;
 
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl McpService {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     // 2026-07-28 has no `task` param (its tasks are an extension, in which
                     // the server decides: `ask::ClientAsks::tasks`).
-                    let params = request.params_as::<CallToolParams>()?.without_task();
+                    let params = request.params_as::<FromClient>()?.0.without_task();
                     // One gateway for the whole call (see `legacy`).
                     let gateway = snap.gateway.clone();
                     let entry = gateway.tool(&params.name).await?;

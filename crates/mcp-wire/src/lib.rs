@@ -36,4 +36,4 @@ pub use headers::{ParamHeader, decode_header_value, encode_header_value};
 pub use jsonrpc::{ErrorId, ErrorObject, Incoming, Message, Request, RequestId};
 pub use mcp::{Era, EraSignals, LEGACY_VERSIONS, MODERN_VERSION};
 pub use result::ResultBody;
-pub use tools::CallToolParams;
+pub use tools::{CallToolParams, FromClient};

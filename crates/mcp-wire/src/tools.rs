@@ -205,34 +205,104 @@ impl Serialize for CallToolParams {
 
 impl<'de> Deserialize<'de> for CallToolParams {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct ParamsVisitor;
-        impl<'de> Visitor<'de> for ParamsVisitor {
-            type Value = CallToolParams;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("tools/call params (an object with a string `name`)")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallToolParams, A::Error> {
-                let mut name: Option<String> = None;
-                let mut params = CallToolParams::new(String::new(), None);
-                while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-                    match key.as_ref() {
-                        "name" if name.is_some() => return Err(de::Error::duplicate_field("name")),
-                        "name" => name = Some(map.next_value()?),
-                        "arguments" => params.arguments = map.next_value()?,
-                        "_meta" => params.meta = map.next_value()?,
-                        "requestState" => params.request_state = map.next_value()?,
-                        "inputResponses" => params.input_responses = map.next_value()?,
-                        _ => {
-                            let value: Value = map.next_value()?;
-                            params.rest.insert(key.into_owned(), value);
-                        }
-                    }
+        deserializer.deserialize_map(ParamsVisitor { from_client: false })
+    }
+}
+
+/// `tools/call` params as a client sent them to the gateway: [`CallToolParams`], less the
+/// hop's own `_meta` keys (the protocol version, the client's capabilities and info, its log
+/// level). The gateway reads those from the request's routing head and never passes them
+/// on ([`CallToolParams::into_upstream`] drops every protocol key), so they are not read
+/// into the call's `meta` at all: a 2026-07-28 call, which always carries two of them, is
+/// read without building a map for them.
+#[derive(Debug)]
+pub struct FromClient(pub CallToolParams);
+
+impl<'de> Deserialize<'de> for FromClient {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer
+            .deserialize_map(ParamsVisitor { from_client: true })
+            .map(FromClient)
+    }
+}
+
+/// The hop's own `_meta` keys, which [`FromClient`] leaves out.
+const HOP_KEYS: [&str; 4] = [
+    crate::mcp::META_PROTOCOL_VERSION,
+    crate::mcp::META_CLIENT_CAPABILITIES,
+    crate::mcp::META_CLIENT_INFO,
+    crate::mcp::META_LOG_LEVEL,
+];
+
+struct ParamsVisitor {
+    /// Read as [`FromClient`]: the hop's keys left out of `_meta`.
+    from_client: bool,
+}
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = CallToolParams;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("tools/call params (an object with a string `name`)")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CallToolParams, A::Error> {
+        let mut name: Option<String> = None;
+        let mut params = CallToolParams::new(String::new(), None);
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            match key.as_ref() {
+                "name" if name.is_some() => return Err(de::Error::duplicate_field("name")),
+                "name" => name = Some(map.next_value()?),
+                "arguments" => params.arguments = map.next_value()?,
+                "_meta" if self.from_client => params.meta = map.next_value_seed(ClientMeta)?,
+                "_meta" => params.meta = map.next_value()?,
+                "requestState" => params.request_state = map.next_value()?,
+                "inputResponses" => params.input_responses = map.next_value()?,
+                _ => {
+                    let value: Value = map.next_value()?;
+                    params.rest.insert(key.into_owned(), value);
                 }
-                params.name = name.ok_or_else(|| de::Error::missing_field("name"))?;
-                Ok(params)
             }
         }
-        deserializer.deserialize_map(ParamsVisitor)
+        params.name = name.ok_or_else(|| de::Error::missing_field("name"))?;
+        Ok(params)
+    }
+}
+
+/// A client's `_meta` without the hop's keys: `null` is none, anything but an object is an
+/// error, as for the plain reading.
+struct ClientMeta;
+
+impl<'de> de::DeserializeSeed<'de> for ClientMeta {
+    type Value = Option<Map<String, Value>>;
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ClientMeta {
+    type Value = Option<Map<String, Value>>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a map")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut meta = Map::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if HOP_KEYS.contains(&key.as_ref()) {
+                map.next_value::<de::IgnoredAny>()?;
+            } else {
+                let value: Value = map.next_value()?;
+                meta.insert(key.into_owned(), value);
+            }
+        }
+        Ok(Some(meta))
     }
 }
 
@@ -619,6 +689,61 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// Read as a client's call, the hop's `_meta` keys are left out and nothing else
+    /// changes: what goes upstream is what the plain reading sends, and the keys the
+    /// gateway reads from `_meta` (a confirmation named either way, a progress token) stay.
+    #[test]
+    fn a_clients_call_is_read_without_the_hops_meta_and_goes_upstream_the_same() {
+        let cases = [
+            json!({"name": "t", "arguments": {"a": 1}, "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+                "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+                "io.modelcontextprotocol/logLevel": "debug",
+                "io.modelcontextprotocol/authorization-context-id": "ctx",
+                "confirmation_id": "c1", "progressToken": 7, "vendor/x": {"y": [1]}}}),
+            json!({"name": "t", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+            json!({"name": "t", "_meta": {}}),
+            json!({"name": "t", "_meta": null, "task": {"ttl": 5}}),
+            json!({"name": "t"}),
+        ];
+        for case in cases {
+            let text = case.to_string();
+            let plain: CallToolParams = serde_json::from_str(&text).unwrap();
+            let FromClient(client) = serde_json::from_str(&text).unwrap();
+            assert_eq!(client.confirmation_id(), plain.confirmation_id(), "{text}");
+            assert_eq!(client.name, plain.name);
+            assert_eq!(client.rest, plain.rest);
+            let hop = |m: &Option<Map<String, Value>>| {
+                m.as_ref().map(|m| {
+                    m.iter()
+                        .filter(|(k, _)| !HOP_KEYS.contains(&k.as_str()))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect::<Map<String, Value>>()
+                })
+            };
+            assert_eq!(client.meta, hop(&plain.meta), "{text}");
+            assert_eq!(
+                serde_json::to_value(client.into_upstream("u")).unwrap(),
+                serde_json::to_value(plain.into_upstream("u")).unwrap(),
+                "{text}"
+            );
+        }
+        for bad in [
+            r#"{"name": "t", "_meta": "x"}"#,
+            r#"{"name": "t", "_meta": [1]}"#,
+            r#"{"name": "t", "_meta": {"io.modelcontextprotocol/logLevel": }}"#,
+            r#"{"_meta": {}}"#,
+            r#"{"name": "t", "name": "u"}"#,
+        ] {
+            assert!(serde_json::from_str::<FromClient>(bad).is_err(), "{bad}");
+            assert!(
+                serde_json::from_str::<CallToolParams>(bad).is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn a_refusal_says_when_to_try_again_in_its_meta_beside_any_other() {
