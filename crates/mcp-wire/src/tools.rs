@@ -296,7 +296,10 @@ impl<'de> Visitor<'de> for ClientMeta {
         let mut meta = Map::new();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
             if HOP_KEYS.contains(&key.as_ref()) {
-                map.next_value::<de::IgnoredAny>()?;
+                // Read as the plain reading reads it, and dropped: a value it refuses (a
+                // number out of range, a lone surrogate, nesting past the limit) is refused
+                // here too, where skipping it would let the call through.
+                map.next_value::<Value>()?;
             } else {
                 let value: Value = map.next_value()?;
                 meta.insert(key.into_owned(), value);
@@ -730,10 +733,17 @@ mod tests {
                 "{text}"
             );
         }
+        let deep = format!(
+            r#"{{"name": "t", "_meta": {{"io.modelcontextprotocol/clientCapabilities": {}1{}}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
         for bad in [
             r#"{"name": "t", "_meta": "x"}"#,
             r#"{"name": "t", "_meta": [1]}"#,
-            r#"{"name": "t", "_meta": {"io.modelcontextprotocol/logLevel": }}"#,
+            r#"{"name": "t", "_meta": {"io.modelcontextprotocol/clientInfo": 1e400}}"#,
+            r#"{"name": "t", "_meta": {"io.modelcontextprotocol/logLevel": "\ud800"}}"#,
+            &deep,
             r#"{"_meta": {}}"#,
             r#"{"name": "t", "name": "u"}"#,
         ] {
