@@ -39,6 +39,17 @@ struct Harness {
     uploads: Uploads,
     /// What the store and the service read the time from.
     clock: Arc<ManualClock>,
+    /// The uploads directory the harness made (last: removed once the service is gone).
+    made: Option<MadeDir>,
+}
+
+/// A directory a test made, removed with it (runs used to leave one per harness in /tmp).
+struct MadeDir(std::path::PathBuf);
+
+impl Drop for MadeDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 async fn harness() -> Harness {
@@ -65,7 +76,9 @@ async fn harness_with(approvers: Vec<mcp_gate::ApproverRule>) -> Harness {
         std::process::id(),
         UPLOAD_DIRS.fetch_add(1, Ordering::SeqCst)
     ));
-    harness_at(approvers, uploads).await
+    let mut h = harness_at(approvers, uploads.clone()).await;
+    h.made = Some(MadeDir(uploads));
+    h
 }
 
 /// A harness whose uploads are kept in `uploads`.
@@ -161,6 +174,7 @@ async fn harness_at(
         deleted,
         uploads: Uploads::open(&uploads).unwrap(),
         clock,
+        made: None,
     }
 }
 
