@@ -66,7 +66,14 @@ pub struct ToolEntry {
     pub digest: gating_core::CallDigest,
     /// Whether its module runs it as a 2025-11-25 task (`execution.taskSupport`).
     pub task_support: TaskSupport,
+    /// What the gate keeps of this tool, made on its first call (its metric series), so that
+    /// a call does not look it up: opaque here, the gate's own type.
+    pub gate_state: GateState,
 }
+
+/// What the gate keeps of a catalog entry ([`ToolEntry::gate_state`]); a new entry (a
+/// refreshed catalog's) starts empty.
+pub type GateState = std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>;
 
 /// Whether a tool runs as a task (`execution.taskSupport` of 2025-11-25).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -122,6 +129,7 @@ impl ToolEntry {
             definition,
             tool,
             task_support: TaskSupport::Forbidden,
+            gate_state: GateState::new(),
         })
     }
 
@@ -149,6 +157,7 @@ impl ToolEntry {
             digest: gating_core::CallDigest::of(&definition),
             definition,
             task_support: TaskSupport::Forbidden,
+            gate_state: GateState::new(),
         }
     }
 }

@@ -53,6 +53,7 @@ impl Registry {
                     definition,
                     digest,
                     task_support,
+                    gate_state: super::GateState::new(),
                 })
             })
             .collect()
