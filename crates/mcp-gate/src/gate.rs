@@ -649,9 +649,9 @@ impl Gateway {
         };
         let took = started.elapsed();
         *upstream += took;
-        if !series_of(&self.metrics, entry).is_some_and(|s| self.metrics.module_took(s, took)) {
-            self.metrics.module_time(&entry.module_name, took);
-        }
+        let series = series_of(&self.metrics, entry);
+        self.metrics
+            .module_time_with(series, &entry.module_name, took);
         // Passed on unparsed, so read at its top level first.
         let answered = answered.and_then(|result| {
             mcp_wire::result::usable(&result)
@@ -693,13 +693,12 @@ impl Gateway {
             }
             Err(_) => ("module_error", "failed"),
         };
-        // The common outcome through the entry's own series; any other by its labels.
-        let counted = (outcome, reason) == ("forwarded", "")
-            && series_of(&self.metrics, entry).is_some_and(|s| self.metrics.forwarded(s));
-        if !counted {
-            self.metrics
-                .tool_call(&entry.module_name, &entry.qualified, outcome, reason);
-        }
+        self.metrics.tool_call_with(
+            series,
+            (&entry.module_name, &entry.qualified),
+            outcome,
+            reason,
+        );
         mcp_trace::record("mcp.outcome", outcome);
         // A gated call's outcome joins its record (a forward with none is visibly
         // unfinished), in the background: the caller has waited for the module already.
@@ -856,7 +855,7 @@ pub(crate) fn audit(
 
 /// `entry`'s metric series, made in `metrics` on its first call and kept in the entry (a
 /// call then counts without a lookup); `None` where the entry keeps something else. A series
-/// of other metrics (an entry two gateways share) is refused by them when counted.
+/// of other metrics (an entry two gateways share) is not counted through by them.
 fn series_of<'e>(
     metrics: &mcp_metrics::Metrics,
     entry: &'e ToolEntry,

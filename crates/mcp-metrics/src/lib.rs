@@ -399,25 +399,32 @@ impl Metrics {
         }
     }
 
-    /// A call of `series`' tool forwarded (outcome `forwarded`, no reason), as
-    /// [`Metrics::tool_call`] counts it; `false` (nothing counted) for a series of other
-    /// metrics.
-    pub fn forwarded(&self, series: &ToolSeries) -> bool {
-        let mine = series.of == self.id;
-        if mine {
-            series.forwarded.inc();
+    /// [`Metrics::tool_call`], through the tool's `series` where it holds that outcome's
+    /// series (a plain `forwarded`) and was resolved in these metrics; by lookup otherwise.
+    pub fn tool_call_with(
+        &self,
+        series: Option<&ToolSeries>,
+        (module, tool): (&str, &str),
+        outcome: &'static str,
+        reason: &'static str,
+    ) {
+        match series {
+            Some(series) if series.of == self.id && (outcome, reason) == ("forwarded", "") => {
+                series.forwarded.inc();
+            }
+            _ => self.tool_call(module, tool, outcome, reason),
         }
-        mine
     }
 
-    /// `series`' module took `took` on a forwarded call, as [`Metrics::module_time`] counts
-    /// it; `false` (nothing counted) for a series of other metrics.
-    pub fn module_took(&self, series: &ToolSeries, took: Duration) -> bool {
-        let mine = series.of == self.id;
-        if mine {
-            series.module_seconds.observe(took.as_secs_f64());
+    /// [`Metrics::module_time`], through the tool's `series` where it was resolved in these
+    /// metrics; by lookup otherwise.
+    pub fn module_time_with(&self, series: Option<&ToolSeries>, module: &str, took: Duration) {
+        match series {
+            Some(series) if series.of == self.id => {
+                series.module_seconds.observe(took.as_secs_f64());
+            }
+            _ => self.module_time(module, took),
         }
-        mine
     }
 
     /// The gateway's own time on a call (`total` less the module's `upstream`).
@@ -676,24 +683,34 @@ mod tests {
     fn a_tools_series_counts_where_the_lookup_does_and_only_in_its_own_metrics() {
         let metrics = Metrics::new();
         let series = metrics.tool_series("fs", "fs__read");
-        assert!(metrics.forwarded(&series));
-        assert!(metrics.forwarded(&series));
+        let names = ("fs", "fs__read");
+        metrics.tool_call_with(Some(&series), names, "forwarded", "");
+        metrics.tool_call_with(Some(&series), names, "forwarded", "");
         metrics.tool_call("fs", "fs__read", "forwarded", "");
-        assert!(metrics.module_took(&series, Duration::from_millis(30)));
+        // Another outcome is not the series': counted by its own labels.
+        metrics.tool_call_with(Some(&series), names, "forwarded", "confirmed");
+        metrics.module_time_with(Some(&series), "fs", Duration::from_millis(30));
         metrics.module_time("fs", Duration::from_millis(10));
+        // A series of other metrics counts nothing in them: these are counted here by lookup.
         let other = Metrics::new();
         let theirs = other.tool_series("fs", "fs__read");
-        assert!(!metrics.forwarded(&theirs));
-        assert!(!metrics.module_took(&theirs, Duration::from_secs(1)));
+        metrics.tool_call_with(Some(&theirs), names, "forwarded", "");
+        metrics.module_time_with(Some(&theirs), "fs", Duration::from_secs(1));
         let text = metrics.render(live(&[], &std::collections::HashMap::new(), 0));
         assert!(
             text.contains(
-                r#"mcp_gateway_tool_calls_total{module="fs",tool="fs__read",outcome="forwarded",reason=""} 3"#
+                r#"mcp_gateway_tool_calls_total{module="fs",tool="fs__read",outcome="forwarded",reason=""} 4"#
             ),
             "{text}"
         );
         assert!(
-            text.contains(r#"mcp_gateway_module_seconds_count{module="fs"} 2"#),
+            text.contains(
+                r#"mcp_gateway_tool_calls_total{module="fs",tool="fs__read",outcome="forwarded",reason="confirmed"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"mcp_gateway_module_seconds_count{module="fs"} 3"#),
             "{text}"
         );
         let theirs = other.render(live(&[], &std::collections::HashMap::new(), 0));
