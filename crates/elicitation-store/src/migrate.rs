@@ -309,4 +309,108 @@ mod tests {
             .get(0);
         assert!(!ours, "no empty history is left behind");
     }
+
+    /// Three approved confirmations in a database at V32: `a` redeemed there (the wide row's
+    /// `consumed_at`), `b` and `c` not. Written as the owner, as V32's store would have.
+    async fn approved_at_v32(client: &Client) -> [uuid::Uuid; 3] {
+        let ids = [1, 2, 3].map(uuid::Uuid::from_u128);
+        client
+            .execute(
+                "INSERT INTO mcp_elicitations (id, caller_subject, caller_tenant, type, message_sealed, message_key_id, spec, tool_name, call_digest, request_sealed, request_key_id, created_at, expires_at, definition_digest) \
+                 SELECT id, 'alice', 'acme', 'confirmation', '\\x00', 'k1', '{}', 'fs__delete', decode(repeat('ab', 32), 'hex'), '\\x00', 'k1', now(), now() + interval '10 minutes', decode(repeat('cd', 32), 'hex') FROM unnest($1::uuid[]) AS id",
+                &[&ids.as_slice()],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "UPDATE mcp_elicitations SET status = 'responded', response_sealed = '\\x00', response_key_id = 'k1', confirmed = true, responded_at = now() WHERE id = ANY($1)",
+                &[&ids.as_slice()],
+            )
+            .await
+            .unwrap();
+        client
+            .execute(
+                "UPDATE mcp_elicitations SET consumed_at = now() WHERE id = $1",
+                &[&ids[0]],
+            )
+            .await
+            .unwrap();
+        ids
+    }
+
+    /// V33 moves redemptions to a table of their own. A redemption made before it is carried
+    /// over; during a rolling upgrade an older instance still redeems through the wide row,
+    /// and either way each confirmation is redeemed once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redemptions_made_before_v33_or_by_an_older_instance_count_once() {
+        let db = TestDb::new().await;
+        let config = db.empty_beside("v32").await;
+        let mut client = connect(&config).await;
+        db.role_locked(async {
+            // As `run` does: V7's function names a table this history never has.
+            client
+                .batch_execute("SET check_function_bodies = false")
+                .await
+                .unwrap();
+            let mut runner =
+                embedded::migrations::runner().set_target(refinery::Target::Version(32));
+            runner.set_migration_table_name(MIGRATION_HISTORY_TABLE);
+            runner.run_async(&mut client).await.unwrap();
+        })
+        .await;
+        let [a, b, c] = approved_at_v32(&client).await;
+        let before: time::OffsetDateTime = client
+            .query_one(
+                "SELECT consumed_at FROM mcp_elicitations WHERE id = $1",
+                &[&a],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        let applied = db.role_locked(migrate(&mut client)).await.unwrap();
+        assert_eq!(applied, ["V33__redemptions_of_their_own"]);
+        let carried: time::OffsetDateTime = client
+            .query_one(
+                "SELECT consumed_at FROM mcp_redemptions WHERE elicitation_id = $1",
+                &[&a],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(carried, before);
+
+        // As the gateway's writer, caller alice.
+        client
+            .batch_execute(&format!(
+                "SET ROLE {}; SELECT set_config('mcp.caller_subject', 'alice', false), set_config('mcp.caller_tenant', 'acme', false)",
+                crate::test_support::WRITER_LOGIN
+            ))
+            .await
+            .unwrap();
+        // What an older instance runs, and what this one runs.
+        let older = "UPDATE mcp_elicitations SET consumed_at = now() WHERE id = $1 AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > now()";
+        let newer = "INSERT INTO mcp_redemptions (elicitation_id, consumed_at) VALUES ($1, now()) ON CONFLICT (elicitation_id) DO NOTHING";
+        let run = async |statement: &str, id: &uuid::Uuid| {
+            client.execute(statement, &[id]).await.unwrap()
+        };
+        assert_eq!(run(newer, &a).await, 0, "redeemed before the upgrade");
+        assert_eq!(run(older, &a).await, 0, "redeemed before the upgrade");
+        assert_eq!(run(older, &b).await, 1, "the older instance redeems b");
+        assert_eq!(run(newer, &b).await, 0, "b is used");
+        assert_eq!(run(newer, &c).await, 1, "this instance redeems c");
+        assert_eq!(run(older, &c).await, 0, "c is used");
+        let redemptions: Vec<uuid::Uuid> = client
+            .query(
+                "SELECT elicitation_id FROM mcp_redemptions ORDER BY consumed_at, elicitation_id",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|row| row.get(0))
+            .collect();
+        assert_eq!(redemptions.len(), 3);
+        assert!([a, b, c].iter().all(|id| redemptions.contains(id)));
+    }
 }

@@ -1,16 +1,36 @@
 //! Every SQL statement of the Postgres store. Caller-scoped statements run after
 //! [`SET_CALLER`] in the same transaction, so row-level security sees the caller too.
 
-/// The columns of an elicitation row, in the order `row::decode` reads them.
-macro_rules! columns {
+/// The columns of an elicitation row that `row::decode` reads, but when it was consumed.
+macro_rules! columns_but_consumed {
     () => {
         "id, caller_subject, caller_tenant, type::text AS type, status::text AS status, message, \
          message_sealed, message_key_id, spec, \
          tool_name, call_digest, request_sealed, request_key_id, response_sealed, response_key_id, \
-         retries, created_at, expires_at, responded_at, cancelled_at, consumed_at, \
+         retries, created_at, expires_at, responded_at, cancelled_at, \
          cancel_reason::text AS cancel_reason, answered_by, approver_group, approval_mode, \
          note_sealed, note_key_id, edited_sealed, edited_key_id, definition_digest, \
          approval_quorum, approver_also, approvals, server_name"
+    };
+}
+
+/// When the row of `mcp_elicitations` in scope was redeemed (V33: a row of
+/// `mcp_redemptions`, not the wide row's own `consumed_at`), NULL if it was not.
+macro_rules! redeemed_at {
+    () => {
+        "(SELECT r.consumed_at FROM mcp_redemptions r WHERE r.elicitation_id = mcp_elicitations.id)"
+    };
+}
+
+/// The columns of an elicitation row that `row::decode` reads.
+macro_rules! columns {
+    () => {
+        concat!(
+            columns_but_consumed!(),
+            ", ",
+            redeemed_at!(),
+            " AS consumed_at"
+        )
     };
 }
 
@@ -242,7 +262,7 @@ pub(super) const CONFIRMATION_FOR: &str = concat!(
     "SELECT id FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND server_name IS NOT DISTINCT FROM $7::text AND expires_at > $1",
-    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND consumed_at IS NULL)",
+    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND NOT EXISTS (SELECT 1 FROM mcp_redemptions r WHERE r.elicitation_id = mcp_elicitations.id))",
     " OR (status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL))",
     " ORDER BY (status = 'responded' AND confirmed) DESC, (status = 'responded') DESC, created_at, id LIMIT 1"
 );
@@ -258,27 +278,26 @@ pub(super) const REPORT_DECLINE: &str = concat!(
 );
 
 /// The caller's confirmation `$1` bound to tool `$4`, digest `$5`, definition digest `$7` and
-/// server `$8`,
-/// redeemed at `$6` in one
-/// statement: consumed (and `tool_call_forwarded` recorded) if it is answered, approved,
-/// unused and unexpired; either way the row comes back, with `consumed` saying which. A
-/// refused redemption returns the row as it was, so the gate decides the answer from it.
+/// server `$8`, redeemed at `$6` in one statement: a redemption row inserted (and
+/// `tool_call_forwarded` recorded) if it is answered, approved, unused and unexpired; either
+/// way the row comes back, with `consumed` saying which and `consumed_at` when. A refused
+/// redemption returns the row as it was, so the gate decides the answer from it. The
+/// redemption's primary key makes it once: a racing second one inserts nothing (V33).
 pub(super) const REDEEM: &str = concat!(
     "WITH target AS (SELECT ",
-    columns!(),
-    " FROM mcp_elicitations WHERE id = $1 AND ",
+    columns_but_consumed!(),
+    ", confirmed, ",
+    redeemed_at!(),
+    " AS was_consumed_at FROM mcp_elicitations WHERE id = $1 AND ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text), ",
-    "changed AS (UPDATE mcp_elicitations SET consumed_at = $6 WHERE id = $1 AND ",
-    caller_is!(),
-    " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text",
-    " AND status = 'responded' AND confirmed AND consumed_at IS NULL AND expires_at > $6",
-    " RETURNING ",
-    columns!(),
-    "), ",
-    audit_from_changed!("$6", "tool_call_forwarded", "'{\"gated\": true}'::jsonb"),
-    "SELECT *, true AS consumed FROM changed ",
-    "UNION ALL SELECT *, false AS consumed FROM target WHERE NOT EXISTS (SELECT 1 FROM changed)"
+    "changed AS (INSERT INTO mcp_redemptions (elicitation_id, consumed_at) SELECT id, $6 FROM target",
+    " WHERE status = 'responded' AND confirmed AND was_consumed_at IS NULL AND expires_at > $6",
+    " ON CONFLICT (elicitation_id) DO NOTHING RETURNING elicitation_id, consumed_at), ",
+    "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
+    "SELECT $6, 'tool_call_forwarded', $2, $3::text, t.id, t.tool_name, '{\"gated\": true}'::jsonb FROM target t JOIN changed c ON c.elicitation_id = t.id) ",
+    "SELECT t.*, COALESCE(c.consumed_at, t.was_consumed_at) AS consumed_at, c.elicitation_id IS NOT NULL AS consumed ",
+    "FROM target t LEFT JOIN changed c ON c.elicitation_id = t.id"
 );
 
 /// `$1` elicitation (NULL for none), `$4` tool, `$5` event, `$6` reason (NULL for none),
@@ -480,7 +499,11 @@ pub(super) const QUOTA_USED: &str = concat!(
 pub(super) const FORGET_OLD_QUOTA_COUNTERS: &str = "SELECT mcp_forget_old_quota_counters($1, $2)";
 
 /// `$1` now, `$2` batch size. Runs unscoped: the function works across callers.
-pub(super) const EXPIRE_DUE: &str = concat!("SELECT ", columns!(), " FROM mcp_expire_due($1, $2)");
+pub(super) const EXPIRE_DUE: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM mcp_expire_due($1, $2) AS mcp_elicitations"
+);
 
 /// `$1` cutoff, `$2` batch size.
 pub(super) const ERASE_FINISHED: &str = "SELECT id, type::text FROM mcp_erase_finished($1, $2)";

@@ -890,15 +890,33 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
 
     let writer = db.writer().await;
     as_caller(&writer, "alice", "acme").await;
+    // The redemption is a row of its own (V33): the writer may neither remove nor move it.
+    for statement in [
+        "DELETE FROM mcp_redemptions WHERE elicitation_id = $1",
+        "UPDATE mcp_redemptions SET consumed_at = NULL WHERE elicitation_id = $1",
+        "UPDATE mcp_redemptions SET consumed_at = consumed_at + interval '1 second' WHERE elicitation_id = $1",
+        "UPDATE mcp_redemptions SET elicitation_id = gen_random_uuid() WHERE elicitation_id = $1",
+    ] {
+        let code = sqlstate(writer.execute(statement, &[used.as_uuid()]).await);
+        assert_eq!(code, Some(SqlState::INSUFFICIENT_PRIVILEGE), "{statement}");
+    }
+    assert_eq!(
+        sqlstate(writer.execute("TRUNCATE mcp_redemptions", &[]).await),
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    // An older instance redeems by setting the wide row's `consumed_at`: on a confirmation
+    // redeemed already, that update does nothing.
+    assert_eq!(
+        writer
+            .execute(
+                "UPDATE mcp_elicitations SET consumed_at = now() WHERE id = $1 AND status = 'responded' AND confirmed AND consumed_at IS NULL",
+                &[used.as_uuid()],
+            )
+            .await
+            .unwrap(),
+        0
+    );
     let refused = [
-        (
-            used,
-            "UPDATE mcp_elicitations SET consumed_at = NULL WHERE id = $1",
-        ),
-        (
-            used,
-            "UPDATE mcp_elicitations SET consumed_at = consumed_at + interval '1 second' WHERE id = $1",
-        ),
         (
             used,
             "UPDATE mcp_elicitations SET status = 'pending', response_sealed = NULL, response_key_id = NULL, confirmed = NULL, responded_at = NULL, consumed_at = NULL WHERE id = $1",
@@ -958,6 +976,168 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
         ),
         "{again:?}"
     );
+}
+
+/// A redemption row (V33) is the writer's only for its own answered, approved, unexpired
+/// confirmation, once; it is seen exactly where its confirmation is. An approver that sees
+/// another caller's confirmation through its group cannot use it up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_writer_role_redeems_only_its_own_approved_unexpired_confirmation_once() {
+    use crate::{Approval, ApprovalMode};
+    let db = TestDb::new().await;
+    let clock = Arc::new(ManualClock::new(start_time()));
+    let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
+    let held = async |caller: &Caller, n: i32, approval: Option<Approval>| {
+        store
+            .create_confirmation(
+                caller,
+                confirmation_request(json!({ "n": n })).with_approval(approval),
+            )
+            .await
+            .unwrap()
+            .elicitation
+            .id
+    };
+    let pending = held(&alice(), 1, None).await;
+    let declined = held(&alice(), 2, None).await;
+    let approved = held(&alice(), 3, None).await;
+    let of_the_group = held(
+        &alice(),
+        4,
+        Some(Approval {
+            group: "sre".into(),
+            mode: ApprovalMode::May,
+            quorum: crate::Quorum::default(),
+        }),
+    )
+    .await;
+    let bobs = held(&bob(), 5, None).await;
+    for (caller, id, confirmed) in [
+        (alice(), declined, false),
+        (alice(), approved, true),
+        (alice(), of_the_group, true),
+        (bob(), bobs, true),
+    ] {
+        store
+            .respond(&caller, id, json!({ "confirmed": confirmed }))
+            .await
+            .unwrap();
+    }
+    let writer = db.writer().await;
+    let (in_time, too_late) = (
+        start_time() + Duration::minutes(1),
+        start_time() + Duration::minutes(11),
+    );
+    let redeem = async |id: ElicitationId, at: time::OffsetDateTime| {
+        sqlstate(
+            writer
+                .execute(
+                    "INSERT INTO mcp_redemptions (elicitation_id, consumed_at) VALUES ($1, $2)",
+                    &[id.as_uuid(), &at],
+                )
+                .await,
+        )
+    };
+    // bob, and bob as an approver of the group that sees alice's row: none of hers.
+    as_caller(&writer, "bob", "acme").await;
+    writer
+        .query(
+            "SELECT set_config('mcp.approver_groups', '[\"sre\"]', false)",
+            &[],
+        )
+        .await
+        .unwrap();
+    let seen: i64 = writer
+        .query_one(
+            "SELECT count(*) FROM mcp_elicitations WHERE id = $1",
+            &[of_the_group.as_uuid()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(seen, 1, "the approver sees the row it could answer");
+    for id in [of_the_group, approved] {
+        assert_eq!(
+            redeem(id, in_time).await,
+            Some(SqlState::INSUFFICIENT_PRIVILEGE)
+        );
+    }
+    // alice of another tenant: not hers.
+    as_caller(&writer, "alice", "other").await;
+    assert_eq!(
+        redeem(approved, in_time).await,
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    // alice: not a pending, declined or another caller's confirmation, not after it expired.
+    as_caller(&writer, "alice", "acme").await;
+    for id in [pending, declined, bobs] {
+        assert_eq!(
+            redeem(id, in_time).await,
+            Some(SqlState::INSUFFICIENT_PRIVILEGE)
+        );
+    }
+    assert_eq!(
+        redeem(approved, too_late).await,
+        Some(SqlState::INSUFFICIENT_PRIVILEGE)
+    );
+    // Her approved one, once; a second conflicts on the key.
+    assert_eq!(redeem(approved, in_time).await, None);
+    assert_eq!(
+        redeem(approved, in_time).await,
+        Some(SqlState::UNIQUE_VIOLATION)
+    );
+    let visible = async |subject: &str| -> i64 {
+        as_caller(&writer, subject, "acme").await;
+        writer
+            .query_one("SELECT count(*) FROM mcp_redemptions", &[])
+            .await
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(visible("alice").await, 1);
+    assert_eq!(visible("bob").await, 0);
+    let again = store
+        .consume_confirmation(
+            &alice(),
+            approved,
+            &CallBinding {
+                server: None,
+                tool: "fs__delete".into(),
+                digest: gating_core::CallDigest::of(&json!({"n": 3})),
+                definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
+            },
+        )
+        .await;
+    assert!(
+        matches!(
+            again,
+            Err(StoreError::Transition(
+                TransitionError::AlreadyConsumed { .. }
+            ))
+        ),
+        "{again:?}"
+    );
+    // A caller without a tenant redeems its own (the pair compares NULL with NULL).
+    let carol = Caller::new("carol", None).unwrap();
+    let hers = held(&carol, 6, None).await;
+    store
+        .respond(&carol, hers, json!({ "confirmed": true }))
+        .await
+        .unwrap();
+    let used = store
+        .consume_confirmation(
+            &carol,
+            hers,
+            &CallBinding {
+                server: None,
+                tool: "fs__delete".into(),
+                digest: gating_core::CallDigest::of(&json!({"n": 6})),
+                definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
+            },
+        )
+        .await
+        .unwrap();
+    assert!(used.consumed_at.is_some());
 }
 
 /// Arguments a person approved instead of the agent's are sealed, audited with both digests,
@@ -1295,6 +1475,29 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
         .respond(&alice(), id, json!({"confirmed": false}))
         .await
         .unwrap();
+    // And a used confirmation: its redemption (V33) goes with it.
+    let mut request = confirmation_request(json!({"path": "/srv/used.txt"}));
+    request.ttl = Duration::seconds(5);
+    let used = store
+        .create_confirmation(&alice(), request)
+        .await
+        .unwrap()
+        .elicitation
+        .id;
+    store
+        .respond(&alice(), used, json!({"confirmed": true}))
+        .await
+        .unwrap();
+    let binding = CallBinding {
+        server: None,
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(&json!({"path": "/srv/used.txt"})),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
+    };
+    store
+        .consume_confirmation(&alice(), used, &binding)
+        .await
+        .unwrap();
     clock.advance(Duration::seconds(6));
     let audit_before: i64 = db
         .admin()
@@ -1327,10 +1530,24 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
         Some(SqlState::INSUFFICIENT_PRIVILEGE)
     );
 
-    let erased = store.erase_finished(far).await.unwrap();
-    assert_eq!(erased.len(), 1);
-    assert_eq!(erased[0].id, id);
+    let mut erased: Vec<_> = store
+        .erase_finished(far)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    erased.sort_by_key(|e| *e.as_uuid());
+    let mut both = vec![id, used];
+    both.sort_by_key(|e| *e.as_uuid());
+    assert_eq!(erased, both);
     let admin = db.admin().await;
+    let redemptions: i64 = admin
+        .query_one("SELECT count(*) FROM mcp_redemptions", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(redemptions, 0, "a redemption is erased with its row");
     let left: i64 = admin
         .query_one(
             "SELECT count(*) FROM mcp_elicitations WHERE id = $1",
