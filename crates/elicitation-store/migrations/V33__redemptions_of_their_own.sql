@@ -16,7 +16,15 @@
 -- stay, for a rolling upgrade): the guard records that redemption here too, and where the
 -- confirmation was redeemed here first, its update does nothing, so the older instance
 -- refuses the call as already used. Readers take the time from this table only; the
--- migration copies in every redemption made before it.
+-- migration copies in every redemption made before it. An older instance does not read
+-- this table: until it is replaced it takes a confirmation redeemed here for unused, so an
+-- identical call there without a confirmation id is refused as used and asked anew
+-- (never run twice). Keep the mixed-version window short.
+--
+-- No redemption may be committed between the copy below and the new guard: the table is
+-- locked against writes (reads go on) until this migration commits; on a large table
+-- that holds every instance's writes for the length of the copy.
+LOCK TABLE mcp_elicitations IN SHARE ROW EXCLUSIVE MODE;
 
 CREATE TABLE mcp_redemptions (
     elicitation_id uuid PRIMARY KEY REFERENCES mcp_elicitations (id) ON DELETE CASCADE,
@@ -28,22 +36,26 @@ SELECT id, consumed_at FROM mcp_elicitations WHERE consumed_at IS NOT NULL;
 
 ALTER TABLE mcp_redemptions ENABLE ROW LEVEL SECURITY;
 
--- The caller is compared as a pair (`IS NOT DISTINCT FROM`, which no index serves) so the
--- planner always finds the row by its primary key: as `caller_subject = …` it chose the
--- index of the caller's rows when the statistics were young, and scanned all of them on
--- every redemption of a busy caller (4–5 ms a redemption at 5,000 rows, measured).
+-- The WITH CHECK finds the elicitation by its id alone and tests the rest in the select
+-- list (NULL, so refused, where the id names no row the writer may see): with the tests in
+-- the WHERE clause the planner, while the table's statistics were young, chose another
+-- index that their columns matched (the caller's rows; the open confirmations by expiry)
+-- and scanned all of a busy caller's rows on every redemption (3–5 ms a redemption in the
+-- first round of `mcp-bench confirmed`, measured). The caller is compared as a pair, so a
+-- tenant-less caller's NULL matches NULL.
 CREATE POLICY mcp_redemptions_of_visible ON mcp_redemptions
     TO mcp_gateway_writer
     USING (EXISTS (SELECT 1 FROM mcp_elicitations e WHERE e.id = mcp_redemptions.elicitation_id))
-    WITH CHECK (EXISTS (
-        SELECT 1 FROM mcp_elicitations e
-        WHERE e.id = mcp_redemptions.elicitation_id
-          AND (e.caller_subject, e.caller_tenant) IS NOT DISTINCT FROM
-              (current_setting('mcp.caller_subject', true), nullif(current_setting('mcp.caller_tenant', true), ''))
-          AND e.type = 'confirmation'
-          AND e.status = 'responded'
-          AND e.confirmed
-          AND e.expires_at > mcp_redemptions.consumed_at));
+    WITH CHECK ((
+        SELECT (e.caller_subject, e.caller_tenant) IS NOT DISTINCT FROM
+                   (current_setting('mcp.caller_subject', true),
+                    nullif(current_setting('mcp.caller_tenant', true), ''))
+               AND e.type = 'confirmation'
+               AND e.status = 'responded'
+               AND e.confirmed
+               AND e.expires_at > mcp_redemptions.consumed_at
+        FROM mcp_elicitations e
+        WHERE e.id = mcp_redemptions.elicitation_id) IS TRUE);
 
 GRANT SELECT, INSERT ON mcp_redemptions TO mcp_gateway_writer;
 
