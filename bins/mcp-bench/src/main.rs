@@ -11,6 +11,7 @@ mod idle;
 mod jwt;
 mod load;
 mod peers;
+mod place;
 mod procstat;
 mod proxy;
 mod quota;

@@ -71,9 +71,14 @@ pub(crate) async fn start_upstream(me: &std::path::Path) -> Result<Proc> {
     start(command, "listening on ").await
 }
 
-/// The null proxy to `upstream` (`me null-proxy`), started.
-pub(crate) async fn start_null_proxy(me: &std::path::Path, upstream: SocketAddr) -> Result<Proc> {
-    let mut command = Command::new(me);
+/// The null proxy to `upstream` (`me null-proxy`), started (on the process-under-test's
+/// CPU where `place` says).
+pub(crate) async fn start_null_proxy(
+    me: &std::path::Path,
+    upstream: SocketAddr,
+    place: Option<&crate::place::Placement>,
+) -> Result<Proc> {
+    let mut command = place.map_or_else(|| Command::new(me), |p| p.command(me));
     command.args(["null-proxy", "--upstream", &upstream.to_string()]);
     start(command, "listening on ").await
 }

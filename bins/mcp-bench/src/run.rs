@@ -42,6 +42,7 @@ use crate::peers::{
     open_session, open_session_as, prompt, read_direct, read_through, resource, start,
     start_null_proxy, start_upstream,
 };
+use crate::place::Placement;
 use crate::procstat;
 
 async fn start_gateway(
@@ -51,7 +52,7 @@ async fn start_gateway(
     store: &str,
     upstream: SocketAddr,
 ) -> Result<Proc> {
-    start_gateway_with(binary, dir, name, store, &tokens_auth(), upstream).await
+    start_gateway_with(binary, dir, name, store, &tokens_auth(), upstream, None).await
 }
 
 /// The `[auth]` section of the bench's gateways: mode `tokens`, the agent, the human and
@@ -78,7 +79,8 @@ scopes = ["metrics:read"]"#,
     )
 }
 
-/// [`start_gateway`] with another `[auth]` section.
+/// [`start_gateway`] with another `[auth]` section, on the process-under-test's CPU where
+/// `place` says.
 async fn start_gateway_with(
     binary: &Path,
     dir: &Path,
@@ -86,9 +88,10 @@ async fn start_gateway_with(
     store: &str,
     auth: &str,
     upstream: SocketAddr,
+    place: Option<&Placement>,
 ) -> Result<Proc> {
     let path = gateway_config(dir, name, store, auth, upstream)?;
-    let mut command = Command::new(binary);
+    let mut command = place.map_or_else(|| Command::new(binary), |p| p.command(binary));
     command.arg("--config").arg(&path).env("RUST_LOG", "warn");
     start(command, "mcp-gateway listening on ").await
 }
@@ -275,13 +278,17 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     };
 
     let upstream = start_upstream(&me).await?;
-    let proxy = start_null_proxy(&me, upstream.addr).await?;
-    let gateway = start_gateway(
+    // The per-call rows: each process under test on a core of its own (place.rs).
+    let place = Placement::of_this_machine();
+    let proxy = start_null_proxy(&me, upstream.addr, place.as_ref()).await?;
+    let gateway = start_gateway_with(
         &options.gateway,
         &dir,
         "memory",
         "[store]\nkind = \"memory\"\nmax_pending_per_caller = 100000\nmax_records = 1000000",
+        &tokens_auth(),
         upstream.addr,
+        place.as_ref(),
     )
     .await?;
     let idle_rss = procstat::rss_mib(gateway.pid()).0;
@@ -289,7 +296,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let mut sink_cmd = Command::new(&me);
     sink_cmd.args(["otlp-sink"]);
     let sink = start(sink_cmd, "listening on ").await?;
-    let traced = start_gateway(
+    let traced = start_gateway_with(
         &options.gateway,
         &dir,
         "traced",
@@ -297,7 +304,9 @@ pub(crate) async fn run(options: Options) -> Result<()> {
             "[store]\nkind = \"memory\"\n[tracing]\notlp_endpoint = \"http://{}/v1/traces\"\nsample_ratio = 0.1",
             sink.addr
         ),
+        &tokens_auth(),
         upstream.addr,
+        place.as_ref(),
     )
     .await?;
 
@@ -314,6 +323,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         "[store]\nkind = \"memory\"",
         &crate::jwt::Issuer::auth_section(&jwks),
         upstream.addr,
+        place.as_ref(),
     )
     .await?;
     let remembered = issuer.token("bench", 0)?;
@@ -323,7 +333,16 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let read = read_direct();
     let read_through_gateway = read_through(AGENT);
     let mut rows = Vec::new();
-    eprintln!("measuring (release build, RUST_LOG=warn, all on 127.0.0.1):");
+    let placed = match &place {
+        Some(place) => {
+            place
+                .keep_apart(&[std::process::id(), upstream.pid()])
+                .await?;
+            place.describe()
+        }
+        None => "nothing pinned (one CPU, or no taskset)".to_owned(),
+    };
+    eprintln!("measuring (release build, RUST_LOG=warn, all on 127.0.0.1; {placed}):");
     for &c in &levels {
         rows.push(
             measure(
@@ -483,6 +502,9 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         );
     }
 
+    if let Some(place) = &place {
+        place.release(&[std::process::id(), upstream.pid()]).await?;
+    }
     let counted = count_both_eras(&proxy, &gateway, options.quick).await;
     // Left out, not fatal, where the machine cannot pin (no taskset): the rest is measured.
     let core_rows = cores::cores(&me, &options.gateway, &dir, upstream.addr, options.quick)
@@ -596,7 +618,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         &idle,
         &wake,
         &scrape,
-        (&counted, &core_rows),
+        (&counted, &core_rows, &placed),
     );
     println!("{}", report.0);
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/bench");
@@ -661,7 +683,7 @@ pub(crate) async fn per_call(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
     let dir = bench_dir("per-call")?;
     let upstream = start_upstream(&me).await?;
-    let proxy = start_null_proxy(&me, upstream.addr).await?;
+    let proxy = start_null_proxy(&me, upstream.addr, None).await?;
     let gateway = start_gateway(
         &options.gateway,
         &dir,

@@ -19,6 +19,7 @@ use tokio::process::Command;
 use super::{gateway_config, tokens_auth};
 use crate::load::{self, MakeRequest};
 use crate::peers::{AGENT, forwarded, legacy, open_session, read_direct, read_through, start};
+use crate::place::allowed_cpus;
 use crate::procstat;
 
 /// Connections in every row.
@@ -35,26 +36,6 @@ pub(super) struct CoreRow {
 const NULL: &str = "null proxy";
 const MODERN: &str = "gateway 2026-07-28";
 const LEGACY: &str = "gateway 2025-11-25";
-
-/// The CPUs this process may run on (`Cpus_allowed_list` of /proc/self/status: a
-/// container's may not start at 0), in order.
-fn allowed_cpus() -> Vec<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let Some(list) = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-    else {
-        return Vec::new();
-    };
-    list.trim()
-        .split(',')
-        .filter_map(|part| match part.split_once('-') {
-            Some((a, b)) => Some(a.parse::<usize>().ok()?..=b.parse().ok()?),
-            None => part.parse::<usize>().ok().map(|a| a..=a),
-        })
-        .flatten()
-        .collect()
-}
 
 /// The core counts this machine can pin: 1, 2, 4, 8 up to its cores.
 fn core_counts() -> Vec<usize> {

@@ -13,7 +13,7 @@ pub(super) fn report(
     idle: &crate::idle::IdleMemory,
     wake: &(f64, f64, f64),
     scrape: &(f64, f64, usize),
-    (counted, core_rows): (&Result<Vec<Counts>, String>, &[CoreRow]),
+    (counted, core_rows, placed): (&Result<Vec<Counts>, String>, &[CoreRow], &str),
 ) -> (String, Value) {
     let mut md = String::from(
         "| path | conc. | req/s | p50 ms | p90 ms | p99 ms | CPU s / 10k calls | ctx sw / call | peak RSS MiB |\n|---|---|---|---|---|---|---|---|---|\n",
@@ -41,7 +41,7 @@ pub(super) fn report(
     }
     let _ = write!(
         md,
-        "\nRatios: median over the {ROUNDS} interleaved rounds (min–max in brackets).\n\n| ratio | conc. 1 | conc. 16 | conc. 64 |\n|---|---|---|---|\n"
+        "\nRatios: median over the {ROUNDS} interleaved rounds (min–max in brackets). The null proxy, read-only, prompts/get, resources/read and memory destructive rows ran with {placed} (the direct row measures the upstream where it ran); the PostgreSQL and scale-out rows ran unpinned.\n\n| ratio | conc. 1 | conc. 16 | conc. 64 |\n|---|---|---|---|\n"
     );
     let mut ratios = serde_json::Map::new();
     type Ratio = (
