@@ -615,6 +615,14 @@ pub(crate) async fn confirmation_is_consumed_once(make: impl AsyncFn(Setup) -> H
         }
     }
     assert_eq!(used, 1);
+    // A later redemption is refused, and the row it returns says when it was used.
+    match h.store.redeem_confirmation(&alice(), id, &b).await.unwrap() {
+        crate::Redeemed::Refused {
+            current,
+            why: TransitionError::AlreadyConsumed { .. },
+        } => assert_eq!(current.consumed_at, Some(h.clock_now())),
+        other => panic!("a used confirmation is refused: {other:?}"),
+    }
     // Still reads as approved (for the record), but cannot authorise another call.
     assert_eq!(
         h.store.confirmation_state(&alice(), id, &b).await.unwrap(),

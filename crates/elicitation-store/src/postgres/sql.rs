@@ -300,18 +300,18 @@ pub(super) const REPORT_DECLINE: &str = concat!(
 pub(super) const REDEEM: &str = concat!(
     "WITH target AS (SELECT ",
     columns_but_consumed!(),
-    ", confirmed, ",
-    redeemed_at!(),
-    " AS was_consumed_at FROM mcp_elicitations WHERE id = $1 AND ",
+    ", confirmed FROM mcp_elicitations WHERE id = $1 AND ",
     row_of_caller!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $7 AND server_name IS NOT DISTINCT FROM $8::text), ",
+    // An earlier redemption is not looked up first: the key refuses this one.
     "changed AS (INSERT INTO mcp_redemptions (elicitation_id, consumed_at) SELECT id, $6 FROM target",
-    " WHERE status = 'responded' AND confirmed AND was_consumed_at IS NULL AND expires_at > $6",
+    " WHERE status = 'responded' AND confirmed AND expires_at > $6",
     " ON CONFLICT (elicitation_id) DO NOTHING RETURNING elicitation_id, consumed_at), ",
     "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
     "SELECT $6, 'tool_call_forwarded', $2, $3::text, t.id, t.tool_name, '{\"gated\": true}'::jsonb FROM target t JOIN changed c ON c.elicitation_id = t.id) ",
-    "SELECT t.*, COALESCE(c.consumed_at, t.was_consumed_at) AS consumed_at, c.elicitation_id IS NOT NULL AS consumed ",
-    "FROM target t LEFT JOIN changed c ON c.elicitation_id = t.id"
+    // When it was redeemed before, read only where this redemption was refused.
+    "SELECT t.*, COALESCE(c.consumed_at, (SELECT r.consumed_at FROM mcp_redemptions r WHERE r.elicitation_id = t.id)) AS consumed_at, ",
+    "c.elicitation_id IS NOT NULL AS consumed FROM target t LEFT JOIN changed c ON c.elicitation_id = t.id"
 );
 
 /// `$1` elicitation (NULL for none), `$4` tool, `$5` event, `$6` reason (NULL for none),
