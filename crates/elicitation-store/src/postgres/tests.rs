@@ -88,6 +88,17 @@ fn confirmation_request(arguments: Value) -> ConfirmationRequest {
     )
 }
 
+/// The binding of a call of `fs__delete` with `arguments`, as [`confirmation_request`]
+/// holds it.
+fn delete_binding(arguments: &Value) -> CallBinding {
+    CallBinding {
+        server: None,
+        tool: "fs__delete".into(),
+        digest: gating_core::CallDigest::of(arguments),
+        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
+    }
+}
+
 /// Every column of every row, as text, as an operator with raw SQL access would see it.
 async fn raw_rows(db: &TestDb) -> String {
     let admin = db.admin().await;
@@ -487,12 +498,7 @@ async fn audit_trail_records_the_lifecycle_without_payloads() {
         .respond(&alice(), answered, json!({"confirmed": true}))
         .await
         .unwrap();
-    let binding = CallBinding {
-        server: None,
-        tool: "fs__delete".into(),
-        digest: gating_core::CallDigest::of(&args),
-        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-    };
+    let binding = delete_binding(&args);
     store
         .consume_confirmation(&alice(), answered, &binding)
         .await
@@ -797,12 +803,7 @@ async fn a_flipped_confirmed_column_does_not_authorise_a_call() {
         .await
         .unwrap();
     assert_eq!(admin.execute(flip, &[id.as_uuid()]).await.unwrap(), 1);
-    let binding = CallBinding {
-        server: None,
-        tool: "fs__delete".into(),
-        digest: gating_core::CallDigest::of(&args),
-        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-    };
+    let binding = delete_binding(&args);
     let attempt = store.consume_confirmation(&alice(), id, &binding).await;
     assert!(
         matches!(attempt, Err(StoreError::Corrupt { .. })),
@@ -850,12 +851,7 @@ async fn a_used_confirmation_cannot_be_made_usable_again_by_the_writer_role() {
     let clock = Arc::new(ManualClock::new(start_time()));
     let store = store_on(&db, &key_spec(&[("k1", 1)]), clock, Setup::default(), 1).await;
     let args = json!({"path": "/x"});
-    let binding = CallBinding {
-        server: None,
-        tool: "fs__delete".into(),
-        digest: gating_core::CallDigest::of(&args),
-        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-    };
+    let binding = delete_binding(&args);
     let mut ids = Vec::new();
     for answer in [
         json!({"confirmed": true}),
@@ -1097,16 +1093,7 @@ async fn the_writer_role_redeems_only_its_own_approved_unexpired_confirmation_on
     assert_eq!(visible("alice").await, 1);
     assert_eq!(visible("bob").await, 0);
     let again = store
-        .consume_confirmation(
-            &alice(),
-            approved,
-            &CallBinding {
-                server: None,
-                tool: "fs__delete".into(),
-                digest: gating_core::CallDigest::of(&json!({"n": 3})),
-                definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-            },
-        )
+        .consume_confirmation(&alice(), approved, &delete_binding(&json!({"n": 3})))
         .await;
     assert!(
         matches!(
@@ -1125,16 +1112,7 @@ async fn the_writer_role_redeems_only_its_own_approved_unexpired_confirmation_on
         .await
         .unwrap();
     let used = store
-        .consume_confirmation(
-            &carol,
-            hers,
-            &CallBinding {
-                server: None,
-                tool: "fs__delete".into(),
-                digest: gating_core::CallDigest::of(&json!({"n": 6})),
-                definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-            },
-        )
+        .consume_confirmation(&carol, hers, &delete_binding(&json!({"n": 6})))
         .await
         .unwrap();
     assert!(used.consumed_at.is_some());
@@ -1488,12 +1466,7 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
         .respond(&alice(), used, json!({"confirmed": true}))
         .await
         .unwrap();
-    let binding = CallBinding {
-        server: None,
-        tool: "fs__delete".into(),
-        digest: gating_core::CallDigest::of(&json!({"path": "/srv/used.txt"})),
-        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-    };
+    let binding = delete_binding(&json!({"path": "/srv/used.txt"}));
     store
         .consume_confirmation(&alice(), used, &binding)
         .await
@@ -1569,12 +1542,7 @@ async fn retention_erases_payloads_keeps_the_audit_trail_and_only_through_its_fu
 }
 
 fn fault_binding() -> CallBinding {
-    CallBinding {
-        server: None,
-        tool: "fs__delete".into(),
-        digest: gating_core::CallDigest::of(&json!({"path": "a"})),
-        definition: gating_core::CallDigest::of(&json!({"name": "fs__delete"})),
-    }
+    delete_binding(&json!({"path": "a"}))
 }
 
 /// A store on the fault cluster with a short operation timeout.
