@@ -2226,6 +2226,48 @@ async fn the_writer_role_cannot_date_seal_or_number_an_audit_row() {
     assert!(!future, "the trigger dates it now");
 }
 
+/// Every event the store names is one the audit table takes, and nothing else is (V34 checks
+/// the names by a function): from the writer, and from the owner; a search_path that puts
+/// another schema first changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_table_takes_every_event_the_store_names_and_no_other() {
+    let db = TestDb::new().await;
+    let writer = db.writer().await;
+    as_caller(&writer, "alice", "acme").await;
+    let insert = "INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, detail) VALUES (now(), $1, 'alice', 'acme', '{}')";
+    for event in crate::AuditEvent::ALL {
+        writer
+            .execute(insert, &[&event.label()])
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", event.label()));
+    }
+    let admin = db.admin().await;
+    // An `=` on text that says yes to anything, first on the owner's search_path.
+    admin
+        .batch_execute(
+            "CREATE SCHEMA elsewhere; \
+             CREATE FUNCTION elsewhere.yes(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true'; \
+             CREATE OPERATOR elsewhere.= (LEFTARG = text, RIGHTARG = text, FUNCTION = elsewhere.yes); \
+             SET search_path = elsewhere, public, pg_catalog",
+        )
+        .await
+        .unwrap();
+    for client in [&writer, &admin] {
+        for unknown in [
+            "no_such_event",
+            "",
+            "TOOL_CALL_FORWARDED",
+            "tool_call_forwarded ",
+        ] {
+            assert_eq!(
+                sqlstate(client.execute(insert, &[&unknown]).await),
+                Some(SqlState::CHECK_VIOLATION),
+                "{unknown:?}"
+            );
+        }
+    }
+}
+
 /// A row dated in the future (written before V22, or re-dated by the owner) stops the sealer
 /// at it: the sweep says so and counts it, and `audit verify` reports the tail as not
 /// verified instead of "whole". A tail that only waits too long is reported too; a fresh one
