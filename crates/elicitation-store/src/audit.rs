@@ -542,13 +542,12 @@ mod tests {
     /// The values of `event IN (...)` in the latest migration that sets the audit table's
     /// event `CHECK`.
     fn check_list() -> Vec<String> {
-        // V34: the names the audit table's CHECK calls a function for.
-        let migration = include_str!("../migrations/V34__audit_event_names_by_function.sql");
+        let migration = include_str!("../migrations/V27__delegations.sql");
         let start = migration
-            .find("ANY (ARRAY[")
-            .expect("the audit event names' function");
-        let list = &migration[start + "ANY (ARRAY[".len()..];
-        let list = &list[..list.find("]::").expect("the end of the list")];
+            .find("CHECK (event IN (")
+            .expect("the audit table's event CHECK");
+        let list = &migration[start..];
+        let list = &list[list.find("IN (").unwrap_or(0) + 4..list.find("))").unwrap_or(0)];
         list.split(',')
             .map(|v| v.trim().trim_matches('\'').to_owned())
             .collect()

@@ -2226,9 +2226,9 @@ async fn the_writer_role_cannot_date_seal_or_number_an_audit_row() {
     assert!(!future, "the trigger dates it now");
 }
 
-/// Every event the store names is one the audit table takes, and nothing else is (V34 checks
-/// the names by a function): from the writer, and from the owner; a search_path that puts
-/// another schema first changes nothing.
+/// Every event the store names is one the audit table takes, and nothing else is: from the
+/// writer, and from the owner with a yes-to-anything `=` on text first on its search_path
+/// (the CHECK names its operator when it is made, not when it runs).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_table_takes_every_event_the_store_names_and_no_other() {
     let db = TestDb::new().await;
@@ -2242,7 +2242,6 @@ async fn the_audit_table_takes_every_event_the_store_names_and_no_other() {
             .unwrap_or_else(|e| panic!("{}: {e}", event.label()));
     }
     let admin = db.admin().await;
-    // An `=` on text that says yes to anything, first on the owner's search_path.
     admin
         .batch_execute(
             "CREATE SCHEMA elsewhere; \
