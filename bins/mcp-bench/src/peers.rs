@@ -71,16 +71,11 @@ pub(crate) async fn start_upstream(me: &std::path::Path) -> Result<Proc> {
     start(command, "listening on ").await
 }
 
-/// The null proxy to `upstream` (`me null-proxy`), started (on the process-under-test's
-/// CPU where `place` says).
-pub(crate) async fn start_null_proxy(
-    me: &std::path::Path,
-    upstream: SocketAddr,
-    place: Option<&crate::place::Placement>,
-) -> Result<Proc> {
-    let mut command = place.map_or_else(|| Command::new(me), |p| p.command(me));
-    command.args(["null-proxy", "--upstream", &upstream.to_string()]);
-    start(command, "listening on ").await
+/// The null proxy to `upstream`, started by `me`: this binary, as it is or pinned
+/// (`place::on_cpus`).
+pub(crate) async fn start_null_proxy(mut me: Command, upstream: SocketAddr) -> Result<Proc> {
+    me.args(["null-proxy", "--upstream", &upstream.to_string()]);
+    start(me, "listening on ").await
 }
 
 /// The read-only call straight to the upstream (`read`, no token).

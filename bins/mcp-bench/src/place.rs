@@ -39,6 +39,13 @@ fn list(cpus: &[usize]) -> String {
         .join(",")
 }
 
+/// `program`, to be started pinned to `cpus`.
+pub(crate) fn on_cpus(cpus: &[usize], program: &Path) -> Command {
+    let mut command = Command::new("taskset");
+    command.args(["-c", &list(cpus)]).arg(program);
+    command
+}
+
 /// The process under test on one CPU, everything else on the rest.
 pub(crate) struct Placement {
     measured: usize,
@@ -66,11 +73,7 @@ impl Placement {
 
     /// `program`, to be started on the process-under-test's CPU.
     pub(crate) fn command(&self, program: &Path) -> Command {
-        let mut command = Command::new("taskset");
-        command
-            .args(["-c", &self.measured.to_string()])
-            .arg(program);
-        command
+        on_cpus(&[self.measured], program)
     }
 
     /// Moves every thread of each of `pids` (this process, the upstream) to the other CPUs.

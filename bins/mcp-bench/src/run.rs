@@ -280,7 +280,13 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let upstream = start_upstream(&me).await?;
     // The per-call rows: each process under test on a core of its own (place.rs).
     let place = Placement::of_this_machine();
-    let proxy = start_null_proxy(&me, upstream.addr, place.as_ref()).await?;
+    let proxy = start_null_proxy(
+        place
+            .as_ref()
+            .map_or_else(|| Command::new(&me), |p| p.command(&me)),
+        upstream.addr,
+    )
+    .await?;
     let gateway = start_gateway_with(
         &options.gateway,
         &dir,
@@ -683,7 +689,7 @@ pub(crate) async fn per_call(options: Options) -> Result<()> {
     let me = std::env::current_exe()?;
     let dir = bench_dir("per-call")?;
     let upstream = start_upstream(&me).await?;
-    let proxy = start_null_proxy(&me, upstream.addr, None).await?;
+    let proxy = start_null_proxy(Command::new(&me), upstream.addr).await?;
     let gateway = start_gateway(
         &options.gateway,
         &dir,

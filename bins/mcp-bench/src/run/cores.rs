@@ -14,12 +14,13 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 use super::{gateway_config, tokens_auth};
 use crate::load::{self, MakeRequest};
-use crate::peers::{AGENT, forwarded, legacy, open_session, read_direct, read_through, start};
-use crate::place::allowed_cpus;
+use crate::peers::{
+    AGENT, forwarded, legacy, open_session, read_direct, read_through, start, start_null_proxy,
+};
+use crate::place::{allowed_cpus, on_cpus};
 use crate::procstat;
 
 /// Connections in every row.
@@ -109,22 +110,10 @@ pub(super) async fn cores(
     let mut rows = Vec::new();
     let allowed = allowed_cpus();
     for k in core_counts() {
-        let cpus = allowed[..k]
-            .iter()
-            .map(usize::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut proxy_cmd = Command::new("taskset");
-        proxy_cmd.args(["-c", &cpus]).arg(me).args([
-            "null-proxy",
-            "--upstream",
-            &upstream.to_string(),
-        ]);
-        let proxy = start(proxy_cmd, "listening on ").await?;
-        let mut gateway_cmd = Command::new("taskset");
+        let cpus = &allowed[..k];
+        let proxy = start_null_proxy(on_cpus(cpus, me), upstream).await?;
+        let mut gateway_cmd = on_cpus(cpus, gateway);
         gateway_cmd
-            .args(["-c", &cpus])
-            .arg(gateway)
             .arg("--config")
             .arg(&config)
             .env("RUST_LOG", "warn");

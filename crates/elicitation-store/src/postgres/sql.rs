@@ -14,11 +14,15 @@ macro_rules! columns_but_consumed {
     };
 }
 
-/// When the row of `mcp_elicitations` in scope was redeemed (V33: a row of
-/// `mcp_redemptions`, not the wide row's own `consumed_at`), NULL if it was not.
+/// When the elicitation row `$row` (a table name or alias in scope) was redeemed (V33: a
+/// row of `mcp_redemptions`, not the wide row's own `consumed_at`), NULL if it was not.
 macro_rules! redeemed_at {
-    () => {
-        "(SELECT r.consumed_at FROM mcp_redemptions r WHERE r.elicitation_id = mcp_elicitations.id)"
+    ($row:literal) => {
+        concat!(
+            "(SELECT r.consumed_at FROM mcp_redemptions r WHERE r.elicitation_id = ",
+            $row,
+            ".id)"
+        )
     };
 }
 
@@ -28,7 +32,7 @@ macro_rules! columns {
         concat!(
             columns_but_consumed!(),
             ", ",
-            redeemed_at!(),
+            redeemed_at!("mcp_elicitations"),
             " AS consumed_at"
         )
     };
@@ -276,7 +280,9 @@ pub(super) const CONFIRMATION_FOR: &str = concat!(
     "SELECT id FROM mcp_elicitations WHERE ",
     caller_is!(),
     " AND type = 'confirmation' AND tool_name = $4 AND call_digest = $5 AND definition_digest = $6 AND server_name IS NOT DISTINCT FROM $7::text AND expires_at > $1",
-    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND NOT EXISTS (SELECT 1 FROM mcp_redemptions r WHERE r.elicitation_id = mcp_elicitations.id))",
+    " AND (status = 'pending' OR (status = 'responded' AND confirmed AND ",
+    redeemed_at!("mcp_elicitations"),
+    " IS NULL)",
     " OR (status = 'responded' AND confirmed IS FALSE AND reported_at IS NULL))",
     " ORDER BY (status = 'responded' AND confirmed) DESC, (status = 'responded') DESC, created_at, id LIMIT 1"
 );
@@ -310,7 +316,9 @@ pub(super) const REDEEM: &str = concat!(
     "audit AS (INSERT INTO mcp_audit_events (at, event, caller_subject, caller_tenant, elicitation_id, tool_name, detail) ",
     "SELECT $6, 'tool_call_forwarded', $2, $3::text, t.id, t.tool_name, '{\"gated\": true}'::jsonb FROM target t JOIN changed c ON c.elicitation_id = t.id) ",
     // When it was redeemed before, read only where this redemption was refused.
-    "SELECT t.*, COALESCE(c.consumed_at, (SELECT r.consumed_at FROM mcp_redemptions r WHERE r.elicitation_id = t.id)) AS consumed_at, ",
+    "SELECT t.*, COALESCE(c.consumed_at, ",
+    redeemed_at!("t"),
+    ") AS consumed_at, ",
     "c.elicitation_id IS NOT NULL AS consumed FROM target t LEFT JOIN changed c ON c.elicitation_id = t.id"
 );
 
