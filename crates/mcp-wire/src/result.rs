@@ -1,7 +1,10 @@
 //! Results on their way to the client. A module's `CallToolResult` is kept as the JSON text
 //! it sent ([`RawValue`]): it is never parsed into a tree and written out again. Only its
 //! top-level keys are read, to drop the module's `resultType` and, for a 2026-07-28 client,
-//! to add the gateway's `resultType` and `_meta` server identity.
+//! to add the gateway's `resultType` and `_meta` server identity. For such a client the
+//! common result (no `_meta` of its own at the top, `resultType` absent or `"complete"`) is
+//! found so in one pass over the text and spliced: the gateway's members written first, the
+//! module's text after them as it came.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -95,6 +98,12 @@ impl ResultBody {
         {
             return ResultBody::Raw(raw);
         }
+        if modern
+            && !cacheable
+            && let Some(bytes) = spliced(text)
+        {
+            return ResultBody::Json(bytes);
+        }
         match rewrite(&raw, modern, cacheable) {
             Some(bytes) => ResultBody::Json(bytes),
             None => ResultBody::Raw(raw),
@@ -153,6 +162,10 @@ pub fn usable(raw: &RawValue) -> Result<(), String> {
 /// Whether a tool result says the tool failed: its top-level `isError` is `true` (a nested
 /// one is the tool's own data). Anything unreadable is not a result that says so.
 pub fn is_error(raw: &RawValue) -> bool {
+    // Without `\u` escapes a key `isError` can only be written as that literal.
+    if lacks_keys(raw.get(), &["\"isError\""]) {
+        return false;
+    }
     Fields::of(raw).is_some_and(|fields| {
         fields
             .0
@@ -232,6 +245,114 @@ fn write_key(out: &mut Vec<u8>, key: &str) {
 /// The gateway's identity as JSON text, written once (every modern result carries it).
 static GATEWAY_JSON: std::sync::LazyLock<Vec<u8>> =
     std::sync::LazyLock::new(|| serde_json::to_vec(&GATEWAY).unwrap_or_else(|_| b"{}".to_vec()));
+
+/// Whether no key of the JSON `text` (at any depth) can be one of `keys` (each given with
+/// its quotes): without a `\u` escape a key is written as its letters, and none of the
+/// gateway's keys has a character with a shorter escape, so a key that is absent as a
+/// literal is absent. (A literal that is there, anywhere, answers `false`.)
+fn lacks_keys(text: &str, keys: &[&str]) -> bool {
+    !text.contains("\\u") && keys.iter().all(|key| !text.contains(key))
+}
+
+/// What every spliced result starts with: `{"resultType":"complete","_meta":{…}` with the
+/// gateway's identity (written once).
+static SPLICED_HEAD: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
+    let mut head = b"{\"resultType\":\"complete\",\"_meta\":{".to_vec();
+    write_key(&mut head, META_SERVER_INFO);
+    head.push(b':');
+    head.extend_from_slice(&GATEWAY_JSON);
+    head.push(b'}');
+    head
+});
+
+/// [`rewrite`] for a modern client, without reading the members one by one, where the
+/// result has no top-level `_meta` and no top-level `resultType` other than `"complete"`
+/// (the common cases): the gateway's two members written first, then the module's object
+/// as it wrote it, less that `resultType`. `None` where it cannot be sure (or the text is
+/// not an object).
+fn spliced(text: &str) -> Option<Vec<u8>> {
+    let body = text.trim_start().strip_prefix('{')?;
+    let (before, after) = match result_type_key(body)? {
+        None => (body, ""),
+        Some(at) => without_complete(body, at)?,
+    };
+    let rest = before.trim_start();
+    let rest = if rest.is_empty() {
+        after.trim_start()
+    } else {
+        rest
+    };
+    let mut out = Vec::with_capacity(SPLICED_HEAD.len() + text.len() + 1);
+    out.extend_from_slice(&SPLICED_HEAD);
+    if !rest.starts_with('}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(before.as_bytes());
+    out.extend_from_slice(after.as_bytes());
+    Some(out)
+}
+
+/// One pass over `body`, an object's valid JSON text after its `{`: where its top-level
+/// `resultType` key starts (`Some(None)` for none). `None` where the splice cannot be sure:
+/// a top-level `_meta`, two `resultType`s, or a top-level key written with an escape (which
+/// could spell either).
+fn result_type_key(body: &str) -> Option<Option<usize>> {
+    let bytes = body.as_bytes();
+    let (mut depth, mut key_next, mut found) = (0usize, true, None);
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        match b {
+            b'"' => {
+                // The string's end: the next quote that no backslash escapes.
+                let (mut end, mut escaped) = (i + 1, false);
+                loop {
+                    end += memchr::memchr2(b'"', b'\\', bytes.get(end..)?)?;
+                    if bytes[end] == b'"' {
+                        break;
+                    }
+                    escaped = true;
+                    end += 2;
+                }
+                if depth == 0 && key_next {
+                    match &bytes[i + 1..end] {
+                        _ if escaped => return None,
+                        b"_meta" => return None,
+                        b"resultType" if found.replace(i).is_some() => return None,
+                        _ => {}
+                    }
+                    key_next = false;
+                }
+                i = end;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' if depth == 0 => break,
+            b'}' | b']' => depth -= 1,
+            b',' if depth == 0 => key_next = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    Some(found)
+}
+
+/// `body` cut around its top-level member whose key starts at `at`, where its value is
+/// `"complete"`: the text before and after it, one comma beside it dropped. `None` for
+/// another value.
+fn without_complete(body: &str, at: usize) -> Option<(&str, &str)> {
+    let rest = body[at + "\"resultType\"".len()..].trim_start();
+    let rest = rest
+        .strip_prefix(':')?
+        .trim_start()
+        .strip_prefix("\"complete\"")?;
+    let rest = rest.trim_start();
+    if let Some(after) = rest.strip_prefix(',') {
+        return Some((&body[..at], after));
+    }
+    // The last member: the comma before it goes (or it was the only one).
+    rest.starts_with('}').then_some(())?;
+    let before = body[..at].trim_end();
+    Some((before.strip_suffix(',').unwrap_or(before), rest))
+}
 
 fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
     let fields = Fields::of(raw)?;
@@ -413,6 +534,133 @@ mod tests {
         let bare = client_sees(json!({"content": []}), true);
         assert_eq!(bare["resultType"], "complete");
         assert_eq!(bare["_meta"][META_SERVER_INFO]["name"], "mcp-gateway");
+    }
+
+    /// The splice (the module's object as written, the gateway's members first) says what
+    /// reading every member says, key order included; where it cannot be sure, it steps
+    /// aside and the members are read.
+    #[test]
+    fn a_modern_client_sees_the_same_result_spliced_or_read_member_by_member() {
+        // Each text, and whether the splice is sure of it.
+        let texts = [
+            (r#"{"content":[{"type":"text","text":"ok"}]}"#, true),
+            (" {  \"content\" : [ ] ,\n \"isError\":false } ", true),
+            ("{}", true),
+            ("{ \t}", true),
+            (
+                r#"{"content":[{"type":"text","text":"say \"_meta\" and resultType"}]}"#,
+                true,
+            ),
+            (r#"{"resultType":"complete"}"#, true),
+            (r#"{ "resultType" : "complete" , "content":[]}"#, true),
+            (r#"{"content":[] , "resultType":"complete" }"#, true),
+            (r#"{"a":1,"resultType":"complete","b":[{"c":"}"}]}"#, true),
+            (r#"{"a":"x\"{","resultType":"complete"}"#, true),
+            (r#"{"a":"\\","resultType":"complete"}"#, true),
+            (r#"{"a":"x\"","resultType":"complete"}"#, true),
+            (r#"{"content":[],"note":"\u00e9"}"#, true),
+            (r#"{"a":"resultType","b":1}"#, true),
+            (r#"{"a":["resultType","complete"]}"#, true),
+            (r#"{"a":{"resultType":"complete"}}"#, true),
+            (
+                r#"{"resultType":"complete","x":{"resultType":"complete"}}"#,
+                true,
+            ),
+            (
+                r#"{"content":[{"type":"text","text":"ok","_meta":{"m":1}}]}"#,
+                true,
+            ),
+            (
+                r#"{"structuredContent":{"_meta":{"m":1},"resultType":"x"}}"#,
+                true,
+            ),
+            // A top-level `_meta`, a top-level key with an escape, a top-level `resultType`
+            // that is not `"complete"`, or two: the members are read.
+            (r#"{"content":[],"_meta":{"m":1}}"#, false),
+            (
+                r#"{"content":[],"\u005fmeta":{"io.modelcontextprotocol/serverInfo":"forged"}}"#,
+                false,
+            ),
+            (r#"{"content":[],"result\u0054ype":"task"}"#, false),
+            (r#"{"k\"ey":1}"#, false),
+            (r#"{"resultType":"task","taskId":"t"}"#, false),
+            (r#"{"resultType":"completed"}"#, false),
+            (r#"{"resultType":"complete","resultType":"task"}"#, false),
+        ];
+        for (text, sure) in texts {
+            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+            let read = rewrite(&raw, true, false).expect("an object");
+            let ResultBody::Json(seen) = ResultBody::Raw(raw).for_client(true) else {
+                panic!("a modern client's result is rewritten: {text}");
+            };
+            let parsed = |bytes: &[u8]| {
+                serde_json::to_string(&serde_json::from_slice::<Value>(bytes).unwrap()).unwrap()
+            };
+            assert_eq!(parsed(&seen), parsed(&read), "{text}");
+            assert_eq!(spliced(text).is_some(), sure, "{text}");
+        }
+        assert_eq!(spliced("[1]"), None);
+    }
+
+    /// Generated objects (keys the splice looks for at every depth, strings with quotes,
+    /// backslashes and braces, compact and pretty): the splice and the member-by-member
+    /// reading agree on each.
+    #[test]
+    fn generated_results_read_the_same_spliced_or_member_by_member() {
+        let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        fn value(next: &mut dyn FnMut(usize) -> usize, depth: usize) -> Value {
+            const KEYS: [&str; 5] = ["resultType", "content", "a", "_meta", "isError"];
+            const STRINGS: [&str; 6] = ["complete", "task", "x\"{", "\\", "resultType", "}]"];
+            match next(if depth > 2 { 3 } else { 5 }) {
+                0 => json!(STRINGS[next(STRINGS.len())]),
+                1 => json!(next(3) == 0),
+                2 => json!(next(100)),
+                3 => Value::Array((0..next(3)).map(|_| value(next, depth + 1)).collect()),
+                _ => Value::Object(
+                    (0..next(4))
+                        .map(|_| (KEYS[next(KEYS.len())].to_owned(), value(next, depth + 1)))
+                        .collect(),
+                ),
+            }
+        }
+        let mut spliced_count = 0;
+        for _ in 0..3_000 {
+            let Value::Object(members) = value(&mut next, 0) else {
+                continue;
+            };
+            let object = Value::Object(members);
+            let text = if next(2) == 0 {
+                serde_json::to_string(&object).unwrap()
+            } else {
+                serde_json::to_string_pretty(&object).unwrap()
+            };
+            let raw: Box<RawValue> = serde_json::from_str(&text).unwrap();
+            let read = rewrite(&raw, true, false).expect("an object");
+            let ResultBody::Json(seen) = ResultBody::Raw(raw).for_client(true) else {
+                panic!("a modern client's result is rewritten: {text}");
+            };
+            let parsed = |bytes: &[u8]| {
+                serde_json::to_string(&serde_json::from_slice::<Value>(bytes).unwrap()).unwrap()
+            };
+            assert_eq!(parsed(&seen), parsed(&read), "{text}");
+            spliced_count += usize::from(spliced(&text).is_some());
+        }
+        assert!(spliced_count > 100, "the splice was tried: {spliced_count}");
+    }
+
+    #[test]
+    fn is_error_reads_an_escaped_key_and_steps_over_a_nested_one() {
+        let read = |text: &str| is_error(&serde_json::from_str::<Box<RawValue>>(text).unwrap());
+        assert!(read(r#"{"content":[],"is\u0045rror":true}"#));
+        assert!(read(r#"{"content":[], "isError" : true }"#));
+        assert!(!read(r#"{"content":[{"text":"\"isError\":true"}]}"#));
+        assert!(!read(r#"{"content":[{"isError":true}]}"#));
     }
 
     #[test]
