@@ -16,6 +16,13 @@
 use std::cell::RefCell;
 use std::collections::HashSet;
 
+/// The memo's hasher: foldhash, seeded at random per process and per set, several times
+/// cheaper than the standard SipHash on these short texts. It resists a module that
+/// chooses colliding texts less than SipHash does, and needs no more here: a set holds at
+/// most [`MOST`] texts of at most [`LONGEST`] bytes, so colliding ones cost a bounded
+/// number of comparisons, and the memo is never the only thing between a text and its scan.
+type Texts = HashSet<Box<str>, foldhash::fast::RandomState>;
+
 /// The longest text kept, in bytes.
 pub(super) const LONGEST: usize = 64;
 /// The most texts kept under one set of kinds, per thread.
@@ -23,7 +30,7 @@ pub(super) const MOST: usize = 512;
 
 thread_local! {
     /// Per set of kinds looked for (a bit per kind), the texts found clean under it.
-    static CLEAN: RefCell<Vec<(u8, HashSet<Box<str>>)>> = const { RefCell::new(Vec::new()) };
+    static CLEAN: RefCell<Vec<(u8, Texts)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Whether `text` holds nothing of the kinds `kinds` (a bit per kind): remembered where this
@@ -52,7 +59,7 @@ pub(super) fn is_clean(kinds: u8, text: &str, scan_finds: impl FnOnce(&str) -> b
         let at = match clean.iter().position(|(k, _)| *k == kinds) {
             Some(at) => at,
             None => {
-                clean.push((kinds, HashSet::new()));
+                clean.push((kinds, Texts::default()));
                 clean.len() - 1
             }
         };
