@@ -8,6 +8,9 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -91,11 +94,7 @@ impl ResultBody {
         };
         // No key can read `resultType` without those letters or a `\u` escape.
         let text = raw.get();
-        if !modern
-            && !text.contains("resultType")
-            && !text.contains("serverInfo")
-            && !text.contains("\\u")
-        {
+        if !modern && !RESULT_TYPE.is_in(text) && !SERVER_INFO.is_in(text) && !ESCAPE.is_in(text) {
             return ResultBody::Raw(raw);
         }
         if modern
@@ -128,9 +127,9 @@ fn result_type(raw: &RawValue) -> Result<Option<Cow<'static, str>>, &'static str
     // Without `\u` escapes every key is plain text: the common cases are read without
     // parsing. (Inside a string value a key's quotes would be escaped, so the literal can
     // only be a key here; a nested one leaves the top level without, which reads the same.)
-    if !text.contains("\\u") {
-        let mut found = text.match_indices(KEY);
-        let Some((first, _)) = found.next() else {
+    if !ESCAPE.is_in(text) {
+        let mut found = RESULT_TYPE_KEY.0.find_iter(text.as_bytes());
+        let Some(first) = found.next() else {
             return Ok(None);
         };
         if found.next().is_none() && text[first + KEY.len()..].starts_with(":\"complete\"") {
@@ -163,7 +162,7 @@ pub fn usable(raw: &RawValue) -> Result<(), String> {
 /// one is the tool's own data). Anything unreadable is not a result that says so.
 pub fn is_error(raw: &RawValue) -> bool {
     // Without `\u` escapes a key `isError` can only be written as that literal.
-    if lacks_keys(raw.get(), &["\"isError\""]) {
+    if lacks_keys(raw.get(), &[&IS_ERROR_KEY]) {
         return false;
     }
     Fields::of(raw).is_some_and(|fields| {
@@ -250,9 +249,32 @@ static GATEWAY_JSON: std::sync::LazyLock<Vec<u8>> =
 /// its quotes): without a `\u` escape a key is written as its letters, and none of the
 /// gateway's keys has a character with a shorter escape, so a key that is absent as a
 /// literal is absent. (A literal that is there, anywhere, answers `false`.)
-fn lacks_keys(text: &str, keys: &[&str]) -> bool {
-    !text.contains("\\u") && keys.iter().all(|key| !text.contains(key))
+fn lacks_keys(text: &str, keys: &[&Literal]) -> bool {
+    !ESCAPE.is_in(text) && keys.iter().all(|key| !key.is_in(text))
 }
+
+/// A literal looked for in results' text, its searcher built once (a `str::contains` sets
+/// one up on every call, which cost more than the search in these short texts).
+struct Literal(LazyLock<Finder<'static>>);
+
+impl Literal {
+    fn is_in(&self, text: &str) -> bool {
+        self.0.find(text.as_bytes()).is_some()
+    }
+}
+
+macro_rules! literal {
+    ($text:expr) => {
+        Literal(LazyLock::new(|| Finder::new($text)))
+    };
+}
+
+/// A `\u` escape, which could spell any key.
+static ESCAPE: Literal = literal!("\\u");
+static RESULT_TYPE: Literal = literal!("resultType");
+static RESULT_TYPE_KEY: Literal = literal!("\"resultType\"");
+static SERVER_INFO: Literal = literal!("serverInfo");
+static IS_ERROR_KEY: Literal = literal!("\"isError\"");
 
 /// What every spliced result starts with: `{"resultType":"complete","_meta":{…}` with the
 /// gateway's identity (written once).
