@@ -18,12 +18,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::rt::{Read, ReadBufCursor, Write};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
+use mcp_http_kit::body::Body;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -164,13 +166,9 @@ pub async fn serve(
                 // long SSE stream — keeps the connection from counting as idle.
                 let guard = BusyGuard::new(busy);
                 let response = service.handle(request).await;
-                Ok::<_, std::convert::Infallible>(response.map(|body| {
-                    body.map_frame(move |frame| {
-                        let _ = &guard;
-                        frame
-                    })
-                    .boxed()
-                }))
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|body| BusyBody { body, _busy: guard }.boxed()),
+                )
             }
         });
         let connection = http1::Builder::new()
@@ -421,6 +419,35 @@ impl Drop for BusyGuard {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::Relaxed);
         self.0.touch();
+    }
+}
+
+/// A response body that keeps its request counted in progress until hyper is done with it
+/// (a long SSE stream included), and otherwise is the body it wraps: its frames, its end,
+/// and its size, so an answer of known length goes out with `content-length`, not chunked
+/// (`map_frame`, used before, cannot say the size and every answer went out chunked).
+struct BusyBody {
+    body: Body,
+    _busy: BusyGuard,
+}
+
+impl hyper::body::Body for BusyBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
     }
 }
 

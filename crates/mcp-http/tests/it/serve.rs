@@ -271,3 +271,43 @@ async fn a_body_that_never_arrives_gets_408_and_frees_the_connection() {
         .unwrap();
     assert_eq!(status, "HTTP/1.1 200 OK");
 }
+
+/// The raw response to one request on a new connection.
+async fn exchange(address: SocketAddr, request: &str) -> String {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    String::from_utf8_lossy(&response).into_owned()
+}
+
+/// An answer whose length is known goes out with `content-length`, as one piece: every
+/// answer went out chunked while the body that keeps a request counted in progress hid
+/// its size from hyper. A stream of unknown length is still chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_of_known_length_is_sent_with_its_length_not_chunked() {
+    let (address, _stop) = start(ServeConfig::default()).await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let response = exchange(
+        address,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    let (head, answer) = response.split_once("\r\n\r\n").unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{response}");
+    assert!(!head.contains("transfer-encoding"), "{response}");
+    let length = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length: "))
+        .unwrap_or_else(|| panic!("no content-length: {response}"));
+    assert_eq!(length.parse::<usize>().unwrap(), answer.len());
+    let answer: serde_json::Value = serde_json::from_str(answer).unwrap();
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(answer["result"]["supportedVersions"].is_array(), "{answer}");
+}
