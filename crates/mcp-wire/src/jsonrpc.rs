@@ -11,6 +11,10 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use crate::codes;
+use crate::literal::{ESCAPE, Literal, literal};
+
+/// The last segment of the `_meta` key of a 2026-07-28 body's protocol version.
+static PROTOCOL_VERSION: Literal = literal!("protocolVersion");
 
 /// A request id: a string or an integer, never null.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -103,6 +107,16 @@ impl Request {
     /// What routing needs of the params (read without copying them).
     pub fn head(&self) -> ParamsHead<'_> {
         ParamsHead::of(self.params.as_deref())
+    }
+
+    /// Whether the params may name a protocol version in `_meta` (a 2026-07-28 body):
+    /// `false` only where their text holds neither `protocolVersion` nor a `\u` escape
+    /// (which could spell it), so [`Request::head`] would find none. Tells a 2025-11-25
+    /// request's era without reading its params.
+    pub fn may_name_version(&self) -> bool {
+        self.params
+            .as_deref()
+            .is_some_and(|p| PROTOCOL_VERSION.is_in(p.get()) || ESCAPE.is_in(p.get()))
     }
 }
 
@@ -574,6 +588,48 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A body that cannot name a version is told so without reading it; every body that
+    /// names one, however it spells the key, may.
+    #[test]
+    fn only_a_body_that_cannot_name_a_version_skips_the_head() {
+        let request = |params: &str| {
+            let text =
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#);
+            let Message::Request(request) = parse(text.as_bytes()).unwrap() else {
+                panic!("a request");
+            };
+            request
+        };
+        for (params, names) in [
+            (r#"{"name":"a","arguments":{}}"#, false),
+            (r#"{"name":"a","_meta":{"progressToken":1}}"#, false),
+            (
+                r#"{"name":"a","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#,
+                true,
+            ),
+            (
+                r#"{"name":"a","_meta":{"io.modelcontextprotocol\/protocolVersion":"2026-07-28"}}"#,
+                true,
+            ),
+            (
+                r#"{"name":"a","_meta":{"io.modelcontextprotocol/protocol\u0056ersion":"2026-07-28"}}"#,
+                true,
+            ),
+        ] {
+            let request = request(params);
+            assert_eq!(request.head().meta_version().is_some(), names, "{params}");
+            assert!(request.may_name_version() || !names, "{params}");
+            if !params.contains("protocol") && !params.contains("\\u") {
+                assert!(!request.may_name_version(), "{params}");
+            }
+        }
+        let bare = parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        let Message::Request(bare) = bare else {
+            panic!("a request")
+        };
+        assert!(!bare.may_name_version());
+    }
 
     #[test]
     fn a_request_whose_params_were_left_out_is_written_without_them_never_with_null() {

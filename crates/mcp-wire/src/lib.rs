@@ -26,6 +26,7 @@ pub mod denial;
 pub mod fuzzing;
 pub mod headers;
 pub mod jsonrpc;
+mod literal;
 pub mod mcp;
 pub mod result;
 pub mod sse;

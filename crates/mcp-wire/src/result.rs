@@ -8,15 +8,13 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::LazyLock;
-
-use memchr::memmem::Finder;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::literal::{ESCAPE, Literal, literal};
 use crate::mcp::{GATEWAY, META_SERVER_INFO};
 
 /// A result as the gateway answers it.
@@ -253,24 +251,6 @@ fn lacks_keys(text: &str, keys: &[&Literal]) -> bool {
     !ESCAPE.is_in(text) && keys.iter().all(|key| !key.is_in(text))
 }
 
-/// A literal looked for in results' text, its searcher built once (a `str::contains` sets
-/// one up on every call, which cost more than the search in these short texts).
-struct Literal(LazyLock<Finder<'static>>);
-
-impl Literal {
-    fn is_in(&self, text: &str) -> bool {
-        self.0.find(text.as_bytes()).is_some()
-    }
-}
-
-macro_rules! literal {
-    ($text:expr) => {
-        Literal(LazyLock::new(|| Finder::new($text)))
-    };
-}
-
-/// A `\u` escape, which could spell any key.
-static ESCAPE: Literal = literal!("\\u");
 static RESULT_TYPE: Literal = literal!("resultType");
 static RESULT_TYPE_KEY: Literal = literal!("\"resultType\"");
 static SERVER_INFO: Literal = literal!("serverInfo");

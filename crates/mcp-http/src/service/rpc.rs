@@ -299,10 +299,14 @@ impl McpService {
         let version_header = headers
             .get("mcp-protocol-version")
             .and_then(|v| v.to_str().ok());
-        let head = request.head();
+        // The routing head is a pass over the params. A request whose header names a modern
+        // version needs it; any other is looked at first, and one whose body cannot name a
+        // version (a 2025-11-25 request's) is not read for it.
+        let modern_header = version_header.is_some_and(|v| !LEGACY_VERSIONS.contains(&v));
+        let head = (modern_header || request.may_name_version()).then(|| request.head());
         let era = EraSignals {
             initialize: request.method == "initialize",
-            modern_meta: head.meta_version().is_some(),
+            modern_meta: head.as_ref().is_some_and(|h| h.meta_version().is_some()),
             session_header: headers.contains_key("mcp-session-id"),
             version_header,
         }
@@ -327,6 +331,7 @@ impl McpService {
                 .await
             }
             Era::Modern => {
+                let head = head.unwrap_or_else(|| request.head());
                 tracing::Instrument::instrument(
                     self.modern(snap, headers, principal, &request, &head),
                     span.clone(),
