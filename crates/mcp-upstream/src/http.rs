@@ -397,18 +397,9 @@ impl HttpModule {
         link: Option<&CallLink>,
     ) -> Result<(StatusCode, HeaderMap, Option<RawOutcome>), ModuleError> {
         // The module's own requests during this exchange are answered with these headers
-        // (its session's), less those that describe the request being answered to.
-        let mut answer_headers = headers.clone();
-        answer_headers.remove(MCP_METHOD);
-        answer_headers.remove(MCP_NAME);
-        let mirrored: Vec<HeaderName> = answer_headers
-            .keys()
-            .filter(|k| k.as_str().starts_with("mcp-param-"))
-            .cloned()
-            .collect();
-        for name in mirrored {
-            answer_headers.remove(name);
-        }
+        // (its session's), less those that describe the request being answered to, which
+        // `answer_module` leaves out when it answers (rarely: not on every call).
+        let call_headers = headers.clone();
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.config.url.clone();
@@ -469,7 +460,7 @@ impl HttpModule {
                                 Some(link) => link.ask(&asked.method, tree(asked.params)).await,
                                 None => refuse_ask(&asked.method),
                             };
-                            self.answer_module(&answer_headers, &asked.id, &asked.method, answer)
+                            self.answer_module(&call_headers, &asked.id, &asked.method, answer)
                                 .await;
                         }
                         // On the call's own stream, a notification is about the call.
@@ -495,10 +486,12 @@ impl HttpModule {
             })?
     }
 
-    /// POSTs the answer to a request the module sent on a call's stream.
+    /// POSTs the answer to a request the module sent on a call's stream, with the headers of
+    /// the call (`call_headers`: its session's) less those that describe the call itself
+    /// (its method, name and mirrored parameters).
     async fn answer_module(
         &self,
-        headers: &HeaderMap,
+        call_headers: &HeaderMap,
         id: &RequestId,
         method: &str,
         answer: Result<Value, ErrorObject>,
@@ -510,7 +503,18 @@ impl HttpModule {
         let mut request = Request::new(Full::new(Bytes::from(answer)));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.config.url.clone();
-        *request.headers_mut() = headers.clone();
+        let mut headers = call_headers.clone();
+        headers.remove(MCP_METHOD);
+        headers.remove(MCP_NAME);
+        let mirrored: Vec<HeaderName> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with("mcp-param-"))
+            .cloned()
+            .collect();
+        for name in mirrored {
+            headers.remove(name);
+        }
+        *request.headers_mut() = headers;
         match tokio::time::timeout(self.config.call_timeout, self.link.request(request)).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use mcp_upstream::http::{HttpConfig, HttpModule};
 use mcp_upstream::{Module, Relay, ToolCall};
 use mcp_wire::CallToolParams;
+use mcp_wire::headers::ParamHeader;
 use mcp_wire::jsonrpc::ErrorObject;
 use mcp_wire::tools::Arguments;
 use serde_json::{Value, json};
@@ -136,6 +137,54 @@ async fn a_2026_server_is_discovered_and_a_call_that_needs_input_is_asked_and_se
         *answers.0.lock().unwrap(),
         [r#"elicitation/create: "Who are you?""#],
         "the relay was asked once"
+    );
+}
+
+/// A 2026-07-28 module that asks the 2025 way, on the call's SSE stream: the person's answer
+/// is POSTed back with the call's protocol version but not the headers that described the
+/// call (its method, name and mirrored parameter): the answer is not a `tools/call`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_modern_module_asking_on_the_calls_stream_gets_its_answer_without_the_calls_headers() {
+    let (_server, url) = server("modern_mrtr_module.py").await;
+    let up = module(&url);
+    up.list_tools().await.unwrap();
+    let answers = Arc::new(Answers::default());
+    let arguments = json!({"path": "/x"});
+    let raw = up
+        .call_tool(ToolCall {
+            params: CallToolParams::new(
+                "asks_on_stream".into(),
+                Some(Arguments::from_map(arguments.as_object().unwrap())),
+            ),
+            mirrored: &[ParamHeader {
+                header: "mcp-param-path".parse().unwrap(),
+                path: vec!["path".into()],
+            }],
+            relay: Some(answers.clone()),
+        })
+        .await
+        .unwrap();
+    let done: Value = serde_json::from_str(raw.get()).unwrap();
+    let reported: Value =
+        serde_json::from_str(done["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        reported["called_with"],
+        json!({"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+               "Mcp-Name": "asks_on_stream", "Mcp-Param-Path": "/x"}),
+        "{done}"
+    );
+    assert_eq!(
+        reported["answered"]["answer"]["result"]["content"]["name"], "ada",
+        "{done}"
+    );
+    assert_eq!(
+        reported["answered"]["headers"],
+        json!({"MCP-Protocol-Version": "2026-07-28"}),
+        "{done}"
+    );
+    assert_eq!(
+        *answers.0.lock().unwrap(),
+        [r#"elicitation/create: "Who asks?""#]
     );
 }
 
