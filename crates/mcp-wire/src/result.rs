@@ -538,6 +538,20 @@ mod tests {
         assert_eq!(bare["_meta"][META_SERVER_INFO]["name"], "mcp-gateway");
     }
 
+    /// What a modern client is sent for the result `text` is what the member-by-member
+    /// rewrite writes, key order included.
+    fn sees_as_read(text: &str) {
+        let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+        let read = rewrite(&raw, true, false).expect("an object");
+        let ResultBody::Json(seen) = ResultBody::Raw(raw).for_client(true) else {
+            panic!("a modern client's result is rewritten: {text}");
+        };
+        let parsed = |bytes: &[u8]| {
+            serde_json::to_string(&serde_json::from_slice::<Value>(bytes).unwrap()).unwrap()
+        };
+        assert_eq!(parsed(&seen), parsed(&read), "{text}");
+    }
+
     /// The splice (the module's object as written, the gateway's members first) says what
     /// reading every member says, key order included; where it cannot be sure, it steps
     /// aside and the members are read.
@@ -590,15 +604,7 @@ mod tests {
             (r#"{"resultType":"complete","resultType":"task"}"#, false),
         ];
         for (text, sure) in texts {
-            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
-            let read = rewrite(&raw, true, false).expect("an object");
-            let ResultBody::Json(seen) = ResultBody::Raw(raw).for_client(true) else {
-                panic!("a modern client's result is rewritten: {text}");
-            };
-            let parsed = |bytes: &[u8]| {
-                serde_json::to_string(&serde_json::from_slice::<Value>(bytes).unwrap()).unwrap()
-            };
-            assert_eq!(parsed(&seen), parsed(&read), "{text}");
+            sees_as_read(text);
             assert_eq!(spliced(text).is_some(), sure, "{text}");
         }
         assert_eq!(spliced("[1]"), None);
@@ -642,15 +648,7 @@ mod tests {
             } else {
                 serde_json::to_string_pretty(&object).unwrap()
             };
-            let raw: Box<RawValue> = serde_json::from_str(&text).unwrap();
-            let read = rewrite(&raw, true, false).expect("an object");
-            let ResultBody::Json(seen) = ResultBody::Raw(raw).for_client(true) else {
-                panic!("a modern client's result is rewritten: {text}");
-            };
-            let parsed = |bytes: &[u8]| {
-                serde_json::to_string(&serde_json::from_slice::<Value>(bytes).unwrap()).unwrap()
-            };
-            assert_eq!(parsed(&seen), parsed(&read), "{text}");
+            sees_as_read(&text);
             spliced_count += usize::from(spliced(&text).is_some());
         }
         assert!(spliced_count > 100, "the splice was tried: {spliced_count}");
