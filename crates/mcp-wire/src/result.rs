@@ -123,8 +123,10 @@ fn result_type(raw: &RawValue) -> Result<Option<Cow<'static, str>>, &'static str
         return Err("the result is not a JSON object");
     }
     // Without `\u` escapes every key is plain text: the common cases are read without
-    // parsing. (Inside a string value a key's quotes would be escaped, so the literal can
-    // only be a key here; a nested one leaves the top level without, which reads the same.)
+    // parsing. One literal followed by `:"complete"` reads as complete: a top-level key, a
+    // nested one (the top level then has none, which reads the same), or the end of a key
+    // after an escaped quote (`"x\"resultType":"complete"`: none at the top level either).
+    // Any other value, or a second literal, is read member by member.
     if !ESCAPE.is_in(text) {
         let mut found = RESULT_TYPE_KEY.0.find_iter(text.as_bytes());
         let Some(first) = found.next() else {
