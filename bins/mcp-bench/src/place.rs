@@ -46,6 +46,11 @@ pub(crate) fn on_cpus(cpus: &[usize], program: &Path) -> Command {
     command
 }
 
+/// `program`, to be started on the process-under-test's CPU where `place` says, else as it is.
+pub(crate) fn command(place: Option<&Placement>, program: &Path) -> Command {
+    place.map_or_else(|| Command::new(program), |p| p.command(program))
+}
+
 /// The process under test on one CPU, everything else on the rest.
 pub(crate) struct Placement {
     measured: usize,

@@ -42,7 +42,7 @@ use crate::peers::{
     open_session, open_session_as, prompt, read_direct, read_through, resource, start,
     start_null_proxy, start_upstream,
 };
-use crate::place::Placement;
+use crate::place::{self, Placement};
 use crate::procstat;
 
 async fn start_gateway(
@@ -91,7 +91,7 @@ async fn start_gateway_with(
     place: Option<&Placement>,
 ) -> Result<Proc> {
     let path = gateway_config(dir, name, store, auth, upstream)?;
-    let mut command = place.map_or_else(|| Command::new(binary), |p| p.command(binary));
+    let mut command = place::command(place, binary);
     command.arg("--config").arg(&path).env("RUST_LOG", "warn");
     start(command, "mcp-gateway listening on ").await
 }
@@ -280,13 +280,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let upstream = start_upstream(&me).await?;
     // The per-call rows: each process under test on a core of its own (place.rs).
     let place = Placement::of_this_machine();
-    let proxy = start_null_proxy(
-        place
-            .as_ref()
-            .map_or_else(|| Command::new(&me), |p| p.command(&me)),
-        upstream.addr,
-    )
-    .await?;
+    let proxy = start_null_proxy(place::command(place.as_ref(), &me), upstream.addr).await?;
     let gateway = start_gateway_with(
         &options.gateway,
         &dir,

@@ -128,7 +128,7 @@ fn result_type(raw: &RawValue) -> Result<Option<Cow<'static, str>>, &'static str
     // after an escaped quote (`"x\"resultType":"complete"`: none at the top level either).
     // Any other value, or a second literal, is read member by member.
     if !ESCAPE.is_in(text) {
-        let mut found = RESULT_TYPE_KEY.0.find_iter(text.as_bytes());
+        let mut found = RESULT_TYPE_KEY.positions(text);
         let Some(first) = found.next() else {
             return Ok(None);
         };
@@ -258,10 +258,16 @@ static RESULT_TYPE_KEY: Literal = literal!("\"resultType\"");
 static SERVER_INFO: Literal = literal!("serverInfo");
 static IS_ERROR_KEY: Literal = literal!("\"isError\"");
 
+/// How a modern client's result begins, after its `{`: complete (or a module's task), and
+/// the gateway's `_meta` opened for its identity.
+const COMPLETE_META: &[u8] = b"\"resultType\":\"complete\",\"_meta\":{";
+const TASK_META: &[u8] = b"\"resultType\":\"task\",\"_meta\":{";
+
 /// What every spliced result starts with: `{"resultType":"complete","_meta":{…}` with the
 /// gateway's identity (written once).
 static SPLICED_HEAD: std::sync::LazyLock<Vec<u8>> = std::sync::LazyLock::new(|| {
-    let mut head = b"{\"resultType\":\"complete\",\"_meta\":{".to_vec();
+    let mut head = b"{".to_vec();
+    head.extend_from_slice(COMPLETE_META);
     write_key(&mut head, META_SERVER_INFO);
     head.push(b':');
     head.extend_from_slice(&GATEWAY_JSON);
@@ -376,11 +382,7 @@ fn rewrite(raw: &RawValue, modern: bool, cacheable: bool) -> Option<Vec<u8>> {
             .0
             .iter()
             .any(|(k, v)| k == "resultType" && v.get().trim() == "\"task\"");
-        out.extend_from_slice(if task {
-            b"\"resultType\":\"task\",\"_meta\":{"
-        } else {
-            b"\"resultType\":\"complete\",\"_meta\":{"
-        });
+        out.extend_from_slice(if task { TASK_META } else { COMPLETE_META });
         let meta = fields
             .0
             .iter()
