@@ -7,6 +7,9 @@
 //! many bodies one sender may be sending at once ([`MAX_BODIES_PER_SENDER`]: a client that
 //! trickles bodies a byte at a time holds that many connections, not all of them). A body
 //! is refused, with a retry, when it would take its sender or the gateway past its share.
+//!
+//! Only bodies that have to be waited for are counted: one whose bytes all came with its
+//! head is read at once and holds nothing while it arrives (`McpService::read_body`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

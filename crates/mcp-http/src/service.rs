@@ -615,7 +615,7 @@ impl McpService {
         // The caller's own token, for the modules that exchange it for their calls.
         snap.gateway.present(&principal);
         let bytes = match self
-            .read_body(body, Sender::Caller(principal.caller.clone()))
+            .read_body(body, || Sender::Caller(principal.caller.clone()))
             .await
         {
             Ok(bytes) => bytes,

@@ -23,7 +23,11 @@ use mcp_http_kit::response::{self, Surface};
 impl McpService {
     /// The whole body, within the size limit and the read timeout, and within what its
     /// sender and the gateway may have in flight.
-    pub(super) async fn read_body<B>(&self, body: B, sender: Sender) -> Result<Bytes, McpError>
+    pub(super) async fn read_body<B>(
+        &self,
+        body: B,
+        sender: impl FnOnce() -> Sender,
+    ) -> Result<Bytes, McpError>
     where
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -32,25 +36,51 @@ impl McpService {
             .await
     }
 
+    /// [`McpService::read_body`] within `limit` bytes. `sender` is asked for only when the
+    /// body has to be waited for.
     pub(super) async fn read_body_limited<B>(
         &self,
         body: B,
         limit: usize,
-        sender: Sender,
+        sender: impl FnOnce() -> Sender,
     ) -> Result<Bytes, McpError>
     where
         B: hyper::body::Body<Data = Bytes> + Send,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        // The bytes count against the sender's share while they arrive, and are given back
-        // once the body is whole (or refused).
         if body.size_hint().lower() > limit as u64 {
             return Err(McpError::PayloadTooLarge { limit });
         }
-        let mut held = self.bodies.reserve(sender).map_err(too_many_bodies)?;
+        let mut body = std::pin::pin!(body);
+        // A body that came whole with its head (most do) is taken as it is: it holds
+        // nothing while it arrives, so it takes no share of the senders' budget, and its
+        // bytes are not copied.
+        let first =
+            match std::future::poll_fn(|cx| std::task::Poll::Ready(body.as_mut().poll_frame(cx)))
+                .await
+            {
+                std::task::Poll::Ready(None) => return Ok(Bytes::new()),
+                std::task::Poll::Ready(Some(frame)) => {
+                    let frame = frame.map_err(|e| {
+                        McpError::BadBody(format!("reading the body failed: {}", e.into()))
+                    })?;
+                    let data = frame.into_data().unwrap_or_default();
+                    if data.len() > limit {
+                        return Err(McpError::PayloadTooLarge { limit });
+                    }
+                    if body.is_end_stream() {
+                        return Ok(data);
+                    }
+                    data
+                }
+                std::task::Poll::Pending => Bytes::new(),
+            };
+        // The bytes count against the sender's share while they arrive, and are given back
+        // once the body is whole (or refused).
+        let mut held = self.bodies.reserve(sender()).map_err(too_many_bodies)?;
         let read = async {
-            let mut body = std::pin::pin!(body);
-            let mut whole = bytes::BytesMut::new();
+            held.grow(first.len()).map_err(too_many_bodies)?;
+            let mut whole = bytes::BytesMut::from(first);
             while let Some(frame) = body.frame().await {
                 let frame = frame.map_err(|e| {
                     McpError::BadBody(format!("reading the body failed: {}", e.into()))

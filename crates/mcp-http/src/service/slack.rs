@@ -35,7 +35,7 @@ impl McpService {
         if parts.method != Method::POST {
             return response::error(&McpError::MethodNotAllowed, Surface::Problem);
         }
-        let bytes = match self.read_body(body, anonymous(parts)).await {
+        let bytes = match self.read_body(body, || anonymous(parts)).await {
             Ok(bytes) => bytes,
             Err(e) => return response::error(&e, Surface::Problem),
         };

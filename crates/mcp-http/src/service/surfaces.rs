@@ -41,7 +41,10 @@ impl McpService {
             }
             _ => self.config.body_limit,
         };
-        let bytes = match self.read_body_limited(body, limit, anonymous(parts)).await {
+        let bytes = match self
+            .read_body_limited(body, limit, || anonymous(parts))
+            .await
+        {
             Ok(bytes) => bytes,
             Err(e) => return response::rpc_error(&e, None, None),
         };

@@ -921,3 +921,92 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
     );
     assert_eq!(held(&h), 0.0);
 }
+
+/// A body that is whole when first looked at, of a length not announced (as a chunked one).
+struct CameWhole(Option<Bytes>);
+
+impl hyper::body::Body for CameWhole {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.take().map(|data| Ok(hyper::body::Frame::data(data))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+}
+
+/// A request of `token` to `path` whose body of `n` bytes came whole with its head (as most
+/// do over a socket): the status.
+async fn body_with_its_head(h: &Harness, path: &str, token: Option<&str>, n: usize) -> StatusCode {
+    let mut request = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let request = request
+        .body(CameWhole(Some(Bytes::from(vec![b' '; n]))))
+        .unwrap();
+    h.service.handle(request).await.status()
+}
+
+/// The budget bounds what is held while bodies arrive. A body that came whole with its
+/// head holds nothing while it arrives: it is served (or refused for its size) whatever its
+/// sender and the gateway hold, and is not counted; bodies still arriving are counted as
+/// before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_came_whole_takes_no_share_of_what_arrives() {
+    let config = ServiceConfig {
+        body_limit: 1000,
+        body_bytes_per_caller: 1000,
+        body_bytes_in_flight: 1000,
+        ..ServiceConfig::default()
+    };
+    let h = harness_configured(no_limits(), config).await;
+    let held = |h: &Harness| {
+        sample(&h.service.metrics_text(), "mcp_gateway_request_body_bytes").unwrap_or(-1.0)
+    };
+    // Alice holds her share and the gateway's: a body of hers still arriving is refused.
+    let (alice, alice_answered) = pending_body(&h, "/mcp", Some(AGENT));
+    alice.send(Bytes::from(vec![b' '; 1000])).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while held(&h) != 1000.0 {
+        assert!(tokio::time::Instant::now() < deadline, "held {}", held(&h));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        whole_body(&h, "/mcp", Some(AGENT), 10).await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+    // Whole bodies are read (spaces are not JSON: 400), hers, Bob's and the page's.
+    assert_eq!(
+        body_with_its_head(&h, "/mcp", Some(AGENT), 600).await,
+        StatusCode::BAD_REQUEST
+    );
+    assert_eq!(
+        body_with_its_head(&h, "/mcp", Some(BOB), 1000).await,
+        StatusCode::BAD_REQUEST
+    );
+    // (The sign-in form refuses spaces for itself: not 429.)
+    assert_eq!(
+        body_with_its_head(&h, "/approvals/sign-in", None, 600).await,
+        StatusCode::UNAUTHORIZED
+    );
+    // One past the limit is refused for its size, whole or not.
+    assert_eq!(
+        body_with_its_head(&h, "/mcp", Some(BOB), 1001).await,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    assert_eq!(held(&h), 1000.0, "only Alice's arriving body is counted");
+    drop(alice);
+    assert_eq!(alice_answered.await.unwrap(), StatusCode::BAD_REQUEST);
+    assert_eq!(held(&h), 0.0);
+}
