@@ -15,6 +15,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use serde_json::{Value, json};
 
+use super::tables::median;
 use super::{gateway_config, tokens_auth};
 use crate::load::{self, MakeRequest};
 use crate::peers::{
@@ -25,6 +26,9 @@ use crate::procstat;
 
 /// Connections in every row.
 const CONNECTIONS: usize = 256;
+
+/// Rounds of each path at each core count.
+const ROUNDS: usize = 3;
 
 /// One measured row: `path` on `cores` cores.
 pub(super) struct CoreRow {
@@ -47,46 +51,45 @@ fn core_counts() -> Vec<usize> {
         .collect()
 }
 
-/// The best of two rounds of `make` on `target` (a row run twice: the machine's noise).
-async fn row(
+/// One round of `make` on `target`: calls per second and CPU µs a call.
+async fn round(
     path: &'static str,
     cores: usize,
     target: SocketAddr,
     pid: u32,
     requests: usize,
     make: &MakeRequest,
-) -> Result<CoreRow> {
-    let mut best: Option<CoreRow> = None;
-    for _ in 0..2 {
-        let cpu_before = procstat::cpu_seconds(pid);
-        let load = load::run(target, CONNECTIONS, requests, make.clone(), forwarded()).await?;
-        anyhow::ensure!(
-            load.errors == 0,
-            "{path} on {cores} cores: {} answers were not the expected ones",
-            load.errors
-        );
-        let cpu = procstat::cpu_seconds(pid) - cpu_before;
-        eprintln!(
-            "    {path} on {cores}: {:.0} req/s, p99 {:.1} ms, max {:.1} ms",
-            load.per_second(),
-            load.ms(0.99),
-            load.ms(1.0)
-        );
-        let row = CoreRow {
-            path,
-            cores,
-            per_second: load.per_second(),
-            cpu_us_per_call: cpu / requests as f64 * 1e6,
-        };
-        if best.as_ref().is_none_or(|b| row.per_second > b.per_second) {
-            best = Some(row);
-        }
-    }
-    eprintln!(
-        "  {path:<28} {cores} cores {:>8.0} req/s",
-        best.as_ref().map_or(0.0, |b| b.per_second)
+) -> Result<(f64, f64)> {
+    let cpu_before = procstat::cpu_seconds(pid);
+    let load = load::run(target, CONNECTIONS, requests, make.clone(), forwarded()).await?;
+    anyhow::ensure!(
+        load.errors == 0,
+        "{path} on {cores} cores: {} answers were not the expected ones",
+        load.errors
     );
-    Ok(best.expect("two rounds"))
+    let cpu = procstat::cpu_seconds(pid) - cpu_before;
+    eprintln!(
+        "    {path} on {cores}: {:.0} req/s, p99 {:.1} ms, max {:.1} ms",
+        load.per_second(),
+        load.ms(0.99),
+        load.ms(1.0)
+    );
+    Ok((load.per_second(), cpu / requests as f64 * 1e6))
+}
+
+/// The median of each path's rounds (calls per second and CPU a call, each its own median).
+fn median_row(path: &'static str, cores: usize, rounds: &[(f64, f64)]) -> CoreRow {
+    let of = |pick: fn(&(f64, f64)) -> f64| {
+        median(&rounds.iter().map(pick).collect::<Vec<_>>()).map_or(f64::NAN, |(mid, _, _)| mid)
+    };
+    let row = CoreRow {
+        path,
+        cores,
+        per_second: of(|r| r.0),
+        cpu_us_per_call: of(|r| r.1),
+    };
+    eprintln!("  {path:<28} {cores} cores {:>8.0} req/s", row.per_second);
+    row
 }
 
 /// Every core count's rows.
@@ -97,7 +100,7 @@ pub(super) async fn cores(
     upstream: SocketAddr,
     quick: bool,
 ) -> Result<Vec<CoreRow>> {
-    let requests = if quick { 5_000 } else { 20_000 };
+    let requests = if quick { 4_000 } else { 15_000 };
     let config = gateway_config(
         dir,
         "cores",
@@ -120,9 +123,22 @@ pub(super) async fn cores(
         let pinned = start(gateway_cmd, "mcp-gateway listening on ").await?;
         let session = open_session(pinned.addr).await?;
         let legacy_read: MakeRequest = Arc::new(move |_| legacy("up__read", &session));
-        rows.push(row(NULL, k, proxy.addr, proxy.pid(), requests, &read).await?);
-        rows.push(row(MODERN, k, pinned.addr, pinned.pid(), requests, &through).await?);
-        rows.push(row(LEGACY, k, pinned.addr, pinned.pid(), requests, &legacy_read).await?);
+        // The three paths take turns, round after round, so that a busy spell of the
+        // machine falls on all of them alike; each row is the median of its rounds.
+        let paths = [
+            (NULL, proxy.addr, proxy.pid(), &read),
+            (MODERN, pinned.addr, pinned.pid(), &through),
+            (LEGACY, pinned.addr, pinned.pid(), &legacy_read),
+        ];
+        let mut measured: [Vec<(f64, f64)>; 3] = Default::default();
+        for _ in 0..ROUNDS {
+            for ((path, target, pid, make), rounds) in paths.iter().zip(&mut measured) {
+                rounds.push(round(path, k, *target, *pid, requests, make).await?);
+            }
+        }
+        for ((path, ..), rounds) in paths.iter().zip(&measured) {
+            rows.push(median_row(path, k, rounds));
+        }
         drop((proxy, pinned));
     }
     Ok(rows)
@@ -133,7 +149,7 @@ pub(super) fn cores_report(md: &mut String, rows: &[CoreRow]) -> Value {
     let find = |path: &str, k: usize| rows.iter().find(|r| r.path == path && r.cores == k);
     let _ = write!(
         md,
-        "\nCore scaling ({CONNECTIONS} connections; each process pinned to k cores, the best of two runs):\n\n| cores | null proxy calls/s | 2026-07-28 | 2025-11-25 | CPU µs/call: null | 2026-07-28 | 2025-11-25 | k ÷ 1: null | 2026-07-28 (÷ null's) | 2025-11-25 (÷ null's) |\n|---|---|---|---|---|---|---|---|---|---|\n"
+        "\nCore scaling ({CONNECTIONS} connections; each process pinned to k cores; the median of {ROUNDS} rounds, the three paths taking turns):\n\n| cores | null proxy calls/s | 2026-07-28 | 2025-11-25 | CPU µs/call: null | 2026-07-28 | 2025-11-25 | k ÷ 1: null | 2026-07-28 (÷ null's) | 2025-11-25 (÷ null's) |\n|---|---|---|---|---|---|---|---|---|---|\n"
     );
     let mut json_rows = Vec::new();
     let ks: Vec<usize> = core_counts();
