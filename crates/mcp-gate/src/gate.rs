@@ -341,7 +341,9 @@ impl Gateway {
                     .params
                     .confirmation_id()
                     .and_then(|id| id.parse::<ElicitationId>().ok());
-                self.resolve_timed(principal, &call, confirmation, via, &mut upstream)
+                // Boxed: a held call's resolve is the largest part of this future, and
+                // every forwarded call's future would carry (and move) room for it.
+                Box::pin(self.resolve_timed(principal, &call, confirmation, via, &mut upstream))
                     .await
             }
             // Boxed: its wait holds a resolve of its own, which would double the size of

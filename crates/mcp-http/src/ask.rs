@@ -253,11 +253,9 @@ impl Mrtr {
             }
             None => call.params.confirmation_id().and_then(|id| id.parse().ok()),
         };
-        match self
-            .gateway
-            .resolve(principal, &call, confirmation, relay)
-            .await
-        {
+        // Boxed: a held call's resolve would make the future of every call through here
+        // (the forwarded ones too) as large as its own.
+        match Box::pin(self.gateway.resolve(principal, &call, confirmation, relay)).await {
             // Dismissed in the client: not asked there again; it waits for a person elsewhere.
             // So does a call whose client sent the person to the page again and again.
             CallOutcome::NeedsConfirmation(pending) if dismissed || url_round >= MAX_URL_ROUNDS => {

@@ -460,8 +460,14 @@ impl HttpModule {
                                 Some(link) => link.ask(&asked.method, tree(asked.params)).await,
                                 None => refuse_ask(&asked.method),
                             };
-                            self.answer_module(&call_headers, &asked.id, &asked.method, answer)
-                                .await;
+                            // Boxed: rare, and the exchange's future would carry its room.
+                            Box::pin(self.answer_module(
+                                &call_headers,
+                                &asked.id,
+                                &asked.method,
+                                answer,
+                            ))
+                            .await;
                         }
                         // On the call's own stream, a notification is about the call.
                         Ok(Message::Notification { method, params }) => {
@@ -669,7 +675,12 @@ impl HttpModule {
         link: Option<&CallLink>,
     ) -> rpc::Answer {
         for attempt in 0..2 {
-            let era = self.era().await?;
+            // Found out once (boxed: the finding out is most of this future's size, and
+            // every call's future would carry it).
+            let era = match self.known_era() {
+                Some(known) => known,
+                None => Box::pin(self.era()).await?,
+            };
             let id = self.next_id();
             let mut headers = self.headers();
             match &era {
