@@ -8,8 +8,9 @@
 //! trickles bodies a byte at a time holds that many connections, not all of them). A body
 //! is refused, with a retry, when it would take its sender or the gateway past its share.
 //!
-//! Only bodies that have to be waited for are counted: one whose bytes all came with its
-//! head is read at once and holds nothing while it arrives (`McpService::read_body`).
+//! Only bodies that have to be waited for are counted: one whose announced length had all
+//! arrived when it is first read is taken at once and holds nothing while it arrives (a
+//! chunked body is always counted; `McpService::read_body`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;

@@ -627,7 +627,7 @@ impl McpService {
                 .await;
         }
         match parts.method {
-            Method::POST => self.post(snap, &parts.headers, &principal, &bytes).await,
+            Method::POST => self.post(snap, &parts.headers, &principal, bytes).await,
             Method::DELETE => match header_text(&parts.headers, "mcp-session-id") {
                 Some(id) => self.end_session(snap, &id, &principal).await,
                 None => response::rpc_error(&McpError::MissingSession, None, Some(Era::Legacy)),

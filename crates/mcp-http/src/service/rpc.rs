@@ -52,9 +52,11 @@ impl McpService {
             return Err(McpError::PayloadTooLarge { limit });
         }
         let mut body = std::pin::pin!(body);
-        // A body that came whole with its head (most do) is taken as it is: it holds
-        // nothing while it arrives, so it takes no share of the senders' budget, and its
-        // bytes are not copied.
+        // A body that is whole when first read (most are: a small body comes with its head)
+        // is taken as it is: it holds nothing while it arrives, so it takes no share of
+        // the senders' budget, and its bytes are not copied. (hyper tells the end of a body
+        // of announced length exactly; a chunked body's end is told only later, so it is
+        // always counted.)
         let first =
             match std::future::poll_fn(|cx| std::task::Poll::Ready(body.as_mut().poll_frame(cx)))
                 .await
@@ -128,7 +130,7 @@ impl McpService {
         snap: &Snapshot,
         headers: &HeaderMap,
         principal: &Arc<Principal>,
-        bytes: &[u8],
+        bytes: Bytes,
     ) -> Response<Body> {
         let unreadable = |id: Option<jsonrpc::RequestId>, e: jsonrpc::EnvelopeError| {
             let null_id = self.null_id(snap, headers, principal);
@@ -140,7 +142,12 @@ impl McpService {
                 },
             )
         };
-        match jsonrpc::parse_incoming(bytes) {
+        // What was read is owned by the messages: the body (which may be a slice of the
+        // connection's read buffer, holding all of it) is let go before the call, which
+        // may wait for a person for minutes.
+        let incoming = jsonrpc::parse_incoming(&bytes);
+        drop(bytes);
+        match incoming {
             Err((id, e)) => unreadable(id, e),
             Ok(Incoming::Single(message)) => self.message(snap, headers, principal, message).await,
             // Boxed: a batch's future holds a request's, and every request would carry it.

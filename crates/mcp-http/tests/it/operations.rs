@@ -922,7 +922,8 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
     assert_eq!(held(&h), 0.0);
 }
 
-/// A body that is whole when first looked at, of a length not announced (as a chunked one).
+/// A body that is whole when first looked at, of a length it does not announce (as an
+/// embedder's stream may be).
 struct CameWhole(Option<Bytes>);
 
 impl hyper::body::Body for CameWhole {

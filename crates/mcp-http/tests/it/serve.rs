@@ -311,3 +311,55 @@ async fn an_answer_of_known_length_is_sent_with_its_length_not_chunked() {
     assert_eq!(answer["id"], 1, "{answer}");
     assert!(answer["result"]["supportedVersions"].is_array(), "{answer}");
 }
+
+/// Over a real socket: hyper tells the end of a body of announced length exactly, so a
+/// body whose bytes came with its head is read without taking a share of the budget for
+/// bodies still arriving, while one still arriving and a chunked one are counted. (One
+/// sender here: no authentication.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_body_is_read_while_its_senders_share_is_held_by_one_still_arriving() {
+    let service_config = ServiceConfig {
+        body_limit: 1000,
+        body_bytes_per_caller: 1000,
+        body_bytes_in_flight: 1000,
+        ..ServiceConfig::default()
+    };
+    let (address, _stop) = start_with(ServeConfig::default(), service_config).await;
+    // All of a body but its last byte: held, counted.
+    let mut held = TcpStream::connect(address).await.unwrap();
+    held.write_all(
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{}",
+            " ".repeat(999)
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    // A chunked body is counted from its first byte: refused once the held one is counted.
+    let chunked = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\na\r\n          \r\n0\r\n\r\n";
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let answer = exchange(address, chunked).await;
+        if answer.starts_with("HTTP/1.1 429") {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{answer}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A whole body of announced length is read and answered.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    let answer = exchange(
+        address,
+        &format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+             Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("supportedVersions"), "{answer}");
+    drop(held);
+}
