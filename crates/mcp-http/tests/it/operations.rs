@@ -825,6 +825,37 @@ async fn a_callers_long_polls_hold_its_share_of_long_requests() {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// A JSON POST to `path` by `token` (or none).
+fn post_to(path: &str, token: Option<&str>) -> http::request::Builder {
+    let request = Request::builder()
+        .method("POST")
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json");
+    match token {
+        Some(token) => request.header("authorization", format!("Bearer {token}")),
+        None => request,
+    }
+}
+
+/// What the gateway holds of bodies still arriving, as `/metrics` says.
+fn body_bytes_held(h: &Harness) -> f64 {
+    sample(&h.service.metrics_text(), "mcp_gateway_request_body_bytes").unwrap_or(-1.0)
+}
+
+/// Waits until the gateway holds `bytes` of bodies still arriving.
+async fn until_held(h: &Harness, bytes: f64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while body_bytes_held(h) != bytes {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "held {}",
+            body_bytes_held(h)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// One request whose body arrives through `sender`, by `token` (or none), to `path`.
 fn pending_body(
     h: &Harness,
@@ -835,15 +866,7 @@ fn pending_body(
     tokio::task::JoinHandle<StatusCode>,
 ) {
     let (sender, body) = mcp_http_kit::body::ChannelBody::new(4);
-    let mut request = Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json");
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    let request = request.body(body).unwrap();
+    let request = post_to(path, token).body(body).unwrap();
     let service = h.service.clone();
     let answered = tokio::spawn(async move { service.handle(request).await.status() });
     (sender, answered)
@@ -870,24 +893,10 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
         ..ServiceConfig::default()
     };
     let h = harness_configured(no_limits(), config).await;
-    // What the gateway holds of bodies still arriving, as `/metrics` says.
-    let held = |h: &Harness| {
-        sample(&h.service.metrics_text(), "mcp_gateway_request_body_bytes").unwrap_or(-1.0)
-    };
-    let until_held = |bytes: f64| {
-        let h = &h;
-        async move {
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            while held(h) != bytes {
-                assert!(tokio::time::Instant::now() < deadline, "held {}", held(h));
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-    };
     // Alice sends all of a body but its last bytes, and holds it.
     let (alice, alice_answered) = pending_body(&h, "/mcp", Some(AGENT));
     alice.send(Bytes::from(vec![b' '; 999])).await.unwrap();
-    until_held(999.0).await;
+    until_held(&h, 999.0).await;
     // Her next body does not fit her share.
     assert_eq!(
         whole_body(&h, "/mcp", Some(AGENT), 600).await,
@@ -902,7 +911,7 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
     // anyone signs in) does not fit the gateway's total.
     let (bob, bob_answered) = pending_body(&h, "/mcp", Some(BOB));
     bob.send(Bytes::from(vec![b' '; 1000])).await.unwrap();
-    until_held(1999.0).await;
+    until_held(&h, 1999.0).await;
     assert_eq!(
         whole_body(&h, "/approvals/sign-in", None, 600).await,
         StatusCode::TOO_MANY_REQUESTS
@@ -919,7 +928,7 @@ async fn bodies_in_flight_are_bounded_per_caller_and_in_all() {
         whole_body(&h, "/mcp", Some(AGENT), 1000).await,
         StatusCode::BAD_REQUEST
     );
-    assert_eq!(held(&h), 0.0);
+    assert_eq!(body_bytes_held(&h), 0.0);
 }
 
 /// A body that is whole when first looked at, of a length it does not announce (as an
@@ -945,15 +954,7 @@ impl hyper::body::Body for CameWhole {
 /// A request of `token` to `path` whose body of `n` bytes came whole with its head (as most
 /// do over a socket): the status.
 async fn body_with_its_head(h: &Harness, path: &str, token: Option<&str>, n: usize) -> StatusCode {
-    let mut request = Request::builder()
-        .method("POST")
-        .uri(path)
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json");
-    if let Some(token) = token {
-        request = request.header("authorization", format!("Bearer {token}"));
-    }
-    let request = request
+    let request = post_to(path, token)
         .body(CameWhole(Some(Bytes::from(vec![b' '; n]))))
         .unwrap();
     h.service.handle(request).await.status()
@@ -972,17 +973,10 @@ async fn a_body_that_came_whole_takes_no_share_of_what_arrives() {
         ..ServiceConfig::default()
     };
     let h = harness_configured(no_limits(), config).await;
-    let held = |h: &Harness| {
-        sample(&h.service.metrics_text(), "mcp_gateway_request_body_bytes").unwrap_or(-1.0)
-    };
     // Alice holds her share and the gateway's: a body of hers still arriving is refused.
     let (alice, alice_answered) = pending_body(&h, "/mcp", Some(AGENT));
     alice.send(Bytes::from(vec![b' '; 1000])).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while held(&h) != 1000.0 {
-        assert!(tokio::time::Instant::now() < deadline, "held {}", held(&h));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    until_held(&h, 1000.0).await;
     assert_eq!(
         whole_body(&h, "/mcp", Some(AGENT), 10).await,
         StatusCode::TOO_MANY_REQUESTS
@@ -1006,8 +1000,12 @@ async fn a_body_that_came_whole_takes_no_share_of_what_arrives() {
         body_with_its_head(&h, "/mcp", Some(BOB), 1001).await,
         StatusCode::PAYLOAD_TOO_LARGE
     );
-    assert_eq!(held(&h), 1000.0, "only Alice's arriving body is counted");
+    assert_eq!(
+        body_bytes_held(&h),
+        1000.0,
+        "only Alice's arriving body is counted"
+    );
     drop(alice);
     assert_eq!(alice_answered.await.unwrap(), StatusCode::BAD_REQUEST);
-    assert_eq!(held(&h), 0.0);
+    assert_eq!(body_bytes_held(&h), 0.0);
 }

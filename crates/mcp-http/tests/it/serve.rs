@@ -281,14 +281,11 @@ async fn exchange(address: SocketAddr, request: &str) -> String {
     String::from_utf8_lossy(&response).into_owned()
 }
 
-/// An answer whose length is known goes out with `content-length`, as one piece: every
-/// answer went out chunked while the body that keeps a request counted in progress hid
-/// its size from hyper. A stream of unknown length is still chunked.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_answer_of_known_length_is_sent_with_its_length_not_chunked() {
-    let (address, _stop) = start(ServeConfig::default()).await;
+/// The raw response to a 2026-07-28 `server/discover` with a body of announced length,
+/// sent in one piece on a new connection.
+async fn discover(address: SocketAddr) -> String {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let response = exchange(
+    exchange(
         address,
         &format!(
             "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
@@ -297,7 +294,16 @@ async fn an_answer_of_known_length_is_sent_with_its_length_not_chunked() {
             body.len()
         ),
     )
-    .await;
+    .await
+}
+
+/// An answer whose length is known goes out with `content-length`, as one piece: every
+/// answer went out chunked while the body that keeps a request counted in progress hid
+/// its size from hyper. A stream of unknown length is still chunked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_of_known_length_is_sent_with_its_length_not_chunked() {
+    let (address, _stop) = start(ServeConfig::default()).await;
+    let response = discover(address).await;
     let (head, answer) = response.split_once("\r\n\r\n").unwrap();
     let head = head.to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{response}");
@@ -348,17 +354,7 @@ async fn a_whole_body_is_read_while_its_senders_share_is_held_by_one_still_arriv
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // A whole body of announced length is read and answered.
-    let body = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-    let answer = exchange(
-        address,
-        &format!(
-            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n\
-             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
-             Mcp-Method: server/discover\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    )
-    .await;
+    let answer = discover(address).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.contains("supportedVersions"), "{answer}");
     drop(held);
