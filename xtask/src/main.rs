@@ -51,6 +51,11 @@ tasks:
                                  results, content policy on and off; target/bench/content.md
   bench per-call [--quick]       only system calls, context switches and allocations per
                                  call (perf; root) and throughput on 1, 2, 4, 8 cores
+  bench compare BASELINE [--quick]
+                                 this tree's gateway against BASELINE (an mcp-gateway
+                                 release binary of another commit): CPU per read-only call
+                                 in both eras and the null proxy's, taking turns for 8
+                                 rounds, each pinned to the same CPU
   bench confirmed [--quick]      only confirmed destructive calls on PostgreSQL: calls/s,
                                  CPU and transactions per call, and the statements' times
                                  (the cluster loads pg_stat_statements)
@@ -74,6 +79,7 @@ fn main() -> ExitCode {
         ["bench", "scale-out", rest @ ..] => bench_scale_out(rest),
         ["bench", "content", rest @ ..] => bench_content(rest),
         ["bench", "per-call", rest @ ..] => bench_per_call(rest),
+        ["bench", "compare", rest @ ..] => bench_compare(rest),
         ["bench", "confirmed", rest @ ..] => bench_confirmed(rest),
         ["bench", rest @ ..] => bench_gateway(rest),
         ["help" | "--help" | "-h"] => {
@@ -164,6 +170,25 @@ fn bench_content(args: &[&str]) -> Result<()> {
 fn bench_per_call(args: &[&str]) -> Result<()> {
     let quick = quick_flag(args, "usage: cargo xtask bench per-call [--quick]")?;
     release_harness(&[&["per-call"], quick].concat())
+}
+
+/// `bench compare BASELINE [--quick]`: this tree's release build against the gateway
+/// binary `BASELINE` (a release build of another commit).
+fn bench_compare(args: &[&str]) -> Result<()> {
+    const USAGE: &str = "usage: cargo xtask bench compare BASELINE [--quick] (BASELINE: an mcp-gateway release binary of another commit)";
+    let (baseline, quick) = match args {
+        [baseline] => (*baseline, false),
+        [baseline, "--quick"] | ["--quick", baseline] => (*baseline, true),
+        _ => bail!("{USAGE}"),
+    };
+    let baseline = std::fs::canonicalize(baseline)
+        .with_context(|| format!("the baseline {baseline}: no such file ({USAGE})"))?;
+    let baseline = baseline.to_string_lossy();
+    let mut run = vec!["compare", "--baseline", &baseline];
+    if quick {
+        run.push("--quick");
+    }
+    release_harness(&run)
 }
 
 fn bench_confirmed(args: &[&str]) -> Result<()> {

@@ -122,6 +122,26 @@ enum Command {
         #[arg(long)]
         quick: bool,
     },
+    /// One gateway build against another: CPU per read-only call in both eras and the null
+    /// proxy's, the five taking turns round after round, each pinned to the same CPU.
+    Compare {
+        /// The build measured (a release build).
+        #[arg(long)]
+        gateway: PathBuf,
+        /// The build it is compared with (a release build of another commit).
+        #[arg(long)]
+        baseline: PathBuf,
+        #[arg(long, default_value_t = 8)]
+        rounds: usize,
+        #[arg(long, default_value_t = 16)]
+        concurrency: usize,
+        /// Calls in each measured run.
+        #[arg(long, default_value_t = 40_000)]
+        requests: usize,
+        /// Two rounds of 4,000 calls (to see that it runs).
+        #[arg(long)]
+        quick: bool,
+    },
     /// Measure every path (needs DATABASE_URL for the PostgreSQL paths).
     Run {
         /// The gateway binary (a release build).
@@ -183,6 +203,28 @@ async fn main() -> Result<()> {
         }
         Command::PerCall { gateway, quick } => {
             run::per_call(run::Options { gateway, quick }).await?
+        }
+        Command::Compare {
+            gateway,
+            baseline,
+            rounds,
+            concurrency,
+            requests,
+            quick,
+        } => {
+            let (rounds, requests) = if quick {
+                (2, 4_000)
+            } else {
+                (rounds, requests)
+            };
+            run::compare(run::CompareOptions {
+                gateway,
+                baseline,
+                rounds,
+                concurrency,
+                requests,
+            })
+            .await?
         }
         Command::Run { gateway, quick } => run::run(run::Options { gateway, quick }).await?,
     }

@@ -2,6 +2,7 @@
 //! PostgreSQL) as separate processes on loopback, drives every path with the same load
 //! generator, and reports throughput, latency, CPU per call and memory side by side.
 
+mod compare;
 mod content;
 mod cores;
 mod counts;
@@ -10,6 +11,7 @@ mod scale;
 mod statements;
 mod tables;
 
+pub(crate) use compare::{CompareOptions, compare};
 pub(crate) use content::content;
 use cores::{CoreRow, cores_report};
 use counts::{Counts, Probes, counts_report};
