@@ -452,4 +452,5 @@ async fn an_unanswered_call_is_escalated_to_the_leads_webhook_and_slack_after_a_
     assert_eq!(steps.len(), 1, "{trail}");
     assert_eq!(steps[0]["detail"]["to"], json!(["sre-leads"]), "{trail}");
     gateway.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

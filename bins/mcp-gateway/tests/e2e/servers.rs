@@ -13,10 +13,19 @@ pub(super) const CAROL: &str = "servers-carol-agent";
 pub(super) const CAROL_HUMAN: &str = "servers-carol-human";
 pub(super) const AUDITOR: &str = "servers-auditor";
 
+/// A scene's directory, removed when the test that holds it ends.
+pub(super) struct SceneDir(PathBuf);
+
+impl Drop for SceneDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// ann is in finance, bob in eng, carol in both; finance offers reading and writing files
 /// (writing held by its own rule), eng listing directories and reading files, which its own
 /// rule denies there.
-pub(super) fn scene(name: &str, extra: &str) -> (PathBuf, PathBuf, PathBuf) {
+pub(super) fn scene(name: &str, extra: &str) -> (SceneDir, PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("mcp-e2e-servers-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let sandbox = dir.join("sandbox");
@@ -72,7 +81,7 @@ gate = "deny"
     );
     write_secret(&config, &text);
     module_user_owns(&sandbox);
-    (dir, sandbox, config)
+    (SceneDir(dir), sandbox, config)
 }
 
 /// The Python SDK as `token` on `url` in `mode`: the tools it is offered and each call's

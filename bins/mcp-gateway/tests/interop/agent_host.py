@@ -3,8 +3,10 @@ share: reading the confirmation a held result names, however the host shows a to
 its model, the person answering it over the gateway's REST API, and the Messages API's
 streamed answer and tool results (Claude Code's)."""
 
+import atexit
 import json
 import os
+import shutil
 import tempfile
 import threading
 import urllib.request
@@ -144,6 +146,8 @@ def claude_home(base, token, model_url):
     """A fresh home for Claude Code with the gateway as its one MCP server (`token`), and the
     environment that points it at the scripted model on `model_url`: (home, config, env)."""
     home = tempfile.mkdtemp(prefix="mcp-claude-code-")
+    # Gone when the script ends, however it ends short of being killed.
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
     config = os.path.join(home, "mcp.json")
     with open(config, "w") as f:
         json.dump({"mcpServers": {"gw": {"type": "http", "url": f"{base}/mcp",

@@ -136,6 +136,28 @@ struct Harness {
     clock: Arc<elicitation_store::ManualClock>,
 }
 
+/// The directory of a test's key files, removed when the test ends.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // The key file's directory is the harness's own (`harness`); none is `PathBuf::new()`.
+        if let Some(dir) = self
+            .jwks_file
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
     let module = InProcessModule::new(
         "test",
@@ -661,8 +683,13 @@ const REALM_A: &str = "https://kc.example.com/realms/a";
 const REALM_B: &str = "https://kc.example.com/realms/b";
 
 /// Two Keycloak realms on one host, each with its own keys and the default name; a
-/// destructive tool whose confirmations a four-eyes group `sre` answers.
-async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) -> McpService {
+/// destructive tool whose confirmations a four-eyes group `sre` answers. The key files'
+/// directory goes when the returned guard drops.
+async fn two_realms(
+    a: &SigningKey,
+    b: &SigningKey,
+    tenant_claim: Option<&str>,
+) -> (McpService, Scratch) {
     use mcp_auth::jwt::default_issuer_name;
     let dir = std::env::temp_dir().join(format!(
         "mcp-jwt-realms-{}-{}",
@@ -728,7 +755,10 @@ async fn two_realms(a: &SigningKey, b: &SigningKey, tenant_claim: Option<&str>) 
     .unwrap();
     let jwt = Arc::new(jwt);
     jwt.refresh_all().await;
-    McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default())
+    (
+        McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default()),
+        Scratch(dir),
+    )
 }
 
 /// A token of `iss` for `sub` with `scope` and `groups`.
@@ -779,7 +809,7 @@ async fn request(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_issuers_on_one_host_are_two_sets_of_callers_and_groups() {
     let (a, b) = (SigningKey::es256("a1"), SigningKey::es256("b1"));
-    let service = two_realms(&a, &b, None).await;
+    let (service, _dir) = two_realms(&a, &b, None).await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "test__delete", "arguments": {"path": "/prod"}, "_meta": {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -865,7 +895,7 @@ async fn two_issuers_on_one_host_are_two_sets_of_callers_and_groups() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approver_group_counts_only_within_its_tenant() {
     let (a, b) = (SigningKey::es256("a1"), SigningKey::es256("b1"));
-    let service = two_realms(&a, &b, Some("org")).await;
+    let (service, _dir) = two_realms(&a, &b, Some("org")).await;
     let token = |sub: &str, org: &str, scope: &str, groups: &[&str]| {
         a.sign(
             &json!({"iss": REALM_A, "aud": RESOURCE, "sub": sub, "iat": now(),
