@@ -51,6 +51,18 @@ pub(crate) fn command(place: Option<&Placement>, program: &Path) -> Command {
     place.map_or_else(|| Command::new(program), |p| p.command(program))
 }
 
+/// Moves `pids` (this process, the upstream) off the process-under-test's CPU where `place`
+/// pins it; what was done, for the report.
+pub(crate) async fn keep_apart(place: Option<&Placement>, pids: &[u32]) -> Result<String> {
+    match place {
+        Some(place) => {
+            place.keep_apart(pids).await?;
+            Ok(place.describe())
+        }
+        None => Ok("nothing pinned (one CPU, or no taskset)".to_owned()),
+    }
+}
+
 /// The process under test on one CPU, everything else on the rest.
 pub(crate) struct Placement {
     measured: usize,

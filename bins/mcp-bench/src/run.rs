@@ -335,15 +335,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let read = read_direct();
     let read_through_gateway = read_through(AGENT);
     let mut rows = Vec::new();
-    let placed = match &place {
-        Some(place) => {
-            place
-                .keep_apart(&[std::process::id(), upstream.pid()])
-                .await?;
-            place.describe()
-        }
-        None => "nothing pinned (one CPU, or no taskset)".to_owned(),
-    };
+    let placed = place::keep_apart(place.as_ref(), &[std::process::id(), upstream.pid()]).await?;
     eprintln!("measuring (release build, RUST_LOG=warn, all on 127.0.0.1; {placed}):");
     for &c in &levels {
         rows.push(

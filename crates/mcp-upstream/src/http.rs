@@ -24,7 +24,9 @@ use tokio::sync::{Mutex, broadcast};
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use mcp_wire::headers::{MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
+use mcp_wire::headers::{
+    MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION, MCP_SESSION_ID, PARAM_HEADER_PREFIX,
+};
 use mcp_wire::jsonrpc::{self, ErrorObject, Message, RequestId};
 use mcp_wire::mcp::{ClientCan, MODERN_VERSION, modern_meta};
 use mcp_wire::tools::{ListParams, WithMeta};
@@ -514,7 +516,7 @@ impl HttpModule {
         headers.remove(MCP_NAME);
         let mirrored: Vec<HeaderName> = headers
             .keys()
-            .filter(|k| k.as_str().starts_with("mcp-param-"))
+            .filter(|k| k.as_str().starts_with(PARAM_HEADER_PREFIX))
             .cloned()
             .collect();
         for name in mirrored {

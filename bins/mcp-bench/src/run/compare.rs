@@ -68,15 +68,7 @@ pub(crate) async fn compare(options: CompareOptions) -> Result<()> {
     };
     let baseline = start(&options.baseline, "baseline").await?;
     let measured = start(&options.gateway, "measured").await?;
-    let placed = match &place {
-        Some(place) => {
-            place
-                .keep_apart(&[std::process::id(), upstream.pid()])
-                .await?;
-            place.describe()
-        }
-        None => "nothing pinned (one CPU, or no taskset)".to_owned(),
-    };
+    let placed = place::keep_apart(place.as_ref(), &[std::process::id(), upstream.pid()]).await?;
     let session_of = |s: String| -> MakeRequest { Arc::new(move |_| legacy("up__read", &s)) };
     let targets = [
         (proxy.addr, proxy.pid(), read_direct()),

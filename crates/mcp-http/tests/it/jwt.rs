@@ -132,6 +132,8 @@ fn issuer(jwks: JwksSource, grace: Duration) -> IssuerConfig {
 struct Harness {
     service: McpService,
     jwks_file: PathBuf,
+    /// The key file's directory, where the harness made one (`harness`).
+    _dir: Option<Scratch>,
     /// What the verifier reads `now` from: moved instead of sleeping.
     clock: Arc<elicitation_store::ManualClock>,
 }
@@ -142,19 +144,6 @@ struct Scratch(PathBuf);
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        // The key file's directory is the harness's own (`harness`); none is `PathBuf::new()`.
-        if let Some(dir) = self
-            .jwks_file
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-        {
-            let _ = std::fs::remove_dir_all(dir);
-        }
     }
 }
 
@@ -202,6 +191,7 @@ async fn harness_with(issuer: IssuerConfig, jwks_file: PathBuf) -> Harness {
     Harness {
         service: McpService::new(gateway, Auth::Jwt(jwt), ServiceConfig::default()),
         jwks_file,
+        _dir: None,
         clock,
     }
 }
@@ -215,11 +205,14 @@ async fn harness(keys: &[&SigningKey]) -> Harness {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("jwks.json");
     write_jwks(&file, keys);
-    harness_with(
-        issuer(JwksSource::File(file.clone()), Duration::from_secs(3600)),
-        file,
-    )
-    .await
+    Harness {
+        _dir: Some(Scratch(dir)),
+        ..harness_with(
+            issuer(JwksSource::File(file.clone()), Duration::from_secs(3600)),
+            file,
+        )
+        .await
+    }
 }
 
 struct Answer {
