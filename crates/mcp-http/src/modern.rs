@@ -8,6 +8,7 @@ use mcp_wire::headers::{
 };
 use mcp_wire::jsonrpc::{MetaHead, ParamsHead, Request};
 use mcp_wire::mcp::{self, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION};
+use mcp_wire::tools::Routing;
 use mcp_wire::{FromClient, ResultBody};
 use serde_json::Value;
 
@@ -34,11 +35,12 @@ impl McpService {
         headers: &HeaderMap,
         principal: &Arc<Principal>,
         request: &Request,
-        head: &ParamsHead<'_>,
+        routing: Routing<'_>,
     ) -> Result<Reply, McpError> {
+        let Routing { head, call } = routing;
         let meta = head.meta.as_ref();
         let version = modern_version(meta)?;
-        check_modern_headers(headers, request, head, version)?;
+        check_modern_headers(headers, request, &head, version)?;
         let (result, cacheable) = if let Some(answer) =
             self.catalog_method(snap, principal, request, false).await
         {
@@ -56,7 +58,17 @@ impl McpService {
                     principal.require(SCOPE_TOOLS_CALL)?;
                     // 2026-07-28 has no `task` param (its tasks are an extension, in which
                     // the server decides: `ask::ClientAsks::tasks`).
-                    let params = request.params_as::<FromClient>()?.0.without_task();
+                    // Read with the head where it could be; else on its own, which says
+                    // what is wrong with it.
+                    let (params, capabilities) = match call {
+                        Some(call) => (call.params, call.capabilities),
+                        None => (
+                            request.params_as::<FromClient>()?.0,
+                            meta.and_then(|m| m.client_capabilities)
+                                .and_then(|c| serde_json::from_str::<Value>(c.get()).ok()),
+                        ),
+                    };
+                    let params = params.without_task();
                     // One gateway for the whole call (see `legacy`).
                     let gateway = snap.gateway.clone();
                     let entry = gateway.tool(&params.name).await?;
@@ -72,9 +84,6 @@ impl McpService {
                         check_param_headers(&entry.mirrored, arguments.as_ref(), headers)
                             .map_err(McpError::HeaderMismatch)?;
                     }
-                    let capabilities = meta
-                        .and_then(|m| m.client_capabilities)
-                        .and_then(|c| serde_json::from_str::<Value>(c.get()).ok());
                     let logs = meta
                         .and_then(|m| m.log_level.as_deref())
                         .and_then(mcp::log_level_rank)

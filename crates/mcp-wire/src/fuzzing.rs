@@ -16,6 +16,7 @@ use crate::jsonrpc::{
 };
 use crate::sse;
 use crate::tools::CallToolParams;
+use crate::tools::client_call::one_pass_agrees;
 
 /// The bytes a message is written as (the gateway's own writers).
 fn write(message: &Message) -> Vec<u8> {
@@ -81,6 +82,11 @@ pub fn jsonrpc(data: &[u8]) {
                 "tools/call params changed in a round trip"
             );
         }
+    }
+    if let Ok(Message::Request(request)) = &parsed
+        && let Some(params) = &request.params
+    {
+        one_pass_agrees(params.get());
     }
     if let Ok(Incoming::Batch(items)) = jsonrpc::parse_incoming(data) {
         assert!(!items.is_empty(), "an empty batch is refused");

@@ -16,6 +16,9 @@ use crate::result::Key;
 
 use crate::mcp::{META_CONFIRMATION_ID, META_PROTOCOL_PREFIX};
 
+pub(crate) mod client_call;
+pub use client_call::{ClientCall, Routing};
+
 /// A call's arguments: a JSON object, kept as the client sent it until something needs to
 /// read it (the gate, for a gated call; a tool whose schema mirrors parameters into
 /// headers; an in-process module). Forwarded, it is written out as it came.
@@ -251,19 +254,34 @@ impl<'de> Visitor<'de> for ParamsVisitor {
             match key.as_ref() {
                 "name" if name.is_some() => return Err(de::Error::duplicate_field("name")),
                 "name" => name = Some(map.next_value()?),
-                "arguments" => params.arguments = map.next_value()?,
                 "_meta" if self.from_client => params.meta = map.next_value_seed(ClientMeta)?,
                 "_meta" => params.meta = map.next_value()?,
-                "requestState" => params.request_state = map.next_value()?,
-                "inputResponses" => params.input_responses = map.next_value()?,
-                _ => {
-                    let value: Value = map.next_value()?;
-                    params.rest.insert(key.into_owned(), value);
-                }
+                _ => params.read_member(key, &mut map)?,
             }
         }
         params.name = name.ok_or_else(|| de::Error::missing_field("name"))?;
         Ok(params)
+    }
+}
+
+impl CallToolParams {
+    /// Reads a member other than `name` and `_meta` (whose readings differ by who sent the
+    /// params): the arguments as they came, the 2026-07-28 retry's two, the rest kept.
+    fn read_member<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: std::borrow::Cow<'de, str>,
+        map: &mut A,
+    ) -> Result<(), A::Error> {
+        match key.as_ref() {
+            "arguments" => self.arguments = map.next_value()?,
+            "requestState" => self.request_state = map.next_value()?,
+            "inputResponses" => self.input_responses = map.next_value()?,
+            _ => {
+                let value: Value = map.next_value()?;
+                self.rest.insert(key.into_owned(), value);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -8,6 +8,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use mcp_wire::jsonrpc::{self, ErrorId, Incoming, Message};
 use mcp_wire::mcp::{self, BATCH_VERSION, LEGACY_VERSIONS, MODERN_VERSION};
+use mcp_wire::tools::Routing;
 use mcp_wire::{Era, EraSignals};
 
 use super::{
@@ -340,10 +341,13 @@ impl McpService {
         // version needs it; any other is looked at first, and one whose body cannot name a
         // version (a 2025-11-25 request's) is not read for it.
         let modern_header = version_header.is_some_and(|v| !LEGACY_VERSIONS.contains(&v));
-        let head = (modern_header || request.may_name_version()).then(|| request.head());
+        // A client's `tools/call` is read with its head, in the same pass.
+        let routing = (modern_header || request.may_name_version()).then(|| Routing::of(&request));
         let era = EraSignals {
             initialize: request.method == "initialize",
-            modern_meta: head.as_ref().is_some_and(|h| h.meta_version().is_some()),
+            modern_meta: routing
+                .as_ref()
+                .is_some_and(|r| r.head.meta_version().is_some()),
             session_header: headers.contains_key("mcp-session-id"),
             version_header,
         }
@@ -368,9 +372,9 @@ impl McpService {
                 .await
             }
             Era::Modern => {
-                let head = head.unwrap_or_else(|| request.head());
+                let routing = routing.unwrap_or_else(|| Routing::of(&request));
                 tracing::Instrument::instrument(
-                    self.modern(snap, headers, principal, &request, &head),
+                    self.modern(snap, headers, principal, &request, routing),
                     span.clone(),
                 )
                 .await
