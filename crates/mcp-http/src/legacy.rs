@@ -37,11 +37,11 @@ impl McpService {
     ) -> (Arc<ClientRelay>, tokio::sync::mpsc::Receiver<Vec<u8>>) {
         ClientRelay::new(
             tool,
-            LogFilter::AtLeast(session.log_level),
+            LogFilter::AtLeast(session.log_level()),
             Some(Box::new(SessionAsker {
                 answers: self.answers.clone(),
                 session: session_id,
-                can: session.answers,
+                can: session.answers(),
             })),
             gateway.inbox(principal),
         )
@@ -59,7 +59,7 @@ impl McpService {
         subscribe: bool,
     ) -> Result<(), McpError> {
         let changed = session
-            .channel
+            .channel()
             .set_subscription(uri, subscribe)
             .map_err(|cap| {
                 McpError::InvalidParams(format!(
@@ -85,7 +85,7 @@ impl McpService {
                 .map_err(McpError::from)
         };
         if asked.is_err() && subscribe {
-            let _ = session.channel.set_subscription(uri, false);
+            let _ = session.channel().set_subscription(uri, false);
             return asked;
         }
         // The instance holding the session's stream may be another one.
@@ -269,9 +269,9 @@ impl McpService {
         // that opens URLs (the person answers on the page).
         // A confirmation an approver group must answer is not asked of the caller.
         let caller_answers = gateway.caller_answers(&params.name);
-        let form = caller_answers && session.answers.elicitation && ask::may_answer(principal);
+        let form = caller_answers && session.answers().elicitation && ask::may_answer(principal);
         let page = self.page_base(headers);
-        let url = caller_answers && session.answers.elicitation_url && page.is_some();
+        let url = caller_answers && session.answers().elicitation_url && page.is_some();
         let may_ask = (form || url)
             && self.config.native != ask::NativeMode::Off
             && streaming == Streaming::Allowed
@@ -315,7 +315,7 @@ impl McpService {
                 ask::account_needed(
                     &entry.module_name,
                     page.as_deref(),
-                    session.answers.elicitation_url,
+                    session.answers().elicitation_url,
                     gateway.surfaces(),
                 )?
             }
@@ -335,12 +335,12 @@ impl McpService {
                             gateway: gateway.clone(),
                             answers: self.answers.clone(),
                             session: session_id,
-                            version: session.version,
+                            version: session.version(),
                             principal: principal.clone(),
                             request_id: request.id.clone(),
                             call,
-                            client: session.answers,
-                            log_level: session.log_level,
+                            client: session.answers(),
+                            log_level: session.log_level(),
                             by,
                             page,
                             clock: self.config.clock.clone(),
@@ -366,7 +366,7 @@ impl McpService {
                 );
                 let gateway = gateway.clone();
                 let caller = principal.clone();
-                let channel = session.channel.clone();
+                let channel = session.channel().clone();
                 let id = request.id.clone();
                 let page = page.clone();
                 // The call may go on in the response's stream: its slot goes with it.

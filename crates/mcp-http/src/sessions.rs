@@ -12,7 +12,8 @@
 //! then on (it hears at once through the store's change feed).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use elicitation_store::{Caller, Clock, Fleet, SystemClock};
@@ -42,24 +43,31 @@ impl std::fmt::Debug for SessionKey {
     }
 }
 
-/// What a session remembers from its `initialize`.
+/// A session held in this instance's memory: what it remembers from its `initialize`, and
+/// what this instance keeps of it. Cloned as a handle (the same session).
 #[derive(Debug, Clone)]
-pub struct Session {
+pub struct Session(Arc<Held>);
+
+#[derive(Debug)]
+struct Held {
     /// The negotiated protocol version.
-    pub version: &'static str,
+    version: &'static str,
     /// What the client declared it can answer (all the gateway needs of its capabilities;
     /// keeping only this bounds a session's size).
-    pub answers: ClientAnswers,
+    answers: ClientAnswers,
     /// The lowest rank of log message the client wants (`logging/setLevel`); all until it
     /// sets one. Kept by the instance that received it.
-    pub log_level: u8,
+    log_level: AtomicU8,
     /// Its events, subscriptions and GET stream (on this instance).
-    pub channel: Arc<SessionChannel>,
+    channel: Arc<SessionChannel>,
     caller: Caller,
     /// The virtual server it was opened on (`None`: the gateway's own endpoint): it is no
     /// session anywhere else.
     server: Option<String>,
-    last_seen: Instant,
+    /// When it was last used: nanoseconds after its `Sessions`' epoch. Every request of the
+    /// session sets it, under the map's read lock (so requests of many sessions, on many
+    /// cores, share no lock to write).
+    last_seen: AtomicU64,
     /// When it ends however it is used.
     ends_at: OffsetDateTime,
     /// SHA-256 of its id (how the store and other instances name it).
@@ -67,11 +75,53 @@ pub struct Session {
 }
 
 impl Session {
+    /// The negotiated protocol version.
+    pub fn version(&self) -> &'static str {
+        self.0.version
+    }
+
+    /// What the client declared it can answer.
+    pub fn answers(&self) -> ClientAnswers {
+        self.0.answers
+    }
+
+    /// The lowest rank of log message the client wants (`logging/setLevel`, here or told by
+    /// another instance); all until it sets one.
+    pub fn log_level(&self) -> u8 {
+        self.0.log_level.load(Ordering::Relaxed)
+    }
+
+    /// Its events, subscriptions and GET stream (on this instance).
+    pub fn channel(&self) -> &Arc<SessionChannel> {
+        &self.0.channel
+    }
+
     /// Who the session belongs to.
     pub fn caller(&self) -> &Caller {
-        &self.caller
+        &self.0.caller
     }
 }
+
+impl Held {
+    /// When it was last used, on `epoch`'s clock.
+    fn last_seen(&self, epoch: Instant) -> Instant {
+        let after = Duration::from_nanos(self.last_seen.load(Ordering::Relaxed));
+        epoch.checked_add(after).unwrap_or(epoch)
+    }
+
+    /// Marks it used at `now` (never earlier than a later use another request marked).
+    fn seen(&self, epoch: Instant, now: Instant) {
+        let nanos =
+            u64::try_from(now.saturating_duration_since(epoch).as_nanos()).unwrap_or(u64::MAX);
+        self.last_seen.fetch_max(nanos, Ordering::Relaxed);
+    }
+}
+
+/// The sessions held in memory, by id. The ids are sealed by this gateway's key (an id is
+/// held only once it opens), so no client can choose keys that collide: the map is hashed
+/// with foldhash, several times cheaper than SipHash over an id of a few hundred bytes, as
+/// every legacy request looks its session up.
+type HeldMap = HashMap<String, Session, foldhash::fast::RandomState>;
 
 /// What a session id carries, sealed.
 #[derive(Debug, Serialize, Deserialize)]
@@ -144,7 +194,9 @@ pub(crate) fn hex(hash: &[u8; 32]) -> String {
 
 /// The gateway's legacy sessions.
 pub struct Sessions {
-    sessions: Mutex<HashMap<String, Session>>,
+    sessions: RwLock<HeldMap>,
+    /// What `last_seen` is counted from.
+    epoch: Instant,
     /// Ended sessions and page sign-ins (by hash) and when they would have ended anyway.
     ended: Arc<EndedTokens>,
     idle_timeout: Duration,
@@ -169,7 +221,8 @@ impl Sessions {
         keys: &[[u8; 32]],
     ) -> Self {
         Sessions {
-            sessions: Mutex::new(HashMap::new()),
+            sessions: RwLock::default(),
+            epoch: SystemClock.instant(),
             ended: Arc::default(),
             idle_timeout,
             max_age,
@@ -184,6 +237,7 @@ impl Sessions {
     /// Reads lifetimes and idle times from `clock` (tests move it instead of sleeping).
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.epoch = clock.instant();
         self.clock = clock;
         self
     }
@@ -193,25 +247,30 @@ impl Sessions {
         &self.instance
     }
 
+    /// The sessions held, to read (and to mark used).
+    fn held(&self) -> RwLockReadGuard<'_, HeldMap> {
+        self.sessions.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The sessions held, to add or drop one.
+    fn held_mut(&self) -> RwLockWriteGuard<'_, HeldMap> {
+        self.sessions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The session held in memory here whose id hashes to `hash` (hex), with its id.
     pub(crate) fn by_hash(&self, hash: &str) -> Option<(String, Session)> {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.held()
             .iter()
-            .find(|(_, s)| hex(&s.hash) == hash)
+            .find(|(_, s)| hex(&s.0.hash) == hash)
             .map(|(id, s)| (id.clone(), s.clone()))
     }
 
     /// Sets the log level of session `id` held here (told by another instance).
     pub(crate) fn set_log_level_here(&self, id: &str, rank: u8) {
-        if let Some(session) = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_mut(id)
-        {
-            session.log_level = rank;
+        if let Some(session) = self.held().get(id) {
+            session.0.log_level.store(rank, Ordering::Relaxed);
         }
     }
 
@@ -272,45 +331,47 @@ impl Sessions {
         ends_at: OffsetDateTime,
     ) -> Session {
         let now = self.clock.instant();
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let epoch = self.epoch;
+        let mut sessions = self.held_mut();
         sessions.retain(|_, s| {
-            let live = now.duration_since(s.last_seen) < self.idle_timeout;
+            let live = now.duration_since(s.0.last_seen(epoch)) < self.idle_timeout;
             if !live {
-                s.channel.close();
+                s.0.channel.close();
             }
             live
         });
         // A caller with too many sessions in memory drops its own oldest, not someone else's.
         let own: Vec<(&String, &Session)> = sessions
             .iter()
-            .filter(|(_, s)| s.caller == *caller)
+            .filter(|(_, s)| s.0.caller == *caller)
             .collect();
         let evict = if own.len() >= MAX_SESSIONS_PER_CALLER {
             own.into_iter()
-                .min_by_key(|(_, s)| s.last_seen)
+                .min_by_key(|(_, s)| s.0.last_seen(epoch))
                 .map(|(k, _)| k.clone())
         } else if sessions.len() >= self.max_sessions {
             sessions
                 .iter()
-                .min_by_key(|(_, s)| s.last_seen)
+                .min_by_key(|(_, s)| s.0.last_seen(epoch))
                 .map(|(k, _)| k.clone())
         } else {
             None
         };
         if let Some(oldest) = evict.and_then(|oldest| sessions.remove(&oldest)) {
-            oldest.channel.close();
+            oldest.0.channel.close();
         }
-        let session = Session {
+        let session = Session(Arc::new(Held {
             version,
             answers,
-            log_level: 0,
+            log_level: AtomicU8::new(0),
             channel: Arc::default(),
             caller: caller.clone(),
             server: server.map(str::to_owned),
-            last_seen: now,
+            last_seen: AtomicU64::new(0),
             ends_at,
             hash: token_hash(&id),
-        };
+        }));
+        session.0.seen(epoch, now);
         sessions.insert(id, session.clone());
         session
     }
@@ -331,22 +392,37 @@ impl Sessions {
     ) -> Result<Session, McpError> {
         let now = self.clock.instant();
         let wall = self.clock.now();
-        {
-            let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(session) = sessions.get_mut(id) {
-                if session.caller != *caller || session.server.as_deref() != server {
-                    return Err(McpError::SessionNotFound);
+        let stale = {
+            let sessions = self.held();
+            match sessions.get(id) {
+                Some(session) => {
+                    let held = &session.0;
+                    if held.caller != *caller || held.server.as_deref() != server {
+                        return Err(McpError::SessionNotFound);
+                    }
+                    if held.ends_at > wall
+                        && now.duration_since(held.last_seen(self.epoch)) < self.idle_timeout
+                    {
+                        held.seen(self.epoch, now);
+                        return Ok(session.clone());
+                    }
+                    Some(session.clone())
                 }
-                if session.ends_at > wall
-                    && now.duration_since(session.last_seen) < self.idle_timeout
-                {
-                    session.last_seen = now;
-                    return Ok(session.clone());
-                }
-                if let Some(gone) = sessions.remove(id) {
-                    gone.channel.close();
-                }
+                None => None,
             }
+        };
+        if let Some(stale) = stale {
+            // Ended or idle too long: out of memory (unless another request put a new one in
+            // its place meanwhile), and opened again from its id below if it may still be.
+            let mut sessions = self.held_mut();
+            if sessions
+                .get(id)
+                .is_some_and(|s| Arc::ptr_eq(&s.0, &stale.0))
+            {
+                sessions.remove(id);
+            }
+            drop(sessions);
+            stale.0.channel.close();
         }
         if self.is_ended(id) {
             return Err(McpError::SessionNotFound);
@@ -398,8 +474,8 @@ impl Sessions {
     ) -> Result<Ended, McpError> {
         let session = self.touch(id, caller, server)?;
         Ok(Ended {
-            hash: session.hash,
-            until: session.ends_at,
+            hash: session.0.hash,
+            until: session.0.ends_at,
         })
     }
 
@@ -407,13 +483,9 @@ impl Sessions {
     /// of it may have ended it here already).
     pub fn end(&self, id: &str, ended: Ended) {
         self.end_here(ended.hash, ended.until);
-        let removed = self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(id);
+        let removed = self.held_mut().remove(id);
         if let Some(session) = removed {
-            session.channel.close();
+            session.0.channel.close();
         }
     }
 
@@ -438,13 +510,13 @@ impl Sessions {
             wall + time::Duration::try_from(self.max_age).unwrap_or(time::Duration::DAY)
         });
         self.end_here(hash, until);
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = self.held_mut();
         let id = sessions
             .iter()
-            .find(|(_, s)| s.hash == hash)
+            .find(|(_, s)| s.0.hash == hash)
             .map(|(id, _)| id.clone());
         if let Some(session) = id.and_then(|id| sessions.remove(&id)) {
-            session.channel.close();
+            session.0.channel.close();
         }
     }
 
@@ -492,16 +564,13 @@ impl Sessions {
                 self.ended.extend(list);
                 let ended = &self.ended;
                 // One pass over the sessions held here, whatever the list's length.
-                self.sessions
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .retain(|_, s| {
-                        let live = !ended.contains(&s.hash);
-                        if !live {
-                            s.channel.close();
-                        }
-                        live
-                    });
+                self.held_mut().retain(|_, s| {
+                    let live = !ended.contains(&s.0.hash);
+                    if !live {
+                        s.0.channel.close();
+                    }
+                    live
+                });
             }
             Err(e) => {
                 tracing::warn!(error = %e, "the ended sessions could not be read; trying again in a minute")
@@ -511,10 +580,7 @@ impl Sessions {
 
     /// Sessions held in this instance's memory now.
     pub fn len(&self) -> usize {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.held().len()
     }
 
     /// Whether there are none.
@@ -539,25 +605,15 @@ impl Sessions {
 
     /// Ends every session's stream (the gateway is shutting down); the sessions stay.
     pub fn end_streams(&self) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            session.channel.close();
+        for session in self.held().values() {
+            session.0.channel.close();
         }
     }
 
     /// Queues `message` for every live session's stream.
     pub fn notify_all(&self, message: &[u8]) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            session.channel.push(message);
+        for session in self.held().values() {
+            session.0.channel.push(message);
         }
     }
 
@@ -565,14 +621,9 @@ impl Sessions {
     /// sessions of the caller the instance serves (`who`, see `gateway::instance_key`) that
     /// want that level.
     pub fn notify_caller(&self, who: &str, rank: u8, message: &[u8]) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            if rank >= session.log_level && mcp_gate::is_instance_key_of(who, &session.caller) {
-                session.channel.push(message);
+        for session in self.held().values() {
+            if rank >= session.log_level() && mcp_gate::is_instance_key_of(who, session.caller()) {
+                session.0.channel.push(message);
             }
         }
     }
@@ -584,19 +635,14 @@ impl Sessions {
         update: &mcp_upstream::registry::ResourceUpdate,
         message: &[u8],
     ) {
-        for session in self
-            .sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-        {
-            if session.channel.subscribed(&update.uri)
+        for session in self.held().values() {
+            if session.0.channel.subscribed(&update.uri)
                 && update
                     .who
                     .as_deref()
-                    .is_none_or(|who| mcp_gate::is_instance_key_of(who, &session.caller))
+                    .is_none_or(|who| mcp_gate::is_instance_key_of(who, session.caller()))
             {
-                session.channel.push(message);
+                session.0.channel.push(message);
             }
         }
     }
@@ -617,11 +663,9 @@ impl Sessions {
 
     /// Whether any live session other than `except` subscribed to `uri`.
     pub fn others_subscribed(&self, uri: &str, except: &str) -> bool {
-        self.sessions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.held()
             .iter()
-            .any(|(id, s)| id != except && s.channel.subscribed(uri))
+            .any(|(id, s)| id != except && s.0.channel.subscribed(uri))
     }
 }
 
@@ -641,7 +685,7 @@ mod tests {
             .unwrap();
         assert!(id.starts_with(PREFIX) && !id.contains("alice"), "{id}");
         assert_eq!(
-            sessions.touch(&id, &alice, None).unwrap().version,
+            sessions.touch(&id, &alice, None).unwrap().version(),
             "2025-11-25"
         );
         assert!(matches!(
@@ -675,8 +719,8 @@ mod tests {
         };
         let id = a.create(&alice, None, "2025-06-18", answers).unwrap();
         let there = b.touch(&id, &alice, None).unwrap();
-        assert_eq!(there.version, "2025-06-18");
-        assert_eq!(there.answers, answers);
+        assert_eq!(there.version(), "2025-06-18");
+        assert_eq!(there.answers(), answers);
         assert!(
             other_key.touch(&id, &alice, None).is_err(),
             "another key: unknown"
@@ -762,6 +806,57 @@ mod tests {
             "reopened from its id"
         );
         assert!(small.touch(&first, &alice, None).is_ok());
+    }
+
+    #[test]
+    fn a_session_used_on_many_threads_at_once_is_one_session_kept_alive_by_its_latest_use() {
+        let clock = Arc::new(elicitation_store::ManualClock::stopped_now());
+        let idle = Duration::from_secs(60);
+        let sessions = Arc::new(Sessions::ephemeral(idle, DAY, 100).with_clock(clock.clone()));
+        let alice = Caller::new("alice", None).unwrap();
+        let id = sessions
+            .create(&alice, None, "2025-11-25", ClientAnswers::default())
+            .unwrap();
+        let first = sessions.touch(&id, &alice, None).unwrap();
+        // Each minute less a second, eight threads use it at once; it never goes idle.
+        for _ in 0..5 {
+            clock.advance_std(idle - Duration::from_secs(1));
+            let handles: Vec<_> = (0..8)
+                .map(|_| {
+                    let (sessions, alice, id) = (sessions.clone(), alice.clone(), id.clone());
+                    std::thread::spawn(move || {
+                        let mut last = sessions.touch(&id, &alice, None).unwrap();
+                        for _ in 0..200 {
+                            last = sessions.touch(&id, &alice, None).unwrap();
+                        }
+                        last
+                    })
+                })
+                .collect();
+            for handle in handles {
+                let session = handle.join().unwrap();
+                assert!(
+                    Arc::ptr_eq(session.channel(), first.channel()),
+                    "the same session in memory, not one opened again"
+                );
+            }
+        }
+        assert_eq!(sessions.len(), 1);
+        // A level set here (or told by another instance) is what every handle reads.
+        sessions.set_log_level_here(&id, 5);
+        assert_eq!(first.log_level(), 5);
+        // Past the idle timeout it leaves memory, and a use opens it again from its id: a
+        // new session in memory (its stream state begins afresh), the same caller's.
+        clock.advance_std(idle);
+        let again = sessions.touch(&id, &alice, None).unwrap();
+        assert!(!Arc::ptr_eq(again.channel(), first.channel()));
+        assert_eq!(again.log_level(), 0);
+        assert_eq!(sessions.len(), 1);
+        let bob = Caller::new("bob", None).unwrap();
+        assert!(matches!(
+            sessions.touch(&id, &bob, None),
+            Err(McpError::SessionNotFound)
+        ));
     }
 
     #[test]

@@ -80,7 +80,7 @@ impl McpService {
         // request's stream.
         let (relay, queue) = self.session_relay(&tool, session, session_id, &gateway, principal);
         let caller = principal.clone();
-        let channel = session.channel.clone();
+        let channel = session.channel().clone();
         let id = request.id.clone();
         let method = request.method.clone();
         let call = async move {

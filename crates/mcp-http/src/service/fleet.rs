@@ -116,7 +116,7 @@ pub(super) fn follow_other_instances(
                         continue;
                     };
                     let gateway = live.gateway();
-                    if session.channel.set_subscription(&u, on) != Ok(true)
+                    if session.channel().set_subscription(&u, on) != Ok(true)
                         || sessions.module_knows(&gateway, listeners.subscribed(&u), &u, &id)
                     {
                         continue;

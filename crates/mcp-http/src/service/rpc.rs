@@ -119,7 +119,7 @@ impl McpService {
                 .sessions
                 .touch(&id, &principal.caller, snap.gateway.server_name())
                 .ok()
-                .map(|s| s.version.to_owned()),
+                .map(|s| s.version().to_owned()),
             None => None,
         }
         .or_else(|| header_text(headers, "mcp-protocol-version"));
@@ -186,7 +186,7 @@ impl McpService {
                 },
             );
         }
-        if session.is_none_or(|s| s.version != BATCH_VERSION) {
+        if session.is_none_or(|s| s.version() != BATCH_VERSION) {
             let error = McpError::InvalidRequest(format!(
                 "JSON-RPC batches are accepted only in {BATCH_VERSION} sessions"
             ));
@@ -288,7 +288,7 @@ impl McpService {
                                 .as_ref()
                                 .and_then(|p| serde_json::from_str::<Cancelled>(p.0.get()).ok());
                             if let Some(cancelled) = cancelled {
-                                session.channel.cancel(&cancelled.request_id);
+                                session.channel().cancel(&cancelled.request_id);
                             }
                         }
                         Ok(_) => {}

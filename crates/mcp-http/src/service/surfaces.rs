@@ -237,7 +237,7 @@ impl McpService {
             return fail(McpError::TooManyStreams(self.config.max_streams_per_caller));
         };
         crate::listen::stream(
-            session.channel,
+            session.channel().clone(),
             self.sessions.clone(),
             session_id,
             (principal.caller.clone(), server.map(str::to_owned)),
@@ -245,7 +245,7 @@ impl McpService {
             slot,
             // SSE priming came with 2025-11-25 (SEP-1699): earlier clients read every event
             // as a message.
-            session.version >= "2025-11-25",
+            session.version() >= "2025-11-25",
         )
     }
 
