@@ -57,11 +57,29 @@ pub(crate) async fn start(mut command: Command, marker: &str) -> Result<Proc> {
     Ok(Proc { child, addr })
 }
 
-/// A folder of this run's own under the temporary directory (`mcp-bench-{what}-{pid}`).
-pub(crate) fn bench_dir(what: &str) -> Result<std::path::PathBuf> {
+/// A folder of this run's own under the temporary directory (`mcp-bench-{what}-{pid}`):
+/// the bench gateways' configurations and key files. Removed when the run ends, however it
+/// ends (but for a kill); hold it longer than the processes that read it.
+pub(crate) fn bench_dir(what: &str) -> Result<BenchDir> {
     let dir = std::env::temp_dir().join(format!("mcp-bench-{what}-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+    Ok(BenchDir(dir))
+}
+
+/// See [`bench_dir`].
+pub(crate) struct BenchDir(std::path::PathBuf);
+
+impl std::ops::Deref for BenchDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for BenchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The fast upstream (`me upstream`), started.

@@ -623,7 +623,6 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         serde_json::to_string_pretty(&report.1)?,
     )?;
     println!("written to target/bench/gateway.md and target/bench/gateway.json");
-    let _ = std::fs::remove_dir_all(&dir);
     drop((upstream, proxy, gateway, jwt_gateway, pg_gateway, pg_second));
     Ok(())
 }
@@ -693,7 +692,6 @@ pub(crate) async fn per_call(options: Options) -> Result<()> {
     cores_report(&mut md, &core_rows);
     println!("{md}");
     drop((upstream, proxy, gateway));
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
@@ -757,6 +755,5 @@ pub(crate) async fn confirmed_only(options: Options) -> Result<()> {
         }
     }
     drop((gateway, upstream));
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

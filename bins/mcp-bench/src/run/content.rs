@@ -99,7 +99,6 @@ pub(crate) async fn content(options: Options) -> Result<()> {
     std::fs::create_dir_all(&out)?;
     std::fs::write(out.join("content.md"), &table)?;
     println!("written to target/bench/content.md");
-    let _ = std::fs::remove_dir_all(&dir);
     drop((upstream, scanned, unscanned));
     Ok(())
 }

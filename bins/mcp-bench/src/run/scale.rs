@@ -117,7 +117,6 @@ pub(crate) async fn scale_only(options: Options) -> Result<()> {
     scale_report(&mut md, &rows);
     println!("{md}");
     drop((prepare, upstream));
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
 
