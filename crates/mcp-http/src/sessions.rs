@@ -117,6 +117,16 @@ impl Held {
     }
 }
 
+/// What memory holds of a session (`Sessions::in_memory`).
+enum InMemory {
+    /// In use: marked used now.
+    Live(Session),
+    /// Ended, or idle past the timeout.
+    Stale,
+    /// Nothing.
+    Absent,
+}
+
 /// The sessions held in memory, by id. The ids are sealed by this gateway's key (an id is
 /// held only once it opens), so no client can choose keys that collide: the map is hashed
 /// with foldhash, several times cheaper than SipHash over an id of a few hundred bytes, as
@@ -306,7 +316,7 @@ impl Sessions {
         let id = self
             .seal(&claims)
             .ok_or_else(|| McpError::Internal("a session id could not be sealed".into()))?;
-        self.insert(id.clone(), (caller, server), version, answers, ends_at);
+        self.insert(id.clone(), (caller, server), version, answers, ends_at)?;
         Ok(id)
     }
 
@@ -329,10 +339,21 @@ impl Sessions {
         version: &'static str,
         answers: ClientAnswers,
         ends_at: OffsetDateTime,
-    ) -> Session {
-        let now = self.clock.instant();
+    ) -> Result<Session, McpError> {
+        let (now, wall) = (self.clock.instant(), self.clock.now());
         let epoch = self.epoch;
         let mut sessions = self.held_mut();
+        // Looked at under the write lock, where nothing else changes the map: a session
+        // ended (here or elsewhere) since its id was opened is not put back; one another
+        // request opened from the same id meanwhile is the one used.
+        if self.is_ended(&id) {
+            return Err(McpError::SessionNotFound);
+        }
+        if let InMemory::Live(session) =
+            self.in_memory(&sessions, &id, (caller, server), (now, wall))?
+        {
+            return Ok(session);
+        }
         sessions.retain(|_, s| {
             let live = now.duration_since(s.0.last_seen(epoch)) < self.idle_timeout;
             if !live {
@@ -373,7 +394,31 @@ impl Sessions {
         }));
         session.0.seen(epoch, now);
         sessions.insert(id, session.clone());
-        session
+        Ok(session)
+    }
+
+    /// What memory holds of session `id` for `caller` on `server` at `now` (`wall`), marking
+    /// a live one used; another caller's, or one on another server, is not found.
+    fn in_memory(
+        &self,
+        sessions: &HeldMap,
+        id: &str,
+        (caller, server): (&Caller, Option<&str>),
+        (now, wall): (Instant, OffsetDateTime),
+    ) -> Result<InMemory, McpError> {
+        let Some(session) = sessions.get(id) else {
+            return Ok(InMemory::Absent);
+        };
+        let held = &session.0;
+        if held.caller != *caller || held.server.as_deref() != server {
+            return Err(McpError::SessionNotFound);
+        }
+        if held.ends_at > wall && now.duration_since(held.last_seen(self.epoch)) < self.idle_timeout
+        {
+            held.seen(self.epoch, now);
+            return Ok(InMemory::Live(session.clone()));
+        }
+        Ok(InMemory::Stale)
     }
 
     fn is_ended(&self, id: &str) -> bool {
@@ -392,37 +437,25 @@ impl Sessions {
     ) -> Result<Session, McpError> {
         let now = self.clock.instant();
         let wall = self.clock.now();
-        let stale = {
-            let sessions = self.held();
-            match sessions.get(id) {
-                Some(session) => {
-                    let held = &session.0;
-                    if held.caller != *caller || held.server.as_deref() != server {
-                        return Err(McpError::SessionNotFound);
-                    }
-                    if held.ends_at > wall
-                        && now.duration_since(held.last_seen(self.epoch)) < self.idle_timeout
-                    {
-                        held.seen(self.epoch, now);
-                        return Ok(session.clone());
-                    }
-                    Some(session.clone())
+        let found = self.in_memory(&self.held(), id, (caller, server), (now, wall))?;
+        match found {
+            InMemory::Live(session) => return Ok(session),
+            InMemory::Absent => {}
+            InMemory::Stale => {
+                // Ended or idle too long: looked at again under the write lock (another
+                // request may have used it since, at a later `now`, or put a new one in its
+                // place), and out of memory if it still is; opened again from its id below
+                // if it may still be used.
+                let mut sessions = self.held_mut();
+                if let InMemory::Live(session) =
+                    self.in_memory(&sessions, id, (caller, server), (now, wall))?
+                {
+                    return Ok(session);
                 }
-                None => None,
+                if let Some(gone) = sessions.remove(id) {
+                    gone.0.channel.close();
+                }
             }
-        };
-        if let Some(stale) = stale {
-            // Ended or idle too long: out of memory (unless another request put a new one in
-            // its place meanwhile), and opened again from its id below if it may still be.
-            let mut sessions = self.held_mut();
-            if sessions
-                .get(id)
-                .is_some_and(|s| Arc::ptr_eq(&s.0, &stale.0))
-            {
-                sessions.remove(id);
-            }
-            drop(sessions);
-            stale.0.channel.close();
         }
         if self.is_ended(id) {
             return Err(McpError::SessionNotFound);
@@ -449,7 +482,7 @@ impl Sessions {
             sampling,
             roots,
         };
-        Ok(self.insert(id.to_owned(), (caller, server), version, answers, ends_at))
+        self.insert(id.to_owned(), (caller, server), version, answers, ends_at)
     }
 
     /// Sets the log level (a rank) of the caller's session `id` (on this instance).

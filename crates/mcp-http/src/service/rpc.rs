@@ -341,8 +341,17 @@ impl McpService {
         // version needs it; any other is looked at first, and one whose body cannot name a
         // version (a 2025-11-25 request's) is not read for it.
         let modern_header = version_header.is_some_and(|v| !LEGACY_VERSIONS.contains(&v));
-        // A client's `tools/call` is read with its head, in the same pass.
-        let routing = (modern_header || request.may_name_version()).then(|| Routing::of(&request));
+        // A modern client's `tools/call` (its header names its version, as 2026-07-28
+        // requires) is read with its head, in the same pass; a request whose params are only
+        // looked at for a version (a 2025-11-25 client escapes non-ASCII text, and `\u` may
+        // spell one) is not read further for it.
+        let routing = if modern_header {
+            Some(Routing::of(&request))
+        } else {
+            request
+                .may_name_version()
+                .then(|| Routing::head_of(&request))
+        };
         let era = EraSignals {
             initialize: request.method == "initialize",
             modern_meta: routing

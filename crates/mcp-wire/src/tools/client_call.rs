@@ -62,6 +62,11 @@ impl<'a> Routing<'a> {
                 call: Some(call),
             };
         }
+        Routing::head_of(request)
+    }
+
+    /// What routing needs of `request`'s params, alone.
+    pub fn head_of(request: &'a Request) -> Routing<'a> {
         Routing {
             head: request.head(),
             call: None,
