@@ -893,6 +893,32 @@ mod tests {
     }
 
     #[test]
+    fn a_session_opened_from_its_id_is_put_in_once_and_never_once_ended() {
+        // What two requests that open one id from its seal, or one that opens it while
+        // it is ended elsewhere, do at the point where they put it in memory.
+        let sessions = Sessions::ephemeral(Duration::from_secs(60), DAY, 10);
+        let alice = Caller::new("alice", None).unwrap();
+        let answers = ClientAnswers::default();
+        let id = sessions
+            .create(&alice, None, "2025-11-25", answers)
+            .unwrap();
+        let ends_at = sessions.touch(&id, &alice, None).unwrap().0.ends_at;
+        sessions.held_mut().clear();
+        let open = || sessions.insert(id.clone(), (&alice, None), "2025-11-25", answers, ends_at);
+        let first = open().unwrap();
+        let second = open().unwrap();
+        assert!(
+            Arc::ptr_eq(first.channel(), second.channel()),
+            "the second finds the first's, whose stream it would otherwise orphan"
+        );
+        assert_eq!(sessions.len(), 1);
+        sessions.ended_elsewhere(token_hash(&id), None);
+        assert_eq!(sessions.len(), 0);
+        assert!(matches!(open(), Err(McpError::SessionNotFound)));
+        assert_eq!(sessions.len(), 0, "an ended session is not put back");
+    }
+
+    #[test]
     fn a_forged_or_oversized_session_id_is_unknown() {
         let sessions = Sessions::ephemeral(Duration::from_secs(60), DAY, 10);
         let alice = Caller::new("alice", None).unwrap();
