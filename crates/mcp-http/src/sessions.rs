@@ -349,9 +349,7 @@ impl Sessions {
         if self.is_ended(&id) {
             return Err(McpError::SessionNotFound);
         }
-        if let InMemory::Live(session) =
-            self.in_memory(&sessions, &id, (caller, server), (now, wall))?
-        {
+        if let Some(session) = self.settle(&mut sessions, &id, (caller, server), (now, wall))? {
             return Ok(session);
         }
         sessions.retain(|_, s| {
@@ -421,6 +419,27 @@ impl Sessions {
         Ok(InMemory::Stale)
     }
 
+    /// Under the write lock: session `id` if it is live in memory (marked used), else
+    /// nothing, and a stale one out of memory (its stream closed).
+    fn settle(
+        &self,
+        sessions: &mut HeldMap,
+        id: &str,
+        whose: (&Caller, Option<&str>),
+        at: (Instant, OffsetDateTime),
+    ) -> Result<Option<Session>, McpError> {
+        match self.in_memory(sessions, id, whose, at)? {
+            InMemory::Live(session) => Ok(Some(session)),
+            InMemory::Absent => Ok(None),
+            InMemory::Stale => {
+                if let Some(gone) = sessions.remove(id) {
+                    gone.0.channel.close();
+                }
+                Ok(None)
+            }
+        }
+    }
+
     fn is_ended(&self, id: &str) -> bool {
         self.ended.contains(&token_hash(id))
     }
@@ -446,14 +465,10 @@ impl Sessions {
                 // request may have used it since, at a later `now`, or put a new one in its
                 // place), and out of memory if it still is; opened again from its id below
                 // if it may still be used.
-                let mut sessions = self.held_mut();
-                if let InMemory::Live(session) =
-                    self.in_memory(&sessions, id, (caller, server), (now, wall))?
-                {
+                let settled =
+                    self.settle(&mut self.held_mut(), id, (caller, server), (now, wall))?;
+                if let Some(session) = settled {
                     return Ok(session);
-                }
-                if let Some(gone) = sessions.remove(id) {
-                    gone.0.channel.close();
                 }
             }
         }

@@ -14,7 +14,6 @@ use std::fmt;
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::CallToolParams;
@@ -86,12 +85,8 @@ impl ClientCall {
         if !text.trim_start().starts_with('{') {
             return None;
         }
-        let Both {
-            head,
-            params,
-            capabilities,
-        } = serde_json::from_str(text).ok()?;
-        let capabilities = match capabilities {
+        let Both { head, params } = serde_json::from_str(text).ok()?;
+        let capabilities = match head.meta.as_ref().and_then(|m| m.client_capabilities) {
             None => None,
             Some(raw) => {
                 // The typed reading reads them as a tree, refusing what it cannot hold (a
@@ -127,7 +122,6 @@ fn nesting(value: &Value) -> usize {
 struct Both<'a> {
     head: ParamsHead<'a>,
     params: CallToolParams,
-    capabilities: Option<&'a RawValue>,
 }
 
 impl<'de> Deserialize<'de> for Both<'de> {
@@ -177,12 +171,7 @@ impl<'de> Visitor<'de> for BothVisitor {
             .as_deref()
             .ok_or_else(|| de::Error::missing_field("name"))?;
         params.name = name.to_owned();
-        let capabilities = head.meta.as_ref().and_then(|m| m.client_capabilities);
-        Ok(Both {
-            head,
-            params,
-            capabilities,
-        })
+        Ok(Both { head, params })
     }
 }
 
