@@ -1,11 +1,15 @@
 //! Modules reached over MCP Streamable HTTP. The gateway speaks the module's era: it probes
 //! with `server/discover` (2026-07-28) and falls back to the `initialize` handshake
 //! (2025-11-25) when the module does not answer it. Answers may be JSON or SSE. `https://`
-//! through rustls ([`crate::tls`]), the same client for every request and the module's own
-//! stream; `http://` as the configuration allows it (loopback, or said to be insecure).
+//! through rustls ([`crate::tls`]), the same connections (`connections`) for every request
+//! and the module's own stream; `http://` as the configuration allows it (loopback, or said
+//! to be insecure).
 
+mod connections;
 mod module;
 mod stream;
+
+use connections::Connections;
 
 use stream::{Feeds, Listener, listen};
 
@@ -14,10 +18,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
 use http_body_util::{BodyExt, Full};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 use std::sync::Arc;
 use tokio::sync::{Mutex, broadcast};
@@ -118,14 +118,11 @@ enum Era {
     },
 }
 
-/// The client of one module: plain TCP for `http://`, rustls for `https://`.
-type ModuleClient = Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
-
 /// A module's client with its credentials: every request carries them, and a `401` is
 /// answered once with fresh ones when they may help.
 #[derive(Clone)]
 struct Link {
-    client: ModuleClient,
+    connections: Connections,
     credentials: Option<SharedCredentials>,
 }
 
@@ -165,10 +162,10 @@ impl Link {
     ) -> Result<http::Response<hyper::body::Incoming>, SendError> {
         let Some(credentials) = &self.credentials else {
             return self
-                .client
-                .request(request)
+                .connections
+                .send(request)
                 .await
-                .map_err(|e| SendError::Failed(with_causes(&e)));
+                .map_err(SendError::Failed);
         };
         let (parts, body) = request.into_parts();
         let mut asked_again = false;
@@ -184,10 +181,10 @@ impl Link {
                     .insert(header::AUTHORIZATION, value.clone());
             }
             let response = self
-                .client
-                .request(request)
+                .connections
+                .send(request)
                 .await
-                .map_err(|e| SendError::Failed(with_causes(&e)))?;
+                .map_err(SendError::Failed)?;
             if response.status() != StatusCode::UNAUTHORIZED || asked_again {
                 return Ok(response);
             }
@@ -207,26 +204,17 @@ impl Link {
     }
 }
 
-/// The client for `config`: its TLS configuration (or the platform's roots), HTTP/1.1.
-fn module_client(config: &HttpConfig) -> Result<ModuleClient, String> {
+/// The connections for `config`: its TLS configuration (or the platform's roots), HTTP/1.1.
+fn module_connections(config: &HttpConfig) -> Result<Connections, String> {
     let tls = match &config.tls {
         Some(tls) => tls.clone(),
         None => crate::tls::client_config(&crate::tls::TlsFiles::default())?,
     };
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    // The scheme is the https connector's to check.
-    connector.enforce_http(false);
-    let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config((*tls).clone())
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(connector);
-    Ok(Client::builder(TokioExecutor::new()).build(connector))
+    Ok(Connections::new(&tls, config.url.clone()))
 }
 
-/// A failure with every cause it carries: a TLS refusal is in the sources of the client's
-/// `client error (Connect)`.
+/// A failure with every cause it carries: a TLS refusal is in the sources of the
+/// connector's error.
 pub(crate) fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -311,7 +299,7 @@ impl HttpModule {
     /// certificate roots cannot be read and `config.tls` names none.
     pub fn new(config: HttpConfig) -> Result<Self, String> {
         let link = Link {
-            client: module_client(&config)?,
+            connections: module_connections(&config)?,
             credentials: config.credentials.clone(),
         };
         let mut base_headers = HeaderMap::new();
