@@ -10,12 +10,16 @@
 //! What a general client does that matters here, this does too:
 //! - a request that a reused connection did not take (the module closed it while idle, and
 //!   it was found closed only now) is sent on another connection, as hyper-util retries a
-//!   canceled request; a request that was written is never sent twice;
+//!   canceled request; a request that was written is never sent twice, so one written on a
+//!   connection the module closed at that very moment fails (as with any HTTP/1.1 client:
+//!   the module may have read it);
 //! - a connection is kept only once it is ready for the next request (its answer read
 //!   whole); one whose request was abandoned (its caller timed out or went away) is closed by
 //!   hyper and never kept, so no later request reads an earlier one's answer;
-//! - an idle connection is dropped after [`IDLE_FOR`], and at most [`MAX_IDLE`] are kept.
+//! - an idle connection is dropped once idle for [`IDLE_FOR`] (when one is taken or kept),
+//!   and at most [`MAX_IDLE`] are kept.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -48,7 +52,8 @@ struct Shared {
     connector: HttpsConnector<HttpConnector>,
     /// The module's endpoint: what the connector connects to.
     url: Uri,
-    idle: Mutex<Vec<Idle>>,
+    /// Oldest first: kept at the back, taken from the back, expired from the front.
+    idle: Mutex<VecDeque<Idle>>,
     idle_for: Duration,
 }
 
@@ -78,7 +83,7 @@ impl Connections {
             shared: Arc::new(Shared {
                 connector,
                 url,
-                idle: Mutex::new(Vec::new()),
+                idle: Mutex::new(VecDeque::new()),
                 idle_for,
             }),
         }
@@ -122,7 +127,7 @@ impl Connections {
             .idle
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        while let Some(Idle { sender, since }) = idle.pop() {
+        while let Some(Idle { sender, since }) = idle.pop_back() {
             if sender.is_ready() && since.elapsed() < self.shared.idle_for {
                 return Some(sender);
             }
@@ -182,13 +187,20 @@ impl Connections {
 }
 
 impl Shared {
+    /// Keeps `sender` as the most recently used idle connection, after dropping those idle
+    /// for too long (so a burst's connections do not stay open under steady traffic that
+    /// only ever takes the newest).
     fn put(&self, sender: Sender) {
+        let now = Instant::now();
         let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        while idle
+            .front()
+            .is_some_and(|oldest| now.duration_since(oldest.since) >= self.idle_for)
+        {
+            idle.pop_front();
+        }
         if idle.len() < MAX_IDLE {
-            idle.push(Idle {
-                sender,
-                since: Instant::now(),
-            });
+            idle.push_back(Idle { sender, since: now });
         }
     }
 }
@@ -249,6 +261,7 @@ mod tests {
     struct Server {
         url: Uri,
         accepted: Arc<AtomicUsize>,
+        requests: Arc<AtomicUsize>,
         release: Arc<Notify>,
     }
 
@@ -261,14 +274,17 @@ mod tests {
         let release = Arc::new(Notify::new());
         let (counted, told) = (accepted.clone(), release.clone());
         let held = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
+        let read = requests.clone();
         tokio::spawn(async move {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
                 counted.fetch_add(1, Ordering::SeqCst);
-                let (told, held) = (told.clone(), held.clone());
+                let (told, held, read) = (told.clone(), held.clone(), read.clone());
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
                         let (told, held) = (told.clone(), held.clone());
+                        read.fetch_add(1, Ordering::SeqCst);
                         async move {
                             let target = request.uri().to_string();
                             let body = request.into_body().collect().await.unwrap().to_bytes();
@@ -303,6 +319,7 @@ mod tests {
         Server {
             url,
             accepted,
+            requests,
             release,
         }
     }
@@ -348,7 +365,7 @@ mod tests {
             assert_eq!(text(response).await, format!("/mcp?x=1 {body}"));
         }
         assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
-        assert_eq!(connections.idle_count(), 1);
+        assert!(until(|| connections.idle_count() == 1).await);
     }
 
     #[tokio::test]
@@ -361,6 +378,9 @@ mod tests {
                 .await
                 .unwrap();
             assert_eq!(text(response).await, format!("/mcp?x=1 {i}"));
+            // Its connection's task has run past the answer (and closed it) by then.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert_eq!(connections.idle_count(), 0, "request {i}");
         }
         assert_eq!(server.accepted.load(Ordering::SeqCst), 3);
     }
@@ -520,5 +540,111 @@ mod tests {
             error.starts_with("cannot connect: ") && error.contains("refused"),
             "{error}"
         );
+    }
+
+    /// A module that reads each request of a connection and answers it, or, for the
+    /// request `close`, drops the connection without an answer. Gives the URL, the requests
+    /// read and the connections accepted.
+    async fn module_that_drops() -> (Uri, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let (requests, accepted) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (read, counted) = (requests.clone(), accepted.clone());
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let read = read.clone();
+                tokio::spawn(async move {
+                    loop {
+                        // One short request a read: head and body arrive together.
+                        let mut buffer = vec![0; 4096];
+                        let got = stream.read(&mut buffer).await.unwrap_or(0);
+                        if got == 0 {
+                            break;
+                        }
+                        read.fetch_add(1, Ordering::SeqCst);
+                        if buffer[..got].ends_with(b"close") {
+                            break;
+                        }
+                        let body = format!("connection {n}");
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        stream.write_all(answer.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        (url, requests, accepted)
+    }
+
+    /// A kept connection that looked ready when taken, and closed before it took the
+    /// request (its far end gone, seen only once the request was queued on it): the
+    /// request goes on a new connection, and is read once.
+    #[tokio::test]
+    async fn a_request_a_closed_connection_did_not_take_goes_on_another_once() {
+        let server = serve(Answers::Echo).await;
+        let connections = connections(&server.url, IDLE_FOR);
+        let (near, far) = tokio::io::duplex(1024);
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(near))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        assert!(until(|| sender.is_ready()).await);
+        connections.shared.put(sender);
+        drop(far);
+        let response = connections
+            .send(request(&server.url, "once"))
+            .await
+            .unwrap();
+        assert_eq!(text(response).await, "/mcp?x=1 once");
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 1);
+        assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    }
+
+    /// A request a kept connection took, and that the module dropped without answering, is
+    /// an error: it is never sent again (a call is not forwarded twice).
+    #[tokio::test]
+    async fn a_request_a_connection_took_is_never_sent_again() {
+        let (url, requests, accepted) = module_that_drops().await;
+        let connections = connections(&url, IDLE_FOR);
+        let first = connections.send(request(&url, "a")).await.unwrap();
+        assert_eq!(text(first).await, "connection 0");
+        assert!(until(|| connections.idle_count() == 1).await, "kept");
+        let error = connections.send(request(&url, "close")).await.unwrap_err();
+        assert!(error.contains("closed"), "{error}");
+        assert_eq!(requests.load(Ordering::SeqCst), 2);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    }
+
+    /// Steady traffic takes the newest idle connection each time; those a burst left behind
+    /// are dropped once idle for the limit, not kept open as long as the module allows.
+    #[tokio::test]
+    async fn a_bursts_idle_connections_go_once_idle_for_the_limit() {
+        tokio::time::pause();
+        let url: Uri = "http://module/mcp".parse().unwrap();
+        let connections = connections(&url, IDLE_FOR);
+        for _ in 0..4 {
+            let (near, _far) = tokio::io::duplex(1024);
+            let (sender, connection) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(near))
+                    .await
+                    .unwrap();
+            tokio::spawn(connection);
+            connections.shared.put(sender);
+            std::mem::forget(_far);
+        }
+        assert_eq!(connections.idle_count(), 4);
+        for _ in 0..10 {
+            tokio::time::advance(IDLE_FOR / 8).await;
+            let newest = connections.idle().expect("the newest is fresh");
+            connections.shared.put(newest);
+        }
+        assert_eq!(connections.idle_count(), 1);
     }
 }
