@@ -31,6 +31,7 @@
 //! meanwhile no caller's question from the module could be relayed. At most 16 of the
 //! module's own requests are answered at once; more are refused at once.
 
+mod home;
 mod process;
 mod reader;
 
@@ -123,7 +124,8 @@ pub struct RunAs {
     /// Its group id: the process's only group.
     pub gid: u32,
     /// The module's `HOME`. Without one, each process life gets a fresh private directory
-    /// (mode 0700, owned by the user), removed when the process ends.
+    /// (mode 0700, owned by the user), removed when the process ends (or, where the gateway
+    /// was killed, by the next gateway to start a module: `stdio/home.rs`).
     pub home: Option<PathBuf>,
 }
 

@@ -5,7 +5,7 @@ use crate::ModuleError;
 use crate::rpc::{self};
 use mcp_wire::jsonrpc::{self};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
@@ -13,67 +13,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 
+use super::home::PrivateHome;
 use super::*;
-
-/// A module process's own `HOME`, removed when dropped.
-pub(super) struct PrivateHome(PathBuf);
-
-impl PrivateHome {
-    /// A new directory under the system's temporary directory, owned by `uid:gid` and closed
-    /// to everyone else. The name is random and created exclusively, so nothing prepared in
-    /// the shared directory beforehand is used.
-    fn create(module: &str, uid: u32, gid: u32) -> std::io::Result<PrivateHome> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let safe: String = module
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-            .take(32)
-            .collect();
-        let mut attempts = 0;
-        loop {
-            let path =
-                std::env::temp_dir().join(format!("mcp-gateway-home-{safe}-{:016x}", random_u64()));
-            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                Ok(()) => {
-                    let home = PrivateHome(path);
-                    // Its mode is set while it is still root's: once it is the user's, a
-                    // process of that user could put a symlink in its place (the temporary
-                    // directory is sticky, not closed), and a chmod would follow it.
-                    std::fs::set_permissions(&home.0, std::fs::Permissions::from_mode(0o700))?;
-                    std::os::unix::fs::lchown(&home.0, Some(uid), Some(gid))?;
-                    return Ok(home);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempts < 8 => {
-                    attempts += 1;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for PrivateHome {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0)
-            && e.kind() != std::io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %self.0.display(), error = %e, "cannot remove a module's home directory");
-        }
-    }
-}
-
-/// A random number for a directory name, from the standard library's per-process random
-/// hash keys and the clock (unpredictable enough for a name that is created exclusively).
-pub(super) fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
-}
 
 pub(super) fn set_down(shared: &Shared, reason: String) {
     *shared.stdin.lock().unwrap_or_else(PoisonError::into_inner) = None;
@@ -142,7 +83,7 @@ pub(super) async fn run_once(
         let home = match &user.home {
             Some(home) => home.clone(),
             None => match PrivateHome::create(&config.name, user.uid, user.gid) {
-                Ok(home) => _home.insert(home).0.clone(),
+                Ok(home) => _home.insert(home).path().to_path_buf(),
                 Err(e) => {
                     return format!("cannot create a home directory for user {}: {e}", user.name);
                 }
