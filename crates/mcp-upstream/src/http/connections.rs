@@ -265,11 +265,28 @@ mod tests {
         release: Arc<Notify>,
     }
 
-    async fn serve(answers: Answers) -> Server {
+    /// A listener on a port of its own, and the module URL on it (`/mcp`, and `query`).
+    async fn listen(query: &str) -> (TcpListener, Uri) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp?x=1", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let url = format!("http://{}/mcp{query}", listener.local_addr().unwrap());
+        (listener, url.parse().unwrap())
+    }
+
+    /// A connection to nowhere, ready for a request: what a kept connection looks like.
+    /// The far end is the test's to drop.
+    async fn connection_to_nowhere() -> (Sender, tokio::io::DuplexStream) {
+        let (near, far) = tokio::io::duplex(1024);
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(near))
+                .await
+                .unwrap();
+        tokio::spawn(connection);
+        assert!(until(|| sender.is_ready()).await);
+        (sender, far)
+    }
+
+    async fn serve(answers: Answers) -> Server {
+        let (listener, url) = listen("?x=1").await;
         let accepted = Arc::new(AtomicUsize::new(0));
         let release = Arc::new(Notify::new());
         let (counted, told) = (accepted.clone(), release.clone());
@@ -390,33 +407,8 @@ mod tests {
     /// one and is answered.
     #[tokio::test]
     async fn a_connection_closed_while_idle_is_passed_over() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
         let close = Arc::new(Notify::new());
-        let (counted, told) = (accepted.clone(), close.clone());
-        tokio::spawn(async move {
-            loop {
-                let (mut stream, _) = listener.accept().await.unwrap();
-                let n = counted.fetch_add(1, Ordering::SeqCst);
-                let told = told.clone();
-                tokio::spawn(async move {
-                    // One request (a short one: head and body in one read), one answer kept
-                    // alive, then closed when told.
-                    let mut buffer = vec![0; 4096];
-                    let _ = stream.read(&mut buffer).await.unwrap();
-                    let body = format!("connection {n}");
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    stream.write_all(answer.as_bytes()).await.unwrap();
-                    told.notified().await;
-                });
-            }
-        });
+        let (url, _, accepted) = raw_module(close.clone()).await;
         let connections = connections(&url, IDLE_FOR);
         let first = connections.send(request(&url, "a")).await.unwrap();
         assert_eq!(text(first).await, "connection 0");
@@ -527,10 +519,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_module_that_cannot_be_reached_is_a_clear_error() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+        let (listener, url) = listen("").await;
         drop(listener);
         let error = connections(&url, IDLE_FOR)
             .send(request(&url, "x"))
@@ -543,25 +532,26 @@ mod tests {
     }
 
     /// A module that reads each request of a connection and answers it, or, for the
-    /// request `close`, drops the connection without an answer. Gives the URL, the requests
-    /// read and the connections accepted.
-    async fn module_that_drops() -> (Uri, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url: Uri = format!("http://{}/mcp", listener.local_addr().unwrap())
-            .parse()
-            .unwrap();
+    /// request `close`, drops the connection without an answer; told on `close`, it closes
+    /// an idle connection without saying so. Gives the URL, the requests read and the
+    /// connections accepted.
+    async fn raw_module(close: Arc<Notify>) -> (Uri, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let (listener, url) = listen("").await;
         let (requests, accepted) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let (read, counted) = (requests.clone(), accepted.clone());
         tokio::spawn(async move {
             loop {
                 let (mut stream, _) = listener.accept().await.unwrap();
                 let n = counted.fetch_add(1, Ordering::SeqCst);
-                let read = read.clone();
+                let (read, close) = (read.clone(), close.clone());
                 tokio::spawn(async move {
                     loop {
                         // One short request a read: head and body arrive together.
                         let mut buffer = vec![0; 4096];
-                        let got = stream.read(&mut buffer).await.unwrap_or(0);
+                        let got = tokio::select! {
+                            got = stream.read(&mut buffer) => got.unwrap_or(0),
+                            () = close.notified() => 0,
+                        };
                         if got == 0 {
                             break;
                         }
@@ -589,13 +579,7 @@ mod tests {
     async fn a_request_a_closed_connection_did_not_take_goes_on_another_once() {
         let server = serve(Answers::Echo).await;
         let connections = connections(&server.url, IDLE_FOR);
-        let (near, far) = tokio::io::duplex(1024);
-        let (sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(near))
-                .await
-                .unwrap();
-        tokio::spawn(connection);
-        assert!(until(|| sender.is_ready()).await);
+        let (sender, far) = connection_to_nowhere().await;
         connections.shared.put(sender);
         drop(far);
         let response = connections
@@ -611,7 +595,7 @@ mod tests {
     /// an error: it is never sent again (a call is not forwarded twice).
     #[tokio::test]
     async fn a_request_a_connection_took_is_never_sent_again() {
-        let (url, requests, accepted) = module_that_drops().await;
+        let (url, requests, accepted) = raw_module(Arc::default()).await;
         let connections = connections(&url, IDLE_FOR);
         let first = connections.send(request(&url, "a")).await.unwrap();
         assert_eq!(text(first).await, "connection 0");
@@ -629,15 +613,11 @@ mod tests {
         tokio::time::pause();
         let url: Uri = "http://module/mcp".parse().unwrap();
         let connections = connections(&url, IDLE_FOR);
+        let mut far_ends = Vec::new();
         for _ in 0..4 {
-            let (near, _far) = tokio::io::duplex(1024);
-            let (sender, connection) =
-                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(near))
-                    .await
-                    .unwrap();
-            tokio::spawn(connection);
+            let (sender, far) = connection_to_nowhere().await;
             connections.shared.put(sender);
-            std::mem::forget(_far);
+            far_ends.push(far);
         }
         assert_eq!(connections.idle_count(), 4);
         for _ in 0..10 {
