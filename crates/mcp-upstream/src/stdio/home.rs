@@ -11,10 +11,13 @@
 //! file. Locks hold across instances that share the directory (containers included), where
 //! process ids would not.
 //!
-//! A lock file is locked under a name no sweep looks at, and renamed into place only once
-//! its home was made; so no sweep finds the lock of a home in use unlocked. A sweep looks
-//! only at lock files that are plain files of the gateway's own user: one another user put
-//! in the shared directory is passed over, and so is its home.
+//! A lock file is locked under a random name of its own, which no sweep looks at and which
+//! tells nothing of its home's, and renamed into place only once its home was made; so no
+//! sweep finds the lock of a home in use unlocked, and a name someone takes meanwhile is
+//! given up for another. A sweep runs on a thread of its own (no module's start waits for
+//! it) and looks only at lock files that are plain files of the gateway's own user: one
+//! another user put in the shared directory is passed over, and so is its home; a link or
+//! a file put in a dead home's place is removed, not followed.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -42,8 +45,10 @@ impl PrivateHome {
         let dir = std::env::temp_dir();
         let home = PrivateHome::create_in(&dir, module, uid, gid)?;
         SWEPT.call_once(|| {
+            // On a thread of its own: a sweep reads the whole directory and may remove much,
+            // which no module's start (on the async runtime) waits for.
             if let Ok(owner) = home.held.metadata().map(|m| m.uid()) {
-                sweep(&dir, owner);
+                std::thread::spawn(move || sweep(&dir, owner));
             }
         });
         Ok(home)
@@ -55,7 +60,8 @@ impl PrivateHome {
     }
 
     /// A new home in `dir`. Its name is random and made exclusively, so nothing prepared in
-    /// the shared directory beforehand is used.
+    /// the shared directory beforehand is used; a name someone else took meanwhile (the
+    /// home's, or its lock file's) is given up for another.
     fn create_in(dir: &Path, module: &str, uid: u32, gid: u32) -> io::Result<PrivateHome> {
         let safe: String = module
             .chars()
@@ -66,46 +72,55 @@ impl PrivateHome {
         loop {
             let name = format!("{PREFIX}{safe}-{:016x}", random_u64());
             match PrivateHome::make(dir, &name, uid, gid) {
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 8 => {
-                    attempts += 1;
-                }
-                made => return made,
+                Err(Failed::Taken(_)) if attempts < 8 => attempts += 1,
+                Err(Failed::Taken(e) | Failed::Other(e)) => return Err(e),
+                Ok(home) => return Ok(home),
             }
         }
     }
 
-    fn make(dir: &Path, name: &str, uid: u32, gid: u32) -> io::Result<PrivateHome> {
-        // Locked under a name no sweep looks at (it does not start with the prefix).
-        let fresh = dir.join(format!(".{name}{LOCK}"));
+    fn make(dir: &Path, name: &str, uid: u32, gid: u32) -> Result<PrivateHome, Failed> {
+        // Locked under a name of its own, which tells nothing of the home's and which no
+        // sweep looks at (it does not start with the prefix).
+        let fresh = dir.join(format!(".mcp-gateway-lock-{:016x}", random_u64()));
         let held = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(&fresh)?;
-        let path = dir.join(name);
-        let lock = dir.join(format!("{name}{LOCK}"));
-        let placed = held
-            .try_lock()
-            .map_err(io::Error::from)
-            .and_then(|()| DirBuilder::new().mode(0o700).create(&path))
-            .and_then(|()| {
-                // In place only now that it is locked and the home is made (and so ours).
-                std::fs::rename(&fresh, &lock).inspect_err(|_| {
-                    let _ = std::fs::remove_dir(&path);
-                })
-            });
-        if let Err(e) = placed {
+            .open(&fresh)
+            .map_err(Failed::Taken)?;
+        if let Err(e) = held.try_lock() {
             let _ = std::fs::remove_file(&fresh);
-            return Err(e);
+            return Err(Failed::Other(e.into()));
+        }
+        let path = dir.join(name);
+        if let Err(e) = DirBuilder::new().mode(0o700).create(&path) {
+            let _ = std::fs::remove_file(&fresh);
+            return Err(Failed::Taken(e));
+        }
+        // In place only now that it is locked and the home is made (and so ours). Something
+        // put at the lock's name meanwhile makes this fail, and another name is tried.
+        let lock = dir.join(format!("{name}{LOCK}"));
+        if let Err(e) = std::fs::rename(&fresh, &lock) {
+            let _ = std::fs::remove_dir(&path);
+            let _ = std::fs::remove_file(&fresh);
+            return Err(Failed::Taken(e));
         }
         let home = PrivateHome { path, lock, held };
         // Its mode is set while it is still the gateway's user's: once it is the module
         // user's, a process of that user could put a symlink in its place (the temporary
         // directory is sticky, not closed), and a chmod would follow it.
-        std::fs::set_permissions(&home.path, std::fs::Permissions::from_mode(0o700))?;
-        std::os::unix::fs::lchown(&home.path, Some(uid), Some(gid))?;
+        std::fs::set_permissions(&home.path, std::fs::Permissions::from_mode(0o700))
+            .map_err(Failed::Other)?;
+        std::os::unix::fs::lchown(&home.path, Some(uid), Some(gid)).map_err(Failed::Other)?;
         Ok(home)
     }
+}
+
+/// Why a home was not made: a name that was taken (another is tried), or anything else.
+enum Failed {
+    Taken(io::Error),
+    Other(io::Error),
 }
 
 impl Drop for PrivateHome {
@@ -155,8 +170,14 @@ fn sweep(dir: &Path, owner: u32) -> usize {
         if file.try_lock().is_err() {
             continue;
         }
-        // A link in the home's place is removed, not followed.
-        match std::fs::remove_dir_all(dir.join(home)) {
+        // A link or a file put in the home's place is removed, not followed.
+        let home_path = dir.join(home);
+        let removed = match std::fs::symlink_metadata(&home_path) {
+            Ok(found) if found.is_dir() => std::fs::remove_dir_all(&home_path),
+            Ok(_) => std::fs::remove_file(&home_path),
+            Err(e) => Err(e),
+        };
+        match removed {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => {
@@ -286,6 +307,10 @@ mod tests {
         let target = dir.0.join("target");
         std::fs::write(&target, "").unwrap();
         std::os::unix::fs::symlink(&target, dir.0.join(format!("{PREFIX}link-4{LOCK}"))).unwrap();
+        // A dead home a module replaced with a file.
+        let (filed, filed_lock) = left_behind(&dir.0, "file-6");
+        std::fs::remove_dir_all(&filed).unwrap();
+        std::fs::write(&filed, "not a directory").unwrap();
         // A home and lock of another name pattern.
         let other = dir.0.join("mcp-gateway-uploads-0");
         std::fs::create_dir(&other).unwrap();
@@ -297,7 +322,8 @@ mod tests {
         );
         assert!(dead.is_dir() && dead_lock.exists() && bare_lock.exists());
 
-        assert_eq!(sweep(&dir.0, uid), 2);
+        assert_eq!(sweep(&dir.0, uid), 3);
+        assert!(!filed.exists() && !filed_lock.exists());
         assert!(
             !dead.exists() && !dead_lock.exists(),
             "the dead gateway's home is gone"
@@ -343,5 +369,40 @@ mod tests {
         holder.0.wait().unwrap();
         assert_eq!(sweep(&dir.0, uid), 1);
         assert!(!home.exists() && !lock.exists());
+    }
+
+    /// Something put at a home's lock name between the home's making and its lock's
+    /// placing: that name is given up, and nothing of it is left.
+    #[test]
+    fn a_name_taken_meanwhile_is_given_up_and_nothing_is_left() {
+        let dir = Scratch::new("taken");
+        let (uid, gid) = ids(&dir.0);
+        let name = format!("{PREFIX}taken-7");
+        std::fs::create_dir(dir.0.join(format!("{name}{LOCK}"))).unwrap();
+        assert!(matches!(
+            PrivateHome::make(&dir.0, &name, uid, gid),
+            Err(Failed::Taken(_))
+        ));
+        let left: Vec<_> = std::fs::read_dir(&dir.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from(format!("{name}{LOCK}"))]);
+    }
+
+    /// A process's first home sweeps the system's temporary directory, on a thread of its
+    /// own.
+    #[test]
+    fn the_first_home_of_a_process_sweeps_the_temporary_directory() {
+        let tmp = std::env::temp_dir();
+        let (uid, gid) = ids(&Scratch::new("owner").0);
+        let (dead, dead_lock) = left_behind(&tmp, &format!("first-{:016x}", random_u64()));
+        let home = PrivateHome::create("first", uid, gid).unwrap();
+        let swept = (0..2_000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            !dead.exists() && !dead_lock.exists()
+        });
+        assert!(swept, "the dead home in {} was swept", tmp.display());
+        assert!(home.path().is_dir());
     }
 }
