@@ -156,17 +156,20 @@ impl Connections {
     /// A new connection to the module, its HTTP/1.1 handshake done; the connection itself
     /// runs on a task of its own until it closes.
     async fn connect(&self) -> Result<Sender, String> {
+        fn failed(e: &dyn std::error::Error) -> String {
+            format!("cannot connect: {}", with_causes(e))
+        }
         let mut connector = self.shared.connector.clone();
         std::future::poll_fn(|cx| connector.poll_ready(cx))
             .await
-            .map_err(|e| format!("cannot connect: {}", with_causes(&*e)))?;
+            .map_err(|e| failed(&*e))?;
         let io = connector
             .call(self.shared.url.clone())
             .await
-            .map_err(|e| format!("cannot connect: {}", with_causes(&*e)))?;
+            .map_err(|e| failed(&*e))?;
         let (sender, connection) = hyper::client::conn::http1::handshake(io)
             .await
-            .map_err(|e| format!("cannot connect: {}", with_causes(&e)))?;
+            .map_err(|e| failed(&e))?;
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "a module connection ended");
@@ -208,10 +211,10 @@ impl Shared {
 /// `uri` as its path and query only (`/` where it has none): what HTTP/1.1 sends to an
 /// origin server.
 fn origin_form(uri: &mut Uri) {
-    let path = match uri.path_and_query() {
-        Some(path) if path.as_str() != "*" && !path.as_str().is_empty() => path.clone(),
-        _ => http::uri::PathAndQuery::from_static("/"),
-    };
+    let path = uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
     *uri = Uri::from(path);
 }
 

@@ -70,7 +70,7 @@ impl PrivateHome {
             .collect();
         let mut attempts = 0;
         loop {
-            let name = format!("{PREFIX}{safe}-{:016x}", random_u64());
+            let name = format!("{PREFIX}{safe}-{}", random_name()?);
             match PrivateHome::make(dir, &name, uid, gid) {
                 Err(Failed::Taken(_)) if attempts < 8 => attempts += 1,
                 Err(Failed::Taken(e) | Failed::Other(e)) => return Err(e),
@@ -82,7 +82,10 @@ impl PrivateHome {
     fn make(dir: &Path, name: &str, uid: u32, gid: u32) -> Result<PrivateHome, Failed> {
         // Locked under a name of its own, which tells nothing of the home's and which no
         // sweep looks at (it does not start with the prefix).
-        let fresh = dir.join(format!(".mcp-gateway-lock-{:016x}", random_u64()));
+        let fresh = dir.join(format!(
+            ".mcp-gateway-lock-{}",
+            random_name().map_err(Failed::Other)?
+        ));
         let held = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -125,20 +128,28 @@ enum Failed {
 
 impl Drop for PrivateHome {
     fn drop(&mut self) {
-        match std::fs::remove_dir_all(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                // Its lock file stays (unlocked once dropped): a later sweep tries again.
-                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove a module's home directory");
-                return;
-            }
+        if let Err(e) = remove(&self.path, &self.lock) {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot remove a module's home directory");
         }
-        if let Err(e) = std::fs::remove_file(&self.lock)
-            && e.kind() != io::ErrorKind::NotFound
-        {
-            tracing::warn!(path = %self.lock.display(), error = %e, "cannot remove a module home's lock file");
-        }
+    }
+}
+
+/// Removes `home`, then its `lock` file. Something a module put in the home's place (a
+/// link, a file) is removed, not followed. Where the home cannot be removed, its lock file
+/// stays, so that a later sweep tries again.
+fn remove(home: &Path, lock: &Path) -> io::Result<()> {
+    let removed = match std::fs::symlink_metadata(home) {
+        Ok(found) if found.is_dir() => std::fs::remove_dir_all(home),
+        Ok(_) => std::fs::remove_file(home),
+        Err(e) => Err(e),
+    };
+    match removed {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    match std::fs::remove_file(lock) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 
@@ -170,22 +181,10 @@ fn sweep(dir: &Path, owner: u32) -> usize {
         if file.try_lock().is_err() {
             continue;
         }
-        // A link or a file put in the home's place is removed, not followed.
-        let home_path = dir.join(home);
-        let removed = match std::fs::symlink_metadata(&home_path) {
-            Ok(found) if found.is_dir() => std::fs::remove_dir_all(&home_path),
-            Ok(_) => std::fs::remove_file(&home_path),
-            Err(e) => Err(e),
-        };
-        match removed {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                tracing::warn!(home, error = %e, "cannot remove the home of a module whose gateway is gone");
-                continue;
-            }
+        if let Err(e) = remove(&dir.join(home), &lock) {
+            tracing::warn!(home, error = %e, "cannot remove the home of a module whose gateway is gone");
+            continue;
         }
-        let _ = std::fs::remove_file(&lock);
         swept += 1;
     }
     if swept > 0 {
@@ -194,17 +193,10 @@ fn sweep(dir: &Path, owner: u32) -> usize {
     swept
 }
 
-/// A random number for a directory name, from the standard library's per-process random
-/// hash keys and the clock (unpredictable enough for a name that is created exclusively).
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    hasher.finish()
+/// Sixteen random hex digits for a name made exclusively (the system's random source; its
+/// failure is an error, never a guessable name).
+fn random_name() -> io::Result<String> {
+    mcp_random::hex_token::<8>().map_err(io::Error::other)
 }
 
 #[cfg(test)]
@@ -216,8 +208,8 @@ mod tests {
 
     impl Scratch {
         fn new(name: &str) -> Scratch {
-            let path =
-                std::env::temp_dir().join(format!("mcp-home-test-{name}-{:016x}", random_u64()));
+            let path = std::env::temp_dir()
+                .join(format!("mcp-home-test-{name}-{}", random_name().unwrap()));
             std::fs::create_dir(&path).unwrap();
             Scratch(path)
         }
@@ -396,7 +388,7 @@ mod tests {
     fn the_first_home_of_a_process_sweeps_the_temporary_directory() {
         let tmp = std::env::temp_dir();
         let (uid, gid) = ids(&Scratch::new("owner").0);
-        let (dead, dead_lock) = left_behind(&tmp, &format!("first-{:016x}", random_u64()));
+        let (dead, dead_lock) = left_behind(&tmp, &format!("first-{}", random_name().unwrap()));
         let home = PrivateHome::create("first", uid, gid).unwrap();
         let swept = (0..2_000).any(|_| {
             std::thread::sleep(std::time::Duration::from_millis(5));
