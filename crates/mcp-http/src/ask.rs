@@ -26,6 +26,7 @@ use mcp_wire::tools::{ElicitFormParams, ElicitUrlParams, InputRequest, InputRequ
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
+use crate::PageBase;
 use crate::answers::PendingAnswers;
 use crate::state::{RequestStates, StateClaims};
 use mcp_auth::{Principal, SCOPE_RESPOND};
@@ -170,8 +171,9 @@ pub struct ClientAsks {
     pub url: bool,
     /// `[gate] native`.
     pub native: NativeMode,
-    /// The base URL of the approvals page (`None`: URL mode is not offered).
-    pub page: Option<String>,
+    /// The approvals page's base URL, made only where a reply names the page (none: URL
+    /// mode is not offered).
+    pub page: PageBase,
     /// It declared the 2026-07-28 tasks extension: a call it cannot be asked about is
     /// answered with a task it polls (`hosted`) instead of the held result.
     pub tasks: bool,
@@ -223,7 +225,7 @@ impl Mrtr {
                 return match self.gateway.run(principal, other, relay).await {
                     // 2026-07-28 retired -32042: the link is in the result.
                     CallOutcome::NeedsAccount { module, surfaces } => {
-                        account_needed(&module, asks.page.as_deref(), false, &surfaces)
+                        account_needed(&module, asks.page.url().as_deref(), false, &surfaces)
                     }
                     outcome => outcome.into_reply().map_err(McpError::from),
                 };
@@ -265,7 +267,8 @@ impl Mrtr {
                 // A confirmation an approver group must answer is not asked of the caller.
                 let caller_answers = self.gateway.caller_answers(&call.entry.qualified);
                 let form = caller_answers && asks.form && may_answer(principal);
-                let url = caller_answers && asks.url && asks.page.is_some();
+                let page = asks.page.url().filter(|_| caller_answers && asks.url);
+                let url = page.is_some();
                 match asks.native.choose(form, url, pending.askable_natively) {
                     Some(by) => Ok(self
                         .input_required(
@@ -273,13 +276,13 @@ impl Mrtr {
                             &pending.confirmation,
                             &call,
                             (by, url_round),
-                            asks.page.as_deref(),
+                            page.as_deref(),
                         )
                         .into()),
                     None => self.held(principal, pending, &asks),
                 }
             }
-            outcome => reply(outcome, asks.page.as_deref()),
+            outcome => reply(outcome, &asks.page),
         }
     }
 
@@ -297,13 +300,10 @@ impl Mrtr {
                 self.clock.now(),
                 principal,
                 pending,
-                asks.page.as_deref(),
+                &asks.page,
             );
         }
-        reply(
-            CallOutcome::NeedsConfirmation(pending),
-            asks.page.as_deref(),
-        )
+        reply(CallOutcome::NeedsConfirmation(pending), &asks.page)
     }
 
     fn verify(

@@ -9,6 +9,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::PageBase;
 use crate::reply::reply;
 use crate::state::{HostedTask, RequestStates, TASK_PREFIX, TaskClaims};
 use mcp_auth::Principal;
@@ -50,7 +51,7 @@ pub(crate) fn as_task(
     now: OffsetDateTime,
     principal: &Principal,
     outcome: CallOutcome,
-    page: Option<&str>,
+    page: &PageBase,
 ) -> Result<ResultBody, McpError> {
     let claims = |exp: OffsetDateTime, task: HostedTask| TaskClaims {
         sub: principal.caller.subject_id().to_owned(),
@@ -157,7 +158,7 @@ pub(crate) fn modern_held(
     now: OffsetDateTime,
     principal: &Principal,
     pending: Box<mcp_gate::PendingConfirmation>,
-    page: Option<&str>,
+    page: &PageBase,
 ) -> Result<ResultBody, McpError> {
     let created = as_task(
         states,

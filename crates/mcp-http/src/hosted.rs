@@ -20,6 +20,7 @@ use mcp_wire::tasks;
 use mcp_wire::{CallToolParams, ResultBody};
 use serde_json::Value;
 
+use crate::PageBase;
 use crate::ask;
 use crate::held_task::{Status, at, rfc3339, task_value, with_related};
 use crate::service::McpService;
@@ -120,7 +121,7 @@ impl McpService {
         principal: &Arc<Principal>,
         method: &str,
         handle: &str,
-        page: Option<&str>,
+        page: &PageBase,
     ) -> Result<ResultBody, McpError> {
         let claims = self.hosted_claims(principal, handle)?;
         let eid = match &claims.task {
@@ -182,7 +183,7 @@ impl McpService {
         principal: &Arc<Principal>,
         handle: &str,
         eid: ElicitationId,
-        page: Option<&str>,
+        page: &PageBase,
     ) -> Result<ResultBody, McpError> {
         let store = gateway.store();
         let stored = store
@@ -316,7 +317,7 @@ impl McpService {
         principal: &Arc<Principal>,
         method: &str,
         handle: &str,
-        page: Option<&str>,
+        page: &PageBase,
     ) -> Result<ResultBody, McpError> {
         let claims = self.hosted_claims(principal, handle)?;
         let empty = || Ok(Value::Object(serde_json::Map::new()).into());

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use std::sync::Arc;
 
+use crate::PageBase;
 use crate::answers::ClientAnswers;
 use crate::ask;
 use crate::relay::{self, ClientRelay, LogFilter, Relayed, SessionAsker};
@@ -271,7 +272,7 @@ impl McpService {
         let caller_answers = gateway.caller_answers(&params.name);
         let form = caller_answers && session.answers().elicitation && ask::may_answer(principal);
         let page = self.page_base(headers);
-        let url = caller_answers && session.answers().elicitation_url && page.is_some();
+        let url = caller_answers && session.answers().elicitation_url && page.url().is_some();
         let may_ask = (form || url)
             && self.config.native != ask::NativeMode::Off
             && streaming == Streaming::Allowed
@@ -296,7 +297,7 @@ impl McpService {
         // one (`hosted`), else as it is.
         let answer = {
             let (states, clock) = (self.states.clone(), self.config.clock.clone());
-            move |caller: &Principal, outcome: CallOutcome, page: Option<&str>| {
+            move |caller: &Principal, outcome: CallOutcome, page: &PageBase| {
                 if as_task {
                     crate::held_task::as_task(&states, clock.now(), caller, outcome, page)
                 } else {
@@ -314,7 +315,7 @@ impl McpService {
                 debug_assert!(matches!(outcome, CallOutcome::NeedsAccount { .. }));
                 ask::account_needed(
                     &entry.module_name,
-                    page.as_deref(),
+                    page.url().as_deref(),
                     session.answers().elicitation_url,
                     gateway.surfaces(),
                 )?
@@ -342,7 +343,7 @@ impl McpService {
                             client: session.answers(),
                             log_level: session.log_level(),
                             by,
-                            page,
+                            page: page.url(),
                             clock: self.config.clock.clone(),
                             keep_alive: self.config.stream_keep_alive,
                             beats: Default::default(),
@@ -353,7 +354,7 @@ impl McpService {
                             slot,
                         )));
                     }
-                    outcome => ask::reply(outcome, page.as_deref())?,
+                    outcome => ask::reply(outcome, &page)?,
                 }
             }
             classified if streaming == Streaming::Allowed && response::accepts_sse(headers) => {
@@ -379,7 +380,7 @@ impl McpService {
                     // 20 KB, copied at every level per request.
                     let run = Box::pin(gateway.run(&caller, classified, Some(relay)));
                     channel
-                        .cancellable(&id, async { answer(&caller, run.await, page.as_deref()) })
+                        .cancellable(&id, async { answer(&caller, run.await, &page) })
                         .await
                 };
                 let id = request.id.clone();
@@ -396,7 +397,7 @@ impl McpService {
             classified => answer(
                 principal,
                 Box::pin(gateway.run(principal, classified, None)).await,
-                page.as_deref(),
+                &page,
             )?,
         };
         drop(waiting);

@@ -23,6 +23,7 @@ mod legacy;
 pub mod listen;
 mod modern;
 pub mod mount;
+mod page_base;
 mod relay;
 mod reply;
 pub mod rest;
@@ -34,5 +35,6 @@ mod tasks;
 mod serve;
 
 pub use answers::ClientAnswers;
+pub use page_base::PageBase;
 pub use serve::{LISTEN_BACKLOG, ServeConfig, bind, serve, serve_operations};
 pub use service::embed::GatewayService;

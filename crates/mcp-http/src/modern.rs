@@ -187,7 +187,7 @@ impl McpService {
                         principal,
                         &request.method,
                         handle,
-                        page.as_deref(),
+                        &page,
                     ))
                     .await?;
                     (answered, false)

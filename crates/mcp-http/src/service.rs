@@ -36,6 +36,7 @@ use mcp_wire::{Era, ResultBody};
 use serde_json::{Value, json};
 
 use crate::ask;
+use crate::page_base::{host_name, is_loopback_host};
 use crate::rest;
 use crate::sessions::Sessions;
 use crate::state::RequestStates;
@@ -155,6 +156,8 @@ pub struct McpService {
     /// The path the service is mounted at in an embedder's router (`/ops`), or empty: put
     /// before the page's own links (`crate::mount`).
     pub(crate) mount: String,
+    /// What the approvals page's base URL is made from (`crate::page_base`).
+    pub(crate) page_site: Arc<crate::page_base::PageSite>,
     /// Whether the router takes the mount off request paths itself (axum's `nest_service`).
     pub(crate) nested: bool,
 }
@@ -225,33 +228,6 @@ fn is_loopback_origin(origin: &str) -> bool {
         .is_some_and(is_loopback_host)
 }
 
-/// The host name of a `Host` header value (or an origin's authority), without its port
-/// (`[::1]` keeps its brackets): `name` or `name:port`, the port 1 to 5 digits. Anything
-/// else is no host at all (`None`): `localhost:18080.evil.example` is not `localhost`.
-fn host_name(host: &str) -> Option<&str> {
-    let split = if host.starts_with('[') {
-        host.find(']')? + 1
-    } else {
-        host.find(':').unwrap_or(host.len())
-    };
-    let (name, port) = host.split_at(split);
-    let port_ok = match port.strip_prefix(':') {
-        None => port.is_empty(),
-        Some(digits) => {
-            (1..=5).contains(&digits.len()) && digits.bytes().all(|b| b.is_ascii_digit())
-        }
-    };
-    (port_ok && !name.is_empty()).then_some(name)
-}
-
-fn is_loopback_host(name: &str) -> bool {
-    name.eq_ignore_ascii_case("localhost")
-        || name == "[::1]"
-        || name
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 pub(crate) fn header_text(headers: &HeaderMap, name: &str) -> Option<String> {
     header_str(headers, name).map(str::to_owned)
 }
@@ -309,6 +285,11 @@ impl McpService {
             clock: config.clock.clone(),
         });
         let bridges = Arc::new(crate::bridge::Bridges::new(config.clock.clone()));
+        let page_site = Arc::new(crate::page_base::PageSite {
+            public_url: config.public_url.clone(),
+            allowed_hosts: config.allowed_hosts.clone(),
+            mount: String::new(),
+        });
         McpService {
             streams,
             bodies: mcp_http_kit::inflight::BodyBudget::new(
@@ -328,6 +309,7 @@ impl McpService {
             closing,
             ready: tokio::sync::Mutex::new(None),
             mount: String::new(),
+            page_site,
             nested: false,
         }
     }

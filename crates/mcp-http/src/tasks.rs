@@ -53,13 +53,7 @@ impl McpService {
         {
             let page = self.page_base(headers);
             let answered = self
-                .hosted_task(
-                    &gateway,
-                    principal,
-                    &request.method,
-                    handle,
-                    page.as_deref(),
-                )
+                .hosted_task(&gateway, principal, &request.method, handle, &page)
                 .await?;
             return Ok(Reply::Result(answered.for_client(false), None));
         }

@@ -8,7 +8,8 @@ use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
 use mcp_wire::Era;
 use serde_json::Value;
 
-use super::{Body, McpService, anonymous, header_text, host_name, is_loopback_host};
+use super::{Body, McpService, anonymous, header_text};
+use crate::page_base::PageBase;
 use crate::rest;
 use mcp_auth::{Auth, Principal, SCOPE_TOOLS_CALL};
 use mcp_http_kit::audit::AuditFormat;
@@ -48,7 +49,7 @@ impl McpService {
             Ok(bytes) => bytes,
             Err(e) => return response::rpc_error(&e, None, None),
         };
-        let base = self.page_base(&parts.headers);
+        let base = self.page_base(&parts.headers).url();
         let response = self
             .page
             .approvals(
@@ -308,41 +309,10 @@ impl McpService {
         }
     }
 
-    /// The base URL of the approvals page for a request: the configured public URL, else
-    /// `http://` and the request's `Host` when it is a loopback or configured host name.
-    /// (Built with `push_str`, not `format!`: every call of both eras asks for it.)
-    pub(crate) fn page_base(&self, headers: &HeaderMap) -> Option<String> {
-        let (scheme, origin) = self.origin(headers)?;
-        let origin = origin.trim_end_matches('/');
-        let mut base = String::with_capacity(scheme.len() + origin.len() + self.mount.len());
-        base.push_str(scheme);
-        base.push_str(origin);
-        base.push_str(&self.mount);
-        Some(base)
-    }
-
-    /// Where people reach this server: `public_url`, else a known `Host` over `http`
-    /// (the scheme to put before it, and it).
-    fn origin<'a>(&'a self, headers: &'a HeaderMap) -> Option<(&'static str, &'a str)> {
-        if let Some(url) = &self.config.public_url {
-            return Some(("", url));
-        }
-        let host = headers.get(header::HOST)?.to_str().ok()?;
-        let safe = !host.is_empty()
-            && host
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']'));
-        // A client chooses its Host: only a loopback one or a configured one may become a
-        // link a person follows (else a client could send the person to its own sign-in
-        // page); without `public_url` elsewhere, URL mode is not offered.
-        let name = host_name(host)?;
-        let known = is_loopback_host(name)
-            || self
-                .config
-                .allowed_hosts
-                .iter()
-                .any(|allowed| allowed.eq_ignore_ascii_case(name));
-        (safe && known).then_some(("http://", host))
+    /// The approvals page's base URL for a request, made only when a reply asks for it
+    /// ([`PageBase::url`]).
+    pub(crate) fn page_base(&self, headers: &HeaderMap) -> PageBase {
+        PageBase::of(&self.page_site, headers)
     }
 }
 

@@ -115,10 +115,14 @@ async fn held(service: &McpService, path: &str) -> String {
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let result: Value = serde_json::from_str(&body).unwrap();
-    result["result"]["structuredContent"]["elicitation"]["id"]
+    let id = result["result"]["structuredContent"]["elicitation"]["id"]
         .as_str()
         .unwrap_or_else(|| panic!("held: {body}"))
-        .to_owned()
+        .to_owned();
+    // The held result links to the page under the mount.
+    let link = format!("\"http://127.0.0.1/ops/approvals/e/{id}\"");
+    assert!(body.contains(&link), "{body}");
+    id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
