@@ -31,6 +31,10 @@ fn user(headers: &HeaderMap) -> Option<Principal> {
 }
 
 async fn mounted() -> Arc<McpService> {
+    Arc::new(unmounted().await.mounted_at("/ops").unwrap())
+}
+
+async fn unmounted() -> McpService {
     let module = InProcessModule::new(
         "files",
         vec![InProcessTool::new(
@@ -54,8 +58,7 @@ async fn mounted() -> Arc<McpService> {
         Default::default(),
         true,
     );
-    let service = McpService::new(Arc::new(gateway), Auth::embedder(user), Default::default());
-    Arc::new(service.mounted_at("/ops").unwrap())
+    McpService::new(Arc::new(gateway), Auth::embedder(user), Default::default())
 }
 
 async fn send(
@@ -123,6 +126,14 @@ async fn held(service: &McpService, path: &str) -> String {
     let link = format!("\"http://127.0.0.1/ops/approvals/e/{id}\"");
     assert!(body.contains(&link), "{body}");
     id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_its_paths_come_without_the_mount_and_its_links_go_under_it() {
+    // The router took `/ops` off: the call comes to `/mcp`, the held result (checked in
+    // `held`) links under `/ops`.
+    let service = unmounted().await.nested_at("/ops").unwrap();
+    held(&service, "/mcp").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
