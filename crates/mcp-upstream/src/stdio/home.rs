@@ -18,6 +18,10 @@
 //! it) and looks only at lock files that are plain files of the gateway's own user: one
 //! another user put in the shared directory is passed over, and so is its home; a link or
 //! a file put in a dead home's place is removed, not followed.
+//!
+//! No home is made in a temporary directory another user could rearrange (one of another
+//! user, or one others may write in that is not sticky): the module fails to start, saying
+//! why.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
@@ -42,12 +46,15 @@ impl PrivateHome {
     /// everyone else. The first of a process sweeps the homes of gateways that are gone.
     pub(super) fn create(module: &str, uid: u32, gid: u32) -> io::Result<PrivateHome> {
         static SWEPT: std::sync::Once = std::sync::Once::new();
-        let dir = std::env::temp_dir();
-        let home = PrivateHome::create_in(&dir, module, uid, gid)?;
+        let home = PrivateHome::create_in(&std::env::temp_dir(), module, uid, gid)?;
         SWEPT.call_once(|| {
             // On a thread of its own: a sweep reads the whole directory and may remove much,
-            // which no module's start (on the async runtime) waits for.
-            if let Ok(owner) = home.held.metadata().map(|m| m.uid()) {
+            // which no module's start (on the async runtime) waits for. The directory the
+            // home was made in: the temporary directory's path with no link left in it.
+            if let (Ok(owner), Some(dir)) = (
+                home.held.metadata().map(|m| m.uid()),
+                home.path.parent().map(Path::to_path_buf),
+            ) {
                 std::thread::spawn(move || sweep(&dir, owner));
             }
         });
@@ -59,10 +66,12 @@ impl PrivateHome {
         &self.path
     }
 
-    /// A new home in `dir`. Its name is random and made exclusively, so nothing prepared in
-    /// the shared directory beforehand is used; a name someone else took meanwhile (the
-    /// home's, or its lock file's) is given up for another.
+    /// A new home in `dir` (its path with no link left in it: [`settled`]). Its name is
+    /// random and made exclusively, so nothing prepared in the shared directory beforehand
+    /// is used; a name someone else took meanwhile (the home's, or its lock file's) is
+    /// given up for another.
     fn create_in(dir: &Path, module: &str, uid: u32, gid: u32) -> io::Result<PrivateHome> {
+        let dir = &settled(dir)?;
         let safe: String = module
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
@@ -118,6 +127,43 @@ impl PrivateHome {
         std::os::unix::fs::lchown(&home.path, Some(uid), Some(gid)).map_err(Failed::Other)?;
         Ok(home)
     }
+}
+
+/// `dir` with no link left in its path, where no other user can change what that path
+/// names: every directory of it passes [`closed_to_others`]. Else an error naming the
+/// directory and why.
+fn settled(dir: &Path) -> io::Result<PathBuf> {
+    let refused =
+        |why: String| io::Error::other(format!("the temporary directory {}: {why}", dir.display()));
+    let real = std::fs::canonicalize(dir).map_err(|e| refused(e.to_string()))?;
+    let me = rustix::process::geteuid().as_raw();
+    for at in real.ancestors() {
+        let found = std::fs::metadata(at).map_err(|e| refused(format!("{}: {e}", at.display())))?;
+        closed_to_others(found.mode(), found.uid(), me)
+            .map_err(|why| refused(format!("{}: {why}", at.display())))?;
+    }
+    Ok(real)
+}
+
+/// Whether a directory of this mode and owner is one where no other user can move or
+/// replace what is in it (`me`: the gateway's user): its owner is root or the gateway's
+/// user, and no one else may write in it, or it is sticky (as `/tmp` is: its entries moved
+/// or removed only by their owners). In any other, a module's user could put a link where
+/// a home is made before its mode is set (which goes by path), or move a home's lock file
+/// away; so no home is made under it. Else, why.
+fn closed_to_others(mode: u32, owner: u32, me: u32) -> Result<(), String> {
+    if owner != 0 && owner != me {
+        return Err(format!(
+            "it belongs to uid {owner}, who could move or replace what the gateway makes under it; set TMPDIR to a sticky directory of root's (mode 1777, as /tmp is)"
+        ));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(format!(
+            "other users may write in it (mode {:o}) and it is not sticky, so they could move or replace what the gateway makes under it; make it sticky (chmod +t), as /tmp is",
+            mode & 0o7777
+        ));
+    }
+    Ok(())
 }
 
 /// Why a home was not made: a name that was taken (another is tried), or anything else.
@@ -249,6 +295,114 @@ mod tests {
         let lock = dir.join(format!("{PREFIX}{name}{LOCK}"));
         std::fs::write(&lock, "").unwrap();
         (home, lock)
+    }
+
+    #[test]
+    fn only_a_directory_no_other_user_can_rearrange_takes_homes() {
+        let (root, me, other) = (0, 1000, 65534);
+        for (mode, owner) in [
+            (0o1777, root),
+            (0o1777, me),
+            (0o700, me),
+            (0o755, root),
+            (0o1770, me),
+        ] {
+            assert_eq!(
+                closed_to_others(mode, owner, me),
+                Ok(()),
+                "{mode:o} {owner}"
+            );
+        }
+        for (mode, owner, said) in [
+            (0o777, root, "not sticky"),
+            (0o773, me, "not sticky"),
+            (0o757, root, "not sticky"),
+            (0o770, me, "not sticky"),
+            (0o775, root, "not sticky"),
+            (0o1777, other, "belongs to uid 65534"),
+            (0o700, other, "belongs to uid 65534"),
+        ] {
+            let why = closed_to_others(mode, owner, me).unwrap_err();
+            assert!(why.contains(said), "{mode:o} {owner}: {why}");
+        }
+        // Root's own directory, for a gateway run as root.
+        assert_eq!(closed_to_others(0o700, root, root), Ok(()));
+    }
+
+    #[test]
+    fn no_home_is_made_in_a_directory_others_may_write_in_that_is_not_sticky() {
+        let dir = Scratch::new("open");
+        let (uid, gid) = ids(&dir.0);
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = PrivateHome::create_in(&dir.0, "open", uid, gid)
+            .err()
+            .expect("refused");
+        assert!(refused.to_string().contains("not sticky"), "{refused}");
+        assert_eq!(
+            std::fs::read_dir(&dir.0).unwrap().count(),
+            0,
+            "nothing made"
+        );
+        std::fs::set_permissions(&dir.0, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let home = PrivateHome::create_in(&dir.0, "sticky", uid, gid).unwrap();
+        assert!(home.path().is_dir());
+    }
+
+    #[test]
+    fn a_directory_above_that_others_may_rearrange_is_refused_too() {
+        let above = Scratch::new("above");
+        let (uid, gid) = ids(&above.0);
+        let below = above.0.join("tmp");
+        DirBuilder::new().mode(0o1777).create(&below).unwrap();
+        std::fs::set_permissions(&below, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        // Sticky below, but whoever may write above may move `tmp` and put another there.
+        std::fs::set_permissions(&above.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let refused = PrivateHome::create_in(&below, "under", uid, gid)
+            .err()
+            .expect("refused");
+        let said = refused.to_string();
+        assert!(
+            said.contains(&format!("{}: other users may write", above.0.display())),
+            "{said}"
+        );
+        assert_eq!(
+            std::fs::read_dir(&below).unwrap().count(),
+            0,
+            "nothing made"
+        );
+        std::fs::set_permissions(&above.0, std::fs::Permissions::from_mode(0o755)).unwrap();
+        PrivateHome::create_in(&below, "under", uid, gid).unwrap();
+    }
+
+    #[test]
+    fn a_temporary_directory_named_by_a_link_is_used_by_what_it_names() {
+        let dir = Scratch::new("linked");
+        let (uid, gid) = ids(&dir.0);
+        let real = dir.0.join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.0.join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let home = PrivateHome::create_in(&link, "linked", uid, gid).unwrap();
+        // Made by the resolved path: re-pointing the link later changes nothing of it.
+        assert_eq!(
+            home.path().parent(),
+            Some(real.canonicalize().unwrap().as_path())
+        );
+        // A link into a directory others may rearrange is judged by where it leads.
+        let open = dir.0.join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::create_dir(open.join("tmp")).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        std::os::unix::fs::symlink(open.join("tmp"), dir.0.join("sneaky")).unwrap();
+        let refused = PrivateHome::create_in(&dir.0.join("sneaky"), "x", uid, gid)
+            .err()
+            .expect("refused");
+        assert!(refused.to_string().contains("not sticky"), "{refused}");
+        // A directory that is not there is named.
+        let gone = PrivateHome::create_in(&dir.0.join("gone"), "x", uid, gid)
+            .err()
+            .expect("refused");
+        assert!(gone.to_string().contains("gone"), "{gone}");
     }
 
     #[test]
