@@ -19,6 +19,11 @@
 //! another user put in the shared directory is passed over, and so is its home; a link or
 //! a file put in a dead home's place is removed, not followed.
 //!
+//! A gateway killed while it made a home (between the home's directory and its lock's
+//! rename) leaves the lock under its fresh name and an empty directory without a lock: a
+//! sweep removes a fresh lock no one holds and such a directory, once either is a minute
+//! old (the making takes microseconds).
+//!
 //! No home is made in a temporary directory another user could rearrange (one of another
 //! user, or one others may write in that is not sticky): the module fails to start, saying
 //! why.
@@ -32,6 +37,12 @@ use std::path::{Path, PathBuf};
 const PREFIX: &str = "mcp-gateway-home-";
 /// How a home's lock file's name ends (after the home's name).
 const LOCK: &str = ".lock";
+/// How a lock file's name starts while its home is being made (a random name follows).
+const FRESH: &str = ".mcp-gateway-lock-";
+/// How old a home without its lock file, or a lock file under its fresh name, must be for a
+/// sweep to take it for what a gateway killed while making a home left: the making takes
+/// microseconds.
+const ABANDONED_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A module process's own `HOME`, removed (then its lock file) when dropped.
 pub(super) struct PrivateHome {
@@ -91,19 +102,17 @@ impl PrivateHome {
     fn make(dir: &Path, name: &str, uid: u32, gid: u32) -> Result<PrivateHome, Failed> {
         // Locked under a name of its own, which tells nothing of the home's and which no
         // sweep looks at (it does not start with the prefix).
-        let fresh = dir.join(format!(
-            ".mcp-gateway-lock-{}",
-            random_name().map_err(Failed::Other)?
-        ));
+        let fresh = dir.join(format!("{FRESH}{}", random_name().map_err(Failed::Other)?));
         let held = OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
             .open(&fresh)
             .map_err(Failed::Taken)?;
+        // Held by someone else (a sweep judging it at this very moment): another name.
         if let Err(e) = held.try_lock() {
             let _ = std::fs::remove_file(&fresh);
-            return Err(Failed::Other(e.into()));
+            return Err(Failed::Taken(e.into()));
         }
         let path = dir.join(name);
         if let Err(e) = DirBuilder::new().mode(0o700).create(&path) {
@@ -200,7 +209,8 @@ fn remove(home: &Path, lock: &Path) -> io::Result<()> {
 }
 
 /// Removes the homes in `dir` whose lock files, plain files of `owner`'s, can be locked:
-/// their gateways are gone. Gives how many.
+/// their gateways are gone. Removes too what a gateway killed while making a home left
+/// ([`abandoned`]). Gives how many it removed.
 fn sweep(dir: &Path, owner: u32) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -208,23 +218,18 @@ fn sweep(dir: &Path, owner: u32) -> usize {
     let mut swept = 0;
     for entry in entries.flatten() {
         let file_name = entry.file_name();
-        let Some(home) = file_name
-            .to_str()
-            .and_then(|name| name.strip_suffix(LOCK))
+        let Some(name) = file_name.to_str() else {
+            continue;
+        };
+        let Some(home) = name
+            .strip_suffix(LOCK)
             .filter(|home| home.starts_with(PREFIX))
         else {
+            swept += usize::from(abandoned(dir, name, owner));
             continue;
         };
         let lock = entry.path();
-        // Not followed where it is a link; another user's is not ours to judge.
-        match std::fs::symlink_metadata(&lock) {
-            Ok(found) if found.file_type().is_file() && found.uid() == owner => {}
-            _ => continue,
-        }
-        let Ok(file) = File::open(&lock) else {
-            continue;
-        };
-        if file.try_lock().is_err() {
+        if !unheld(&lock, owner, None) {
             continue;
         }
         if let Err(e) = remove(&dir.join(home), &lock) {
@@ -237,6 +242,51 @@ fn sweep(dir: &Path, owner: u32) -> usize {
         tracing::info!(swept, dir = %dir.display(), "removed the homes of module processes whose gateway is gone");
     }
     swept
+}
+
+/// Whether `lock` is a plain file of `owner`'s (older than `older_than`, where given) that no
+/// process holds locked. Not followed where it is a link; another user's is not ours to
+/// judge.
+fn unheld(lock: &Path, owner: u32, older_than: Option<std::time::Duration>) -> bool {
+    match std::fs::symlink_metadata(lock) {
+        Ok(found)
+            if found.file_type().is_file()
+                && found.uid() == owner
+                && older_than.is_none_or(|age| older(&found, age)) => {}
+        _ => return false,
+    }
+    File::open(lock).is_ok_and(|file| file.try_lock().is_ok())
+}
+
+/// Whether what `found` describes was last changed longer than `age` ago.
+fn older(found: &std::fs::Metadata, age: std::time::Duration) -> bool {
+    found
+        .modified()
+        .is_ok_and(|at| at.elapsed().is_ok_and(|passed| passed > age))
+}
+
+/// Removes `name` in `dir` where it is what a gateway killed while making a home left, a
+/// minute old or more and `owner`'s: a lock under its fresh name that no one holds, or an
+/// empty home directory without its lock file (its lock is put in place before the home is
+/// given to the module's user, so until then the home is `owner`'s). Gives whether it did.
+fn abandoned(dir: &Path, name: &str, owner: u32) -> bool {
+    let path = dir.join(name);
+    let removed = if name.starts_with(FRESH) {
+        unheld(&path, owner, Some(ABANDONED_AFTER)) && std::fs::remove_file(&path).is_ok()
+    } else if name.starts_with(PREFIX) {
+        let found = std::fs::symlink_metadata(&path);
+        found.is_ok_and(|found| {
+            found.is_dir() && found.uid() == owner && older(&found, ABANDONED_AFTER)
+        }) && std::fs::symlink_metadata(dir.join(format!("{name}{LOCK}"))).is_err()
+            // Only an empty one: a home a module used has a lock file.
+            && std::fs::remove_dir(&path).is_ok()
+    } else {
+        false
+    };
+    if removed {
+        tracing::info!(name, dir = %dir.display(), "removed what a gateway killed while making a module's home left");
+    }
+    removed
 }
 
 /// Sixteen random hex digits for a name made exclusively (the system's random source; its
@@ -485,6 +535,57 @@ mod tests {
         assert!(making.is_dir() && dir.0.join(format!(".{PREFIX}new-3{LOCK}")).exists());
         assert!(linked.is_dir() && target.exists());
         assert!(other.is_dir());
+    }
+
+    #[test]
+    fn what_a_gateway_killed_while_making_a_home_left_is_swept_once_a_minute_old() {
+        let dir = Scratch::new("abandoned");
+        let (uid, _) = ids(&dir.0);
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let aged = |path: &Path| File::open(path).unwrap().set_modified(long_ago).unwrap();
+        // What a maker killed between the home and the lock's rename left: its lock under
+        // the fresh name, held by no one, and the empty home without its lock file.
+        let fresh = dir.0.join(format!("{FRESH}00112233aabbccdd"));
+        std::fs::write(&fresh, "").unwrap();
+        aged(&fresh);
+        let home = dir.0.join(format!("{PREFIX}killed-1"));
+        std::fs::create_dir(&home).unwrap();
+        aged(&home);
+        // Being made now: young, they stay.
+        let young_fresh = dir.0.join(format!("{FRESH}0000000000000001"));
+        std::fs::write(&young_fresh, "").unwrap();
+        let young_home = dir.0.join(format!("{PREFIX}making-2"));
+        std::fs::create_dir(&young_home).unwrap();
+        // An old fresh lock someone holds (a maker stopped for a minute) stays.
+        let held = dir.0.join(format!("{FRESH}00000000000000ff"));
+        std::fs::write(&held, "").unwrap();
+        aged(&held);
+        let holder = File::open(&held).unwrap();
+        holder.lock().unwrap();
+        // An old home without a lock file that is not empty is not one a making left.
+        let used = dir.0.join(format!("{PREFIX}used-3"));
+        std::fs::create_dir(&used).unwrap();
+        std::fs::write(used.join("token"), "secret").unwrap();
+        aged(&used);
+        // Something at the lock's name, a dangling link even: the home is not judged here.
+        let linked = dir.0.join(format!("{PREFIX}linked-4"));
+        std::fs::create_dir(&linked).unwrap();
+        aged(&linked);
+        std::os::unix::fs::symlink("nowhere", dir.0.join(format!("{PREFIX}linked-4{LOCK}")))
+            .unwrap();
+        // A link in a home's place is not a home.
+        let link = dir.0.join(format!("{PREFIX}link-5"));
+        std::os::unix::fs::symlink(&used, &link).unwrap();
+
+        assert_eq!(sweep(&dir.0, uid + 1), 0, "another user's are passed over");
+        assert!(fresh.exists() && home.exists());
+        assert_eq!(sweep(&dir.0, uid), 2);
+        assert!(!fresh.exists() && !home.exists());
+        for stays in [&young_fresh, &young_home, &held, &used, &linked] {
+            assert!(stays.exists(), "{}", stays.display());
+        }
+        assert!(std::fs::symlink_metadata(&link).is_ok());
+        drop(holder);
     }
 
     /// A real process holds a home's lock, and is killed: the home is kept while it lives
