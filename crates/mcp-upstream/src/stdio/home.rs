@@ -109,16 +109,33 @@ impl PrivateHome {
             .mode(0o600)
             .open(&fresh)
             .map_err(Failed::Taken)?;
-        // Held by someone else (a sweep judging it at this very moment): another name.
-        if let Err(e) = held.try_lock() {
-            let _ = std::fs::remove_file(&fresh);
-            return Err(Failed::Taken(e.into()));
+        match held.try_lock() {
+            Ok(()) => {}
+            // Held by someone else (a sweep judging it at this very moment): another name.
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let _ = std::fs::remove_file(&fresh);
+                return Err(Failed::Taken(io::ErrorKind::WouldBlock.into()));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                let _ = std::fs::remove_file(&fresh);
+                return Err(Failed::Other(e));
+            }
         }
         let path = dir.join(name);
         if let Err(e) = DirBuilder::new().mode(0o700).create(&path) {
             let _ = std::fs::remove_file(&fresh);
             return Err(Failed::Taken(e));
         }
+        // The directory just made, held open: it is given to the module's user through this
+        // descriptor, never by its path, which a link could be put at.
+        let made = match open_no_link(&path, true) {
+            Ok(made) => made,
+            Err(e) => {
+                let _ = std::fs::remove_dir(&path);
+                let _ = std::fs::remove_file(&fresh);
+                return Err(Failed::Other(e));
+            }
+        };
         // In place only now that it is locked and the home is made (and so ours). Something
         // put at the lock's name meanwhile makes this fail, and another name is tried.
         let lock = dir.join(format!("{name}{LOCK}"));
@@ -128,12 +145,16 @@ impl PrivateHome {
             return Err(Failed::Taken(e));
         }
         let home = PrivateHome { path, lock, held };
-        // Its mode is set while it is still the gateway's user's: once it is the module
-        // user's, a process of that user could put a symlink in its place (the temporary
-        // directory is sticky, not closed), and a chmod would follow it.
-        std::fs::set_permissions(&home.path, std::fs::Permissions::from_mode(0o700))
-            .map_err(Failed::Other)?;
-        std::os::unix::fs::lchown(&home.path, Some(uid), Some(gid)).map_err(Failed::Other)?;
+        // The lock at its name is the one held, and the home at its name the one made:
+        // else something was put in their place meanwhile (possible only where this
+        // gateway stood still long enough for a sweep to take them for abandoned).
+        let lock_now = std::fs::symlink_metadata(&home.lock).map_err(Failed::Other)?;
+        if !same_file(&lock_now, &home.held.metadata().map_err(Failed::Other)?) {
+            return Err(Failed::Taken(io::Error::other(
+                "the home's lock was replaced",
+            )));
+        }
+        hand_over(&home.path, &made, uid, gid).map_err(Failed::Other)?;
         Ok(home)
     }
 }
@@ -157,9 +178,9 @@ fn settled(dir: &Path) -> io::Result<PathBuf> {
 /// Whether a directory of this mode and owner is one where no other user can move or
 /// replace what is in it (`me`: the gateway's user): its owner is root or the gateway's
 /// user, and no one else may write in it, or it is sticky (as `/tmp` is: its entries moved
-/// or removed only by their owners). In any other, a module's user could put a link where
-/// a home is made before its mode is set (which goes by path), or move a home's lock file
-/// away; so no home is made under it. Else, why.
+/// or removed only by their owners). In any other, a module's user could put its own
+/// directory, or a link, where a home is being made, or move a home's lock file away; so
+/// no home is made under it. Else, why.
 fn closed_to_others(mode: u32, owner: u32, me: u32) -> Result<(), String> {
     if owner != 0 && owner != me {
         return Err(format!(
@@ -173,6 +194,39 @@ fn closed_to_others(mode: u32, owner: u32, me: u32) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Gives the home made at `path`, open as `made`, to `uid:gid` with mode 0700 through the
+/// descriptor; an error, and nothing given, where something else is at `path` now.
+fn hand_over(path: &Path, made: &File, uid: u32, gid: u32) -> io::Result<()> {
+    let now = std::fs::symlink_metadata(path)?;
+    if !same_file(&now, &made.metadata()?) {
+        return Err(io::Error::other(format!(
+            "{} was replaced while it was made",
+            path.display()
+        )));
+    }
+    made.set_permissions(std::fs::Permissions::from_mode(0o700))?;
+    std::os::unix::fs::fchown(made, Some(uid), Some(gid))
+}
+
+/// Whether two descriptions are of the same file.
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+/// `path` opened to read, never through a link at its name and never waiting (a FIFO put
+/// there opens at once): a directory where `directory`, else anything.
+fn open_no_link(path: &Path, directory: bool) -> io::Result<File> {
+    use rustix::fs::OFlags;
+    let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK;
+    if directory {
+        flags |= OFlags::DIRECTORY;
+    }
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
 }
 
 /// Why a home was not made: a name that was taken (another is tried), or anything else.
@@ -229,9 +283,10 @@ fn sweep(dir: &Path, owner: u32) -> usize {
             continue;
         };
         let lock = entry.path();
-        if !unheld(&lock, owner, None) {
+        // Held until the home and its lock are removed.
+        let Some(_held) = unheld(&lock, owner, None) else {
             continue;
-        }
+        };
         if let Err(e) = remove(&dir.join(home), &lock) {
             tracing::warn!(home, error = %e, "cannot remove the home of a module whose gateway is gone");
             continue;
@@ -244,18 +299,20 @@ fn sweep(dir: &Path, owner: u32) -> usize {
     swept
 }
 
-/// Whether `lock` is a plain file of `owner`'s (older than `older_than`, where given) that no
-/// process holds locked. Not followed where it is a link; another user's is not ours to
-/// judge.
-fn unheld(lock: &Path, owner: u32, older_than: Option<std::time::Duration>) -> bool {
-    match std::fs::symlink_metadata(lock) {
-        Ok(found)
-            if found.file_type().is_file()
-                && found.uid() == owner
-                && older_than.is_none_or(|age| older(&found, age)) => {}
-        _ => return false,
-    }
-    File::open(lock).is_ok_and(|file| file.try_lock().is_ok())
+/// `lock` opened and locked where it is a plain file of `owner`'s (older than `older_than`,
+/// where given) that no process holds locked: its holder is gone. Not followed where it is
+/// a link (nor opened where it is anything but that file when opened); another user's is
+/// not ours to judge.
+fn unheld(lock: &Path, owner: u32, older_than: Option<std::time::Duration>) -> Option<File> {
+    let judged = |found: &std::fs::Metadata| {
+        found.file_type().is_file()
+            && found.uid() == owner
+            && older_than.is_none_or(|age| older(found, age))
+    };
+    let found = std::fs::symlink_metadata(lock).ok().filter(judged)?;
+    let file = open_no_link(lock, false).ok()?;
+    let opened = file.metadata().ok()?;
+    (judged(&opened) && same_file(&found, &opened) && file.try_lock().is_ok()).then_some(file)
 }
 
 /// Whether what `found` describes was last changed longer than `age` ago.
@@ -272,7 +329,10 @@ fn older(found: &std::fs::Metadata, age: std::time::Duration) -> bool {
 fn abandoned(dir: &Path, name: &str, owner: u32) -> bool {
     let path = dir.join(name);
     let removed = if name.starts_with(FRESH) {
-        unheld(&path, owner, Some(ABANDONED_AFTER)) && std::fs::remove_file(&path).is_ok()
+        // Removed while it is held: its maker, were it only standing still, finds it held
+        // and takes another name.
+        unheld(&path, owner, Some(ABANDONED_AFTER))
+            .is_some_and(|_held| std::fs::remove_file(&path).is_ok())
     } else if name.starts_with(PREFIX) {
         let found = std::fs::symlink_metadata(&path);
         found.is_ok_and(|found| {
@@ -330,6 +390,29 @@ mod tests {
     fn ids(dir: &Path) -> (u32, u32) {
         let found = std::fs::metadata(dir).unwrap();
         (found.uid(), found.gid())
+    }
+
+    /// Sets a file's (or a link's own) times to an hour ago.
+    fn aged(path: &Path) {
+        let then = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
+            - 3600;
+        let at = rustix::fs::Timespec {
+            tv_sec: then,
+            tv_nsec: 0,
+        };
+        rustix::fs::utimensat(
+            rustix::fs::CWD,
+            path,
+            &rustix::fs::Timestamps {
+                last_access: at,
+                last_modification: at,
+            },
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
     }
 
     fn locked_elsewhere(lock: &Path) -> bool {
@@ -538,11 +621,41 @@ mod tests {
     }
 
     #[test]
+    fn a_home_replaced_while_it_was_made_is_not_given_to_the_module() {
+        let dir = Scratch::new("replaced");
+        let (uid, gid) = ids(&dir.0);
+        let path = dir.0.join(format!("{PREFIX}replaced-1"));
+        DirBuilder::new().mode(0o750).create(&path).unwrap();
+        let made = open_no_link(&path, true).unwrap();
+        // What a sweep took for abandoned, and another put in its place: a directory, then
+        // a link to one.
+        std::fs::rename(&path, dir.0.join("moved")).unwrap();
+        DirBuilder::new().mode(0o755).create(&path).unwrap();
+        let refused = hand_over(&path, &made, uid, gid).unwrap_err();
+        assert!(refused.to_string().contains("was replaced"), "{refused}");
+        let untouched = std::fs::metadata(&path).unwrap();
+        assert_eq!(untouched.mode() & 0o777, 0o755, "not made the module's");
+        std::fs::remove_dir(&path).unwrap();
+        std::os::unix::fs::symlink(dir.0.join("moved"), &path).unwrap();
+        assert!(
+            hand_over(&path, &made, uid, gid).is_err(),
+            "a link is not the home"
+        );
+        // In its place, it is given (its mode through the descriptor).
+        std::fs::remove_file(&path).unwrap();
+        std::fs::rename(dir.0.join("moved"), &path).unwrap();
+        hand_over(&path, &made, uid, gid).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o700);
+        // And a link at a home's name is never opened as the home.
+        let link = dir.0.join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(open_no_link(&link, true).is_err());
+    }
+
+    #[test]
     fn what_a_gateway_killed_while_making_a_home_left_is_swept_once_a_minute_old() {
         let dir = Scratch::new("abandoned");
         let (uid, _) = ids(&dir.0);
-        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
-        let aged = |path: &Path| File::open(path).unwrap().set_modified(long_ago).unwrap();
         // What a maker killed between the home and the lock's rename left: its lock under
         // the fresh name, held by no one, and the empty home without its lock file.
         let fresh = dir.0.join(format!("{FRESH}00112233aabbccdd"));
@@ -573,9 +686,24 @@ mod tests {
         aged(&linked);
         std::os::unix::fs::symlink("nowhere", dir.0.join(format!("{PREFIX}linked-4{LOCK}")))
             .unwrap();
-        // A link in a home's place is not a home.
+        // A link in a home's place is not a home; nor is a link or a FIFO at a fresh lock's
+        // name a lock (a FIFO would stop an open that waits).
         let link = dir.0.join(format!("{PREFIX}link-5"));
-        std::os::unix::fs::symlink(&used, &link).unwrap();
+        std::os::unix::fs::symlink(&home, &link).unwrap();
+        aged(&link);
+        let fresh_link = dir.0.join(format!("{FRESH}000000000000000a"));
+        std::os::unix::fs::symlink(&held, &fresh_link).unwrap();
+        aged(&fresh_link);
+        let fifo = dir.0.join(format!("{FRESH}000000000000000b"));
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        aged(&fifo);
 
         assert_eq!(sweep(&dir.0, uid + 1), 0, "another user's are passed over");
         assert!(fresh.exists() && home.exists());
@@ -584,7 +712,13 @@ mod tests {
         for stays in [&young_fresh, &young_home, &held, &used, &linked] {
             assert!(stays.exists(), "{}", stays.display());
         }
-        assert!(std::fs::symlink_metadata(&link).is_ok());
+        for stays in [&link, &fresh_link, &fifo] {
+            assert!(
+                std::fs::symlink_metadata(stays).is_ok(),
+                "{}",
+                stays.display()
+            );
+        }
         drop(holder);
     }
 
