@@ -272,9 +272,9 @@ impl McpService {
         let caller_answers = gateway.caller_answers(&params.name);
         let form = caller_answers && session.answers().elicitation && ask::may_answer(principal);
         let page = self.page_base(headers);
-        let url = caller_answers && session.answers().elicitation_url && page.url().is_some();
-        let may_ask = (form || url)
-            && self.config.native != ask::NativeMode::Off
+        // Told only for a gated call (the page's URL is made for it).
+        let url = || caller_answers && session.answers().elicitation_url && page.url().is_some();
+        let may_ask = self.config.native != ask::NativeMode::Off
             && streaming == Streaming::Allowed
             && !as_task;
         let classified = gateway.classify(principal, params).await?;
@@ -320,7 +320,7 @@ impl McpService {
                     gateway.surfaces(),
                 )?
             }
-            Classified::Gated(call) if may_ask => {
+            Classified::Gated(call) if may_ask && (form || url()) => {
                 let named = call.params.confirmation_id().and_then(|id| id.parse().ok());
                 match Box::pin(gateway.resolve(principal, &call, named, None)).await {
                     // Beyond the caller's stream cap, the held result (answered out
@@ -329,7 +329,7 @@ impl McpService {
                         if let Some(by) =
                             self.config
                                 .native
-                                .choose(form, url, pending.askable_natively)
+                                .choose(form, url(), pending.askable_natively)
                             && let Some(slot) = self.streams.try_open(&principal.caller) =>
                     {
                         let context = ask::StreamContext {

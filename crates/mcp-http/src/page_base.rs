@@ -3,9 +3,8 @@
 //! A call is asked about, held or sent to connect an account (the replies that link to the
 //! page) far less often than it is forwarded, and every call of both eras used to check its
 //! `Host` and build the base URL up front (0.84k of the ~94k instructions of a forwarded
-//! call, issue 52). A 2025-11-25 session that declared URL-mode elicitation still asks for
-//! it on each call: whether the call may be asked in URL mode is decided before the gate
-//! classifies it. [`PageBase`] keeps what the URL is made from, the service's rules and
+//! call, issue 52). (A 2025-11-25 session that declared URL-mode elicitation has it made
+//! for a gated call too, where whether the call may be asked in URL mode is decided.) [`PageBase`] keeps what the URL is made from, the service's rules and
 //! the request's `Host` header (a reference-counted copy), and applies the same check when
 //! [`PageBase::url`] is asked for.
 
