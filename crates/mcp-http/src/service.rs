@@ -162,6 +162,16 @@ pub struct McpService {
     pub(crate) nested: bool,
 }
 
+/// What the approvals page's base URL is made from, for a service of `config` mounted at
+/// `mount` (empty: not mounted).
+fn page_site(config: &ServiceConfig, mount: &str) -> Arc<crate::page_base::PageSite> {
+    Arc::new(crate::page_base::PageSite {
+        public_url: config.public_url.clone(),
+        allowed_hosts: config.allowed_hosts.clone(),
+        mount: mount.to_owned(),
+    })
+}
+
 /// Whether the request declares a JSON body (`application/json`, parameters allowed).
 fn declared_json(headers: &HeaderMap) -> bool {
     headers
@@ -285,11 +295,7 @@ impl McpService {
             clock: config.clock.clone(),
         });
         let bridges = Arc::new(crate::bridge::Bridges::new(config.clock.clone()));
-        let page_site = Arc::new(crate::page_base::PageSite {
-            public_url: config.public_url.clone(),
-            allowed_hosts: config.allowed_hosts.clone(),
-            mount: String::new(),
-        });
+        let page_site = page_site(&config, "");
         McpService {
             streams,
             bodies: mcp_http_kit::inflight::BodyBudget::new(

@@ -25,7 +25,7 @@ impl McpService {
     pub fn mounted_at(mut self, path: &str) -> Result<Self, MountError> {
         check(path)?;
         self.mount = path.to_owned();
-        self.page_site = self.page_site_mounted();
+        self.page_site = super::page_site(&self.config, path);
         self.nested = false;
         Ok(self)
     }
@@ -36,18 +36,9 @@ impl McpService {
     pub fn nested_at(mut self, path: &str) -> Result<Self, MountError> {
         check(path)?;
         self.mount = path.to_owned();
-        self.page_site = self.page_site_mounted();
+        self.page_site = super::page_site(&self.config, path);
         self.nested = true;
         Ok(self)
-    }
-
-    /// The page's base URL's parts with the service's mount.
-    fn page_site_mounted(&self) -> Arc<crate::page_base::PageSite> {
-        Arc::new(crate::page_base::PageSite {
-            public_url: self.config.public_url.clone(),
-            allowed_hosts: self.config.allowed_hosts.clone(),
-            mount: self.mount.clone(),
-        })
     }
 
     /// The service as a tower `Service`, to mount in another service's router.

@@ -62,10 +62,8 @@ impl PrivateHome {
             // On a thread of its own: a sweep reads the whole directory and may remove much,
             // which no module's start (on the async runtime) waits for. The directory the
             // home was made in: the temporary directory's path with no link left in it.
-            if let (Ok(owner), Some(dir)) = (
-                home.held.metadata().map(|m| m.uid()),
-                home.path.parent().map(Path::to_path_buf),
-            ) {
+            if let Some(dir) = home.path.parent().map(Path::to_path_buf) {
+                let owner = rustix::process::geteuid().as_raw();
                 std::thread::spawn(move || sweep(&dir, owner));
             }
         });
@@ -103,6 +101,16 @@ impl PrivateHome {
         // Locked under a name of its own, which tells nothing of the home's and which no
         // sweep looks at (it does not start with the prefix).
         let fresh = dir.join(format!("{FRESH}{}", random_name().map_err(Failed::Other)?));
+        let path = dir.join(name);
+        // What a making that stops short leaves is taken back: the fresh lock, and the
+        // directory once made (empty: nothing was given to the module yet).
+        let undo = |failed: Failed, made: bool| {
+            if made {
+                let _ = std::fs::remove_dir(&path);
+            }
+            let _ = std::fs::remove_file(&fresh);
+            Err(failed)
+        };
         let held = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -113,36 +121,24 @@ impl PrivateHome {
             Ok(()) => {}
             // Held by someone else (a sweep judging it at this very moment): another name.
             Err(std::fs::TryLockError::WouldBlock) => {
-                let _ = std::fs::remove_file(&fresh);
-                return Err(Failed::Taken(io::ErrorKind::WouldBlock.into()));
+                return undo(Failed::Taken(io::ErrorKind::WouldBlock.into()), false);
             }
-            Err(std::fs::TryLockError::Error(e)) => {
-                let _ = std::fs::remove_file(&fresh);
-                return Err(Failed::Other(e));
-            }
+            Err(std::fs::TryLockError::Error(e)) => return undo(Failed::Other(e), false),
         }
-        let path = dir.join(name);
         if let Err(e) = DirBuilder::new().mode(0o700).create(&path) {
-            let _ = std::fs::remove_file(&fresh);
-            return Err(Failed::Taken(e));
+            return undo(Failed::Taken(e), false);
         }
         // The directory just made, held open: it is given to the module's user through this
         // descriptor, never by its path, which a link could be put at.
         let made = match open_no_link(&path, true) {
             Ok(made) => made,
-            Err(e) => {
-                let _ = std::fs::remove_dir(&path);
-                let _ = std::fs::remove_file(&fresh);
-                return Err(Failed::Other(e));
-            }
+            Err(e) => return undo(Failed::Other(e), true),
         };
         // In place only now that it is locked and the home is made (and so ours). Something
         // put at the lock's name meanwhile makes this fail, and another name is tried.
         let lock = dir.join(format!("{name}{LOCK}"));
         if let Err(e) = std::fs::rename(&fresh, &lock) {
-            let _ = std::fs::remove_dir(&path);
-            let _ = std::fs::remove_file(&fresh);
-            return Err(Failed::Taken(e));
+            return undo(Failed::Taken(e), true);
         }
         let home = PrivateHome { path, lock, held };
         // The lock at its name is the one held, and the home at its name the one made:
@@ -294,7 +290,7 @@ fn sweep(dir: &Path, owner: u32) -> usize {
         swept += 1;
     }
     if swept > 0 {
-        tracing::info!(swept, dir = %dir.display(), "removed the homes of module processes whose gateway is gone");
+        tracing::info!(swept, dir = %dir.display(), "removed the homes of module processes whose gateway is gone (or was killed while making them)");
     }
     swept
 }
@@ -328,7 +324,7 @@ fn older(found: &std::fs::Metadata, age: std::time::Duration) -> bool {
 /// given to the module's user, so until then the home is `owner`'s). Gives whether it did.
 fn abandoned(dir: &Path, name: &str, owner: u32) -> bool {
     let path = dir.join(name);
-    let removed = if name.starts_with(FRESH) {
+    if name.starts_with(FRESH) {
         // Removed while it is held: its maker, were it only standing still, finds it held
         // and takes another name.
         unheld(&path, owner, Some(ABANDONED_AFTER))
@@ -342,11 +338,7 @@ fn abandoned(dir: &Path, name: &str, owner: u32) -> bool {
             && std::fs::remove_dir(&path).is_ok()
     } else {
         false
-    };
-    if removed {
-        tracing::info!(name, dir = %dir.display(), "removed what a gateway killed while making a module's home left");
     }
-    removed
 }
 
 /// Sixteen random hex digits for a name made exclusively (the system's random source; its
