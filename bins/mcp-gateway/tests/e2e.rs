@@ -653,8 +653,11 @@ async fn tool_names(base: &str, token: &str) -> Vec<String> {
         .collect()
 }
 
-/// How many live child processes of `parent` have `needle` in their command line.
-fn children_running(parent: u32, needle: &str) -> usize {
+/// How many live child processes of `parent` have `argument` as one of their arguments,
+/// whole or as the last part of a path. Never a substring of one: a directory named after
+/// the test's process id (10015) in another module's arguments held "1001", which counted
+/// that module as one of two `sleep 1001`s (CI failed on it).
+fn children_running(parent: u32, argument: &str) -> usize {
     std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|entry| {
@@ -665,8 +668,12 @@ fn children_running(parent: u32, needle: &str) -> usize {
             let state = fields.next()?;
             let ppid: u32 = fields.next()?.parse().ok()?;
             let cmdline = std::fs::read(path.join("cmdline")).ok()?;
-            (ppid == parent && state != "Z" && String::from_utf8_lossy(&cmdline).contains(needle))
-                .then_some(())
+            use std::os::unix::ffi::OsStrExt;
+            let named = cmdline.split(|b| *b == 0).any(|arg| {
+                let arg = Path::new(std::ffi::OsStr::from_bytes(arg));
+                arg == Path::new(argument) || arg.file_name() == Some(argument.as_ref())
+            });
+            (ppid == parent && state != "Z" && named).then_some(())
         })
         .count()
 }
@@ -677,7 +684,9 @@ fn children_running(parent: u32, needle: &str) -> usize {
 /// handshake could have timed out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modules_that_do_not_come_up_are_started_side_by_side() {
-    let scene = Scene::new("side-by-side", "[store]\nkind = \"memory\"");
+    // "1001" in the scene's name, so in the other modules' arguments too: only the module
+    // whose argument it is counts (a process id of 10015 once made the fs module count).
+    let scene = Scene::new("side-by-side-1001", "[store]\nkind = \"memory\"");
     let config = std::fs::read_to_string(&scene.config).unwrap()
         + "[[modules]]\nname = \"mute1\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"1001\"]\n[[modules]]\nname = \"mute2\"\ntransport = \"stdio\"\ncommand = \"sleep\"\nargs = [\"1002\"]\n";
     write_secret(&scene.config, &config);
