@@ -80,7 +80,9 @@ async fn one_token_cannot_hold_the_gateways_connections() {
 
     // 80 long polls of the same token, more than every connection (sent 20 at a time, so
     // that those refused have closed before the next come): 15 wait (with the prompt, its
-    // share of 16), the rest are refused at once.
+    // share of 16), the rest are refused at once. Each is given 10 s to be refused: a
+    // waiting poll answers nothing before the person does, so the patience only keeps a
+    // refusal slowed by a loaded machine from counting as a wait.
     let poll = get(&format!("/v1/mcp/elicitations/{id}?wait=60s"), AGENT);
     let (mut refused, mut waiting) = (0, Vec::new());
     for _ in 0..4 {
@@ -89,7 +91,7 @@ async fn one_token_cannot_hold_the_gateways_connections() {
                 let (address, poll) = (address.clone(), poll.clone());
                 tokio::spawn(async move {
                     let mut raw = Raw::send(&address, poll, None).await;
-                    (raw.status(Duration::from_secs(3)).await, raw)
+                    (raw.status(Duration::from_secs(10)).await, raw)
                 })
             })
             .collect();

@@ -115,13 +115,15 @@ async fn a_module_gets_its_static_token_and_nothing_else_does() {
 /// Found through the module's challenge: the first request goes without a token, the
 /// module's `401` names its metadata, the metadata its authorization server; the token the
 /// module gets has the module's URL as audience and the scope asked for. It is reused while
-/// it lives and fetched again before it ends (tokens live 4 s here).
+/// it lives and fetched again before it ends (tokens live 20 s here, so fetched again after
+/// 10 s: the two calls that share one token have those 10 s on a loaded machine, where 2 s
+/// was once all they had).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_credentials_found_through_the_modules_challenge_are_cached_and_renewed() {
     let dir = std::env::temp_dir().join(format!("mcp-e2e-cc-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let idp = Idp::start_env(None, &[("IDP_TTL", "4")]).await;
+    let idp = Idp::start_env(None, &[("IDP_TTL", "20")]).await;
     let env = [
         ("MCP_AUTH_ISSUER", idp.issuer.clone()),
         ("MCP_AUTH_SCOPE", "notes.write".to_owned()),
@@ -139,7 +141,7 @@ async fn client_credentials_found_through_the_modules_challenge_are_cached_and_r
         text(&approved_write(&gateway.base, "/b").await),
         "ran write"
     );
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    tokio::time::sleep(Duration::from_secs(11)).await;
     assert_eq!(
         text(&approved_write(&gateway.base, "/c").await),
         "ran write"

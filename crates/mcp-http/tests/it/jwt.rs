@@ -598,10 +598,12 @@ async fn a_remembered_token_is_refused_once_it_expires_past_grace_or_its_key_is_
         "withdrawn key",
     );
 
-    // Expiry: within the leeway (5 s) it is accepted, then refused.
+    // Expiry: within the leeway (5 s) it is accepted, then refused. Expired by the
+    // harness's clock, which stands still (by the system's, the clock moved on 3.5 s would
+    // not reach past the leeway where this test took over 1.5 s to get here).
     write_jwks(&h.jwks_file, &[&key]);
     let mut c = claims();
-    c["exp"] = json!(now() - 3);
+    c["exp"] = json!(elicitation_store::Clock::now(&*h.clock).unix_timestamp() - 3);
     let expiring = key.sign(&c);
     assert_accepted(
         &send(&h.service, "POST", "/mcp", Some(&expiring)).await,
