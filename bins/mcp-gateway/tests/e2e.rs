@@ -1933,11 +1933,7 @@ async fn a_module_cannot_be_configured_to_receive_the_gateways_secrets() {
 /// The conformance fixture (official Python SDK, 2025-11-25) as an HTTP module `fx`, with
 /// its tools allowed; returns the fixture process (alive while held) and the gateway.
 async fn behind_the_gateway_the_fixture(dir: &Path) -> (tokio::process::Child, Gateway) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let fixture = Command::new(env_or_panic("MCP_INTEROP_PYTHON"))
         .arg(concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -2463,11 +2459,7 @@ struct S3Service {
 impl S3Service {
     async fn start(bucket: &str) -> S3Service {
         let python = PathBuf::from(env_or_panic("MCP_INTEROP_PYTHON"));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new(python.with_file_name("moto_server"))
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
@@ -2663,7 +2655,29 @@ async fn a_file_answered_on_the_page_is_kept_in_an_s3_bucket_and_downloads_from_
 
 // ---- OAuth: the gateway as a resource server of a real authorization server ----
 
+/// A loopback port free now, for a process started later to listen on. Drawn below the
+/// kernel's ephemeral range, where that leaves room: the kernel hands ports of that range
+/// to every `bind(…:0)` and outgoing connection of the tests running beside this one, and
+/// could hand this one out again before its listener is up. The kernel's own choice where
+/// the range leaves no room below it.
 fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    const FLOOR: u16 = 10_000;
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(0);
+    if ephemeral > FLOOR + 1_000 {
+        for _ in 0..64 {
+            // A random draw (the standard library's randomly keyed hasher).
+            let mut draw = std::collections::hash_map::RandomState::new().build_hasher();
+            draw.write_u8(0);
+            let port = FLOOR + (draw.finish() % u64::from(ephemeral - FLOOR)) as u16;
+            if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return port;
+            }
+        }
+    }
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
