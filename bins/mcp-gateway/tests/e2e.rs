@@ -1945,13 +1945,15 @@ async fn behind_the_gateway_the_fixture(dir: &Path) -> (tokio::process::Child, G
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    for _ in 0..300 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the conformance fixture listens on port {port}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let mut config = format!(
