@@ -2010,7 +2010,13 @@ async fn the_rest_api_says_what_remains_of_each_quota() {
             costs: Vec::new(),
         });
     });
-    let h = harness(Arc::new(MemoryStore::default()), GatePolicy::default()).await;
+    // A stopped clock: on the system's, calls on both sides of the hour would be counted in
+    // two windows.
+    let store = MemoryStore::new(
+        Arc::new(ManualClock::stopped_now()),
+        elicitation_store::MemoryLimits::default(),
+    );
+    let h = harness(Arc::new(store), GatePolicy::default()).await;
     for _ in 0..2 {
         let ran = call(&h, "test__read", json!({}), None).await;
         assert_ne!(ran["isError"], true, "{ran}");
