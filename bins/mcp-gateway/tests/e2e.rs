@@ -2663,7 +2663,6 @@ async fn a_file_answered_on_the_page_is_kept_in_an_s3_bucket_and_downloads_from_
 /// could hand this one out again before its listener is up. The kernel's own choice where
 /// the range leaves no room below it.
 fn free_port() -> u16 {
-    use std::hash::{BuildHasher, Hasher};
     const FLOOR: u16 = 10_000;
     let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
@@ -2671,10 +2670,8 @@ fn free_port() -> u16 {
         .unwrap_or(0);
     if ephemeral > FLOOR + 1_000 {
         for _ in 0..64 {
-            // A random draw (the standard library's randomly keyed hasher).
-            let mut draw = std::collections::hash_map::RandomState::new().build_hasher();
-            draw.write_u8(0);
-            let port = FLOOR + (draw.finish() % u64::from(ephemeral - FLOOR)) as u16;
+            let draw = u16::from_le_bytes(mcp_random::bytes().unwrap());
+            let port = FLOOR + draw % (ephemeral - FLOOR);
             if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
                 return port;
             }
